@@ -1,0 +1,1 @@
+"""Load generation only: the locustfile, OpenAI streaming user, arrivals, stages, recorder."""

@@ -1,0 +1,84 @@
+"""The `capplan` command line: a thin typer app; each command lives in planner/commands/<name>.py.
+
+Each command module defines `register(app)` that adds one command. Commands parse options,
+call one library function, and turn a CapplanError into a clean message and exit code.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from planner import __version__
+from planner.errors import CapplanError
+
+# The order here is the order in `capplan --help`.
+COMMAND_MODULES = ("demo", "profile", "emulate", "loadtest", "limit", "plan", "report")
+
+app = typer.Typer(
+    name="capplan",
+    help=(
+        "Size LLM serving fleets from evidence: profile request logs, load-test an "
+        "OpenAI-compatible endpoint with Locust, find the per-instance SLO limit, plan "
+        "instances and cost, and write a PDF capacity baseline."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except CapplanError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"capplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """capplan: evidence-based capacity planning for LLM serving."""
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        module_name = f"planner.commands.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue  # a command not built yet in this checkout
+        importlib.import_module(module_name).register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(app())

@@ -1,0 +1,1 @@
+"""One module per `capplan` command; each defines `register(app)`."""

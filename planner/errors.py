@@ -1,0 +1,31 @@
+"""The one exception tree of capplan: everything the project raises derives from CapplanError."""
+
+from __future__ import annotations
+
+
+class CapplanError(Exception):
+    """Base of every error capplan raises on purpose; the CLI prints its message, no traceback.
+
+    `exit_code` is what the CLI exits with: 2 for bad input or configuration (the user can fix
+    it), 1 for a failure while running (a target that went away, a run that produced nothing).
+    """
+
+    exit_code = 1
+
+
+class InputError(CapplanError):
+    """A file, row, field or option that is not what capplan expects (exit code 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """A configuration value (stage plan, SLO spec, catalog entry, option) that fails validation."""
+
+
+class TargetError(CapplanError):
+    """The system under test misbehaved in a way that stops the command (exit code 1)."""
+
+
+class RunError(CapplanError):
+    """A run, search or simulation could not produce its result (exit code 1)."""

@@ -1,0 +1,1 @@
+"""Request profiles: log readers, the canonical request table, statistics, the Profile model."""

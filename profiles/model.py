@@ -1,0 +1,211 @@
+"""The Profile model: the typed form of profile JSON (`"schema": "capplan.profile/1"`).
+
+Written by `capplan profile`, read by the load test, the planner and the report. Key paths
+named in the profile issue are a public contract; every count and rate carries its unit in
+its name. Prompt text never appears here: only lengths, shares and hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.errors import InputError
+
+PROFILE_SCHEMA = "capplan.profile/1"
+WINDOWS = ("1s", "10s", "60s")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Source(_Model):
+    files: list[str]
+    format: str = Field(description="reader kind, or 'preset' for a profile built from a preset")
+    rows: int = Field(ge=0, description="rows kept")
+    rows_skipped: int = Field(ge=0, description="rows skipped (see skip_reasons)")
+    skip_reasons: dict[str, int] = Field(default_factory=dict, description="reason -> count")
+    skip_examples: list[str] = Field(default_factory=list, description="first few 'file:line: why'")
+    tokens_estimated: bool = Field(description="token counts came from a tokenizer, not usage")
+    tokenizer: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    first_timestamp: str | None = Field(None, description="ISO-8601 of the first request")
+    digest: str = Field("", description="sha256 of the inputs (files' bytes or preset spec)")
+    preset: str | None = None
+
+
+class GammaShape(_Model):
+    moments: float | None = Field(None, description="1 / CV^2 of inter-arrival times")
+    mle: float | None = Field(None, description="maximum-likelihood gamma shape")
+
+
+class Burst(_Model):
+    start_s: float
+    duration_s: float
+    peak_rate_rps: float
+
+
+class RateSeries(_Model):
+    bin_s: float = Field(gt=0)
+    rates_rps: list[float]
+
+
+class Arrivals(_Model):
+    duration_s: float = Field(ge=0)
+    mean_rate_rps: float = Field(ge=0)
+    interarrival_cv: float | None
+    gamma_shape: GammaShape
+    peak_rate_rps: dict[str, float] = Field(description='keyed by window: "1s", "10s", "60s"')
+    peak_to_mean: dict[str, float]
+    fano: dict[str, float] = Field(description="variance / mean of per-window counts")
+    window_rate_percentiles: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="per window, the 0th..100th percentiles (101 values) of window rates in req/s",
+    )
+    hour_of_day: list[float] | None = Field(None, description="24 mean rates (req/s), hour 0..23")
+    weekday: list[float] | None = Field(None, description="7 mean rates (req/s), Monday first")
+    bursts: list[Burst] = Field(default_factory=list)
+    rate_series: RateSeries
+
+
+class Histogram(_Model):
+    edges: list[float] = Field(description="bin edges (log-spaced), len(counts) + 1")
+    counts: list[int]
+
+
+class LengthStats(_Model):
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    min: float = 0.0
+    histogram: Histogram
+
+
+class LengthClasses(_Model):
+    basis: str = Field(description="what is classed, e.g. 'input_tokens'")
+    short_max_tokens: int
+    long_min_tokens: int
+    shares: dict[str, float] = Field(description="short, medium, long -> share of requests")
+
+
+class Sampler(_Model):
+    kind: Literal["reservoir"] = "reservoir"
+    seed: int
+    why: str = ""
+    pairs: list[tuple[int, int]] = Field(description="(input_tokens, output_tokens) pairs")
+
+
+class Lengths(_Model):
+    input: LengthStats
+    output: LengthStats
+    classes: LengthClasses
+    io_rank_correlation: float | None = Field(description="Spearman rank correlation")
+    sampler: Sampler
+
+
+class LruPoint(_Model):
+    cache_tokens: int
+    hit_ratio: float
+
+
+class SharedPrefix(_Model):
+    prefix_tokens: int = Field(description="length of the shared prefix in tokens")
+    request_share: float = Field(description="share of requests that start with it")
+    token_share: float = Field(description="share of all prompt tokens inside this prefix")
+
+
+class Prefix(_Model):
+    available: bool = Field(description="false when the log has neither hashes nor prompt text")
+    block_tokens: int
+    ideal_hit_ratio: float | None = None
+    lru_hit_ratio: list[LruPoint] = Field(default_factory=list)
+    top_prefixes: list[SharedPrefix] = Field(default_factory=list)
+    top_prefixes_request_share: float | None = None
+    top_prefixes_token_share: float | None = None
+    reported_cached_token_ratio: float | None = Field(
+        None, description="sum(usage cached_tokens) / sum(prompt_tokens), where the log has it"
+    )
+
+
+class Quantiles(_Model):
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class Sessions(_Model):
+    available: bool
+    count: int = 0
+    turns: Quantiles | None = None
+    think_time_s: Quantiles | None = None
+    context_growth_tokens: Quantiles | None = Field(
+        None, description="input-token growth from one turn to the next"
+    )
+    multi_turn_request_share: float | None = None
+
+
+class ProfileBody(_Model):
+    """Statistics of one set of requests (the whole source or one group)."""
+
+    arrivals: Arrivals
+    lengths: Lengths
+    prefix: Prefix
+    sessions: Sessions
+    ok_share: float | None = Field(None, description="share of requests the log marks ok")
+
+
+class Profile(ProfileBody):
+    """A whole profile: source, statistics, and the same statistics per group."""
+
+    schema_: str = Field(PROFILE_SCHEMA, alias="schema")
+    name: str = ""
+    created_at: str = ""
+    capplan_version: str = ""
+    source: Source
+    group_by: str | None = None
+    groups: dict[str, ProfileBody] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+    def digest(self) -> str:
+        """sha256 of the profile's JSON, for run and plan metadata."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read profile JSON; raises InputError naming the file and the first bad field."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError as err:
+        raise InputError(f"{p}: profile not found") from err
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{p}: not a profile JSON file ({err})") from err
+    if not isinstance(data, dict) or data.get("schema") != PROFILE_SCHEMA:
+        raise InputError(f'{p}: expected a profile with "schema": "{PROFILE_SCHEMA}"')
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise InputError(f"{p}: field {loc}: {first['msg']}") from err
+
+
+def save_profile(profile: Profile, path: str | Path) -> None:
+    """Write profile JSON, creating the parent folder."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(profile.to_json())

@@ -1,0 +1,129 @@
+"""Token counting and chained prompt-block hashes, shared by the profiler, emulator and load test.
+
+Two tokenizers behind one protocol:
+- `ApproxTokenizer` (default): splits text into word and punctuation pieces and counts each
+  piece as ceil(len / 4) tokens, close to BPE tokenizers on English text (about 4 characters
+  a token). It is deterministic, needs no file, and `synthetic_text(n)` builds text that it
+  reads as exactly n tokens, so a prompt the load test builds for n tokens reads as n in the
+  emulator and in the profiler.
+- `HFTokenizer`: a Hugging Face `tokenizer.json` through the `tokenizers` package.
+
+Block hashes follow vLLM's prefix caching: a prompt's full blocks of `block_tokens` tokens
+are hashed in a chain, each block's hash covering its parent's hash and its own token ids,
+so equal hash prefixes mean an equal prompt prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from planner.errors import InputError
+
+_PIECE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_CHARS_PER_TOKEN = 4
+
+
+class Tokenizer(Protocol):
+    """What capplan needs of a tokenizer."""
+
+    name: str
+    approximate: bool
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (stable across processes)."""
+        ...
+
+
+class ApproxTokenizer:
+    """Fast approximate tokenizer: ceil(len/4) tokens per word or punctuation piece."""
+
+    name = "approx-4chars"
+    approximate = True
+
+    def count(self, text: str) -> int:
+        return sum(-(-len(piece) // _CHARS_PER_TOKEN) for piece in _PIECE.findall(text))
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for piece in _PIECE.findall(text):
+            for start in range(0, len(piece), _CHARS_PER_TOKEN):
+                chunk = piece[start : start + _CHARS_PER_TOKEN]
+                ids.append(zlib.crc32(chunk.encode("utf-8")))
+        return ids
+
+
+class HFTokenizer:
+    """A Hugging Face `tokenizer.json` loaded with the `tokenizers` package."""
+
+    approximate = False
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer as _HF
+
+        try:
+            self._tok = _HF.from_file(str(path))
+        except Exception as err:  # the tokenizers package raises plain Exception subclasses
+            raise InputError(f"{path}: not a Hugging Face tokenizer.json ({err})") from err
+        self.name = f"hf:{Path(path).name}"
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+
+def load_tokenizer(path: str | Path | None) -> Tokenizer:
+    """The tokenizer at `path` (a tokenizer.json), or the approximate one when `path` is None.
+
+    Raises InputError when the file is missing or not a tokenizer.
+    """
+    if path is None:
+        return ApproxTokenizer()
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: tokenizer file not found (expected a Hugging Face tokenizer.json)")
+    return HFTokenizer(p)
+
+
+def chained_block_hashes(token_ids: list[int] | np.ndarray, block_tokens: int) -> list[int]:
+    """Chained 64-bit hashes of the full blocks of `token_ids` (a partial last block is skipped)."""
+    ids = np.asarray(token_ids, dtype=np.uint32)
+    n_blocks = len(ids) // block_tokens
+    hashes: list[int] = []
+    parent = b"\x00" * 8
+    for b in range(n_blocks):
+        h = hashlib.blake2b(parent, digest_size=8)
+        h.update(ids[b * block_tokens : (b + 1) * block_tokens].tobytes())
+        parent = h.digest()
+        hashes.append(int.from_bytes(parent, "little"))
+    return hashes
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ro", "vi", "de", "po", "za", "fu", "ge", "hi")
+
+
+def _vocabulary() -> list[str]:
+    # 2-syllable words of 4 characters: each one reads as exactly one approximate token.
+    return [a + b for a in _SYLLABLES for b in _SYLLABLES]
+
+
+_VOCAB = _vocabulary()
+
+
+def synthetic_text(n_tokens: int, rng: np.random.Generator) -> str:
+    """Text that `ApproxTokenizer` counts as exactly `n_tokens` tokens (words drawn from `rng`)."""
+    if n_tokens <= 0:
+        return ""
+    idx = rng.integers(0, len(_VOCAB), size=n_tokens)
+    return " ".join(_VOCAB[i] for i in idx)

@@ -1,0 +1,1 @@
+"""Rendering only: charts and the PDF capacity baseline from finished results (en, zh)."""

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install capplan with its test extras into ./.venv (created if missing) and run the checks:
+# ruff (lint), mypy (types), pytest (unit + integration). Exits non-zero on any failure,
+# including pytest collecting no tests (exit code 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+
+# pdftoppm (poppler-utils) renders report pages in the report tests.
+if ! command -v pdftoppm >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq >/dev/null && apt-get install -y -qq poppler-utils >/dev/null
+  else
+    echo "warning: pdftoppm missing and cannot be installed here; report rendering tests will fail" >&2
+  fi
+fi
+
+echo "== ruff"
+.venv/bin/ruff check planner profiles locustfiles reports tests bench
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"
