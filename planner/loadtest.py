@@ -340,7 +340,7 @@ def summarize_plan(
 # --- running ---------------------------------------------------------------------------------
 
 
-def _profile(config: LoadTestConfig) -> tuple[Profile, str]:
+def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
     if config.profile_path:
         return load_profile(config.profile_path), config.profile_path
     try:
@@ -497,7 +497,7 @@ def run_loadtest(
     validate_plan(plan)
     if any(s.arrival == "replay" for s in plan.stages) and not config.replay_path:
         raise ConfigError("the plan has replay stages but no replay log was given (--replay LOG)")
-    profile, source = _profile(config)
+    profile, source = config_profile(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = _prepare_run_info(config, plan, out_dir, append, profile, source)
     work = out_dir / WORK_DIR
