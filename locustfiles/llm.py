@@ -19,11 +19,13 @@ plan, rate, users, duration, arrival, seed, api-key-env, out, replay, speed, ...
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
+import sys
 import time
-import urllib.request
+import urllib.error
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,8 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
+from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.recorder import (
-    METRIC_NAMES,
     METRICS_PARTS,
     RECORD_NAMES,
     RECORDS_PARTS,
@@ -164,7 +166,7 @@ class _Run:
                 sum(s.duration_s for s in self.plan.stages if s.arrival == "replay") * o.llm_speed
             )
             table = slice_log(read_log_table(o.llm_replay), o.llm_replay_start, span + 1.0)
-            self.replay = to_replay(table, o.llm_speed)
+            self.replay = to_replay(table, o.llm_speed, o.llm_replay_start)
         api_key = os.environ.get(o.llm_api_key_env) if o.llm_api_key_env else None
         self.options = DriverOptions(
             endpoint=o.llm_endpoint,
@@ -215,7 +217,8 @@ class _Run:
     def flush(self) -> None:
         if self.writer is not None and self.rows:
             rows, self.rows = self.rows, []
-            self.writer.write(rows)
+            # Written from a native thread so the dispatcher greenlet keeps its send times.
+            gevent.get_hub().threadpool.apply(self.writer.write, (rows,))
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         tmp = self.work / (name + ".tmp")
@@ -278,35 +281,19 @@ def _flusher(run: _Run) -> None:
 
 
 def _scraper(run: _Run, host: str) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
     writer = PartWriter(run.out / METRICS_PARTS, SERVER_METRIC_COLUMNS)
     url = host.rstrip("/") + "/metrics"
     assert run.clock is not None
-    misses = 0
     while not run.finished:
         t_s = run.clock.now()
         try:
-            with urllib.request.urlopen(url, timeout=2.0) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except OSError as err:
-            code = getattr(err, "code", None)
-            if code in (404, 405, 501):
-                log.warning("no Prometheus metrics at %s (HTTP %s): not scraping", url, code)
+            writer.write(parse_metrics(fetch_metrics(url), t_s))
+        except urllib.error.HTTPError as err:
+            if err.code in (404, 405, 501):
+                log.warning("no Prometheus metrics at %s (HTTP %s): not scraping", url, err.code)
                 return
-            misses += 1  # the target may be down for a while; keep trying
-            gevent.sleep(1.0)
-            continue
-        rows: list[tuple[float, str, str, str, float]] = []
-        try:
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    labels = json.dumps(sample.labels, sort_keys=True) if sample.labels else ""
-                    rows.append((t_s, sample.name, labels, family.type, float(sample.value)))
-        except ValueError as err:
-            log.warning("unparsable metrics at %s: %s", url, err)
-        assert len(METRIC_NAMES) == 5
-        writer.write(rows)
+        except (OSError, ValueError):
+            pass  # the target may be down for a while; keep trying
         gevent.sleep(max(0.0, 1.0 - (run.clock.now() - t_s)))
 
 
@@ -407,8 +394,19 @@ def _on_init(environment: Environment, **_: Any) -> None:
         runner.register_message("capplan_stop", on_stop)
 
 
+def _calm_gc() -> None:
+    # A full collection over the many small objects of a long run can stall the dispatcher
+    # for tens of ms; freeze what exists and collect the young generation less often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 1000)
+    # Hand the GIL back to the dispatcher quickly while a writer thread runs.
+    sys.setswitchinterval(0.0005)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
+    _calm_gc()
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         return  # workers wait for the master's capplan_start message

@@ -73,10 +73,12 @@ def slice_log(table: pl.DataFrame, start_s: float, span_s: float) -> pl.DataFram
     return table.filter((pl.col("arrival_s") >= start_s) & (pl.col("arrival_s") < start_s + span_s))
 
 
-def to_replay(table: pl.DataFrame, speed: float) -> ReplayLog:
+def to_replay(table: pl.DataFrame, speed: float, origin_s: float = 0.0) -> ReplayLog:
+    """The table as a ReplayLog whose stage starts at log second `origin_s`."""
     return ReplayLog(
         arrival_s=table["arrival_s"].to_numpy().astype(float),
         input_tokens=np.maximum(table["input_tokens"].fill_null(1).to_numpy(), 1),
         output_tokens=np.maximum(table["output_tokens"].fill_null(1).to_numpy(), 1),
         speed=speed,
+        origin_s=origin_s,
     )

@@ -30,6 +30,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 import locustfiles
+from locustfiles.metrics import MetricsScraper
 from locustfiles.recorder import (
     METRICS_FILE,
     METRICS_PARTS,
@@ -398,10 +399,14 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         args.append("--llm-no-ignore-eos")
     if config.max_concurrency:
         args += ["--llm-max-concurrency", str(config.max_concurrency)]
-    if not config.scrape_metrics:
-        args.append("--llm-no-metrics")
+    args.append("--llm-no-metrics")  # capplan scrapes from its own process (MetricsScraper)
     if config.replay_path:
-        args += ["--llm-replay", str(work / "replay.parquet")]
+        args += [
+            "--llm-replay",
+            str(work / "replay.parquet"),
+            "--llm-replay-start",
+            repr(config.replay_start_s),
+        ]
     return args
 
 
@@ -512,7 +517,16 @@ def run_loadtest(
     _write_json(out_dir / "run.json", info.model_dump_json(by_alias=True, indent=2))
     assert info.start_epoch_s is not None
     args = _locust_args(config, out_dir, info.start_epoch_s, work)
-    interrupted = _run_locust(args, config.workers, out_dir, work, plan, progress)
+    scraper: MetricsScraper | None = None
+    if config.scrape_metrics:
+        epoch = info.start_epoch_s
+        scraper = MetricsScraper(config.host, out_dir, lambda: time.time() - epoch)
+        scraper.start()
+    try:
+        interrupted = _run_locust(args, config.workers, out_dir, work, plan, progress)
+    finally:
+        if scraper is not None:
+            scraper.stop()
     start_file = work / "start.json"
     if not start_file.exists():
         tail = _log_tail(out_dir / "locust.log")
