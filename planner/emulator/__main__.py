@@ -1,11 +1,8 @@
-"""`python -m planner.emulator ...`: the `capplan emulate` command alone (used for subprocesses)."""
+"""`python -m planner.emulator ...` runs `capplan emulate ...` (for emulator subprocesses)."""
 
-import typer
+import sys
 
-from planner.commands.emulate import register
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-register(app)
+from planner.cli import app
 
 if __name__ == "__main__":
-    app()
+    app(["emulate", *sys.argv[1:]], prog_name="capplan")

@@ -147,7 +147,7 @@ def _message_text(messages: Any) -> str:
                 f"messages[{i}].content must be a string or a list of text parts",
                 param="messages",
             )
-        # A minimal chat template: the role and a colon add two tokens per message.
+        # A minimal chat template: `role: content` (the role and colon add 2-3 tokens).
         parts.append(f"{message['role']}: {text}\n")
     return "".join(parts)
 
