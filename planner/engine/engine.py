@@ -143,17 +143,33 @@ class RequestTimeline:
 class _Req:
     """Scheduler state of one live request."""
 
-    __slots__ = ("req", "tl", "computed", "tokens", "target", "holding", "preempted", "id")
+    __slots__ = (
+        "req",
+        "tl",
+        "computed",
+        "tokens",
+        "target",
+        "holding",
+        "preempted",
+        "id",
+        "cap",
+        "prompt",
+        "registering",
+    )
 
-    def __init__(self, req: EngineRequest, tl: RequestTimeline) -> None:
+    def __init__(self, req: EngineRequest, tl: RequestTimeline, prefix_caching: bool) -> None:
         self.req = req
         self.id = req.request_id
         self.tl = tl
         self.computed = 0  # tokens whose KV is in the cache
+        self.prompt = req.prompt_tokens
         self.tokens = req.prompt_tokens  # prompt + generated tokens known so far
         self.target = req.prompt_tokens + req.max_tokens
         self.holding = BlockHolding()
+        self.cap = 0  # tokens the held blocks have room for
         self.preempted = False
+        # Whether computed prompt blocks still have to be published to the prefix cache.
+        self.registering = prefix_caching and bool(req.block_hashes)
 
 
 class Engine:
@@ -218,7 +234,7 @@ class Engine:
                 f"model length of {self._max_len} tokens"
             )
         tl = RequestTimeline(rid, request.arrival_s, request.prompt_tokens)
-        r = _Req(request, tl)
+        r = _Req(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
         self._waiting.append(r)
@@ -300,7 +316,9 @@ class Engine:
 
     def _preempt(self, r: _Req, now_s: float, events: list[TokenEvent]) -> None:
         self._pool.free(r.holding)
+        r.cap = 0
         r.computed = 0
+        r.registering = self.config.prefix_caching and bool(r.req.block_hashes)
         r.preempted = True
         r.tl.preemptions += 1
         self._preemptions += 1
@@ -316,26 +334,40 @@ class Engine:
         sched: list[tuple[_Req, int]] = []
         events: list[TokenEvent] = []
         preempted = False
+        n_tokens = 0
+        attn = 0.0
+        kv_read = 0
+        prefill = 0
 
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            q = r.tokens - r.computed
+            c = r.computed
+            q = r.tokens - c
             if q > budget:
                 q = budget
-            need = -(-(r.computed + q) // bt) - r.holding.blocks
-            ok = True
-            while need > 0 and not pool.allocate(r.holding, need):
-                victim = running.pop()
-                self._preempt(victim, now_s, events)
-                preempted = True
-                if victim is r:
-                    ok = False
+            if c + q > r.cap:
+                need = -(-(c + q) // bt) - r.holding.blocks
+                ok = True
+                while not pool.allocate(r.holding, need):
+                    victim = running.pop()
+                    self._preempt(victim, now_s, events)
+                    preempted = True
+                    if victim is r:
+                        ok = False
+                        break
+                if not ok:
                     break
-            if not ok:
-                break
+                r.cap = r.holding.blocks * bt
             sched.append((r, q))
             budget -= q
+            n_tokens += q
+            kv_read += c + q
+            if q == 1 and r.tokens - c == 1:
+                attn += c + 1
+            else:
+                attn += q * c + q * (q + 1) / 2
+                prefill += q
             i += 1
 
         if not preempted:
@@ -356,6 +388,7 @@ class Engine:
                 if cached_blocks:
                     pool.take_cached(r.holding, hashes, cached_blocks)
                 pool.allocate(r.holding, need)
+                r.cap = r.holding.blocks * bt
                 r.computed = cached
                 if self.config.prefix_caching:
                     self._queries += r.tokens
@@ -370,23 +403,14 @@ class Engine:
                 running.append(r)
                 sched.append((r, q))
                 budget -= q
+                n_tokens += q
+                kv_read += cached + q
+                attn += q * cached + q * (q + 1) / 2
+                prefill += q
 
         if not sched:
             return StepResult(now_s, 0.0, now_s, tuple(events))
 
-        n_tokens = 0
-        attn = 0.0
-        kv_read = 0
-        prefill = 0
-        for r, q in sched:
-            c = r.computed
-            n_tokens += q
-            kv_read += c + q
-            if r.tokens - c == 1:
-                attn += c + 1
-            else:
-                attn += q * c + q * (q + 1) / 2
-                prefill += q
         duration = self.step_time_s(n_tokens, attn, kv_read)
         end = now_s + duration
 
@@ -396,15 +420,18 @@ class Engine:
         prompt_total = 0
         generated = 0
         for r, q in sched:
-            r.computed += q
-            prompt = r.req.prompt_tokens
-            if r.holding.registered_upto < len(r.req.block_hashes):
-                pool.register(r.holding, r.req.block_hashes, min(r.computed, prompt) // bt)
-            if r.computed < r.tokens:
+            computed = r.computed + q
+            r.computed = computed
+            if r.registering:
+                holding = r.holding
+                hashes = r.req.block_hashes
+                pool.register(holding, hashes, min(computed, r.prompt) // bt)
+                r.registering = holding.registered_upto < len(hashes)
+            if computed < r.tokens:
                 continue  # a prefill chunk that does not reach the end of the prompt
             tl = r.tl
-            if r.tokens == prompt:
-                prompt_total += prompt
+            if r.tokens == r.prompt:
+                prompt_total += r.prompt
             r.tokens += 1
             generated += 1
             tl.output_tokens += 1
