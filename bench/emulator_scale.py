@@ -62,9 +62,9 @@ class _StreamProtocol(asyncio.Protocol):
                 r.gaps_s.extend([0.0] * (k - 1))
             r.last_s = now
             r.tokens += k
-        if b"[DONE]" in data or b"[DONE]" in self._tail + data[:8]:
-            if not self._done.done():
-                self._done.set_result(None)
+        finished = b"[DONE]" in data or b"[DONE]" in self._tail + data[:8]
+        if finished and not self._done.done():
+            self._done.set_result(None)
         self._tail = data[-8:]
 
     def connection_lost(self, exc: Exception | None) -> None:
