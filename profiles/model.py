@@ -37,6 +37,9 @@ class Source(_Model):
     first_timestamp: str | None = Field(None, description="ISO-8601 of the first request")
     digest: str = Field("", description="sha256 of the inputs (files' bytes or preset spec)")
     preset: str | None = None
+    derivation: str | None = Field(
+        None, description="for a preset: where its shape comes from and what was adjusted"
+    )
 
 
 class GammaShape(_Model):
@@ -70,6 +73,8 @@ class Arrivals(_Model):
     hour_of_day: list[float] | None = Field(None, description="24 mean rates (req/s), hour 0..23")
     weekday: list[float] | None = Field(None, description="7 mean rates (req/s), Monday first")
     bursts: list[Burst] = Field(default_factory=list)
+    burst_window_s: float = Field(10.0, description="window length bursts are detected on")
+    burst_rule: str = Field("", description="what counts as a burst")
     rate_series: RateSeries
 
 
@@ -109,6 +114,7 @@ class Lengths(_Model):
     classes: LengthClasses
     io_rank_correlation: float | None = Field(description="Spearman rank correlation")
     sampler: Sampler
+    requests: int = Field(0, ge=0, description="requests these lengths describe (the ok ones)")
 
 
 class LruPoint(_Model):
@@ -133,6 +139,10 @@ class Prefix(_Model):
     reported_cached_token_ratio: float | None = Field(
         None, description="sum(usage cached_tokens) / sum(prompt_tokens), where the log has it"
     )
+    hashes_from: str | None = Field(
+        None, description="'hash_ids' (log's own block ids), 'prompt text', or 'preset'"
+    )
+    requests: int = Field(0, ge=0, description="requests whose prompt blocks were hashed")
 
 
 class Quantiles(_Model):
@@ -162,6 +172,7 @@ class ProfileBody(_Model):
     prefix: Prefix
     sessions: Sessions
     ok_share: float | None = Field(None, description="share of requests the log marks ok")
+    requests: int = Field(0, ge=0, description="requests these statistics describe")
 
 
 class Profile(ProfileBody):
