@@ -16,7 +16,7 @@ from planner import __version__
 from planner.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
-from profiles.model import Profile, ProfileBody, Source
+from profiles.model import Prefix, Profile, ProfileBody, Source
 from profiles.prefix import prefix_stats
 from profiles.readers import ReadResult, read_requests
 from profiles.sessions import session_stats
@@ -46,7 +46,7 @@ def body_from_frame(
     lengths_frame = frame
     if "ok" in frame.columns:
         ok_mask = frame["ok"].fill_null(True)
-        ok_share = float(ok_mask.mean() or 0.0)
+        ok_share = float(ok_mask.cast(pl.Float64).mean() or 0.0)  # type: ignore[arg-type]
         lengths_frame = frame.filter(ok_mask)
         if lengths_frame.height == 0:
             lengths_frame = frame  # every request failed: describe what was asked for
@@ -68,9 +68,7 @@ def body_from_frame(
 
 def _prefix(
     frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
-) -> ProfileBody.model_fields["prefix"].annotation:  # type: ignore[name-defined]
-    from profiles.model import Prefix
-
+) -> Prefix:
     cached = None
     if "cached_tokens" in frame.columns:
         cached = frame["cached_tokens"].fill_null(-1).to_numpy()
@@ -85,8 +83,10 @@ def _prefix(
             cached,
             inputs,
         )
-        return Prefix(**{**p.model_dump(), "available": False})
-    hashed = frame.select("block_hashes", "hash_tokens").filter(pl.col("block_hashes").is_not_null())
+        return p.model_copy(update={"available": False})
+    hashed = frame.select("block_hashes", "hash_tokens").filter(
+        pl.col("block_hashes").is_not_null()
+    )
     flat = hashed["block_hashes"].explode().drop_nulls().to_numpy().astype(np.uint64)
     lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
     hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
@@ -158,8 +158,15 @@ def profile_from_result(
     )
 
 
-_CANONICAL_NUMERIC = ("arrival_s", "input_tokens", "output_tokens", "ok", "block_hashes",
-                      "hash_tokens", "cached_tokens")
+_CANONICAL_NUMERIC = (
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "ok",
+    "block_hashes",
+    "hash_tokens",
+    "cached_tokens",
+)
 
 
 def build_profile(

@@ -73,7 +73,9 @@ class _Counts:
 def log_edges(max_value: int) -> np.ndarray:
     """Edges 0, 1, then BINS_PER_OCTAVE per doubling, up to past `max_value`."""
     octaves = max(1, int(np.ceil(np.log2(max_value + 1))) + 1)
-    return np.concatenate(([0.0], 2.0 ** (np.arange(octaves * BINS_PER_OCTAVE + 1) / BINS_PER_OCTAVE)))
+    return np.concatenate(
+        ([0.0], 2.0 ** (np.arange(octaves * BINS_PER_OCTAVE + 1) / BINS_PER_OCTAVE))
+    )
 
 
 def length_stats(c: _Counts) -> LengthStats:

@@ -118,7 +118,9 @@ def prefix_stats(
     req = np.repeat(np.arange(n_req, dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     pos = np.arange(flat.size, dtype=np.int64) - np.repeat(starts, lengths)
-    tokens = np.clip(np.minimum(block_tokens, np.repeat(hash_tokens, lengths) - pos * block_tokens), 0, None)
+    tokens = np.clip(
+        np.minimum(block_tokens, np.repeat(hash_tokens, lengths) - pos * block_tokens), 0, None
+    )
     cum_tokens = np.minimum((pos + 1) * block_tokens, np.repeat(hash_tokens, lengths))
 
     uniq, first_idx, inv, counts = np.unique(
@@ -140,9 +142,13 @@ def prefix_stats(
     for size in sorted(set(sizes)):
         cap_blocks = size // block_tokens
         ok = (dist >= 0) & (dist < cap_blocks)
-        curve.append(LruPoint(cache_tokens=int(size), hit_ratio=float(tokens[ok].sum() / total_tokens)))
+        curve.append(
+            LruPoint(cache_tokens=int(size), hit_ratio=float(tokens[ok].sum() / total_tokens))
+        )
 
-    top, req_share, tok_share = _top_prefixes(inv, req, pos, counts, cum_tokens, n_req, total_tokens)
+    top, req_share, tok_share = _top_prefixes(
+        inv, req, pos, counts, cum_tokens, n_req, total_tokens
+    )
     return Prefix(
         available=True,
         block_tokens=block_tokens,

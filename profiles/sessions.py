@@ -13,7 +13,11 @@ def quantiles(values: np.ndarray) -> Quantiles | None:
         return None
     q = np.percentile(values, [50, 90, 99, 100])
     return Quantiles(
-        mean=float(values.mean()), p50=float(q[0]), p90=float(q[1]), p99=float(q[2]), max=float(q[3])
+        mean=float(values.mean()),
+        p50=float(q[0]),
+        p90=float(q[1]),
+        p99=float(q[2]),
+        max=float(q[3]),
     )
 
 

@@ -46,7 +46,9 @@ def _load(name: str) -> Profile:
 
 def _positive(name: str, value: float | None, low: float = 0.0) -> None:
     if value is not None and (not math.isfinite(value) or value <= low):
-        raise ConfigError(f"--{name.replace('_', '-')} must be a number above {low:g} (got {value})")
+        raise ConfigError(
+            f"--{name.replace('_', '-')} must be a number above {low:g} (got {value})"
+        )
 
 
 def _scale_rates(a: Arrivals, factor: float) -> Arrivals:
@@ -78,7 +80,9 @@ def _stretch_peaks(a: Arrivals, peak_to_mean: float) -> Arrivals:
     the variance part of the Fano factor scales with the square of the stretch."""
     old = a.peak_to_mean["60s"]
     if old <= 1.0:
-        raise ConfigError("--peak-to-mean: this preset's 60 s rates are flat and cannot be stretched")
+        raise ConfigError(
+            "--peak-to-mean: this preset's 60 s rates are flat and cannot be stretched"
+        )
     k = (peak_to_mean - 1.0) / (old - 1.0)
     m = a.mean_rate_rps
 
@@ -96,7 +100,9 @@ def _stretch_peaks(a: Arrivals, peak_to_mean: float) -> Arrivals:
             },
             "hour_of_day": [s(x) for x in a.hour_of_day] if a.hour_of_day else None,
             "weekday": [s(x) for x in a.weekday] if a.weekday else None,
-            "bursts": [b.model_copy(update={"peak_rate_rps": s(b.peak_rate_rps)}) for b in a.bursts],
+            "bursts": [
+                b.model_copy(update={"peak_rate_rps": s(b.peak_rate_rps)}) for b in a.bursts
+            ],
             "rate_series": a.rate_series.model_copy(
                 update={"rates_rps": [s(x) for x in a.rate_series.rates_rps]}
             ),
@@ -173,9 +179,7 @@ def shared_prefix_stats(tokens: int, share: float, input_mean: float, block_toke
         lru_hit_ratio=[
             LruPoint(cache_tokens=s, hit_ratio=ideal if s >= needed else 0.0) for s in sizes
         ],
-        top_prefixes=[
-            SharedPrefix(prefix_tokens=tokens, request_share=share, token_share=ideal)
-        ],
+        top_prefixes=[SharedPrefix(prefix_tokens=tokens, request_share=share, token_share=ideal)],
         top_prefixes_request_share=share,
         top_prefixes_token_share=min(1.0, share * tokens / input_mean),
         hashes_from="preset",
@@ -187,7 +191,9 @@ def _reshuffle(ln: Lengths, seed: int) -> Lengths:
         return ln
     order = np.random.default_rng(seed).permutation(len(ln.sampler.pairs))
     pairs = [ln.sampler.pairs[i] for i in order]
-    return ln.model_copy(update={"sampler": ln.sampler.model_copy(update={"pairs": pairs, "seed": seed})})
+    return ln.model_copy(
+        update={"sampler": ln.sampler.model_copy(update={"pairs": pairs, "seed": seed})}
+    )
 
 
 def preset_profile(
@@ -258,7 +264,9 @@ def preset_profile(
             sessions = sessions.model_copy(
                 update={
                     "context_growth_tokens": g.model_copy(
-                        update={k: getattr(g, k) * fin for k in ("mean", "p50", "p90", "p99", "max")}
+                        update={
+                            k: getattr(g, k) * fin for k in ("mean", "p50", "p90", "p99", "max")
+                        }
                     )
                 }
             )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,8 +81,17 @@ def agent_frame(seed: int = 7, duration_s: float = 1800.0) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     system_blocks = 3008 // BLOCK_TOKENS
     next_id = system_blocks
-    rows: dict[str, list] = {k: [] for k in ("arrival_s", "input_tokens", "output_tokens",
-                                             "session_id", "block_hashes", "hash_tokens")}
+    rows: dict[str, list] = {
+        k: []
+        for k in (
+            "arrival_s",
+            "input_tokens",
+            "output_tokens",
+            "session_id",
+            "block_hashes",
+            "hash_tokens",
+        )
+    }
     t = 0.0
     session = 0
     while True:
@@ -124,7 +132,9 @@ def agent_frame(seed: int = 7, duration_s: float = 1800.0) -> pl.DataFrame:
     )
 
 
-def batch_frame(azure_inputs: np.ndarray, seed: int = 11, duration_s: float = 1800.0) -> pl.DataFrame:
+def batch_frame(
+    azure_inputs: np.ndarray, seed: int = 11, duration_s: float = 1800.0
+) -> pl.DataFrame:
     """Smooth batch submissions with a shared template (see DERIVATIONS['batch'])."""
     rng = np.random.default_rng(seed)
     n = int(duration_s * 2.0)
@@ -132,7 +142,9 @@ def batch_frame(azure_inputs: np.ndarray, seed: int = 11, duration_s: float = 18
     arrival = np.cumsum(gaps)
     template_blocks = 512 // BLOCK_TOKENS
     inputs = 512 + rng.choice(azure_inputs, size=n)
-    outputs = np.minimum(8192, np.maximum(1, rng.lognormal(np.log(900), 0.6, size=n))).astype(np.int64)
+    outputs = np.minimum(8192, np.maximum(1, rng.lognormal(np.log(900), 0.6, size=n))).astype(
+        np.int64
+    )
     hashes = []
     next_id = template_blocks
     for n_in in inputs:
@@ -191,8 +203,8 @@ def main() -> None:
         save_profile(prof, HERE / f"{name}.json")
         print(
             f"{name}: {prof.source.rows} requests, {prof.arrivals.mean_rate_rps:.2f} req/s, "
-            f"input mean {prof.lengths.input.mean:.0f}, output mean {prof.lengths.output.mean:.0f}, "
-            f"ideal hit {prof.prefix.ideal_hit_ratio}, {len(json.dumps(prof.model_dump())) // 1024} KiB"
+            f"input mean {prof.lengths.input.mean:.0f}, "
+            f"output mean {prof.lengths.output.mean:.0f}, ideal hit {prof.prefix.ideal_hit_ratio}"
         )
 
 

@@ -104,9 +104,9 @@ def _is_plain(path: Path) -> bool:
 
 
 def _by_names(names: set[str]) -> str:
-    if _AZURE <= names:
+    if names >= _AZURE:
         return "azure"
-    if _BURSTGPT <= names:
+    if names >= _BURSTGPT:
         return "burstgpt"
     return "table"
 
@@ -136,7 +136,11 @@ def read_requests(
         raise InputError(f"--block-tokens must be at least 1 (got {block_tokens})")
     check_time_unit(time_unit)
     mapping = parse_columns(columns) if isinstance(columns, str) else columns
-    tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else load_tokenizer(tokenizer)
+    tok = (
+        tokenizer
+        if tokenizer is not None and not isinstance(tokenizer, str)
+        else load_tokenizer(tokenizer)
+    )
     files = expand_paths(paths)
     kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
     distinct = sorted(set(kinds.values()))

@@ -22,7 +22,6 @@ from typing import IO, Protocol
 
 import polars as pl
 
-from planner.errors import InputError
 from profiles.tokenize import Tokenizer
 
 # Column order and dtypes of the canonical request table.

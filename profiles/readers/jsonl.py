@@ -142,9 +142,7 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [
-            p.get("text", "") if isinstance(p, dict) else str(p) for p in content
-        ]
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
         return "\n".join(x for x in parts if isinstance(x, str))
     return ""
 
@@ -252,8 +250,12 @@ def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
     )
     # Drop optional columns the log never filled, so the profile says "not available".
     frame = frame.select(
-        [c for c in frame.columns if c in ("arrival_s", "input_tokens", "output_tokens")
-         or frame[c].null_count() < frame.height]
+        [
+            c
+            for c in frame.columns
+            if c in ("arrival_s", "input_tokens", "output_tokens")
+            or frame[c].null_count() < frame.height
+        ]
     )
     times = frame["arrival_s"].to_numpy()
     if not absolute_all:

@@ -7,10 +7,9 @@ columns and a skip reason per row, so no Python object is made per row.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import json
 
 import numpy as np
 import polars as pl
@@ -57,7 +56,9 @@ def parse_columns(spec: str | None) -> dict[str, str] | None:
         if not sep or not value:
             raise InputError(f"--columns: {part!r} is not KEY=COLUMN (e.g. arrival=ts)")
         if key not in MAPPING_KEYS:
-            raise InputError(f"--columns: unknown key {key!r}; known keys: {', '.join(MAPPING_KEYS)}")
+            raise InputError(
+                f"--columns: unknown key {key!r}; known keys: {', '.join(MAPPING_KEYS)}"
+            )
         mapping[key] = value
     return mapping
 
@@ -107,7 +108,10 @@ def _jsonl_table(path: Path, skips: SkipLog) -> pl.LazyFrame:
             for col in columns.values():
                 if len(col) < n:
                     col.append(None)
-    data = {k: pl.Series(k, v, dtype=pl.Int64 if k == "__line" else pl.String) for k, v in columns.items()}
+    data = {
+        k: pl.Series(k, v, dtype=pl.Int64 if k == "__line" else pl.String)
+        for k, v in columns.items()
+    }
     return pl.DataFrame(data).lazy()
 
 
@@ -212,7 +216,13 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
             if key in mapping:
                 exprs.append(pl.col(mapping[key]).cast(pl.String).alias(canon))
         if "ok" in mapping:
-            exprs.append(pl.col(mapping["ok"]).cast(pl.String).str.to_lowercase().is_in(["true", "1", "ok"]).alias("ok"))
+            exprs.append(
+                pl.col(mapping["ok"])
+                .cast(pl.String)
+                .str.to_lowercase()
+                .is_in(["true", "1", "ok"])
+                .alias("ok")
+            )
         elif spec.zero_output_failed:
             exprs.append((out > 0).fill_null(False).alias("ok"))
         for col in ctx.extra_columns:
