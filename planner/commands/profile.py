@@ -119,7 +119,6 @@ def register(app: typer.Typer) -> None:
         from profiles.summary import summary_table
 
         console = Console()
-        err = Console(stderr=True)
         preset_opts = {
             "rate_rps": rate_rps,
             "peak_to_mean": peak_to_mean,
@@ -159,19 +158,15 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{output}: cannot write the profile ({e})") from e
         src = prof.source
         if src.rows_skipped:
-            err.print(f"[yellow]skipped {src.rows_skipped:,} row(s):[/yellow]", highlight=False)
+            typer.echo(f"skipped {src.rows_skipped:,} row(s):", err=True)
             for ex in src.skip_examples:
-                err.print(f"  {ex}", highlight=False, markup=False)
+                typer.echo(f"  {ex}", err=True)
             shown = len(src.skip_examples)
             if src.rows_skipped > shown:
                 reasons = "; ".join(f"{why}: {n:,}" for why, n in src.skip_reasons.items())
-                err.print(
-                    f"  ... and {src.rows_skipped - shown:,} more ({reasons})",
-                    highlight=False,
-                    markup=False,
-                )
+                typer.echo(f"  ... and {src.rows_skipped - shown:,} more ({reasons})", err=True)
         for w in src.warnings:
-            err.print(f"warning: {w}", highlight=False, markup=False)
+            typer.echo(f"warning: {w}", err=True)
         if not quiet:
             console.print(summary_table(prof))
         if plots is not None:

@@ -7,6 +7,7 @@ Each line is one request object. Prompt text in OpenAI logs is read only to coun
 from __future__ import annotations
 
 import json
+import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,7 @@ class _PromptEncoder:
                 if not isinstance(m, dict):
                     continue
                 # One marker token per message role, as chat templates add role tokens.
-                ids.extend(self._encode(f"<|{m.get('role', '')}|>")[:1])
+                ids.append(zlib.crc32(f"<|{m.get('role', '')}|>".encode()))
                 ids.extend(self._encode(_content_text(m.get("content"))))
             return ids
         prompt = body.get("prompt")
