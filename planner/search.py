@@ -310,8 +310,14 @@ def _crossing_estimate(
         threshold = outcomes[float(loads[0])].evaluation.constraint(name).threshold
         fit = IsotonicRegression(increasing=not higher_is_better, out_of_bounds="clip")
         fitted = fit.fit_transform(np.array(xs), np.array(ys))
-        sign = -1.0 if higher_is_better else 1.0
-        excess = sign * (np.asarray(fitted) - threshold)  # > 0 fails
+        if higher_is_better:
+            excess = threshold - np.asarray(fitted)  # > 0 fails
+        elif threshold > 0:
+            # Latency climbs like a queue's 1 / (1 - load / capacity): interpolating its
+            # logarithm follows the curve's bend far better than a straight chord.
+            excess = np.log(np.maximum(np.asarray(fitted), 1e-12) / threshold)
+        else:
+            excess = np.asarray(fitted) - threshold
         for i in range(len(xs) - 1):
             if excess[i] <= 0 < excess[i + 1]:
                 x0, x1 = xs[i], xs[i + 1]
