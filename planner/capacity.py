@@ -1,4 +1,4 @@
-"""Capacity arithmetic of the plan: the per-instance limit, demand, instance counts, resources, cost.
+"""Capacity arithmetic of the plan: per-instance limit, demand, instance counts, resources, cost.
 
 Every function here is pure: it takes typed values and returns typed values (the plan_schema
 models), so the arithmetic is testable without files, engines or clocks.
@@ -26,7 +26,7 @@ from profiles.model import Profile
 
 Unit = Literal["rps", "users"]
 HOURS_PER_MONTH = 730.0
-# Float noise must not add an instance: 200 x 1.2 / 50 is 4.8, but 0.3 x 3 / 0.9 is 1.0000000000000002.
+# Float noise must not add an instance (0.3 x 3 / 0.3 is 3.0000000000000004).
 _CEIL_EPS = 1e-9
 
 # ----------------------------------------------------------------------------- the limit
@@ -376,7 +376,8 @@ PRICE_TABLE: dict[str, tuple[float, str]] = {
     ),
     "L40S-48GB": (
         1.86,
-        "AWS g6e.xlarge (1x L40S) us-east-1 on-demand, $1.861/hour (aws.amazon.com/ec2/pricing, 2024)",
+        "AWS g6e.xlarge (1x L40S) us-east-1 on-demand, $1.861/hour "
+        "(aws.amazon.com/ec2/pricing, 2024)",
     ),
 }
 

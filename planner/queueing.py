@@ -77,7 +77,8 @@ def servers_for_wait(
     """
     if service_s <= 0 or target_wait_s <= 0:
         raise ConfigError(
-            f"servers_for_wait needs a positive service time and target (got {service_s}, {target_wait_s})"
+            "servers_for_wait needs a positive service time and target "
+            f"(got {service_s}, {target_wait_s})"
         )
     c = max(1, math.floor(offered_erlangs) + 1)
     while (
@@ -119,7 +120,8 @@ def instances_by_queueing(
     """
     if peak_rps <= 0 or slots_per_instance <= 0:
         raise ConfigError(
-            f"queueing needs a positive peak and slots per instance (got {peak_rps}, {slots_per_instance})"
+            "queueing needs a positive peak and slots per instance "
+            f"(got {peak_rps}, {slots_per_instance})"
         )
     a = peak_rps * service_s
     poisson = servers_for_wait(a, service_s, 1.0, service_cv2, target_wait_s)
