@@ -287,7 +287,8 @@ def _p(values: np.ndarray, q: float) -> float | None:
     if len(values) == 0:
         return None
     filled = np.where(np.isnan(values), np.inf, values)
-    v = float(np.quantile(filled, q, method="higher"))
+    # Nearest rank: the smallest value with at least q of the requests at or below it.
+    v = float(np.quantile(filled, q, method="inverted_cdf"))
     return v if math.isfinite(v) else None
 
 

@@ -26,7 +26,9 @@ from planner.capacity import (
     sensitivity,
 )
 from planner.engine import (
+    Engine,
     EngineConfig,
+    EngineRequest,
     build_engine_config,
     kv_bytes_per_token,
     kv_capacity_tokens,
@@ -118,6 +120,51 @@ def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, see
     return float(np.nanmean(run.e2e_s[keep]))
 
 
+def closed_loop_e2e_s(
+    profile: Profile, config: EngineConfig, users: float, seed: int, duration_s: float = 120.0
+) -> float:
+    """Mean e2e of one simulated instance holding `users` requests in flight (closed loop).
+
+    Each finished request is replaced at once by a new one with lengths from the profile's
+    sample, as a load test's users without think time would; the first 10 % is warm-up.
+    """
+    rng = np.random.default_rng(seed)
+    table = np.asarray(profile.lengths.sampler.pairs, dtype=np.int64)
+    max_len = config.effective_max_model_len
+    engine = Engine(config.model_copy(update={"record_token_times": False}), token_events=False)
+    count = 0
+
+    def add(now: float) -> None:
+        nonlocal count
+        prompt, output = (int(x) for x in table[rng.integers(0, len(table))])
+        prompt = max(1, min(prompt, max_len - 1))
+        output = max(1, min(output, max_len - prompt))
+        engine.add_request(EngineRequest(str(count), prompt, output, now), now)
+        count += 1
+
+    for _ in range(max(1, round(users))):
+        add(0.0)
+    now, e2es = 0.0, []
+    while now < duration_s:
+        res = engine.step(now)
+        now = res.end_s
+        for ev in res.events:
+            if ev.kind == "finished":
+                tl = engine.timeline(ev.request_id)
+                if tl.arrival_s >= 0.1 * duration_s and tl.e2e_s is not None:
+                    e2es.append(tl.e2e_s)
+                engine.forget(ev.request_id)
+                add(now)
+        if res.duration_s <= 0:
+            break  # nothing schedulable (cannot happen with requests that fit)
+    if not e2es:
+        raise ConfigError(
+            f"{users:g} users on one simulated {config.gpu.name} finished no request in "
+            f"{duration_s:g} s; give a limit.json with a measured e2e"
+        )
+    return float(np.mean(e2es))
+
+
 def _output_cv2(pairs: list[tuple[int, int]]) -> float:
     out = np.asarray([p[1] for p in pairs], dtype=float)
     return float(out.var() / out.mean() ** 2)
@@ -147,8 +194,11 @@ def build_plan(
     e2e = limit.mean_e2e_s
     e2e_source = "measured at the limit (limit.json)"
     limit_rps = limit.value if limit.unit == "rps" else None
-    if e2e is None and limit_rps is not None:
-        e2e = simulated_e2e_s(profile, config, limit_rps, options.seed)
+    if e2e is None:
+        if limit_rps is not None:
+            e2e = simulated_e2e_s(profile, config, limit_rps, options.seed)
+        else:
+            e2e = closed_loop_e2e_s(profile, config, limit.value, options.seed)
         e2e_source = f"simulated: one {config.gpu.name} instance of the engine model at the limit"
         notes.append(f"e2e at the limit ({e2e:.2f} s) is {e2e_source}, not measured")
 
