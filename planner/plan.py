@@ -26,16 +26,22 @@ from planner.capacity import (
     sensitivity,
 )
 from planner.engine import (
-    Engine,
     EngineConfig,
-    EngineRequest,
     build_engine_config,
     kv_bytes_per_token,
     kv_capacity_tokens,
     weight_bytes,
 )
 from planner.errors import ConfigError
-from planner.fleet import fleet_check, parse_fleet_slo, profile_requests, simulate_fleet
+from planner.fleet import (
+    calibrate,
+    closed_loop_run,
+    fleet_check,
+    measured_levels,
+    parse_fleet_slo,
+    profile_requests,
+    simulate_fleet,
+)
 from planner.plan_schema import (
     PLAN_SCHEMA,
     Checks,
@@ -74,6 +80,7 @@ class PlanOptions:
     tp: int = 1
     gpu_hour_price_usd: float | None = None
     fleet: bool = True
+    calibrate: bool = True
     fleet_span_s: float = 300.0
     seed: int = 0
     host_rule: HostRule = field(default_factory=HostRule)
@@ -125,44 +132,16 @@ def closed_loop_e2e_s(
 ) -> float:
     """Mean e2e of one simulated instance holding `users` requests in flight (closed loop).
 
-    Each finished request is replaced at once by a new one with lengths from the profile's
-    sample, as a load test's users without think time would; the first 10 % is warm-up.
+    Raises ConfigError when no request finishes in `duration_s`.
     """
-    rng = np.random.default_rng(seed)
-    table = np.asarray(profile.lengths.sampler.pairs, dtype=np.int64)
-    max_len = config.effective_max_model_len
-    engine = Engine(config.model_copy(update={"record_token_times": False}), token_events=False)
-    count = 0
-
-    def add(now: float) -> None:
-        nonlocal count
-        prompt, output = (int(x) for x in table[rng.integers(0, len(table))])
-        prompt = max(1, min(prompt, max_len - 1))
-        output = max(1, min(output, max_len - prompt))
-        engine.add_request(EngineRequest(str(count), prompt, output, now), now)
-        count += 1
-
-    for _ in range(max(1, round(users))):
-        add(0.0)
-    now, e2es = 0.0, []
-    while now < duration_s:
-        res = engine.step(now)
-        now = res.end_s
-        for ev in res.events:
-            if ev.kind == "finished":
-                tl = engine.timeline(ev.request_id)
-                if tl.arrival_s >= 0.1 * duration_s and tl.e2e_s is not None:
-                    e2es.append(tl.e2e_s)
-                engine.forget(ev.request_id)
-                add(now)
-        if res.duration_s <= 0:
-            break  # nothing schedulable (cannot happen with requests that fit)
-    if not e2es:
+    run = closed_loop_run(profile, config, max(1, round(users)), duration_s, seed)
+    e2e = run.e2e_s[(run.arrival_s >= 0.1 * duration_s) & ~np.isnan(run.e2e_s)]
+    if len(e2e) == 0:
         raise ConfigError(
             f"{users:g} users on one simulated {config.gpu.name} finished no request in "
             f"{duration_s:g} s; give a limit.json with a measured e2e"
         )
-    return float(np.mean(e2es))
+    return float(np.mean(e2e))
 
 
 def _output_cv2(pairs: list[tuple[int, int]]) -> float:
@@ -266,9 +245,35 @@ def build_plan(
         if slo_text is None:
             notes.append("fleet check skipped: no SLO (give --slo or a limit.json)")
         else:
+            fleet_config = config
+            calibration = None
+            if options.calibrate and limit.result is not None:
+                if measured_levels(limit.result):
+                    if progress is not None:
+                        progress("calibrating the engine model to the measured levels ...")
+                    fleet_config, cal = calibrate(
+                        profile, config, limit.result, rng_seed=options.seed
+                    )
+                    calibration = cal.as_dict()
+                    notes.append(
+                        f"engine model calibrated to {cal.levels} measured levels: mfu "
+                        f"{cal.mfu:.3g}, mbu {cal.mbu:.3g}, step overhead "
+                        f"{cal.step_overhead_s * 1e3:.3g} ms; mean relative error "
+                        f"{cal.mean_rel_error:.1%} (max {cal.max_rel_error:.1%}; uncalibrated "
+                        f"{cal.default_mean_rel_error:.1%}) over {', '.join(cal.metrics)}"
+                        + (
+                            ""
+                            if cal.limit_reproduced is None
+                            else "; the simulated instance "
+                            + ("reproduces" if cal.limit_reproduced else "does NOT reproduce")
+                            + " the measured limit"
+                        )
+                    )
+                else:
+                    notes.append("no calibration: the limit.json levels carry no latency metrics")
             checks.fleet = fleet_check(
                 profile,
-                config,
+                fleet_config,
                 demand.peak_rps * first.growth,
                 first.instances,
                 parse_fleet_slo(slo_text),
@@ -276,6 +281,8 @@ def build_plan(
                 rng_seed=options.seed,
                 progress=progress,
             )
+            if calibration is not None:
+                checks.fleet = checks.fleet.model_copy(update={"calibration": calibration})
     inputs = PlanInputs(
         profile=options.profile_path,
         profile_digest=profile.source.digest or profile.digest(),
