@@ -215,7 +215,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "chart_recovery": "Recovery after the burst",
         "recovery_marker": "recovered after {value}",
         "recovery_none": "no burst and recovery stages in this run",
-        "records_none": "records.parquet is missing or empty: no timeline",
+        "records_none": "{file} is missing or empty: no timeline",
         "saturation": "Saturation throughput: {value}.",
         "littles_law": (
             "Little's law at the limit: {rate} × {e2e} mean E2E = {conc} requests in flight."
@@ -533,7 +533,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "chart_recovery": "突发后的恢复",
         "recovery_marker": "{value} 后恢复",
         "recovery_none": "本次压测没有突发与恢复阶段",
-        "records_none": "records.parquet 缺失或为空:无时间线",
+        "records_none": "{file} 缺失或为空:无时间线",
         "saturation": "饱和吞吐量:{value}。",
         "littles_law": "上限处的利特尔法则:{rate} × 平均 E2E {e2e} = 并发 {conc} 个请求。",
         "plan_heading": "容量规划",
@@ -714,10 +714,9 @@ class Words:
             return f"{value:,.0f}"
         return f"{value:.{digits}g}"
 
-    def rate(self, value: float | None, unit: str = "rps") -> str:
-        if value is None:
-            return "–"
-        return f"{self.num(value)} req/s" if unit == "rps" else f"{self.num(value)} users"
+    def rate(self, value: float | None) -> str:
+        """An arrival rate in req/s."""
+        return "–" if value is None else f"{self.num(value)} req/s"
 
     def load(self, value: float | None, unit: str) -> str:
         """A load in the limit's unit: req/s, or a user count."""

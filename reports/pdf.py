@@ -780,7 +780,7 @@ class Report:
     def timeline(self) -> Flowable:
         tl = self.i.timeline
         if tl is None:
-            return self.para(self.t("records_none"))
+            return self.para(self.t("records_none", file="records.parquet"))
         end = max([st.end_s for st in self.i.stages] + [float(tl.offered_rps.x[-1]) + 0.5])
         x_axis = Axis(0.0, end, self.t("axis_time_s"))
         threshold = self.ttft_threshold_s()
