@@ -24,7 +24,7 @@ from planner.plan_schema import PLAN_SCHEMA, Plan
 from planner.run_schema import RUN_SCHEMA, RunInfo, StageSummary
 from profiles.model import Profile, load_profile
 
-# server_metrics.parquet is long format: one row per scrape and gauge.
+# server_metrics.parquet is long format: one row per scrape and sample (`name` or `metric`).
 SERVER_METRIC_COLUMNS = ("t_s", "metric", "value")
 QUEUE_METRIC = "vllm:num_requests_waiting"
 RUNNING_METRIC = "vllm:num_requests_running"
@@ -157,7 +157,12 @@ def load_records(run_dir: Path) -> pl.DataFrame | None:
 
 
 def load_server_metrics(run_dir: Path) -> pl.DataFrame | None:
-    """Read run_dir/server_metrics.parquet (long format t_s, metric, value), or None."""
+    """Read run_dir/server_metrics.parquet as (t_s, metric, value), or None when absent.
+
+    The load test writes one row per scraped Prometheus sample (t_s, name, labels, type,
+    value); samples of one gauge at one scrape (several label sets) are summed, except KV-cache
+    usage, whose largest value is kept. A file with `metric` in place of `name` is read too.
+    """
     path = run_dir / "server_metrics.parquet"
     if not path.exists():
         return None
@@ -165,12 +170,26 @@ def load_server_metrics(run_dir: Path) -> pl.DataFrame | None:
         frame = pl.read_parquet(path)
     except Exception as err:
         raise InputError(f"{path}: cannot read server metrics ({err})") from err
+    if "name" in frame.columns and "metric" not in frame.columns:
+        frame = frame.rename({"name": "metric"})
     missing = [c for c in SERVER_METRIC_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(
-            f"{path}: missing column(s) {', '.join(missing)}; expected {SERVER_METRIC_COLUMNS}"
+            f"{path}: missing column(s) {', '.join(missing)}; expected t_s, name, value"
         )
-    return frame.select(SERVER_METRIC_COLUMNS)
+    frame = frame.select(SERVER_METRIC_COLUMNS).filter(
+        pl.col("metric").is_in([QUEUE_METRIC, RUNNING_METRIC, KV_METRIC])
+    )
+    return (
+        frame.group_by("metric", "t_s")
+        .agg(
+            pl.when(pl.col("metric").first() == KV_METRIC)
+            .then(pl.col("value").max())
+            .otherwise(pl.col("value").sum())
+            .alias("value")
+        )
+        .sort("metric", "t_s")
+    )
 
 
 def _per_second_counts(times: np.ndarray, n_bins: int) -> np.ndarray:

@@ -283,12 +283,14 @@ def build_run(
     metrics = pl.DataFrame(
         {
             "t_s": np.concatenate([t, t, t]),
-            "metric": ["vllm:num_requests_waiting"] * t.size
+            "name": ["vllm:num_requests_waiting"] * t.size
             + ["vllm:kv_cache_usage_perc"] * t.size
             + ["vllm:num_requests_running"] * t.size,
+            "labels": ['model_name="llama-3.1-8b"'] * (3 * t.size),
+            "type": ["gauge"] * (3 * t.size),
             "value": np.concatenate([waiting, kv, np.minimum(256, 12 * 4.1 + waiting)]),
         }
-    )
+    )  # the load test's layout: one row per scraped sample
     run = RunInfo(
         name="chat-h100-sbr",
         command=[

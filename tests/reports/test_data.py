@@ -10,7 +10,13 @@ import polars as pl
 import pytest
 
 from planner.errors import InputError
-from reports.data import build_timeline, load_inputs, load_plan, rolling_p95
+from reports.data import (
+    build_timeline,
+    load_inputs,
+    load_plan,
+    load_server_metrics,
+    rolling_p95,
+)
 from tests.reports.fixtures import write_fixture
 
 
@@ -73,3 +79,21 @@ def test_missing_limit_is_reported(tmp_path: Path) -> None:
     (paths.run_dir / "limit.json").unlink()
     with pytest.raises(InputError, match=r"limit\.json: limit not found"):
         load_inputs(paths.profile, paths.run_dir, paths.plan)
+
+
+def test_server_metrics_sum_label_sets_and_keep_the_largest_kv_usage(tmp_path: Path) -> None:
+    pl.DataFrame(
+        {
+            "t_s": [1.0, 1.0, 1.0, 1.0, 1.0],
+            "name": ["vllm:num_requests_waiting"] * 2
+            + ["vllm:kv_cache_usage_perc"] * 2
+            + ["vllm:prefix_cache_hits"],
+            "labels": ['engine="0"', 'engine="1"', 'engine="0"', 'engine="1"', ""],
+            "type": ["gauge"] * 4 + ["counter"],
+            "value": [2.0, 3.0, 0.4, 0.7, 99.0],
+        }
+    ).write_parquet(tmp_path / "server_metrics.parquet")
+    frame = load_server_metrics(tmp_path)
+    assert frame is not None
+    values = {row["metric"]: row["value"] for row in frame.iter_rows(named=True)}
+    assert values == {"vllm:num_requests_waiting": 5.0, "vllm:kv_cache_usage_perc": 0.7}
