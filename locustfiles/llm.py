@@ -54,7 +54,7 @@ from profiles.workload import WorkloadStream
 log = logging.getLogger("capplan.locust")
 
 WORK_DIR = ".work"
-FLUSH_S = 0.5
+FLUSH_S = 0.9  # rows reach disk at least every second
 START_DELAY_LOCAL_S = 0.2
 START_DELAY_MASTER_S = 1.0
 

@@ -390,6 +390,7 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         repr(config.replay_speed),
         "--loglevel",
         "WARNING",
+        "--only-summary",  # no stats table every 2 s: it would run in the dispatcher's process
         "--exit-code-on-error",
         "0",
     ]
