@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -629,12 +630,12 @@ def _run_locust(
                 )
             )
         master_proc = procs[0]
-        last: tuple[float, int] | None = None
+        reporter = _Progress(work, progress)
         deadline = time.monotonic() + plan_s + 600.0
         try:
             while master_proc.poll() is None:
                 time.sleep(0.5)
-                last = _report_progress(work, progress, last)
+                reporter.update()
                 if time.monotonic() > deadline:
                     raise RunError("Locust ran far past the plan's length; stopped")
         except KeyboardInterrupt:
@@ -655,18 +656,30 @@ def _run_locust(
     return interrupted
 
 
-def _report_progress(
-    work: Path, progress: Callable[[str], None] | None, last: tuple[float, int] | None
-) -> tuple[float, int] | None:
-    if progress is None:
-        return last
-    try:
-        live = json.loads((work / "live.json").read_text())
-    except (OSError, ValueError):
-        return last
-    now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
-    offered = None
-    if last is not None and now_t > last[0]:
-        offered = (scheduled - last[1]) / (now_t - last[0])
-    progress(_format_progress(live, offered))
-    return (now_t, scheduled) if last is None or now_t - last[0] >= 2.0 else last
+class _Progress:
+    """Turns `.work/live.json` into one progress line; offered rate over the last 5 s."""
+
+    WINDOW_S = 5.0
+
+    def __init__(self, work: Path, progress: Callable[[str], None] | None) -> None:
+        self._work = work
+        self._progress = progress
+        self._history: deque[tuple[float, int]] = deque()
+
+    def update(self) -> None:
+        if self._progress is None:
+            return
+        try:
+            live = json.loads((self._work / "live.json").read_text())
+        except (OSError, ValueError):
+            return
+        now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
+        history = self._history
+        if not history or now_t > history[-1][0]:
+            history.append((now_t, scheduled))
+        while len(history) > 2 and history[0][0] < now_t - self.WINDOW_S:
+            history.popleft()
+        offered = None
+        if len(history) > 1 and history[-1][0] > history[0][0]:
+            offered = (history[-1][1] - history[0][1]) / (history[-1][0] - history[0][0])
+        self._progress(_format_progress(live, offered))
