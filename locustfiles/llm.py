@@ -23,7 +23,6 @@ import gc
 import json
 import logging
 import os
-import sys
 import time
 import urllib.error
 from collections import deque
@@ -49,6 +48,7 @@ from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.stages import resolve_plan
 from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
 from profiles.model import Profile, load_profile
+from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream
 
 log = logging.getLogger("capplan.locust")
@@ -138,11 +138,7 @@ def _add_options(parser: Any) -> None:
 
 
 def _load_profile(path: str) -> Profile:
-    if path:
-        return load_profile(path)
-    from profiles.presets import preset_profile  # type: ignore[import-not-found]
-
-    return preset_profile("chat")  # type: ignore[no-any-return]
+    return load_profile(path) if path else preset_profile("chat")
 
 
 class _Run:
@@ -217,8 +213,7 @@ class _Run:
     def flush(self) -> None:
         if self.writer is not None and self.rows:
             rows, self.rows = self.rows, []
-            # Written from a native thread so the dispatcher greenlet keeps its send times.
-            gevent.get_hub().threadpool.apply(self.writer.write, (rows,))
+            self.writer.write(rows)
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         tmp = self.work / (name + ".tmp")
@@ -263,9 +258,17 @@ _run: _Run | None = None
 
 
 def _state(env: Environment) -> _Run:
+    """This process's run state (built on first use)."""
     global _run
     if _run is None or _run.env is not env:
         _run = _Run(env)
+    return _run
+
+
+def _fresh_state(env: Environment) -> _Run:
+    """New run state for a new test (the web UI can start several in one process)."""
+    global _run
+    _run = _Run(env)
     return _run
 
 
@@ -331,7 +334,9 @@ def _finish(run: _Run) -> None:
         run.write_json("live.json", live)
     runner = run.env.runner
     if runner is not None:
-        gevent.spawn_later(0.1, runner.quit)
+        headless = bool(getattr(run.env.parsed_options, "headless", True))
+        # Headless runs end the process; with the web UI the test stops and the UI stays.
+        gevent.spawn_later(0.1, runner.quit if headless else runner.stop)
 
 
 def _begin_writing(run: _Run, env: Environment) -> None:
@@ -356,6 +361,9 @@ def _begin_writing(run: _Run, env: Environment) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    options = environment.parsed_options
+    if options is not None and getattr(options, "llm_request_timeout", None):
+        LLMUser.network_timeout = float(options.llm_request_timeout)
     runner = environment.runner
     if isinstance(runner, MasterRunner):
 
@@ -376,7 +384,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     elif isinstance(runner, WorkerRunner):
 
         def on_start(msg: Any, **_: Any) -> None:
-            run = _state(environment)
+            run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
             run.clock = RunClock(data["start_epoch_s"])
             run.start_s = data["plan_start_s"]
@@ -400,8 +408,6 @@ def _calm_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 1000)
-    # Hand the GIL back to the dispatcher quickly while a writer thread runs.
-    sys.setswitchinterval(0.0005)
 
 
 @events.test_start.add_listener
@@ -410,8 +416,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         return  # workers wait for the master's capplan_start message
-    run = _state(environment)
-    run.finished = False
+    run = _fresh_state(environment)
     epoch = run.run_epoch or time.time()
     run.clock = RunClock(epoch)
     if isinstance(runner, MasterRunner):
@@ -443,7 +448,6 @@ class LLMUser(FastHttpUser):
         assert run.clock is not None
         runner = self.environment.runner
         worker_mode = isinstance(runner, WorkerRunner)
-        self.client.client.network_timeout = run.options.request_timeout_s  # type: ignore[attr-defined]
 
         def emit(row: Row) -> None:
             if worker_mode:

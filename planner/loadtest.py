@@ -54,6 +54,7 @@ from planner.run_schema import (
     StageSummary,
 )
 from profiles.model import Profile, load_profile
+from profiles.presets import preset_profile
 
 __all__ = [
     "LoadTestConfig",
@@ -343,14 +344,9 @@ def summarize_plan(
 
 
 def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
+    """The profile to draw requests from and how run.json names it (path or preset:chat)."""
     if config.profile_path:
         return load_profile(config.profile_path), config.profile_path
-    try:
-        from profiles.presets import preset_profile  # type: ignore[import-not-found]
-    except ImportError as err:
-        raise ConfigError(
-            "no --profile given and this install has no built-in preset profiles"
-        ) from err
     return preset_profile("chat"), "preset:chat"
 
 
@@ -504,6 +500,10 @@ def run_loadtest(
     validate_plan(plan)
     if any(s.arrival == "replay" for s in plan.stages) and not config.replay_path:
         raise ConfigError("the plan has replay stages but no replay log was given (--replay LOG)")
+    if config.api_key_env and not os.environ.get(config.api_key_env):
+        raise ConfigError(
+            f"--api-key-env {config.api_key_env}: that environment variable is not set or empty"
+        )
     profile, source = config_profile(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = _prepare_run_info(config, plan, out_dir, append, profile, source)

@@ -11,8 +11,15 @@ from typer.testing import CliRunner
 
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from planner.cli import app
-from planner.loadtest import read_records, recovery_time_s, summarize_stage
-from planner.run_schema import RECORD_COLUMNS, Stage
+from planner.loadtest import (
+    LoadTestConfig,
+    read_records,
+    recovery_time_s,
+    run_loadtest,
+    summarize_stage,
+)
+from planner.run_schema import RECORD_COLUMNS, Stage, StagePlan
+from tests.helpers.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 
@@ -112,3 +119,19 @@ def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "stages[0].arrival" in result.output and "Traceback" not in result.output
+
+
+def test_missing_api_key_variable_is_a_config_error(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+
+    plan = StagePlan(stages=[Stage(name="s", duration_s=1.0, rate_rps=1.0)])
+    prof = tmp_path / "p.json"
+    prof.write_text(make_profile([(8, 2)]).to_json())
+    cfg = LoadTestConfig(
+        host="http://127.0.0.1:9",
+        model="m",
+        profile_path=str(prof),
+        api_key_env="CAPPLAN_NO_SUCH_KEY",
+    )
+    with pytest.raises(ConfigError, match="CAPPLAN_NO_SUCH_KEY"):
+        run_loadtest(cfg, plan, tmp_path / "run")

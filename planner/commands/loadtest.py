@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -174,7 +175,9 @@ def loadtest(
         summaries = run_loadtest(
             config, stage_plan, out, progress=lambda line: live.update(Text(line))
         )
-    Console().print(stage_table(summaries))
+    # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
+    out_console = Console() if sys.stdout.isatty() else Console(width=200)
+    out_console.print(stage_table(summaries))
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
 
 
