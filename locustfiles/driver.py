@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
 import gevent.lock
 import numpy as np
 from gevent import GreenletExit
@@ -138,6 +139,7 @@ class PlanDriver:
         if options.api_key:
             self._headers["Authorization"] = f"Bearer {options.api_key}"
         self._stopping = False
+        self._stop_event = gevent.event.Event()
 
     @property
     def in_flight(self) -> int:
@@ -170,11 +172,12 @@ class PlanDriver:
     def stop(self) -> None:
         """Stop dispatching; the caller then cancels what is in flight."""
         self._stopping = True
+        self._stop_event.set()
 
     def _sleep_until(self, t_s: float) -> None:
         delay = t_s - self._clock.now()
         if delay > 0:
-            gevent.sleep(delay)
+            self._stop_event.wait(delay)  # a stop wakes the dispatcher at once
 
     def _run_open(
         self, i: int, stage: Stage, stage_start: float, cursor: _ShapeCursor, base: int

@@ -55,7 +55,7 @@ log = logging.getLogger("capplan.locust")
 
 WORK_DIR = ".work"
 FLUSH_S = 0.9  # rows reach disk at least every second
-START_DELAY_LOCAL_S = 0.2
+START_DELAY_LOCAL_S = 0.5
 START_DELAY_MASTER_S = 1.0
 
 _I_STAGE = RECORD_NAMES.index("stage")
@@ -350,6 +350,8 @@ def _begin_writing(run: _Run, env: Environment) -> None:
             "workers": run.slot.count,
         },
     )
+    np.percentile([0.0, 1.0], 95)  # numpy's first percentile call is slow: not during the plan
+    run.write_json("live.json", run.live())
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:
