@@ -314,13 +314,19 @@ def summarize_plan(
     server: pl.DataFrame | None = None,
     slo_ttft_s: float | None = None,
     previous: list[StageSummary] | None = None,
+    stop_s: float | None = None,
 ) -> list[StageSummary]:
     """Summaries of every stage of `plan`, started at `plan_start_s`; recovery stages are
-    measured against the last steady stage and burst before them (in `previous` too)."""
+    measured against the last steady stage and burst before them (in `previous` too).
+    With `stop_s` (a run stopped early), stages not begun by then are left out and the one
+    running then ends there."""
     history = list(previous or [])
     out: list[StageSummary] = []
     t = plan_start_s
     for stage in plan.stages:
+        if stop_s is not None and t >= stop_s:
+            break
+        end_s = t + stage.duration_s if stop_s is None else min(t + stage.duration_s, stop_s)
         earlier = history + out
         steady = next((s for s in reversed(earlier) if s.role == "steady"), None)
         burst = next((s for s in reversed(earlier) if s.role == "burst"), None)
@@ -329,7 +335,7 @@ def summarize_plan(
                 records,
                 stage,
                 t,
-                t + stage.duration_s,
+                end_s,
                 server=server,
                 baseline_ttft_p95_s=steady.ttft_from_intended_s.p95 if steady else None,
                 slo_ttft_s=slo_ttft_s,
@@ -525,12 +531,14 @@ def run_loadtest(
         scraper = MetricsScraper(config.host, out_dir, lambda: time.time() - epoch)
         scraper.start()
     try:
-        interrupted = _run_locust(args, config.workers, out_dir, work, plan, progress)
+        interrupted, returncode = _run_locust(args, config.workers, out_dir, work, plan, progress)
     finally:
         if scraper is not None:
             scraper.stop()
     start_file = work / "start.json"
     if not start_file.exists():
+        if interrupted:
+            raise KeyboardInterrupt
         tail = _log_tail(out_dir / "locust.log")
         raise RunError(
             f"Locust did not start the run; last lines of {out_dir / 'locust.log'}:\n{tail}"
@@ -539,13 +547,18 @@ def run_loadtest(
     consolidate(out_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
     consolidate(out_dir, METRICS_FILE, METRICS_PARTS, SERVER_METRIC_COLUMNS)
     previous = read_stages(out_dir) if append else []
+    records = read_records(out_dir)
+    stop_s = None
+    if interrupted and records.height:
+        stop_s = float(records["end_s"].max())  # type: ignore[arg-type]
     summaries = summarize_plan(
-        read_records(out_dir),
+        records,
         plan,
         plan_start_s,
         server=read_server_metrics(out_dir),
         slo_ttft_s=config.slo_ttft_s,
         previous=previous,
+        stop_s=stop_s,
     )
     all_stages = [*previous, *summaries]
     _write_json(out_dir / "stages.json", json.dumps([s.model_dump() for s in all_stages], indent=2))
@@ -556,6 +569,11 @@ def run_loadtest(
     shutil.rmtree(work, ignore_errors=True)
     if interrupted:
         raise KeyboardInterrupt
+    if returncode != 0:
+        raise RunError(
+            f"Locust exited with code {returncode} (rows so far are in {out_dir}); "
+            f"last lines of its log:\n{_log_tail(out_dir / 'locust.log')}"
+        )
     return summaries
 
 
@@ -573,8 +591,8 @@ def _run_locust(
     work: Path,
     plan: StagePlan,
     progress: Callable[[str], None] | None,
-) -> bool:
-    """Run Locust until it exits; returns True when interrupted by Ctrl-C."""
+) -> tuple[bool, int]:
+    """Run Locust until it exits; returns (interrupted by Ctrl-C, the master's exit code)."""
     log_file = open(out_dir / "locust.log", "ab")  # noqa: SIM115 - closed in finally
     procs: list[subprocess.Popen[bytes]] = []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -633,9 +651,12 @@ def _run_locust(
         reporter = _Progress(work, progress)
         deadline = time.monotonic() + plan_s + 600.0
         try:
-            while master_proc.poll() is None:
-                time.sleep(0.5)
-                reporter.update()
+            while True:
+                try:
+                    master_proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    reporter.update()
                 if time.monotonic() > deadline:
                     raise RunError("Locust ran far past the plan's length; stopped")
         except KeyboardInterrupt:
@@ -653,7 +674,7 @@ def _run_locust(
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         log_file.close()
-    return interrupted
+    return interrupted, 0 if interrupted else int(procs[0].returncode or 0)
 
 
 class _Progress:
