@@ -1,6 +1,8 @@
 """How many concurrent streams one emulator process sustains with client ITL within 5 % of intended.
 
 Starts `capplan emulate` in its own process (one Python thread: one core) for each level,
+and reports its CPU use (CPU seconds per wall second) next to the result, so a machine busy
+with other work shows up as a server below 100 % CPU that still falls behind.
 opens N streaming /v1/completions at once from a lean asyncio client in this process, and
 times every content chunk as it arrives. The engine's intended inter-token latency for the
 same requests comes from `simulate` (virtual time) over the send times the client recorded.
@@ -15,13 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import numpy as np
 
-from planner.emulator import emulator_subprocess
+from planner.emulator import EmulatorProcess
 from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate
 from profiles.tokenize import ApproxTokenizer, chained_block_hashes, synthetic_text
 
@@ -102,6 +105,13 @@ async def _run_clients(url: str, prompts: list[str], max_tokens: int) -> list[_S
     return records
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class LevelResult:
     streams: int
@@ -111,6 +121,7 @@ class LevelResult:
     intended_itl_p99_s: float
     ttft_ratio: float
     send_spread_s: float
+    server_cpu_share: float
 
     @property
     def itl_ratio(self) -> float:
@@ -122,9 +133,15 @@ def run_level(
 ) -> LevelResult:
     rng = np.random.default_rng(streams)
     prompts = [synthetic_text(prompt_tokens, rng) for _ in range(streams)]
-    with emulator_subprocess(config, speed=1.0) as url:
+    server = EmulatorProcess(config, speed=1.0)
+    url = server.start()
+    try:
         asyncio.run(_run_clients(url, prompts[:1], 2))  # warm-up
+        cpu0, wall0 = _cpu_s(server.pid), time.monotonic()
         records = asyncio.run(_run_clients(url, prompts, max_tokens))
+        server_cpu = (_cpu_s(server.pid) - cpu0) / (time.monotonic() - wall0)
+    finally:
+        server.stop()
     t0 = min(r.sent_s for r in records)
     tok = ApproxTokenizer()
     requests = [
@@ -151,6 +168,7 @@ def run_level(
         intended_itl_p99_s=float(np.percentile([g for tl in timelines for g in tl.itl_s], 99)),
         ttft_ratio=float(client_ttft / intended_ttft),
         send_spread_s=float(max(r.sent_s for r in records) - t0),
+        server_cpu_share=server_cpu,
     )
 
 
@@ -176,7 +194,7 @@ def main() -> None:
     )
     header = (
         "streams  client ITL ms  intended ITL ms  ratio  p99 gap ms (intended)  TTFT ratio  "
-        "send spread s"
+        "send spread s  server CPU"
     )
     print(header)
     sustained = 0
@@ -191,7 +209,7 @@ def main() -> None:
             f"{n:7d}  {res.client_itl_s * 1e3:12.2f}  {res.intended_itl_s * 1e3:15.2f}  "
             f"{res.itl_ratio:5.3f}  {res.client_itl_p99_s * 1e3:10.2f} "
             f"({res.intended_itl_p99_s * 1e3:8.2f})  {res.ttft_ratio:10.3f}  "
-            f"{res.send_spread_s:13.2f}  {'ok' if ok else 'OVER 5%'}"
+            f"{res.send_spread_s:13.2f}  {res.server_cpu_share:9.0%}  {'ok' if ok else 'OVER 5%'}"
         )
     assert baseline is not None
     print(
