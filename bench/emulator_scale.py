@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -105,6 +106,15 @@ async def _run_clients(url: str, prompts: list[str], max_tokens: int) -> list[_S
     return records
 
 
+def _scrape(url: str, name: str) -> float:
+    """One counter's value from the emulator's /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` (Linux /proc)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -122,6 +132,7 @@ class LevelResult:
     ttft_ratio: float
     send_spread_s: float
     server_cpu_share: float
+    server_behind_s: float
 
     @property
     def itl_ratio(self) -> float:
@@ -140,6 +151,7 @@ def run_level(
         cpu0, wall0 = _cpu_s(server.pid), time.monotonic()
         records = asyncio.run(_run_clients(url, prompts, max_tokens))
         server_cpu = (_cpu_s(server.pid) - cpu0) / (time.monotonic() - wall0)
+        behind_s = _scrape(url, "capplan_emulator_behind_seconds_total")
     finally:
         server.stop()
     t0 = min(r.sent_s for r in records)
@@ -169,6 +181,7 @@ def run_level(
         ttft_ratio=float(client_ttft / intended_ttft),
         send_spread_s=float(max(r.sent_s for r in records) - t0),
         server_cpu_share=server_cpu,
+        server_behind_s=behind_s,
     )
 
 
@@ -194,7 +207,7 @@ def main() -> None:
     )
     header = (
         "streams  client ITL ms  intended ITL ms  ratio  p99 gap ms (intended)  TTFT ratio  "
-        "send spread s  server CPU"
+        "send spread s  server CPU  server behind s"
     )
     print(header)
     sustained = 0
@@ -209,7 +222,8 @@ def main() -> None:
             f"{n:7d}  {res.client_itl_s * 1e3:12.2f}  {res.intended_itl_s * 1e3:15.2f}  "
             f"{res.itl_ratio:5.3f}  {res.client_itl_p99_s * 1e3:10.2f} "
             f"({res.intended_itl_p99_s * 1e3:8.2f})  {res.ttft_ratio:10.3f}  "
-            f"{res.send_spread_s:13.2f}  {res.server_cpu_share:9.0%}  {'ok' if ok else 'OVER 5%'}"
+            f"{res.send_spread_s:13.2f}  {res.server_cpu_share:9.0%}  "
+            f"{res.server_behind_s:15.2f}  {'ok' if ok else 'OVER 5%'}"
         )
     assert baseline is not None
     print(

@@ -125,7 +125,11 @@ class EmulatorServer:
         self.model_name = model_name or config.model.name
         self.keep_timelines = keep_timelines
         self.engine = Engine(config)
-        self.metrics = EmulatorMetrics(self.engine.gauges, self.model_name)
+        self.behind_s = 0.0  # engine seconds lost because this process fell behind
+        self.resyncs = 0
+        self.metrics = EmulatorMetrics(
+            self.engine.gauges, self.model_name, lambda: (self.behind_s, self.resyncs)
+        )
         self._rng = np.random.default_rng(seed)
         self._clock = clock
         self._wall_clock = wall_clock
@@ -189,8 +193,14 @@ class EmulatorServer:
                 await self._wake.wait()
                 continue
             now = self.engine_now()
-            if next_start is not None and now - next_start < RESYNC_AFTER_S * speed:
-                now = next_start  # back to back in engine time
+            if next_start is not None:
+                if now - next_start < RESYNC_AFTER_S * speed:
+                    now = next_start  # back to back in engine time
+                else:
+                    # This process fell behind the engine (CPU-bound): the lost time shows
+                    # up as a slower engine, and is counted so a load test can tell.
+                    self.behind_s += now - next_start
+                    self.resyncs += 1
             result = engine.step(now)
             next_start = result.end_s
             delay = self._t0 + result.end_s / speed - clock()

@@ -190,6 +190,7 @@ def test_models_health_and_metrics(client: openai.OpenAI, base_url: str) -> None
         "vllm:e2e_request_latency_seconds_count",
         "vllm:request_success_total",
         "vllm:generation_tokens_total",
+        "capplan_emulator_behind_seconds_total",
     ):
         assert name in m, name
     assert m["vllm:time_to_first_token_seconds_count"] >= 1
