@@ -126,6 +126,7 @@ class EmulatorServer:
         self.keep_timelines = keep_timelines
         self.engine = Engine(config)
         self.behind_s = 0.0  # engine seconds lost because this process fell behind
+        self._next_start_s: float | None = None
         self.resyncs = 0
         self.metrics = EmulatorMetrics(
             self.engine.gauges, self.model_name, lambda: (self.behind_s, self.resyncs)
@@ -185,10 +186,10 @@ class EmulatorServer:
         metrics = self.metrics
         speed = self.speed
         clock = self._clock
-        next_start: float | None = None
+        next_start: float | None = None  # engine time of the next step while busy
         while True:
             if not engine.has_work():
-                next_start = None
+                next_start = self._next_start_s = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -202,7 +203,7 @@ class EmulatorServer:
                     self.behind_s += now - next_start
                     self.resyncs += 1
             result = engine.step(now)
-            next_start = result.end_s
+            next_start = self._next_start_s = result.end_s
             delay = self._t0 + result.end_s / speed - clock()
             await asyncio.sleep(delay if delay > 0 else 0)
             touched: dict[str, _Stream] = {}
@@ -342,6 +343,10 @@ class EmulatorServer:
         prefix = "chatcmpl" if kind == "chat" else "cmpl"
         rid = f"{prefix}-{self._counter:010d}"
         now = self.engine_now()
+        if self._next_start_s is not None and self._next_start_s < now:
+            # The engine loop runs late: the request joins at the engine's own clock, so no
+            # engine timing can come out before its arrival.
+            now = self._next_start_s
         try:
             self.engine.add_request(
                 EngineRequest(
