@@ -183,7 +183,12 @@ def read_requests(
     if len(frames) > 1 or parts[0].backwards_steps:
         frame = frame.sort("arrival_s", maintain_order=True)
     t0 = float(frame["arrival_s"][0])
-    frame = frame.with_columns(pl.col("arrival_s") - t0)
+    # One contiguous chunk per numeric column, so the statistics' to_numpy calls do not copy.
+    frame = frame.with_columns(
+        (frame["arrival_s"] - t0).rechunk(),
+        frame["input_tokens"].rechunk(),
+        frame["output_tokens"].rechunk(),
+    )
     ordered = [c for c in CANONICAL_COLUMNS if c in frame.columns]
     frame = frame.select(ordered + [c for c in frame.columns if c not in CANONICAL_COLUMNS])
     first = datetime.fromtimestamp(t0, tz=UTC) if parts[0].absolute_time else None

@@ -128,12 +128,16 @@ def guess_mapping(names: list[str], given: dict[str, str] | None) -> dict[str, s
     return mapping
 
 
-def _token_expr(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64, strict=False)
-
-
-def _is_count(e: pl.Expr) -> pl.Expr:
-    return e.is_not_null() & e.is_finite() & (e >= 0) & (e == e.round(0))
+def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A token count as i64, null where the value is missing, negative or not whole."""
+    col = pl.col(name)
+    if dtype.is_integer():
+        return pl.when(col >= 0).then(col.cast(pl.Int64))
+    as_float = col.cast(pl.Float64, strict=False)
+    if dtype == pl.String:
+        as_float = col.str.strip_chars().cast(pl.Float64, strict=False)
+    good = as_float.is_finite() & (as_float >= 0) & (as_float == as_float.round(0))
+    return pl.when(good).then(as_float.cast(pl.Int64, strict=False))
 
 
 def _arrival_expr(lf: pl.LazyFrame, col: str, dtype: pl.DataType, kind: str) -> tuple[pl.Expr, str]:
@@ -193,25 +197,15 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         arrival, arrival_kind = _arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
         )
-        inp = _token_expr(mapping["input"])
-        out = _token_expr(mapping["output"])
-        reason = (
-            pl.when(arrival.is_null() | ~arrival.is_finite())
-            .then(pl.lit(f"bad or missing timestamp ({mapping['arrival']})"))
-            .when(~_is_count(inp))
-            .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
-            .when(~_is_count(out))
-            .then(pl.lit(f"bad or missing output tokens ({mapping['output']})"))
-            .otherwise(pl.lit(None, dtype=pl.String))
-        )
-        row = pl.col("__line") if "__line" in names else pl.int_range(pl.len(), dtype=pl.Int64)
+        inp = _count_expr(mapping["input"], schema[mapping["input"]])
+        out = _count_expr(mapping["output"], schema[mapping["output"]])
         exprs = [
-            row.cast(pl.Int64).alias("__row"),
-            arrival.alias("arrival_s"),
-            inp.cast(pl.Int64, strict=False).alias("input_tokens"),
-            out.cast(pl.Int64, strict=False).alias("output_tokens"),
-            reason.alias("__reason"),
+            pl.when(arrival.is_finite()).then(arrival).alias("arrival_s"),
+            inp.alias("input_tokens"),
+            out.alias("output_tokens"),
         ]
+        if "__line" in names:
+            exprs.append(pl.col("__line").cast(pl.Int64))
         for key, canon in (("session", "session_id"), ("model", "model"), ("tenant", "tenant")):
             if key in mapping:
                 exprs.append(pl.col(mapping[key]).cast(pl.String).alias(canon))
@@ -235,19 +229,13 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
 
     if df.height == 0:
         raise InputError(f"{path}: empty file (a header and no rows)")
-    bad = df.filter(pl.col("__reason").is_not_null())
-    if bad.height:
-        counts = bad.group_by("__reason").len()
-        first = bad.head(5)
-        offset = _line_offset(kind, spec, names)
-        examples = [
-            f"{path}:{row + offset}: {why}"
-            for row, why in zip(first["__row"].to_list(), first["__reason"].to_list(), strict=True)
-        ]
-        ctx.skips.add_counts(dict(zip(counts["__reason"], counts["len"], strict=True)), examples)
-        df = df.filter(pl.col("__reason").is_null())
-    rows = df["__row"]
-    df = df.drop("__reason", "__row")
+    offset = _line_offset(kind, spec, names)
+    lines = df["__line"].to_numpy() if "__line" in df.columns else None
+    required = ("arrival_s", "input_tokens", "output_tokens")
+    if sum(df[c].null_count() for c in required):
+        df = _skip_bad_rows(df, path, ctx, mapping, offset)
+        lines = df["__line"].to_numpy()
+    df = df.drop("__line", strict=False)
     raw = df["arrival_s"].to_numpy()
     absolute = arrival_kind == "epoch_s"
     if arrival_kind == "numeric" and raw.size:
@@ -256,24 +244,50 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
             ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
         if unit != "s":
             df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[unit])
-    steps, first_line = _backwards(raw, rows.to_numpy(), _line_offset(kind, spec, names))
+    steps, first_line = _backwards(raw, lines, offset)
     return FileFrame(df, absolute, steps, first_line)
 
 
+def _skip_bad_rows(
+    df: pl.DataFrame, path: Path, ctx: ReaderContext, mapping: dict[str, str], offset: int
+) -> pl.DataFrame:
+    """Drop rows whose timestamp or token counts did not parse; record why and where."""
+    if "__line" not in df.columns:
+        df = df.with_row_index("__line").with_columns(pl.col("__line").cast(pl.Int64) + offset)
+    reason = (
+        pl.when(pl.col("arrival_s").is_null())
+        .then(pl.lit(f"bad or missing timestamp ({mapping['arrival']})"))
+        .when(pl.col("input_tokens").is_null())
+        .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
+        .when(pl.col("output_tokens").is_null())
+        .then(pl.lit(f"bad or missing output tokens ({mapping['output']})"))
+    )
+    bad = df.filter(reason.is_not_null()).select("__line", reason.alias("why"))
+    counts = bad.group_by("why").len()
+    examples = [f"{path}:{line}: {why}" for line, why in bad.head(5).iter_rows()]
+    ctx.skips.add_counts(dict(zip(counts["why"], counts["len"], strict=True)), examples)
+    return df.filter(reason.is_null())
+
+
 def _line_offset(kind: str, spec: TableSpec, names: list[str]) -> int:
-    """What to add to a row number to get its file line (CSV header, 1-based rows)."""
+    """What to add to a 0-based row number to get its file line (CSV header, 1-based rows)."""
     if "__line" in names:
         return 0
     return spec.header_lines + 1 if kind == "csv" else 1
 
 
-def _backwards(raw: np.ndarray, rows: np.ndarray, line_offset: int) -> tuple[int, int | None]:
+def _backwards(
+    raw: np.ndarray, lines: np.ndarray | None, line_offset: int
+) -> tuple[int, int | None]:
+    """How often the timestamp goes down, and the file line of the first time."""
     if raw.size < 2:
         return 0, None
     down = np.flatnonzero(raw[1:] < raw[:-1])
     if down.size == 0:
         return 0, None
-    return int(down.size), int(rows[down[0] + 1]) + line_offset
+    if lines is not None:
+        return int(down.size), int(lines[down[0] + 1])
+    return int(down.size), int(down[0] + 1) + line_offset
 
 
 @register_reader("azure")
