@@ -72,8 +72,8 @@ def gamma_shape(gaps: np.ndarray, cv: float | None) -> GammaShape:
     moments = float(1 / cv**2) if cv > 0 else None
     from scipy import special  # imported here: it costs a third of a second to load
 
-    step = max(1, gaps.size // MLE_MAX_GAPS)
-    pos = gaps[::step]
+    stride = max(1, gaps.size // MLE_MAX_GAPS)
+    pos = gaps[::stride]
     pos = pos[pos > 0]
     mle = None
     if pos.size >= 2:
