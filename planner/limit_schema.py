@@ -1,0 +1,88 @@
+"""Typed contract of limit.json (`"schema": "capplan.limit/1"`): the per-instance SLO limit.
+
+Owned by the limit search; read by the planner and the report.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LIMIT_SCHEMA = "capplan.limit/1"
+
+Dimension = Literal["rate", "concurrency"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConstraintVerdict(_Model):
+    """One SLO constraint at one level."""
+
+    name: str = Field(description="e.g. 'ttft:p95', 'errors', 'attainment'")
+    value: float | None
+    threshold: float
+    margin: float | None = Field(description="threshold - value (>= 0 passes) in the metric's unit")
+    passed: bool
+    interval: tuple[float, float] | None = Field(
+        None, description="bootstrap confidence interval of the value"
+    )
+
+
+class LimitLevel(_Model):
+    """One load level the search held."""
+
+    load: float = Field(description="req/s (rate) or users (concurrency)")
+    stage: str = Field(description="stage name in records.parquet / stages.json")
+    stages: list[str] = Field(
+        default_factory=list, description="every stage that measured this level (repeats pooled)"
+    )
+    requests: int
+    completed: int
+    metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
+    constraints: list[ConstraintVerdict]
+    verdict: Literal["pass", "fail", "uncertain"]
+    certain: bool = Field(
+        True, description="the verdict holds across the bootstrap intervals of every constraint"
+    )
+    interval: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    repeats: int = 0
+    abandoned_early: bool = False
+    abandoned_reason: str | None = None
+    achieved_rps: float | None = None
+    mean_e2e_s: float | None = None
+    goodput_rps: float | None = None
+    attainment: float | None = None
+
+
+class LittlesLaw(_Model):
+    rate_rps: float
+    concurrency: float
+    mean_e2e_s: float
+
+
+class LimitResult(_Model):
+    """limit.json."""
+
+    schema_: str = Field(LIMIT_SCHEMA, alias="schema")
+    dimension: Dimension
+    unit: Literal["rps", "users"]
+    feasible_max: float | None = Field(description="highest load that met the SLO")
+    infeasible_min: float | None = Field(description="lowest load that failed it")
+    binding: str | None = Field(description="constraint that fails first above the limit")
+    slo: str = Field(description="the SLO spec as given")
+    tolerance: float
+    levels: list[LimitLevel]
+    saturation_throughput_rps: float | None = None
+    littles_law: LittlesLaw | None = None
+    confidence: str = ""
+    target: str = ""
+    model: str = ""
+    profile_digest: str = ""
+    wall_s: float | None = None
+    recovery_s: float | None = Field(None, description="from --verify-burst, when run")
+    sentence: str = Field("", description="the answer in one sentence")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)

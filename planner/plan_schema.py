@@ -1,0 +1,175 @@
+"""Typed contract of plan.json (`"schema": "capplan.plan/1"`): the capacity plan.
+
+Owned by the planner; read by the report. Top level: `instances` (the count for the first
+growth scenario), `scenarios`, `demand`, `resources`, `cost`, `checks`, `sensitivity` and
+every input.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLAN_SCHEMA = "capplan.plan/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitInput(_Model):
+    value: float = Field(gt=0)
+    unit: Literal["rps", "users"]
+    source: str = Field(description="path of limit.json or the number as given")
+    slo: str | None = None
+    mean_e2e_s: float | None = Field(None, description="e2e at the limit, for Little's law")
+    binding: str | None = None
+
+
+class PlanInputs(_Model):
+    profile: str
+    profile_digest: str
+    limit: LimitInput
+    slo: str | None
+    peak_window: str
+    peak_quantile: float
+    peak_rps_given: float | None = None
+    peak_users_given: float | None = None
+    growth: list[float]
+    headroom: float
+    redundancy: int
+    gpu: str
+    model: str
+    tp: int
+    gpu_hour_price_usd: float
+    price_source: str
+
+
+class Demand(_Model):
+    peak_rps: float
+    peak_definition: str = Field(description="e.g. 'p99 of 60s window rates'")
+    mean_rps: float | None = None
+    burst_factor: float | None = Field(None, description="peak 10s-window rate / planning peak")
+    burst_peak_rps: float | None = None
+    peak_concurrency: float | None = Field(None, description="Little's law at the peak")
+    mean_e2e_s: float | None = None
+    interarrival_cv: float | None = None
+    mean_e2e_source: str | None = None  # measured at the limit, or simulated
+
+
+class Scenario(_Model):
+    growth: float
+    demand: float = Field(description="peak x growth in the limit's unit")
+    demand_with_headroom: float
+    per_instance_limit: float
+    unit: Literal["rps", "users"]
+    instances_for_load: int
+    redundancy: int
+    instances: int
+    gpus: int
+    monthly_cost_usd: float
+    arithmetic: str = Field(description="the formula with the numbers filled in")
+
+
+class SensitivityCell(_Model):
+    growth: float
+    headroom: float
+    instances: int
+
+
+class GpuMemory(_Model):
+    capacity_bytes_per_gpu: int
+    weights_bytes_per_gpu: int
+    kv_bytes_per_token_per_gpu: int
+    kv_capacity_tokens: int
+    kv_needed_tokens_at_limit: float
+    kv_headroom_frac: float = Field(description="1 - needed / capacity (negative: does not fit)")
+    mean_context_tokens: float
+    concurrency_at_limit: float
+
+
+class Resources(_Model):
+    instances: int
+    tp: int
+    gpus: int
+    gpu: str
+    gpu_memory: GpuMemory
+    cpu_cores_per_instance: int
+    host_ram_gib_per_instance: float
+    cpu_cores_total: int
+    host_ram_gib_total: float
+    rule: str = Field(description="the stated rule for CPU and RAM")
+
+
+class Cost(_Model):
+    gpu_hour_price_usd: float
+    price_source: str
+    hours_per_month: float = 730.0
+    monthly_usd: float
+    per_scenario_monthly_usd: dict[str, float] = Field(default_factory=dict)
+
+
+class QueueingCheck(_Model):
+    method: str
+    arrival_cv2: float
+    service_cv2: float
+    instances_poisson: int
+    instances_bursty: int
+    wait_probability: float | None = None
+    mean_wait_s: float | None = None
+    note: str = ""
+    slots_per_instance: float | None = Field(None, description="the limit's concurrency")
+    offered_erlangs: float | None = Field(None, description="peak rate x e2e: requests in flight")
+    slots_poisson: int | None = None
+    slots_bursty: int | None = None
+    target_wait_s: float | None = None
+
+
+class FleetPoint(_Model):
+    instances: int
+    routing: Literal["round_robin", "least_outstanding"]
+    attainment: float
+    ttft_p95_s: float | None = None
+    tpot_p95_s: float | None = None
+    e2e_p95_s: float | None = None
+    meets_slo: bool
+    requests: int
+
+
+class FleetCheck(_Model):
+    simulated_s: float
+    rate_rps: float
+    points: list[FleetPoint]
+    verdict: str = Field(description="e.g. 'n=6 meets the SLO, n=5 does not'")
+    calibration: dict[str, float] | None = None
+    wall_s: float | None = None
+    slo: str | None = None
+    arrivals: str = Field("", description="how the arrival process was generated")
+    engine: str = Field("", description="GPU x model x tp and efficiency factors simulated")
+
+
+class Checks(_Model):
+    queueing: QueueingCheck | None = None
+    fleet: FleetCheck | None = None
+
+
+class Plan(_Model):
+    """plan.json."""
+
+    schema_: str = Field(PLAN_SCHEMA, alias="schema")
+    name: str = ""
+    created_at: str = ""
+    capplan_version: str = ""
+    instances: int
+    scenarios: list[Scenario]
+    demand: Demand
+    resources: Resources
+    cost: Cost
+    checks: Checks
+    sensitivity: list[SensitivityCell] = Field(default_factory=list)
+    inputs: PlanInputs
+    sentence: str = Field("", description="the answer in one sentence")
+    notes: list[str] = Field(default_factory=list, description="caveats the reader must see")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -1,0 +1,160 @@
+"""Typed contracts of a run directory: stage plans, record columns, stages.json and run.json.
+
+Owned by the load-test code; read by the limit search, the planner and the report. Field
+names carry units. `records.parquet` holds one row per scheduled request with
+RECORD_COLUMNS (a public contract); times are seconds since the run's start.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RUN_SCHEMA = "capplan.run/1"
+
+# records.parquet: public column contract (name -> polars dtype).
+RECORD_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
+    "stage": pl.Utf8,
+    "request_id": pl.Utf8,
+    "intended_send_s": pl.Float64,
+    "sent_s": pl.Float64,
+    "first_token_s": pl.Float64,
+    "end_s": pl.Float64,
+    "schedule_lag_s": pl.Float64,
+    "ttft_s": pl.Float64,
+    "tpot_s": pl.Float64,
+    "itl_mean_s": pl.Float64,
+    "itl_max_s": pl.Float64,
+    "e2e_s": pl.Float64,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "tokens_estimated": pl.Boolean,
+    "ok": pl.Boolean,
+    "status_code": pl.Int64,
+    "error_class": pl.Utf8,
+    # Added by the load test: every gap between content chunks of the request (pooled for ITL).
+    "itl_gaps_s": pl.List(pl.Float64),
+}
+
+# server_metrics.parquet: one row per scraped Prometheus sample.
+SERVER_METRIC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
+    "t_s": pl.Float64,
+    "name": pl.Utf8,
+    "labels": pl.Utf8,
+    "type": pl.Utf8,
+    "value": pl.Float64,
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+StageKind = Literal["open", "closed"]
+StageRole = Literal["steady", "burst", "recovery", "step", "level", "replay"]
+
+
+class Stage(_Model):
+    """One stage of a plan: hold an open-loop rate or a closed-loop user count for a duration."""
+
+    name: str = Field(min_length=1)
+    kind: StageKind = Field(default="open", description="open: arrival schedule; closed: N users")
+    role: StageRole = Field(default="steady", description="what the stage is for, read by reports")
+    duration_s: float = Field(gt=0, description="stage length in seconds")
+    rate_rps: float | None = Field(default=None, gt=0, description="open loop: mean arrival rate")
+    users: int | None = Field(default=None, gt=0, description="closed loop: concurrent users")
+    arrival: str = Field(
+        default="poisson", description="open loop: poisson | constant | gamma:K | replay"
+    )
+
+    @model_validator(mode="after")
+    def _load_matches_kind(self) -> Stage:
+        if self.kind == "open" and self.rate_rps is None and self.arrival != "replay":
+            raise ValueError(f"stage {self.name!r}: an open stage needs rate_rps")
+        if self.kind == "closed" and self.users is None:
+            raise ValueError(f"stage {self.name!r}: a closed stage needs users")
+        return self
+
+
+class StagePlan(_Model):
+    name: str = "custom"
+    stages: list[Stage] = Field(min_length=1)
+
+
+class Percentiles(_Model):
+    """Distribution summary of one latency metric in seconds (None where no sample)."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class StageSummary(_Model):
+    """One entry of stages.json."""
+
+    name: str
+    kind: StageKind
+    role: StageRole
+    start_s: float = Field(description="stage start, seconds since run start")
+    end_s: float
+    duration_s: float
+    target_rate_rps: float | None = None
+    target_users: int | None = None
+    scheduled: int = Field(description="requests scheduled in the stage (one record each)")
+    completed: int = Field(description="requests that finished successfully")
+    errors: int
+    errors_by_class: dict[str, int] = Field(default_factory=dict)
+    offered_rps: float = Field(description="scheduled / duration")
+    achieved_rps: float = Field(description="completed / duration")
+    output_tokens_per_s: float
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    schedule_lag_s: Percentiles
+    ttft_from_intended_s: Percentiles = Field(
+        default_factory=Percentiles, description="TTFT measured from the intended send"
+    )
+    mean_in_flight: float | None = None
+    tokens_estimated: bool = False
+    recovery_s: float | None = Field(
+        default=None,
+        description="recovery stage: burst end until the 10 s rolling p95 TTFT recovers",
+    )
+    recovered: bool | None = None
+    server: dict[str, float] = Field(
+        default_factory=dict, description="scraped server gauges: means / maxima over the stage"
+    )
+
+
+class RunInfo(_Model):
+    """run.json."""
+
+    schema_: str = Field(default=RUN_SCHEMA, alias="schema")
+    name: str
+    command: list[str]
+    capplan_version: str
+    locust_version: str = ""
+    host: str
+    model: str
+    endpoint: Literal["chat", "completions"]
+    profile_source: str = Field(description="profile path or 'preset:<name>'")
+    profile_digest: str
+    seed: int
+    plan: StagePlan
+    workers: int = 0
+    client_concurrency_cap: int | None = None
+    ignore_eos: bool = True
+    started_at: str
+    start_epoch_s: float | None = Field(default=None, description="run start as a Unix time; t = 0")
+    ended_at: str | None = None
+    interrupted: bool = False
+    tokens_estimated: bool = False
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
