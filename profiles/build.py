@@ -69,10 +69,10 @@ def body_from_frame(
 def _prefix(
     frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
 ) -> Prefix:
-    cached = None
+    cached = inputs = None
     if "cached_tokens" in frame.columns:
         cached = frame["cached_tokens"].fill_null(-1).to_numpy()
-    inputs = frame["input_tokens"].to_numpy()
+        inputs = frame["input_tokens"].to_numpy()
     if "block_hashes" not in frame.columns:
         p = prefix_stats(
             np.zeros(0, dtype=np.uint64),

@@ -120,10 +120,11 @@ def length_stats_all(inputs: np.ndarray, outputs: np.ndarray, seed: int) -> Leng
     """Length statistics of paired token counts (one entry per successful request)."""
     ci, co = _Counts(inputs), _Counts(outputs)
     n = ci.n
+    short, below_long = ci.count_below(np.array([SHORT_MAX_TOKENS + 1, LONG_MIN_TOKENS]))
     shares = {
-        "short": float((inputs <= SHORT_MAX_TOKENS).sum() / n),
-        "medium": float(((inputs > SHORT_MAX_TOKENS) & (inputs < LONG_MIN_TOKENS)).sum() / n),
-        "long": float((inputs >= LONG_MIN_TOKENS).sum() / n),
+        "short": float(short / n),
+        "medium": float((below_long - short) / n),
+        "long": float((n - below_long) / n),
     }
     rng = np.random.default_rng(seed)
     k = min(n, SAMPLER_PAIRS)

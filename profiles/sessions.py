@@ -9,7 +9,7 @@ from profiles.model import Quantiles, Sessions
 
 # Above this many requests with a session id, statistics come from a hash sample of sessions
 # (whole sessions, so turns and gaps stay intact), which keeps the sort small.
-SAMPLE_ABOVE_ROWS = 1_000_000
+SAMPLE_ABOVE_ROWS = 500_000
 
 
 def quantiles(values: np.ndarray) -> Quantiles | None:
@@ -36,22 +36,23 @@ def session_stats(frame: pl.DataFrame) -> Sessions:
     """
     if "session_id" not in frame.columns:
         return Sessions(available=False)
-    keyed = frame.select(
-        pl.col("session_id").hash().alias("h"),
-        pl.col("session_id").is_not_null().alias("valid"),
-    )
-    valid = keyed["valid"].to_numpy()
-    n_valid = int(valid.sum())
+    n_valid = frame.height - frame["session_id"].null_count()
     if n_valid == 0:
         return Sessions(available=False)
-    h = keyed["h"].to_numpy()
-    t = frame["arrival_s"].to_numpy()
-    inp = frame["input_tokens"].to_numpy()
     k = 0
     while n_valid / (1 << k) > SAMPLE_ABOVE_ROWS:
         k += 1
-    keep = valid if k == 0 else valid & ((h & np.uint64((1 << k) - 1)) == 0)
-    hs, ts, ins = h[keep], t[keep], inp[keep]
+    keyed = (
+        frame.lazy()
+        .filter(pl.col("session_id").is_not_null())
+        .select(pl.col("session_id").hash().alias("h"), "arrival_s", "input_tokens")
+    )
+    if k:
+        keyed = keyed.filter((pl.col("h") & ((1 << k) - 1)) == 0)
+    sample = keyed.collect()
+    hs = sample["h"].to_numpy()
+    ts = sample["arrival_s"].to_numpy()
+    ins = sample["input_tokens"].to_numpy()
     order = np.argsort(hs, kind="stable")  # stable: each session's turns stay in arrival order
     hs, ts, ins = hs[order], ts[order], ins[order]
     same = hs[1:] == hs[:-1]

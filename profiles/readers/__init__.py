@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -142,6 +143,22 @@ def read_requests(
         else load_tokenizer(tokenizer)
     )
     files = expand_paths(paths)
+    # hashlib releases the GIL on large buffers: hash the files while polars reads them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(files_digest, files)
+        return _read_all(files, fmt, mapping, tok, block_tokens, time_unit, extra_columns, digest)
+
+
+def _read_all(
+    files: list[Path],
+    fmt: str,
+    mapping: dict[str, str] | None,
+    tok: Tokenizer,
+    block_tokens: int,
+    time_unit: str,
+    extra_columns: tuple[str, ...],
+    digest: Future[str],
+) -> ReadResult:
     kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
     distinct = sorted(set(kinds.values()))
     if len(distinct) > 1:
@@ -183,12 +200,7 @@ def read_requests(
     if len(frames) > 1 or parts[0].backwards_steps:
         frame = frame.sort("arrival_s", maintain_order=True)
     t0 = float(frame["arrival_s"][0])
-    # One contiguous chunk per numeric column, so the statistics' to_numpy calls do not copy.
-    frame = frame.with_columns(
-        (frame["arrival_s"] - t0).rechunk(),
-        frame["input_tokens"].rechunk(),
-        frame["output_tokens"].rechunk(),
-    )
+    frame = frame.with_columns(pl.col("arrival_s") - t0)
     ordered = [c for c in CANONICAL_COLUMNS if c in frame.columns]
     frame = frame.select(ordered + [c for c in frame.columns if c not in CANONICAL_COLUMNS])
     first = datetime.fromtimestamp(t0, tz=UTC) if parts[0].absolute_time else None
@@ -204,5 +216,5 @@ def read_requests(
         warnings=ctx.warnings,
         first_timestamp=first,
         block_tokens=ctx.block_tokens,
-        digest=files_digest(files),
+        digest=digest.result(),
     )
