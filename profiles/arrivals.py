@@ -38,11 +38,11 @@ class SecondCounts:
         """Requests per full window and the window length used.
 
         Arrivals in a last partial window are left out; a span shorter than one window is one
-        window of the span's length.
+        window of the span's length (at least 1 s, so a burst at one instant reads as n req/s).
         """
         n_full = int(self.duration_s // window_s)
         if n_full < 1:
-            return np.array([self.n], dtype=np.int64), max(self.duration_s, 1e-9)
+            return np.array([self.n], dtype=np.int64), max(self.duration_s, 1.0)
         return self.per_s[: n_full * window_s].reshape(n_full, window_s).sum(axis=1), float(
             window_s
         )

@@ -124,3 +124,21 @@ def test_openai_iso_timestamps_and_prompt_strings(tmp_path: Path) -> None:
     assert p.ok_share == pytest.approx(0.8)
     # 4 of 5 prompts repeat the first one's shared blocks.
     assert p.prefix.ideal_hit_ratio is not None and p.prefix.ideal_hit_ratio > 0.5
+
+
+def test_hugging_face_tokenizer_counts_text(tmp_path: Path, openai_log) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from profiles.tokenize import _VOCAB
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", *_VOCAB])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path_tok = tmp_path / "tokenizer.json"
+    tok.save(str(path_tok))
+    path, expected, _ = openai_log(n=40, seed=5, usage=False)
+    p = build_profile([str(path)], tokenizer=str(path_tok))
+    assert p.source.tokenizer == "hf:tokenizer.json"
+    assert p.source.tokens_estimated is True
+    # Each synthetic word is one token for both tokenizers, so the construction still holds.
+    assert p.prefix.ideal_hit_ratio == pytest.approx(expected, abs=1e-12)
