@@ -63,21 +63,21 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
     ).write_parquet(path, row_group_size=1 << 20)
 
 
-def best_of(n: int, cmds: list[list[str]]) -> list[tuple[float, float]]:
-    """Per command, the fastest wall time and the largest peak RSS of `n` runs.
+def best_of(n: int, cmds: list[list[str]]) -> list[tuple[float, float, float]]:
+    """Per command, the fastest wall time, the largest peak RSS and the least CPU time of `n` runs.
 
     The commands take turns (a, b, c, a, b, c, ...) so that a busy spell on a shared machine
     falls on all of them alike.
     """
-    runs: list[list[tuple[float, float, str]]] = [[] for _ in cmds]
+    runs: list[list[tuple[float, float, float]]] = [[] for _ in cmds]
     for _ in range(n):
         for i, cmd in enumerate(cmds):
             runs[i].append(run_measured(cmd))
-    return [(min(r[0] for r in rs), max(r[1] for r in rs)) for rs in runs]
+    return [(min(r[0] for r in rs), max(r[1] for r in rs), min(r[2] for r in rs)) for rs in runs]
 
 
-def run_measured(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, output) of a child process."""
+def run_measured(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS in MB, CPU seconds) of a child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
     out = proc.stdout.read().decode() if proc.stdout else ""
@@ -86,7 +86,7 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{out}")
-    return wall, usage.ru_maxrss / 1024.0, out
+    return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 def text_throughput(n_requests: int, folder: Path) -> None:
@@ -145,23 +145,27 @@ def main() -> None:
         ]
         lib = [sys.executable, "-c", LIBRARY, str(log), str(folder / "q.json")]
         floor = [sys.executable, "-c", FLOOR, str(log)]
-        (floor_s, floor_mb), (prof_s, prof_mb), (lib_s, lib_mb) = best_of(
-            args.repeat, [floor, cmd, lib]
+        (floor_s, floor_mb, floor_cpu), (prof_s, prof_mb, prof_cpu), (lib_s, lib_mb, lib_cpu) = (
+            best_of(args.repeat, [floor, cmd, lib])
         )
         print(
             f"best of {args.repeat} runs each, every run in a fresh process; "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
-        print(f"floor (bare polars scan + means): {floor_s:6.2f} s, peak RSS {floor_mb:7.0f} MB")
-        print(f"capplan profile:                  {prof_s:6.2f} s, peak RSS {prof_mb:7.0f} MB")
-        print(f"build_profile() + save (library): {lib_s:6.2f} s, peak RSS {lib_mb:7.0f} MB")
+        for label, wall, mb, cpu in (
+            ("floor (bare polars scan + means)", floor_s, floor_mb, floor_cpu),
+            ("capplan profile", prof_s, prof_mb, prof_cpu),
+            ("build_profile() + save (library)", lib_s, lib_mb, lib_cpu),
+        ):
+            print(f"{label:34s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, peak RSS {mb:6.0f} MB")
         print(
             f"ratio: {prof_s / floor_s:.2f}x the floor's time (goal <= 2x); peak RSS "
             f"{prof_mb / 1024:.2f} GB (goal <= 3 GB)"
         )
         print(
             f"library ratio (without the CLI's start-up, which imports every command): "
-            f"{lib_s / floor_s:.2f}x"
+            f"{lib_s / floor_s:.2f}x; CPU-time ratios {prof_cpu / floor_cpu:.2f}x (CLI), "
+            f"{lib_cpu / floor_cpu:.2f}x (library)"
         )
         text_throughput(args.text_requests, folder)
 

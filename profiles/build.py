@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from planner import __version__
 from planner.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
-from profiles.model import Prefix, Profile, ProfileBody, Source
+from profiles.model import Lengths, Prefix, Profile, ProfileBody, Source
 from profiles.prefix import prefix_stats
 from profiles.readers import ReadResult, read_requests
 from profiles.sessions import session_stats
@@ -37,11 +38,30 @@ def body_from_frame(
     seed: int,
     hashes_from: str | None = None,
 ) -> ProfileBody:
-    """Statistics of one canonical frame (sorted by arrival); InputError if it has no rows."""
+    """Statistics of one canonical frame (sorted by arrival); InputError if it has no rows.
+
+    Arrivals, sessions and prefix reuse run on worker threads next to the length statistics:
+    numpy and polars release the GIL in their heavy loops, so a 2-core machine overlaps them.
+    """
     if frame.height == 0:
         raise InputError("no usable rows to profile")
-    t = frame["arrival_s"].to_numpy()
-    arrivals = arrival_stats(t, start_epoch_s)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        arrivals_job = pool.submit(arrival_stats, frame["arrival_s"].to_numpy(), start_epoch_s)
+        sessions_job = pool.submit(session_stats, frame)
+        prefix_job = pool.submit(_prefix, frame, block_tokens, cache_tokens, hashes_from)
+        ok_share, lengths = _lengths(frame, seed)
+        return ProfileBody(
+            arrivals=arrivals_job.result(),
+            lengths=lengths,
+            prefix=prefix_job.result(),
+            sessions=sessions_job.result(),
+            ok_share=ok_share,
+            requests=frame.height,
+        )
+
+
+def _lengths(frame: pl.DataFrame, seed: int) -> tuple[float | None, Lengths]:
+    """Share of ok requests, and length statistics of the ok ones."""
     ok_share = None
     lengths_frame = frame
     if "ok" in frame.columns:
@@ -55,15 +75,7 @@ def body_from_frame(
     lengths = length_stats_all(inputs, outputs, seed).model_copy(
         update={"requests": lengths_frame.height}
     )
-    prefix = _prefix(frame, block_tokens, cache_tokens, hashes_from)
-    return ProfileBody(
-        arrivals=arrivals,
-        lengths=lengths,
-        prefix=prefix,
-        sessions=session_stats(frame),
-        ok_share=ok_share,
-        requests=frame.height,
-    )
+    return ok_share, lengths
 
 
 def _prefix(
