@@ -100,7 +100,8 @@ def text_throughput(n_requests: int, folder: Path) -> None:
     wall = time.perf_counter() - t0
     tokens = int(r.frame["hash_tokens"].sum())
     print(
-        f"text log, whole reader (JSON + tokenize + hash): {n_requests} requests, "
+        f"text log, whole reader (JSON + tokenize + hash; 3 shared system prompts, tokenized "
+        f"once each): {n_requests} requests, "
         f"{tokens:,} prompt tokens in {wall:.2f} s = {tokens / wall:,.0f} tokens/s"
     )
     tok = ApproxTokenizer()
