@@ -212,7 +212,7 @@ def _read_all(
         skip_reasons=dict(ctx.skips.reasons),
         skip_examples=list(ctx.skips.examples),
         tokens_estimated=ctx.tokens_estimated,
-        tokenizer=tok.name if ctx.tokens_estimated or "block_hashes" in frame.columns else None,
+        tokenizer=tok.name if ctx.tokens_estimated or ctx.tokenizer_used else None,
         warnings=ctx.warnings,
         first_timestamp=first,
         block_tokens=ctx.block_tokens,

@@ -287,6 +287,8 @@ def _openai_row(obj: dict[str, Any], enc: _PromptEncoder, ctx: ReaderContext) ->
         ok = ok and 200 <= status < 300
 
     ids = enc.prompt_ids(req)
+    if ids is not None:
+        ctx.tokenizer_used = True
     if "prompt_tokens" in usage:
         n_in = _int_count(usage["prompt_tokens"], "usage.prompt_tokens")
     elif ids is not None:

@@ -142,3 +142,8 @@ def test_hugging_face_tokenizer_counts_text(tmp_path: Path, openai_log) -> None:
     assert p.source.tokens_estimated is True
     # Each synthetic word is one token for both tokenizers, so the construction still holds.
     assert p.prefix.ideal_hit_ratio == pytest.approx(expected, abs=1e-12)
+
+
+def test_mooncake_names_no_tokenizer(shared_data: Path) -> None:
+    p = build_profile([str(shared_data / "mooncake_synthetic_trace.jsonl")])
+    assert p.source.tokenizer is None and p.source.tokens_estimated is False
