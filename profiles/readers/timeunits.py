@@ -37,8 +37,11 @@ def unit_warnings(raw: np.ndarray, unit: str, absolute: bool, source: str) -> li
     """Warnings, with the evidence, when relative timestamps look like the wrong unit."""
     if absolute or raw.size < 20:
         return []
-    ordered = np.sort(raw)
-    gaps = np.diff(ordered)
+    gaps = np.diff(raw)
+    ordered = raw
+    if (gaps < 0).any():
+        ordered = np.sort(raw)
+        gaps = np.diff(ordered)
     positive = gaps[gaps > 0]
     if positive.size == 0:
         return []
