@@ -75,7 +75,7 @@ def detect_format(path: Path) -> str:
     if head[:4] == b"PAR1":
         names = set(pl.read_parquet_schema(path).keys()) if _is_plain(path) else set()
         return _by_names(names)
-    text = head.decode("utf-8", errors="replace")
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if "\x00" in text:
         raise InputError(
             f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "

@@ -7,6 +7,7 @@ columns and a skip reason per row, so no Python object is made per row.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from profiles.readers.timeunits import UNIT_SECONDS, numeric_unit, unit_warnings
 _GUESSES: dict[str, tuple[str, ...]] = {
     "arrival": ("arrival_s", "arrival", "timestamp", "time", "ts", "created", "TIMESTAMP"),
     "input": ("input_tokens", "prompt_tokens", "input_length", "input", "ContextTokens"),
-    "output": ("output_tokens", "completion_tokens", "output_length", "output"),
+    "output": ("output_tokens", "completion_tokens", "output_length", "output", "GeneratedTokens"),
     "session": ("session_id", "session", "conversation_id"),
     "model": ("model",),
     "tenant": ("tenant",),
@@ -79,6 +80,39 @@ def scan_table(path: Path, skips: SkipLog | None = None) -> tuple[pl.LazyFrame, 
         return pl.scan_csv(path, infer_schema=False, truncate_ragged_lines=True), "csv"
     except (pl.exceptions.PolarsError, OSError) as err:
         raise InputError(f"{path}: cannot read as a table ({err})") from err
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _csv_lines_table(path: Path, names: list[str], skips: SkipLog) -> pl.LazyFrame:
+    """A CSV file read one physical line at a time (quotes never span lines), as strings."""
+    columns: list[list[str | None]] = [[] for _ in names]
+    lines: list[int] = []
+    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if lineno == 1 or not line.strip():
+                continue
+            try:
+                fields = next(csv.reader([line], strict=True))
+            except csv.Error as err:
+                skips.skip(str(path), lineno, "malformed CSV line", str(err))
+                continue
+            if len(fields) != len(names):
+                skips.skip(
+                    str(path),
+                    lineno,
+                    "wrong number of fields",
+                    f"expected {len(names)}, found {len(fields)}",
+                )
+                continue
+            for col, value in zip(columns, fields, strict=True):
+                col.append(value if value != "" else None)
+            lines.append(lineno)
+    data = {n: pl.Series(n, c, dtype=pl.String) for n, c in zip(names, columns, strict=True)}
+    data["__line"] = pl.Series("__line", lines, dtype=pl.Int64)
+    return pl.DataFrame(data).lazy()
 
 
 def _jsonl_table(path: Path, skips: SkipLog) -> pl.LazyFrame:
@@ -174,7 +208,7 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         try:
             schema = lf.collect_schema()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({err})") from err
+            raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
         names = list(schema.names())
         if not names:
             raise InputError(f"{path}: empty file (no header)")
@@ -228,7 +262,14 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
             # then cost a rechunk.
             df = lf.select(exprs).collect()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({err})") from err
+            if kind != "csv":
+                raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
+            # polars stops at a broken line (an unclosed quote): read line by line instead,
+            # so only the broken lines are skipped.
+            lf = _csv_lines_table(plain, names, ctx.skips)
+            names = [*names, "__line"]
+            exprs.append(pl.col("__line"))
+            df = lf.select(exprs).collect()
 
     if df.height == 0:
         raise InputError(f"{path}: empty file (a header and no rows)")
