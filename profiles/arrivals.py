@@ -11,6 +11,7 @@ import numpy as np
 
 from planner.errors import InputError
 from profiles.model import WINDOWS, Arrivals, Burst, GammaShape, RateSeries
+from profiles.readers.timeunits import MAX_SPAN_S
 
 WINDOW_S = {"1s": 1, "10s": 10, "60s": 60}
 BURST_WINDOW_S = 10
@@ -167,9 +168,6 @@ def _periodic_shape(
     exp_by = np.bincount(phase, weights=exposure, minlength=period)
     cnt_by = np.bincount(phase, weights=counts[: bins.size], minlength=period)
     return [float(c / e) if e > 0 else 0.0 for c, e in zip(cnt_by, exp_by, strict=True)]
-
-
-MAX_SPAN_S = 4e7  # about 15 months of 1 s bins
 
 
 def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:

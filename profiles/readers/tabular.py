@@ -17,7 +17,14 @@ import polars as pl
 
 from planner.errors import InputError
 from profiles.readers.base import FileFrame, ReaderContext, SkipLog, plain_file, register_reader
-from profiles.readers.timeunits import UNIT_SECONDS, numeric_unit, unit_warnings
+from profiles.readers.timeunits import (
+    FAR_REASON,
+    UNIT_SECONDS,
+    far_from_median,
+    numeric_unit,
+    typical,
+    unit_warnings,
+)
 
 # Canonical name -> source names tried, in order, when a generic table has no mapping.
 _GUESSES: dict[str, tuple[str, ...]] = {
@@ -283,11 +290,24 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
     raw = df["arrival_s"].to_numpy()
     absolute = arrival_kind == "epoch_s"
     if arrival_kind == "numeric" and raw.size:
-        unit, absolute = numeric_unit(float(raw.min()), ctx.time_unit, spec.default_unit)
+        unit, absolute = numeric_unit(typical(raw), ctx.time_unit, spec.default_unit)
         if spec.check_units:
             ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
         if unit != "s":
             df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[unit])
+            raw = df["arrival_s"].to_numpy()
+    far = far_from_median(raw)
+    if far.any():
+        where = np.flatnonzero(far)
+        at = lines[where] if lines is not None else where + offset
+        for line in at[:5]:
+            ctx.skips.skip(str(path), int(line), FAR_REASON)
+        ctx.skips.reasons[FAR_REASON] += max(0, where.size - 5)
+        keep = pl.Series(~far)
+        df = df.filter(keep)
+        raw = df["arrival_s"].to_numpy()
+        lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
+        offset = 0
     steps, first_line = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
     return FileFrame(df, absolute, steps, first_line)
 

@@ -240,3 +240,16 @@ def test_byte_order_mark_and_crlf(tmp_path: Path) -> None:
     )
     r = read_requests([str(f)])
     assert r.format == "azure" and r.frame["output_tokens"].to_list() == [44, 3]
+
+
+def test_a_corrupt_timestamp_far_from_the_rest_is_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "t.csv"
+    rows = [f"{1_700_000_000 + i},10,2" for i in range(30)]
+    rows[7] = "1e30,10,2"
+    rows[9] = "5,10,2"
+    f.write_text("ts,input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    r = read_requests([str(f)])
+    assert r.frame.height == 28
+    assert r.first_timestamp is not None and r.first_timestamp.year == 2023
+    assert [e.split(": ")[0] for e in r.skip_examples] == [f"{f}:9", f"{f}:11"]
+    assert all("far from the rest" in e for e in r.skip_examples)
