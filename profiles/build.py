@@ -119,7 +119,8 @@ def profile_from_result(
     start = result.first_timestamp.timestamp() if result.first_timestamp else None
     hashes_from = None
     if result.has_hashes:
-        hashes_from = "hash_ids" if result.format == "mooncake" else "prompt text"
+        # Only OpenAI-style logs carry prompt text; other sources bring their own block ids.
+        hashes_from = "prompt text" if result.format == "openai-jsonl" else "hash_ids"
     common = {
         "start_epoch_s": start,
         "block_tokens": result.block_tokens,
@@ -138,7 +139,9 @@ def profile_from_result(
                 f"here: {', '.join(have) or 'none'}"
             )
         key = pl.col(group_by).cast(pl.String).fill_null("(none)")
-        sizes = frame.group_by(key.alias("__g")).len().sort("len", descending=True)
+        sizes = (
+            frame.group_by(key.alias("__g")).len().sort(["len", "__g"], descending=[True, False])
+        )
         if sizes.height > MAX_GROUPS:
             warnings.append(
                 f"--group-by {group_by}: {sizes.height} groups; profiled the {MAX_GROUPS} largest"
