@@ -147,3 +147,11 @@ def test_hugging_face_tokenizer_counts_text(tmp_path: Path, openai_log) -> None:
 def test_mooncake_names_no_tokenizer(shared_data: Path) -> None:
     p = build_profile([str(shared_data / "mooncake_synthetic_trace.jsonl")])
     assert p.source.tokenizer is None and p.source.tokens_estimated is False
+
+
+def test_same_log_same_profile(openai_log) -> None:
+    path, _, _ = openai_log(n=120, seed=8)
+    a = build_profile([str(path)], group_by="session_id", seed=4)
+    b = build_profile([str(path)], group_by="session_id", seed=4)
+    assert a.model_copy(update={"created_at": ""}) == b.model_copy(update={"created_at": ""})
+    assert list(a.groups) == list(b.groups)
