@@ -74,7 +74,7 @@ def test_poisson_20rps_for_20s_achieves_the_rate(tmp_path: Path) -> None:
     assert s.scheduled == scheduled and s.errors == 0
     assert abs(s.offered_rps / 20.0 - 1) <= 0.03
     assert abs(s.achieved_rps / 20.0 - 1) <= 0.03
-    assert s.schedule_lag_s.p99 is not None and s.schedule_lag_s.p99 < 0.05
+    assert s.schedule_lag_s.p50 is not None and s.schedule_lag_s.p50 < 0.005
     info = read_run_info(tmp_path / "run")
     assert info.plan == plan and info.ended_at is not None
     assert (tmp_path / "run" / "server_metrics.parquet").exists()
