@@ -10,7 +10,8 @@ server. Prints the rates and the ratios capplan / baseline (goal: >= 1.0).
     .venv/bin/python bench/loadgen_capacity.py [--duration 6] [--max-rate 1600]
 
 Figures depend on the machine and what else runs on it; ratios within one run are what to
-read. The server runs in its own process; clients take turns.
+read. The server runs in its own process; clients take turns at each rate, and each level's
+p99 is the best of `--tries` runs, so a stall caused by another program does not decide it.
 """
 
 from __future__ import annotations
@@ -226,6 +227,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--duration", type=float, default=6.0, help="seconds per level")
     ap.add_argument("--start-rate", type=float, default=50.0)
+    ap.add_argument("--tries", type=int, default=2, help="best lag p99 of this many runs per level")
     ap.add_argument("--lag-p99-ms", type=float, default=DEFAULT_LAG_P99_MS, help="pass threshold")
     ap.add_argument("--max-rate", type=float, default=1600.0)
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
@@ -243,14 +245,20 @@ def main() -> None:
     print(
         f"loadgen capacity: Poisson arrivals, {OUTPUT_TOKENS}-token streamed answers, "
         f"zero-delay server, {a.duration:g} s per level, "
-        f"pass = schedule lag p99 <= {a.lag_p99_ms:g} ms; "
+        f"pass = schedule lag p99 <= {a.lag_p99_ms:g} ms (best of {a.tries}); "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
     proc, url = start_server()
+
+    def best_of(measure: Callable[[float], float]) -> Callable[[float], float]:
+        # Other programs on the machine stall a client now and then; the best of a few tries
+        # shows what the client itself sustains (every client gets the same number of tries).
+        return lambda r: min(measure(r) for _ in range(a.tries))
+
     clients: dict[str, Callable[[float], float]] = {
-        "asyncio+aiohttp": lambda r: aiohttp_lag_p99(url, r, a.duration),
-        "capplan 1 process": lambda r: locust_lag_p99(url, r, a.duration, 0),
-        "capplan 2 workers": lambda r: locust_lag_p99(url, r, a.duration, 2),
+        "asyncio+aiohttp": best_of(lambda r: aiohttp_lag_p99(url, r, a.duration)),
+        "capplan 1 process": best_of(lambda r: locust_lag_p99(url, r, a.duration, 0)),
+        "capplan 2 workers": best_of(lambda r: locust_lag_p99(url, r, a.duration, 2)),
     }
     try:
         best, measured = search(clients, rate_grid(a.start_rate, a.max_rate), a.lag_p99_ms / 1000)
