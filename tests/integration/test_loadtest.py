@@ -278,3 +278,30 @@ def test_cli_steady_run_prints_the_stage_table(tmp_path: Path) -> None:
     (stage,) = read_stages(tmp_path / "run")
     assert stage.scheduled == 20 and stage.completed == 20
     assert read_run_info(tmp_path / "run").profile_source.endswith("profile.json")
+
+
+def test_client_concurrency_cap_holds_and_shows_as_schedule_lag(tmp_path: Path) -> None:
+    server = start_server(ttft_s=0.1, itl_s=0.01)
+    try:
+        plan = StagePlan(
+            stages=[Stage(name="cap", duration_s=2.0, rate_rps=20.0, arrival="constant")]
+        )
+        cfg = _config(server.url, _profile(tmp_path, [(16, 5)]), max_concurrency=2)
+        (s,) = run_loadtest(cfg, plan, tmp_path / "run")
+    finally:
+        server.stop()
+    records = read_records(tmp_path / "run")
+    assert s.completed == 40 and read_run_info(tmp_path / "run").client_concurrency_cap == 2
+    # Never more than 2 requests between send and end at once.
+    events = sorted(
+        [(t, 1) for t in records["sent_s"].to_list()]
+        + [(t, -1) for t in records["end_s"].to_list()],
+        key=lambda e: (e[0], e[1]),
+    )
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert peak <= 2
+    # 20 req/s of ~0.15 s requests need ~3 in flight: the cap delays sends, and says so.
+    assert s.schedule_lag_s.max is not None and s.schedule_lag_s.max > 0.2
