@@ -18,7 +18,7 @@ from planner.loadtest import (
     run_loadtest,
     summarize_stage,
 )
-from planner.run_schema import RECORD_COLUMNS, Stage, StagePlan
+from planner.run_schema import RECORD_FILE_COLUMNS, Stage, StagePlan
 from tests.helpers.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
@@ -53,7 +53,7 @@ def _row(
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    return pl.DataFrame([list(r) for r in rows], schema=RECORD_COLUMNS, orient="row")
+    return pl.DataFrame([list(r) for r in rows], schema=RECORD_FILE_COLUMNS, orient="row")
 
 
 def test_summary_counts_rates_and_percentiles() -> None:
@@ -86,11 +86,11 @@ def test_recovery_time_from_burst_end() -> None:
 
 
 def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:
-    writer = PartWriter(tmp_path / RECORDS_PARTS, RECORD_COLUMNS)
+    writer = PartWriter(tmp_path / RECORDS_PARTS, RECORD_FILE_COLUMNS)
     writer.write([_row(0, 0.0), _row(1, 0.5)])
     writer.write([_row(2, 1.0, ok=False, err="cancelled")])
     df = read_records(tmp_path)
-    assert df.height == 3 and list(df.columns) == list(RECORD_COLUMNS)
+    assert df.height == 3 and list(df.columns) == list(RECORD_FILE_COLUMNS)
     assert df["error_class"].to_list() == [None, None, "cancelled"]
 
 
@@ -135,3 +135,9 @@ def test_missing_api_key_variable_is_a_config_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="CAPPLAN_NO_SUCH_KEY"):
         run_loadtest(cfg, plan, tmp_path / "run")
+
+
+def test_summary_of_a_frame_without_the_extra_columns() -> None:
+    rows = [_row(i, 0.5 * i) for i in range(10)]
+    s = summarize_stage(_frame(rows).drop("itl_gaps_s"), STAGE, 0.0, 10.0)
+    assert s.completed == 10 and s.itl_s.count == 10 and s.itl_s.p50 == pytest.approx(0.01)

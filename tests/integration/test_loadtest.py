@@ -91,13 +91,15 @@ def test_gamma_stage_shows_the_requested_cv(tmp_path: Path) -> None:
     finally:
         server.stop()
     records = read_records(tmp_path / "run").sort("intended_send_s")
-    gaps = np.diff(records["sent_s"].to_numpy())
-    assert len(gaps) == 799
+    scheduled = np.diff(records["intended_send_s"].to_numpy())
+    assert len(scheduled) == 799
     # CV = 1/sqrt(0.5); the sample CV of 800 gamma(0.5) gaps has a standard error near 6 %.
-    assert abs(gaps.std() / gaps.mean() / np.sqrt(2.0) - 1) < 0.15
-    # The sends follow the schedule (bursts of gamma(0.5) on a busy box delay some sends).
-    lag_error = np.abs(gaps - np.diff(records["intended_send_s"].to_numpy()))
-    assert np.median(lag_error) < 0.002
+    assert abs(scheduled.std() / scheduled.mean() / np.sqrt(2.0) - 1) < 0.15
+    # The sends follow that schedule: typical gaps within 2 ms of the scheduled ones (a
+    # stall of the shared CI box can still move a few sends, so the tail is not asserted).
+    sent = np.diff(records["sent_s"].to_numpy())
+    assert np.median(np.abs(sent - scheduled)) < 0.002
+    assert abs(sent.std() / sent.mean() / np.sqrt(2.0) - 1) < 0.3
 
 
 def test_replay_at_10x_reproduces_inter_arrivals(tmp_path: Path) -> None:
