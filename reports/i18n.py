@@ -65,6 +65,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "fig_peak": "Planning peak demand",
         "fig_limit": "Per-instance SLO limit",
         "fig_limit_value": "{value} ({binding} binds first; {fail} fails)",
+        "fig_limit_value_short": "{value} ({binding} binds first)",
+        "fleet_warning": (
+            "Caution: in the fleet simulation {n} instances do not meet the SLO; "
+            "see the fleet-simulation check."
+        ),
         "fig_instances": "Instances",
         "fig_instances_value": "{n} ({load} for the load + {spare} spare)",
         "fig_gpus": "GPUs",
@@ -337,6 +342,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_interrupted": "The run was interrupted; its last stage is incomplete.",
         "warn_profile_estimated": "The profile's token counts come from a tokenizer estimate.",
         "warn_none": "None found in the inputs.",
+        "warn_plan_note": "Planner's note: {note}",
+        "warn_plan_notes": "The planner left {n} note(s).",
         # appendix
         "appendix_heading": "Appendix: run metadata and input digests",
         "meta_run": "Run",
@@ -392,6 +399,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "fig_peak": "规划峰值需求",
         "fig_limit": "单实例 SLO 上限",
         "fig_limit_value": "{value}({binding} 最先触限;{fail} 不达标)",
+        "fig_limit_value_short": "{value}({binding} 最先触限)",
+        "fleet_warning": "注意:集群仿真中 {n} 台实例不满足 SLO;见集群仿真验证。",
         "fig_instances": "实例数",
         "fig_instances_value": "{n}({load} 台承载负载 + {spare} 台备用)",
         "fig_gpus": "GPU 数",
@@ -635,6 +644,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_interrupted": "压测被中断;最后一个阶段不完整。",
         "warn_profile_estimated": "画像中的 token 数来自分词器估算。",
         "warn_none": "输入中未发现需要注意的问题。",
+        "warn_plan_note": "规划器附注:{note}",
+        "warn_plan_notes": "规划器留有 {n} 条附注(英文原文见英文版报告)。",
         "appendix_heading": "附录:压测元数据与输入摘要",
         "meta_run": "压测",
         "meta_command": "命令",

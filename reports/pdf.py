@@ -111,6 +111,9 @@ class Styles:
             **{**base, "fontName": w.bold},
         )
         self.mono = ParagraphStyle("mono", fontSize=6.6, leading=8.4, fontName=w.mono)
+        self.warning = ParagraphStyle(
+            "warning", fontSize=9.5, leading=13, textColor=RED, spaceAfter=8, **base
+        )
         self.badge = ParagraphStyle(
             "badge", fontSize=8, leading=10, textColor=colors.white, alignment=1, fontName=w.bold
         )
@@ -281,6 +284,11 @@ class Report:
             ),
             self.para(self.t("answer_heading"), s.h2),
             self.para(self.answer_sentence(), s.answer),
+        ]
+        warning = self.fleet_warning()
+        if warning is not None:
+            out.append(self.para(warning, s.warning))
+        out += [
             self.para(self.t("key_figures"), s.h2),
             self.pairs(self.key_figures()),
         ]
@@ -291,7 +299,6 @@ class Report:
 
     def key_figures(self) -> list[tuple[str, str]]:
         plan, w = self.plan, self.w
-        limit = plan.inputs.limit
         first = self.first
         rows = [
             (
@@ -299,15 +306,7 @@ class Report:
                 f"{w.load(first.demand if first else plan.demand.peak_rps, self.unit)}"
                 f" ({self.peak_definition()})",
             ),
-            (
-                self.t("fig_limit"),
-                self.t(
-                    "fig_limit_value",
-                    value=self.limit_value(),
-                    binding=limit.binding or self.i.limit.binding or self.t("na"),
-                    fail=w.load(self.i.limit.infeasible_min, self.i.limit.unit),
-                ),
-            ),
+            (self.t("fig_limit"), self.limit_figure()),
             (
                 self.t("fig_instances"),
                 self.t(
@@ -332,6 +331,38 @@ class Report:
         if growth:
             rows.append((self.t("fig_growth"), growth))
         return rows
+
+    def limit_matches_run(self) -> bool:
+        """The plan's limit is the one in limit.json (not a number given to the planner)."""
+        given, measured = self.plan.inputs.limit, self.i.limit
+        return (
+            measured.feasible_max is not None
+            and given.unit == measured.unit
+            and abs(given.value - measured.feasible_max) <= 1e-6 * max(1.0, given.value)
+        )
+
+    def limit_figure(self) -> str:
+        limit = self.plan.inputs.limit
+        binding = limit.binding or self.i.limit.binding or self.t("na")
+        if self.limit_matches_run() and self.i.limit.infeasible_min is not None:
+            return self.t(
+                "fig_limit_value",
+                value=self.limit_value(),
+                binding=binding,
+                fail=self.w.load(self.i.limit.infeasible_min, self.i.limit.unit),
+            )
+        return self.t("fig_limit_value_short", value=self.limit_value(), binding=binding)
+
+    def fleet_warning(self) -> str | None:
+        """A sentence when the fleet simulation does not confirm the planned count."""
+        fleet = self.plan.checks.fleet
+        if fleet is None or self.first is None:
+            return None
+        n = self.first.instances_for_load
+        at_n = [p for p in fleet.points if p.instances == n]
+        if at_n and not any(p.meets_slo for p in at_n):
+            return self.t("fleet_warning", n=n)
+        return None
 
     def comparison(self, prev: Plan) -> Table:
         w = self.w
@@ -1308,6 +1339,14 @@ class Report:
             warnings.append(self.t("warn_interrupted"))
         if self.i.profile.source.tokens_estimated:
             warnings.append(self.t("warn_profile_estimated"))
+        fleet_warning = self.fleet_warning()
+        if fleet_warning is not None:
+            warnings.append(fleet_warning)
+        notes: list[str] = getattr(self.plan, "notes", [])  # plan_schema gains `notes` on merge
+        if notes and self.w.lang == "en":  # the planner writes its notes in English
+            warnings += [self.t("warn_plan_note", note=note) for note in notes]
+        elif notes:
+            warnings.append(self.t("warn_plan_notes", n=len(notes)))
         out += [self.para("• " + text) for text in warnings or [self.t("warn_none")]]
         return out
 
