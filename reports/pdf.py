@@ -1342,7 +1342,7 @@ class Report:
         fleet_warning = self.fleet_warning()
         if fleet_warning is not None:
             warnings.append(fleet_warning)
-        notes: list[str] = getattr(self.plan, "notes", [])  # plan_schema gains `notes` on merge
+        notes = self.plan.notes
         if notes and self.w.lang == "en":  # the planner writes its notes in English
             warnings += [self.t("warn_plan_note", note=note) for note in notes]
         elif notes:
