@@ -66,15 +66,14 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     Raises RunError when a stage cannot produce its result (e.g. no load level met the SLO),
     and whatever the stage itself raises (InputError/ConfigError/RunError/TargetError).
     """
-    from profiles.build import build_profile
-    from profiles.samples import sample_path
-
     from planner.capacity import parse_limit
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
     from planner.limit import LimitOptions, run_limit
     from planner.plan import PlanOptions, build_plan
+    from profiles.build import build_profile
     from profiles.model import save_profile
+    from profiles.samples import sample_path
     from reports import render_report
 
     start = time.perf_counter()
@@ -85,7 +84,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     work = options.work_dir
     work.mkdir(parents=True, exist_ok=True)
     profile_path = work / "profile.json"
-    run_dir = work / "run"
+    run_dir = work / "limit-run"
     plan_path = work / "plan.json"
 
     step(f"1/5 profiling the shipped sample trace '{SAMPLE}'")

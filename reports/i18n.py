@@ -98,6 +98,11 @@ STRINGS: dict[str, dict[str, str]] = {
             "After the burst at {burst} ({burst_ratio}× the steady load), TTFT p95 did not "
             "return to normal before the test ended; during the burst it reached {burst_p95}."
         ),
+        "risk_burst_nothing_completed": (
+            "During the burst at {burst} ({burst_ratio}× the steady load) no request completed "
+            "successfully."
+        ),
+        "risk_burst_recovered_after": " TTFT p95 was back to normal {recovery} after it.",
         "risk_burst_unmeasured": (
             "No burst-recovery stage was measured; the plan's bursts are not tested."
         ),
@@ -429,6 +434,10 @@ STRINGS: dict[str, dict[str, str]] = {
             "突发负载 {burst}(稳态负载的 {burst_ratio} 倍)之后,直到测试结束 TTFT p95 "
             "仍未恢复正常;突发期间达到 {burst_p95}。"
         ),
+        "risk_burst_nothing_completed": (
+            "突发负载 {burst}(稳态负载的 {burst_ratio} 倍)期间没有任何请求成功完成。"
+        ),
+        "risk_burst_recovered_after": "突发结束 {recovery} 后 TTFT p95 恢复正常。",
         "risk_burst_unmeasured": "未测量突发恢复阶段;规划中的突发尚未经过测试。",
         "risk_burst_traffic": "真实流量的突发可达 {burst_peak}(规划峰值的 {factor} 倍)。",
         "risk_kv": "KV 缓存余量",

@@ -427,7 +427,12 @@ class Report:
                 burst_p95=w.seconds(burst.ttft_s.p95),
             )
             recovered = recovery.recovered if recovery else recovery_s is not None
-            if recovered is False or recovery_s is None:
+            if burst.ttft_s.p95 is None:
+                level = "high"
+                text = self.t("risk_burst_nothing_completed", **fields)
+                if recovered and recovery_s is not None:
+                    text += self.t("risk_burst_recovered_after", recovery=w.seconds(recovery_s))
+            elif recovered is False or recovery_s is None:
                 level = "high"
                 text = self.t("risk_burst_not_recovered", **fields)
             else:
@@ -789,7 +794,7 @@ class Report:
                     recovery,
                 ]
             )
-        widths = [0.13, 0.09, 0.08, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
+        widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
         return self.table(rows, [CONTENT_W * f for f in widths])
 
     def ttft_threshold_s(self) -> float | None:
@@ -805,7 +810,9 @@ class Report:
                 panel.span(st.start_s, st.end_s)
             if st.start_s > 0:
                 panel.vline(st.start_s, GRAY, width=0.5, dash=(1, 2))
-            if label:
+            # label a stage only where it is wide enough to hold its name
+            wide = panel.px(st.end_s) - panel.px(st.start_s) > 6 * len(self.role(st.role))
+            if label and wide:
                 panel.text(st.start_s + 1, panel.y.hi * 0.86, self.role(st.role), GRAY)
 
     def timeline(self) -> Flowable:
