@@ -1003,7 +1003,8 @@ class Report:
             rows.append(
                 [
                     w.load(lv.load, lim.unit),
-                    self.t(f"verdict_{lv.verdict}"),
+                    self.t(f"verdict_{lv.verdict}")
+                    + (self.t("verdict_stopped_early") if lv.abandoned_early else ""),
                     w.num(value),
                     w.rate(lv.achieved_rps),
                     w.pct(lv.attainment),
