@@ -1,9 +1,13 @@
 """Open-loop arrival schedules: absolute send times for a stage, chosen by kind.
 
 A schedule is fixed before the stage starts and never waits for the server (no coordinated
-omission). Kinds: `constant` (evenly spaced), `poisson` (exponential gaps), `gamma:K`
-(gamma gaps with shape K, so the inter-arrival CV is 1/sqrt(K): K < 1 is burstier than
-Poisson, K > 1 smoother), and `replay` (a log's own timestamps, sped up).
+omission). Every schedule holds exactly round(rate x duration) arrivals - the process
+conditioned on its count - so a stage offers exactly its rate (a limit search compares
+levels without count noise) while the gaps keep the kind's distribution.
+
+Kinds: `constant` (evenly spaced), `poisson` (exponential gaps), `gamma:K` (gamma gaps
+with shape K, so the inter-arrival CV is 1/sqrt(K): K < 1 is burstier than Poisson, K > 1
+smoother), and `replay` (a log's own timestamps, sped up).
 """
 
 from __future__ import annotations
@@ -18,24 +22,20 @@ ArrivalFn = Callable[[float, float, np.random.Generator], np.ndarray]
 
 
 def _constant(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
-    n = int(np.floor(rate_rps * duration_s + 1e-9))
+    n = int(round(rate_rps * duration_s))
     return np.arange(n, dtype=float) / rate_rps
 
 
 def _gamma_gaps(shape: float) -> ArrivalFn:
     def times(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
-        # Draw more gaps than expected and cut at the stage end; draw again if too few.
-        out: list[np.ndarray] = []
-        t0 = 0.0
-        expected = rate_rps * duration_s
-        # The first arrival comes after one gap, like every other (a stationary start).
-        while t0 < duration_s:
-            n = int(expected + 10 * np.sqrt(expected / shape + 1) + 16)
-            gaps = rng.gamma(shape, 1.0 / (shape * rate_rps), size=n)
-            t = t0 + np.cumsum(gaps)
-            out.append(t[t < duration_s])
-            t0 = float(t[-1])
-        return np.concatenate(out) if out else np.zeros(0)
+        n = int(round(rate_rps * duration_s))
+        if n == 0:
+            return np.zeros(0)
+        # n + 1 gamma gaps scaled to span the stage: the process conditioned on n arrivals.
+        # For shape 1 these are sorted uniform times (Poisson given its count).
+        gaps = rng.gamma(shape, 1.0, size=n + 1)
+        t = np.cumsum(gaps)
+        return np.asarray(t[:n] / t[-1] * duration_s, dtype=float)
 
     return times
 
@@ -79,12 +79,16 @@ def arrival_times(
     return parse_arrival(spec)(rate_rps, duration_s, rng)
 
 
-def replay_times(arrival_s: np.ndarray, speed: float, duration_s: float) -> np.ndarray:
-    """A log's timestamps (seconds, any origin) shifted to start at 0 and divided by `speed`."""
+def replay_times(
+    arrival_s: np.ndarray, speed: float, duration_s: float, origin_s: float | None = None
+) -> np.ndarray:
+    """A log's timestamps (seconds) counted from `origin_s` (default: the first one), divided by
+    `speed`, cut at the stage length."""
     if speed <= 0:
         raise ConfigError(f"replay speed must be positive, got {speed}")
     arr = np.asarray(arrival_s, dtype=float)
     if len(arr) == 0:
         return arr
-    t = (arr - arr[0]) / speed
-    return t[t < duration_s]
+    origin = arr[0] if origin_s is None else origin_s
+    t = (arr - origin) / speed
+    return t[(t >= 0) & (t < duration_s)]

@@ -15,12 +15,14 @@ plan the driver waits up to `drain_s` for requests to finish, then cancels the r
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
 import gevent.lock
 import numpy as np
 from gevent import GreenletExit
@@ -72,6 +74,7 @@ class ReplayLog:
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     speed: float = 1.0
+    origin_s: float = 0.0  # the log second that maps to the stage start
 
 
 class _Timeout(Exception):
@@ -136,6 +139,7 @@ class PlanDriver:
         if options.api_key:
             self._headers["Authorization"] = f"Bearer {options.api_key}"
         self._stopping = False
+        self._stop_event = gevent.event.Event()
 
     @property
     def in_flight(self) -> int:
@@ -168,11 +172,12 @@ class PlanDriver:
     def stop(self) -> None:
         """Stop dispatching; the caller then cancels what is in flight."""
         self._stopping = True
+        self._stop_event.set()
 
     def _sleep_until(self, t_s: float) -> None:
         delay = t_s - self._clock.now()
         if delay > 0:
-            gevent.sleep(delay)
+            self._stop_event.wait(delay)  # a stop wakes the dispatcher at once
 
     def _run_open(
         self, i: int, stage: Stage, stage_start: float, cursor: _ShapeCursor, base: int
@@ -184,9 +189,10 @@ class PlanDriver:
             if self._stopping:
                 break
             intended = stage_start + float(times[j])
-            self._sleep_until(intended)
             shape = cursor.get(base + j)
-            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended)
+            body = self._body(shape)  # built before the send time, not on its critical path
+            self._sleep_until(intended)
+            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended, body)
         self._sleep_until(stage_start + stage.duration_s)
         return base + len(times)
 
@@ -194,14 +200,17 @@ class PlanDriver:
         if self._replay is None:
             raise RuntimeError(f"stage {stage.name!r} replays a log but no log was given")
         log = self._replay
-        times = replay_times(log.arrival_s, log.speed, stage.duration_s)
+        skip = int(np.searchsorted(log.arrival_s, log.origin_s, side="left"))
+        times = replay_times(log.arrival_s[skip:], log.speed, stage.duration_s, log.origin_s)
         for j in range(self.slot.index, len(times), self.slot.count):
             if self._stopping:
                 break
             intended = stage_start + float(times[j])
+            n_in, n_out = int(log.input_tokens[skip + j]), int(log.output_tokens[skip + j])
+            shape = replay_shape(j, n_in, n_out)
+            body = self._body(shape)
             self._sleep_until(intended)
-            shape = replay_shape(j, int(log.input_tokens[j]), int(log.output_tokens[j]))
-            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended)
+            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended, body)
         self._sleep_until(stage_start + stage.duration_s)
 
     def _run_closed(self, i: int, stage: Stage, stage_start: float) -> None:
@@ -224,7 +233,9 @@ class PlanDriver:
         def loop() -> None:
             while not self._stopping and self._clock.now() < stage_end:
                 j = next_index()
-                g = self._spawn(stage.name, f"{stage.name}/{j}", cursor.get(j), self._clock.now())
+                shape = cursor.get(j)
+                body = self._body(shape)
+                g = self._spawn(stage.name, f"{stage.name}/{j}", shape, self._clock.now(), body)
                 g.join()
 
         loops = [gevent.spawn(loop) for _ in users]
@@ -243,16 +254,25 @@ class PlanDriver:
 
     # --- one request --------------------------------------------------------------------
 
+    def _body(self, shape: RequestShape) -> bytes:
+        """The encoded request body of `shape` (prompt text lives only in this buffer)."""
+        opts = self.options
+        spec = render_messages(shape, opts.seed)
+        body = request_body(spec, opts.endpoint, opts.model, ignore_eos=opts.ignore_eos)
+        return json.dumps(body, separators=(",", ":")).encode()
+
     def _spawn(
-        self, stage: str, request_id: str, shape: RequestShape, intended_s: float
+        self, stage: str, request_id: str, shape: RequestShape, intended_s: float, body: bytes
     ) -> gevent.Greenlet:
         self.scheduled += 1
-        g = gevent.spawn(self._request, stage, request_id, shape, intended_s)
+        g = gevent.spawn(self._request, stage, request_id, shape, intended_s, body)
         self._in_flight.add(g)
         g.link(self._in_flight.discard)
         return g
 
-    def _request(self, stage: str, request_id: str, shape: RequestShape, intended_s: float) -> None:
+    def _request(
+        self, stage: str, request_id: str, shape: RequestShape, intended_s: float, body: bytes
+    ) -> None:
         opts = self.options
         clock = self._clock.now
         sent_s: float | None = None
@@ -266,13 +286,11 @@ class PlanDriver:
                 if self._cap is not None:
                     self._cap.acquire()
                     acquired = True
-                spec = render_messages(shape, opts.seed)
-                body = request_body(spec, opts.endpoint, opts.model, ignore_eos=opts.ignore_eos)
                 sent_s = clock()
                 resp = self._session.request(
                     "POST",
                     PATHS[opts.endpoint],
-                    json=body,
+                    data=body,
                     headers=self._headers,
                     stream=True,
                     catch_response=True,
@@ -308,10 +326,8 @@ class PlanDriver:
             error_class = "timeout"
         except GreenletExit:
             error_class = "cancelled"
-        except (OSError, ConnectionError) as err:
-            error_class = "disconnect" if sent_s is not None else _connect_error_class(err)
-        except Exception as err:  # a stream the parser could not read is a failed request
-            error_class = f"client_{type(err).__name__}"
+        except Exception as err:  # network and HTTP-parser errors end the request
+            error_class = _exception_class(err, sent=sent_s is not None)
         finally:
             if acquired and self._cap is not None:
                 self._cap.release()
@@ -329,6 +345,14 @@ class PlanDriver:
                     clock(),
                 )
             )
+
+
+def _exception_class(err: Exception, *, sent: bool) -> str:
+    """disconnect (the connection broke mid-request), a connect class, or client_<Name>."""
+    name = type(err).__name__
+    if isinstance(err, OSError | ConnectionError) or "Closed" in name or "ParseError" in name:
+        return "disconnect" if sent else _connect_error_class(err)
+    return f"client_{name}"
 
 
 def _connect_error_class(err: object) -> str:

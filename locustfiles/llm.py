@@ -19,11 +19,12 @@ plan, rate, users, duration, arrival, seed, api-key-env, out, replay, speed, ...
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
 import time
-import urllib.request
+import urllib.error
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
+from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.recorder import (
-    METRIC_NAMES,
     METRICS_PARTS,
     RECORD_NAMES,
     RECORDS_PARTS,
@@ -47,13 +48,14 @@ from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.stages import resolve_plan
 from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
 from profiles.model import Profile, load_profile
+from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream
 
 log = logging.getLogger("capplan.locust")
 
 WORK_DIR = ".work"
-FLUSH_S = 0.5
-START_DELAY_LOCAL_S = 0.2
+FLUSH_S = 0.9  # rows reach disk at least every second
+START_DELAY_LOCAL_S = 0.5
 START_DELAY_MASTER_S = 1.0
 
 _I_STAGE = RECORD_NAMES.index("stage")
@@ -136,11 +138,7 @@ def _add_options(parser: Any) -> None:
 
 
 def _load_profile(path: str) -> Profile:
-    if path:
-        return load_profile(path)
-    from profiles.presets import preset_profile  # type: ignore[import-not-found]
-
-    return preset_profile("chat")  # type: ignore[no-any-return]
+    return load_profile(path) if path else preset_profile("chat")
 
 
 class _Run:
@@ -164,7 +162,7 @@ class _Run:
                 sum(s.duration_s for s in self.plan.stages if s.arrival == "replay") * o.llm_speed
             )
             table = slice_log(read_log_table(o.llm_replay), o.llm_replay_start, span + 1.0)
-            self.replay = to_replay(table, o.llm_speed)
+            self.replay = to_replay(table, o.llm_speed, o.llm_replay_start)
         api_key = os.environ.get(o.llm_api_key_env) if o.llm_api_key_env else None
         self.options = DriverOptions(
             endpoint=o.llm_endpoint,
@@ -260,9 +258,17 @@ _run: _Run | None = None
 
 
 def _state(env: Environment) -> _Run:
+    """This process's run state (built on first use)."""
     global _run
     if _run is None or _run.env is not env:
         _run = _Run(env)
+    return _run
+
+
+def _fresh_state(env: Environment) -> _Run:
+    """New run state for a new test (the web UI can start several in one process)."""
+    global _run
+    _run = _Run(env)
     return _run
 
 
@@ -278,35 +284,19 @@ def _flusher(run: _Run) -> None:
 
 
 def _scraper(run: _Run, host: str) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
     writer = PartWriter(run.out / METRICS_PARTS, SERVER_METRIC_COLUMNS)
     url = host.rstrip("/") + "/metrics"
     assert run.clock is not None
-    misses = 0
     while not run.finished:
         t_s = run.clock.now()
         try:
-            with urllib.request.urlopen(url, timeout=2.0) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except OSError as err:
-            code = getattr(err, "code", None)
-            if code in (404, 405, 501):
-                log.warning("no Prometheus metrics at %s (HTTP %s): not scraping", url, code)
+            writer.write(parse_metrics(fetch_metrics(url), t_s))
+        except urllib.error.HTTPError as err:
+            if err.code in (404, 405, 501):
+                log.warning("no Prometheus metrics at %s (HTTP %s): not scraping", url, err.code)
                 return
-            misses += 1  # the target may be down for a while; keep trying
-            gevent.sleep(1.0)
-            continue
-        rows: list[tuple[float, str, str, str, float]] = []
-        try:
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    labels = json.dumps(sample.labels, sort_keys=True) if sample.labels else ""
-                    rows.append((t_s, sample.name, labels, family.type, float(sample.value)))
-        except ValueError as err:
-            log.warning("unparsable metrics at %s: %s", url, err)
-        assert len(METRIC_NAMES) == 5
-        writer.write(rows)
+        except (OSError, ValueError):
+            pass  # the target may be down for a while; keep trying
         gevent.sleep(max(0.0, 1.0 - (run.clock.now() - t_s)))
 
 
@@ -344,7 +334,9 @@ def _finish(run: _Run) -> None:
         run.write_json("live.json", live)
     runner = run.env.runner
     if runner is not None:
-        gevent.spawn_later(0.1, runner.quit)
+        headless = bool(getattr(run.env.parsed_options, "headless", True))
+        # Headless runs end the process; with the web UI the test stops and the UI stays.
+        gevent.spawn_later(0.1, runner.quit if headless else runner.stop)
 
 
 def _begin_writing(run: _Run, env: Environment) -> None:
@@ -358,6 +350,8 @@ def _begin_writing(run: _Run, env: Environment) -> None:
             "workers": run.slot.count,
         },
     )
+    np.percentile([0.0, 1.0], 95)  # numpy's first percentile call is slow: not during the plan
+    run.write_json("live.json", run.live())
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:
@@ -369,6 +363,9 @@ def _begin_writing(run: _Run, env: Environment) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    options = environment.parsed_options
+    if options is not None and getattr(options, "llm_request_timeout", None):
+        LLMUser.network_timeout = float(options.llm_request_timeout)
     runner = environment.runner
     if isinstance(runner, MasterRunner):
 
@@ -389,7 +386,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     elif isinstance(runner, WorkerRunner):
 
         def on_start(msg: Any, **_: Any) -> None:
-            run = _state(environment)
+            run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
             run.clock = RunClock(data["start_epoch_s"])
             run.start_s = data["plan_start_s"]
@@ -407,13 +404,21 @@ def _on_init(environment: Environment, **_: Any) -> None:
         runner.register_message("capplan_stop", on_stop)
 
 
+def _calm_gc() -> None:
+    # A full collection over the many small objects of a long run can stall the dispatcher
+    # for tens of ms; freeze what exists and collect the young generation less often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 1000)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
+    _calm_gc()
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         return  # workers wait for the master's capplan_start message
-    run = _state(environment)
-    run.finished = False
+    run = _fresh_state(environment)
     epoch = run.run_epoch or time.time()
     run.clock = RunClock(epoch)
     if isinstance(runner, MasterRunner):
@@ -445,7 +450,6 @@ class LLMUser(FastHttpUser):
         assert run.clock is not None
         runner = self.environment.runner
         worker_mode = isinstance(runner, WorkerRunner)
-        self.client.client.network_timeout = run.options.request_timeout_s  # type: ignore[attr-defined]
 
         def emit(row: Row) -> None:
             if worker_mode:

@@ -1,7 +1,7 @@
 """Per-request rows and scraped server samples on disk: Arrow part files, read back at any time.
 
 The process that writes (the local runner or the master) appends a part file about every
-second (`records.parts/part-NNNNNN.arrow`), written to a temporary name and renamed, so a
+second (`records.parts/part-NNNNNN.msgpack`), written to a temporary name and renamed, so a
 crash or Ctrl-C loses at most the last second and a reader never sees half a file. At the
 end of a run the parts are consolidated into `records.parquet` (and `server_metrics.parquet`)
 by `consolidate`. `read_table` reads the consolidated file plus any parts not yet merged.
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import polars as pl
 
 from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS
@@ -32,23 +33,33 @@ def _frame(rows: Sequence[Sequence[Any]], schema: dict[str, Any]) -> pl.DataFram
 
 
 class PartWriter:
-    """Appends rows (tuples in column order) as numbered Arrow IPC part files in `folder`."""
+    """Appends rows (tuples in column order) as numbered msgpack part files in `folder`.
+
+    msgpack because a part is written inside the load generator's event loop: packing a
+    second's rows takes tens of microseconds, where building an Arrow frame takes
+    milliseconds and would delay scheduled sends. Parts become Parquet at consolidation.
+    """
 
     def __init__(self, folder: Path, schema: dict[str, Any]) -> None:
         self._folder = folder
         self._schema = schema
         folder.mkdir(parents=True, exist_ok=True)
-        existing = [int(p.stem.split("-")[1]) for p in folder.glob("part-*.arrow")]
+        existing = [int(p.name.split("-")[1].split(".")[0]) for p in folder.glob("part-*.msgpack")]
         self._seq = max(existing, default=0)
 
     def write(self, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
         self._seq += 1
-        final = self._folder / f"part-{self._seq:06d}.arrow"
+        final = self._folder / f"part-{self._seq:06d}.msgpack"
         tmp = final.with_suffix(".tmp")
-        _frame(rows, self._schema).write_ipc(tmp)
+        tmp.write_bytes(msgpack.packb([list(r) for r in rows], use_bin_type=True))
         os.replace(tmp, final)
+
+
+def _read_part(path: Path, schema: dict[str, Any]) -> pl.DataFrame:
+    rows = msgpack.unpackb(path.read_bytes(), raw=False)
+    return _frame(rows, schema)
 
 
 def _empty(schema: dict[str, Any]) -> pl.DataFrame:
@@ -63,8 +74,8 @@ def read_table(
     path = run_dir / file_name
     if path.exists():
         frames.append(pl.read_parquet(path))
-    parts = sorted((run_dir / parts_name).glob("part-*.arrow"))
-    frames.extend(pl.read_ipc(p) for p in parts)
+    parts = sorted((run_dir / parts_name).glob("part-*.msgpack"))
+    frames.extend(_read_part(p, schema) for p in parts)
     if not frames:
         return _empty(schema)
     cols = list(schema)

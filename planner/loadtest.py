@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -30,6 +31,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 import locustfiles
+from locustfiles.metrics import MetricsScraper
 from locustfiles.recorder import (
     METRICS_FILE,
     METRICS_PARTS,
@@ -52,6 +54,7 @@ from planner.run_schema import (
     StageSummary,
 )
 from profiles.model import Profile, load_profile
+from profiles.presets import preset_profile
 
 __all__ = [
     "LoadTestConfig",
@@ -311,13 +314,19 @@ def summarize_plan(
     server: pl.DataFrame | None = None,
     slo_ttft_s: float | None = None,
     previous: list[StageSummary] | None = None,
+    stop_s: float | None = None,
 ) -> list[StageSummary]:
     """Summaries of every stage of `plan`, started at `plan_start_s`; recovery stages are
-    measured against the last steady stage and burst before them (in `previous` too)."""
+    measured against the last steady stage and burst before them (in `previous` too).
+    With `stop_s` (a run stopped early), stages not begun by then are left out and the one
+    running then ends there."""
     history = list(previous or [])
     out: list[StageSummary] = []
     t = plan_start_s
     for stage in plan.stages:
+        if stop_s is not None and t >= stop_s:
+            break
+        end_s = t + stage.duration_s if stop_s is None else min(t + stage.duration_s, stop_s)
         earlier = history + out
         steady = next((s for s in reversed(earlier) if s.role == "steady"), None)
         burst = next((s for s in reversed(earlier) if s.role == "burst"), None)
@@ -326,7 +335,7 @@ def summarize_plan(
                 records,
                 stage,
                 t,
-                t + stage.duration_s,
+                end_s,
                 server=server,
                 baseline_ttft_p95_s=steady.ttft_from_intended_s.p95 if steady else None,
                 slo_ttft_s=slo_ttft_s,
@@ -341,14 +350,9 @@ def summarize_plan(
 
 
 def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
+    """The profile to draw requests from and how run.json names it (path or preset:chat)."""
     if config.profile_path:
         return load_profile(config.profile_path), config.profile_path
-    try:
-        from profiles.presets import preset_profile  # type: ignore[import-not-found]
-    except ImportError as err:
-        raise ConfigError(
-            "no --profile given and this install has no built-in preset profiles"
-        ) from err
     return preset_profile("chat"), "preset:chat"
 
 
@@ -389,6 +393,7 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         repr(config.replay_speed),
         "--loglevel",
         "WARNING",
+        "--only-summary",  # no stats table every 2 s: it would run in the dispatcher's process
         "--exit-code-on-error",
         "0",
     ]
@@ -398,10 +403,14 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         args.append("--llm-no-ignore-eos")
     if config.max_concurrency:
         args += ["--llm-max-concurrency", str(config.max_concurrency)]
-    if not config.scrape_metrics:
-        args.append("--llm-no-metrics")
+    args.append("--llm-no-metrics")  # capplan scrapes from its own process (MetricsScraper)
     if config.replay_path:
-        args += ["--llm-replay", str(work / "replay.parquet")]
+        args += [
+            "--llm-replay",
+            str(work / "replay.parquet"),
+            "--llm-replay-start",
+            repr(config.replay_start_s),
+        ]
     return args
 
 
@@ -497,6 +506,10 @@ def run_loadtest(
     validate_plan(plan)
     if any(s.arrival == "replay" for s in plan.stages) and not config.replay_path:
         raise ConfigError("the plan has replay stages but no replay log was given (--replay LOG)")
+    if config.api_key_env and not os.environ.get(config.api_key_env):
+        raise ConfigError(
+            f"--api-key-env {config.api_key_env}: that environment variable is not set or empty"
+        )
     profile, source = config_profile(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = _prepare_run_info(config, plan, out_dir, append, profile, source)
@@ -512,9 +525,20 @@ def run_loadtest(
     _write_json(out_dir / "run.json", info.model_dump_json(by_alias=True, indent=2))
     assert info.start_epoch_s is not None
     args = _locust_args(config, out_dir, info.start_epoch_s, work)
-    interrupted = _run_locust(args, config.workers, out_dir, work, plan, progress)
+    scraper: MetricsScraper | None = None
+    if config.scrape_metrics:
+        epoch = info.start_epoch_s
+        scraper = MetricsScraper(config.host, out_dir, lambda: time.time() - epoch)
+        scraper.start()
+    try:
+        interrupted, returncode = _run_locust(args, config.workers, out_dir, work, plan, progress)
+    finally:
+        if scraper is not None:
+            scraper.stop()
     start_file = work / "start.json"
     if not start_file.exists():
+        if interrupted:
+            raise KeyboardInterrupt
         tail = _log_tail(out_dir / "locust.log")
         raise RunError(
             f"Locust did not start the run; last lines of {out_dir / 'locust.log'}:\n{tail}"
@@ -523,13 +547,18 @@ def run_loadtest(
     consolidate(out_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
     consolidate(out_dir, METRICS_FILE, METRICS_PARTS, SERVER_METRIC_COLUMNS)
     previous = read_stages(out_dir) if append else []
+    records = read_records(out_dir)
+    stop_s = None
+    if interrupted and records.height:
+        stop_s = float(records["end_s"].max())  # type: ignore[arg-type]
     summaries = summarize_plan(
-        read_records(out_dir),
+        records,
         plan,
         plan_start_s,
         server=read_server_metrics(out_dir),
         slo_ttft_s=config.slo_ttft_s,
         previous=previous,
+        stop_s=stop_s,
     )
     all_stages = [*previous, *summaries]
     _write_json(out_dir / "stages.json", json.dumps([s.model_dump() for s in all_stages], indent=2))
@@ -540,6 +569,11 @@ def run_loadtest(
     shutil.rmtree(work, ignore_errors=True)
     if interrupted:
         raise KeyboardInterrupt
+    if returncode != 0:
+        raise RunError(
+            f"Locust exited with code {returncode} (rows so far are in {out_dir}); "
+            f"last lines of its log:\n{_log_tail(out_dir / 'locust.log')}"
+        )
     return summaries
 
 
@@ -557,8 +591,8 @@ def _run_locust(
     work: Path,
     plan: StagePlan,
     progress: Callable[[str], None] | None,
-) -> bool:
-    """Run Locust until it exits; returns True when interrupted by Ctrl-C."""
+) -> tuple[bool, int]:
+    """Run Locust until it exits; returns (interrupted by Ctrl-C, the master's exit code)."""
     log_file = open(out_dir / "locust.log", "ab")  # noqa: SIM115 - closed in finally
     procs: list[subprocess.Popen[bytes]] = []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -614,12 +648,15 @@ def _run_locust(
                 )
             )
         master_proc = procs[0]
-        last: tuple[float, int] | None = None
+        reporter = _Progress(work, progress)
         deadline = time.monotonic() + plan_s + 600.0
         try:
-            while master_proc.poll() is None:
-                time.sleep(0.5)
-                last = _report_progress(work, progress, last)
+            while True:
+                try:
+                    master_proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    reporter.update()
                 if time.monotonic() > deadline:
                     raise RunError("Locust ran far past the plan's length; stopped")
         except KeyboardInterrupt:
@@ -637,21 +674,33 @@ def _run_locust(
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         log_file.close()
-    return interrupted
+    return interrupted, 0 if interrupted else int(procs[0].returncode or 0)
 
 
-def _report_progress(
-    work: Path, progress: Callable[[str], None] | None, last: tuple[float, int] | None
-) -> tuple[float, int] | None:
-    if progress is None:
-        return last
-    try:
-        live = json.loads((work / "live.json").read_text())
-    except (OSError, ValueError):
-        return last
-    now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
-    offered = None
-    if last is not None and now_t > last[0]:
-        offered = (scheduled - last[1]) / (now_t - last[0])
-    progress(_format_progress(live, offered))
-    return (now_t, scheduled) if last is None or now_t - last[0] >= 2.0 else last
+class _Progress:
+    """Turns `.work/live.json` into one progress line; offered rate over the last 5 s."""
+
+    WINDOW_S = 5.0
+
+    def __init__(self, work: Path, progress: Callable[[str], None] | None) -> None:
+        self._work = work
+        self._progress = progress
+        self._history: deque[tuple[float, int]] = deque()
+
+    def update(self) -> None:
+        if self._progress is None:
+            return
+        try:
+            live = json.loads((self._work / "live.json").read_text())
+        except (OSError, ValueError):
+            return
+        now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
+        history = self._history
+        if not history or now_t > history[-1][0]:
+            history.append((now_t, scheduled))
+        while len(history) > 2 and history[0][0] < now_t - self.WINDOW_S:
+            history.popleft()
+        offered = None
+        if len(history) > 1 and history[-1][0] > history[0][0]:
+            offered = (history[-1][1] - history[0][1]) / (history[-1][0] - history[0][0])
+        self._progress(_format_progress(live, offered))

@@ -24,7 +24,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from profiles.tokenize import ApproxTokenizer
+
 ROOT = Path(__file__).resolve().parents[2]
+_TOKENIZER = ApproxTokenizer()
 
 
 def _chunk(endpoint: str, text: str) -> bytes:
@@ -38,7 +41,7 @@ def _chunk(endpoint: str, text: str) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def make_app(ttft_s: float, itl_s: float, usage: bool = True) -> web.Application:
+def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) -> web.Application:
     timings: list[dict[str, float]] = []
     state = {"running": 0, "total": 0}
 
@@ -46,6 +49,10 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True) -> web.Application
         t0 = time.perf_counter()
         body = await request.json()
         n = int(body.get("max_tokens", 16))
+        prompt = body.get("prompt") or " ".join(m["content"] for m in body.get("messages", []))
+        prompt_tokens = _TOKENIZER.count(prompt)
+        if max_out:
+            n = min(n, max_out)  # a cheap target for tests about timing, not about lengths
         state["running"] += 1
         state["total"] += 1
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -67,7 +74,10 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True) -> web.Application
                     first = now
                 last = now
             if usage:
-                u = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}}
+                u = {
+                    "choices": [],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n},
+                }
                 await resp.write(b"data: " + json.dumps(u).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
@@ -132,7 +142,7 @@ class ServerProcess:
 
 
 def start_server(
-    ttft_s: float, itl_s: float, *, usage: bool = True, deadline_s: float = 15.0
+    ttft_s: float, itl_s: float, *, usage: bool = True, max_out: int = 0, deadline_s: float = 15.0
 ) -> ServerProcess:
     """Start the server in a subprocess and poll until it answers (or raise)."""
     port = free_port()
@@ -149,6 +159,8 @@ def start_server(
     ]
     if not usage:
         cmd.append("--no-usage")
+    if max_out:
+        cmd += ["--max-out", str(max_out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     server = ServerProcess(proc, port)
     end = time.monotonic() + deadline_s
@@ -170,9 +182,10 @@ def main() -> None:
     ap.add_argument("--ttft", type=float, default=0.05)
     ap.add_argument("--itl", type=float, default=0.01)
     ap.add_argument("--no-usage", action="store_true")
+    ap.add_argument("--max-out", type=int, default=0, help="cap on tokens per answer (0: none)")
     a = ap.parse_args()
     web.run_app(
-        make_app(a.ttft, a.itl, not a.no_usage),
+        make_app(a.ttft, a.itl, not a.no_usage, a.max_out),
         host="127.0.0.1",
         port=a.port,
         print=None,
