@@ -42,11 +42,12 @@ Echo = Callable[[str], None]
 
 
 def _format_value(result: ConstraintResult) -> str:
-    if result.value is None:
+    value = result.value
+    if value is None:
         return "n/a"
     if result.name in ("errors", "attainment"):
-        return format_share(result.value).replace(" ", "")
-    return format_duration(result.value).replace(" ", "")
+        return f"{value * 100:.3g}%"
+    return f"{value * 1000:.3g}ms" if value < 1.0 else f"{value:.3g}s"
 
 
 def _format_threshold(result: ConstraintResult) -> str:

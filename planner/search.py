@@ -114,12 +114,16 @@ class AbandonRule:
             expected = load * window_s
         else:
             expected = kept.height * window_s / max(elapsed_s - warmup_s, 1e-9)
+        # The level's final request count is not known yet: allow for two Poisson standard
+        # deviations more requests than expected before calling the tail lost.
+        most = expected + 2.0 * math.sqrt(max(expected, 1.0))
         for metric, threshold_s, allowed_share in self._tail_bounds():
             late = _count_past(kept, metric, threshold_s, now_s)
-            if late > allowed_share * expected and late >= 1:
+            allowed = allowed_share * most
+            if late > allowed and late >= 2:
                 return (
                     f"{late} requests already past {metric} {format_duration(threshold_s)} "
-                    f"after {elapsed_s:.0f} s (the SLO allows {allowed_share * expected:.0f})"
+                    f"after {elapsed_s:.0f} s (the SLO allows about {allowed:.0f})"
                 )
         return None
 
@@ -209,7 +213,12 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class LevelOutcome:
-    """One level after its measurements were pooled and judged."""
+    """One level after its measurements were pooled and judged.
+
+    `certain`: the verdict holds across the bootstrap intervals and, for a pass, enough
+    requests completed; `settled`: it will not be measured again (certain, abandoned, or out
+    of repeats).
+    """
 
     load: float
     stages: tuple[str, ...]
@@ -217,6 +226,7 @@ class LevelOutcome:
     passed: bool
     certain: bool
     abandoned: str | None
+    settled: bool
 
     @property
     def repeats(self) -> int:
@@ -254,38 +264,37 @@ def _pool(measurements: list[LevelMeasurement]) -> tuple[pl.DataFrame, float]:
     return pl.concat(frames, how="diagonal_relaxed"), duration_s
 
 
-def _measure_level(
-    config: SearchConfig, load: float, rng: np.random.Generator
-) -> Generator[float, LevelMeasurement, LevelOutcome]:
-    """Hold one level, repeating it while it is uncertain or too thin, then judge it."""
-    measurements: list[LevelMeasurement] = []
-    while True:
-        measurement = yield load
-        measurements.append(measurement)
-        records, duration_s = _pool(measurements)
-        evaluation = evaluate(
-            records,
-            config.slo,
-            duration_s=duration_s,
-            rng=rng,
-            resamples=config.resamples,
-            confidence=config.confidence,
+def _judge(
+    config: SearchConfig,
+    load: float,
+    measurements: list[LevelMeasurement],
+    rng: np.random.Generator,
+) -> LevelOutcome:
+    """Pool a level's measurements and judge them against the SLO."""
+    records, duration_s = _pool(measurements)
+    evaluation = evaluate(
+        records,
+        config.slo,
+        duration_s=duration_s,
+        rng=rng,
+        resamples=config.resamples,
+        confidence=config.confidence,
+    )
+    stages = tuple(m.stage for m in measurements)
+    abandoned = next((m.abandoned for m in measurements if m.abandoned), None)
+    if abandoned is None and (evaluation.error_rate or 0.0) >= config.abandon_error_rate:
+        # Percentiles cover successful requests only: a level where most requests fail
+        # must not pass on its few survivors, whatever the SLO says about errors.
+        abandoned = (
+            f"{evaluation.errors} of {evaluation.scheduled} requests failed "
+            f"(>= {config.abandon_error_rate:.0%})"
         )
-        stages = tuple(m.stage for m in measurements)
-        abandoned = next((m.abandoned for m in measurements if m.abandoned), None)
-        if abandoned is None and (evaluation.error_rate or 0.0) >= config.abandon_error_rate:
-            # Percentiles cover successful requests only: a level where most requests fail
-            # must not pass on its few survivors, whatever the SLO says about errors.
-            abandoned = (
-                f"{evaluation.errors} of {evaluation.scheduled} requests failed "
-                f"(>= {config.abandon_error_rate:.0%})"
-            )
-        if abandoned is not None:
-            return LevelOutcome(load, stages, evaluation, False, True, abandoned)
-        thin = evaluation.completed < config.min_completed and evaluation.passed
-        if (evaluation.certain and not thin) or len(measurements) > config.max_repeats:
-            certain = evaluation.certain and not thin
-            return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None)
+    if abandoned is not None:
+        return LevelOutcome(load, stages, evaluation, False, True, abandoned, True)
+    thin = evaluation.passed and evaluation.completed < config.min_completed
+    certain = evaluation.certain and not thin
+    settled = certain or len(measurements) > config.max_repeats
+    return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None, settled)
 
 
 def _crossing_estimate(
@@ -335,12 +344,15 @@ def limit_search(
 ) -> Generator[float, LevelMeasurement, SearchResult]:
     """The search as a generator: yields the next load, is sent its LevelMeasurement.
 
-    Returns (as StopIteration.value) the SearchResult; `on_level` is told each level once it
-    is judged. Levels already judged are never measured again; a level asked for twice
-    (rounding in the concurrency dimension) reuses its outcome.
+    Returns (as StopIteration.value) the SearchResult; `on_level` is told each level's
+    outcome after every measurement of it. Each level is measured once when first visited;
+    only the levels that end up deciding the answer (the highest pass and the lowest fail)
+    are measured again, while their verdict is uncertain or too thin, up to
+    `max_repeats` times — a flip reopens the search.
     """
     rng = np.random.default_rng(config.seed)
     integer = config.dimension == "concurrency"
+    measured: dict[float, list[LevelMeasurement]] = {}
     outcomes: dict[float, LevelOutcome] = {}
     order: list[float] = []
 
@@ -350,68 +362,32 @@ def limit_search(
             return float(max(1, math.ceil(load) if upward else math.floor(load)))
         return float(f"{load:.4g}")
 
-    def judge(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
+    def take(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
+        measurement = yield load
+        measured.setdefault(load, []).append(measurement)
         if load not in outcomes:
-            outcomes[load] = yield from _measure_level(config, load, rng)
             order.append(load)
-            if on_level is not None:
-                on_level(outcomes[load])
+        outcomes[load] = _judge(config, load, measured[load], rng)
+        if on_level is not None:
+            on_level(outcomes[load])
         return outcomes[load]
 
-    def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
-        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+    def bounds() -> tuple[float | None, float | None]:
+        fails = [x for x, o in outcomes.items() if not o.passed]
+        hi = min(fails) if fails else None
+        passes = [x for x, o in outcomes.items() if o.passed and (hi is None or x < hi)]
+        return (max(passes) if passes else None), hi
 
-    # 1. Bracket exponentially.
-    load = snap(config.start, upward=True)
-    outcome = yield from judge(load)
-    lo: float | None = None
-    hi: float | None = None
-    if outcome.passed:
-        lo = load
-        while len(outcomes) < config.max_levels:
-            if load >= config.max_load:
-                return result(lo, None, f"passed at the maximum load {config.max_load:g}")
-            nxt = snap(load * config.growth, upward=True)
-            if nxt <= load:
-                nxt = snap(load + 1, upward=True)
-            load = nxt
-            outcome = yield from judge(load)
-            if not outcome.passed:
-                hi = load
-                break
-            lo = load
-    else:
-        hi = load
-        while len(outcomes) < config.max_levels:
-            if load <= config.lowest:
-                return result(None, hi, f"failed at the lowest load {config.lowest:g}")
-            nxt = snap(load / config.growth, upward=False)
-            if nxt >= load:
-                return result(None, hi, f"failed at the lowest load {load:g}")
-            load = nxt
-            outcome = yield from judge(load)
-            if outcome.passed:
-                lo = load
-                break
-            hi = load
-    if lo is None or hi is None:
-        return result(lo, hi, f"no bracket within {config.max_levels} levels")
-
-    # 2. Narrow until the gap is within the tolerance.
-    def converged(lo_: float, hi_: float) -> bool:
+    def converged(lo: float, hi: float) -> bool:
         if integer:
-            return hi_ - lo_ <= max(1.0, math.floor(config.tolerance * lo_))
-        return hi_ - lo_ <= config.tolerance * lo_
+            return hi - lo <= max(1.0, math.floor(config.tolerance * lo))
+        return hi - lo <= config.tolerance * lo
 
-    slow_steps = 0
-    last_passed: bool | None = None
-    while not converged(lo, hi):
-        if len(outcomes) >= config.max_levels:
-            return result(lo, hi, f"stopped at {config.max_levels} levels")
+    def narrow(lo: float, hi: float, interpolate: bool, last_passed: bool | None) -> float | None:
         gap = hi - lo
         midpoint = (lo + hi) / 2
         candidate = midpoint
-        if config.method == "isotonic" and slow_steps < 2:
+        if config.method == "isotonic" and interpolate:
             estimate = _crossing_estimate(outcomes, config.slo, lo, hi)
             if estimate is not None:
                 # Probe just below or above the estimate so that two good guesses close the
@@ -424,20 +400,58 @@ def limit_search(
                     candidate = above if last_passed else below
                 candidate = min(max(candidate, lo + 0.05 * gap), hi - 0.05 * gap)
         candidate = snap(candidate, upward=candidate >= midpoint)
-        if not lo < candidate < hi:
-            candidate = snap(midpoint, upward=False)
-            if not lo < candidate < hi:
-                break  # integer loads: nothing left between them
-        outcome = yield from judge(candidate)
-        last_passed = outcome.passed
-        if outcome.passed:
-            lo = candidate
+        if lo < candidate < hi and candidate not in outcomes:
+            return candidate
+        candidate = snap(midpoint, upward=False)
+        if lo < candidate < hi and candidate not in outcomes:
+            return candidate
+        return None  # whole users: nothing left between them
+
+    def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
+        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+
+    yield from take(snap(config.start, upward=True))
+    slow_steps = 0
+    last_passed: bool | None = None
+    while True:
+        lo, hi = bounds()
+        nxt: float | None = None
+        stopped = ""
+        if len(outcomes) >= config.max_levels:
+            stopped = f"stopped at {config.max_levels} levels"
+        elif hi is None:
+            assert lo is not None
+            if lo >= config.max_load:
+                stopped = f"passed at the maximum load {config.max_load:g}"
+            else:
+                nxt = snap(lo * config.growth, upward=True)
+                if nxt <= lo:
+                    nxt = snap(lo + 1, upward=True)
+        elif lo is None:
+            nxt = snap(hi / config.growth, upward=False)
+            if nxt >= hi or hi <= config.lowest:
+                stopped = f"failed at the lowest load {hi:g}"
+                nxt = None
+        elif converged(lo, hi):
+            stopped = "converged"
         else:
-            hi = candidate
-        slow_steps = slow_steps + 1 if hi - lo > 0.6 * gap else 0
-        if slow_steps >= 2:
-            slow_steps = 2  # bisect once, then try interpolating again
-    return result(lo, hi, "converged")
+            nxt = narrow(lo, hi, slow_steps < 2, last_passed)
+            if nxt is None:
+                stopped = "converged"
+        if nxt is None:
+            # Before answering, settle the two levels the answer rests on.
+            end = next((x for x in (lo, hi) if x is not None and not outcomes[x].settled), None)
+            if end is None:
+                return result(lo, hi, stopped)
+            yield from take(end)
+            continue
+        gap_before = (hi - lo) if lo is not None and hi is not None else None
+        outcome = yield from take(nxt)
+        last_passed = outcome.passed
+        lo_after, hi_after = bounds()
+        if gap_before is not None and lo_after is not None and hi_after is not None:
+            shrunk = hi_after - lo_after <= 0.6 * gap_before
+            slow_steps = 0 if shrunk or slow_steps >= 2 else slow_steps + 1
 
 
 def run_search(
