@@ -183,9 +183,9 @@ class LocustProbe:
     """Holds each level as a one-stage Locust load test appended to one run directory.
 
     Level k becomes stage `level-kk` (role "level") of `out_dir`'s records.parquet and
-    stages.json. While a level runs, the search's AbandonRule is checked about once a second
-    on the records written so far; a hopeless level is stopped through the run's stop file,
-    which cancels what is in flight.
+    stages.json, run with seed `seed * 1000 + k`. While a level runs, the search's
+    AbandonRule is checked about once a second on the records written so far; a hopeless
+    level is stopped through the run's stop file, which cancels what is in flight.
     """
 
     def __init__(
@@ -233,8 +233,11 @@ class LocustProbe:
         watcher = _AbandonWatcher(
             self.out_dir, stage, abandon, self.warmup_s, load, self.dimension, self.check_every_s
         )
+        # A fresh seed per level: a repeated level sees new arrivals and lengths, so pooling
+        # its measurements narrows the noise instead of replaying the same sample.
+        config = self.config.model_copy(update={"seed": self.config.seed * 1000 + self.levels})
         summaries = run_loadtest(
-            self.config,
+            config,
             StagePlan(name="limit", stages=[stage]),
             self.out_dir,
             append=self.levels > 1,

@@ -281,8 +281,11 @@ def _judge(
         confidence=config.confidence,
     )
     stages = tuple(m.stage for m in measurements)
-    abandoned = next((m.abandoned for m in measurements if m.abandoned), None)
-    if abandoned is None and (evaluation.error_rate or 0.0) >= config.abandon_error_rate:
+    # The latest measurement decides whether the level was stopped as hopeless; pooled with
+    # earlier full runs, the verdict still fails but may be uncertain and measured again.
+    abandoned = measurements[-1].abandoned
+    failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
+    if abandoned is None and failing_errors:
         # Percentiles cover successful requests only: a level where most requests fail
         # must not pass on its few survivors, whatever the SLO says about errors.
         abandoned = (
@@ -290,7 +293,16 @@ def _judge(
             f"(>= {config.abandon_error_rate:.0%})"
         )
     if abandoned is not None:
-        return LevelOutcome(load, stages, evaluation, False, True, abandoned, True)
+        # Certain when the partial records already fail beyond their bootstrap interval
+        # (far above the limit); a level stopped near the limit is measured again if it
+        # ends up deciding the answer.
+        certain = (
+            failing_errors
+            or evaluation.completed == 0
+            or (not evaluation.passed and evaluation.certain)
+        )
+        settled = certain or len(measurements) > config.max_repeats
+        return LevelOutcome(load, stages, evaluation, False, certain, abandoned, settled)
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
     settled = certain or len(measurements) > config.max_repeats
