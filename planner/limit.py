@@ -57,13 +57,14 @@ def _format_threshold(result: ConstraintResult) -> str:
 
 
 def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str:
-    """One progress line: load, verdict, each constraint against its threshold, goodput."""
+    """One progress line after run `index`: the level's load, its (pooled) verdict — '?'
+    when within the noise — each constraint against its threshold, goodput."""
     evaluation = outcome.evaluation
     load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
     verdict = "pass" if outcome.passed else "FAIL"
     if not outcome.certain:
         verdict += "?"
-    parts = [f"level {index:2d}  {load:>12}  {verdict:5}"]
+    parts = [f"run {index:2d}  {load:>12}  {verdict:5}"]
     for c in evaluation.constraints:
         op = ">=" if c.higher_is_better else "<="
         parts.append(f"{c.name} {_format_value(c)} {op} {_format_threshold(c)}")
