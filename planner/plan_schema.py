@@ -55,6 +55,7 @@ class Demand(_Model):
     peak_concurrency: float | None = Field(None, description="Little's law at the peak")
     mean_e2e_s: float | None = None
     interarrival_cv: float | None = None
+    mean_e2e_source: str | None = None  # measured at the limit, or simulated
 
 
 class Scenario(_Model):
@@ -118,6 +119,11 @@ class QueueingCheck(_Model):
     wait_probability: float | None = None
     mean_wait_s: float | None = None
     note: str = ""
+    slots_per_instance: float | None = Field(None, description="the limit's concurrency")
+    offered_erlangs: float | None = Field(None, description="peak rate x e2e: requests in flight")
+    slots_poisson: int | None = None
+    slots_bursty: int | None = None
+    target_wait_s: float | None = None
 
 
 class FleetPoint(_Model):
@@ -138,6 +144,9 @@ class FleetCheck(_Model):
     verdict: str = Field(description="e.g. 'n=6 meets the SLO, n=5 does not'")
     calibration: dict[str, float] | None = None
     wall_s: float | None = None
+    slo: str | None = None
+    arrivals: str = Field("", description="how the arrival process was generated")
+    engine: str = Field("", description="GPU x model x tp and efficiency factors simulated")
 
 
 class Checks(_Model):
@@ -161,5 +170,6 @@ class Plan(_Model):
     sensitivity: list[SensitivityCell] = Field(default_factory=list)
     inputs: PlanInputs
     sentence: str = Field("", description="the answer in one sentence")
+    notes: list[str] = Field(default_factory=list, description="caveats the reader must see")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

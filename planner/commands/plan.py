@@ -1,0 +1,188 @@
+"""`capplan plan`: instances, GPUs, memory, CPU, cost for a profile's peak, simulation-checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from planner.capacity import HostRule, parse_float_list, parse_limit
+from planner.cli import handle_errors
+from planner.errors import InputError
+from planner.plan import PlanOptions, build_plan
+from planner.plan_schema import Plan
+from profiles.model import load_profile
+
+HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
+
+n = ceil(peak x growth x (1 + headroom) / per-instance limit) + redundancy, for each growth
+scenario, with GPUs, GPU memory (weights + KV cache), CPU cores, host RAM and monthly cost;
+cross-checked by an Erlang-C / Allen-Cunneen queueing estimate and by simulating the fleet
+(n-1, n, n+1 instances of the engine model, round-robin and least-outstanding routing).
+
+Examples:
+
+  capplan plan --profile conv.json --limit runs/h100/limit.json --growth 1.0,1.3 -o plans/q3.json
+
+  capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" -o plans/quick.json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="plan", help=HELP)(handle_errors(plan_command))
+
+
+def plan_command(
+    profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
+    limit: str = typer.Option(
+        ...,
+        "--limit",
+        help="limit.json of `capplan limit`, or a number with unit: 17.4rps, 50users.",
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write plan.json."),
+    slo: str | None = typer.Option(
+        None, "--slo", help="SLO spec; must match the limit.json's (default: the limit's)."
+    ),
+    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
+    peak_users: float | None = typer.Option(
+        None, "--peak-users", help="Planning peak as concurrent requests."
+    ),
+    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
+    peak_quantile: float = typer.Option(
+        0.99, "--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."
+    ),
+    growth: str = typer.Option("1.0", "--growth", help="Growth factors, e.g. 1.0,1.3,2.0."),
+    headroom: float = typer.Option(0.2, "--headroom", help="Spare fraction above the peak."),
+    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per instance."),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour (default: public on-demand table)."
+    ),
+    cpu_cores_per_gpu: int = typer.Option(
+        HostRule.cpu_cores_per_gpu, "--cpu-cores-per-gpu", help="Host rule: CPU cores per GPU."
+    ),
+    host_ram_per_gpu_memory: float = typer.Option(
+        HostRule.host_ram_per_gpu_memory,
+        "--host-ram-per-gpu-memory",
+        help="Host rule: host RAM as a multiple of GPU memory.",
+    ),
+    no_fleet_check: bool = typer.Option(
+        False, "--no-fleet-check", help="Skip the fleet simulation."
+    ),
+    fleet_span_s: float = typer.Option(
+        300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+) -> None:
+    if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
+        raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
+    if fleet_span_s <= 0:
+        raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
+    console = Console(stderr=True)
+    the_profile = load_profile(profile)
+    the_limit = parse_limit(limit, slo)
+    options = PlanOptions(
+        profile_path=str(profile),
+        slo=slo,
+        peak_window=peak_window,
+        peak_quantile=peak_quantile,
+        peak_rps=peak_rps,
+        peak_users=peak_users,
+        growth=tuple(parse_float_list(growth, "--growth")),
+        headroom=headroom,
+        redundancy=redundancy,
+        gpu=gpu,
+        model=model,
+        tp=tp,
+        gpu_hour_price_usd=gpu_hour_price,
+        fleet=not no_fleet_check,
+        fleet_span_s=fleet_span_s,
+        seed=seed,
+        host_rule=HostRule(
+            cpu_cores_per_gpu=cpu_cores_per_gpu, host_ram_per_gpu_memory=host_ram_per_gpu_memory
+        ),
+        name=output.stem,
+    )
+    plan = build_plan(
+        the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
+    )
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(plan.model_dump_json(by_alias=True, indent=2))
+    except OSError as err:
+        raise InputError(f"{output}: cannot write the plan ({err.strerror})") from err
+    print_plan(plan, Console())
+    typer.echo(f"wrote {output}")
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """The plan as rich tables: scenarios, resources, checks, then the sentence."""
+    d = plan.demand
+    console.print(
+        f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
+        + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")
+        + (f", {d.peak_concurrency:.1f} concurrent" if d.peak_concurrency else "")
+        + (f", e2e {d.mean_e2e_s:.2f} s" if d.mean_e2e_s else "")
+    )
+    table = Table(title="Instances per growth scenario")
+    for col in ("growth", "demand", "+headroom", "limit/inst", "for load", "N+k", "instances"):
+        table.add_column(col, justify="right")
+    table.add_column("GPUs", justify="right")
+    table.add_column("USD/month", justify="right")
+    for s in plan.scenarios:
+        table.add_row(
+            f"{s.growth:g}x",
+            f"{s.demand:.3g} {s.unit}",
+            f"{s.demand_with_headroom:.3g}",
+            f"{s.per_instance_limit:.3g}",
+            str(s.instances_for_load),
+            f"+{s.redundancy}",
+            f"[bold]{s.instances}[/bold]",
+            str(s.gpus),
+            f"{s.monthly_cost_usd:,.0f}",
+        )
+    console.print(table)
+    for s in plan.scenarios:
+        console.print(f"  {s.growth:g}x: {s.arithmetic}")
+    r, m = plan.resources, plan.resources.gpu_memory
+    console.print(
+        f"[bold]Resources[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} x {r.gpu} x "
+        f"tp={r.tp} = {r.gpus} GPUs; per GPU {m.weights_bytes_per_gpu / 2**30:.1f} GiB weights, "
+        f"KV cache {m.kv_capacity_tokens:,} tokens, {m.kv_needed_tokens_at_limit:,.0f} needed "
+        f"at {m.concurrency_at_limit:.1f} concurrent x {m.mean_context_tokens:.0f} tokens "
+        f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_total} CPU cores, "
+        f"{r.host_ram_gib_total:,.0f} GiB host RAM ({r.rule})"
+    )
+    c = plan.cost
+    console.print(
+        f"[bold]Cost[/bold]: ${c.monthly_usd:,.0f}/month at ${c.gpu_hour_price_usd:g}/GPU-hour "
+        f"({c.price_source})"
+    )
+    q = plan.checks.queueing
+    if q is not None:
+        console.print(f"[bold]Queueing[/bold]: {q.note}")
+    f = plan.checks.fleet
+    if f is not None:
+        ft = Table(title=f"Fleet simulation at {f.rate_rps:.3g} req/s, {f.simulated_s:g} s")
+        for col in ("instances", "routing", "attainment", "TTFT p95", "TPOT p95", "meets SLO"):
+            ft.add_column(col, justify="right")
+        for p in f.points:
+            ft.add_row(
+                str(p.instances),
+                p.routing,
+                f"{p.attainment:.1%}",
+                "-" if p.ttft_p95_s is None else f"{p.ttft_p95_s:.3f} s",
+                "-" if p.tpot_p95_s is None else f"{p.tpot_p95_s * 1e3:.1f} ms",
+                "yes" if p.meets_slo else "[red]no[/red]",
+            )
+        console.print(ft)
+        console.print(f"  {f.verdict}")
+        if f.calibration:
+            console.print(f"  calibration: {f.calibration}")
+    for note in plan.notes:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    console.print(f"[bold]{plan.sentence}[/bold]")

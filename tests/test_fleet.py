@@ -1,0 +1,222 @@
+"""The fleet simulator: event loop, routing, arrivals, SLO judging, and n-1 vs n on a real trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.capacity import parse_limit
+from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate
+from planner.errors import ConfigError
+from planner.fleet import (
+    FleetRun,
+    arrival_times_s,
+    calibrate,
+    judge,
+    level_metrics,
+    measured_levels,
+    parse_fleet_slo,
+    profile_requests,
+    simulate_fleet,
+    single_instance_limit,
+)
+from planner.limit_schema import LimitLevel, LimitResult
+from planner.plan import PlanOptions, build_plan
+from tests.plan_profiles import azure_conv_profile, make_profile
+
+CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
+
+
+def _requests(n: int, gap_s: float) -> list[EngineRequest]:
+    rng = np.random.default_rng(3)
+    return [
+        EngineRequest(str(k), int(rng.integers(50, 3000)), int(rng.integers(1, 300)), k * gap_s)
+        for k in range(n)
+    ]
+
+
+def test_one_instance_fleet_agrees_with_engine_simulate() -> None:
+    reqs = _requests(300, 0.05)
+    run = simulate_fleet(reqs, CONFIG, 1)
+    timelines = simulate(reqs, CONFIG)
+    expected_ttft = np.array([t.ttft_s for t in timelines], dtype=float)
+    expected_e2e = np.array([t.e2e_s for t in timelines], dtype=float)
+    np.testing.assert_allclose(run.ttft_s, expected_ttft, rtol=1e-9)
+    np.testing.assert_allclose(run.e2e_s, expected_e2e, rtol=1e-9)
+    assert run.simulated_s == pytest.approx(max(t.finished_s or 0.0 for t in timelines))
+
+
+def test_round_robin_cycles_and_least_outstanding_balances() -> None:
+    reqs = _requests(400, 0.01)
+    rr = simulate_fleet(reqs, CONFIG, 4, "round_robin")
+    assert rr.instance.tolist() == [k % 4 for k in range(400)]
+    lor = simulate_fleet(reqs, CONFIG, 4, "least_outstanding")
+    counts = np.bincount(lor.instance, minlength=4)
+    assert counts.min() > 0.15 * 400
+    assert not np.isnan(lor.e2e_s).any()
+    # Spreading load over more instances never makes the mean TTFT worse here.
+    one = simulate_fleet(reqs, CONFIG, 1)
+    assert np.nanmean(lor.ttft_s) < np.nanmean(one.ttft_s)
+
+
+def test_bad_fleet_inputs() -> None:
+    with pytest.raises(ConfigError):
+        simulate_fleet(_requests(3, 1.0), CONFIG, 0)
+    with pytest.raises(ConfigError):
+        simulate_fleet(_requests(3, 1.0), CONFIG, 2, "random")  # type: ignore[arg-type]
+
+
+def test_gamma_arrivals_have_the_asked_rate_and_cv() -> None:
+    rng = np.random.default_rng(11)
+    times = arrival_times_s(20.0, 2.0, 2000.0, rng)
+    gaps = np.diff(times)
+    assert len(times) / 2000.0 == pytest.approx(20.0, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.1)
+    assert times.max() < 2000.0
+
+
+def test_profile_requests_draw_lengths_from_the_sample() -> None:
+    profile = make_profile(pairs=[(100, 10), (5000, 400)])
+    reqs = profile_requests(profile, 10.0, 30.0, np.random.default_rng(0), 2048)
+    assert {(r.prompt_tokens, r.max_tokens) for r in reqs} <= {(100, 10), (2047, 1)}
+    assert len({r.request_id for r in reqs}) == len(reqs)
+
+
+def _run(ttft: list[float], tpot: list[float], e2e: list[float]) -> FleetRun:
+    n = len(ttft)
+    return FleetRun(
+        instances=1,
+        routing="round_robin",
+        arrival_s=np.arange(n, dtype=float),
+        ttft_s=np.array(ttft),
+        tpot_s=np.array(tpot),
+        e2e_s=np.array(e2e),
+        output_tokens=np.ones(n, dtype=np.int64),
+        instance=np.zeros(n, dtype=np.int64),
+        simulated_s=float(n),
+        wall_s=0.0,
+        steps=0,
+    )
+
+
+def test_judge_percentile_and_attainment_slos() -> None:
+    ttft = [0.1] * 18 + [3.0, np.nan]  # one slow, one never finished
+    run = _run(ttft, [0.01] * 19 + [np.nan], [1.0] * 19 + [np.nan])
+    verdict = judge(run, parse_fleet_slo("ttft:p90<=2s,tpot:p90<=20ms"), warmup_s=0.0)
+    assert verdict.attainment == pytest.approx(18 / 20)
+    assert verdict.meets_slo  # p90 of TTFT is 0.1 s
+    assert not judge(run, parse_fleet_slo("ttft:p95<=2s"), 0.0).meets_slo
+    assert judge(run, parse_fleet_slo("attainment>=90%:ttft<=2s"), 0.0).meets_slo
+    assert not judge(run, parse_fleet_slo("attainment>=95%:ttft<=2s"), 0.0).meets_slo
+    # Warm-up: requests arriving before it are not judged.
+    assert judge(run, parse_fleet_slo("ttft:p99<=200ms"), warmup_s=0.0).requests == 20
+    assert judge(run, parse_fleet_slo("ttft:p99<=200ms"), warmup_s=10.0).requests == 10
+
+
+@pytest.mark.parametrize("spec", ["ttft<2s", "latency:p95<=2s", "ttft:p95<=2 parsecs", ""])
+def test_bad_fleet_slo(spec: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_fleet_slo(spec)
+
+
+def test_fleet_on_azure_conv_n_meets_and_n_minus_1_does_not() -> None:
+    """The Azure conv trace at ~2.9 instances' worth of traffic: 3 meet the SLO, 2 do not."""
+    profile = azure_conv_profile()
+    slo_text = "ttft:p95<=1s,tpot:p95<=50ms"
+    limit_rps = single_instance_limit(profile, CONFIG, parse_fleet_slo(slo_text), 90.0, rng_seed=1)
+    options = PlanOptions(
+        profile_path="azure-conv",
+        slo=slo_text,
+        peak_rps=2.9 * limit_rps,
+        headroom=0.0,
+        redundancy=0,
+        fleet_span_s=90.0,
+        seed=2,
+    )
+    plan = build_plan(profile, parse_limit(f"{limit_rps:.4f}rps", slo_text), options)
+    assert plan.instances == 3
+    fleet = plan.checks.fleet
+    assert fleet is not None
+    for routing in ("round_robin", "least_outstanding"):
+        at = {p.instances: p for p in fleet.points if p.routing == routing}
+        assert at[3].meets_slo, at[3]
+        assert not at[2].meets_slo, at[2]
+        assert at[2].attainment < at[3].attainment <= at[4].attainment + 1e-9
+    assert fleet.verdict == "n=3 meets the SLO, n-1=2 does not"
+
+
+def _measured_limit(truth: EngineConfig, loads: list[float], slo: str) -> LimitResult:
+    """A limit.json 'measured' on an engine with other efficiency factors (another seed)."""
+    profile = azure_conv_profile()
+    levels = []
+    for load in loads:
+        m = level_metrics(profile, truth, load, "rate", 90.0, rng_seed=9)
+        keep = {k: m[k] for k in ("ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s")}
+        levels.append(
+            LimitLevel(
+                load=load,
+                stage=f"r{load:g}",
+                requests=1,
+                completed=1,
+                metrics=keep,
+                constraints=[],
+                verdict="pass",
+                mean_e2e_s=m["e2e_mean_s"],
+            )
+        )
+    return LimitResult(
+        dimension="rate",
+        unit="rps",
+        feasible_max=loads[-2],
+        infeasible_min=loads[-1],
+        binding="tpot:p95",
+        slo=slo,
+        tolerance=0.1,
+        levels=levels,
+    )
+
+
+def test_calibration_recovers_a_slower_engine() -> None:
+    truth = CONFIG.model_copy(update={"mfu": 0.35, "mbu": 0.55, "step_overhead_s": 0.004})
+    result = _measured_limit(truth, [2.0, 5.0, 8.0, 10.0], "tpot:p95<=40ms")
+    fitted, cal = calibrate(azure_conv_profile(), CONFIG, result, duration_s=60.0, design_points=8)
+    assert cal.levels == 4
+    assert cal.default_mean_rel_error > 0.3  # the defaults are a faster engine
+    assert cal.mean_rel_error < 0.15
+    assert cal.mean_rel_error < cal.default_mean_rel_error / 2
+    assert fitted.mbu == cal.mbu and "fitted" in fitted.calibration_source
+    # Decode time per step (weights / bandwidth / mbu + overhead) is what TPOT pins down.
+    weight_s = 8030261248 * 2 / 3350e9
+    truth_step = weight_s / 0.55 + 0.004
+    assert weight_s / cal.mbu + cal.step_overhead_s == pytest.approx(truth_step, rel=0.2)
+
+
+def test_measured_levels_skip_overload_and_empty_metrics() -> None:
+    levels = [
+        LimitLevel(
+            load=load,
+            stage="s",
+            requests=1,
+            completed=1,
+            metrics=metrics,
+            constraints=[],
+            verdict="pass",
+        )
+        for load, metrics in [
+            (1.0, {"ttft_p95_s": 0.2}),
+            (2.0, {"errors": 0.0}),
+            (3.0, {"tpot_p95_s": 0.05}),
+            (9.0, {"tpot_p95_s": 0.5}),
+        ]
+    ]
+    result = LimitResult(
+        dimension="rate",
+        unit="rps",
+        feasible_max=3.0,
+        infeasible_min=4.0,
+        binding=None,
+        slo="tpot:p95<=60ms",
+        tolerance=0.1,
+        levels=levels,
+    )
+    assert [lv.load for lv in measured_levels(result)] == [1.0, 3.0]

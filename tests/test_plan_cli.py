@@ -1,0 +1,154 @@
+"""`capplan plan` end to end: plan.json with every input, the table, clean errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.engine import build_engine_config
+from planner.fleet import level_metrics
+from planner.limit_schema import LimitLevel, LimitResult
+from planner.plan_schema import Plan
+from profiles.model import save_profile
+from tests.plan_profiles import make_profile
+
+runner = CliRunner()
+
+
+def _profile(tmp_path: Path) -> Path:
+    path = tmp_path / "p.json"
+    save_profile(make_profile(window_rates_60s=[float(i) / 10 for i in range(101)]), path)
+    return path
+
+
+def test_plan_writes_plan_json(tmp_path: Path) -> None:
+    out = tmp_path / "plans" / "q3.json"
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--profile",
+            str(_profile(tmp_path)),
+            "--limit",
+            "4rps",
+            "--growth",
+            "1.0,2",
+            "--slo",
+            "ttft:p95<=2s,tpot:p95<=100ms",
+            "--fleet-span",
+            "30",
+            "--gpu-hour-price",
+            "4.25",
+            "-o",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["schema"] == "capplan.plan/1"
+    plan = Plan.model_validate(data)
+    assert plan.instances == plan.scenarios[0].instances == 4  # ceil(9.9 x 1.2 / 4) + 1
+    assert plan.scenarios[1].instances == 7  # ceil(19.8 x 1.2 / 4) + 1
+    assert plan.inputs.limit.unit == "rps" and plan.inputs.gpu_hour_price_usd == 4.25
+    assert plan.checks.fleet is not None and len(plan.checks.fleet.points) == 6
+    assert "Instances per growth scenario" in result.output
+
+
+def test_bad_limit_exits_2(tmp_path: Path) -> None:
+    for bad in ("17.4", "0rps", "-2users"):
+        result = runner.invoke(
+            app,
+            [
+                "plan",
+                "--profile",
+                str(_profile(tmp_path)),
+                "--limit",
+                bad,
+                "-o",
+                str(tmp_path / "x.json"),
+            ],
+        )
+        assert result.exit_code == 2, result.output
+        assert "error:" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_missing_profile_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--profile",
+            str(tmp_path / "none.json"),
+            "--limit",
+            "4rps",
+            "-o",
+            str(tmp_path / "x.json"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "profile not found" in result.output
+
+
+def test_plan_from_a_measured_limit_json_calibrates_the_fleet_check(tmp_path: Path) -> None:
+    """A limit.json 'measured' on a slower engine: the plan calibrates before simulating."""
+    truth = build_engine_config("H100-80GB", "llama-3.1-8b").model_copy(
+        update={"mfu": 0.35, "mbu": 0.55, "step_overhead_s": 0.004}
+    )
+    profile = make_profile(window_rates_60s=[float(i) / 10 for i in range(101)])
+    profile_path = tmp_path / "p.json"
+    save_profile(profile, profile_path)
+    levels = []
+    for load in (2.0, 4.0, 6.0):
+        m = level_metrics(profile, truth, load, "rate", 40.0, rng_seed=3)
+        levels.append(
+            LimitLevel(
+                load=load,
+                stage=f"r{load:g}",
+                requests=1,
+                completed=1,
+                metrics={"tpot_p50_s": m["tpot_p50_s"], "ttft_p50_s": m["ttft_p50_s"]},
+                constraints=[],
+                verdict="pass" if load < 6 else "fail",
+                mean_e2e_s=m["e2e_mean_s"],
+            )
+        )
+    result = LimitResult(
+        dimension="rate",
+        unit="rps",
+        feasible_max=4.0,
+        infeasible_min=6.0,
+        binding="tpot:p95",
+        slo="tpot:p95<=40ms",
+        tolerance=0.1,
+        levels=levels,
+    )
+    limit_path = tmp_path / "limit.json"
+    limit_path.write_text(result.model_dump_json(by_alias=True))
+    out = tmp_path / "plan.json"
+    args = [
+        "plan",
+        "--profile",
+        str(profile_path),
+        "--limit",
+        str(limit_path),
+        "--fleet-span",
+        "30",
+        "-o",
+        str(out),
+    ]
+    mismatch = runner.invoke(app, [*args, "--slo", "tpot:p95<=50ms"])
+    assert mismatch.exit_code == 2 and "measured under the SLO" in mismatch.output
+    result_cli = runner.invoke(app, args)
+    assert result_cli.exit_code == 0, result_cli.output
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.inputs.slo == "tpot:p95<=40ms"
+    assert plan.demand.mean_e2e_source == "measured at the limit (limit.json)"
+    assert plan.instances == 4  # ceil(9.9 x 1.2 / 4) + 1
+    fleet = plan.checks.fleet
+    assert fleet is not None and fleet.calibration is not None
+    assert fleet.calibration["mean_rel_error"] < fleet.calibration["default_mean_rel_error"]
+    assert "calibrated" in " ".join(plan.notes)
