@@ -20,6 +20,7 @@ from typing import Literal
 import polars as pl
 from pydantic import ValidationError
 
+from locustfiles.arrivals import validate_arrival
 from planner.errors import ConfigError, InputError, RunError
 from planner.limit_schema import Dimension, LimitResult
 from planner.loadtest import WORK_DIR, LoadTestConfig, builtin_plan, read_records, run_loadtest
@@ -85,8 +86,9 @@ def write_limit(result: LimitResult, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def load_limit(path: Path) -> LimitResult:
+def load_limit(path: str | Path) -> LimitResult:
     """Read a limit.json; a run directory may be given. Raises InputError when invalid."""
+    path = Path(path)
     if path.is_dir():
         path = path / LIMIT_FILE
     try:
@@ -163,6 +165,7 @@ class LimitOptions:
     max_load: float | None = None
     level_duration_s: float = 30.0
     warmup_s: float | None = None
+    arrival: str = "poisson"
     tolerance: float = 0.05
     verify_burst: bool = False
     workers: int = 0
@@ -197,10 +200,12 @@ class LocustProbe:
         dimension: Dimension,
         level_duration_s: float,
         warmup_s: float,
+        arrival: str = "poisson",
         echo: Echo = print,
         check_every_s: float = 1.0,
     ) -> None:
         self.config = config
+        self.arrival = arrival
         self.out_dir = out_dir
         self.dimension = dimension
         self.level_duration_s = level_duration_s
@@ -218,6 +223,7 @@ class LocustProbe:
                 role="level",
                 duration_s=self.level_duration_s,
                 rate_rps=load,
+                arrival=self.arrival,
             )
         return Stage(
             name=name,
@@ -387,6 +393,11 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         raise ConfigError(
             f"--warmup must be >= 0 and shorter than the level ({options.level_duration_s} s)"
         )
+    if options.arrival == "replay":
+        raise ConfigError(
+            "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
+        )
+    validate_arrival(options.arrival)
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
     ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
     config = LoadTestConfig(
@@ -409,6 +420,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         dimension=options.dimension,
         level_duration_s=options.level_duration_s,
         warmup_s=options.warmup,
+        arrival=options.arrival,
         echo=echo,
     )
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
