@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from scipy.stats import norm
+from typer.testing import CliRunner
 
-from planner.errors import ConfigError, RunError
+from planner.cli import app
+from planner.errors import ConfigError, InputError, RunError
+from planner.limit import load_limit, search_limit
 from planner.limit_schema import LimitResult
 from planner.search import (
     AbandonRule,
@@ -304,3 +308,59 @@ def test_probe_measuring_another_load_is_a_run_error() -> None:
 def test_bad_search_config(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         SearchConfig(slo=parse_slo("ttft:p95<=1s"), **kwargs)  # type: ignore[arg-type]
+
+
+# --- the `capplan limit` orchestration around the search (planner.limit) ----------------------
+
+
+def test_search_limit_writes_limit_json_and_prints_a_line_per_run(tmp_path: Path) -> None:
+    probe = CurveProbe(np.random.default_rng(13))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s,tpot:p95<=100ms"), start=4.0, resamples=100)
+    lines: list[str] = []
+    verified: list[float | None] = []
+
+    def verify(limit: LimitResult) -> float | None:
+        verified.append(limit.feasible_max)
+        return 3.5
+
+    limit = search_limit(
+        probe, config, tmp_path, target="http://h", model="m", verify=verify, echo=lines.append
+    )
+    assert (tmp_path / "limit.json").exists()
+    assert load_limit(tmp_path) == limit == load_limit(tmp_path / "limit.json")
+    assert limit.recovery_s == 3.5 and verified == [limit.feasible_max]
+    runs = sum(len(level.stages) for level in limit.levels)
+    assert len(lines) == runs + 1 and lines[-1] == limit.sentence
+    assert lines[0].startswith("run  1") and "4 req/s" in lines[0] and "ttft:p95" in lines[0]
+    assert limit.target == "http://h" and limit.wall_s is not None
+
+
+def test_load_limit_rejects_other_files(tmp_path: Path) -> None:
+    bad = tmp_path / "limit.json"
+    bad.write_text('{"schema": "capplan.limit/1", "dimension": "rate"}')
+    with pytest.raises(InputError, match="not a capplan limit file"):
+        load_limit(bad)
+    with pytest.raises(InputError, match="cannot read"):
+        load_limit(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slo", "ttft:p95<2s"], "bad token 'ttft:p95<2s'"),
+        (["--slo", "ttft:p95<=2s", "--dimension", "users"], "expected rate or concurrency"),
+        (["--slo", "ttft:p95<=2s", "--tolerance", "0"], "tolerance"),
+        (["--slo", "ttft:p95<=2s", "--arrival", "bursty"], "unknown arrival"),
+    ],
+)
+def test_limit_cli_rejects_bad_options_with_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["limit", "--host", "http://127.0.0.1:9", "--model", "m", "-o", str(tmp_path), *args],
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "limit.json").exists()
