@@ -142,7 +142,13 @@ def search_limit(
     write_limit(limit, out_dir / LIMIT_FILE)
     if verify is not None and limit.feasible_max is not None:
         recovery_s = verify(limit)
-        limit = limit.model_copy(update={"recovery_s": recovery_s, "wall_s": clock() - started})
+        limit = limit.model_copy(
+            update={
+                "recovery_s": recovery_s,
+                "recovered": recovery_s is not None,
+                "wall_s": clock() - started,
+            }
+        )
         write_limit(limit, out_dir / LIMIT_FILE)
     echo(limit.sentence)
     return limit

@@ -328,7 +328,7 @@ def test_search_limit_writes_limit_json_and_prints_a_line_per_run(tmp_path: Path
     )
     assert (tmp_path / "limit.json").exists()
     assert load_limit(tmp_path) == limit == load_limit(tmp_path / "limit.json")
-    assert limit.recovery_s == 3.5 and verified == [limit.feasible_max]
+    assert limit.recovery_s == 3.5 and limit.recovered and verified == [limit.feasible_max]
     runs = sum(len(level.stages) for level in limit.levels)
     assert len(lines) == runs + 1 and lines[-1] == limit.sentence
     assert lines[0].startswith("run  1") and "4 req/s" in lines[0] and "ttft:p95" in lines[0]
