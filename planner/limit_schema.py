@@ -48,7 +48,8 @@ class LimitLevel(_Model):
     constraints: list[ConstraintVerdict]
     verdict: Literal["pass", "fail", "uncertain"]
     certain: bool = Field(
-        default=True, description="the verdict holds across the bootstrap intervals of every constraint"
+        default=True,
+        description="the verdict holds across the bootstrap intervals of every constraint",
     )
     interval: dict[str, tuple[float, float]] = Field(default_factory=dict)
     repeats: int = 0
@@ -87,7 +88,8 @@ class LimitResult(_Model):
     wall_s: float | None = None
     recovery_s: float | None = Field(None, description="from --verify-burst, when run")
     recovered: bool | None = Field(
-        default=None, description="--verify-burst: did the endpoint recover within the recovery stage"
+        default=None,
+        description="--verify-burst: did the endpoint recover within the recovery stage",
     )
     sentence: str = Field("", description="the answer in one sentence")
 
