@@ -21,7 +21,7 @@ import polars as pl
 from pydantic import ValidationError
 
 from locustfiles.arrivals import validate_arrival
-from planner.errors import ConfigError, InputError, RunError
+from planner.errors import ConfigError, InputError, RunError, TargetError
 from planner.limit_schema import Dimension, LimitResult
 from planner.loadtest import WORK_DIR, LoadTestConfig, builtin_plan, read_records, run_loadtest
 from planner.run_schema import Stage, StagePlan
@@ -131,6 +131,8 @@ def search_limit(
 
     result = run_search(probe, config, on_level=on_level)
     if not result.levels:
+        if result.interrupted:
+            raise KeyboardInterrupt
         raise RunError("the limit search measured no level")
     limit = build_limit_result(
         result,
@@ -140,6 +142,9 @@ def search_limit(
         wall_s=clock() - started,
     )
     write_limit(limit, out_dir / LIMIT_FILE)
+    if result.interrupted:
+        echo(limit.sentence)
+        raise KeyboardInterrupt  # limit.json holds the levels measured so far
     if verify is not None and limit.feasible_max is not None:
         recovery_s = verify(limit)
         limit = limit.model_copy(
@@ -240,7 +245,8 @@ class LocustProbe:
         )
 
     def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        """Run one level; raises what run_loadtest raises (RunError, TargetError, ...)."""
+        """Run one level. Raises TargetError when no request could connect, and what
+        run_loadtest raises (RunError, ConfigError)."""
         self.levels += 1
         stage = self._stage(load)
         watcher = _AbandonWatcher(
@@ -259,6 +265,13 @@ class LocustProbe:
         summary = next((s for s in summaries if s.name == stage.name), None)
         if summary is None:
             raise RunError(f"the load test returned no summary for stage {stage.name}")
+        unreachable = {"connect_refused", "connect"}
+        classes = set(summary.errors_by_class)
+        if summary.completed == 0 and summary.errors and classes <= unreachable:
+            raise TargetError(
+                f"{self.config.host}: no request of {stage.name} reached the endpoint "
+                f"({', '.join(f'{k}: {v}' for k, v in summary.errors_by_class.items())})"
+            )
         records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
         duration_s = summary.duration_s
         if watcher.reason is not None and watcher.stopped_at_s is not None:

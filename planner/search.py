@@ -241,6 +241,10 @@ class SearchResult:
     infeasible_min: float | None
     stopped: str = ""
 
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped == "interrupted"
+
     def outcome(self, load: float | None) -> LevelOutcome | None:
         if load is None:
             return None
@@ -349,6 +353,10 @@ def _crossing_estimate(
     return min(estimates) if estimates else None
 
 
+class _StopSearch(Exception):
+    """Thrown into the search generator to end it early (Ctrl-C)."""
+
+
 def limit_search(
     config: SearchConfig,
     *,
@@ -422,48 +430,51 @@ def limit_search(
     def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
         return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
 
-    yield from take(snap(config.start, upward=True))
-    slow_steps = 0
-    last_passed: bool | None = None
-    while True:
-        lo, hi = bounds()
-        nxt: float | None = None
-        stopped = ""
-        if len(outcomes) >= config.max_levels:
-            stopped = f"stopped at {config.max_levels} levels"
-        elif hi is None:
-            assert lo is not None
-            if lo >= config.max_load:
-                stopped = f"passed at the maximum load {config.max_load:g}"
-            else:
-                nxt = snap(lo * config.growth, upward=True)
-                if nxt <= lo:
-                    nxt = snap(lo + 1, upward=True)
-        elif lo is None:
-            nxt = snap(hi / config.growth, upward=False)
-            if nxt >= hi or hi <= config.lowest:
-                stopped = f"failed at the lowest load {hi:g}"
-                nxt = None
-        elif converged(lo, hi):
-            stopped = "converged"
-        else:
-            nxt = narrow(lo, hi, slow_steps < 2, last_passed)
-            if nxt is None:
+    try:
+        yield from take(snap(config.start, upward=True))
+        slow_steps = 0
+        last_passed: bool | None = None
+        while True:
+            lo, hi = bounds()
+            nxt: float | None = None
+            stopped = ""
+            if len(outcomes) >= config.max_levels:
+                stopped = f"stopped at {config.max_levels} levels"
+            elif hi is None:
+                assert lo is not None
+                if lo >= config.max_load:
+                    stopped = f"passed at the maximum load {config.max_load:g}"
+                else:
+                    nxt = snap(lo * config.growth, upward=True)
+                    if nxt <= lo:
+                        nxt = snap(lo + 1, upward=True)
+            elif lo is None:
+                nxt = snap(hi / config.growth, upward=False)
+                if nxt >= hi or hi <= config.lowest:
+                    stopped = f"failed at the lowest load {hi:g}"
+                    nxt = None
+            elif converged(lo, hi):
                 stopped = "converged"
-        if nxt is None:
-            # Before answering, settle the two levels the answer rests on.
-            end = next((x for x in (lo, hi) if x is not None and not outcomes[x].settled), None)
-            if end is None:
-                return result(lo, hi, stopped)
-            yield from take(end)
-            continue
-        gap_before = (hi - lo) if lo is not None and hi is not None else None
-        outcome = yield from take(nxt)
-        last_passed = outcome.passed
-        lo_after, hi_after = bounds()
-        if gap_before is not None and lo_after is not None and hi_after is not None:
-            shrunk = hi_after - lo_after <= 0.6 * gap_before
-            slow_steps = 0 if shrunk or slow_steps >= 2 else slow_steps + 1
+            else:
+                nxt = narrow(lo, hi, slow_steps < 2, last_passed)
+                if nxt is None:
+                    stopped = "converged"
+            if nxt is None:
+                # Before answering, settle the two levels the answer rests on.
+                end = next((x for x in (lo, hi) if x is not None and not outcomes[x].settled), None)
+                if end is None:
+                    return result(lo, hi, stopped)
+                yield from take(end)
+                continue
+            gap_before = (hi - lo) if lo is not None and hi is not None else None
+            outcome = yield from take(nxt)
+            last_passed = outcome.passed
+            lo_after, hi_after = bounds()
+            if gap_before is not None and lo_after is not None and hi_after is not None:
+                shrunk = hi_after - lo_after <= 0.6 * gap_before
+                slow_steps = 0 if shrunk or slow_steps >= 2 else slow_steps + 1
+    except _StopSearch:
+        return result(*bounds(), "interrupted")
 
 
 def run_search(
@@ -474,14 +485,20 @@ def run_search(
 ) -> SearchResult:
     """Drive `limit_search` with `probe`; `on_level` is told each judged level.
 
-    Raises RunError when the probe measures a different load than asked.
+    Ctrl-C while a level runs ends the search with the levels judged so far
+    (`SearchResult.interrupted`); the caller decides whether to re-raise. Raises RunError
+    when the probe measures a different load than asked.
     """
     search = limit_search(config, on_level=on_level)
     rule = config.abandon_rule()
     try:
         load = next(search)
         while True:
-            measurement = probe.measure(load, abandon=rule)
+            try:
+                measurement = probe.measure(load, abandon=rule)
+            except KeyboardInterrupt:
+                # Keep what was measured: the search answers from the levels it has.
+                search.throw(_StopSearch())
             if not math.isclose(measurement.load, load, rel_tol=1e-9):
                 raise RunError(f"probe measured load {measurement.load}, asked for {load}")
             load = search.send(measurement)
@@ -502,9 +519,21 @@ def _constraint_words(name: str) -> str:
 
 
 def _sentence(result: SearchResult, binding: str | None, littles: LittlesLaw | None) -> str:
-    dimension = result.config.dimension
     slo_words = result.config.slo.describe()
+    if result.interrupted:
+        return "interrupted before the limit was found: " + _sentence_body(
+            result, binding, littles, slo_words
+        )
+    return _sentence_body(result, binding, littles, slo_words)
+
+
+def _sentence_body(
+    result: SearchResult, binding: str | None, littles: LittlesLaw | None, slo_words: str
+) -> str:
+    dimension = result.config.dimension
     lo, hi = result.feasible_max, result.infeasible_min
+    if lo is None and hi is None:
+        return "no level was measured"
     if lo is None:
         assert hi is not None
         reason = f" ({_constraint_words(binding)} fails)" if binding else ""

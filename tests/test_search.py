@@ -364,3 +364,25 @@ def test_limit_cli_rejects_bad_options_with_exit_2(
     assert message in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "limit.json").exists()
+
+
+def test_ctrl_c_keeps_the_levels_measured_so_far(tmp_path: Path) -> None:
+    class Interrupting(CurveProbe):
+        runs = 0
+
+        def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+            self.runs += 1
+            if self.runs == 4:
+                raise KeyboardInterrupt
+            return super().measure(load, abandon=abandon)
+
+    probe = Interrupting(np.random.default_rng(14))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=100)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        search_limit(probe, config, tmp_path, echo=lines.append)
+    limit = load_limit(tmp_path)
+    assert [level.load for level in limit.levels] == [4.0, 8.0, 16.0]
+    assert limit.sentence.startswith("interrupted before the limit was found: ")
+    assert "interrupted" in limit.confidence
+    assert lines[-1] == limit.sentence

@@ -246,3 +246,27 @@ def test_concurrency_limit_matches_engine_model(
     assert abs(limit.feasible_max - expected) <= 0.10 * expected
     assert limit.littles_law is not None
     assert math.isclose(limit.littles_law.concurrency, limit.feasible_max, rel_tol=0.25)
+
+
+def test_unreachable_endpoint_is_a_target_error(profile_path: Path, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(
+        app,
+        [
+            "limit",
+            "--host", f"http://127.0.0.1:{port}",
+            "--model", "m",
+            "--profile", str(profile_path),
+            "--slo", "ttft:p95<=1s",
+            "--level-duration", "2",
+            "--start", "4",
+            "-o", str(tmp_path / "run"),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "no request of level-01 reached the endpoint" in result.output
+    assert "connect_refused" in result.output
