@@ -8,10 +8,12 @@ fails, then narrows: the crossing of each constraint is interpolated on an isoto
 the constraint's value against load (bisection as the fallback and safeguard), until the
 highest passing and the lowest failing level are within a relative tolerance.
 
-Noise handling: a level with fewer than `min_completed` completed requests, or whose verdict
-flips inside the bootstrap intervals, is measured again (up to `max_repeats` times) and the
-measurements are pooled; a probe may stop a level early when `AbandonRule` finds it hopeless
-(the error rate, or requests already past a latency threshold because the queue grows).
+Noise handling: each level is measured once; the two levels the answer rests on (the highest
+pass and the lowest fail) are measured again, up to `max_repeats` times, and pooled while
+their verdict sits inside the bootstrap intervals or a pass has fewer than `min_completed`
+completed requests — a flipped verdict reopens the search. A probe may stop a level early
+when `AbandonRule` finds it hopeless (the error rate, or requests already past a latency
+threshold because the queue grows); a level where half of the requests failed never passes.
 """
 
 from __future__ import annotations
@@ -169,7 +171,14 @@ class Probe(Protocol):
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Knobs of the search; loads are req/s (rate) or users (concurrency, whole numbers)."""
+    """Knobs of the search; loads are req/s (rate) or users (concurrency, whole numbers).
+
+    Brackets from `start` by `growth` (down to `min_load`, default start / 64 or 1 user; up
+    to `max_load`), narrows until the pass/fail gap is within `tolerance` (relative), runs at
+    most `max_levels` distinct levels and `max_repeats` extra runs of a deciding level.
+    Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`.
+    Raises ConfigError for values out of range.
+    """
 
     slo: Slo
     dimension: Dimension = "rate"
@@ -199,7 +208,14 @@ class SearchConfig:
         if self.dimension == "concurrency" and self.start < 1:
             raise ConfigError("concurrency starts at 1 user or more")
         if self.max_levels < 2:
-            raise ConfigError("max_levels must be at least 2")
+            raise ConfigError(f"max levels must be at least 2, got {self.max_levels}")
+        if self.max_repeats < 0 or self.min_completed < 0:
+            raise ConfigError("max repeats and min completed requests must be >= 0")
+        if not 0 < self.confidence < 1 or self.resamples < 10:
+            raise ConfigError("confidence must be in (0, 1) and resamples at least 10")
+        if not 0 < self.abandon_error_rate <= 1:
+            rate = self.abandon_error_rate
+            raise ConfigError(f"abandon error rate must be in (0, 1], got {rate}")
 
     @property
     def lowest(self) -> float:
