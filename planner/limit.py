@@ -23,7 +23,14 @@ from pydantic import ValidationError
 from locustfiles.arrivals import validate_arrival
 from planner.errors import ConfigError, InputError, RunError, TargetError
 from planner.limit_schema import Dimension, LimitResult
-from planner.loadtest import WORK_DIR, LoadTestConfig, builtin_plan, read_records, run_loadtest
+from planner.loadtest import (
+    WORK_DIR,
+    LoadTestConfig,
+    builtin_plan,
+    config_profile,
+    read_records,
+    run_loadtest,
+)
 from planner.run_schema import Stage, StagePlan
 from planner.search import (
     AbandonRule,
@@ -35,7 +42,7 @@ from planner.search import (
     run_search,
 )
 from planner.slo import ConstraintResult, format_duration, format_share, parse_slo
-from profiles.model import Profile, load_profile
+from profiles.model import Profile
 
 LIMIT_FILE = "limit.json"
 
@@ -212,7 +219,6 @@ class LocustProbe:
         level_duration_s: float,
         warmup_s: float,
         arrival: str = "poisson",
-        echo: Echo = print,
         check_every_s: float = 1.0,
     ) -> None:
         self.config = config
@@ -221,7 +227,6 @@ class LocustProbe:
         self.dimension = dimension
         self.level_duration_s = level_duration_s
         self.warmup_s = warmup_s
-        self.echo = echo
         self.check_every_s = check_every_s
         self.levels = 0
 
@@ -343,19 +348,6 @@ class _AbandonWatcher:
             (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
 
 
-def _load_profile(options: LimitOptions) -> Profile:
-    if options.profile:
-        return load_profile(options.profile)
-    try:
-        from profiles.presets import preset_profile  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as err:
-        raise ConfigError(
-            "no --profile given and this install has no built-in preset profiles"
-        ) from err
-    profile: Profile = preset_profile("chat")
-    return profile
-
-
 def _verify_burst(
     options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
 ) -> Callable[[LimitResult], float | None]:
@@ -432,7 +424,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
             options.drain_s if options.drain_s is not None else max(options.level_duration_s, 10.0)
         ),
     )
-    profile = _load_profile(options)
+    profile, _ = config_profile(config)
     probe = LocustProbe(
         config,
         options.out_dir,
@@ -440,7 +432,6 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         level_duration_s=options.level_duration_s,
         warmup_s=options.warmup,
         arrival=options.arrival,
-        echo=echo,
     )
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     return search_limit(
