@@ -37,18 +37,42 @@ from profiles.model import Profile
 Routing = Literal["round_robin", "least_outstanding"]
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
 ArrivalKind = Literal["gamma", "poisson"]
+BURST_WINDOW_S = 10.0
 
 
 # ----------------------------------------------------------------------------- traffic
 
 
+@dataclass(frozen=True)
+class BurstWindow:
+    """A window of the span where the arrival rate is `factor` x the base rate."""
+
+    start_s: float
+    duration_s: float
+    factor: float
+
+
 def arrival_times_s(
-    rate_rps: float, cv: float, duration_s: float, rng: np.random.Generator
+    rate_rps: float,
+    cv: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    burst: BurstWindow | None = None,
 ) -> np.ndarray:
     """Arrival times in [0, duration_s) of a gamma renewal process with mean rate and CV.
 
+    With `burst`, the process is time-warped so the rate is `burst.factor` x `rate_rps`
+    inside the window (the gaps keep their CV in operational time).
     Raises ConfigError for a non-positive rate, CV or duration.
     """
+    if burst is not None:
+        b0 = min(max(burst.start_s, 0.0), duration_s)
+        b1 = min(b0 + burst.duration_s, duration_s)
+        knots_t = np.array([0.0, b0, b1, duration_s])
+        knots_u = np.cumsum([0.0, b0, (b1 - b0) * burst.factor, duration_s - b1])
+        # Operational time runs `factor` times faster inside the window.
+        operational = arrival_times_s(rate_rps, cv, float(knots_u[-1]), rng)
+        return np.interp(operational, knots_u, knots_t)
     if not (rate_rps > 0 and cv > 0 and duration_s > 0):
         raise ConfigError(
             f"arrivals need a positive rate, CV and duration (got {rate_rps}, {cv}, {duration_s})"
@@ -71,8 +95,11 @@ def profile_requests(
     rng: np.random.Generator,
     max_model_len: int,
     arrival_kind: ArrivalKind = "gamma",
+    burst: BurstWindow | None = None,
 ) -> list[EngineRequest]:
     """Requests at `rate_rps` for `duration_s`, lengths from the profile's sample pairs.
+
+    `burst` raises the rate inside one window (see `arrival_times_s`).
 
     Lengths are clipped to the engine's `max_model_len` (prompt first kept, output shortened).
     Raises ConfigError when the profile has no sample pairs or an unknown arrival kind.
@@ -83,7 +110,7 @@ def profile_requests(
     if arrival_kind not in ("gamma", "poisson"):
         raise ConfigError(f"unknown arrival kind {arrival_kind!r}; known: gamma, poisson")
     cv = _arrival_cv(profile, arrival_kind)
-    times = arrival_times_s(rate_rps, cv, duration_s, rng)
+    times = arrival_times_s(rate_rps, cv, duration_s, rng, burst)
     table = np.asarray(pairs, dtype=np.int64)
     picks = table[rng.integers(0, len(table), size=len(times))]
     out: list[EngineRequest] = []
@@ -350,17 +377,24 @@ def fleet_check(
     warmup_frac: float = 0.1,
     routings: Sequence[Routing] = ROUTINGS,
     arrival_kind: ArrivalKind = "gamma",
+    burst_factor: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> FleetCheck:
     """Simulate the planned peak against n-1, n and n+1 instances under each routing.
 
     The same requests (one seeded draw) go to every fleet size and routing, so the points
-    differ only in the fleet. Raises ConfigError for a non-positive rate or duration.
+    differ only in the fleet. With `burst_factor` > 1, one 10 s window starting at 40 % of
+    the span runs at that multiple of the rate (the profile's 10 s peak over its planning
+    peak), so the verdict includes a burst. Raises ConfigError for a non-positive rate or
+    duration.
     """
     wall0 = time.perf_counter()
     rng = np.random.default_rng(rng_seed)
+    burst = None
+    if burst_factor is not None and burst_factor > 1.0:
+        burst = BurstWindow(0.4 * duration_s, min(BURST_WINDOW_S, 0.5 * duration_s), burst_factor)
     requests = profile_requests(
-        profile, rate_rps, duration_s, rng, config.effective_max_model_len, arrival_kind
+        profile, rate_rps, duration_s, rng, config.effective_max_model_len, arrival_kind, burst
     )
     warmup_s = duration_s * warmup_frac
     points: list[FleetPoint] = []
@@ -399,6 +433,12 @@ def fleet_check(
             f"{_arrival_cv(profile, arrival_kind):.3g}; lengths drawn from the profile's "
             f"{len(profile.lengths.sampler.pairs)} sample pairs; seed {rng_seed}; first "
             f"{warmup_s:g} s left out as warm-up"
+            + (
+                ""
+                if burst is None
+                else f"; a {burst.duration_s:g} s burst at {burst.factor:.3g}x the rate from "
+                f"t={burst.start_s:g} s"
+            )
         ),
         engine=(
             f"{config.gpu.name} x {config.model.name} tp={config.tp}, mfu {config.mfu:.3g}, "

@@ -279,6 +279,7 @@ def build_plan(
                 parse_fleet_slo(slo_text),
                 options.fleet_span_s,
                 rng_seed=options.seed,
+                burst_factor=demand.burst_factor,
                 progress=progress,
             )
             if calibration is not None:
