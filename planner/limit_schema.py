@@ -36,14 +36,21 @@ class LimitLevel(_Model):
 
     load: float = Field(description="req/s (rate) or users (concurrency)")
     stage: str = Field(description="stage name in records.parquet / stages.json")
+    stages: list[str] = Field(
+        default_factory=list, description="every stage that measured this level (repeats pooled)"
+    )
     requests: int
     completed: int
     metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
     constraints: list[ConstraintVerdict]
     verdict: Literal["pass", "fail", "uncertain"]
+    certain: bool = Field(
+        True, description="the verdict holds across the bootstrap intervals of every constraint"
+    )
     interval: dict[str, tuple[float, float]] = Field(default_factory=dict)
     repeats: int = 0
     abandoned_early: bool = False
+    abandoned_reason: str | None = None
     achieved_rps: float | None = None
     mean_e2e_s: float | None = None
     goodput_rps: float | None = None

@@ -34,6 +34,17 @@ RECORD_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "ok": pl.Boolean,
     "status_code": pl.Int64,
     "error_class": pl.Utf8,
+    # Added by the load test: every gap between content chunks of the request (pooled for ITL).
+    "itl_gaps_s": pl.List(pl.Float64),
+}
+
+# server_metrics.parquet: one row per scraped Prometheus sample.
+SERVER_METRIC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
+    "t_s": pl.Float64,
+    "name": pl.Utf8,
+    "labels": pl.Utf8,
+    "type": pl.Utf8,
+    "value": pl.Float64,
 }
 
 
@@ -49,12 +60,14 @@ class Stage(_Model):
     """One stage of a plan: hold an open-loop rate or a closed-loop user count for a duration."""
 
     name: str = Field(min_length=1)
-    kind: StageKind = Field("open", description="open: arrival schedule; closed: N users")
-    role: StageRole = Field("steady", description="what the stage is for, read by reports")
+    kind: StageKind = Field(default="open", description="open: arrival schedule; closed: N users")
+    role: StageRole = Field(default="steady", description="what the stage is for, read by reports")
     duration_s: float = Field(gt=0, description="stage length in seconds")
-    rate_rps: float | None = Field(None, gt=0, description="open loop: mean arrival rate")
-    users: int | None = Field(None, gt=0, description="closed loop: concurrent users")
-    arrival: str = Field("poisson", description="open loop: poisson | constant | gamma:K | replay")
+    rate_rps: float | None = Field(default=None, gt=0, description="open loop: mean arrival rate")
+    users: int | None = Field(default=None, gt=0, description="closed loop: concurrent users")
+    arrival: str = Field(
+        default="poisson", description="open loop: poisson | constant | gamma:K | replay"
+    )
 
     @model_validator(mode="after")
     def _load_matches_kind(self) -> Stage:
@@ -111,7 +124,8 @@ class StageSummary(_Model):
     mean_in_flight: float | None = None
     tokens_estimated: bool = False
     recovery_s: float | None = Field(
-        None, description="recovery stage: burst end until the 10 s rolling p95 TTFT recovers"
+        default=None,
+        description="recovery stage: burst end until the 10 s rolling p95 TTFT recovers",
     )
     recovered: bool | None = None
     server: dict[str, float] = Field(
@@ -122,7 +136,7 @@ class StageSummary(_Model):
 class RunInfo(_Model):
     """run.json."""
 
-    schema_: str = Field(RUN_SCHEMA, alias="schema")
+    schema_: str = Field(default=RUN_SCHEMA, alias="schema")
     name: str
     command: list[str]
     capplan_version: str
@@ -138,6 +152,7 @@ class RunInfo(_Model):
     client_concurrency_cap: int | None = None
     ignore_eos: bool = True
     started_at: str
+    start_epoch_s: float | None = Field(default=None, description="run start as a Unix time; t = 0")
     ended_at: str | None = None
     interrupted: bool = False
     tokens_estimated: bool = False

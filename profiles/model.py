@@ -34,14 +34,19 @@ class Source(_Model):
     tokens_estimated: bool = Field(description="token counts came from a tokenizer, not usage")
     tokenizer: str | None = None
     warnings: list[str] = Field(default_factory=list)
-    first_timestamp: str | None = Field(None, description="ISO-8601 of the first request")
-    digest: str = Field("", description="sha256 of the inputs (files' bytes or preset spec)")
+    first_timestamp: str | None = Field(default=None, description="ISO-8601 of the first request")
+    digest: str = Field(
+        default="", description="sha256 of the inputs (files' bytes or preset spec)"
+    )
     preset: str | None = None
+    derivation: str | None = Field(
+        default=None, description="for a preset: where its shape comes from and what was adjusted"
+    )
 
 
 class GammaShape(_Model):
-    moments: float | None = Field(None, description="1 / CV^2 of inter-arrival times")
-    mle: float | None = Field(None, description="maximum-likelihood gamma shape")
+    moments: float | None = Field(default=None, description="1 / CV^2 of inter-arrival times")
+    mle: float | None = Field(default=None, description="maximum-likelihood gamma shape")
 
 
 class Burst(_Model):
@@ -67,9 +72,15 @@ class Arrivals(_Model):
         default_factory=dict,
         description="per window, the 0th..100th percentiles (101 values) of window rates in req/s",
     )
-    hour_of_day: list[float] | None = Field(None, description="24 mean rates (req/s), hour 0..23")
-    weekday: list[float] | None = Field(None, description="7 mean rates (req/s), Monday first")
+    hour_of_day: list[float] | None = Field(
+        default=None, description="24 mean rates (req/s), hour 0..23"
+    )
+    weekday: list[float] | None = Field(
+        default=None, description="7 mean rates (req/s), Monday first"
+    )
     bursts: list[Burst] = Field(default_factory=list)
+    burst_window_s: float = Field(default=10.0, description="window length bursts are detected on")
+    burst_rule: str = Field(default="", description="what counts as a burst")
     rate_series: RateSeries
 
 
@@ -109,6 +120,9 @@ class Lengths(_Model):
     classes: LengthClasses
     io_rank_correlation: float | None = Field(description="Spearman rank correlation")
     sampler: Sampler
+    requests: int = Field(
+        default=0, ge=0, description="requests these lengths describe (the ok ones)"
+    )
 
 
 class LruPoint(_Model):
@@ -131,8 +145,13 @@ class Prefix(_Model):
     top_prefixes_request_share: float | None = None
     top_prefixes_token_share: float | None = None
     reported_cached_token_ratio: float | None = Field(
-        None, description="sum(usage cached_tokens) / sum(prompt_tokens), where the log has it"
+        default=None,
+        description="sum(usage cached_tokens) / sum(prompt_tokens), where the log has it",
     )
+    hashes_from: str | None = Field(
+        default=None, description="'hash_ids' (log's own block ids), 'prompt text', or 'preset'"
+    )
+    requests: int = Field(default=0, ge=0, description="requests whose prompt blocks were hashed")
 
 
 class Quantiles(_Model):
@@ -149,7 +168,7 @@ class Sessions(_Model):
     turns: Quantiles | None = None
     think_time_s: Quantiles | None = None
     context_growth_tokens: Quantiles | None = Field(
-        None, description="input-token growth from one turn to the next"
+        default=None, description="input-token growth from one turn to the next"
     )
     multi_turn_request_share: float | None = None
 
@@ -161,13 +180,14 @@ class ProfileBody(_Model):
     lengths: Lengths
     prefix: Prefix
     sessions: Sessions
-    ok_share: float | None = Field(None, description="share of requests the log marks ok")
+    ok_share: float | None = Field(default=None, description="share of requests the log marks ok")
+    requests: int = Field(default=0, ge=0, description="requests these statistics describe")
 
 
 class Profile(ProfileBody):
     """A whole profile: source, statistics, and the same statistics per group."""
 
-    schema_: str = Field(PROFILE_SCHEMA, alias="schema")
+    schema_: str = Field(default=PROFILE_SCHEMA, alias="schema")
     name: str = ""
     created_at: str = ""
     capplan_version: str = ""

@@ -1,0 +1,397 @@
+"""Runs a stage plan inside one Locust process: open-loop dispatch and closed-loop users.
+
+One `PlanDriver` per load-generating process. For an open stage it computes the stage's
+whole arrival schedule up front (the same on every process: seeded by the run seed and the
+stage number), keeps the arrivals whose global number is `slot.index` modulo `slot.count`,
+and sleeps until each one is due, then spawns one greenlet per request: sends never wait
+for completions (open loop). For a closed stage it starts its share of N loops that send
+back to back. Stage switches happen at exact times on the driver's own clock, not on Locust's
+once-a-second shape tick, and nothing ramps up.
+
+Every request scheduled gets exactly one row, in flight ones included: at the end of the
+plan the driver waits up to `drain_s` for requests to finish, then cancels the rest
+(`error_class="cancelled"`); a request past `request_timeout_s` ends as `timeout`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import gevent.lock
+import numpy as np
+from gevent import GreenletExit
+
+from locustfiles.arrivals import arrival_times, replay_times
+from locustfiles.openai_stream import PATHS, Endpoint, read_stream, request_body
+from planner.run_schema import Stage, StagePlan
+from profiles.workload import RequestShape, WorkloadStream, render_messages, replay_shape
+
+Row = tuple[Any, ...]
+
+
+class RunClock:
+    """Seconds since the run's start (a Unix time), read through perf_counter for precision."""
+
+    def __init__(self, start_epoch_s: float) -> None:
+        self.start_epoch_s = start_epoch_s
+        self._perf_at_start = time.perf_counter() - (time.time() - start_epoch_s)
+
+    def now(self) -> float:
+        return time.perf_counter() - self._perf_at_start
+
+
+@dataclass(frozen=True)
+class Slot:
+    """This process's share of the load: arrivals with number % count == index."""
+
+    index: int = 0
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class DriverOptions:
+    endpoint: Endpoint
+    model: str
+    seed: int
+    ignore_eos: bool = True
+    request_timeout_s: float = 300.0
+    max_concurrency: int | None = None
+    drain_s: float = 30.0
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplayLog:
+    """A log slice for replay stages: arrival seconds and the log's own lengths."""
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    speed: float = 1.0
+
+
+class _Timeout(Exception):
+    """The request ran past request_timeout_s."""
+
+
+class _ShapeCursor:
+    """Walks a WorkloadStream forward to the requested (ascending) request numbers."""
+
+    def __init__(self, stream: WorkloadStream) -> None:
+        self._stream = stream
+        self._last: RequestShape | None = None
+
+    def get(self, index: int) -> RequestShape:
+        while self._last is None or self._last.index < index:
+            self._last = next(self._stream)
+        return self._last
+
+
+def stage_offsets_s(plan: StagePlan) -> list[float]:
+    """Start of each stage in seconds from the plan's start."""
+    return [
+        float(x)
+        for x in np.concatenate([[0.0], np.cumsum([s.duration_s for s in plan.stages])])[:-1]
+    ]
+
+
+class PlanDriver:
+    """Dispatches a plan's requests through `session` (a Locust FastHttpSession) and emits rows.
+
+    `emit(row)` receives one tuple in RECORD_COLUMNS order per scheduled request.
+    """
+
+    def __init__(
+        self,
+        plan: StagePlan,
+        make_stream: Callable[[int], WorkloadStream],
+        options: DriverOptions,
+        session: Any,
+        emit: Callable[[Row], None],
+        clock: RunClock,
+        slot: Slot,
+        replay: ReplayLog | None = None,
+    ) -> None:
+        self.plan = plan
+        self._make_stream = make_stream
+        self.options = options
+        self._session = session
+        self._emit = emit
+        self._clock = clock
+        self.slot = slot
+        self._replay = replay
+        self._in_flight: set[gevent.Greenlet] = set()
+        self._cap = (
+            gevent.lock.BoundedSemaphore(options.max_concurrency)
+            if options.max_concurrency
+            else None
+        )
+        self.scheduled = 0
+        self.finished = 0
+        self._headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if options.api_key:
+            self._headers["Authorization"] = f"Bearer {options.api_key}"
+        self._stopping = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # --- the plan -------------------------------------------------------------------------
+
+    def run(self, start_s: float) -> None:
+        """Run every stage from `start_s` (run clock), drain, cancel what is left."""
+        offsets = stage_offsets_s(self.plan)
+        open_cursor = _ShapeCursor(self._make_stream(self.options.seed))
+        next_open_index = 0
+        try:
+            for i, stage in enumerate(self.plan.stages):
+                if self._stopping:
+                    break
+                stage_start = start_s + offsets[i]
+                if stage.kind == "closed":
+                    self._run_closed(i, stage, stage_start)
+                elif stage.arrival == "replay":
+                    self._run_replay(stage, stage_start)
+                else:
+                    next_open_index = self._run_open(
+                        i, stage, stage_start, open_cursor, next_open_index
+                    )
+            self._drain()
+        finally:
+            self.cancel_all()
+
+    def stop(self) -> None:
+        """Stop dispatching; the caller then cancels what is in flight."""
+        self._stopping = True
+
+    def _sleep_until(self, t_s: float) -> None:
+        delay = t_s - self._clock.now()
+        if delay > 0:
+            gevent.sleep(delay)
+
+    def _run_open(
+        self, i: int, stage: Stage, stage_start: float, cursor: _ShapeCursor, base: int
+    ) -> int:
+        assert stage.rate_rps is not None
+        rng = np.random.default_rng([self.options.seed, 1, i])
+        times = arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
+        for j in range(self.slot.index, len(times), self.slot.count):
+            if self._stopping:
+                break
+            intended = stage_start + float(times[j])
+            self._sleep_until(intended)
+            shape = cursor.get(base + j)
+            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended)
+        self._sleep_until(stage_start + stage.duration_s)
+        return base + len(times)
+
+    def _run_replay(self, stage: Stage, stage_start: float) -> None:
+        if self._replay is None:
+            raise RuntimeError(f"stage {stage.name!r} replays a log but no log was given")
+        log = self._replay
+        times = replay_times(log.arrival_s, log.speed, stage.duration_s)
+        for j in range(self.slot.index, len(times), self.slot.count):
+            if self._stopping:
+                break
+            intended = stage_start + float(times[j])
+            self._sleep_until(intended)
+            shape = replay_shape(j, int(log.input_tokens[j]), int(log.output_tokens[j]))
+            self._spawn(stage.name, f"{stage.name}/{j}", shape, intended)
+        self._sleep_until(stage_start + stage.duration_s)
+
+    def _run_closed(self, i: int, stage: Stage, stage_start: float) -> None:
+        assert stage.users is not None
+        users = range(self.slot.index, stage.users, self.slot.count)
+        stream = self._make_stream(self.options.seed * 1_000_003 + 7919 * (i + 1))
+        cursor = _ShapeCursor(stream)
+        counter = [0]
+        lock = gevent.lock.Semaphore()
+        stage_end = stage_start + stage.duration_s
+        self._sleep_until(stage_start)
+
+        def next_index() -> int:
+            # Each process owns request numbers slot.index + k * slot.count of the stage.
+            with lock:
+                k = counter[0]
+                counter[0] += 1
+            return self.slot.index + k * self.slot.count
+
+        def loop() -> None:
+            while not self._stopping and self._clock.now() < stage_end:
+                j = next_index()
+                g = self._spawn(stage.name, f"{stage.name}/{j}", cursor.get(j), self._clock.now())
+                g.join()
+
+        loops = [gevent.spawn(loop) for _ in users]
+        self._sleep_until(stage_end)
+        gevent.joinall(loops, timeout=0)  # loops exit on their own once their request ends
+
+    def _drain(self) -> None:
+        deadline = self._clock.now() + self.options.drain_s
+        while self._in_flight and self._clock.now() < deadline and not self._stopping:
+            gevent.sleep(0.05)
+
+    def cancel_all(self) -> None:
+        """Cancel every request still in flight; each writes its `cancelled` row."""
+        pending = list(self._in_flight)
+        gevent.killall(pending, block=True, timeout=5)
+
+    # --- one request --------------------------------------------------------------------
+
+    def _spawn(
+        self, stage: str, request_id: str, shape: RequestShape, intended_s: float
+    ) -> gevent.Greenlet:
+        self.scheduled += 1
+        g = gevent.spawn(self._request, stage, request_id, shape, intended_s)
+        self._in_flight.add(g)
+        g.link(self._in_flight.discard)
+        return g
+
+    def _request(self, stage: str, request_id: str, shape: RequestShape, intended_s: float) -> None:
+        opts = self.options
+        clock = self._clock.now
+        sent_s: float | None = None
+        status = 0
+        result = None
+        error_class: str | None = None
+        acquired = False
+        resp: Any = None
+        try:
+            with gevent.Timeout(opts.request_timeout_s, _Timeout):
+                if self._cap is not None:
+                    self._cap.acquire()
+                    acquired = True
+                spec = render_messages(shape, opts.seed)
+                body = request_body(spec, opts.endpoint, opts.model, ignore_eos=opts.ignore_eos)
+                sent_s = clock()
+                resp = self._session.request(
+                    "POST",
+                    PATHS[opts.endpoint],
+                    json=body,
+                    headers=self._headers,
+                    stream=True,
+                    catch_response=True,
+                    name=f"{stage} [{opts.endpoint}]",
+                )
+                with resp:
+                    conn_error = getattr(resp, "error", None)
+                    raw = getattr(resp, "_response", None)
+                    if conn_error is not None or raw is None:
+                        error_class = _connect_error_class(conn_error)
+                        resp.failure(f"{error_class}: {conn_error}")
+                        return
+                    status = int(resp.status_code or 0)
+                    if status >= 400:
+                        error_class = f"http_{status}"
+                        resp.failure(f"HTTP {status}")
+                        raw.release()
+                    else:
+                        try:
+                            result = read_stream(lambda: raw.readline(b"\n"), clock, opts.endpoint)
+                        finally:
+                            raw.release()
+                        error_class = result.error_class
+                        if result.last_token_t is not None:
+                            resp.request_meta["response_time"] = (
+                                result.last_token_t - sent_s
+                            ) * 1000
+                        if error_class is None:
+                            resp.success()
+                        else:
+                            resp.failure(f"{error_class}: {result.error_message}")
+        except _Timeout:
+            error_class = "timeout"
+        except GreenletExit:
+            error_class = "cancelled"
+        except (OSError, ConnectionError) as err:
+            error_class = "disconnect" if sent_s is not None else _connect_error_class(err)
+        except Exception as err:  # a stream the parser could not read is a failed request
+            error_class = f"client_{type(err).__name__}"
+        finally:
+            if acquired and self._cap is not None:
+                self._cap.release()
+            self.finished += 1
+            self._emit(
+                _row(
+                    stage,
+                    request_id,
+                    shape,
+                    intended_s,
+                    sent_s,
+                    status,
+                    result,
+                    error_class,
+                    clock(),
+                )
+            )
+
+
+def _connect_error_class(err: object) -> str:
+    text = f"{type(err).__name__} {err}".lower()
+    if "refused" in text:
+        return "connect_refused"
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    if "reset" in text or "closed" in text:
+        return "disconnect"
+    return "connect"
+
+
+def _row(
+    stage: str,
+    request_id: str,
+    shape: RequestShape,
+    intended_s: float,
+    sent_s: float | None,
+    status: int,
+    result: Any,
+    error_class: str | None,
+    now_s: float,
+) -> Row:
+    first = last = None
+    gaps: Sequence[float] = []
+    out_tokens: int | None = None
+    in_tokens = shape.input_tokens
+    estimated = True
+    end_s = now_s
+    if result is not None:
+        first, last, gaps = result.first_token_t, result.last_token_t, result.gaps_s
+        end_s = result.end_t if result.end_t is not None else now_s
+        if result.completion_tokens is not None:
+            out_tokens, estimated = result.completion_tokens, False
+        elif result.content_chunks:
+            out_tokens = result.content_chunks
+        if result.prompt_tokens is not None:
+            in_tokens = result.prompt_tokens
+    ttft = first - sent_s if first is not None and sent_s is not None else None
+    e2e = last - sent_s if last is not None and sent_s is not None else None
+    tpot = None
+    if ttft is not None and e2e is not None and out_tokens is not None and out_tokens > 1:
+        tpot = (e2e - ttft) / (out_tokens - 1)
+    ok = error_class is None and status == 200
+    return (
+        stage,
+        request_id,
+        intended_s,
+        sent_s,
+        first,
+        end_s,
+        sent_s - intended_s if sent_s is not None else None,
+        ttft,
+        tpot,
+        float(np.mean(gaps)) if len(gaps) else None,
+        float(max(gaps)) if len(gaps) else None,
+        e2e,
+        in_tokens,
+        out_tokens,
+        estimated,
+        ok,
+        status,
+        None if ok else (error_class or f"http_{status}"),
+        list(gaps),
+    )

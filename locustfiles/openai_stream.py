@@ -1,0 +1,126 @@
+"""OpenAI-compatible streaming requests: request bodies, incremental SSE parsing, chunk timing.
+
+`read_stream` consumes server-sent events line by line from any `readline` callable and
+stamps each line with the clock *as soon as it is read*, before its JSON is parsed, so TTFT
+and inter-token gaps are not inflated by client-side parsing. A chunk counts as content
+when it carries non-empty text (`delta.content`, `delta.reasoning_content`, tool calls, or
+`text` for completions); the role-only first chunk of chat servers does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from profiles.workload import RequestSpec
+
+Endpoint = Literal["chat", "completions"]
+
+PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def request_body(
+    spec: RequestSpec, endpoint: Endpoint, model: str, *, ignore_eos: bool
+) -> dict[str, Any]:
+    """The JSON body for `spec`: streamed, usage requested, `max_tokens` = sampled output.
+
+    With `ignore_eos`, also `ignore_eos` and `min_tokens` so vLLM-compatible servers produce
+    exactly the sampled number of tokens (servers that reject them need `ignore_eos=False`).
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": spec.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if endpoint == "chat":
+        body["messages"] = [{"role": role, "content": text} for role, text in spec.messages]
+    else:
+        body["prompt"] = spec.prompt()
+    if ignore_eos:
+        body["ignore_eos"] = True
+        body["min_tokens"] = spec.output_tokens
+    return body
+
+
+@dataclass
+class StreamResult:
+    """What one streamed response showed; times come from the injected clock."""
+
+    first_token_t: float | None = None
+    last_token_t: float | None = None
+    end_t: float | None = None
+    content_chunks: int = 0
+    gaps_s: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error_class: str | None = None
+    error_message: str = ""
+    saw_done: bool = False
+
+
+def _has_content(obj: dict[str, Any], endpoint: Endpoint) -> bool:
+    choices = obj.get("choices")
+    if not choices:
+        return False
+    choice = choices[0]
+    if (endpoint == "completions" or "text" in choice) and choice.get("text"):
+        return True
+    delta = choice.get("delta")
+    if not delta:
+        return False
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+
+
+def read_stream(
+    readline: Callable[[], bytes], clock: Callable[[], float], endpoint: Endpoint
+) -> StreamResult:
+    """Parse an SSE body until `[DONE]` or end of stream; errors end up in `error_class`.
+
+    `readline` returns one line (with its newline) or b"" at the end; network exceptions
+    propagate to the caller, which classifies them (disconnect, timeout).
+    """
+    res = StreamResult()
+    while True:
+        line = readline()
+        t = clock()
+        if not line:
+            break
+        if not line.startswith(b"data:"):
+            continue  # blank separators, comments, `event:` lines
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            res.saw_done = True
+            break
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            res.error_class = "bad_chunk"
+            res.error_message = payload[:200].decode("utf-8", "replace")
+            break
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("error") is not None:
+            res.error_class = "stream_error"
+            res.error_message = str(obj["error"])[:200]
+            break
+        if _has_content(obj, endpoint):
+            if res.first_token_t is None:
+                res.first_token_t = t
+            else:
+                assert res.last_token_t is not None
+                res.gaps_s.append(t - res.last_token_t)
+            res.last_token_t = t
+            res.content_chunks += 1
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            if usage.get("completion_tokens") is not None:
+                res.completion_tokens = int(usage["completion_tokens"])
+            if usage.get("prompt_tokens") is not None:
+                res.prompt_tokens = int(usage["prompt_tokens"])
+    res.end_t = clock()
+    if res.error_class is None and res.content_chunks == 0:
+        res.error_class = "empty"
+    return res

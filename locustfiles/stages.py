@@ -1,0 +1,227 @@
+"""Stage plans: built-in shapes by name (steady, steady-burst-recovery, steps) and plan files.
+
+A plan is a list of stages {name, kind, role, duration_s, rate_rps or users, arrival}. The
+built-ins take their loads from the caller or, when none is given, from the profile: the
+steady load is the profile's mean rate, the burst twice its 10 s peak.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from locustfiles.arrivals import validate_arrival
+from planner.errors import ConfigError, InputError
+from planner.run_schema import Stage, StagePlan
+from profiles.model import Profile
+
+
+def _loads(profile: Profile, rate_rps: float | None) -> tuple[float, float]:
+    """(steady rate, burst rate): given or from the profile's mean and 10 s peak."""
+    mean = profile.arrivals.mean_rate_rps
+    peak_to_mean = max(1.0, profile.arrivals.peak_to_mean.get("10s", 1.0) or 1.0)
+    base = rate_rps if rate_rps is not None else mean
+    if base <= 0:
+        raise ConfigError("the profile has no arrival rate: give --rate or --users")
+    return base, 2.0 * base * peak_to_mean
+
+
+def _steady(
+    profile: Profile,
+    rate_rps: float | None,
+    users: int | None,
+    duration_s: float | None,
+    arrival: str,
+) -> list[Stage]:
+    dur = duration_s or 60.0
+    if users is not None:
+        return [Stage(name="steady", kind="closed", role="steady", duration_s=dur, users=users)]
+    base, _ = _loads(profile, rate_rps)
+    return [Stage(name="steady", role="steady", duration_s=dur, rate_rps=base, arrival=arrival)]
+
+
+def _steady_burst_recovery(
+    profile: Profile,
+    rate_rps: float | None,
+    users: int | None,
+    duration_s: float | None,
+    arrival: str,
+) -> list[Stage]:
+    steady_s = duration_s or 120.0
+    burst_s = max(1.0, steady_s / 4)
+    recovery_s = max(1.0, steady_s / 2)
+    if users is not None:
+        return [
+            Stage(name="steady", kind="closed", role="steady", duration_s=steady_s, users=users),
+            Stage(name="burst", kind="closed", role="burst", duration_s=burst_s, users=2 * users),
+            Stage(
+                name="recovery",
+                kind="closed",
+                role="recovery",
+                duration_s=recovery_s,
+                users=max(1, users // 2),
+            ),
+        ]
+    base, burst = _loads(profile, rate_rps)
+    return [
+        Stage(name="steady", role="steady", duration_s=steady_s, rate_rps=base, arrival=arrival),
+        Stage(name="burst", role="burst", duration_s=burst_s, rate_rps=burst, arrival=arrival),
+        Stage(
+            name="recovery",
+            role="recovery",
+            duration_s=recovery_s,
+            rate_rps=base / 2,
+            arrival=arrival,
+        ),
+    ]
+
+
+def _steps(
+    profile: Profile,
+    rate_rps: float | None,
+    users: int | None,
+    duration_s: float | None,
+    arrival: str,
+) -> list[Stage]:
+    levels = 5
+    dur = duration_s or 60.0
+    if users is not None:
+        counts = sorted({max(1, round(users * k / levels)) for k in range(1, levels + 1)})
+        return [
+            Stage(name=f"step{i + 1}", kind="closed", role="step", duration_s=dur, users=n)
+            for i, n in enumerate(counts)
+        ]
+    # Without a rate: rise from the mean to twice the 10 s peak.
+    base, burst = _loads(profile, rate_rps)
+    top = base if rate_rps is not None else burst
+    return [
+        Stage(
+            name=f"step{k}", role="step", duration_s=dur, rate_rps=top * k / levels, arrival=arrival
+        )
+        for k in range(1, levels + 1)
+    ]
+
+
+BuiltinFn = Callable[[Profile, float | None, int | None, float | None, str], list[Stage]]
+
+BUILTIN_PLANS: dict[str, BuiltinFn] = {
+    "steady": _steady,
+    "steady-burst-recovery": _steady_burst_recovery,
+    "steps": _steps,
+}
+
+
+def builtin_plan(
+    name: str,
+    profile: Profile,
+    *,
+    rate_rps: float | None = None,
+    users: int | None = None,
+    duration_s: float | None = None,
+    arrival: str = "poisson",
+) -> StagePlan:
+    """A built-in plan by name.
+
+    steady: one stage of `duration_s` (default 60 s). steady-burst-recovery: steady for
+    `duration_s` (default 120 s) at `rate_rps` (default: the profile's mean rate), a burst of
+    a quarter of that at twice the peak (the steady rate times the profile's 10 s
+    peak-to-mean), then half of it at half the steady rate. steps: five rising levels of
+    `duration_s` each (default 60 s) up to `rate_rps` (default: twice the 10 s peak).
+    With `users`, the same shapes run closed-loop user counts instead of rates.
+    Raises ConfigError for an unknown name (listing the known ones) or a bad arrival.
+    """
+    if name not in BUILTIN_PLANS:
+        raise ConfigError(
+            f"unknown plan {name!r}; built-in plans: {', '.join(BUILTIN_PLANS)} (or a plan file)"
+        )
+    if rate_rps is not None and users is not None:
+        raise ConfigError("give either a rate (open loop) or a user count (closed loop), not both")
+    validate_arrival(arrival)
+    return StagePlan(
+        name=name, stages=BUILTIN_PLANS[name](profile, rate_rps, users, duration_s, arrival)
+    )
+
+
+def validate_plan(plan: StagePlan, where: str = "plan") -> StagePlan:
+    """Check arrivals and unique stage names; raises ConfigError naming the stage."""
+    seen: set[str] = set()
+    for i, stage in enumerate(plan.stages):
+        if stage.name in seen:
+            raise ConfigError(
+                f"{where}: stages[{i}].name: {stage.name!r} is used twice (names must be unique)"
+            )
+        seen.add(stage.name)
+        try:
+            validate_arrival(stage.arrival)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: stages[{i}].arrival: {err}") from err
+    return plan
+
+
+def plan_from_data(data: Any, where: str) -> StagePlan:
+    if isinstance(data, list):
+        data = {"stages": data}
+    try:
+        plan = StagePlan.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in first["loc"]).replace(
+            ".[", "["
+        )
+        raise ConfigError(f"{where}: field {loc or '(top)'}: {first['msg']}") from err
+    return validate_plan(plan, where)
+
+
+def load_plan(path: str | Path) -> StagePlan:
+    """Read a stage plan from YAML or JSON (`{name, stages: [...]}` or a bare list of stages).
+
+    Raises InputError for a missing or unreadable file, ConfigError naming the field and the
+    valid choices for a bad plan.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise InputError(f"{p}: cannot read the stage plan ({err.strerror or err})") from err
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise InputError(
+            f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'} ({err})"
+        ) from err
+    return plan_from_data(data, str(p))
+
+
+def resolve_plan(
+    spec: str | None,
+    profile: Profile,
+    *,
+    rate_rps: float | None = None,
+    users: int | None = None,
+    duration_s: float | None = None,
+    arrival: str = "poisson",
+) -> StagePlan:
+    """A plan from a built-in name, a file, or (no spec, a load and a duration) one steady stage."""
+    if spec is None:
+        name = (
+            "steady"
+            if (rate_rps is not None or users is not None) and duration_s
+            else "steady-burst-recovery"
+        )
+        return builtin_plan(
+            name, profile, rate_rps=rate_rps, users=users, duration_s=duration_s, arrival=arrival
+        )
+    if spec in BUILTIN_PLANS:
+        return builtin_plan(
+            spec, profile, rate_rps=rate_rps, users=users, duration_s=duration_s, arrival=arrival
+        )
+    if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or Path(spec).exists():
+        return load_plan(spec)
+    raise ConfigError(
+        f"unknown plan {spec!r}; built-in plans: {', '.join(BUILTIN_PLANS)}, or a .yaml/.json file"
+    )

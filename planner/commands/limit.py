@@ -1,0 +1,99 @@
+"""`capplan limit`: find the per-instance SLO limit of a live endpoint (thin CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+from planner.cli import handle_errors
+
+HELP = (
+    "Find the highest load one instance carries while the SLO still holds.\n\n"
+    "Runs load levels with Locust against the endpoint (each level one stage of the run "
+    "directory), brackets exponentially until a level fails, narrows until the highest "
+    "passing and lowest failing levels are within the tolerance, writes OUT/limit.json and "
+    "prints the answer in one sentence.\n\n"
+    "SLO forms: percentile 'ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%' or "
+    "attainment 'attainment>=95%:ttft<=2s,tpot<=100ms' (units ms or s, thresholds "
+    "inclusive).\n\n"
+    "Example:\n\n"
+    "capplan limit --host http://127.0.0.1:8000 --model llama "
+    "--slo 'ttft:p95<=2s,tpot:p95<=100ms' -o runs/limit1"
+)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("limit", help=HELP)
+    @handle_errors
+    def limit(
+        host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
+        model: str = typer.Option(..., "--model", help="Model name sent in each request."),
+        slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
+        out: Path = typer.Option(..., "-o", "--out", help="Run directory to write."),
+        profile: str | None = typer.Option(
+            None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
+        ),
+        dimension: str = typer.Option(
+            "rate", "--dimension", help="rate (open loop, req/s) or concurrency (users)."
+        ),
+        start: float | None = typer.Option(
+            None, "--start", help="First level (default 1 req/s or 1 user)."
+        ),
+        max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
+        level_duration: float = typer.Option(
+            30.0, "--level-duration", help="Seconds each level is held."
+        ),
+        warmup: float | None = typer.Option(
+            None, "--warmup", help="Seconds excluded at each level's start (default 20 %)."
+        ),
+        tolerance: float = typer.Option(
+            0.05, "--tolerance", help="Stop when the pass/fail gap is within this share."
+        ),
+        verify_burst: bool = typer.Option(
+            False, "--verify-burst", help="Then run steady-burst-recovery at the limit."
+        ),
+        workers: int = typer.Option(0, "--workers", help="Locust worker processes (0: one)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
+        endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
+        api_key_env: str | None = typer.Option(
+            None, "--api-key-env", help="Environment variable holding the API key."
+        ),
+        max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
+        min_completed: int = typer.Option(
+            50, "--min-completed", help="Completed requests a passing level needs."
+        ),
+    ) -> None:
+        from planner.errors import ConfigError
+        from planner.limit import LimitOptions, run_limit
+
+        if dimension not in ("rate", "concurrency"):
+            raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
+        if endpoint not in ("chat", "completions"):
+            raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
+        dim: Literal["rate", "concurrency"] = "rate" if dimension == "rate" else "concurrency"
+        ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
+        run_limit(
+            LimitOptions(
+                host=host,
+                model=model,
+                slo=slo,
+                out_dir=out,
+                profile=profile,
+                dimension=dim,
+                start=start,
+                max_load=max_load,
+                level_duration_s=level_duration,
+                warmup_s=warmup,
+                tolerance=tolerance,
+                verify_burst=verify_burst,
+                workers=workers,
+                seed=seed,
+                endpoint=ep,
+                api_key_env=api_key_env,
+                max_levels=max_levels,
+                min_completed=min_completed,
+            ),
+            echo=typer.echo,
+        )

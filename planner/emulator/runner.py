@@ -1,0 +1,216 @@
+"""Ways to run the emulator: foreground (`serve`), a background thread, or a subprocess.
+
+Tests and the demo use `running_emulator(config)` (a thread in this process) or
+`emulator_subprocess(config)` (its own process and core, for timing-sensitive runs); both
+bind a free port on 127.0.0.1 and yield the base URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from planner.emulator.server import EmulatorServer, Faults
+from planner.engine import EngineConfig
+from planner.errors import RunError
+
+
+def serve(
+    config: EngineConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    speed: float = 1.0,
+    seed: int = 0,
+    faults: Faults | None = None,
+    model_name: str | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM); `announce` gets the line with the URL."""
+
+    async def main() -> None:
+        server = EmulatorServer(
+            config, speed=speed, seed=seed, faults=faults, model_name=model_name
+        )
+        bound = await server.start(host, port)
+        announce(
+            f"capplan emulate: {config.model.name} on {config.gpu.name} x{config.tp}, "
+            f"serving `{server.model_name}` at http://{host}:{bound} (speed {speed:g}x)"
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
+class EmulatorThread:
+    """An emulator on its own event loop in a daemon thread of this process."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        speed: float = 1.0,
+        seed: int = 0,
+        faults: Faults | None = None,
+        model_name: str | None = None,
+        keep_timelines: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.server = EmulatorServer(
+            config,
+            speed=speed,
+            seed=seed,
+            faults=faults,
+            model_name=model_name,
+            keep_timelines=keep_timelines,
+        )
+        self._host = host
+        self._port = port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.base_url = ""
+
+    def start(self) -> str:
+        """Start serving and return the base URL (http://host:port)."""
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(
+            self.server.start(self._host, self._port), self._loop
+        )
+        port = future.result(timeout=30)
+        self.base_url = f"http://{self._host}:{port}"
+        return self.base_url
+
+    def call(self, func: Callable[[], object]) -> object:
+        """Run `func` on the server's loop thread (to read engine state safely)."""
+
+        async def run() -> object:
+            return func()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=30)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+        self._loop.close()
+
+
+@contextlib.contextmanager
+def running_emulator(
+    config: EngineConfig,
+    *,
+    speed: float = 1.0,
+    seed: int = 0,
+    faults: Faults | None = None,
+    model_name: str | None = None,
+    host: str = "127.0.0.1",
+) -> Iterator[str]:
+    """An emulator in a background thread on a free port; yields its base URL."""
+    emulator = EmulatorThread(
+        config, speed=speed, seed=seed, faults=faults, model_name=model_name, host=host
+    )
+    try:
+        yield emulator.start()
+    finally:
+        emulator.stop()
+
+
+@contextlib.contextmanager
+def emulator_subprocess(
+    config: EngineConfig,
+    *,
+    speed: float = 1.0,
+    seed: int = 0,
+    faults: Faults | None = None,
+    model_name: str | None = None,
+    host: str = "127.0.0.1",
+    startup_timeout_s: float = 60.0,
+) -> Iterator[str]:
+    """An emulator in its own Python process on a free port; yields its base URL.
+
+    Raises RunError when the process exits or prints no URL within `startup_timeout_s`.
+    """
+    faults = faults or Faults()
+    with tempfile.TemporaryDirectory(prefix="capplan-emulator-") as tmp:
+        config_path = Path(tmp) / "engine.json"
+        config_path.write_text(config.model_dump_json())
+        args = [
+            sys.executable,
+            "-m",
+            "planner.emulator",
+            "--engine-config",
+            str(config_path),
+            "--host",
+            host,
+            "--port",
+            "0",
+            "--speed",
+            repr(speed),
+            "--seed",
+            str(seed),
+            "--error-rate",
+            repr(faults.error_rate),
+            "--drop-rate",
+            repr(faults.drop_rate),
+            "--stall-rate",
+            repr(faults.stall_rate),
+        ]
+        if faults.reject_when_waiting is not None:
+            args += ["--reject-when-waiting", str(faults.reject_when_waiting)]
+        if model_name:
+            args += ["--served-model-name", model_name]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            url = _read_url(proc, startup_timeout_s)
+            yield url
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _read_url(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    assert proc.stdout is not None
+    found: list[str] = []
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if " at http://" in line:
+                found.append(line.split(" at ", 1)[1].split()[0])
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not found and time.monotonic() < deadline and proc.poll() is None:
+        thread.join(timeout=0.05)
+    if not found:
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+        raise RunError(f"the emulator subprocess did not start: {err.strip()[-2000:]}")
+    return found[0]

@@ -1,0 +1,402 @@
+"""The emulator's HTTP server: the engine model behind an OpenAI-compatible API in real time.
+
+One asyncio loop runs both the aiohttp handlers and the engine. The engine loop takes a step,
+sleeps until the step's end in wall time (engine time / speed), then writes every token of
+that step straight to its stream's socket; steps run back to back in engine time, so a late
+wake-up delays a chunk but never stretches the engine's clock. A client that disconnects has
+its request aborted and its KV blocks freed.
+
+Output lengths: with `ignore_eos` a request generates `max_tokens`; otherwise it stops at a
+natural length drawn (seeded) from a lognormal fitted to the Azure LLM conversation trace
+(median 129, mean 211 output tokens), never below `min_tokens`, as vLLM honours them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.emulator.metrics import EmulatorMetrics
+from planner.emulator.protocol import (
+    ChunkWriter,
+    Kind,
+    ParsedRequest,
+    RequestRejected,
+    completion_body,
+    filler_text,
+    parse_request,
+    usage_body,
+)
+from planner.engine import Engine, EngineConfig, EngineRequest
+from planner.errors import InputError
+
+NATURAL_OUTPUT_MEDIAN_TOKENS = 129.0
+NATURAL_OUTPUT_SIGMA = 0.99  # lognormal sigma giving mean/median = 211/129
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+RESYNC_AFTER_S = 0.05  # wall seconds behind schedule before the engine clock is resynced
+
+
+class Faults(BaseModel):
+    """Fault injection for reliability tests; rates are per-request probabilities."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="answer HTTP 500")
+    reject_when_waiting: int | None = Field(
+        default=None, ge=0, description="answer HTTP 429 while this many requests wait"
+    )
+    drop_rate: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="cut the connection mid-stream"
+    )
+    stall_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="stop sending mid-stream")
+
+
+class _Stream:
+    """A live request on the server side."""
+
+    __slots__ = (
+        "rid",
+        "parsed",
+        "transport",
+        "writer",
+        "sent",
+        "target",
+        "finished",
+        "done",
+        "cut_at",
+        "cut_kind",
+        "offset",
+    )
+
+    def __init__(self, rid: str, parsed: ParsedRequest, target: int, done: asyncio.Future[str]):
+        self.rid = rid
+        self.parsed = parsed
+        self.transport: asyncio.Transport | None = None
+        self.writer: ChunkWriter | None = None
+        self.sent = 0
+        self.target = target
+        self.finished = False
+        self.done = done
+        self.cut_at = 0  # token count after which a drop/stall fault fires (0: never)
+        self.cut_kind = ""
+        self.offset = 0
+
+
+def _frame(data: bytes) -> bytes:
+    """One HTTP/1.1 chunked-transfer frame."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+class EmulatorServer:
+    """An OpenAI-compatible server whose latencies come from the engine model.
+
+    `speed` runs engine time that many times faster than wall time (reported timings are
+    engine time). `keep_timelines` keeps every finished request's engine timeline (for
+    tests; a long-running server drops them). `clock` is the monotonic wall clock (seconds)
+    and `wall_clock` the epoch clock for `created` fields; both are injectable.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        speed: float = 1.0,
+        seed: int = 0,
+        faults: Faults | None = None,
+        model_name: str | None = None,
+        keep_timelines: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not speed > 0:
+            raise InputError(f"speed must be > 0, got {speed}")
+        self.config = config
+        self.speed = speed
+        self.faults = faults or Faults()
+        self.model_name = model_name or config.model.name
+        self.keep_timelines = keep_timelines
+        self.engine = Engine(config)
+        self.metrics = EmulatorMetrics(self.engine.gauges, self.model_name)
+        self._rng = np.random.default_rng(seed)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._t0 = clock()
+        self._streams: dict[str, _Stream] = {}
+        self._counter = 0
+        self._wake: asyncio.Event | None = None
+        self._engine_task: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self.app = web.Application(client_max_size=64 * 1024**2)
+        self.app.router.add_post("/v1/completions", self._completions)
+        self.app.router.add_post("/v1/chat/completions", self._chat)
+        self.app.router.add_get("/v1/models", self._models)
+        self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/metrics", self._metrics)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def engine_now(self) -> float:
+        """Engine seconds since the server started."""
+        return (self._clock() - self._t0) * self.speed
+
+    async def start(self, host: str = "127.0.0.1", port: int = 8000) -> int:
+        """Start serving; returns the bound port (pass 0 for a free one)."""
+        self._t0 = self._clock()
+        self._wake = asyncio.Event()
+        self._engine_task = asyncio.create_task(self._engine_loop())
+        self._runner = web.AppRunner(
+            self.app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, backlog=4096, reuse_address=True)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        return int(sockets[0].getsockname()[1]) if sockets else port
+
+    async def stop(self) -> None:
+        """Stop the engine loop and the HTTP server (open streams are cancelled)."""
+        if self._engine_task is not None:
+            self._engine_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._engine_task
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ------------------------------------------------------------------ the engine loop
+
+    async def _engine_loop(self) -> None:
+        assert self._wake is not None
+        engine = self.engine
+        streams = self._streams
+        metrics = self.metrics
+        speed = self.speed
+        clock = self._clock
+        next_start: float | None = None
+        while True:
+            if not engine.has_work():
+                next_start = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = self.engine_now()
+            if next_start is not None and now - next_start < RESYNC_AFTER_S * speed:
+                now = next_start  # back to back in engine time
+            result = engine.step(now)
+            next_start = result.end_s
+            delay = self._t0 + result.end_s / speed - clock()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            touched: dict[str, _Stream] = {}
+            for event in result.events:
+                s = streams.get(event.request_id)
+                if s is None:
+                    continue
+                kind = event.kind
+                if kind == "first_token" or kind == "token":
+                    s.sent += 1
+                    touched[s.rid] = s
+                    if kind == "first_token":
+                        metrics.first_token(engine.timeline(s.rid))
+                elif kind == "finished":
+                    s.finished = True
+                    touched[s.rid] = s
+            for s in touched.values():
+                self._deliver(s)
+
+    def _deliver(self, s: _Stream) -> None:
+        """Write the step's tokens of `s` to its socket; fire faults; resolve it when done."""
+        if s.done.done():
+            return
+        new = s.sent - s.offset
+        if s.cut_at and s.sent >= s.cut_at:
+            new -= s.sent - s.cut_at
+            s.sent = s.cut_at
+        if s.transport is not None and s.writer is not None and new > 0:
+            if s.transport.is_closing():
+                self._abort(s, "disconnected")
+                return
+            s.transport.write(_frame(s.writer.tokens(new)))
+        s.offset = s.sent
+        if s.cut_at and s.sent >= s.cut_at:
+            self._abort(s, s.cut_kind)
+            if s.cut_kind == "drop" and s.transport is not None:
+                s.transport.abort()
+            return
+        if s.finished:
+            s.done.set_result("finished")
+
+    def _abort(self, s: _Stream, reason: str) -> None:
+        self.engine.abort(s.rid, self.engine_now())
+        if reason != "stall" and not s.done.done():
+            s.done.set_result(reason)
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completion")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def _models(self, request: web.Request) -> web.Response:
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": int(self._wall_clock()),
+            "owned_by": "capplan-emulator",
+            "root": self.config.model.name,
+            "max_model_len": self.config.effective_max_model_len,
+        }
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self.metrics.exposition(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
+
+    @staticmethod
+    def _error(err: RequestRejected) -> web.Response:
+        return web.json_response(err.body(), status=err.status)
+
+    def _output_length(self, parsed: ParsedRequest) -> tuple[int, str]:
+        room = self.config.effective_max_model_len - parsed.prompt_tokens
+        if parsed.max_tokens is not None:
+            max_tokens = parsed.max_tokens
+        elif parsed.kind == "completion":
+            max_tokens = COMPLETIONS_DEFAULT_MAX_TOKENS
+        else:
+            max_tokens = max(1, room)
+        if parsed.prompt_tokens + max_tokens > self.config.effective_max_model_len:
+            raise RequestRejected(
+                f"This model's maximum context length is {self.config.effective_max_model_len} "
+                f"tokens. However, you requested {parsed.prompt_tokens + max_tokens} tokens "
+                f"({parsed.prompt_tokens} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.",
+                param="max_tokens",
+            )
+        natural = int(
+            math.ceil(
+                self._rng.lognormal(math.log(NATURAL_OUTPUT_MEDIAN_TOKENS), NATURAL_OUTPUT_SIGMA)
+            )
+        )
+        if parsed.ignore_eos or natural >= max_tokens:
+            return max_tokens, "length"
+        return min(max_tokens, max(natural, parsed.min_tokens, 1)), "stop"
+
+    async def _generate(self, request: web.Request, kind: Kind) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._error(RequestRejected("request body is not valid JSON"))
+        try:
+            parsed = parse_request(body, kind, self.config.block_tokens)
+            if parsed.model is not None and parsed.model != self.model_name:
+                raise RequestRejected(
+                    f"The model `{parsed.model}` does not exist.",
+                    status=404,
+                    error_type="NotFoundError",
+                    param="model",
+                    code="model_not_found",
+                )
+            target, finish_reason = self._output_length(parsed)
+        except RequestRejected as err:
+            return self._error(err)
+
+        faults = self.faults
+        if faults.error_rate and self._rng.random() < faults.error_rate:
+            return self._error(
+                RequestRejected("injected fault: internal error", 500, "InternalServerError")
+            )
+        if (
+            faults.reject_when_waiting is not None
+            and self.engine.gauges().waiting >= faults.reject_when_waiting
+        ):
+            return self._error(
+                RequestRejected("injected fault: too many requests waiting", 429, "RateLimitError")
+            )
+
+        self._counter += 1
+        prefix = "chatcmpl" if kind == "chat" else "cmpl"
+        rid = f"{prefix}-{self._counter:010d}"
+        now = self.engine_now()
+        try:
+            self.engine.add_request(
+                EngineRequest(
+                    rid, parsed.prompt_tokens, target, now, parsed.block_hashes, parsed.min_tokens
+                ),
+                now,
+            )
+        except InputError as err:
+            return self._error(RequestRejected(str(err)))
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        s = _Stream(rid, parsed, target, done)
+        if parsed.stream and target > 1:
+            if faults.drop_rate and self._rng.random() < faults.drop_rate:
+                s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "drop"
+            elif faults.stall_rate and self._rng.random() < faults.stall_rate:
+                s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "stall"
+        self._streams[rid] = s
+        created = int(self._wall_clock())
+        offset = self._counter * 7
+        try:
+            if parsed.stream:
+                response = web.StreamResponse(
+                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                )
+                response.enable_chunked_encoding()
+                await response.prepare(request)
+                writer = ChunkWriter(kind, rid, created, self.model_name, offset)
+                first = writer.first()
+                if first:
+                    await response.write(first)
+                s.writer = writer
+                s.transport = request.transport
+                assert self._wake is not None
+                self._wake.set()
+                outcome = await done
+                if outcome != "finished":
+                    return response
+                tail = writer.finish(finish_reason)
+                if parsed.include_usage:
+                    tail += writer.usage(self._usage(rid))
+                await response.write(tail + writer.done())
+                await response.write_eof()
+                return response
+            assert self._wake is not None
+            self._wake.set()
+            outcome = await done
+            if outcome != "finished":
+                raise ConnectionResetError(outcome)
+            tl = self.engine.timeline(rid)
+            self.metrics.finished(tl, finish_reason)
+            text = filler_text(offset, tl.output_tokens)
+            return web.json_response(
+                completion_body(
+                    kind, rid, created, self.model_name, text, finish_reason, self._usage(rid)
+                )
+            )
+        finally:
+            if not s.finished:
+                self.engine.abort(rid, self.engine_now())
+            elif parsed.stream:
+                self.metrics.finished(self.engine.timeline(rid), finish_reason)
+            self._streams.pop(rid, None)
+            if not self.keep_timelines:
+                self.engine.forget(rid)
+
+    def _usage(self, rid: str) -> dict[str, Any]:
+        tl = self.engine.timeline(rid)
+        return usage_body(tl.prompt_tokens, tl.output_tokens, tl.cached_tokens)

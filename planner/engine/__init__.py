@@ -1,0 +1,51 @@
+"""The engine model of an LLM serving engine (specs, KV cache, scheduler, roofline step time).
+
+Runs in whatever clock its caller passes: real time behind the emulator, virtual time in
+`simulate` and the fleet simulator.
+"""
+
+from planner.engine.engine import (
+    Engine,
+    EngineGauges,
+    EngineRequest,
+    RequestTimeline,
+    StepResult,
+    TokenEvent,
+    simulate,
+)
+from planner.engine.specs import (
+    EngineConfig,
+    GpuSpec,
+    ModelSpec,
+    build_engine_config,
+    calibration_path,
+    gpu_catalog,
+    kv_bytes_per_token,
+    kv_capacity_blocks,
+    kv_capacity_tokens,
+    load_calibration,
+    model_catalog,
+    weight_bytes,
+)
+
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "EngineGauges",
+    "EngineRequest",
+    "GpuSpec",
+    "ModelSpec",
+    "RequestTimeline",
+    "StepResult",
+    "TokenEvent",
+    "build_engine_config",
+    "calibration_path",
+    "gpu_catalog",
+    "kv_bytes_per_token",
+    "kv_capacity_blocks",
+    "kv_capacity_tokens",
+    "load_calibration",
+    "model_catalog",
+    "simulate",
+    "weight_bytes",
+]

@@ -1,0 +1,333 @@
+"""GPU and model specs, their catalogs, the engine configuration and KV-cache sizing formulas.
+
+The built-in catalog (`catalog.yaml` next to this file) names each figure's public source.
+A user catalog (YAML or JSON of the same shape: `gpus:` and `models:` mappings) extends or
+overrides it. Names are matched case-insensitively; a short name matches when it is unique
+(`h100` -> `H100-80GB`), and a Hugging Face id such as `meta-llama/Llama-3.1-8B-Instruct`
+matches its base model.
+
+Default efficiency factors of the step-time roofline (override per config, or drop a
+calibration file `calibration/<gpu>_<model>.json` next to this module):
+- `mbu = 0.8`: memory-bandwidth utilisation of decode. A public single-stream vLLM run of
+  Llama-3.1-8B bf16 on one A100 40GB measured about 75 tokens/s, 77 % of the HBM roofline
+  including per-step overhead (johnmusgrave.com, "vLLM throughput-latency sweep on NVIDIA
+  A100"); decode kernels of vLLM typically reach 75-85 % of peak bandwidth.
+- `mfu = 0.5`: model-FLOPs utilisation of prefill-heavy steps, the usual range of dense bf16
+  GEMMs at thousands of tokens per step on A100/H100 (40-60 %).
+- `step_overhead_s = 0.001`: scheduler, sampling and kernel-launch time per step that neither
+  roofline covers (vLLM V1 with CUDA graphs: about 1 ms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner.errors import ConfigError, InputError
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+CALIBRATION_DIR = Path(__file__).with_name("calibration")
+
+DEFAULT_MFU = 0.5
+DEFAULT_MBU = 0.8
+DEFAULT_STEP_OVERHEAD_S = 0.001
+DEFAULT_ACTIVATION_RESERVE_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU board: total memory, HBM bandwidth and dense bf16 peak."""
+
+    name: str
+    memory_bytes: int
+    hbm_bandwidth_bytes_per_s: float
+    bf16_flops: float
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A dense decoder-only transformer's shape (as in its Hugging Face config.json)."""
+
+    name: str
+    params: int
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    vocab_size: int
+    max_context_tokens: int = 131072
+
+
+class EngineConfig(BaseModel):
+    """Everything one engine instance needs: hardware, model, scheduler knobs, efficiency factors.
+
+    Scheduler knobs mirror vLLM's flags of the same names. `mfu`, `mbu` and `step_overhead_s`
+    are the roofline's efficiency factors (see the module docstring for their sources).
+    `record_token_times` keeps every token's time in each timeline (needed for ITL); turn it
+    off in long simulations: TTFT, E2E and TPOT stay exact.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    gpu: GpuSpec
+    model: ModelSpec
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree (GPUs per instance)")
+    dtype_bytes: int = Field(2, ge=1, le=4, description="bytes per weight and KV element")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    activation_reserve_bytes: int = Field(
+        DEFAULT_ACTIVATION_RESERVE_BYTES,
+        ge=0,
+        description="per-GPU memory kept for activations, CUDA graphs and the sampler",
+    )
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    block_tokens: int = Field(16, ge=1)
+    prefix_caching: bool = True
+    queue_policy: Literal["fcfs", "spf"] = "fcfs"
+    spf_aging_s: float = Field(
+        30.0, gt=0.0, description="under spf, a request waiting this long goes ahead of the rest"
+    )
+    mfu: float = Field(DEFAULT_MFU, gt=0.0, le=1.0)
+    mbu: float = Field(DEFAULT_MBU, gt=0.0, le=1.0)
+    step_overhead_s: float = Field(DEFAULT_STEP_OVERHEAD_S, ge=0.0)
+    max_model_len: int | None = Field(
+        None, ge=1, description="longest prompt + output; default: the model's context length"
+    )
+    record_token_times: bool = True
+    calibration_source: str = "defaults (see planner/engine/specs.py)"
+
+    @model_validator(mode="after")
+    def _fits(self) -> EngineConfig:
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least "
+                f"max_num_seqs ({self.max_num_seqs}) so every running decode fits in a step"
+            )
+        if kv_capacity_blocks(self) < 1:
+            need = weight_bytes(self) + self.activation_reserve_bytes
+            have = self.gpu.memory_bytes * self.gpu_memory_utilization
+            raise ValueError(
+                f"{self.model.name} does not fit on {self.gpu.name} x tp={self.tp}: "
+                f"weights + activation reserve need {need / 1e9:.1f} GB per GPU, "
+                f"{have / 1e9:.1f} GB usable; raise tp or pick a larger GPU"
+            )
+        return self
+
+    @property
+    def effective_max_model_len(self) -> int:
+        """Longest prompt + output one request may have (never more than the KV cache holds)."""
+        limit = self.max_model_len or self.model.max_context_tokens
+        return min(limit, kv_capacity_tokens(self))
+
+
+def kv_heads_per_gpu(config: EngineConfig) -> int:
+    """KV heads each GPU holds under tensor parallelism (replicated when tp > kv_heads)."""
+    return max(1, math.ceil(config.model.kv_heads / config.tp))
+
+
+def kv_bytes_per_token(config: EngineConfig) -> int:
+    """KV bytes of one token on each GPU: 2 (K and V) x layers x kv_heads x head_dim x dtype."""
+    m = config.model
+    return 2 * m.layers * kv_heads_per_gpu(config) * m.head_dim * config.dtype_bytes
+
+
+def weight_bytes(config: EngineConfig) -> int:
+    """Weight bytes on each GPU: params x dtype / tp."""
+    return math.ceil(config.model.params * config.dtype_bytes / config.tp)
+
+
+def kv_capacity_blocks(config: EngineConfig) -> int:
+    """KV blocks: (memory x utilisation - weights - activation reserve) / block bytes."""
+    free = (
+        config.gpu.memory_bytes * config.gpu_memory_utilization
+        - weight_bytes(config)
+        - config.activation_reserve_bytes
+    )
+    block_bytes = kv_bytes_per_token(config) * config.block_tokens
+    return max(0, int(free // block_bytes))
+
+
+def kv_capacity_tokens(config: EngineConfig) -> int:
+    """Tokens the KV cache holds: blocks x block_tokens."""
+    return kv_capacity_blocks(config) * config.block_tokens
+
+
+# ---------------------------------------------------------------------------------- catalogs
+
+
+def _read_catalog_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read catalog ({err.strerror})") from err
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise InputError(f"{path}: not valid YAML/JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping with `gpus:` and/or `models:`")
+    return data
+
+
+def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dict[str, Any]:
+    data = _read_catalog_file(path).get(name) or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: `{name}` must be a mapping of name -> fields")
+    out: dict[str, Any] = {}
+    for key, fields in data.items():
+        if not isinstance(fields, dict):
+            raise InputError(f"{path}: {name}.{key}: expected a mapping of fields")
+        missing = [f for f in required if f not in fields]
+        if missing:
+            raise InputError(f"{path}: {name}.{key}: missing field(s) {', '.join(missing)}")
+        typed: dict[str, Any] = {}
+        for field_name, value in fields.items():
+            allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
+            kind = _FIELD_TYPES.get(field_name)
+            if kind is None or field_name not in allowed:
+                known = ", ".join(allowed)
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: unknown field (known: {known})"
+                )
+            try:
+                number = float(value)
+            except (TypeError, ValueError) as err:
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: expected a number, got {value!r}"
+                ) from err
+            if number <= 0:
+                raise InputError(f"{path}: {name}.{key}.{field_name}: must be > 0, got {value!r}")
+            typed[field_name] = int(number) if kind is int else number
+        try:
+            out[str(key)] = cls(name=str(key), **typed)
+        except TypeError as err:
+            raise InputError(f"{path}: {name}.{key}: {err}") from err
+    return out
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "memory_bytes": int,
+    "hbm_bandwidth_bytes_per_s": float,
+    "bf16_flops": float,
+    "params": int,
+    "layers": int,
+    "hidden_size": int,
+    "attention_heads": int,
+    "kv_heads": int,
+    "head_dim": int,
+    "vocab_size": int,
+    "max_context_tokens": int,
+}
+
+_GPU_FIELDS = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "bf16_flops")
+_MODEL_FIELDS = (
+    "params",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "vocab_size",
+)
+
+
+def gpu_catalog(path: Path | str | None = None) -> dict[str, GpuSpec]:
+    """Built-in GPUs, extended/overridden by the catalog file at `path` (YAML or JSON)."""
+    specs = _section(CATALOG_PATH, "gpus", GpuSpec, _GPU_FIELDS)
+    if path is not None:
+        specs.update(_section(Path(path), "gpus", GpuSpec, _GPU_FIELDS))
+    return specs
+
+
+def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
+    """Built-in models, extended/overridden by the catalog file at `path` (YAML or JSON)."""
+    specs = _section(CATALOG_PATH, "models", ModelSpec, _MODEL_FIELDS)
+    if path is not None:
+        specs.update(_section(Path(path), "models", ModelSpec, _MODEL_FIELDS))
+    return specs
+
+
+def _normal(name: str) -> str:
+    name = name.strip().lower().split("/")[-1]
+    name = re.sub(r"[\s_]+", "-", name)
+    return re.sub(r"-(instruct|chat|hf)$", "", name)
+
+
+def _lookup(catalog: dict[str, Any], name: str, kind: str) -> Any:
+    wanted = _normal(name)
+    by_normal = {_normal(k): v for k, v in catalog.items()}
+    if wanted in by_normal:
+        return by_normal[wanted]
+    prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    known = ", ".join(sorted(catalog))
+    raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
+
+
+def calibration_path(gpu: str, model: str) -> Path:
+    """Where a measured calibration of `gpu` x `model` lives (it may not exist)."""
+    return CALIBRATION_DIR / f"{_normal(gpu)}_{_normal(model)}.json"
+
+
+def load_calibration(gpu: str, model: str) -> dict[str, Any] | None:
+    """The calibration file's factors for this pair ({mfu, mbu, step_overhead_s, source}), or None.
+
+    Format: {"gpu": ..., "model": ..., "mfu": ..., "mbu": ..., "step_overhead_s": ...,
+    "source": "..."}. Raises InputError when the file exists but is malformed.
+    """
+    path = calibration_path(gpu, model)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not a readable calibration JSON ({err})") from err
+    missing = [k for k in ("mfu", "mbu", "step_overhead_s") if k not in data]
+    if missing:
+        raise InputError(f"{path}: missing field(s) {', '.join(missing)}")
+    return {
+        "mfu": float(data["mfu"]),
+        "mbu": float(data["mbu"]),
+        "step_overhead_s": float(data["step_overhead_s"]),
+        "calibration_source": f"{path.name}: {data.get('source', 'no source given')}",
+    }
+
+
+def build_engine_config(
+    gpu: str,
+    model: str,
+    tp: int = 1,
+    catalog: Path | str | None = None,
+    **overrides: Any,
+) -> EngineConfig:
+    """An EngineConfig for `gpu` x `model` by catalog name, with keyword overrides.
+
+    Efficiency factors come from, in order: `overrides`, a calibration file for the pair,
+    the defaults. Raises ConfigError for an unknown name (listing the known ones) or an
+    invalid field.
+    """
+    gpu_spec: GpuSpec = _lookup(gpu_catalog(catalog), gpu, "GPU")
+    model_spec: ModelSpec = _lookup(model_catalog(catalog), model, "model")
+    fields: dict[str, Any] = {}
+    calibration = load_calibration(gpu_spec.name, model_spec.name)
+    if calibration is not None:
+        fields.update(calibration)
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
+        )
+        where = f"{gpu_spec.name} x {model_spec.name}"
+        raise ConfigError(f"engine config for {where}: {problems}") from err

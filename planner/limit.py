@@ -1,0 +1,419 @@
+"""`capplan limit` orchestration: run the limit search through a probe and write limit.json.
+
+The search itself is pure (planner.search); this module is the I/O edge: it drives a probe
+(`LocustProbe` runs each level as a one-stage load test against a live endpoint, appending
+to one run directory), prints one progress line per level, optionally verifies the limit
+with a steady-burst-recovery run, and writes `limit.json` (planner.limit_schema.LimitResult).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+from pydantic import ValidationError
+
+from planner.errors import ConfigError, InputError, RunError
+from planner.limit_schema import Dimension, LimitResult
+from planner.loadtest import WORK_DIR, LoadTestConfig, builtin_plan, read_records, run_loadtest
+from planner.run_schema import Stage, StagePlan
+from planner.search import (
+    AbandonRule,
+    LevelMeasurement,
+    LevelOutcome,
+    Probe,
+    SearchConfig,
+    build_limit_result,
+    run_search,
+)
+from planner.slo import ConstraintResult, format_duration, format_share, parse_slo
+from profiles.model import Profile, load_profile
+
+LIMIT_FILE = "limit.json"
+
+Echo = Callable[[str], None]
+
+
+def _format_value(result: ConstraintResult) -> str:
+    if result.value is None:
+        return "n/a"
+    if result.name in ("errors", "attainment"):
+        return format_share(result.value).replace(" ", "")
+    return format_duration(result.value).replace(" ", "")
+
+
+def _format_threshold(result: ConstraintResult) -> str:
+    if result.name in ("errors", "attainment"):
+        return format_share(result.threshold).replace(" ", "")
+    return format_duration(result.threshold).replace(" ", "")
+
+
+def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str:
+    """One progress line: load, verdict, each constraint against its threshold, goodput."""
+    evaluation = outcome.evaluation
+    load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
+    verdict = "pass" if outcome.passed else "FAIL"
+    if not outcome.certain:
+        verdict += "?"
+    parts = [f"level {index:2d}  {load:>12}  {verdict:5}"]
+    for c in evaluation.constraints:
+        op = ">=" if c.higher_is_better else "<="
+        parts.append(f"{c.name} {_format_value(c)} {op} {_format_threshold(c)}")
+    parts.append(f"goodput {evaluation.goodput_rps:.3g} req/s")
+    parts.append(f"{evaluation.completed}/{evaluation.scheduled} ok")
+    if outcome.repeats:
+        parts.append(f"{len(outcome.stages)} runs pooled")
+    if outcome.abandoned:
+        parts.append(f"abandoned: {outcome.abandoned}")
+    return "  ".join(parts)
+
+
+def write_limit(result: LimitResult, path: Path) -> None:
+    """Write limit.json atomically (a crash never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def load_limit(path: Path) -> LimitResult:
+    """Read a limit.json; a run directory may be given. Raises InputError when invalid."""
+    if path.is_dir():
+        path = path / LIMIT_FILE
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read limit file: {err.strerror}") from err
+    try:
+        return LimitResult.model_validate_json(text)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{path}: not a capplan limit file: {where}: {first['msg']}") from err
+
+
+def search_limit(
+    probe: Probe,
+    config: SearchConfig,
+    out_dir: Path,
+    *,
+    target: str = "",
+    model: str = "",
+    profile_digest: str = "",
+    verify: Callable[[LimitResult], float | None] | None = None,
+    echo: Echo = print,
+    clock: Callable[[], float] = time.perf_counter,
+) -> LimitResult:
+    """Run the search with `probe`, print a line per level, write and return limit.json.
+
+    `verify`, when given, is called with the result once the limit is known and returns the
+    recovery time in seconds (None when the endpoint did not recover); it is recorded in
+    limit.json. Raises RunError when the search measured nothing.
+    """
+    started = clock()
+    count = 0
+
+    def on_level(outcome: LevelOutcome) -> None:
+        nonlocal count
+        count += 1
+        echo(format_level(count, outcome, config))
+
+    result = run_search(probe, config, on_level=on_level)
+    if not result.levels:
+        raise RunError("the limit search measured no level")
+    limit = build_limit_result(
+        result,
+        target=target,
+        model=model,
+        profile_digest=profile_digest,
+        wall_s=clock() - started,
+    )
+    write_limit(limit, out_dir / LIMIT_FILE)
+    if verify is not None and limit.feasible_max is not None:
+        recovery_s = verify(limit)
+        limit = limit.model_copy(update={"recovery_s": recovery_s, "wall_s": clock() - started})
+        write_limit(limit, out_dir / LIMIT_FILE)
+    echo(limit.sentence)
+    return limit
+
+
+# --------------------------------------------------------------------------- live endpoint
+
+
+@dataclass(frozen=True)
+class LimitOptions:
+    """What `capplan limit` was asked (validated by the command and by SearchConfig)."""
+
+    host: str
+    model: str
+    slo: str
+    out_dir: Path
+    profile: str | None = None
+    dimension: Dimension = "rate"
+    start: float | None = None
+    max_load: float | None = None
+    level_duration_s: float = 30.0
+    warmup_s: float | None = None
+    tolerance: float = 0.05
+    verify_burst: bool = False
+    workers: int = 0
+    seed: int = 0
+    endpoint: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = None
+    min_completed: int = 50
+    max_repeats: int = 2
+    max_levels: int = 24
+    drain_s: float | None = None
+
+    @property
+    def warmup(self) -> float:
+        """Default warm-up: the first fifth of each level (the queue settles)."""
+        return 0.2 * self.level_duration_s if self.warmup_s is None else self.warmup_s
+
+
+class LocustProbe:
+    """Holds each level as a one-stage Locust load test appended to one run directory.
+
+    Level k becomes stage `level-kk` (role "level") of `out_dir`'s records.parquet and
+    stages.json. While a level runs, the search's AbandonRule is checked about once a second
+    on the records written so far; a hopeless level is stopped through the run's stop file,
+    which cancels what is in flight.
+    """
+
+    def __init__(
+        self,
+        config: LoadTestConfig,
+        out_dir: Path,
+        *,
+        dimension: Dimension,
+        level_duration_s: float,
+        warmup_s: float,
+        echo: Echo = print,
+        check_every_s: float = 1.0,
+    ) -> None:
+        self.config = config
+        self.out_dir = out_dir
+        self.dimension = dimension
+        self.level_duration_s = level_duration_s
+        self.warmup_s = warmup_s
+        self.echo = echo
+        self.check_every_s = check_every_s
+        self.levels = 0
+
+    def _stage(self, load: float) -> Stage:
+        name = f"level-{self.levels:02d}"
+        if self.dimension == "rate":
+            return Stage(
+                name=name,
+                kind="open",
+                role="level",
+                duration_s=self.level_duration_s,
+                rate_rps=load,
+            )
+        return Stage(
+            name=name,
+            kind="closed",
+            role="level",
+            duration_s=self.level_duration_s,
+            users=max(1, int(round(load))),
+        )
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        """Run one level; raises what run_loadtest raises (RunError, TargetError, ...)."""
+        self.levels += 1
+        stage = self._stage(load)
+        watcher = _AbandonWatcher(
+            self.out_dir, stage, abandon, self.warmup_s, load, self.dimension, self.check_every_s
+        )
+        summaries = run_loadtest(
+            self.config,
+            StagePlan(name="limit", stages=[stage]),
+            self.out_dir,
+            append=self.levels > 1,
+            progress=watcher,
+        )
+        summary = next((s for s in summaries if s.name == stage.name), None)
+        if summary is None:
+            raise RunError(f"the load test returned no summary for stage {stage.name}")
+        records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
+        duration_s = summary.duration_s
+        if watcher.reason is not None and watcher.stopped_at_s is not None:
+            duration_s = max(watcher.stopped_at_s - summary.start_s, 1e-3)
+        return LevelMeasurement(
+            load=load,
+            stage=stage.name,
+            records=records,
+            duration_s=duration_s,
+            warmup_s=min(self.warmup_s, 0.5 * duration_s),
+            start_s=summary.start_s,
+            abandoned=watcher.reason,
+        )
+
+
+class _AbandonWatcher:
+    """The load test's progress callback: checks the abandon rule on the records so far."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        stage: Stage,
+        rule: AbandonRule | None,
+        warmup_s: float,
+        load: float,
+        dimension: Dimension,
+        every_s: float,
+    ) -> None:
+        self.out_dir = out_dir
+        self.stage = stage
+        self.rule = rule
+        self.warmup_s = warmup_s
+        self.load = load
+        self.dimension = dimension
+        self.every_s = every_s
+        self.last_check = -math.inf
+        self.reason: str | None = None
+        self.stopped_at_s: float | None = None
+
+    def __call__(self, line: str) -> None:
+        if self.rule is None or self.reason is not None:
+            return
+        now = time.monotonic()
+        if now - self.last_check < self.every_s:
+            return
+        self.last_check = now
+        work = self.out_dir / WORK_DIR
+        try:
+            live = json.loads((work / "live.json").read_text())
+        except (OSError, ValueError):
+            return
+        if live.get("stage") != self.stage.name:
+            return
+        now_s = float(live["t_s"])
+        start_s = now_s - float(live["elapsed_s"])  # a one-stage plan starts with its stage
+        records = read_records(self.out_dir).filter(pl.col("stage") == self.stage.name)
+        reason = self.rule.hopeless(
+            records,
+            now_s=now_s,
+            start_s=start_s,
+            duration_s=self.stage.duration_s,
+            warmup_s=self.warmup_s,
+            load=self.load,
+            dimension=self.dimension,
+        )
+        if reason is not None:
+            self.reason = reason
+            self.stopped_at_s = now_s
+            (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
+
+
+def _load_profile(options: LimitOptions) -> Profile:
+    if options.profile:
+        return load_profile(options.profile)
+    try:
+        from profiles.presets import preset_profile  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as err:
+        raise ConfigError(
+            "no --profile given and this install has no built-in preset profiles"
+        ) from err
+    profile: Profile = preset_profile("chat")
+    return profile
+
+
+def _verify_burst(
+    options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
+) -> Callable[[LimitResult], float | None]:
+    def verify(limit: LimitResult) -> float | None:
+        assert limit.feasible_max is not None
+        if options.dimension == "rate":
+            plan = builtin_plan(
+                "steady-burst-recovery",
+                profile,
+                rate_rps=limit.feasible_max,
+                duration_s=max(2 * options.level_duration_s, 30.0),
+            )
+        else:
+            plan = builtin_plan(
+                "steady-burst-recovery",
+                profile,
+                users=max(1, int(round(limit.feasible_max))),
+                duration_s=max(2 * options.level_duration_s, 30.0),
+            )
+        echo(f"verifying: steady-burst-recovery around {limit.feasible_max:g}")
+        summaries = run_loadtest(config, plan, options.out_dir, append=True)
+        recovery = next((s for s in summaries if s.role == "recovery"), None)
+        if recovery is None or not recovery.recovered:
+            echo("verify: the endpoint did not recover within the recovery stage")
+            return None
+        echo(f"verify: recovered {recovery.recovery_s:.1f} s after the burst")
+        return recovery.recovery_s
+
+    return verify
+
+
+def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
+    """Find the per-instance SLO limit of a live endpoint; writes `<out_dir>/limit.json`.
+
+    Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
+    cannot run.
+    """
+    slo = parse_slo(options.slo)
+    default_start = 1.0
+    search_config = SearchConfig(
+        slo=slo,
+        dimension=options.dimension,
+        start=options.start if options.start is not None else default_start,
+        max_load=options.max_load if options.max_load is not None else 4096.0,
+        tolerance=options.tolerance,
+        min_completed=options.min_completed,
+        max_repeats=options.max_repeats,
+        max_levels=options.max_levels,
+        seed=options.seed,
+    )
+    if options.level_duration_s <= 0:
+        raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
+    if not 0 <= options.warmup < options.level_duration_s:
+        raise ConfigError(
+            f"--warmup must be >= 0 and shorter than the level ({options.level_duration_s} s)"
+        )
+    ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
+    ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
+    config = LoadTestConfig(
+        host=options.host,
+        model=options.model,
+        endpoint=options.endpoint,
+        profile_path=options.profile,
+        api_key_env=options.api_key_env,
+        seed=options.seed,
+        workers=options.workers,
+        slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
+        drain_s=(
+            options.drain_s if options.drain_s is not None else max(options.level_duration_s, 10.0)
+        ),
+    )
+    profile = _load_profile(options)
+    probe = LocustProbe(
+        config,
+        options.out_dir,
+        dimension=options.dimension,
+        level_duration_s=options.level_duration_s,
+        warmup_s=options.warmup,
+        echo=echo,
+    )
+    verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
+    return search_limit(
+        probe,
+        search_config,
+        options.out_dir,
+        target=options.host,
+        model=options.model,
+        profile_digest=profile.digest(),
+        verify=verify,
+        echo=echo,
+    )

@@ -1,0 +1,598 @@
+"""The per-instance SLO-limit search: which load (req/s or users) still meets the SLO.
+
+Pure: the search never runs load itself. It is a generator (`limit_search`) that yields the
+next load level and is sent back the `LevelMeasurement` a `Probe` took there — Locust
+against a real endpoint, the fleet simulator, or a fake in tests — so one loop serves them
+all (`run_search` drives it). It brackets exponentially from a start level until a level
+fails, then narrows: the crossing of each constraint is interpolated on an isotonic fit of
+the constraint's value against load (bisection as the fallback and safeguard), until the
+highest passing and the lowest failing level are within a relative tolerance.
+
+Noise handling: a level with fewer than `min_completed` completed requests, or whose verdict
+flips inside the bootstrap intervals, is measured again (up to `max_repeats` times) and the
+measurements are pooled; a probe may stop a level early when `AbandonRule` finds it hopeless
+(the error rate, or requests already past a latency threshold because the queue grows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import polars as pl
+from sklearn.isotonic import IsotonicRegression
+
+from planner.errors import ConfigError, RunError
+from planner.limit_schema import (
+    LIMIT_SCHEMA,
+    ConstraintVerdict,
+    Dimension,
+    LimitLevel,
+    LimitResult,
+    LittlesLaw,
+)
+from planner.slo import (
+    METRIC_COLUMNS,
+    TIME_COLUMNS,
+    Slo,
+    SloEvaluation,
+    evaluate,
+    exclude_warmup,
+    format_duration,
+)
+
+Method = Literal["isotonic", "bisect"]
+
+
+@dataclass(frozen=True)
+class LevelMeasurement:
+    """What a probe measured while holding one load level.
+
+    `records` has one row per request scheduled in the level (RECORD_COLUMNS of
+    planner.run_schema, or at least `ok` and the SLO's `*_s` columns). `duration_s` is how
+    long the level was held (shorter than planned when abandoned); requests scheduled in
+    its first `warmup_s` seconds from `start_s` (default: the first schedule time) are
+    excluded from the verdict.
+    """
+
+    load: float
+    stage: str
+    records: pl.DataFrame
+    duration_s: float
+    warmup_s: float = 0.0
+    start_s: float | None = None
+    abandoned: str | None = None
+
+
+@dataclass(frozen=True)
+class AbandonRule:
+    """Decides, from a level's partial records, that the level cannot pass (stop it early).
+
+    A probe calls `hopeless` while a level runs, with the records so far: finished requests
+    and, where it knows them, in-flight ones (null `first_token_s` / `end_s`, with `sent_s`).
+    Hopeless when the error rate among finished requests reaches `error_rate` (after
+    `min_finished` finished), or when more requests are already past a TTFT or E2E
+    threshold — finished above it or still waiting longer than it — than the SLO allows in
+    the whole level (queue growth makes the tail unrecoverable).
+    """
+
+    slo: Slo
+    error_rate: float = 0.5
+    min_finished: int = 20
+
+    def hopeless(
+        self,
+        records: pl.DataFrame,
+        *,
+        now_s: float,
+        start_s: float,
+        duration_s: float,
+        warmup_s: float,
+        load: float,
+        dimension: Dimension,
+    ) -> str | None:
+        """A reason to stop the level now, or None to keep going."""
+        elapsed_s = now_s - start_s
+        window_s = duration_s - warmup_s
+        if elapsed_s <= warmup_s or window_s <= 0 or records.height == 0:
+            return None
+        kept = exclude_warmup(records, warmup_s, start_s=start_s)
+        if kept.height == 0:
+            return None
+        finished = kept.filter(pl.col("ok").is_not_null()) if "ok" in kept.columns else kept
+        if finished.height >= self.min_finished:
+            errors = int((~finished["ok"]).sum())
+            if errors / finished.height >= self.error_rate:
+                return (
+                    f"{errors} of {finished.height} finished requests failed "
+                    f"after {elapsed_s:.0f} s"
+                )
+        if dimension == "rate":
+            expected = load * window_s
+        else:
+            expected = kept.height * window_s / max(elapsed_s - warmup_s, 1e-9)
+        for metric, threshold_s, allowed_share in self._tail_bounds():
+            late = _count_past(kept, metric, threshold_s, now_s)
+            if late > allowed_share * expected and late >= 1:
+                return (
+                    f"{late} requests already past {metric} {format_duration(threshold_s)} "
+                    f"after {elapsed_s:.0f} s (the SLO allows {allowed_share * expected:.0f})"
+                )
+        return None
+
+    def _tail_bounds(self) -> list[tuple[str, float, float]]:
+        bounds: list[tuple[str, float, float]] = []
+        for c in self.slo.percentiles:
+            q = c.quantile
+            if q is not None and c.metric in ("ttft", "e2e"):
+                bounds.append((c.metric, c.threshold_s, 1.0 - q))
+        if self.slo.min_attainment is not None:
+            bounds.extend(
+                (t.metric, t.threshold_s, 1.0 - self.slo.min_attainment)
+                for t in self.slo.request_thresholds
+                if t.metric in ("ttft", "e2e")
+            )
+        return bounds
+
+
+def _count_past(records: pl.DataFrame, metric: str, threshold_s: float, now_s: float) -> int:
+    """Successful requests above the threshold plus in-flight ones already waiting longer."""
+    col = METRIC_COLUMNS[metric]
+    ok = records["ok"].fill_null(False) if "ok" in records.columns else pl.Series([True])
+    values = records[col].cast(pl.Float64)
+    done_late = int(((values > threshold_s) & ok).sum())
+    pending_col = "first_token_s" if metric == "ttft" else "end_s"
+    send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in records.columns), None)
+    if pending_col not in records.columns or send_col is None or "ok" not in records.columns:
+        return done_late
+    pending = records.filter(pl.col("ok").is_null() & pl.col(pending_col).is_null())
+    waiting_late = int((now_s - pending[send_col] > threshold_s).sum())
+    return done_late + waiting_late
+
+
+class Probe(Protocol):
+    """Holds a load level and returns what it measured.
+
+    `load` is req/s (rate) or users (concurrency). A probe may call `abandon.hopeless` with
+    its partial records and stop the level early, setting `abandoned` on the measurement.
+    """
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement: ...
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Knobs of the search; loads are req/s (rate) or users (concurrency, whole numbers)."""
+
+    slo: Slo
+    dimension: Dimension = "rate"
+    start: float = 1.0
+    max_load: float = 4096.0
+    min_load: float | None = None
+    growth: float = 2.0
+    tolerance: float = 0.05
+    min_completed: int = 50
+    max_repeats: int = 2
+    max_levels: int = 24
+    method: Method = "isotonic"
+    confidence: float = 0.95
+    resamples: int = 400
+    abandon_error_rate: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.start <= 0:
+            raise ConfigError(f"start load must be > 0, got {self.start}")
+        if self.max_load < self.start:
+            raise ConfigError(f"max load {self.max_load} is below the start load {self.start}")
+        if not 0 < self.tolerance < 1:
+            raise ConfigError(f"tolerance must be in (0, 1), got {self.tolerance}")
+        if self.growth <= 1:
+            raise ConfigError(f"growth factor must be > 1, got {self.growth}")
+        if self.dimension == "concurrency" and self.start < 1:
+            raise ConfigError("concurrency starts at 1 user or more")
+        if self.max_levels < 2:
+            raise ConfigError("max_levels must be at least 2")
+
+    @property
+    def lowest(self) -> float:
+        if self.min_load is not None:
+            return self.min_load
+        return 1.0 if self.dimension == "concurrency" else self.start / 64.0
+
+    def abandon_rule(self) -> AbandonRule:
+        return AbandonRule(self.slo, error_rate=self.abandon_error_rate)
+
+
+@dataclass(frozen=True)
+class LevelOutcome:
+    """One level after its measurements were pooled and judged."""
+
+    load: float
+    stages: tuple[str, ...]
+    evaluation: SloEvaluation
+    passed: bool
+    certain: bool
+    abandoned: str | None
+
+    @property
+    def repeats(self) -> int:
+        return len(self.stages) - 1
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    config: SearchConfig
+    levels: tuple[LevelOutcome, ...]
+    feasible_max: float | None
+    infeasible_min: float | None
+    stopped: str = ""
+
+    def outcome(self, load: float | None) -> LevelOutcome | None:
+        if load is None:
+            return None
+        return next((o for o in self.levels if o.load == load), None)
+
+    @property
+    def binding(self) -> str | None:
+        """The constraint that fails first above the limit (least headroom where it fails)."""
+        failing = self.outcome(self.infeasible_min)
+        if failing is not None:
+            violated = [c for c in failing.evaluation.constraints if not c.passed]
+            if violated:
+                return min(violated, key=lambda c: c.headroom).name
+        passing = self.outcome(self.feasible_max)
+        return passing.evaluation.binding if passing is not None else None
+
+
+def _pool(measurements: list[LevelMeasurement]) -> tuple[pl.DataFrame, float]:
+    frames = [exclude_warmup(m.records, m.warmup_s, start_s=m.start_s) for m in measurements]
+    duration_s = sum(max(m.duration_s - m.warmup_s, 1e-9) for m in measurements)
+    return pl.concat(frames, how="diagonal_relaxed"), duration_s
+
+
+def _measure_level(
+    config: SearchConfig, load: float, rng: np.random.Generator
+) -> Generator[float, LevelMeasurement, LevelOutcome]:
+    """Hold one level, repeating it while it is uncertain or too thin, then judge it."""
+    measurements: list[LevelMeasurement] = []
+    while True:
+        measurement = yield load
+        measurements.append(measurement)
+        records, duration_s = _pool(measurements)
+        evaluation = evaluate(
+            records,
+            config.slo,
+            duration_s=duration_s,
+            rng=rng,
+            resamples=config.resamples,
+            confidence=config.confidence,
+        )
+        stages = tuple(m.stage for m in measurements)
+        abandoned = next((m.abandoned for m in measurements if m.abandoned), None)
+        if abandoned is None and (evaluation.error_rate or 0.0) >= config.abandon_error_rate:
+            # Percentiles cover successful requests only: a level where most requests fail
+            # must not pass on its few survivors, whatever the SLO says about errors.
+            abandoned = (
+                f"{evaluation.errors} of {evaluation.scheduled} requests failed "
+                f"(>= {config.abandon_error_rate:.0%})"
+            )
+        if abandoned is not None:
+            return LevelOutcome(load, stages, evaluation, False, True, abandoned)
+        thin = evaluation.completed < config.min_completed and evaluation.passed
+        if (evaluation.certain and not thin) or len(measurements) > config.max_repeats:
+            certain = evaluation.certain and not thin
+            return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None)
+
+
+def _crossing_estimate(
+    outcomes: dict[float, LevelOutcome], slo: Slo, lo: float, hi: float
+) -> float | None:
+    """Lowest load in (lo, hi) where a constraint's isotonic fit crosses its threshold."""
+    loads = np.array(sorted(outcomes))
+    estimates: list[float] = []
+    for name in slo.constraint_names:
+        xs: list[float] = []
+        ys: list[float] = []
+        higher_is_better = False
+        for load in loads:
+            result = outcomes[float(load)].evaluation.constraint(name)
+            higher_is_better = result.higher_is_better
+            if result.value is None:
+                continue
+            xs.append(float(load))
+            ys.append(result.value)
+        if len(xs) < 2:
+            continue
+        threshold = outcomes[float(loads[0])].evaluation.constraint(name).threshold
+        fit = IsotonicRegression(increasing=not higher_is_better, out_of_bounds="clip")
+        fitted = fit.fit_transform(np.array(xs), np.array(ys))
+        if higher_is_better:
+            excess = threshold - np.asarray(fitted)  # > 0 fails
+        elif threshold > 0:
+            # Latency climbs like a queue's 1 / (1 - load / capacity): interpolating its
+            # logarithm follows the curve's bend far better than a straight chord.
+            excess = np.log(np.maximum(np.asarray(fitted), 1e-12) / threshold)
+        else:
+            excess = np.asarray(fitted) - threshold
+        for i in range(len(xs) - 1):
+            if excess[i] <= 0 < excess[i + 1]:
+                x0, x1 = xs[i], xs[i + 1]
+                crossing = x0 + (x1 - x0) * (-excess[i]) / (excess[i + 1] - excess[i])
+                if lo < crossing < hi:
+                    estimates.append(crossing)
+                break
+    return min(estimates) if estimates else None
+
+
+def limit_search(
+    config: SearchConfig,
+    *,
+    on_level: Callable[[LevelOutcome], None] | None = None,
+) -> Generator[float, LevelMeasurement, SearchResult]:
+    """The search as a generator: yields the next load, is sent its LevelMeasurement.
+
+    Returns (as StopIteration.value) the SearchResult; `on_level` is told each level once it
+    is judged. Levels already judged are never measured again; a level asked for twice
+    (rounding in the concurrency dimension) reuses its outcome.
+    """
+    rng = np.random.default_rng(config.seed)
+    integer = config.dimension == "concurrency"
+    outcomes: dict[float, LevelOutcome] = {}
+    order: list[float] = []
+
+    def snap(load: float, upward: bool) -> float:
+        load = min(max(load, config.lowest), config.max_load)
+        if integer:
+            return float(max(1, math.ceil(load) if upward else math.floor(load)))
+        return float(f"{load:.4g}")
+
+    def judge(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
+        if load not in outcomes:
+            outcomes[load] = yield from _measure_level(config, load, rng)
+            order.append(load)
+            if on_level is not None:
+                on_level(outcomes[load])
+        return outcomes[load]
+
+    def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
+        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+
+    # 1. Bracket exponentially.
+    load = snap(config.start, upward=True)
+    outcome = yield from judge(load)
+    lo: float | None = None
+    hi: float | None = None
+    if outcome.passed:
+        lo = load
+        while len(outcomes) < config.max_levels:
+            if load >= config.max_load:
+                return result(lo, None, f"passed at the maximum load {config.max_load:g}")
+            nxt = snap(load * config.growth, upward=True)
+            if nxt <= load:
+                nxt = snap(load + 1, upward=True)
+            load = nxt
+            outcome = yield from judge(load)
+            if not outcome.passed:
+                hi = load
+                break
+            lo = load
+    else:
+        hi = load
+        while len(outcomes) < config.max_levels:
+            if load <= config.lowest:
+                return result(None, hi, f"failed at the lowest load {config.lowest:g}")
+            nxt = snap(load / config.growth, upward=False)
+            if nxt >= load:
+                return result(None, hi, f"failed at the lowest load {load:g}")
+            load = nxt
+            outcome = yield from judge(load)
+            if outcome.passed:
+                lo = load
+                break
+            hi = load
+    if lo is None or hi is None:
+        return result(lo, hi, f"no bracket within {config.max_levels} levels")
+
+    # 2. Narrow until the gap is within the tolerance.
+    def converged(lo_: float, hi_: float) -> bool:
+        if integer:
+            return hi_ - lo_ <= max(1.0, math.floor(config.tolerance * lo_))
+        return hi_ - lo_ <= config.tolerance * lo_
+
+    slow_steps = 0
+    last_passed: bool | None = None
+    while not converged(lo, hi):
+        if len(outcomes) >= config.max_levels:
+            return result(lo, hi, f"stopped at {config.max_levels} levels")
+        gap = hi - lo
+        midpoint = (lo + hi) / 2
+        candidate = midpoint
+        if config.method == "isotonic" and slow_steps < 2:
+            estimate = _crossing_estimate(outcomes, config.slo, lo, hi)
+            if estimate is not None:
+                # Probe just below or above the estimate so that two good guesses close the
+                # gap; aim for the side that is farther from its end of the bracket.
+                width = 0.4 * config.tolerance * estimate
+                below, above = estimate - width, estimate + width
+                if last_passed is None:
+                    candidate = below if below - lo >= hi - above else above
+                else:
+                    candidate = above if last_passed else below
+                candidate = min(max(candidate, lo + 0.05 * gap), hi - 0.05 * gap)
+        candidate = snap(candidate, upward=candidate >= midpoint)
+        if not lo < candidate < hi:
+            candidate = snap(midpoint, upward=False)
+            if not lo < candidate < hi:
+                break  # integer loads: nothing left between them
+        outcome = yield from judge(candidate)
+        last_passed = outcome.passed
+        if outcome.passed:
+            lo = candidate
+        else:
+            hi = candidate
+        slow_steps = slow_steps + 1 if hi - lo > 0.6 * gap else 0
+        if slow_steps >= 2:
+            slow_steps = 2  # bisect once, then try interpolating again
+    return result(lo, hi, "converged")
+
+
+def run_search(
+    probe: Probe,
+    config: SearchConfig,
+    *,
+    on_level: Callable[[LevelOutcome], None] | None = None,
+) -> SearchResult:
+    """Drive `limit_search` with `probe`; `on_level` is told each judged level.
+
+    Raises RunError when the probe measures a different load than asked.
+    """
+    search = limit_search(config, on_level=on_level)
+    rule = config.abandon_rule()
+    try:
+        load = next(search)
+        while True:
+            measurement = probe.measure(load, abandon=rule)
+            if not math.isclose(measurement.load, load, rel_tol=1e-9):
+                raise RunError(f"probe measured load {measurement.load}, asked for {load}")
+            load = search.send(measurement)
+    except StopIteration as stop:
+        final: SearchResult = stop.value
+        return final
+
+
+def _unit_text(dimension: Dimension, load: float) -> str:
+    if dimension == "rate":
+        return f"{load:.3g} req/s"
+    users = int(round(load))
+    return f"{users} concurrent user{'s' if users != 1 else ''}"
+
+
+def _constraint_words(name: str) -> str:
+    return name.replace(":", " ")
+
+
+def _sentence(result: SearchResult, binding: str | None, littles: LittlesLaw | None) -> str:
+    dimension = result.config.dimension
+    slo_words = result.config.slo.describe()
+    lo, hi = result.feasible_max, result.infeasible_min
+    if lo is None:
+        assert hi is not None
+        reason = f" ({_constraint_words(binding)} fails)" if binding else ""
+        return f"one instance does not meet {slo_words} even at {_unit_text(dimension, hi)}{reason}"
+    holds = _unit_text(dimension, lo)
+    if dimension == "concurrency" and littles is not None:
+        holds += f" ({littles.rate_rps:.3g} req/s)"
+    if hi is None:
+        return (
+            f"one instance holds at least {holds} at {slo_words}; nothing up to the maximum "
+            f"{_unit_text(dimension, lo)} failed"
+        )
+    fails = "fail" if dimension == "concurrency" and round(hi) != 1 else "fails"
+    binds = f"; {_constraint_words(binding)} binds first" if binding else ""
+    return f"one instance holds {holds} at {slo_words}{binds}; {_unit_text(dimension, hi)} {fails}"
+
+
+def _confidence(result: SearchResult) -> str:
+    parts: list[str] = []
+    lo, hi = result.feasible_max, result.infeasible_min
+    if lo is not None and hi is not None:
+        parts.append(f"limit between {lo:g} and {hi:g} (gap {100 * (hi - lo) / lo:.1f} %)")
+    ends = [o for o in (result.outcome(lo), result.outcome(hi)) if o is not None]
+    uncertain = [o for o in ends if not o.certain]
+    level_pct = f"{result.config.confidence * 100:g} %"
+    if ends and not uncertain:
+        parts.append(f"both verdicts hold across {level_pct} bootstrap intervals")
+    for o in uncertain:
+        parts.append(
+            f"the verdict at {o.load:g} is within the noise after {len(o.stages)} measurement(s)"
+        )
+    repeated = sum(1 for o in result.levels if o.repeats)
+    parts.append(f"{len(result.levels)} levels, {repeated} repeated; {result.stopped}")
+    return "; ".join(parts)
+
+
+def level_record(outcome: LevelOutcome) -> LimitLevel:
+    """The limit.json entry of one judged level."""
+    evaluation = outcome.evaluation
+    constraints = [
+        ConstraintVerdict(
+            name=c.name,
+            value=c.value,
+            threshold=c.threshold,
+            margin=c.margin,
+            passed=c.passed,
+            interval=c.interval,
+        )
+        for c in evaluation.constraints
+    ]
+    return LimitLevel(
+        load=outcome.load,
+        stage=outcome.stages[-1],
+        stages=list(outcome.stages),
+        requests=evaluation.scheduled,
+        completed=evaluation.completed,
+        metrics=dict(evaluation.metrics),
+        constraints=constraints,
+        verdict="pass" if outcome.passed else "fail",
+        certain=outcome.certain,
+        interval={c.name: c.interval for c in evaluation.constraints if c.interval is not None},
+        repeats=outcome.repeats,
+        abandoned_early=outcome.abandoned is not None,
+        abandoned_reason=outcome.abandoned,
+        achieved_rps=evaluation.achieved_rps,
+        mean_e2e_s=evaluation.mean_e2e_s,
+        goodput_rps=evaluation.goodput_rps,
+        attainment=evaluation.attainment,
+    )
+
+
+def build_limit_result(
+    result: SearchResult,
+    *,
+    target: str = "",
+    model: str = "",
+    profile_digest: str = "",
+    wall_s: float | None = None,
+    recovery_s: float | None = None,
+) -> LimitResult:
+    """limit.json from a finished search: levels, bracket, binding constraint, Little's law.
+
+    Little's law at the limit: concurrency = achieved rate x mean E2E of the highest
+    passing level. Saturation throughput is the highest completion rate of any level.
+    """
+    config = result.config
+    binding = result.binding
+    passing = result.outcome(result.feasible_max)
+    littles: LittlesLaw | None = None
+    if passing is not None and passing.evaluation.mean_e2e_s is not None:
+        rate_rps = passing.evaluation.achieved_rps
+        littles = LittlesLaw(
+            rate_rps=rate_rps,
+            concurrency=rate_rps * passing.evaluation.mean_e2e_s,
+            mean_e2e_s=passing.evaluation.mean_e2e_s,
+        )
+    achieved = [o.evaluation.achieved_rps for o in result.levels if o.abandoned is None]
+    return LimitResult(
+        schema=LIMIT_SCHEMA,
+        dimension=config.dimension,
+        unit="rps" if config.dimension == "rate" else "users",
+        feasible_max=result.feasible_max,
+        infeasible_min=result.infeasible_min,
+        binding=binding,
+        slo=config.slo.text,
+        tolerance=config.tolerance,
+        levels=[level_record(o) for o in result.levels],
+        saturation_throughput_rps=max(achieved) if achieved else None,
+        littles_law=littles,
+        confidence=_confidence(result),
+        target=target,
+        model=model,
+        profile_digest=profile_digest,
+        wall_s=wall_s,
+        recovery_s=recovery_s,
+        sentence=_sentence(result, binding, littles),
+    )

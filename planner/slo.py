@@ -1,0 +1,562 @@
+"""SLO specs and verdicts: parse an SLO string, judge one stage's per-request records against it.
+
+Pure: no files, no clocks. Two forms are supported and named as such:
+
+- percentile form: ``ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%`` — each latency
+  percentile over the successful requests must be at or below its threshold, and the error
+  rate at or below its share;
+- attainment form: ``attainment>=95%:ttft<=2s,tpot<=100ms`` — the share of all scheduled
+  requests that succeeded and met every per-request threshold (DistServe's SLO attainment)
+  must reach the given share.
+
+Definitions follow vLLM: a *good* request succeeded and meets every per-request threshold
+(inclusive); *goodput* is good requests per second of the (post-warm-up) stage; *attainment*
+is good / all scheduled requests (errors and timeouts count as not good). Percentiles use
+numpy's linear interpolation over the successful requests; a successful request with one
+output token has no TPOT and meets any TPOT threshold (vLLM counts its TPOT as 0).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from planner.errors import ConfigError, InputError
+
+SloKind = Literal["percentile", "attainment"]
+
+# SLO metric name -> per-request column (seconds) in records.parquet / simulator results.
+METRIC_COLUMNS: dict[str, str] = {
+    "ttft": "ttft_s",
+    "tpot": "tpot_s",
+    "e2e": "e2e_s",
+    "itl_max": "itl_max_s",
+}
+# Columns that tell when a request was scheduled, in order of preference (warm-up exclusion).
+TIME_COLUMNS = ("intended_send_s", "sent_s", "arrival_s")
+REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+GRAMMAR = """\
+SLO grammar (comma-separated, units ms or s, thresholds inclusive):
+  percentile form: METRIC:STAT<=DURATION[,...][,errors<=SHARE%]
+      e.g. ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%
+  attainment form: attainment>=SHARE%:METRIC<=DURATION[,...][,errors<=SHARE%]
+      e.g. attainment>=95%:ttft<=2s,tpot<=100ms
+  METRIC: ttft | tpot | e2e | itl_max    STAT: p50 .. p99.9 | mean | max
+  DURATION: a number followed by ms or s (2s, 1.5s, 100ms)    SHARE: a number followed by %"""
+
+_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s)$")
+_SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)%$")
+_STAT = re.compile(r"^(?:p(\d+(?:\.\d+)?)|mean|max)$")
+
+
+@dataclass(frozen=True)
+class PercentileConstraint:
+    """A latency statistic over the successful requests must be <= threshold_s."""
+
+    metric: str  # a key of METRIC_COLUMNS
+    stat: str  # "p95", "p99.9", "mean" or "max"
+    threshold_s: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}:{self.stat}"
+
+    @property
+    def quantile(self) -> float | None:
+        """The statistic as a quantile in [0, 1]; None for the mean."""
+        if self.stat == "mean":
+            return None
+        if self.stat == "max":
+            return 1.0
+        return float(self.stat[1:]) / 100.0
+
+
+@dataclass(frozen=True)
+class RequestThreshold:
+    """A per-request bound: a good request has metric <= threshold_s."""
+
+    metric: str
+    threshold_s: float
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A parsed SLO. `text` is the spec as given; build one with `parse_slo`."""
+
+    text: str
+    kind: SloKind
+    percentiles: tuple[PercentileConstraint, ...] = ()
+    max_error_rate: float | None = None
+    min_attainment: float | None = None
+    request_thresholds: tuple[RequestThreshold, ...] = ()
+
+    def describe(self) -> str:
+        """The SLO in words for sentences: 'ttft p95 <= 2 s, tpot p95 <= 100 ms'."""
+        parts: list[str] = []
+        if self.kind == "attainment":
+            assert self.min_attainment is not None
+            within = ", ".join(
+                f"{t.metric} <= {format_duration(t.threshold_s)}" for t in self.request_thresholds
+            )
+            parts.append(f"{format_share(self.min_attainment)} of requests within {within}")
+        else:
+            parts.extend(
+                f"{c.metric} {c.stat} <= {format_duration(c.threshold_s)}" for c in self.percentiles
+            )
+        if self.max_error_rate is not None:
+            parts.append(f"errors <= {format_share(self.max_error_rate)}")
+        return ", ".join(parts)
+
+    @property
+    def constraint_names(self) -> tuple[str, ...]:
+        names = [c.name for c in self.percentiles]
+        if self.min_attainment is not None:
+            names.append("attainment")
+        if self.max_error_rate is not None:
+            names.append("errors")
+        return tuple(names)
+
+
+def format_duration(seconds: float) -> str:
+    """2.0 -> '2 s', 0.1 -> '100 ms'."""
+    if seconds < 1.0:
+        return f"{seconds * 1000:g} ms"
+    return f"{seconds:g} s"
+
+
+def format_share(share: float) -> str:
+    """0.95 -> '95 %'."""
+    return f"{share * 100:g} %"
+
+
+def _bad(text: str, token: str, why: str) -> ConfigError:
+    return ConfigError(f"SLO {text!r}: bad token {token!r}: {why}\n{GRAMMAR}")
+
+
+def _parse_duration(text: str, token: str, value: str) -> float:
+    match = _DURATION.match(value)
+    if match is None:
+        raise _bad(text, token, f"{value!r} is not a duration like 2s or 100ms")
+    number = float(match.group(1))
+    return number / 1000.0 if match.group(2) == "ms" else number
+
+
+def _parse_share(text: str, token: str, value: str) -> float:
+    match = _SHARE.match(value)
+    if match is None:
+        raise _bad(text, token, f"{value!r} is not a share like 1% or 95%")
+    share = float(match.group(1)) / 100.0
+    if share > 1.0:
+        raise _bad(text, token, f"{value!r} is above 100%")
+    return share
+
+
+def _parse_metric(text: str, token: str, metric: str) -> str:
+    if metric not in METRIC_COLUMNS:
+        known = " | ".join(METRIC_COLUMNS)
+        hint = (
+            " (pooled ITL has no per-request value; use tpot or itl_max)" if metric == "itl" else ""
+        )
+        raise _bad(text, token, f"unknown metric {metric!r}; known: {known}{hint}")
+    return metric
+
+
+def _split_bound(text: str, token: str, op: str) -> tuple[str, str]:
+    if op not in token:
+        other = ">=" if op == "<=" else "<="
+        if other in token:
+            raise _bad(text, token, f"expected {op!r} here, got {other!r}")
+        if "<" in token or ">" in token:
+            raise _bad(text, token, f"use {op!r} (thresholds are inclusive)")
+        raise _bad(text, token, f"expected NAME{op}VALUE")
+    left, _, right = token.partition(op)
+    if not left or not right:
+        raise _bad(text, token, f"expected NAME{op}VALUE")
+    return left, right
+
+
+def parse_slo(text: str) -> Slo:
+    """Parse an SLO spec in percentile or attainment form (see GRAMMAR).
+
+    Raises ConfigError quoting the bad token and showing the grammar.
+    """
+    spec = text.strip().lower().replace(" ", "").replace("≤", "<=").replace("≥", ">=")
+    if not spec:
+        raise ConfigError(f"SLO is empty\n{GRAMMAR}")
+    min_attainment: float | None = None
+    body = spec
+    if spec.startswith("attainment"):
+        head, sep, body = spec.partition(":")
+        if not sep or not body:
+            raise _bad(text, head, "the attainment form needs ':' and per-request thresholds")
+        _, share = _split_bound(text, head, ">=")
+        min_attainment = _parse_share(text, head, share)
+    percentiles: list[PercentileConstraint] = []
+    thresholds: dict[str, float] = {}
+    max_error_rate: float | None = None
+    for token in body.split(","):
+        if not token:
+            raise _bad(text, token, "empty constraint (two commas or a trailing comma)")
+        if token.startswith("errors"):
+            name, value = _split_bound(text, token, "<=")
+            if name != "errors":
+                raise _bad(text, token, f"unknown name {name!r}")
+            if max_error_rate is not None:
+                raise _bad(text, token, "errors given twice")
+            max_error_rate = _parse_share(text, token, value)
+            continue
+        if token.startswith("attainment"):
+            raise _bad(text, token, "attainment>=P% must come first, followed by ':'")
+        left, value = _split_bound(text, token, "<=")
+        threshold_s = _parse_duration(text, token, value)
+        if min_attainment is not None:
+            if ":" in left:
+                raise _bad(text, token, "the attainment form takes METRIC<=DURATION, no STAT")
+            metric = _parse_metric(text, token, left)
+            if metric in thresholds:
+                raise _bad(text, token, f"{metric} given twice")
+            thresholds[metric] = threshold_s
+            continue
+        metric_name, sep, stat = left.partition(":")
+        if not sep:
+            raise _bad(
+                text, token, "the percentile form takes METRIC:STAT<=DURATION, e.g. ttft:p95<=2s"
+            )
+        metric = _parse_metric(text, token, metric_name)
+        stat_match = _STAT.match(stat)
+        if stat_match is None or (
+            stat_match.group(1) is not None and not 0 < float(stat_match.group(1)) < 100
+        ):
+            raise _bad(text, token, f"unknown statistic {stat!r}; use p50 .. p99.9, mean or max")
+        constraint = PercentileConstraint(metric=metric, stat=stat, threshold_s=threshold_s)
+        if any(c.name == constraint.name for c in percentiles):
+            raise _bad(text, token, f"{constraint.name} given twice")
+        percentiles.append(constraint)
+        # A metric constrained at several statistics: the loosest bound is the per-request one.
+        thresholds[metric] = max(thresholds.get(metric, 0.0), threshold_s)
+    if min_attainment is not None and not thresholds:
+        raise _bad(text, spec, "the attainment form needs at least one METRIC<=DURATION")
+    if min_attainment is None and not percentiles and max_error_rate is None:
+        raise ConfigError(f"SLO {text!r} has no constraint\n{GRAMMAR}")
+    return Slo(
+        text=text.strip(),
+        kind="attainment" if min_attainment is not None else "percentile",
+        percentiles=tuple(percentiles),
+        max_error_rate=max_error_rate,
+        min_attainment=min_attainment,
+        request_thresholds=tuple(RequestThreshold(m, t) for m, t in thresholds.items()),
+    )
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class ConstraintResult:
+    """One constraint's verdict. `margin` >= 0 passes, in the metric's unit (s or share)."""
+
+    name: str
+    value: float | None
+    threshold: float
+    margin: float | None
+    passed: bool
+    interval: tuple[float, float] | None
+    higher_is_better: bool = False
+
+    @property
+    def certain(self) -> bool:
+        """The bootstrap interval lies wholly on the verdict's side of the threshold."""
+        if self.value is None:
+            return True  # nothing succeeded: no sample can pass
+        if self.interval is None:
+            return False
+        low, high = self.interval
+        if self.higher_is_better:
+            return low >= self.threshold if self.passed else high < self.threshold
+        return high <= self.threshold if self.passed else low > self.threshold
+
+    @property
+    def headroom(self) -> float:
+        """Margin relative to the room the threshold allows; < 0 fails. Used to rank."""
+        if self.value is None or self.margin is None:
+            return -math.inf
+        room = (1.0 - self.threshold) if self.higher_is_better else self.threshold
+        if room <= 0:
+            return 0.0 if self.margin >= 0 else -math.inf
+        return self.margin / room
+
+
+@dataclass(frozen=True)
+class SloEvaluation:
+    """A stage judged against an SLO (after the warm-up window was excluded)."""
+
+    constraints: tuple[ConstraintResult, ...]
+    scheduled: int
+    completed: int
+    errors: int
+    good: int
+    duration_s: float
+    goodput_rps: float
+    attainment: float | None
+    error_rate: float | None
+    achieved_rps: float
+    mean_e2e_s: float | None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.constraints) and all(c.passed for c in self.constraints)
+
+    @property
+    def certain(self) -> bool:
+        """The verdict holds across the bootstrap intervals.
+
+        A pass is certain when every constraint certainly passes; a fail when at least one
+        constraint certainly fails.
+        """
+        if self.passed:
+            return all(c.certain for c in self.constraints)
+        return any((not c.passed) and c.certain for c in self.constraints)
+
+    @property
+    def binding(self) -> str | None:
+        """The constraint with the least headroom: the one failing (or closest to failing)."""
+        if not self.constraints:
+            return None
+        return min(self.constraints, key=lambda c: c.headroom).name
+
+    def constraint(self, name: str) -> ConstraintResult:
+        for result in self.constraints:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+
+def _require_columns(records: pl.DataFrame, names: Iterable[str]) -> None:
+    missing = [n for n in names if n not in records.columns]
+    if missing:
+        raise InputError(
+            f"records lack column(s) {', '.join(missing)} needed by the SLO "
+            f"(have: {', '.join(records.columns)})"
+        )
+
+
+def exclude_warmup(
+    records: pl.DataFrame, warmup_s: float, *, start_s: float | None = None
+) -> pl.DataFrame:
+    """Drop the requests scheduled in the first `warmup_s` seconds after `start_s`.
+
+    The schedule time is the first of TIME_COLUMNS present; `start_s` defaults to the
+    earliest schedule time. Raises InputError when warm-up is asked but no time column exists.
+    """
+    if warmup_s <= 0 or records.height == 0:
+        return records
+    time_col = next((c for c in TIME_COLUMNS if c in records.columns), None)
+    if time_col is None:
+        raise InputError(
+            f"excluding a warm-up needs one of the columns {', '.join(TIME_COLUMNS)} in the records"
+        )
+    start = start_s
+    if start is None:
+        first = records[time_col].min()
+        start = float(first) if isinstance(first, int | float) else 0.0
+    return records.filter(pl.col(time_col) >= start + warmup_s)
+
+
+def good_mask(records: pl.DataFrame, slo: Slo) -> np.ndarray:
+    """Per request: succeeded and meets every per-request threshold of the SLO (inclusive).
+
+    Works on load-test records and on simulated per-request results alike (columns `ok` and
+    the metrics' `*_s` columns). A missing TPOT (one output token) meets any TPOT bound.
+    """
+    _require_columns(records, ["ok", *(METRIC_COLUMNS[t.metric] for t in slo.request_thresholds)])
+    good = records["ok"].fill_null(False).to_numpy().astype(bool)
+    for threshold in slo.request_thresholds:
+        values = records[METRIC_COLUMNS[threshold.metric]].cast(pl.Float64).to_numpy()
+        missing = np.isnan(values)
+        within = np.where(missing, threshold.metric == "tpot", values <= threshold.threshold_s)
+        good &= within
+    return good
+
+
+def _statistic(values: np.ndarray, quantile: float | None) -> float:
+    if quantile is None:
+        return float(values.mean())
+    return float(np.quantile(values, quantile))
+
+
+def _bootstrap(
+    values: np.ndarray,
+    quantile: float | None,
+    rng: np.random.Generator,
+    resamples: int,
+    confidence: float,
+) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of a statistic (a quantile, or the mean when None)."""
+    n = values.size
+    if n < 2:
+        return None
+    # Resample in chunks so a big stage stays within a few tens of MB.
+    chunk = max(1, min(resamples, 4_000_000 // n))
+    stats: list[np.ndarray] = []
+    done = 0
+    while done < resamples:
+        size = min(chunk, resamples - done)
+        sample = values[rng.integers(0, n, size=(size, n))]
+        stats.append(
+            sample.mean(axis=1) if quantile is None else np.quantile(sample, quantile, axis=1)
+        )
+        done += size
+    all_stats = np.concatenate(stats)
+    alpha = (1.0 - confidence) / 2.0
+    return float(np.quantile(all_stats, alpha)), float(np.quantile(all_stats, 1.0 - alpha))
+
+
+def _share_interval(
+    successes: int, total: int, rng: np.random.Generator, resamples: int, confidence: float
+) -> tuple[float, float] | None:
+    """Bootstrap interval of a share (resampling Bernoulli outcomes is a binomial draw)."""
+    if total < 2:
+        return None
+    shares = rng.binomial(total, successes / total, size=resamples) / total
+    alpha = (1.0 - confidence) / 2.0
+    return float(np.quantile(shares, alpha)), float(np.quantile(shares, 1.0 - alpha))
+
+
+def evaluate(
+    records: pl.DataFrame,
+    slo: Slo,
+    *,
+    duration_s: float,
+    warmup_s: float = 0.0,
+    start_s: float | None = None,
+    rng: np.random.Generator | None = None,
+    resamples: int = 400,
+    confidence: float = 0.95,
+) -> SloEvaluation:
+    """Judge one stage's per-request records against `slo`.
+
+    `records` has one row per scheduled request with `ok` and the `*_s` metric columns the
+    SLO names (RECORD_COLUMNS of planner.run_schema, or a simulator's ttft_s / tpot_s /
+    e2e_s / ok). Requests scheduled in the first `warmup_s` seconds of the stage (from
+    `start_s`, default the first schedule time) are excluded, and goodput is taken over
+    `duration_s - warmup_s`. Each constraint gets a percentile-bootstrap interval at
+    `confidence` drawn with `rng` (seeded default). Raises InputError on missing columns.
+    """
+    if duration_s <= 0:
+        raise InputError(f"stage duration must be > 0 s, got {duration_s}")
+    if rng is None:
+        rng = np.random.default_rng(0)
+    kept = exclude_warmup(records, warmup_s, start_s=start_s)
+    window_s = max(duration_s - max(warmup_s, 0.0), 1e-9)
+    metric_cols = {METRIC_COLUMNS[c.metric] for c in slo.percentiles}
+    _require_columns(kept, ["ok", *sorted(metric_cols)])
+
+    ok = kept["ok"].fill_null(False).to_numpy().astype(bool)
+    scheduled = int(kept.height)
+    completed = int(ok.sum())
+    errors = scheduled - completed
+    good = good_mask(kept, slo) if slo.request_thresholds else ok
+    n_good = int(good.sum())
+    successful = kept.filter(pl.Series(ok))
+
+    def column_values(col: str) -> np.ndarray:
+        values = successful[col].cast(pl.Float64).to_numpy()
+        return values[~np.isnan(values)]
+
+    results: list[ConstraintResult] = []
+    for constraint in slo.percentiles:
+        values = column_values(METRIC_COLUMNS[constraint.metric])
+        if values.size == 0:
+            # One-token outputs have no TPOT: vLLM counts it as 0, so it cannot fail.
+            no_sample_passes = constraint.metric == "tpot" and completed > 0
+            results.append(
+                ConstraintResult(
+                    constraint.name,
+                    0.0 if no_sample_passes else None,
+                    constraint.threshold_s,
+                    constraint.threshold_s if no_sample_passes else None,
+                    no_sample_passes,
+                    None,
+                )
+            )
+            continue
+        value = _statistic(values, constraint.quantile)
+        interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence)
+        results.append(
+            ConstraintResult(
+                constraint.name,
+                value,
+                constraint.threshold_s,
+                constraint.threshold_s - value,
+                value <= constraint.threshold_s,
+                interval,
+            )
+        )
+    attainment = n_good / scheduled if scheduled else None
+    if slo.min_attainment is not None:
+        interval = _share_interval(n_good, scheduled, rng, resamples, confidence)
+        results.append(
+            ConstraintResult(
+                "attainment",
+                attainment,
+                slo.min_attainment,
+                None if attainment is None else attainment - slo.min_attainment,
+                attainment is not None and attainment >= slo.min_attainment,
+                interval,
+                higher_is_better=True,
+            )
+        )
+    error_rate = errors / scheduled if scheduled else None
+    if slo.max_error_rate is not None:
+        interval = _share_interval(errors, scheduled, rng, resamples, confidence)
+        results.append(
+            ConstraintResult(
+                "errors",
+                error_rate,
+                slo.max_error_rate,
+                None if error_rate is None else slo.max_error_rate - error_rate,
+                error_rate is not None and error_rate <= slo.max_error_rate,
+                interval,
+            )
+        )
+
+    metrics: dict[str, float | None] = {}
+    for name, col in METRIC_COLUMNS.items():
+        if col not in successful.columns:
+            continue
+        values = column_values(col)
+        for q in REPORTED_QUANTILES:
+            key = f"{name}_p{q * 100:g}_s"
+            metrics[key] = float(np.quantile(values, q)) if values.size else None
+        metrics[f"{name}_mean_s"] = float(values.mean()) if values.size else None
+    if "schedule_lag_s" in kept.columns:
+        lag = kept["schedule_lag_s"].cast(pl.Float64).to_numpy()
+        lag = lag[~np.isnan(lag)]
+        metrics["schedule_lag_p95_s"] = float(np.quantile(lag, 0.95)) if lag.size else None
+    mean_e2e = metrics.get("e2e_mean_s")
+    metrics["error_rate"] = error_rate
+    metrics["attainment"] = attainment
+    metrics["goodput_rps"] = n_good / window_s
+    metrics["achieved_rps"] = completed / window_s
+    return SloEvaluation(
+        constraints=tuple(results),
+        scheduled=scheduled,
+        completed=completed,
+        errors=errors,
+        good=n_good,
+        duration_s=window_s,
+        goodput_rps=n_good / window_s,
+        attainment=attainment,
+        error_rate=error_rate,
+        achieved_rps=completed / window_s,
+        mean_e2e_s=mean_e2e,
+        metrics=metrics,
+    )

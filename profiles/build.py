@@ -1,0 +1,197 @@
+"""Building a Profile: read logs into the canonical table, then compute every statistic.
+
+`build_profile(paths, ...)` is what `capplan profile` calls; `profile_from_result` and
+`body_from_frame` work on a table already read (tests, presets, other tools).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from planner import __version__
+from planner.errors import InputError
+from profiles.arrivals import arrival_stats
+from profiles.lengths import length_stats_all
+from profiles.model import Prefix, Profile, ProfileBody, Source
+from profiles.prefix import prefix_stats
+from profiles.readers import ReadResult, read_requests
+from profiles.sessions import session_stats
+from profiles.tokenize import Tokenizer
+
+MAX_GROUPS = 50
+GROUPABLE = ("model", "tenant", "session_id")
+
+__all__ = ["build_profile", "body_from_frame", "profile_from_result"]
+
+
+def body_from_frame(
+    frame: pl.DataFrame,
+    *,
+    start_epoch_s: float | None,
+    block_tokens: int,
+    cache_tokens: list[int] | None,
+    seed: int,
+    hashes_from: str | None = None,
+) -> ProfileBody:
+    """Statistics of one canonical frame (sorted by arrival); InputError if it has no rows."""
+    if frame.height == 0:
+        raise InputError("no usable rows to profile")
+    t = frame["arrival_s"].to_numpy()
+    arrivals = arrival_stats(t, start_epoch_s)
+    ok_share = None
+    lengths_frame = frame
+    if "ok" in frame.columns:
+        ok_mask = frame["ok"].fill_null(True)
+        ok_share = float(ok_mask.cast(pl.Float64).mean() or 0.0)  # type: ignore[arg-type]
+        lengths_frame = frame.filter(ok_mask)
+        if lengths_frame.height == 0:
+            lengths_frame = frame  # every request failed: describe what was asked for
+    inputs = lengths_frame["input_tokens"].to_numpy()
+    outputs = lengths_frame["output_tokens"].to_numpy()
+    lengths = length_stats_all(inputs, outputs, seed).model_copy(
+        update={"requests": lengths_frame.height}
+    )
+    prefix = _prefix(frame, block_tokens, cache_tokens, hashes_from)
+    return ProfileBody(
+        arrivals=arrivals,
+        lengths=lengths,
+        prefix=prefix,
+        sessions=session_stats(frame),
+        ok_share=ok_share,
+        requests=frame.height,
+    )
+
+
+def _prefix(
+    frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
+) -> Prefix:
+    cached = None
+    if "cached_tokens" in frame.columns:
+        cached = frame["cached_tokens"].fill_null(-1).to_numpy()
+    inputs = frame["input_tokens"].to_numpy()
+    if "block_hashes" not in frame.columns:
+        p = prefix_stats(
+            np.zeros(0, dtype=np.uint64),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            block_tokens,
+            None,
+            cached,
+            inputs,
+        )
+        return p.model_copy(update={"available": False})
+    hashed = frame.select("block_hashes", "hash_tokens").filter(
+        pl.col("block_hashes").is_not_null()
+    )
+    flat = hashed["block_hashes"].explode().drop_nulls().to_numpy().astype(np.uint64)
+    lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
+    hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
+    p = prefix_stats(flat, lengths, hash_tokens, block_tokens, cache_tokens, cached, inputs)
+    return p.model_copy(update={"hashes_from": hashes_from, "requests": hashed.height})
+
+
+def profile_from_result(
+    result: ReadResult,
+    *,
+    group_by: str | None = None,
+    cache_tokens: list[int] | None = None,
+    seed: int = 0,
+    now: datetime | None = None,
+) -> Profile:
+    """The Profile of a ReadResult, with per-group bodies when `group_by` names a column."""
+    frame = result.frame
+    start = result.first_timestamp.timestamp() if result.first_timestamp else None
+    hashes_from = None
+    if result.has_hashes:
+        hashes_from = "hash_ids" if result.format == "mooncake" else "prompt text"
+    common = {
+        "start_epoch_s": start,
+        "block_tokens": result.block_tokens,
+        "cache_tokens": cache_tokens,
+        "seed": seed,
+        "hashes_from": hashes_from,
+    }
+    body = body_from_frame(frame, **common)  # type: ignore[arg-type]
+    warnings = list(result.warnings)
+    groups: dict[str, ProfileBody] = {}
+    if group_by is not None:
+        if group_by not in frame.columns:
+            have = [c for c in frame.columns if c in GROUPABLE or c not in _CANONICAL_NUMERIC]
+            raise InputError(
+                f"--group-by {group_by!r}: this log has no such column; groupable columns "
+                f"here: {', '.join(have) or 'none'}"
+            )
+        key = pl.col(group_by).cast(pl.String).fill_null("(none)")
+        sizes = frame.group_by(key.alias("__g")).len().sort("len", descending=True)
+        if sizes.height > MAX_GROUPS:
+            warnings.append(
+                f"--group-by {group_by}: {sizes.height} groups; profiled the {MAX_GROUPS} largest"
+            )
+        for name in sizes["__g"].head(MAX_GROUPS).to_list():
+            sub = frame.filter(key == name)
+            groups[str(name)] = body_from_frame(sub, **common)  # type: ignore[arg-type]
+    source = Source(
+        files=result.files,
+        format=result.format,
+        rows=frame.height,
+        rows_skipped=result.rows_skipped,
+        skip_reasons=result.skip_reasons,
+        skip_examples=result.skip_examples,
+        tokens_estimated=result.tokens_estimated,
+        tokenizer=result.tokenizer,
+        warnings=warnings,
+        first_timestamp=result.first_timestamp.isoformat() if result.first_timestamp else None,
+        digest=result.digest,
+    )
+    return Profile(
+        **body.model_dump(),
+        name=Path(result.files[0]).name.split(".")[0],
+        created_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
+        capplan_version=__version__,
+        source=source,
+        group_by=group_by,
+        groups=groups,
+    )
+
+
+_CANONICAL_NUMERIC = (
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "ok",
+    "block_hashes",
+    "hash_tokens",
+    "cached_tokens",
+)
+
+
+def build_profile(
+    paths: list[str],
+    *,
+    fmt: str = "auto",
+    columns: dict[str, str] | str | None = None,
+    group_by: str | None = None,
+    tokenizer: Tokenizer | str | None = None,
+    block_tokens: int = 16,
+    cache_tokens: list[int] | None = None,
+    seed: int = 0,
+    time_unit: str = "auto",
+) -> Profile:
+    """Profile request logs: read `paths` (files or globs) and compute every statistic.
+
+    Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
+    files or logs with no usable row; bad rows are skipped and listed in `source`.
+    """
+    extra: tuple[str, ...] = ()
+    if group_by is not None and group_by not in GROUPABLE:
+        extra = (group_by,)
+    if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
+        raise InputError("--cache-tokens sizes must be positive token counts")
+    result = read_requests(
+        paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit, extra_columns=extra
+    )
+    return profile_from_result(result, group_by=group_by, cache_tokens=cache_tokens, seed=seed)

@@ -1,0 +1,135 @@
+"""Length statistics: quantiles, log histograms, short/medium/long shares, rank correlation,
+and a seeded sample of real (input, output) pairs for the load generator.
+
+Token counts are whole numbers, so quantiles, histograms and ranks come from one
+`np.bincount` per column: exact and linear in the number of requests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiles.model import Histogram, LengthClasses, Lengths, LengthStats, Sampler
+
+SHORT_MAX_TOKENS = 512
+LONG_MIN_TOKENS = 8192
+SAMPLER_PAIRS = 2000
+BINS_PER_OCTAVE = 4
+_BINCOUNT_MAX = 1 << 24  # above this largest value, fall back to sorting
+SAMPLER_WHY = (
+    "a uniform random sample (seeded) of real (input, output) pairs: it keeps the joint shape "
+    "of the log - correlation, heavy tails, spikes at popular lengths - without assuming a "
+    "parametric form, and 2000 pairs bound the profile's size"
+)
+
+
+class _Counts:
+    """Distribution of non-negative integers, from bincount (or a sorted copy if too wide)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        self.n = int(values.size)
+        self.max = int(values.max()) if self.n else 0
+        self.dense = self.max <= _BINCOUNT_MAX
+        if self.dense:
+            self.cum = np.cumsum(np.bincount(values, minlength=self.max + 1))
+        else:
+            self.sorted = np.sort(values)
+
+    def kth(self, k: np.ndarray) -> np.ndarray:
+        """k-th smallest values (0-based)."""
+        if self.dense:
+            return np.searchsorted(self.cum, k + 1, side="left").astype(np.float64)
+        return self.sorted[k].astype(np.float64)
+
+    def quantiles(self, qs: np.ndarray) -> np.ndarray:
+        """Quantiles with linear interpolation (numpy's default method)."""
+        pos = qs * (self.n - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.ceil(pos).astype(np.int64)
+        vlo, vhi = self.kth(lo), self.kth(hi)
+        return vlo + (vhi - vlo) * (pos - lo)
+
+    def count_below(self, edges: np.ndarray) -> np.ndarray:
+        """Number of values strictly below each edge."""
+        if self.dense:
+            idx = np.ceil(edges).astype(np.int64) - 1
+            out = np.where(idx < 0, 0, self.cum[np.clip(idx, 0, self.max)])
+            return out.astype(np.int64)
+        return np.searchsorted(self.sorted, edges, side="left").astype(np.int64)
+
+    def mid_ranks(self) -> np.ndarray:
+        """Rank of each value (1-based, ties averaged), in the values' order."""
+        if self.dense:
+            below = np.concatenate(([0], self.cum[:-1]))
+            counts = self.cum - below
+            table = below + (counts + 1) / 2.0
+            return table[self.values]
+        from scipy.stats import rankdata
+
+        return np.asarray(rankdata(self.values), dtype=np.float64)
+
+
+def log_edges(max_value: int) -> np.ndarray:
+    """Edges 0, 1, then BINS_PER_OCTAVE per doubling, up to past `max_value`."""
+    octaves = max(1, int(np.ceil(np.log2(max_value + 1))) + 1)
+    return np.concatenate(
+        ([0.0], 2.0 ** (np.arange(octaves * BINS_PER_OCTAVE + 1) / BINS_PER_OCTAVE))
+    )
+
+
+def length_stats(c: _Counts) -> LengthStats:
+    q = c.quantiles(np.array([0.0, 0.5, 0.9, 0.95, 0.99, 1.0]))
+    edges = log_edges(c.max)
+    edges = edges[: int(np.searchsorted(edges, c.max, side="right")) + 1]
+    below = c.count_below(edges)
+    counts = np.diff(below)
+    counts[-1] += c.n - below[-1]  # values equal to the last edge
+    return LengthStats(
+        mean=float(c.values.mean()),
+        p50=float(q[1]),
+        p90=float(q[2]),
+        p95=float(q[3]),
+        p99=float(q[4]),
+        max=float(q[5]),
+        min=float(q[0]),
+        histogram=Histogram(edges=[round(float(e), 4) for e in edges], counts=counts.tolist()),
+    )
+
+
+def spearman(a: _Counts, b: _Counts) -> float | None:
+    """Spearman rank correlation (ties averaged) of two paired columns."""
+    if a.n < 3:
+        return None
+    ra, rb = a.mid_ranks(), b.mid_ranks()
+    sa, sb = ra.std(), rb.std()
+    if sa == 0 or sb == 0:
+        return None
+    return float(((ra - ra.mean()) * (rb - rb.mean())).mean() / (sa * sb))
+
+
+def length_stats_all(inputs: np.ndarray, outputs: np.ndarray, seed: int) -> Lengths:
+    """Length statistics of paired token counts (one entry per successful request)."""
+    ci, co = _Counts(inputs), _Counts(outputs)
+    n = ci.n
+    shares = {
+        "short": float((inputs <= SHORT_MAX_TOKENS).sum() / n),
+        "medium": float(((inputs > SHORT_MAX_TOKENS) & (inputs < LONG_MIN_TOKENS)).sum() / n),
+        "long": float((inputs >= LONG_MIN_TOKENS).sum() / n),
+    }
+    rng = np.random.default_rng(seed)
+    k = min(n, SAMPLER_PAIRS)
+    idx = rng.choice(n, size=k, replace=False) if k < n else rng.permutation(n)
+    pairs = [(int(i), int(o)) for i, o in zip(inputs[idx], outputs[idx], strict=True)]
+    return Lengths(
+        input=length_stats(ci),
+        output=length_stats(co),
+        classes=LengthClasses(
+            basis="input_tokens",
+            short_max_tokens=SHORT_MAX_TOKENS,
+            long_min_tokens=LONG_MIN_TOKENS,
+            shares=shares,
+        ),
+        io_rank_correlation=spearman(ci, co),
+        sampler=Sampler(seed=seed, why=SAMPLER_WHY, pairs=pairs),
+    )

@@ -1,0 +1,197 @@
+"""Prefix-reuse statistics from chained block hashes: ideal and LRU hit ratios, top prefixes.
+
+A request's prompt is a chain of block hashes (a block's hash covers its parent's), so a hash
+seen before means the whole prefix up to that block was seen before. All of it is vectorised
+over the flattened (request, block) accesses:
+
+- ideal hit ratio: share of prompt tokens in blocks some earlier request already had;
+- LRU hit ratio per cache size, from LRU stack distances (Mattson et al.): one pass gives
+  the hit ratio for every size. Blocks of one request are touched last block first, so a
+  parent is always more recent than its children and an LRU cache stays prefix-closed, as
+  vLLM's eviction order (tail blocks first) keeps it;
+- top shared prefixes: chain nodes shared by at least two requests and cut where the number
+  of requests sharing them drops, ranked by the tokens they cover.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiles.model import LruPoint, Prefix, SharedPrefix
+
+TOP_PREFIXES = 10
+
+
+def default_cache_tokens(block_tokens: int, distinct_tokens: int) -> list[int]:
+    """Powers of two from 4 Ki tokens up to the first size that holds every distinct block."""
+    sizes = []
+    size = max(4096, block_tokens)
+    while True:
+        sizes.append(size)
+        if size >= distinct_tokens or size >= 1 << 34:
+            return sizes
+        size *= 2
+
+
+def _prefix_counts_below(y: np.ndarray, prefix_len: np.ndarray, thresh: np.ndarray) -> np.ndarray:
+    """For each query q: #{j < prefix_len[q] : y[j] > thresh[q]} (offline, merge-sort levels).
+
+    A prefix [0, m) splits into aligned power-of-two blocks (the bits of m); each level keeps
+    y sorted within its blocks, so each block's count is one binary search.
+    """
+    n = y.size
+    out = np.zeros(prefix_len.size, dtype=np.int64)
+    if n == 0:
+        return out
+    big = np.int64(int(y.max()) + 2)
+    pos = np.arange(n, dtype=np.int64)
+    level_sorted = y.astype(np.int64)
+    size = 1
+    while size <= n:
+        block = pos // size
+        keys = block * big + level_sorted  # sorted: blocks in order, y sorted inside each
+        has = (prefix_len & size) != 0
+        if has.any():
+            m = prefix_len[has]
+            block_id = (m // (2 * size)) * 2
+            start = block_id * size
+            idx = np.searchsorted(keys, block_id * big + thresh[has], side="right")
+            out[has] += (start + size) - idx
+        # Next level: merge pairs of sorted runs (stable sort on two runs is a linear merge).
+        size *= 2
+        block = pos // size
+        order = np.argsort(block * big + level_sorted, kind="stable")
+        level_sorted = level_sorted[order]
+    return out
+
+
+def stack_distances(items: np.ndarray) -> np.ndarray:
+    """LRU stack distance of each access (distinct items since its last access); -1 if first."""
+    n = items.size
+    order = np.argsort(items, kind="stable")
+    same = items[order][1:] == items[order][:-1]
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[order[1:][same]] = order[:-1][same]
+    nxt = np.full(n, n, dtype=np.int64)  # n stands for "never again"
+    nxt[order[:-1][same]] = order[1:][same]
+    first = prev < 0
+    distinct_before = np.concatenate(([0], np.cumsum(first)[:-1]))
+    t = np.arange(n, dtype=np.int64)
+    seen = ~first
+    # Distinct items in (p, t) = #{j < t: next(j) > t} - #{j <= p: next(j) > t}.
+    a = distinct_before[seen] - 1
+    b = _prefix_counts_below(nxt, prev[seen] + 1, t[seen])
+    dist = np.full(n, -1, dtype=np.int64)
+    dist[seen] = a - b
+    return dist
+
+
+def prefix_stats(
+    flat: np.ndarray,
+    lengths: np.ndarray,
+    hash_tokens: np.ndarray,
+    block_tokens: int,
+    cache_tokens: list[int] | None,
+    cached_tokens: np.ndarray | None = None,
+    input_tokens: np.ndarray | None = None,
+) -> Prefix:
+    """Prefix statistics of requests in arrival order.
+
+    `flat` holds every request's block hashes back to back, `lengths` the number of blocks per
+    request and `hash_tokens` the prompt tokens each request's hashes cover. `cached_tokens`
+    (usage.prompt_tokens_details.cached_tokens, null as -1) gives the server-reported ratio.
+    """
+    reported = None
+    if cached_tokens is not None and input_tokens is not None:
+        has = cached_tokens >= 0
+        if has.any() and input_tokens[has].sum() > 0:
+            reported = float(cached_tokens[has].sum() / input_tokens[has].sum())
+    total_tokens = float(hash_tokens.sum())
+    if flat.size == 0 or total_tokens <= 0:
+        return Prefix(
+            available=flat.size > 0,
+            block_tokens=block_tokens,
+            ideal_hit_ratio=0.0 if flat.size else None,
+            reported_cached_token_ratio=reported,
+        )
+    n_req = lengths.size
+    req = np.repeat(np.arange(n_req, dtype=np.int64), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    pos = np.arange(flat.size, dtype=np.int64) - np.repeat(starts, lengths)
+    tokens = np.clip(
+        np.minimum(block_tokens, np.repeat(hash_tokens, lengths) - pos * block_tokens), 0, None
+    )
+    cum_tokens = np.minimum((pos + 1) * block_tokens, np.repeat(hash_tokens, lengths))
+
+    uniq, first_idx, inv, counts = np.unique(
+        flat, return_index=True, return_inverse=True, return_counts=True
+    )
+    hit = req[first_idx][inv] < req
+    ideal = float(tokens[hit].sum() / total_tokens)
+
+    # LRU: touch each request's blocks last-first, then correct for the request's own blocks
+    # touched just before (they cannot have been touched since this block's last access).
+    rev = np.argsort(req * (int(lengths.max()) + 1) - pos, kind="stable")
+    dist_rev = stack_distances(inv[rev])
+    dist = np.empty_like(dist_rev)
+    dist[rev] = dist_rev
+    own_before = np.repeat(lengths, lengths) - 1 - pos
+    dist = np.where(dist >= 0, np.maximum(dist - own_before, 0), -1)
+    sizes = cache_tokens or default_cache_tokens(block_tokens, int(uniq.size) * block_tokens)
+    curve = []
+    for size in sorted(set(sizes)):
+        cap_blocks = size // block_tokens
+        ok = (dist >= 0) & (dist < cap_blocks)
+        curve.append(
+            LruPoint(cache_tokens=int(size), hit_ratio=float(tokens[ok].sum() / total_tokens))
+        )
+
+    top, req_share, tok_share = _top_prefixes(
+        inv, req, pos, counts, cum_tokens, n_req, total_tokens
+    )
+    return Prefix(
+        available=True,
+        block_tokens=block_tokens,
+        ideal_hit_ratio=ideal,
+        lru_hit_ratio=curve,
+        top_prefixes=top,
+        top_prefixes_request_share=req_share,
+        top_prefixes_token_share=tok_share,
+        reported_cached_token_ratio=reported,
+    )
+
+
+def _top_prefixes(
+    inv: np.ndarray,
+    req: np.ndarray,
+    pos: np.ndarray,
+    counts: np.ndarray,
+    cum_tokens: np.ndarray,
+    n_req: int,
+    total_tokens: float,
+) -> tuple[list[SharedPrefix], float, float]:
+    n_items = counts.size
+    node_tokens = np.zeros(n_items, dtype=np.int64)
+    node_tokens[inv] = cum_tokens
+    max_child = np.zeros(n_items, dtype=np.int64)
+    child = np.flatnonzero(pos > 0)
+    np.maximum.at(max_child, inv[child - 1], counts[inv[child]])
+    maximal = np.flatnonzero((counts >= 2) & (counts > max_child))
+    if maximal.size == 0:
+        return [], 0.0, 0.0
+    score = counts[maximal] * node_tokens[maximal]
+    best = maximal[np.argsort(-score, kind="stable")[:TOP_PREFIXES]]
+    top = [
+        SharedPrefix(
+            prefix_tokens=int(node_tokens[i]),
+            request_share=float(counts[i] / n_req),
+            token_share=float(counts[i] * node_tokens[i] / total_tokens),
+        )
+        for i in best
+    ]
+    is_top = np.zeros(n_items, dtype=bool)
+    is_top[best] = True
+    deepest = np.zeros(n_req, dtype=np.int64)
+    mark = is_top[inv]
+    np.maximum.at(deepest, req[mark], cum_tokens[mark])
+    return top, float((deepest > 0).sum() / n_req), float(deepest.sum() / total_tokens)

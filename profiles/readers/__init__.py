@@ -1,0 +1,203 @@
+"""Log readers: detect a log's format, read its files into the canonical request table.
+
+`read_requests(paths, fmt="auto", ...)` is the entry point; formats are registered by kind in
+`READERS` (azure, burstgpt, mooncake, openai-jsonl, table).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from planner.errors import InputError
+from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
+from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
+from profiles.readers.base import (
+    CANONICAL_COLUMNS,
+    READERS,
+    FileFrame,
+    ReaderContext,
+    ReadResult,
+    SkipLog,
+    files_digest,
+    head_bytes,
+    known_formats,
+)
+from profiles.readers.tabular import parse_columns
+from profiles.readers.timeunits import check_time_unit
+from profiles.tokenize import Tokenizer, load_tokenizer
+
+__all__ = [
+    "READERS",
+    "ReadResult",
+    "detect_format",
+    "expand_paths",
+    "known_formats",
+    "parse_columns",
+    "read_requests",
+]
+
+_AZURE = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+_BURSTGPT = {"Timestamp", "Request tokens", "Response tokens"}
+_OPENAI_KEYS = {"messages", "prompt", "request", "response", "usage", "body"}
+
+
+def expand_paths(paths: list[str]) -> list[Path]:
+    """Files named by `paths`, with globs expanded (sorted); InputError for a missing one."""
+    if not paths:
+        raise InputError("no log files given")
+    out: list[Path] = []
+    for spec in paths:
+        if any(ch in spec for ch in "*?["):
+            matches = sorted(glob.glob(spec, recursive=True))
+            files = [Path(m) for m in matches if Path(m).is_file()]
+            if not files:
+                raise InputError(f"{spec}: no file matches this pattern")
+            out.extend(files)
+        else:
+            p = Path(spec)
+            if not p.is_file():
+                raise InputError(f"{p}: file not found")
+            out.append(p)
+    return out
+
+
+def detect_format(path: Path) -> str:
+    """The reader kind for `path`, from its header (CSV), first object (JSONL) or magic bytes."""
+    head = head_bytes(path)
+    if not head.strip():
+        raise InputError(f"{path}: empty file")
+    if head[:4] == b"PAR1":
+        names = set(pl.read_parquet_schema(path).keys()) if _is_plain(path) else set()
+        return _by_names(names)
+    text = head.decode("utf-8", errors="replace")
+    if "\x00" in text:
+        raise InputError(
+            f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "
+            f"pass --format, one of {known_formats()}"
+        )
+    if text.lstrip().startswith("{"):
+        for line in text.splitlines():
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                if "hash_ids" in obj or {"input_length", "output_length"} <= obj.keys():
+                    return "mooncake"
+                if _OPENAI_KEYS & obj.keys():
+                    return "openai-jsonl"
+                return "table"
+        raise InputError(f"{path}: starts like JSONL but no line in its first 64 KiB parses")
+    header = text.splitlines()[0]
+    names = {n.strip().strip('"').strip() for n in header.split(",")}
+    return _by_names(names)
+
+
+def _is_plain(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(4) == b"PAR1"
+
+
+def _by_names(names: set[str]) -> str:
+    if names >= _AZURE:
+        return "azure"
+    if names >= _BURSTGPT:
+        return "burstgpt"
+    return "table"
+
+
+def read_requests(
+    paths: list[str],
+    fmt: str = "auto",
+    columns: dict[str, str] | str | None = None,
+    tokenizer: Tokenizer | str | None = None,
+    block_tokens: int = 16,
+    *,
+    time_unit: str = "auto",
+    extra_columns: tuple[str, ...] = (),
+) -> ReadResult:
+    """Read log files (globs allowed, gzip/zstd) into the canonical request table.
+
+    `fmt` is a reader kind or "auto" (detected per file; all files must agree). `columns`
+    maps canonical keys (arrival, input, output, session, model, tenant, ok) to a generic
+    table's columns, as a dict or as "arrival=ts,input=...". `tokenizer` is a Tokenizer, a
+    tokenizer.json path, or None for the approximate one. `extra_columns` are source columns
+    kept as they are (for --group-by on tables). Raises InputError for an unknown format, a
+    missing column, an empty file or no usable rows; bad rows are skipped and counted.
+    """
+    if fmt != "auto" and fmt not in READERS:
+        raise InputError(f"unknown format {fmt!r}; known formats: {known_formats()}")
+    if block_tokens < 1:
+        raise InputError(f"--block-tokens must be at least 1 (got {block_tokens})")
+    check_time_unit(time_unit)
+    mapping = parse_columns(columns) if isinstance(columns, str) else columns
+    tok = (
+        tokenizer
+        if tokenizer is not None and not isinstance(tokenizer, str)
+        else load_tokenizer(tokenizer)
+    )
+    files = expand_paths(paths)
+    kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
+    distinct = sorted(set(kinds.values()))
+    if len(distinct) > 1:
+        listing = "; ".join(f"{p}: {k}" for p, k in kinds.items())
+        raise InputError(f"the files are in different formats ({listing}); profile them apart")
+    kind = distinct[0]
+    ctx = ReaderContext(
+        columns=mapping,
+        tokenizer=tok,
+        block_tokens=block_tokens,
+        skips=SkipLog(),
+        warnings=[],
+        time_unit=time_unit,
+        extra_columns=extra_columns,
+    )
+    parts: list[FileFrame] = []
+    for p in files:
+        if p.stat().st_size == 0:
+            raise InputError(f"{p}: empty file")
+        part = READERS[kind](p, ctx)
+        if part.backwards_steps:
+            ctx.warnings.append(
+                f"{p}: timestamps go backwards {part.backwards_steps} time(s) (first at line "
+                f"{part.first_backwards_line}); requests were sorted by arrival"
+            )
+        parts.append(part)
+    if len({part.absolute_time for part in parts}) > 1:
+        raise InputError("some files have wall-clock timestamps and others relative times")
+    frames = [part.frame for part in parts if part.frame.height]
+    if not frames:
+        reasons = ", ".join(f"{why}: {n}" for why, n in ctx.skips.reasons.most_common(3))
+        where = "; ".join(ctx.skips.examples[:3])
+        raise InputError(
+            f"{', '.join(kinds)}: no usable rows ({ctx.skips.total} skipped"
+            + (f" - {reasons}; e.g. {where}" if reasons else "")
+            + ")"
+        )
+    frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    if len(frames) > 1 or parts[0].backwards_steps:
+        frame = frame.sort("arrival_s", maintain_order=True)
+    t0 = float(frame["arrival_s"][0])
+    frame = frame.with_columns(pl.col("arrival_s") - t0)
+    ordered = [c for c in CANONICAL_COLUMNS if c in frame.columns]
+    frame = frame.select(ordered + [c for c in frame.columns if c not in CANONICAL_COLUMNS])
+    first = datetime.fromtimestamp(t0, tz=UTC) if parts[0].absolute_time else None
+    return ReadResult(
+        frame=frame,
+        format=kind,
+        files=[str(p) for p in files],
+        rows_skipped=ctx.skips.total,
+        skip_reasons=dict(ctx.skips.reasons),
+        skip_examples=list(ctx.skips.examples),
+        tokens_estimated=ctx.tokens_estimated,
+        tokenizer=tok.name if ctx.tokens_estimated or "block_hashes" in frame.columns else None,
+        warnings=ctx.warnings,
+        first_timestamp=first,
+        block_tokens=ctx.block_tokens,
+        digest=files_digest(files),
+    )

@@ -1,0 +1,328 @@
+"""Readers for JSON-lines request logs: Mooncake traces and OpenAI-style request logs.
+
+Each line is one request object. Prompt text in OpenAI logs is read only to count tokens
+(where the log has no usage) and to hash prompt blocks; it is dropped right after.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from planner.errors import InputError
+from profiles.readers.base import FileFrame, ReaderContext, open_text, register_reader
+from profiles.readers.timeunits import UNIT_SECONDS, numeric_unit, unit_warnings
+from profiles.tokenize import Tokenizer, chained_block_hashes
+
+MOONCAKE_BLOCK_TOKENS = 512
+_TIME_KEYS = ("timestamp", "time", "ts", "created_at", "request_time", "start_time", "created")
+_SESSION_KEYS = ("session_id", "conversation_id", "session", "user")
+
+
+class _RowError(ValueError):
+    """A reason to skip one line."""
+
+
+def _int_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _RowError(f"{what} is not a number ({value!r})")
+    if value < 0 or value != int(value):
+        raise _RowError(f"{what} is not a whole number >= 0 ({value!r})")
+    return int(value)
+
+
+def _lines(path: Path, ctx: ReaderContext) -> Any:
+    """(line number, object) for each non-blank line; bad JSON is recorded and skipped."""
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                ctx.skips.skip(str(path), lineno, "not valid JSON", err.msg)
+                continue
+            if not isinstance(obj, dict):
+                ctx.skips.skip(str(path), lineno, "not a JSON object")
+                continue
+            yield lineno, obj
+
+
+def _backwards(times: np.ndarray, lines: list[int]) -> tuple[int, int | None]:
+    if times.size < 2:
+        return 0, None
+    down = np.flatnonzero(times[1:] < times[:-1])
+    return int(down.size), (lines[int(down[0]) + 1] if down.size else None)
+
+
+@register_reader("mooncake")
+def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
+    """Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)."""
+    ctx.block_tokens = MOONCAKE_BLOCK_TOKENS
+    times: list[float] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    hashes: list[list[int]] = []
+    lines: list[int] = []
+    any_line = False
+    for lineno, obj in _lines(path, ctx):
+        any_line = True
+        try:
+            ts = obj.get("timestamp")
+            if isinstance(ts, bool) or not isinstance(ts, int | float):
+                raise _RowError(f"timestamp is missing or not a number ({ts!r})")
+            n_in = _int_count(obj.get("input_length"), "input_length")
+            n_out = _int_count(obj.get("output_length"), "output_length")
+            ids = obj.get("hash_ids", [])
+            if not isinstance(ids, list) or not all(
+                isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in ids
+            ):
+                raise _RowError("hash_ids is not a list of whole numbers >= 0")
+        except _RowError as err:
+            ctx.skips.skip(str(path), lineno, "bad field", str(err))
+            continue
+        times.append(float(ts))
+        inputs.append(n_in)
+        outputs.append(n_out)
+        hashes.append(ids)
+        lines.append(lineno)
+    if not any_line and ctx.skips.total == 0:
+        raise InputError(f"{path}: empty file")
+    raw = np.asarray(times, dtype=np.float64)
+    unit, absolute = numeric_unit(float(raw.min()) if raw.size else 0.0, ctx.time_unit, "ms")
+    ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
+    frame = pl.DataFrame(
+        {
+            "arrival_s": raw * UNIT_SECONDS[unit],
+            "input_tokens": pl.Series(inputs, dtype=pl.Int64),
+            "output_tokens": pl.Series(outputs, dtype=pl.Int64),
+            "block_hashes": pl.Series(hashes, dtype=pl.List(pl.UInt64)),
+            "hash_tokens": pl.Series(inputs, dtype=pl.Int64),
+        }
+    )
+    steps, first = _backwards(raw, lines)
+    return FileFrame(frame, absolute, steps, first)
+
+
+def _seconds(value: Any) -> tuple[float, bool]:
+    """(seconds, absolute) from an epoch number in s/ms/us/ns or an ISO-8601 string."""
+    if isinstance(value, bool):
+        raise _RowError(f"timestamp is not a time ({value!r})")
+    if isinstance(value, int | float):
+        unit, absolute = numeric_unit(float(value), "auto")
+        return float(value) * UNIT_SECONDS[unit], absolute
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text), float(text) >= 1e9
+        except ValueError:
+            pass
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError as err:
+            raise _RowError(f"timestamp {value!r} is not ISO-8601 or epoch") from err
+        if dt.tzinfo is None:
+            from datetime import UTC
+
+            dt = dt.replace(tzinfo=UTC)
+        return dt.timestamp(), True
+    raise _RowError(f"timestamp is missing ({value!r})")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        return "\n".join(x for x in parts if isinstance(x, str))
+    return ""
+
+
+class _PromptEncoder:
+    """Token ids of a request's prompt, memoising repeated message texts (system prompts)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tok = tokenizer
+        self._memo: dict[str, list[int]] = {}
+
+    def _encode(self, text: str) -> list[int]:
+        ids = self._memo.get(text)
+        if ids is None:
+            ids = self.tok.encode(text)
+            if len(self._memo) > 20000:
+                self._memo.clear()
+            self._memo[text] = ids
+        return ids
+
+    def prompt_ids(self, body: dict[str, Any]) -> list[int] | None:
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            ids: list[int] = []
+            for m in messages:
+                if not isinstance(m, dict):
+                    continue
+                # One marker token per message role, as chat templates add role tokens.
+                ids.append(zlib.crc32(f"<|{m.get('role', '')}|>".encode()))
+                ids.extend(self._encode(_content_text(m.get("content"))))
+            return ids
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            return self._encode(prompt)
+        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+            return [i for p in prompt for i in self._encode(p)]
+        if isinstance(prompt, list) and all(isinstance(p, int) for p in prompt):
+            return [int(p) for p in prompt]
+        return None
+
+
+def _response_text(resp: dict[str, Any]) -> str | None:
+    choices = resp.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    texts = []
+    for c in choices:
+        if not isinstance(c, dict):
+            continue
+        msg = _dict(c.get("message"))
+        text = msg.get("content") if msg else c.get("text")
+        if isinstance(text, str):
+            texts.append(text)
+    return "".join(texts) if texts else None
+
+
+@register_reader("openai-jsonl")
+def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
+    """OpenAI-style request logs: timestamp, request body, response usage, one object a line."""
+    enc = _PromptEncoder(ctx.tokenizer)
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "arrival_s",
+            "input_tokens",
+            "output_tokens",
+            "session_id",
+            "model",
+            "tenant",
+            "ok",
+            "block_hashes",
+            "hash_tokens",
+            "cached_tokens",
+        )
+    }
+    lines: list[int] = []
+    absolute_all = True
+    any_line = False
+    for lineno, obj in _lines(path, ctx):
+        any_line = True
+        try:
+            row = _openai_row(obj, enc, ctx)
+        except _RowError as err:
+            ctx.skips.skip(str(path), lineno, "bad request record", str(err))
+            continue
+        absolute_all = absolute_all and bool(row.pop("absolute"))
+        for k, v in row.items():
+            cols[k].append(v)
+        lines.append(lineno)
+    if not any_line and ctx.skips.total == 0:
+        raise InputError(f"{path}: empty file")
+    frame = pl.DataFrame(
+        {
+            "arrival_s": pl.Series(cols["arrival_s"], dtype=pl.Float64),
+            "input_tokens": pl.Series(cols["input_tokens"], dtype=pl.Int64),
+            "output_tokens": pl.Series(cols["output_tokens"], dtype=pl.Int64),
+            "session_id": pl.Series(cols["session_id"], dtype=pl.String),
+            "model": pl.Series(cols["model"], dtype=pl.String),
+            "tenant": pl.Series(cols["tenant"], dtype=pl.String),
+            "ok": pl.Series(cols["ok"], dtype=pl.Boolean),
+            "block_hashes": pl.Series(cols["block_hashes"], dtype=pl.List(pl.UInt64)),
+            "hash_tokens": pl.Series(cols["hash_tokens"], dtype=pl.Int64),
+            "cached_tokens": pl.Series(cols["cached_tokens"], dtype=pl.Int64),
+        }
+    )
+    # Drop optional columns the log never filled, so the profile says "not available".
+    frame = frame.select(
+        [
+            c
+            for c in frame.columns
+            if c in ("arrival_s", "input_tokens", "output_tokens")
+            or frame[c].null_count() < frame.height
+        ]
+    )
+    times = frame["arrival_s"].to_numpy()
+    if not absolute_all:
+        ctx.warnings.extend(unit_warnings(times, "s", False, str(path)))
+    steps, first = _backwards(times, lines)
+    return FileFrame(frame, absolute_all, steps, first)
+
+
+def _openai_row(obj: dict[str, Any], enc: _PromptEncoder, ctx: ReaderContext) -> dict[str, Any]:
+    req = _dict(obj.get("request")) or _dict(obj.get("body"))
+    if "body" in req and isinstance(req["body"], dict):
+        req = req["body"]
+    if not req and ("messages" in obj or "prompt" in obj):
+        req = obj
+    resp = _dict(obj.get("response"))
+    if "body" in resp and isinstance(resp["body"], dict):
+        resp = resp["body"]
+    usage = _dict(resp.get("usage")) or _dict(obj.get("usage"))
+
+    stamp = next((obj[k] for k in _TIME_KEYS if obj.get(k) is not None), None)
+    if stamp is None:
+        stamp = req.get("created", resp.get("created"))
+    arrival, absolute = _seconds(stamp)
+
+    status = obj.get("status_code", obj.get("status", resp.get("status_code")))
+    ok = not obj.get("error") and not resp.get("error")
+    if isinstance(status, int) and not isinstance(status, bool):
+        ok = ok and 200 <= status < 300
+
+    ids = enc.prompt_ids(req)
+    if "prompt_tokens" in usage:
+        n_in = _int_count(usage["prompt_tokens"], "usage.prompt_tokens")
+    elif ids is not None:
+        n_in = len(ids)
+        ctx.tokens_estimated = True
+    else:
+        raise _RowError("no usage.prompt_tokens and no messages or prompt to count")
+    if "completion_tokens" in usage:
+        n_out = _int_count(usage["completion_tokens"], "usage.completion_tokens")
+    else:
+        text = _response_text(resp)
+        if text is not None:
+            n_out = enc.tok.count(text)
+            ctx.tokens_estimated = True
+        elif not ok:
+            n_out = 0
+        else:
+            raise _RowError("no usage.completion_tokens and no response text to count")
+    cached = _dict(usage.get("prompt_tokens_details")).get("cached_tokens")
+    meta = _dict(req.get("metadata")) or _dict(obj.get("metadata"))
+    session = next(
+        (src[k] for src in (obj, meta, req) for k in _SESSION_KEYS if src.get(k) is not None),
+        None,
+    )
+    tenant = obj.get("tenant", meta.get("tenant"))
+    model = req.get("model", resp.get("model", obj.get("model")))
+    return {
+        "arrival_s": arrival,
+        "absolute": absolute,
+        "input_tokens": n_in,
+        "output_tokens": n_out,
+        "session_id": None if session is None else str(session),
+        "model": None if model is None else str(model),
+        "tenant": None if tenant is None else str(tenant),
+        "ok": ok,
+        "block_hashes": None if ids is None else chained_block_hashes(ids, ctx.block_tokens),
+        "hash_tokens": None if ids is None else len(ids),
+        "cached_tokens": _int_count(cached, "cached_tokens") if cached is not None else None,
+    }

@@ -1,0 +1,513 @@
+"""Vector charts for the report, drawn with reportlab.graphics in one house style.
+
+Charts are reportlab Drawings (vector in the PDF), so their text uses the report's own font
+(STSong-Light for Chinese) and no CJK font is needed for matplotlib. A `Panel` is one set of
+axes placed inside a Drawing; `figure()` stacks panels that share an x axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from reportlab.graphics.shapes import Drawing, Group, Line, Polygon, PolyLine, Rect, String
+from reportlab.lib import colors
+from reportlab.lib.colors import Color
+from reportlab.pdfbase.pdfmetrics import stringWidth
+
+from reports.i18n import LATIN_FONT, split_runs
+
+# One palette for every chart and table.
+NAVY = colors.HexColor("#1f4e79")
+ORANGE = colors.HexColor("#d9822b")
+TEAL = colors.HexColor("#2a9d8f")
+RED = colors.HexColor("#c0392b")
+GREEN = colors.HexColor("#2e8b57")
+GRAY = colors.HexColor("#7f8c8d")
+LIGHT = colors.HexColor("#eef2f7")
+BURST_SHADE = colors.HexColor("#fbe3d0")
+GRID = colors.HexColor("#d5dbe3")
+INK = colors.HexColor("#222222")
+
+TITLE_SIZE = 9.0
+LABEL_SIZE = 7.0
+TICK_SIZE = 6.5
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis: range, scale and label (the label carries the unit)."""
+
+    lo: float
+    hi: float
+    label: str = ""
+    log: bool = False
+
+    def span(self) -> tuple[float, float]:
+        if self.log:
+            return math.log10(self.lo), math.log10(self.hi)
+        return self.lo, self.hi
+
+
+def nice_axis(
+    values: Sequence[float] | np.ndarray,
+    label: str = "",
+    *,
+    zero: bool = True,
+    pad: float = 0.08,
+    min_hi: float = 1e-9,
+) -> Axis:
+    """A linear axis that holds every finite value, starting at 0 unless told otherwise."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return Axis(0.0, 1.0, label)
+    lo = 0.0 if zero else float(arr.min())
+    hi = max(float(arr.max()), min_hi)
+    if hi <= lo:
+        hi = lo + 1.0
+    hi += (hi - lo) * pad
+    return Axis(lo, hi, label)
+
+
+def log_axis(values: Sequence[float] | np.ndarray, label: str = "") -> Axis:
+    """A log axis from the decade below the smallest positive value to the one above the largest."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr) & (arr > 0)]
+    if arr.size == 0:
+        return Axis(1.0, 10.0, label, log=True)
+    lo = 10 ** math.floor(math.log10(arr.min()))
+    hi = 10 ** math.ceil(math.log10(arr.max()))
+    if hi <= lo:
+        hi = lo * 10
+    return Axis(lo, hi, label, log=True)
+
+
+def _nice_step(span: float, target: int = 5) -> float:
+    raw = span / max(target, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 2.5, 5, 10):
+        if raw <= mult * mag:
+            return mult * mag
+    return 10 * mag
+
+
+def format_tick(value: float) -> str:
+    """Compact tick text: 1, 2.5, 10k, 1.5M."""
+    a = abs(value)
+    if a >= 1e6:
+        return f"{value / 1e6:g}M"
+    if a >= 1e4:
+        return f"{value / 1e3:g}k"
+    if a >= 100 or value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def _ticks(axis: Axis) -> list[float]:
+    if axis.log:
+        lo, hi = axis.span()
+        decades = range(int(round(lo)), int(round(hi)) + 1)
+        ticks = [10.0**d for d in decades]
+        return ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
+    step = _nice_step(axis.hi - axis.lo)
+    first = math.ceil(axis.lo / step - 1e-9) * step
+    n = int(math.floor((axis.hi - first) / step + 1e-9)) + 1
+    return [first + i * step for i in range(n)]
+
+
+def label(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    font: str,
+    size: float,
+    color: Color = INK,
+    anchor: str = "start",
+) -> Group:
+    """Text at (x, y); Latin runs in Helvetica, the rest in `font` (e.g. STSong-Light)."""
+    runs = [(text, True)] if font == LATIN_FONT else split_runs(text)
+    widths = [stringWidth(run, LATIN_FONT if latin else font, size) for run, latin in runs]
+    total = sum(widths)
+    start = x - total if anchor == "end" else x - total / 2 if anchor == "middle" else x
+    group = Group()
+    for (run, latin), width in zip(runs, widths, strict=True):
+        group.add(
+            String(
+                start,
+                y,
+                run,
+                fontName=LATIN_FONT if latin else font,
+                fontSize=size,
+                fillColor=color,
+            )
+        )
+        start += width
+    return group
+
+
+class Panel:
+    """One set of axes at (x0, y0) with size (w, h) in points, inside a Drawing."""
+
+    def __init__(
+        self,
+        x0: float,
+        y0: float,
+        w: float,
+        h: float,
+        x: Axis,
+        y: Axis,
+        *,
+        font: str,
+        title: str = "",
+        show_x_ticks: bool = True,
+    ) -> None:
+        self.x0, self.y0, self.w, self.h = x0, y0, w, h
+        self.x, self.y = x, y
+        self.font = font
+        self.group = Group()
+        self.front = Group()
+        self._legend: list[tuple[str, Color, bool]] = []
+        self._frame(title, show_x_ticks)
+
+    def px(self, value: float) -> float:
+        lo, hi = self.x.span()
+        v = math.log10(max(value, 1e-300)) if self.x.log else value
+        return self.x0 + (v - lo) / (hi - lo) * self.w
+
+    def py(self, value: float) -> float:
+        lo, hi = self.y.span()
+        v = math.log10(max(value, 1e-300)) if self.y.log else value
+        v = min(max(v, lo), hi)
+        return self.y0 + (v - lo) / (hi - lo) * self.h
+
+    def _frame(self, title: str, show_x_ticks: bool) -> None:
+        g = self.group
+        g.add(
+            Rect(
+                self.x0,
+                self.y0,
+                self.w,
+                self.h,
+                fillColor=colors.white,
+                strokeColor=GRID,
+                strokeWidth=0.5,
+            )
+        )
+        for t in _ticks(self.y):
+            yy = self.py(t)
+            g.add(Line(self.x0, yy, self.x0 + self.w, yy, strokeColor=GRID, strokeWidth=0.4))
+            g.add(
+                label(
+                    self.x0 - 3,
+                    yy - 2.2,
+                    format_tick(t),
+                    font=LATIN_FONT,
+                    size=TICK_SIZE,
+                    anchor="end",
+                )
+            )
+        for t in _ticks(self.x):
+            xx = self.px(t)
+            if xx < self.x0 - 0.1 or xx > self.x0 + self.w + 0.1:
+                continue
+            g.add(Line(xx, self.y0, xx, self.y0 + self.h, strokeColor=GRID, strokeWidth=0.4))
+            if show_x_ticks:
+                g.add(
+                    label(
+                        xx,
+                        self.y0 - 8,
+                        format_tick(t),
+                        font=LATIN_FONT,
+                        size=TICK_SIZE,
+                        anchor="middle",
+                    )
+                )
+        if self.x.label and show_x_ticks:
+            g.add(
+                label(
+                    self.x0 + self.w / 2,
+                    self.y0 - 17,
+                    self.x.label,
+                    font=self.font,
+                    size=LABEL_SIZE,
+                    anchor="middle",
+                )
+            )
+        if self.y.label:
+            rotated = Group(
+                label(0, 0, self.y.label, font=self.font, size=LABEL_SIZE, anchor="middle")
+            )
+            rotated.transform = (0, 1, -1, 0, self.x0 - 24, self.y0 + self.h / 2)
+            g.add(rotated)
+        if title:
+            g.add(
+                label(
+                    self.x0,
+                    self.y0 + self.h + 5,
+                    title,
+                    font=self.font,
+                    size=TITLE_SIZE,
+                    color=NAVY,
+                )
+            )
+
+    def line(
+        self,
+        xs: Sequence[float] | np.ndarray,
+        ys: Sequence[float] | np.ndarray,
+        color: Color,
+        *,
+        width: float = 1.1,
+        dash: tuple[float, float] | None = None,
+        label: str = "",
+    ) -> None:
+        """A polyline; NaN values break the line."""
+        points: list[float] = []
+        for xv, yv in zip(xs, ys, strict=True):
+            if not (np.isfinite(xv) and np.isfinite(yv)):
+                self._flush(points, color, width, dash)
+                points = []
+                continue
+            points += [self.px(float(xv)), self.py(float(yv))]
+        self._flush(points, color, width, dash)
+        if label:
+            self._legend.append((label, color, False))
+
+    def _flush(
+        self, points: list[float], color: Color, width: float, dash: tuple[float, float] | None
+    ) -> None:
+        if len(points) >= 4:
+            self.front.add(
+                PolyLine(
+                    points,
+                    strokeColor=color,
+                    strokeWidth=width,
+                    strokeDashArray=list(dash) if dash else None,
+                    strokeLineJoin=1,
+                )
+            )
+
+    def steps(
+        self, edges: Sequence[float], counts: Sequence[float], color: Color, *, label: str = ""
+    ) -> None:
+        """Filled histogram bars between consecutive edges."""
+        for lo, hi, c in zip(edges[:-1], edges[1:], counts, strict=True):
+            if c <= 0:
+                continue
+            x0, x1 = self.px(lo), self.px(hi)
+            self.group.add(
+                Rect(
+                    x0,
+                    self.y0,
+                    max(x1 - x0, 0.3),
+                    self.py(c) - self.y0,
+                    fillColor=color,
+                    strokeColor=colors.white,
+                    strokeWidth=0.3,
+                )
+            )
+        if label:
+            self._legend.append((label, color, True))
+
+    def bars(
+        self,
+        xs: Sequence[float],
+        heights: Sequence[float],
+        color: Color,
+        *,
+        width_frac: float = 0.7,
+        label: str = "",
+    ) -> None:
+        """Bars centred on xs, each width_frac of the spacing between xs."""
+        spacing = (xs[1] - xs[0]) if len(xs) > 1 else 1.0
+        for xv, hv in zip(xs, heights, strict=True):
+            x0 = self.px(xv - spacing * width_frac / 2)
+            x1 = self.px(xv + spacing * width_frac / 2)
+            self.group.add(
+                Rect(x0, self.y0, x1 - x0, self.py(hv) - self.y0, fillColor=color, strokeColor=None)
+            )
+        if label:
+            self._legend.append((label, color, True))
+
+    def span(self, x_lo: float, x_hi: float, color: Color = BURST_SHADE) -> None:
+        """A shaded vertical band (behind the data)."""
+        x0 = max(self.px(x_lo), self.x0)
+        x1 = min(self.px(x_hi), self.x0 + self.w)
+        if x1 > x0:
+            self.group.add(Rect(x0, self.y0, x1 - x0, self.h, fillColor=color, strokeColor=None))
+
+    def vline(
+        self,
+        x: float,
+        color: Color,
+        *,
+        text: str = "",
+        dash: tuple[float, float] = (3, 2),
+        width: float = 0.9,
+    ) -> None:
+        xx = self.px(x)
+        if xx < self.x0 - 0.1 or xx > self.x0 + self.w + 0.1:
+            return
+        self.front.add(
+            Line(
+                xx,
+                self.y0,
+                xx,
+                self.y0 + self.h,
+                strokeColor=color,
+                strokeWidth=width,
+                strokeDashArray=list(dash),
+            )
+        )
+        if text:
+            self.front.add(
+                label(
+                    xx + 2, self.y0 + self.h - 8, text, font=self.font, size=TICK_SIZE, color=color
+                )
+            )
+
+    def hline(
+        self,
+        y: float,
+        color: Color,
+        *,
+        text: str = "",
+        dash: tuple[float, float] = (3, 2),
+        width: float = 0.9,
+    ) -> None:
+        yy = self.py(y)
+        self.front.add(
+            Line(
+                self.x0,
+                yy,
+                self.x0 + self.w,
+                yy,
+                strokeColor=color,
+                strokeWidth=width,
+                strokeDashArray=list(dash),
+            )
+        )
+        if text:
+            self.front.add(
+                label(
+                    self.x0 + self.w - 2,
+                    yy + 2,
+                    text,
+                    font=self.font,
+                    size=TICK_SIZE,
+                    color=color,
+                    anchor="end",
+                )
+            )
+
+    def markers(
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        color: Color,
+        *,
+        size: float = 2.6,
+        shape: str = "circle",
+        label: str = "",
+    ) -> None:
+        for xv, yv in zip(xs, ys, strict=True):
+            if not (np.isfinite(xv) and np.isfinite(yv)):
+                continue
+            cx, cy = self.px(float(xv)), self.py(float(yv))
+            if shape == "triangle":
+                pts = [cx - size, cy - size * 0.8, cx + size, cy - size * 0.8, cx, cy + size]
+            else:  # a diamond reads as a dot at this size and needs no curve
+                pts = [cx - size, cy, cx, cy + size, cx + size, cy, cx, cy - size]
+            self.front.add(Polygon(pts, fillColor=color, strokeColor=colors.white, strokeWidth=0.4))
+        if label:
+            self._legend.append((label, color, True))
+
+    def text(self, x: float, y: float, value: str, color: Color = INK) -> None:
+        """Text at data coordinates."""
+        self.front.add(
+            label(self.px(x), self.py(y), value, font=self.font, size=TICK_SIZE, color=color)
+        )
+
+    def note(self, value: str) -> None:
+        """A centred message in an empty panel (e.g. 'not scraped')."""
+        self.front.add(
+            label(
+                self.x0 + self.w / 2,
+                self.y0 + self.h / 2,
+                value,
+                font=self.font,
+                size=LABEL_SIZE,
+                color=GRAY,
+                anchor="middle",
+            )
+        )
+
+    def render(self) -> Group:
+        out = Group(self.group, self.front)
+        x = self.x0 + self.w
+        for text, color, filled in reversed(self._legend):
+            group = label(0, 0, text, font=self.font, size=TICK_SIZE)
+            x0, _, x1, _ = group.getBounds()
+            width = (x1 - x0) + 16
+            x -= width
+            yy = self.y0 + self.h + 5
+            if filled:
+                out.add(Rect(x, yy, 7, 5, fillColor=color, strokeColor=None))
+            else:
+                out.add(Line(x, yy + 2.5, x + 9, yy + 2.5, strokeColor=color, strokeWidth=1.4))
+            out.add(label(x + 11, yy, text, font=self.font, size=TICK_SIZE))
+        return out
+
+
+# Room around a panel for tick labels, the axis label and the title.
+LEFT = 34.0
+BOTTOM = 22.0
+TOP = 16.0
+RIGHT = 8.0
+
+
+def single(
+    width: float, height: float, x: Axis, y: Axis, *, font: str, title: str
+) -> tuple[Drawing, Panel]:
+    """A Drawing holding one panel; call drawing.add(panel.render()) when done."""
+    drawing = Drawing(width, height)
+    panel = Panel(
+        LEFT, BOTTOM, width - LEFT - RIGHT, height - BOTTOM - TOP, x, y, font=font, title=title
+    )
+    return drawing, panel
+
+
+def stacked(
+    width: float,
+    heights: Sequence[float],
+    x: Axis,
+    ys: Sequence[Axis],
+    *,
+    font: str,
+    titles: Sequence[str],
+) -> tuple[Drawing, list[Panel]]:
+    """Panels stacked top to bottom sharing the x axis; only the bottom one shows x ticks."""
+    total = sum(h + TOP for h in heights) + BOTTOM
+    drawing = Drawing(width, total)
+    panels = []
+    top = total
+    for i, (h, y, title) in enumerate(zip(heights, ys, titles, strict=True)):
+        top -= TOP + h
+        panels.append(
+            Panel(
+                LEFT,
+                top,
+                width - LEFT - RIGHT,
+                h,
+                x,
+                y,
+                font=font,
+                title=title,
+                show_x_ticks=i == len(heights) - 1,
+            )
+        )
+    return drawing, panels

@@ -1,0 +1,184 @@
+"""A minimal independent OpenAI-style streaming server with known timings, for load-test tests.
+
+It answers /v1/chat/completions and /v1/completions with `max_tokens` content chunks: the
+first after `ttft_s`, then one every `itl_s` (sleeps scheduled on absolute deadlines), then
+a usage chunk and `[DONE]`. It keeps its own timings per request (first chunk written minus
+request received, and the mean gap between chunks) at GET /timings, and serves a Prometheus
+/metrics page. Run as a subprocess: `python -m tests.helpers.stream_server --port P ...`;
+`start_server()` does that and waits until it answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chunk(endpoint: str, text: str) -> bytes:
+    if endpoint == "chat":
+        obj = {
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": text}}],
+        }
+    else:
+        obj = {"object": "text_completion", "choices": [{"index": 0, "text": text}]}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def make_app(ttft_s: float, itl_s: float, usage: bool = True) -> web.Application:
+    timings: list[dict[str, float]] = []
+    state = {"running": 0, "total": 0}
+
+    async def generate(request: web.Request, endpoint: str) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        body = await request.json()
+        n = int(body.get("max_tokens", 16))
+        state["running"] += 1
+        state["total"] += 1
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            if endpoint == "chat":  # role-only first chunk, as chat servers send
+                role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+                await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            first = last = 0.0
+            for i in range(n):
+                delay = start + ttft_s + i * itl_s - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await resp.write(_chunk(endpoint, "tok "))
+                now = time.perf_counter()
+                if i == 0:
+                    first = now
+                last = now
+            if usage:
+                u = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}}
+                await resp.write(b"data: " + json.dumps(u).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            timings.append(
+                {"ttft_s": first - t0, "tpot_s": (last - first) / (n - 1) if n > 1 else 0.0, "n": n}
+            )
+        finally:
+            state["running"] -= 1
+        return resp
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await generate(request, "chat")
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await generate(request, "completions")
+
+    async def get_timings(request: web.Request) -> web.Response:
+        return web.json_response(timings)
+
+    async def metrics(request: web.Request) -> web.Response:
+        text = (
+            "# HELP test_requests_running Requests in progress.\n"
+            "# TYPE test_requests_running gauge\n"
+            f"test_requests_running {state['running']}\n"
+            "# HELP test_requests_total Requests received.\n"
+            "# TYPE test_requests_total counter\n"
+            f"test_requests_total {state['total']}\n"
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/timings", get_timings)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def timings(self) -> list[dict[str, float]]:
+        with urllib.request.urlopen(self.url + "/timings", timeout=5) as resp:
+            return list(json.loads(resp.read()))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def start_server(
+    ttft_s: float, itl_s: float, *, usage: bool = True, deadline_s: float = 15.0
+) -> ServerProcess:
+    """Start the server in a subprocess and poll until it answers (or raise)."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.helpers.stream_server",
+        "--port",
+        str(port),
+        "--ttft",
+        str(ttft_s),
+        "--itl",
+        str(itl_s),
+    ]
+    if not usage:
+        cmd.append("--no-usage")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    server = ServerProcess(proc, port)
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("test stream server exited")
+        try:
+            urllib.request.urlopen(server.url + "/metrics", timeout=1).read()
+            return server
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError("test stream server did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--ttft", type=float, default=0.05)
+    ap.add_argument("--itl", type=float, default=0.01)
+    ap.add_argument("--no-usage", action="store_true")
+    a = ap.parse_args()
+    web.run_app(
+        make_app(a.ttft, a.itl, not a.no_usage),
+        host="127.0.0.1",
+        port=a.port,
+        print=None,
+        access_log=None,
+    )
+
+
+if __name__ == "__main__":
+    main()

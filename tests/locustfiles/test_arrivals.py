@@ -1,0 +1,50 @@
+"""Arrival schedules: rates, gamma CV, replay spacing, unknown kinds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from locustfiles.arrivals import arrival_times, replay_times
+from planner.errors import ConfigError
+
+
+def test_constant_is_evenly_spaced() -> None:
+    t = arrival_times("constant", 10.0, 2.0, np.random.default_rng(0))
+    assert len(t) == 20
+    assert np.allclose(np.diff(t), 0.1)
+
+
+def test_poisson_mean_rate_over_many_seeds() -> None:
+    counts = [len(arrival_times("poisson", 20.0, 20.0, np.random.default_rng(s))) for s in range(200)]
+    assert abs(np.mean(counts) / 400.0 - 1.0) < 0.01
+    # Poisson counts: variance equals the mean.
+    assert 0.8 < np.var(counts) / np.mean(counts) < 1.2
+
+
+@pytest.mark.parametrize("shape", [0.25, 1.0, 4.0])
+def test_gamma_shows_the_requested_cv(shape: float) -> None:
+    t = arrival_times(f"gamma:{shape}", 50.0, 400.0, np.random.default_rng(1))
+    gaps = np.diff(t)
+    cv = gaps.std() / gaps.mean()
+    assert abs(cv - 1 / np.sqrt(shape)) / (1 / np.sqrt(shape)) < 0.05
+    assert abs(len(t) / 400.0 / 50.0 - 1) < 0.05
+
+
+def test_times_stay_inside_the_stage_and_are_seeded() -> None:
+    a = arrival_times("gamma:0.5", 30.0, 5.0, np.random.default_rng(7))
+    b = arrival_times("gamma:0.5", 30.0, 5.0, np.random.default_rng(7))
+    assert np.array_equal(a, b)
+    assert (a >= 0).all() and (a < 5.0).all() and (np.diff(a) >= 0).all()
+
+
+def test_replay_divides_gaps_by_speed() -> None:
+    t = replay_times(np.array([100.0, 101.0, 103.0, 150.0]), 10.0, 4.0)
+    assert np.allclose(t, [0.0, 0.1, 0.3])
+
+
+@pytest.mark.parametrize("bad", ["poison", "gamma:x", "gamma:-1", "constant:3"])
+def test_unknown_arrival_lists_valid_kinds(bad: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        arrival_times(bad, 1.0, 1.0, np.random.default_rng(0))
+    assert "poisson" in str(err.value) or "gamma" in str(err.value)

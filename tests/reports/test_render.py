@@ -1,0 +1,222 @@
+"""The report PDF: every page renders, the plan's numbers and chart titles are in its text,
+and the Chinese report carries no untranslated English."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pypdf import PdfReader
+
+from reports import render_report
+from reports.i18n import STRINGS
+from tests.reports.fixtures import FixturePaths, build_plan, build_profile, build_run, write_fixture
+
+GENERATED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+# Units, metric names and product names that may stay in Latin letters in the Chinese report.
+ALLOWED_LATIN = {
+    "req",
+    "s",
+    "ms",
+    "h",
+    "d",
+    "min",
+    "B",
+    "GiB",
+    "UTC",
+    "TTFT",
+    "TPOT",
+    "ITL",
+    "E2E",
+    "SLO",
+    "KV",
+    "GPU",
+    "CPU",
+    "CV",
+    "TP",
+    "LRU",
+    "M",
+    "G",
+    "c",
+    "N",
+    "n",
+    "p50",
+    "p95",
+    "p99",
+    "token",
+    "vllm",
+    "num_requests_waiting",
+    "kv_cache_usage_perc",
+    "sha256",
+    "capplan",
+    "Locust",
+    "k",
+    "ttft",
+    "usage",
+}
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+PERCENTILE = re.compile(r"p\d+")
+
+
+def _unexplained(words: set[str]) -> list[str]:
+    return sorted(w for w in words - ALLOWED_LATIN if not PERCENTILE.fullmatch(w))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    paths: FixturePaths
+    pdf: Path
+    text: str
+    pages: int
+
+
+def _extract(pdf: Path) -> tuple[str, int]:
+    reader = PdfReader(pdf)
+    return "\n".join(page.extract_text() for page in reader.pages), len(reader.pages)
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> FixturePaths:
+    return write_fixture(tmp_path_factory.mktemp("report"))
+
+
+def _render(paths: FixturePaths, lang: str, name: str) -> Rendered:
+    pdf = render_report(
+        paths.profile,
+        paths.run_dir,
+        paths.plan,
+        paths.plan.parent.parent / name,
+        previous_plan=paths.previous,
+        lang=lang,
+        generated_at=GENERATED_AT,
+    )
+    text, pages = _extract(pdf)
+    return Rendered(paths, pdf, text, pages)
+
+
+@pytest.fixture(scope="module")
+def english(fixture_dir: FixturePaths) -> Rendered:
+    return _render(fixture_dir, "en", "report-en.pdf")
+
+
+@pytest.fixture(scope="module")
+def chinese(fixture_dir: FixturePaths) -> Rendered:
+    return _render(fixture_dir, "zh", "report-zh.pdf")
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def test_first_page_answers_the_capacity_question(english: Rendered) -> None:
+    first = _flat(PdfReader(english.pdf).pages[0].extract_text())
+    assert "Serve a peak of 42 req/s" in first
+    assert "4 × H100-80GB (3 + 1 spare)" in first
+    assert "$12,410 per month" in first
+    # the comparison with the previous plan (peak 31 req/s, limit 15.1 req/s)
+    assert "Previous (chat-q4)" in first
+    assert "31 req/s" in first and "+11 req/s (+35 %)" in first
+    # the three risks, each named
+    for title in ("Burst recovery", "KV-cache headroom", "Growth beyond the plan"):
+        assert title in first
+    assert "took 14 s to return to normal" in first
+    assert "At ×2 the fleet needs 7 instances (+3), $21,718 per month" in first
+
+
+def test_plan_numbers_and_chart_titles_appear(english: Rendered) -> None:
+    text = _flat(english.text)
+    plan = build_plan()
+    for sc in plan.scenarios:
+        assert f"= {sc.instances_for_load} + {sc.redundancy} = {sc.instances}" in text
+        assert f"${sc.monthly_cost_usd:,.0f}" in text
+    assert "17.4 req/s" in text and "18.3 req/s" in text
+    assert "430,000 tokens" in text and "135,380 tokens" in text
+    assert "n = 3 meets the SLO, n = 2 does not" in text
+    for key, value in STRINGS["en"].items():
+        if (
+            key.startswith("chart_")
+            and "{" not in value
+            and not key.endswith(("_none", "_ideal", "_peak", "_burst"))
+        ):
+            assert value in text, f"chart title {value!r} missing"
+    assert "page 1 of" in text and f"page {english.pages} of {english.pages}" in text
+    assert "generated 2026-11-29 12:00 UTC" in text
+
+
+def test_every_page_renders_to_png(english: Rendered, chinese: Rendered, tmp_path: Path) -> None:
+    pdftoppm = shutil.which("pdftoppm")
+    assert pdftoppm, "pdftoppm (poppler-utils) is needed; scripts/test.sh installs it"
+    for rendered in (english, chinese):
+        prefix = tmp_path / rendered.pdf.stem
+        subprocess.run([pdftoppm, "-r", "40", "-png", str(rendered.pdf), str(prefix)], check=True)
+        pngs = sorted(tmp_path.glob(f"{rendered.pdf.stem}-*.png"))
+        assert len(pngs) == rendered.pages >= 6
+        for png in pngs:
+            with Image.open(png) as image:
+                lo, hi = image.convert("L").getextrema()
+            assert lo < 128 < hi, f"{png.name} looks blank"
+
+
+def test_chinese_report_has_no_untranslated_english(chinese: Rendered) -> None:
+    # Table cells wrap long paths and digests over lines: match data values across line ends.
+    text = chinese.text.replace("\n", "\x00")
+    assert "容量基线" in text and "三大风险" in text
+    # identifiers that come from the data (names, paths, hosts, digests, SLO specs) are not labels
+    paths = chinese.paths
+    profile = build_profile()
+    run, stages, _, _ = build_run()
+    data = [
+        " ".join(run.command),
+        run.host,
+        run.model,
+        run.name,
+        run.plan.name,
+        run.endpoint,
+        profile.source.format,
+        "chat-q1",
+        "chat-q4",
+        "H100-80GB",
+        "llama-3.1-8b",
+        "ttft:p95<=2s",
+        *profile.source.files,
+        str(paths.profile),
+        str(paths.plan),
+        str(paths.previous),
+        *(str(p) for p in paths.run_dir.iterdir()),
+        *(Path(f).name for f in profile.source.files),
+    ]
+    data += [s.name for s in stages]
+    for value in sorted(data, key=len, reverse=True):
+        pattern = "\x00?".join(re.escape(ch) for ch in value)
+        text = re.sub(pattern, " ", text)
+    text = re.sub(r"(?:[0-9a-f]\x00?){64}", " ", text)  # digests
+    text = text.replace("\x00", " ")
+    text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", " ", text)  # timestamps from run.json
+    words = set(WORD.findall(text))
+    leftover = _unexplained(words)
+    assert not leftover, f"English left in the Chinese report: {leftover}"
+
+
+def test_chinese_strings_hold_no_english_words() -> None:
+    assert STRINGS["en"].keys() == STRINGS["zh"].keys()
+    for key, value in STRINGS["zh"].items():
+        words = set(WORD.findall(re.sub(r"\{[^}]*\}", "0", value)))
+        assert not _unexplained(words), f"zh[{key!r}] holds {_unexplained(words)}"
+
+
+def test_report_without_records_or_scrapes_still_renders(tmp_path: Path) -> None:
+    paths = write_fixture(tmp_path)
+    (paths.run_dir / "records.parquet").unlink()
+    (paths.run_dir / "server_metrics.parquet").unlink()
+    pdf = render_report(paths.profile, paths.run_dir, paths.plan, tmp_path / "bare.pdf")
+    text, _ = _extract(pdf)
+    assert "records.parquet is missing or empty" in text
+    assert "Against the previous baseline" not in text
+    assert "no burst and recovery stages" not in text or "Recovery after the burst" not in text

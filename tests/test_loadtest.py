@@ -1,0 +1,89 @@
+"""Stage summaries from records, recovery time, reading runs with unmerged parts, CLI errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
+from planner.cli import app
+from planner.loadtest import read_records, recovery_time_s, summarize_stage
+from planner.run_schema import RECORD_COLUMNS, Stage
+
+STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
+
+
+def _row(i: int, t: float, *, ttft: float = 0.1, ok: bool = True, err: str | None = None, out: int = 11) -> tuple[Any, ...]:
+    e2e = ttft + 0.01 * (out - 1)
+    values = {
+        "stage": "s", "request_id": f"s/{i}", "intended_send_s": t, "sent_s": t + 0.001,
+        "first_token_s": t + 0.001 + ttft if ok else None, "end_s": t + 0.001 + e2e,
+        "schedule_lag_s": 0.001, "ttft_s": ttft if ok else None, "tpot_s": 0.01 if ok else None,
+        "itl_mean_s": 0.01 if ok else None, "itl_max_s": 0.01 if ok else None,
+        "e2e_s": e2e if ok else None, "input_tokens": 5, "output_tokens": out if ok else None,
+        "tokens_estimated": False, "ok": ok, "status_code": 200 if ok else 0,
+        "error_class": err, "itl_gaps_s": [0.01] * (out - 1) if ok else [],
+    }
+    return tuple(values[c] for c in RECORD_NAMES)
+
+
+def _frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    return pl.DataFrame([list(r) for r in rows], schema=RECORD_COLUMNS, orient="row")
+
+
+def test_summary_counts_rates_and_percentiles() -> None:
+    rows = [_row(i, 0.5 * i, ttft=0.1 + 0.01 * i) for i in range(18)]
+    rows += [_row(18, 9.0, ok=False, err="timeout"), _row(19, 9.5, ok=False, err="connect_refused")]
+    s = summarize_stage(_frame(rows), STAGE, 0.0, 10.0)
+    assert (s.scheduled, s.completed, s.errors) == (20, 18, 2)
+    assert s.errors_by_class == {"connect_refused": 1, "timeout": 1}
+    assert s.offered_rps == 2.0 and s.achieved_rps == 1.8
+    assert s.output_tokens_per_s == pytest.approx(18 * 11 / 10)
+    assert s.ttft_s.p50 == pytest.approx(0.185)
+    assert s.tpot_s.p50 == pytest.approx(0.01) and s.itl_s.count == 180
+    assert s.schedule_lag_s.p99 == pytest.approx(0.001)
+    assert s.ttft_from_intended_s.p50 == pytest.approx(0.186)
+    # Busy time: 18 ok requests of e2e 0.2 + 0.01 i, two failures of 0.2 s, over 10 s.
+    assert s.mean_in_flight == pytest.approx((18 * 0.2 + 0.01 * 153 + 0.4) / 10)
+
+
+def test_recovery_time_from_burst_end() -> None:
+    # Slow for the first 4 s after the burst (at t=100), fast afterwards.
+    rows = [_row(i, 100 + 0.1 * i, ttft=2.0 if i < 40 else 0.1) for i in range(200)]
+    df = _frame(rows).with_columns(pl.lit("rec").alias("stage"))
+    t = recovery_time_s(df, 100.0, 120.0, threshold_s=0.5)
+    # The 10 s window must slide past the slow requests: recovered at ~100 + 4 + 10.
+    assert t is not None and 13.5 <= t <= 14.5
+    assert recovery_time_s(df, 100.0, 110.0, threshold_s=0.5) is None
+    rec = Stage(name="rec", role="recovery", duration_s=20.0, rate_rps=10.0)
+    s = summarize_stage(df, rec, 100.0, 120.0, baseline_ttft_p95_s=0.2, burst_end_s=100.0)
+    assert s.recovered is True and s.recovery_s == t
+
+
+def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:
+    writer = PartWriter(tmp_path / RECORDS_PARTS, RECORD_COLUMNS)
+    writer.write([_row(0, 0.0), _row(1, 0.5)])
+    writer.write([_row(2, 1.0, ok=False, err="cancelled")])
+    df = read_records(tmp_path)
+    assert df.height == 3 and list(df.columns) == list(RECORD_COLUMNS)
+    assert df["error_class"].to_list() == [None, None, "cancelled"]
+
+
+def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("stages:\n  - {name: a, duration_s: 1, rate_rps: 1, arrival: sometimes}\n")
+    from tests.helpers.profiles import make_profile
+
+    prof = tmp_path / "p.json"
+    prof.write_text(make_profile([(10, 2)]).to_json())
+    result = CliRunner().invoke(
+        app,
+        ["loadtest", "--host", "http://127.0.0.1:9", "--model", "m", "--profile", str(prof),
+         "--plan", str(plan), "-o", str(tmp_path / "run")],
+    )
+    assert result.exit_code == 2
+    assert "stages[0].arrival" in result.output and "Traceback" not in result.output

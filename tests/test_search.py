@@ -1,0 +1,301 @@
+"""The limit search against a fake probe with a known latency curve plus noise."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import norm
+
+from planner.errors import ConfigError, RunError
+from planner.limit_schema import LimitResult
+from planner.search import (
+    AbandonRule,
+    LevelMeasurement,
+    LevelOutcome,
+    SearchConfig,
+    build_limit_result,
+    limit_search,
+    run_search,
+)
+from planner.slo import parse_slo
+
+
+@dataclass
+class CurveProbe:
+    """A server whose latency distribution at each load is known in closed form.
+
+    Per request: TTFT ~ lognormal around `ttft_base_s / (1 - load / capacity)` (a queue that
+    blows up at `capacity`), TPOT ~ lognormal around `tpot_base_s * (1 + load / capacity)`,
+    an error with probability `error_share`; each level also gets a small multiplicative
+    jitter (a noisy server). Requests arrive as a Poisson process at `load` per second.
+    """
+
+    rng: np.random.Generator
+    capacity: float = 40.0
+    ttft_base_s: float = 0.2
+    tpot_base_s: float = 0.02
+    sigma: float = 0.4
+    level_jitter: float = 0.02
+    error_share: float = 0.0
+    duration_s: float = 20.0
+    warmup_s: float = 0.0
+    checks: int = 4
+    clock_s: float = 0.0
+
+    def ttft_median_s(self, load: float) -> float:
+        return self.ttft_base_s / (1.0 - min(load / self.capacity, 0.999))
+
+    def tpot_median_s(self, load: float) -> float:
+        return self.tpot_base_s * (1.0 + load / self.capacity)
+
+    def ttft_limit(self, threshold_s: float, z: float) -> float:
+        """Load where the TTFT quantile with normal score z equals the threshold."""
+        return self.capacity * (1.0 - self.ttft_base_s * math.exp(self.sigma * z) / threshold_s)
+
+    def tpot_limit(self, threshold_s: float, z: float) -> float:
+        return self.capacity * (threshold_s / (self.tpot_base_s * math.exp(self.sigma * z)) - 1)
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        start_s = self.clock_s
+        n = int(self.rng.poisson(load * self.duration_s))
+        sent = np.sort(self.rng.uniform(start_s, start_s + self.duration_s, n))
+        jitter = math.exp(self.rng.normal(0.0, self.level_jitter))
+        ttft = self.ttft_median_s(load) * jitter * self.rng.lognormal(0.0, self.sigma, n)
+        tpot = self.tpot_median_s(load) * jitter * self.rng.lognormal(0.0, self.sigma, n)
+        e2e = ttft + 99 * tpot
+        ok = self.rng.random(n) >= self.error_share
+        full = pl.DataFrame(
+            {
+                "intended_send_s": sent,
+                "sent_s": sent,
+                "first_token_s": sent + ttft,
+                "end_s": sent + e2e,
+                "ttft_s": ttft,
+                "tpot_s": tpot,
+                "e2e_s": e2e,
+                "ok": ok,
+            }
+        )
+        stage = f"level-{load:g}-{start_s:g}"
+        if abandon is not None:
+            for k in range(1, self.checks):
+                now_s = start_s + self.duration_s * k / self.checks
+                partial = self._partial(full, now_s)
+                reason = abandon.hopeless(
+                    partial,
+                    now_s=now_s,
+                    start_s=start_s,
+                    duration_s=self.duration_s,
+                    warmup_s=self.warmup_s,
+                    load=load,
+                    dimension="rate",
+                )
+                if reason is not None:
+                    self.clock_s = now_s
+                    return LevelMeasurement(
+                        load,
+                        stage,
+                        partial.filter(pl.col("ok").is_not_null()),
+                        now_s - start_s,
+                        self.warmup_s,
+                        start_s,
+                        abandoned=reason,
+                    )
+        self.clock_s = start_s + self.duration_s
+        return LevelMeasurement(load, stage, full, self.duration_s, self.warmup_s, start_s)
+
+    @staticmethod
+    def _partial(full: pl.DataFrame, now_s: float) -> pl.DataFrame:
+        """What a live run knows at now_s: unfinished requests have nulls."""
+        sent = full.filter(pl.col("sent_s") <= now_s)
+        done = pl.col("end_s") <= now_s
+        started = pl.col("first_token_s") <= now_s
+        return sent.with_columns(
+            pl.when(started).then(pl.col("first_token_s")).alias("first_token_s"),
+            pl.when(done).then(pl.col("end_s")).alias("end_s"),
+            pl.when(done).then(pl.col("ttft_s")).alias("ttft_s"),
+            pl.when(done).then(pl.col("tpot_s")).alias("tpot_s"),
+            pl.when(done).then(pl.col("e2e_s")).alias("e2e_s"),
+            pl.when(done).then(pl.col("ok")).alias("ok"),
+        )
+
+
+Z95 = float(norm.ppf(0.95))
+
+
+def _search(probe: CurveProbe, slo: str, **kwargs: object) -> tuple[float | None, float | None]:
+    config = SearchConfig(slo=parse_slo(slo), resamples=200, **kwargs)  # type: ignore[arg-type]
+    result = run_search(probe, config)
+    return result.feasible_max, result.infeasible_min
+
+
+def test_finds_known_limit_within_tolerance_in_95_percent_of_seeds() -> None:
+    # TTFT p95 <= 1 s binds at 40 * (1 - 0.2 e^{0.4 z95} / 1) = 24.5 req/s; TPOT is loose.
+    slo = "ttft:p95<=1s,tpot:p95<=100ms"
+    true_limit = CurveProbe(np.random.default_rng(0)).ttft_limit(1.0, Z95)
+    assert true_limit < CurveProbe(np.random.default_rng(0)).tpot_limit(0.1, Z95)
+    hits = 0
+    levels: list[int] = []
+    for seed in range(100):
+        probe = CurveProbe(np.random.default_rng(seed))
+        config = SearchConfig(slo=parse_slo(slo), start=2.0, resamples=200, seed=seed)
+        result = run_search(probe, config)
+        levels.append(len(result.levels))
+        assert result.feasible_max is not None and result.infeasible_min is not None
+        assert result.infeasible_min - result.feasible_max <= 0.05 * result.feasible_max + 1e-9
+        if abs(result.feasible_max - true_limit) <= 0.05 * true_limit:
+            hits += 1
+    assert hits >= 95, f"within 5 % in {hits} of 100 seeded runs"
+    assert max(levels) <= 24
+
+
+def test_tpot_can_bind_and_is_named() -> None:
+    probe = CurveProbe(np.random.default_rng(3))
+    slo = "ttft:p95<=5s,tpot:p95<=60ms"
+    expected = probe.tpot_limit(0.06, Z95)
+    config = SearchConfig(slo=parse_slo(slo), start=1.0, resamples=200)
+    result = run_search(probe, config)
+    assert result.feasible_max is not None
+    assert abs(result.feasible_max - expected) <= 0.05 * expected
+    assert result.binding == "tpot:p95"
+    limit = build_limit_result(result, target="http://x", model="m")
+    assert limit.binding == "tpot:p95"
+    assert "tpot p95 binds first" in limit.sentence
+    assert limit.sentence.startswith(f"one instance holds {result.feasible_max:.3g} req/s at ")
+    assert f"{result.infeasible_min:.3g} req/s fails" in limit.sentence
+
+
+def test_attainment_form_with_errors_counting_against_it() -> None:
+    # 5 % of requests fail, so attainment = 0.95 * P(ttft <= 1 s) >= 90 % needs
+    # P(ttft <= 1 s) >= 0.9 / 0.95.
+    probe = CurveProbe(np.random.default_rng(11), error_share=0.05)
+    z = float(norm.ppf(0.9 / 0.95))
+    expected = probe.ttft_limit(1.0, z)
+    without_errors = probe.ttft_limit(1.0, float(norm.ppf(0.9)))
+    assert expected < 0.95 * without_errors  # the test can tell the two apart
+    lo, hi = _search(probe, "attainment>=90%:ttft<=1s", start=2.0)
+    assert lo is not None and hi is not None
+    assert abs(lo - expected) <= 0.05 * expected
+
+
+def test_bisect_method_also_converges() -> None:
+    probe = CurveProbe(np.random.default_rng(5))
+    expected = probe.ttft_limit(1.0, Z95)
+    lo, _ = _search(probe, "ttft:p95<=1s", start=2.0, method="bisect")
+    assert lo is not None and abs(lo - expected) <= 0.05 * expected
+
+
+def test_concurrency_dimension_uses_whole_users() -> None:
+    probe = CurveProbe(np.random.default_rng(2), capacity=30.0)
+    expected = probe.ttft_limit(1.0, Z95)
+    config = SearchConfig(
+        slo=parse_slo("ttft:p95<=1s"), dimension="concurrency", start=1, resamples=200
+    )
+    result = run_search(probe, config)
+    assert result.feasible_max is not None and result.infeasible_min is not None
+    assert all(float(o.load).is_integer() for o in result.levels)
+    assert result.infeasible_min - result.feasible_max <= max(1, 0.05 * result.feasible_max)
+    assert abs(result.feasible_max - expected) <= max(1.0, 0.05 * expected)
+    limit = build_limit_result(result)
+    assert limit.unit == "users"
+    assert "concurrent users (" in limit.sentence
+
+
+def test_thin_levels_are_repeated_and_pooled() -> None:
+    # At 1 req/s for 20 s a level has ~20 requests: below min_completed, so it is repeated.
+    probe = CurveProbe(np.random.default_rng(4))
+    seen: list[LevelOutcome] = []
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=1.0, resamples=200, max_repeats=2)
+    run_search(probe, config, on_level=seen.append)
+    first = seen[0]
+    assert first.load == 1.0
+    assert first.repeats == 2 and len(set(first.stages)) == 3
+    assert first.evaluation.scheduled > 40
+
+
+def test_hopeless_levels_are_abandoned_early() -> None:
+    # Far above capacity the queue explodes: TTFT past 1 s for most requests within 5 s.
+    probe = CurveProbe(np.random.default_rng(6), capacity=10.0)
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=16.0, resamples=200)
+    result = run_search(probe, config)
+    first = result.levels[0]
+    assert first.load == 16.0 and not first.passed
+    assert first.abandoned is not None and "past ttft 1 s" in first.abandoned
+    assert first.evaluation.duration_s < probe.duration_s
+    assert result.feasible_max is not None
+    limit = build_limit_result(result)
+    assert limit.levels[0].abandoned_early
+
+
+def test_error_rate_makes_a_level_hopeless() -> None:
+    probe = CurveProbe(np.random.default_rng(8), error_share=0.9)
+    seen: list[LevelOutcome] = []
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=8.0, resamples=200)
+    result = run_search(probe, config, on_level=seen.append)
+    assert seen[0].abandoned is not None and "failed" in seen[0].abandoned
+    assert result.feasible_max is None  # every level fails on errors
+    limit = build_limit_result(result)
+    assert limit.sentence.startswith("one instance does not meet ttft p95 <= 1 s even at")
+
+
+def test_no_failure_up_to_the_maximum() -> None:
+    probe = CurveProbe(np.random.default_rng(9))
+    lo, hi = _search(probe, "ttft:p95<=100s", start=2.0, max_load=16.0)
+    assert lo == 16.0 and hi is None
+
+
+def test_generator_protocol_yields_loads_and_returns_result() -> None:
+    probe = CurveProbe(np.random.default_rng(10))
+    search = limit_search(SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=100))
+    loads = [next(search)]
+    try:
+        while True:
+            loads.append(search.send(probe.measure(loads[-1])))
+    except StopIteration as stop:
+        result = stop.value
+    assert loads[:3] == [4.0, 8.0, 16.0]
+    assert result.feasible_max is not None
+
+
+def test_limit_json_round_trips_with_littles_law() -> None:
+    probe = CurveProbe(np.random.default_rng(12))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s,errors<=1%"), start=4.0, resamples=100)
+    result = run_search(probe, config)
+    limit = build_limit_result(result, target="http://127.0.0.1:1", wall_s=1.0)
+    again = LimitResult.model_validate_json(limit.model_dump_json(by_alias=True))
+    assert again == limit
+    assert limit.model_dump(by_alias=True)["schema"] == "capplan.limit/1"
+    assert limit.littles_law is not None and result.feasible_max is not None
+    at_limit = next(lv for lv in limit.levels if lv.load == result.feasible_max)
+    assert at_limit.mean_e2e_s is not None and at_limit.achieved_rps is not None
+    assert limit.littles_law.concurrency == pytest.approx(
+        at_limit.achieved_rps * at_limit.mean_e2e_s
+    )
+    assert limit.saturation_throughput_rps == max(
+        lv.achieved_rps for lv in limit.levels if lv.achieved_rps is not None
+    )
+    assert {c.name for c in at_limit.constraints} == {"ttft:p95", "errors"}
+    assert "limit between" in limit.confidence
+
+
+def test_probe_measuring_another_load_is_a_run_error() -> None:
+    class Liar(CurveProbe):
+        def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+            real = super().measure(load, abandon=abandon)
+            return LevelMeasurement(load + 1, real.stage, real.records, real.duration_s)
+
+    with pytest.raises(RunError, match="asked for"):
+        run_search(Liar(np.random.default_rng(0)), SearchConfig(slo=parse_slo("ttft:p95<=1s")))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"start": 0}, {"tolerance": 0}, {"growth": 1.0}, {"start": 10, "max_load": 5}],
+)
+def test_bad_search_config(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        SearchConfig(slo=parse_slo("ttft:p95<=1s"), **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,215 @@
+"""SLO parsing (both forms, units, errors that quote the token) and stage evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from planner.errors import ConfigError, InputError
+from planner.slo import evaluate, exclude_warmup, good_mask, parse_slo
+
+
+def _records(
+    ttft_s: list[float],
+    tpot_s: list[float | None] | None = None,
+    ok: list[bool] | None = None,
+    e2e_s: list[float] | None = None,
+) -> pl.DataFrame:
+    n = len(ttft_s)
+    return pl.DataFrame(
+        {
+            "intended_send_s": [float(i) for i in range(n)],
+            "ttft_s": ttft_s,
+            "tpot_s": tpot_s if tpot_s is not None else [0.05] * n,
+            "e2e_s": e2e_s if e2e_s is not None else [t + 1.0 for t in ttft_s],
+            "ok": ok if ok is not None else [True] * n,
+        },
+        schema={
+            "intended_send_s": pl.Float64,
+            "ttft_s": pl.Float64,
+            "tpot_s": pl.Float64,
+            "e2e_s": pl.Float64,
+            "ok": pl.Boolean,
+        },
+    )
+
+
+def test_parse_percentile_form_with_units() -> None:
+    slo = parse_slo("ttft:p95<=2s, tpot:p95<=100ms,e2e:p99<=30s,errors<=1%")
+    assert slo.kind == "percentile"
+    assert [(c.name, c.threshold_s) for c in slo.percentiles] == [
+        ("ttft:p95", 2.0),
+        ("tpot:p95", 0.1),
+        ("e2e:p99", 30.0),
+    ]
+    assert slo.percentiles[0].quantile == pytest.approx(0.95)
+    assert slo.max_error_rate == pytest.approx(0.01)
+    assert slo.min_attainment is None
+    assert {t.metric: t.threshold_s for t in slo.request_thresholds} == {
+        "ttft": 2.0,
+        "tpot": 0.1,
+        "e2e": 30.0,
+    }
+    assert slo.constraint_names == ("ttft:p95", "tpot:p95", "e2e:p99", "errors")
+    assert slo.describe() == "ttft p95 <= 2 s, tpot p95 <= 100 ms, e2e p99 <= 30 s, errors <= 1 %"
+
+
+def test_parse_attainment_form() -> None:
+    slo = parse_slo("attainment>=95%:ttft<=2s,tpot<=100ms")
+    assert slo.kind == "attainment"
+    assert slo.min_attainment == pytest.approx(0.95)
+    assert slo.percentiles == ()
+    assert {t.metric: t.threshold_s for t in slo.request_thresholds} == {"ttft": 2.0, "tpot": 0.1}
+    assert slo.describe() == "95 % of requests within ttft <= 2 s, tpot <= 100 ms"
+
+
+def test_parse_other_statistics_and_fractions() -> None:
+    slo = parse_slo("ttft:p99.9<=1.5s,e2e:mean<=.5s,itl_max:max<=250ms")
+    assert [c.quantile for c in slo.percentiles] == [pytest.approx(0.999), None, 1.0]
+    assert slo.percentiles[1].threshold_s == 0.5
+    assert slo.percentiles[2].threshold_s == 0.25
+
+
+@pytest.mark.parametrize(
+    ("spec", "token", "why"),
+    [
+        ("ttft:p95<=2sec", "ttft:p95<=2sec", "duration"),
+        ("ttft:p95<=2", "ttft:p95<=2", "duration"),
+        ("ttfb:p95<=2s", "ttfb:p95<=2s", "unknown metric"),
+        ("ttft:p95<2s", "ttft:p95<2s", "inclusive"),
+        ("ttft<=2s", "ttft<=2s", "METRIC:STAT"),
+        ("ttft:q95<=2s", "ttft:q95<=2s", "statistic"),
+        ("ttft:p95<=2s,errors<=1", "errors<=1", "share"),
+        ("ttft:p95<=2s,,tpot:p95<=1s", "", "empty"),
+        ("attainment>=95:ttft<=2s", "attainment>=95", "share"),
+        ("attainment>=95%:ttft:p95<=2s", "ttft:p95<=2s", "no STAT"),
+        ("attainment>=95%", "attainment>=95%", "needs ':'"),
+        ("ttft:p95<=2s,attainment>=95%", "attainment>=95%", "must come first"),
+        ("ttft:p95<=2s,ttft:p95<=3s", "ttft:p95<=3s", "twice"),
+        ("itl:p95<=2s", "itl:p95<=2s", "tpot or itl_max"),
+    ],
+)
+def test_bad_tokens_are_quoted_with_the_grammar(spec: str, token: str, why: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_slo(spec)
+    message = str(err.value)
+    assert f"bad token {token!r}" in message
+    assert why in message
+    assert "SLO grammar" in message and "attainment>=95%:ttft<=2s" in message
+
+
+def test_empty_slo_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="empty"):
+        parse_slo("  ")
+
+
+def test_percentile_threshold_is_inclusive() -> None:
+    # The top two of 20 samples are exactly 2 s, so p95 (linear interpolation) is exactly 2 s.
+    records = _records([0.25] * 18 + [2.0, 2.0])
+    slo = parse_slo("ttft:p95<=2s")
+    result = evaluate(records, slo, duration_s=20.0).constraint("ttft:p95")
+    assert result.value == 2.0
+    assert result.passed and result.margin == 0.0
+    assert not evaluate(records, parse_slo("ttft:p95<=1999ms"), duration_s=20.0).passed
+
+
+def test_per_request_thresholds_are_inclusive_for_goodput() -> None:
+    records = _records([2.0, 2.0, 2.5, 1.0], tpot_s=[0.1, 0.1000001, 0.05, None])
+    slo = parse_slo("attainment>=50%:ttft<=2s,tpot<=100ms")
+    mask = good_mask(records, slo)
+    # 2.0 s / 100 ms exactly: good; TPOT above by 1e-7: not; TTFT 2.5 s: not; one-token: good.
+    assert mask.tolist() == [True, False, False, True]
+    evaluation = evaluate(records, slo, duration_s=4.0)
+    assert evaluation.good == 2
+    assert evaluation.attainment == pytest.approx(0.5)
+    assert evaluation.goodput_rps == pytest.approx(0.5)
+    assert evaluation.passed  # 50 % >= 50 %, inclusive
+
+
+def test_errors_count_against_attainment_and_error_constraint() -> None:
+    ttft = [0.5] * 10
+    ok = [True] * 8 + [False] * 2
+    records = _records(ttft, ok=ok)
+    slo = parse_slo("attainment>=85%:ttft<=1s,errors<=10%")
+    evaluation = evaluate(records, slo, duration_s=10.0)
+    assert evaluation.scheduled == 10 and evaluation.completed == 8 and evaluation.errors == 2
+    assert evaluation.attainment == pytest.approx(0.8)
+    assert evaluation.goodput_rps == pytest.approx(0.8)
+    assert not evaluation.constraint("attainment").passed
+    errors = evaluation.constraint("errors")
+    assert errors.value == pytest.approx(0.2) and not errors.passed
+    assert errors.margin == pytest.approx(-0.1)
+    assert not evaluation.passed
+    assert evaluation.binding in {"attainment", "errors"}
+
+
+def test_percentiles_over_successful_requests_only() -> None:
+    # A failed request with a huge TTFT must not move the percentile (vLLM definition) ...
+    records = _records([0.1] * 9 + [100.0], ok=[True] * 9 + [False])
+    evaluation = evaluate(records, parse_slo("ttft:p99<=200ms"), duration_s=10.0)
+    assert evaluation.passed
+    # ... but it counts against the error constraint.
+    assert not evaluate(records, parse_slo("ttft:p99<=200ms,errors<=5%"), duration_s=10.0).passed
+
+
+def test_nothing_succeeded_fails_with_no_value() -> None:
+    records = _records([1.0] * 5, ok=[False] * 5)
+    evaluation = evaluate(records, parse_slo("ttft:p95<=2s"), duration_s=5.0)
+    result = evaluation.constraint("ttft:p95")
+    assert result.value is None and not result.passed and result.certain
+    assert not evaluation.passed and evaluation.certain
+
+
+def test_warmup_window_is_excluded() -> None:
+    # The first 5 requests (sent at 0..4 s) are slow; excluding 5 s of warm-up leaves fast ones.
+    records = _records([10.0] * 5 + [0.1] * 15)
+    slo = parse_slo("ttft:p95<=1s")
+    assert not evaluate(records, slo, duration_s=20.0).passed
+    evaluation = evaluate(records, slo, duration_s=20.0, warmup_s=5.0)
+    assert evaluation.passed
+    assert evaluation.scheduled == 15
+    assert evaluation.goodput_rps == pytest.approx(15 / 15.0)
+    assert exclude_warmup(records, 5.0, start_s=-2.0).height == 17
+
+
+def test_bootstrap_interval_brackets_value_and_is_seeded() -> None:
+    rng = np.random.default_rng(7)
+    ttft = rng.lognormal(mean=0.0, sigma=0.5, size=500).tolist()
+    records = _records(ttft)
+    slo = parse_slo("ttft:p95<=3s")
+    first = evaluate(records, slo, duration_s=500.0, rng=np.random.default_rng(1))
+    again = evaluate(records, slo, duration_s=500.0, rng=np.random.default_rng(1))
+    result = first.constraint("ttft:p95")
+    assert result.interval is not None
+    low, high = result.interval
+    assert result.value is not None and low <= result.value <= high
+    assert result.interval == again.constraint("ttft:p95").interval
+    # The threshold sits inside the interval: the verdict is not certain.
+    straddling = parse_slo(f"ttft:p95<={result.value:.4f}s")
+    assert not evaluate(records, straddling, duration_s=500.0).certain
+    # Far from the threshold it is.
+    assert evaluate(records, parse_slo("ttft:p95<=100s"), duration_s=500.0).certain
+
+
+def test_simulator_columns_are_enough() -> None:
+    frame = pl.DataFrame(
+        {
+            "ttft_s": [0.2, 0.3, 5.0],
+            "tpot_s": [0.02, 0.03, 0.04],
+            "e2e_s": [1.0, 1.5, 9.0],
+            "ok": [True, True, True],
+        }
+    )
+    evaluation = evaluate(frame, parse_slo("attainment>=60%:ttft<=1s,e2e<=10s"), duration_s=3.0)
+    assert evaluation.good == 2 and evaluation.passed
+    assert evaluation.metrics["ttft_p50_s"] == pytest.approx(0.3)
+    assert "itl_max_p95_s" not in evaluation.metrics
+    with pytest.raises(InputError, match="intended_send_s"):
+        evaluate(frame, parse_slo("ttft:p95<=1s"), duration_s=3.0, warmup_s=1.0)
+
+
+def test_missing_metric_column_is_an_input_error() -> None:
+    frame = pl.DataFrame({"ttft_s": [0.1], "ok": [True]})
+    with pytest.raises(InputError, match="e2e_s"):
+        evaluate(frame, parse_slo("e2e:p95<=1s"), duration_s=1.0)
