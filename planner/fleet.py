@@ -20,24 +20,26 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import polars as pl
 
 from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.errors import ConfigError
 from planner.limit_schema import LimitResult
 from planner.plan_schema import FleetCheck, FleetPoint
+from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import Profile
 
 Routing = Literal["round_robin", "least_outstanding"]
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
 ArrivalKind = Literal["gamma", "poisson"]
 BURST_WINDOW_S = 10.0
+SIMULATED_METRICS = ("ttft", "tpot", "e2e")
 
 
 # ----------------------------------------------------------------------------- traffic
@@ -241,65 +243,6 @@ def simulate_fleet(
 # ----------------------------------------------------------------------------- SLO
 
 
-_DURATION_RE = re.compile(r"^([0-9]*\.?[0-9]+)(ms|s)?$")
-_METRICS = ("ttft", "tpot", "e2e")
-
-
-@dataclass(frozen=True)
-class FleetSlo:
-    """The SLO the fleet check judges by: per-request thresholds and percentile bounds.
-
-    `percentiles`: (metric, quantile 0-1, bound_s); `thresholds`: metric -> bound_s for the
-    per-request "good" test; `min_attainment`: share of good requests required (attainment SLO).
-    """
-
-    text: str
-    percentiles: tuple[tuple[str, float, float], ...]
-    thresholds: tuple[tuple[str, float], ...]
-    min_attainment: float | None
-
-
-def _seconds(text: str, spec: str) -> float:
-    m = _DURATION_RE.match(text)
-    if not m:
-        raise ConfigError(f"SLO {spec!r}: {text!r} is not a duration like 2s or 100ms")
-    value = float(m.group(1))
-    return value / 1000.0 if m.group(2) == "ms" else value
-
-
-def parse_fleet_slo(spec: str) -> FleetSlo:
-    """Parse `ttft:p95<=2s,tpot:p95<=100ms` or `attainment>=95%:ttft<=2s,tpot<=100ms`.
-
-    Raises ConfigError naming the part that does not parse and the forms expected.
-    """
-    text = re.sub(r"\s+", "", spec).lower()
-    percentiles: list[tuple[str, float, float]] = []
-    thresholds: list[tuple[str, float]] = []
-    attainment: float | None = None
-    m = re.match(r"^attainment>=([0-9.]+)%:(.+)$", text)
-    body = text
-    if m:
-        attainment = float(m.group(1)) / 100.0
-        body = m.group(2)
-    for part in filter(None, body.split(",")):
-        pm = re.match(r"^(ttft|tpot|e2e):p([0-9.]+)<=(.+)$", part)
-        tm = re.match(r"^(ttft|tpot|e2e)<=(.+)$", part)
-        if pm and attainment is None:
-            bound = _seconds(pm.group(3), spec)
-            percentiles.append((pm.group(1), float(pm.group(2)) / 100.0, bound))
-            thresholds.append((pm.group(1), bound))
-        elif tm:
-            thresholds.append((tm.group(1), _seconds(tm.group(2), spec)))
-        else:
-            raise ConfigError(
-                f"SLO {spec!r}: cannot read {part!r}; expected e.g. 'ttft:p95<=2s,tpot:p95<=100ms' "
-                f"or 'attainment>=95%:ttft<=2s,tpot<=100ms' (metrics: {', '.join(_METRICS)})"
-            )
-    if not thresholds:
-        raise ConfigError(f"SLO {spec!r}: no constraint found")
-    return FleetSlo(spec, tuple(percentiles), tuple(thresholds), attainment)
-
-
 @dataclass(frozen=True)
 class FleetVerdict:
     attainment: float
@@ -310,56 +253,59 @@ class FleetVerdict:
     requests: int
 
 
-def _p(values: np.ndarray, q: float) -> float | None:
-    """Percentile where unfinished (NaN) requests count as infinitely slow."""
-    if len(values) == 0:
-        return None
-    filled = np.where(np.isnan(values), np.inf, values)
-    # Nearest rank: the smallest value with at least q of the requests at or below it.
-    v = float(np.quantile(filled, q, method="inverted_cdf"))
-    return v if math.isfinite(v) else None
+def simulator_slo_problem(slo: Slo) -> str | None:
+    """Why the simulator cannot judge `slo` (it yields ttft, tpot and e2e), or None."""
+    metrics = {c.metric for c in slo.percentiles} | {t.metric for t in slo.request_thresholds}
+    missing = sorted(metrics - set(SIMULATED_METRICS))
+    if missing:
+        return (
+            f"the SLO names {', '.join(missing)}, which the fleet simulator does not produce "
+            f"(it yields {', '.join(SIMULATED_METRICS)})"
+        )
+    return None
 
 
-def judge(run: FleetRun, slo: FleetSlo, warmup_s: float) -> FleetVerdict:
-    """SLO attainment and the percentile verdict over requests arriving after `warmup_s`.
+def run_records(run: FleetRun) -> pl.DataFrame:
+    """The run as per-request records in planner.slo's columns (ok = finished)."""
+    return pl.DataFrame(
+        {
+            "arrival_s": run.arrival_s,
+            "ttft_s": run.ttft_s,
+            "tpot_s": run.tpot_s,
+            "e2e_s": run.e2e_s,
+            "ok": ~np.isnan(run.e2e_s),
+        }
+    )
 
-    A request is good when it finished and meets every per-request threshold (TPOT is not
-    judged for one-token outputs). Percentile SLOs hold when each named percentile is within
-    its bound (unfinished requests count as failing); attainment SLOs when the good share
-    reaches the required attainment.
+
+def judge(run: FleetRun, slo: Slo, warmup_s: float) -> FleetVerdict:
+    """`planner.slo.evaluate` over the requests arriving after `warmup_s`.
+
+    The same verdict the limit search gives a measured stage: percentiles over the finished
+    requests (linear interpolation), attainment over all, a request that never finished is
+    an error. Raises ConfigError for an SLO the simulator cannot judge (see
+    `simulator_slo_problem`).
     """
-    keep = run.arrival_s >= warmup_s
-    metrics = {"ttft": run.ttft_s[keep], "tpot": run.tpot_s[keep], "e2e": run.e2e_s[keep]}
-    finished = ~np.isnan(run.e2e_s[keep])
-    good = finished.copy()
-    for metric, bound in slo.thresholds:
-        values = metrics[metric]
-        ok = values <= bound + 1e-12
-        if metric == "tpot":
-            ok |= finished & np.isnan(values)
-        good &= ok
-    count = int(keep.sum())
-    attainment = float(good.mean()) if count else 0.0
-    if slo.min_attainment is not None:
-        meets = attainment >= slo.min_attainment
-    else:
-        meets = count > 0
-        for metric, q, bound in slo.percentiles:
-            if metric == "tpot":
-                vals = metrics["tpot"][finished & ~np.isnan(metrics["tpot"])]
-                vals = np.concatenate([vals, np.full(int((~finished).sum()), np.nan)])
-            else:
-                vals = metrics[metric]
-            value = _p(vals, q)
-            if value is None or value > bound + 1e-12:
-                meets = False
+    problem = simulator_slo_problem(slo)
+    if problem is not None:
+        raise ConfigError(problem)
+    span = max(float(run.simulated_s), float(run.arrival_s.max()) if len(run.arrival_s) else 0.0)
+    evaluation = evaluate(
+        run_records(run),
+        slo,
+        duration_s=max(span, warmup_s + 1e-6),
+        warmup_s=warmup_s,
+        start_s=0.0,
+        resamples=1,  # the verdict only: the fleet check reports no bootstrap intervals
+    )
+    m = evaluation.metrics
     return FleetVerdict(
-        attainment=attainment,
-        ttft_p95_s=_p(metrics["ttft"], 0.95),
-        tpot_p95_s=_p(metrics["tpot"][~np.isnan(metrics["tpot"]) | ~finished], 0.95),
-        e2e_p95_s=_p(metrics["e2e"], 0.95),
-        meets_slo=meets,
-        requests=count,
+        attainment=evaluation.attainment or 0.0,
+        ttft_p95_s=m.get("ttft_p95_s"),
+        tpot_p95_s=m.get("tpot_p95_s"),
+        e2e_p95_s=m.get("e2e_p95_s"),
+        meets_slo=evaluation.passed,
+        requests=evaluation.scheduled,
     )
 
 
@@ -371,7 +317,7 @@ def fleet_check(
     config: EngineConfig,
     rate_rps: float,
     instances: int,
-    slo: FleetSlo,
+    slo: Slo,
     duration_s: float,
     rng_seed: int = 0,
     warmup_frac: float = 0.1,
@@ -479,7 +425,7 @@ def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
 def single_instance_limit(
     profile: Profile,
     config: EngineConfig,
-    slo: FleetSlo,
+    slo: Slo,
     duration_s: float,
     rng_seed: int = 0,
     rel_tol: float = 0.02,
@@ -829,8 +775,10 @@ def _reproduces_limit(
     None when the limit's SLO is not one the fleet check reads or a bound is missing.
     """
     try:
-        slo = parse_fleet_slo(result.slo)
+        slo = parse_slo(result.slo)
     except ConfigError:
+        return None
+    if simulator_slo_problem(slo) is not None:
         return None
     if result.feasible_max is None or result.infeasible_min is None:
         return None

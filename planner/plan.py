@@ -38,9 +38,9 @@ from planner.fleet import (
     closed_loop_run,
     fleet_check,
     measured_levels,
-    parse_fleet_slo,
     profile_requests,
     simulate_fleet,
+    simulator_slo_problem,
 )
 from planner.plan_schema import (
     PLAN_SCHEMA,
@@ -54,6 +54,7 @@ from planner.plan_schema import (
     Scenario,
 )
 from planner.queueing import instances_by_queueing
+from planner.slo import parse_slo
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -241,9 +242,13 @@ def build_plan(
 
     checks = Checks(queueing=_queueing_check(profile, demand, first, concurrency, e2e, pairs))
     slo_text = options.slo or limit.slo
+    slo = parse_slo(slo_text) if slo_text is not None else None
+    problem = simulator_slo_problem(slo) if slo is not None else None
     if options.fleet:
-        if slo_text is None:
+        if slo is None:
             notes.append("fleet check skipped: no SLO (give --slo or a limit.json)")
+        elif problem is not None:
+            notes.append(f"fleet check skipped: {problem}")
         else:
             fleet_config = config
             calibration = None
@@ -276,7 +281,7 @@ def build_plan(
                 fleet_config,
                 demand.peak_rps * first.growth,
                 first.instances,
-                parse_fleet_slo(slo_text),
+                slo,
                 options.fleet_span_s,
                 rng_seed=options.seed,
                 burst_factor=demand.burst_factor,

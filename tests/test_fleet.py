@@ -16,13 +16,13 @@ from planner.fleet import (
     judge,
     level_metrics,
     measured_levels,
-    parse_fleet_slo,
     profile_requests,
     simulate_fleet,
     single_instance_limit,
 )
 from planner.limit_schema import LimitLevel, LimitResult
 from planner.plan import PlanOptions, build_plan
+from planner.slo import parse_slo
 from tests.plan_profiles import azure_conv_profile, make_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
@@ -100,31 +100,34 @@ def _run(ttft: list[float], tpot: list[float], e2e: list[float]) -> FleetRun:
     )
 
 
-def test_judge_percentile_and_attainment_slos() -> None:
-    ttft = [0.1] * 18 + [3.0, np.nan]  # one slow, one never finished
+def test_judge_uses_the_limit_search_verdict() -> None:
+    ttft = [0.1] * 18 + [3.0, np.nan]  # one slow, one never finished (an error)
     run = _run(ttft, [0.01] * 19 + [np.nan], [1.0] * 19 + [np.nan])
-    verdict = judge(run, parse_fleet_slo("ttft:p90<=2s,tpot:p90<=20ms"), warmup_s=0.0)
+    verdict = judge(run, parse_slo("ttft:p90<=2s,tpot:p90<=20ms"), warmup_s=0.0)
     assert verdict.attainment == pytest.approx(18 / 20)
-    assert verdict.meets_slo  # p90 of TTFT is 0.1 s
-    assert not judge(run, parse_fleet_slo("ttft:p95<=2s"), 0.0).meets_slo
-    assert judge(run, parse_fleet_slo("attainment>=90%:ttft<=2s"), 0.0).meets_slo
-    assert not judge(run, parse_fleet_slo("attainment>=95%:ttft<=2s"), 0.0).meets_slo
+    assert verdict.requests == 20
+    assert verdict.meets_slo  # p90 of the finished requests' TTFT is 0.1 s
+    # p99 interpolates between 0.1 s and 3 s: 0.1 + 0.82 x 2.9 = 2.48 s.
+    assert not judge(run, parse_slo("ttft:p99<=2s"), 0.0).meets_slo
+    assert judge(run, parse_slo("attainment>=90%:ttft<=2s"), 0.0).meets_slo
+    assert not judge(run, parse_slo("attainment>=95%:ttft<=2s"), 0.0).meets_slo
+    assert not judge(run, parse_slo("ttft:p50<=2s,errors<=1%"), 0.0).meets_slo
     # Warm-up: requests arriving before it are not judged.
-    assert judge(run, parse_fleet_slo("ttft:p99<=200ms"), warmup_s=0.0).requests == 20
-    assert judge(run, parse_fleet_slo("ttft:p99<=200ms"), warmup_s=10.0).requests == 10
+    assert judge(run, parse_slo("ttft:p99<=200ms"), warmup_s=10.0).requests == 10
+    assert not judge(run, parse_slo("ttft:p99<=200ms"), warmup_s=10.0).meets_slo
 
 
-@pytest.mark.parametrize("spec", ["ttft<2s", "latency:p95<=2s", "ttft:p95<=2 parsecs", ""])
-def test_bad_fleet_slo(spec: str) -> None:
-    with pytest.raises(ConfigError):
-        parse_fleet_slo(spec)
+def test_slo_the_simulator_cannot_judge() -> None:
+    run = _run([0.1], [0.01], [1.0])
+    with pytest.raises(ConfigError, match="itl_max"):
+        judge(run, parse_slo("itl_max:p99<=200ms"), 0.0)
 
 
 def test_fleet_on_azure_conv_n_meets_and_n_minus_1_does_not() -> None:
     """Azure conv at 2.6 instances' worth of traffic, with its burst: 3 meet the SLO, 2 do not."""
     profile = azure_conv_profile()
     slo_text = "ttft:p95<=1s,tpot:p95<=50ms"
-    limit_rps = single_instance_limit(profile, CONFIG, parse_fleet_slo(slo_text), 90.0, rng_seed=1)
+    limit_rps = single_instance_limit(profile, CONFIG, parse_slo(slo_text), 90.0, rng_seed=1)
     options = PlanOptions(
         profile_path="azure-conv",
         slo=slo_text,
