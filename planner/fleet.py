@@ -546,14 +546,22 @@ _CAL_METRICS: dict[str, tuple[str, float | None]] = {
 }
 # Search box of the efficiency factors (log-uniform design): mfu, mbu, step overhead (s).
 _CAL_BOUNDS = ((0.1, 1.0), (0.2, 1.0), (2e-4, 2e-2))
+# The limit search leaves out the first 20 % of each level by default; so do calibration runs.
+_CAL_WARMUP = 0.2
 
 
 @dataclass(frozen=True)
 class MeasuredLevel:
-    """One measured load level: the load (req/s or users) and its latency metrics (seconds)."""
+    """One measured load level: the load (req/s or users) and its latency metrics (seconds).
+
+    `judged_s` is the measured time per run after warm-up (None when the level does not tell),
+    `runs` how many runs were pooled.
+    """
 
     load: float
     metrics: dict[str, float]
+    judged_s: float | None = None
+    runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -594,24 +602,34 @@ def level_metrics(
     dimension: Literal["rate", "concurrency"],
     duration_s: float,
     rng_seed: int = 0,
+    runs: int = 1,
+    warmup_frac: float = 0.1,
 ) -> dict[str, float]:
-    """The `_CAL_METRICS` of one simulated instance at `load` (open loop rate or closed loop)."""
-    if dimension == "rate":
-        reqs = profile_requests(
-            profile,
-            load,
-            duration_s,
-            np.random.default_rng(rng_seed),
-            config.effective_max_model_len,
-        )
-        run = simulate_fleet(reqs, config, 1)
-    else:
-        run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
-    keep = run.arrival_s >= 0.1 * duration_s
-    values = {"ttft": run.ttft_s[keep], "tpot": run.tpot_s[keep], "e2e": run.e2e_s[keep]}
+    """The `_CAL_METRICS` of one simulated instance at `load` (open loop rate or closed loop).
+
+    `runs` independent runs (seeds rng_seed, rng_seed + 1, ...) are pooled, as the limit
+    search pools repeated measurements of a level; the first `warmup_frac` of each is left out.
+    """
+    pooled: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": []}
+    for r in range(max(1, runs)):
+        if dimension == "rate":
+            reqs = profile_requests(
+                profile,
+                load,
+                duration_s,
+                np.random.default_rng(rng_seed + r),
+                config.effective_max_model_len,
+            )
+            run = simulate_fleet(reqs, config, 1)
+        else:
+            run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed + r)
+        keep = run.arrival_s >= warmup_frac * duration_s
+        pooled["ttft"].append(run.ttft_s[keep])
+        pooled["tpot"].append(run.tpot_s[keep])
+        pooled["e2e"].append(run.e2e_s[keep])
     out: dict[str, float] = {}
     for name, (metric, q) in _CAL_METRICS.items():
-        v = values[metric]
+        v = np.concatenate(pooled[metric])
         v = v[~np.isnan(v)]
         if len(v):
             out[name] = float(np.mean(v) if q is None else np.quantile(v, q))
@@ -636,8 +654,12 @@ def measured_levels(result: LimitResult) -> list[MeasuredLevel]:
         }
         if level.mean_e2e_s and "e2e_mean_s" not in metrics:
             metrics["e2e_mean_s"] = level.mean_e2e_s
+        runs = level.repeats + 1
+        # Requests per run over the rate they arrived at: the seconds each run was judged.
+        rate = level.load if result.dimension == "rate" else level.achieved_rps
+        judged = level.requests / runs / rate if rate else None
         if metrics:
-            out.append(MeasuredLevel(level.load, metrics))
+            out.append(MeasuredLevel(level.load, metrics, judged, runs))
     return sorted(out, key=lambda m: m.load)
 
 
@@ -666,6 +688,8 @@ def calibrate(
     log error between the regression and the measured metrics over the factors; then simulate
     the levels once more with the fitted factors and report the relative error per metric
     (mean and max), next to the error of the uncalibrated config.
+    Each level is simulated as it was measured: as long as it was held (`duration_s` when
+    the level does not tell) and pooled over as many runs (at most 3), with a 20 % warm-up.
     Raises RunError when the limit.json has no level with latency metrics.
     """
     from scipy.optimize import minimize
@@ -689,10 +713,24 @@ def calibrate(
         )
 
     def simulate_levels(cfg: EngineConfig) -> list[dict[str, float]]:
-        return [
-            level_metrics(profile, cfg, lv.load, result.dimension, duration_s, rng_seed)
-            for lv in levels
-        ]
+        # Each level as it was measured: as long (a short level has not built its steady
+        # queue yet) and pooled over as many runs, with the limit search's 20 % warm-up.
+        out = []
+        for lv in levels:
+            span = _level_span_s(lv, duration_s)
+            out.append(
+                level_metrics(
+                    profile,
+                    cfg,
+                    lv.load,
+                    result.dimension,
+                    span,
+                    rng_seed,
+                    runs=min(lv.runs, 3),
+                    warmup_frac=_CAL_WARMUP,
+                )
+            )
+        return out
 
     def fit(design: np.ndarray, box_lo: np.ndarray, box_hi: np.ndarray) -> np.ndarray:
         """Regress each log metric on the factors and load; minimise the log error."""
@@ -767,12 +805,20 @@ def calibrate(
     )
 
 
+def _level_span_s(level: MeasuredLevel, default_s: float) -> float:
+    """Seconds to simulate a level for: its measured length (warm-up included), else default."""
+    if level.judged_s is not None and level.judged_s >= 5.0:
+        return level.judged_s / (1 - _CAL_WARMUP)
+    return default_s
+
+
 def _reproduces_limit(
     profile: Profile, config: EngineConfig, result: LimitResult, duration_s: float, rng_seed: int
 ) -> bool | None:
     """Does one simulated instance pass the SLO at feasible_max and fail at infeasible_min?
 
-    None when the limit's SLO is not one the fleet check reads or a bound is missing.
+    Each bound is simulated as it was measured (length and runs pooled, when the level tells).
+    None when the limit's SLO is not one the simulator can judge or a bound is missing.
     """
     try:
         slo = parse_slo(result.slo)
@@ -783,13 +829,41 @@ def _reproduces_limit(
     if result.feasible_max is None or result.infeasible_min is None:
         return None
 
+    by_load = {lv.load: lv for lv in measured_levels(result)}
+
     def meets(load: float) -> bool:
-        if result.dimension == "rate":
-            rng = np.random.default_rng(rng_seed)
-            reqs = profile_requests(profile, load, duration_s, rng, config.effective_max_model_len)
-            run = simulate_fleet(reqs, config, 1)
-        else:
-            run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
-        return judge(run, slo, 0.1 * duration_s).meets_slo
+        level = by_load.get(load)
+        span = _level_span_s(level, duration_s) if level is not None else duration_s
+        runs = min(level.runs, 3) if level is not None else 1
+        pooled = []
+        for r in range(runs):
+            if result.dimension == "rate":
+                rng = np.random.default_rng(rng_seed + r)
+                reqs = profile_requests(profile, load, span, rng, config.effective_max_model_len)
+                run = simulate_fleet(reqs, config, 1)
+            else:
+                run = closed_loop_run(profile, config, max(1, round(load)), span, rng_seed + r)
+            pooled.append(run)
+        return judge(_pool(pooled), slo, _CAL_WARMUP * span).meets_slo
 
     return meets(result.feasible_max) and not meets(result.infeasible_min)
+
+
+def _pool(runs: Sequence[FleetRun]) -> FleetRun:
+    """Runs of the same span as one run (the limit search pools repeated measurements)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    return FleetRun(
+        instances=first.instances,
+        routing=first.routing,
+        arrival_s=np.concatenate([r.arrival_s for r in runs]),
+        ttft_s=np.concatenate([r.ttft_s for r in runs]),
+        tpot_s=np.concatenate([r.tpot_s for r in runs]),
+        e2e_s=np.concatenate([r.e2e_s for r in runs]),
+        output_tokens=np.concatenate([r.output_tokens for r in runs]),
+        instance=np.concatenate([r.instance for r in runs]),
+        simulated_s=max(r.simulated_s for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+        steps=sum(r.steps for r in runs),
+    )

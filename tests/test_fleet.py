@@ -234,3 +234,29 @@ def test_burst_window_raises_the_rate_inside_it_only() -> None:
     assert inside == pytest.approx(30.0, rel=0.1)
     assert outside == pytest.approx(10.0, rel=0.05)
     assert times.max() < 1000.0 and np.all(np.diff(times) >= 0)
+
+
+def test_measured_levels_know_how_long_each_run_was_judged() -> None:
+    level = LimitLevel(
+        load=2.0,
+        stage="s",
+        requests=120,
+        completed=120,
+        metrics={"ttft_p95_s": 0.3},
+        constraints=[],
+        verdict="pass",
+        repeats=2,
+    )
+    result = LimitResult(
+        dimension="rate",
+        unit="rps",
+        feasible_max=2.0,
+        infeasible_min=None,
+        binding=None,
+        slo="ttft:p95<=1s",
+        tolerance=0.1,
+        levels=[level],
+    )
+    (measured,) = measured_levels(result)
+    assert measured.runs == 3
+    assert measured.judged_s == pytest.approx(20.0)  # 120 requests / 3 runs / 2 req/s
