@@ -306,6 +306,11 @@ def build_plan(
         tp=options.tp,
         gpu_hour_price_usd=price,
         price_source=price_source,
+        fleet_check=options.fleet,
+        fleet_span_s=options.fleet_span_s,
+        seed=options.seed,
+        cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,
+        host_ram_per_gpu_memory=options.host_rule.host_ram_per_gpu_memory,
     )
     plan = Plan(
         schema=PLAN_SCHEMA,

@@ -44,6 +44,11 @@ class PlanInputs(_Model):
     tp: int
     gpu_hour_price_usd: float
     price_source: str
+    fleet_check: bool = True
+    fleet_span_s: float | None = None
+    seed: int = 0
+    cpu_cores_per_gpu: int | None = None
+    host_ram_per_gpu_memory: float | None = None
 
 
 class Demand(_Model):
