@@ -147,6 +147,7 @@ def test_fleet_on_azure_conv_n_meets_and_n_minus_1_does_not() -> None:
         assert not at[2].meets_slo, at[2]
         assert at[2].attainment < at[3].attainment <= at[4].attainment + 1e-9
     assert fleet.verdict == "n=3 meets the SLO, n-1=2 does not"
+    assert "10 s burst" in fleet.arrivals  # the profile's 10 s peak is above its p99 minute
 
 
 def _measured_limit(truth: EngineConfig, loads: list[float], slo: str) -> LimitResult:
