@@ -1,6 +1,8 @@
 """How many concurrent streams one emulator process sustains with client ITL within 5 % of intended.
 
 Starts `capplan emulate` in its own process (one Python thread: one core) for each level,
+and reports its CPU use (CPU seconds per wall second) next to the result, so a machine busy
+with other work shows up as a server below 100 % CPU that still falls behind.
 opens N streaming /v1/completions at once from a lean asyncio client in this process, and
 times every content chunk as it arrives. The engine's intended inter-token latency for the
 same requests comes from `simulate` (virtual time) over the send times the client recorded.
@@ -15,13 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import numpy as np
 
-from planner.emulator import emulator_subprocess
+from planner.emulator import EmulatorProcess
 from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate
 from profiles.tokenize import ApproxTokenizer, chained_block_hashes, synthetic_text
 
@@ -102,6 +106,22 @@ async def _run_clients(url: str, prompts: list[str], max_tokens: int) -> list[_S
     return records
 
 
+def _scrape(url: str, name: str) -> float:
+    """One counter's value from the emulator's /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class LevelResult:
     streams: int
@@ -111,6 +131,8 @@ class LevelResult:
     intended_itl_p99_s: float
     ttft_ratio: float
     send_spread_s: float
+    server_cpu_share: float
+    server_behind_s: float
 
     @property
     def itl_ratio(self) -> float:
@@ -122,9 +144,16 @@ def run_level(
 ) -> LevelResult:
     rng = np.random.default_rng(streams)
     prompts = [synthetic_text(prompt_tokens, rng) for _ in range(streams)]
-    with emulator_subprocess(config, speed=1.0) as url:
+    server = EmulatorProcess(config, speed=1.0)
+    url = server.start()
+    try:
         asyncio.run(_run_clients(url, prompts[:1], 2))  # warm-up
+        cpu0, wall0 = _cpu_s(server.pid), time.monotonic()
         records = asyncio.run(_run_clients(url, prompts, max_tokens))
+        server_cpu = (_cpu_s(server.pid) - cpu0) / (time.monotonic() - wall0)
+        behind_s = _scrape(url, "capplan_emulator_behind_seconds_total")
+    finally:
+        server.stop()
     t0 = min(r.sent_s for r in records)
     tok = ApproxTokenizer()
     requests = [
@@ -151,6 +180,8 @@ def run_level(
         intended_itl_p99_s=float(np.percentile([g for tl in timelines for g in tl.itl_s], 99)),
         ttft_ratio=float(client_ttft / intended_ttft),
         send_spread_s=float(max(r.sent_s for r in records) - t0),
+        server_cpu_share=server_cpu,
+        server_behind_s=behind_s,
     )
 
 
@@ -176,7 +207,7 @@ def main() -> None:
     )
     header = (
         "streams  client ITL ms  intended ITL ms  ratio  p99 gap ms (intended)  TTFT ratio  "
-        "send spread s"
+        "send spread s  server CPU  server behind s"
     )
     print(header)
     sustained = 0
@@ -191,7 +222,8 @@ def main() -> None:
             f"{n:7d}  {res.client_itl_s * 1e3:12.2f}  {res.intended_itl_s * 1e3:15.2f}  "
             f"{res.itl_ratio:5.3f}  {res.client_itl_p99_s * 1e3:10.2f} "
             f"({res.intended_itl_p99_s * 1e3:8.2f})  {res.ttft_ratio:10.3f}  "
-            f"{res.send_spread_s:13.2f}  {'ok' if ok else 'OVER 5%'}"
+            f"{res.send_spread_s:13.2f}  {res.server_cpu_share:9.0%}  "
+            f"{res.server_behind_s:15.2f}  {'ok' if ok else 'OVER 5%'}"
         )
     assert baseline is not None
     print(

@@ -43,7 +43,11 @@ def _points(measured: dict) -> list[tuple[str, int, float, int, float]]:
 
 
 def _predict(gpu: str, model: str, x: np.ndarray, pts: list) -> np.ndarray:
-    cfg = build_engine_config(gpu, model, mfu=x[0], mbu=x[1], step_overhead_s=x[2])
+    # seq_overhead_s = 0: the measurement holds GPU time only (no server scheduling or sampling
+    # CPU time per request); the engine adds its per-request CPU cost on top.
+    cfg = build_engine_config(
+        gpu, model, mfu=x[0], mbu=x[1], step_overhead_s=x[2], seq_overhead_s=0.0
+    )
     eng = Engine(cfg)
     return np.array([eng.step_time_s(t, a, kv) for _, t, a, kv, _ in pts])
 

@@ -21,7 +21,7 @@ from planner.errors import CapplanError
 # The order here is the order in `capplan --help`.
 COMMAND_MODULES = ("demo", "profile", "emulate", "loadtest", "limit", "plan", "report")
 
-app = typer.Typer(
+_app = typer.Typer(
     name="capplan",
     help=(
         "Size LLM serving fleets from evidence: profile request logs, load-test an "
@@ -59,7 +59,7 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
@@ -68,17 +68,46 @@ def _root(
     """capplan: evidence-based capacity planning for LLM serving."""
 
 
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
+def _register_commands(names: tuple[str, ...] = COMMAND_MODULES) -> None:
+    for name in names:
         module_name = f"planner.commands.{name}"
         if importlib.util.find_spec(module_name) is None:
             continue  # a command not built yet in this checkout
-        importlib.import_module(module_name).register(app)
+        importlib.import_module(module_name).register(_app)
 
 
-_register_commands()
+def _wanted_commands(argv: list[str]) -> tuple[str, ...]:
+    """The one command named on the command line, or all of them (for --help and the like).
+
+    Importing a command module pulls in its library (polars, locust, the engine, reportlab);
+    `capplan profile` should not pay for `capplan report`'s imports at start-up.
+    """
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMAND_MODULES:
+        return (first,)
+    return COMMAND_MODULES
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(app())
+    """Console-script entry point: registers only the command asked for, then runs it."""
+    _register_commands(_wanted_commands(sys.argv[1:]))
+    sys.exit(_app())
+
+
+def __getattr__(name: str) -> Any:
+    # `from planner.cli import app` (tests, docs) gets the app with every command registered.
+    if name == "app":
+        return full_app()
+    raise AttributeError(name)
+
+
+_registered_all = False
+
+
+def full_app() -> typer.Typer:
+    """The app with every command registered (for tests and documentation)."""
+    global _registered_all
+    if not _registered_all:
+        _register_commands()
+        _registered_all = True
+    return _app

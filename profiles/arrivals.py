@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from planner.errors import InputError
 from profiles.model import WINDOWS, Arrivals, Burst, GammaShape, RateSeries
+from profiles.readers.timeunits import MAX_SPAN_S
 
-WINDOW_S = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
-BURST_WINDOW_S = 10.0
+WINDOW_S = {"1s": 1, "10s": 10, "60s": 60}
+BURST_WINDOW_S = 10
 BURST_BASELINE_WINDOWS = 31  # rolling-median baseline over about 5 minutes of 10 s windows
 MAX_BURSTS = 50
 MAX_SERIES_POINTS = 600
@@ -25,39 +26,84 @@ BURST_RULE = (
 )
 
 
-def window_counts(t: np.ndarray, window_s: float, duration_s: float) -> tuple[np.ndarray, float]:
-    """Requests per full window from the first arrival, and the window length used.
+class SecondCounts:
+    """Requests per whole second from the first arrival: every window of whole seconds is
+    summed from these, so the arrival times are binned once."""
 
-    Arrivals in a last partial window are left out; a span shorter than one window is one
-    window of the span's length.
-    """
-    n_full = int(duration_s // window_s)
-    if n_full < 1:
-        return np.array([t.size], dtype=np.int64), max(duration_s, 1e-9)
-    idx = ((t - t[0]) // window_s).astype(np.int64)
-    counts = np.bincount(idx[idx < n_full], minlength=n_full)
-    return counts, window_s
+    def __init__(self, t: np.ndarray) -> None:
+        self.n = int(t.size)
+        self.duration_s = float(t[-1] - t[0]) if self.n else 0.0
+        self.per_s = np.bincount((t - t[0]).astype(np.int64)) if self.n else np.zeros(1, np.int64)
+
+    def windows(self, window_s: int) -> tuple[np.ndarray, float]:
+        """Requests per full window and the window length used.
+
+        Arrivals in a last partial window are left out; a span shorter than one window is one
+        window of the span's length (at least 1 s, so a burst at one instant reads as n req/s).
+        """
+        n_full = int(self.duration_s // window_s)
+        if n_full < 1:
+            return np.array([self.n], dtype=np.int64), max(self.duration_s, 1.0)
+        return self.per_s[: n_full * window_s].reshape(n_full, window_s).sum(axis=1), float(
+            window_s
+        )
+
+    def bins(self, bin_s: int) -> np.ndarray:
+        """Requests per bin of `bin_s` seconds, the last bin partial."""
+        n_bins = max(1, math.ceil(self.duration_s / bin_s)) if self.duration_s > 0 else 1
+        padded = np.zeros(max(n_bins * bin_s, self.per_s.size), dtype=np.int64)
+        padded[: self.per_s.size] = self.per_s
+        counts = padded[: n_bins * bin_s].reshape(n_bins, bin_s).sum(axis=1)
+        counts[-1] += padded[n_bins * bin_s :].sum()  # an arrival exactly at the end
+        return counts
 
 
-def gamma_shape(gaps: np.ndarray) -> GammaShape:
+MLE_MAX_GAPS = 1_000_000
+
+
+def digamma(x: float) -> float:
+    """psi(x) for x > 0: recurrence up to x >= 6, then the asymptotic series (error < 1e-12)."""
+    acc = 0.0
+    while x < 6.0:
+        acc -= 1.0 / x
+        x += 1.0
+    inv2 = 1.0 / (x * x)
+    series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
+    return acc + math.log(x) - 0.5 / x - series
+
+
+def trigamma(x: float) -> float:
+    """psi'(x) for x > 0: recurrence up to x >= 6, then the asymptotic series."""
+    acc = 0.0
+    while x < 6.0:
+        acc += 1.0 / (x * x)
+        x += 1.0
+    inv = 1.0 / x
+    inv2 = inv * inv
+    series = inv2 * inv * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 / 30)))
+    return acc + inv + 0.5 * inv2 + series
+
+
+def gamma_shape(gaps: np.ndarray, cv: float | None) -> GammaShape:
     """Gamma shape of inter-arrival times by moments (1/CV^2) and by maximum likelihood.
 
-    The MLE uses the positive gaps only (ties at the log's time resolution have log 0 = -inf).
+    The MLE uses the positive gaps only (ties at the log's time resolution have log 0 = -inf),
+    and every k-th of them when there are more than MLE_MAX_GAPS (the estimate's own standard
+    error at a million gaps is far below the model's misfit).
     """
-    if gaps.size < 2 or gaps.mean() <= 0:
+    if cv is None:
         return GammaShape(moments=None, mle=None)
-    cv = gaps.std() / gaps.mean()
     moments = float(1 / cv**2) if cv > 0 else None
-    pos = gaps[gaps > 0]
+    stride = max(1, gaps.size // MLE_MAX_GAPS)
+    pos = gaps[::stride]
+    pos = pos[pos > 0]
     mle = None
     if pos.size >= 2:
         s = math.log(pos.mean()) - float(np.log(pos).mean())
         if s > 1e-12:
             k = (3 - s + math.sqrt((s - 3) ** 2 + 24 * s)) / (12 * s)
             for _ in range(50):
-                step = (math.log(k) - float(special.digamma(k)) - s) / (
-                    1 / k - float(special.polygamma(1, k))
-                )
+                step = (math.log(k) - digamma(k) - s) / (1 / k - trigamma(k))
                 k = max(k - step, k / 10)
                 if abs(step) < 1e-10 * k:
                     break
@@ -65,9 +111,9 @@ def gamma_shape(gaps: np.ndarray) -> GammaShape:
     return GammaShape(moments=moments, mle=mle)
 
 
-def detect_bursts(t: np.ndarray, duration_s: float) -> list[Burst]:
+def detect_bursts(sc: SecondCounts, t0: float) -> list[Burst]:
     """Bursts by BURST_RULE, the highest peaks first (at most MAX_BURSTS)."""
-    counts, w = window_counts(t, BURST_WINDOW_S, duration_s)
+    counts, w = sc.windows(BURST_WINDOW_S)
     if counts.size < 3:
         return []
     half = BURST_BASELINE_WINDOWS // 2
@@ -81,7 +127,7 @@ def detect_bursts(t: np.ndarray, duration_s: float) -> list[Burst]:
     for start, stop in zip(edges[::2], edges[1::2], strict=True):
         bursts.append(
             Burst(
-                start_s=float(t[0] + start * w),
+                start_s=float(t0 + start * w),
                 duration_s=float((stop - start) * w),
                 peak_rate_rps=float(counts[start:stop].max() / w),
             )
@@ -90,14 +136,14 @@ def detect_bursts(t: np.ndarray, duration_s: float) -> list[Burst]:
     return bursts[:MAX_BURSTS]
 
 
-def rate_series(t: np.ndarray, duration_s: float) -> RateSeries:
+def rate_series(sc: SecondCounts) -> RateSeries:
     """Request rate in bins of a round size, at most MAX_SERIES_POINTS of them."""
+    duration_s = sc.duration_s
     bin_s = next(
         (b for b in _SERIES_BINS_S if duration_s / b <= MAX_SERIES_POINTS), _SERIES_BINS_S[-1]
     )
-    n_bins = max(1, math.ceil(duration_s / bin_s)) if duration_s > 0 else 1
-    idx = np.minimum(((t - t[0]) // bin_s).astype(np.int64), n_bins - 1)
-    counts = np.bincount(idx, minlength=n_bins).astype(np.float64)
+    counts = sc.bins(bin_s).astype(np.float64)
+    n_bins = counts.size
     lengths = np.full(n_bins, float(bin_s))
     if duration_s > 0:
         lengths[-1] = max(duration_s - (n_bins - 1) * bin_s, 1e-9) if n_bins > 1 else duration_s
@@ -126,23 +172,36 @@ def _periodic_shape(
 
 def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
     """Arrival statistics of sorted arrival times `t` (s); `start_epoch_s` is the UTC epoch of
-    t = 0 when the log has wall-clock times (for hour-of-day and weekday shapes)."""
+    t = 0 when the log has wall-clock times (for hour-of-day and weekday shapes).
+
+    Raises InputError when the span is implausibly long (a timestamp-unit mistake).
+    """
     n = int(t.size)
     duration = float(t[-1] - t[0]) if n else 0.0
+    if duration > MAX_SPAN_S:
+        raise InputError(
+            f"the requests span {duration / 86400:,.0f} days; check the timestamps' unit "
+            "(--time-unit) or split the log"
+        )
     mean_rate = n / duration if duration > 0 else 0.0
     peak: dict[str, float] = {}
     p2m: dict[str, float] = {}
     fano: dict[str, float] = {}
     pct: dict[str, list[float]] = {}
+    sc = SecondCounts(t)
     for name in WINDOWS:
-        counts, w = window_counts(t, WINDOW_S[name], duration)
+        counts, w = sc.windows(WINDOW_S[name])
         rates = counts / w
         peak[name] = float(rates.max())
         p2m[name] = float(rates.max() / mean_rate) if mean_rate > 0 else 0.0
         fano[name] = float(counts.var() / counts.mean()) if counts.mean() > 0 else 0.0
         pct[name] = [round(float(x), 6) for x in np.percentile(rates, np.arange(101))]
     gaps = np.diff(t)
-    cv = float(gaps.std() / gaps.mean()) if gaps.size >= 2 and gaps.mean() > 0 else None
+    mean_gap = float(gaps.mean()) if gaps.size >= 2 else 0.0
+    cv = None
+    if mean_gap > 0:
+        var = max(float(np.dot(gaps, gaps)) / gaps.size - mean_gap * mean_gap, 0.0)
+        cv = math.sqrt(var) / mean_gap
     hour = weekday = None
     if start_epoch_s is not None and n:
         epoch = t + start_epoch_s
@@ -156,15 +215,15 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
         duration_s=duration,
         mean_rate_rps=mean_rate,
         interarrival_cv=cv,
-        gamma_shape=gamma_shape(gaps),
+        gamma_shape=gamma_shape(gaps, cv),
         peak_rate_rps=peak,
         peak_to_mean=p2m,
         fano=fano,
         window_rate_percentiles=pct,
         hour_of_day=hour,
         weekday=weekday,
-        bursts=detect_bursts(t, duration) if n else [],
-        burst_window_s=BURST_WINDOW_S,
+        bursts=detect_bursts(sc, float(t[0])) if n else [],
+        burst_window_s=float(BURST_WINDOW_S),
         burst_rule=BURST_RULE,
-        rate_series=rate_series(t, duration) if n else RateSeries(bin_s=1.0, rates_rps=[]),
+        rate_series=rate_series(sc) if n else RateSeries(bin_s=1.0, rates_rps=[]),
     )

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from planner import __version__
 from planner.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
-from profiles.model import Prefix, Profile, ProfileBody, Source
+from profiles.model import Lengths, Prefix, Profile, ProfileBody, Source
 from profiles.prefix import prefix_stats
 from profiles.readers import ReadResult, read_requests
 from profiles.sessions import session_stats
@@ -37,11 +38,30 @@ def body_from_frame(
     seed: int,
     hashes_from: str | None = None,
 ) -> ProfileBody:
-    """Statistics of one canonical frame (sorted by arrival); InputError if it has no rows."""
+    """Statistics of one canonical frame (sorted by arrival); InputError if it has no rows.
+
+    Arrivals, sessions and prefix reuse run on worker threads next to the length statistics:
+    numpy and polars release the GIL in their heavy loops, so a 2-core machine overlaps them.
+    """
     if frame.height == 0:
         raise InputError("no usable rows to profile")
-    t = frame["arrival_s"].to_numpy()
-    arrivals = arrival_stats(t, start_epoch_s)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        arrivals_job = pool.submit(arrival_stats, frame["arrival_s"].to_numpy(), start_epoch_s)
+        sessions_job = pool.submit(session_stats, frame)
+        prefix_job = pool.submit(_prefix, frame, block_tokens, cache_tokens, hashes_from)
+        ok_share, lengths = _lengths(frame, seed)
+        return ProfileBody(
+            arrivals=arrivals_job.result(),
+            lengths=lengths,
+            prefix=prefix_job.result(),
+            sessions=sessions_job.result(),
+            ok_share=ok_share,
+            requests=frame.height,
+        )
+
+
+def _lengths(frame: pl.DataFrame, seed: int) -> tuple[float | None, Lengths]:
+    """Share of ok requests, and length statistics of the ok ones."""
     ok_share = None
     lengths_frame = frame
     if "ok" in frame.columns:
@@ -55,24 +75,16 @@ def body_from_frame(
     lengths = length_stats_all(inputs, outputs, seed).model_copy(
         update={"requests": lengths_frame.height}
     )
-    prefix = _prefix(frame, block_tokens, cache_tokens, hashes_from)
-    return ProfileBody(
-        arrivals=arrivals,
-        lengths=lengths,
-        prefix=prefix,
-        sessions=session_stats(frame),
-        ok_share=ok_share,
-        requests=frame.height,
-    )
+    return ok_share, lengths
 
 
 def _prefix(
     frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
 ) -> Prefix:
-    cached = None
+    cached = inputs = None
     if "cached_tokens" in frame.columns:
         cached = frame["cached_tokens"].fill_null(-1).to_numpy()
-    inputs = frame["input_tokens"].to_numpy()
+        inputs = frame["input_tokens"].to_numpy()
     if "block_hashes" not in frame.columns:
         p = prefix_stats(
             np.zeros(0, dtype=np.uint64),
@@ -107,7 +119,8 @@ def profile_from_result(
     start = result.first_timestamp.timestamp() if result.first_timestamp else None
     hashes_from = None
     if result.has_hashes:
-        hashes_from = "hash_ids" if result.format == "mooncake" else "prompt text"
+        # Only OpenAI-style logs carry prompt text; other sources bring their own block ids.
+        hashes_from = "prompt text" if result.format == "openai-jsonl" else "hash_ids"
     common = {
         "start_epoch_s": start,
         "block_tokens": result.block_tokens,
@@ -126,7 +139,9 @@ def profile_from_result(
                 f"here: {', '.join(have) or 'none'}"
             )
         key = pl.col(group_by).cast(pl.String).fill_null("(none)")
-        sizes = frame.group_by(key.alias("__g")).len().sort("len", descending=True)
+        sizes = (
+            frame.group_by(key.alias("__g")).len().sort(["len", "__g"], descending=[True, False])
+        )
         if sizes.height > MAX_GROUPS:
             warnings.append(
                 f"--group-by {group_by}: {sizes.height} groups; profiled the {MAX_GROUPS} largest"

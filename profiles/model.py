@@ -171,6 +171,10 @@ class Sessions(_Model):
         default=None, description="input-token growth from one turn to the next"
     )
     multi_turn_request_share: float | None = None
+    sample_share: float = Field(
+        default=1.0,
+        description="share of sessions measured (a hash sample on very large logs; 1 = all)",
+    )
 
 
 class ProfileBody(_Model):

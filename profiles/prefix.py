@@ -57,11 +57,10 @@ def _prefix_counts_below(y: np.ndarray, prefix_len: np.ndarray, thresh: np.ndarr
             start = block_id * size
             idx = np.searchsorted(keys, block_id * big + thresh[has], side="right")
             out[has] += (start + size) - idx
-        # Next level: merge pairs of sorted runs (stable sort on two runs is a linear merge).
+        # Next level: merge pairs of sorted runs (timsort on two runs is a linear merge).
         size *= 2
-        block = pos // size
-        order = np.argsort(block * big + level_sorted, kind="stable")
-        level_sorted = level_sorted[order]
+        offsets = (pos // size) * big
+        level_sorted = np.sort(offsets + level_sorted, kind="stable") - offsets
     return out
 
 

@@ -7,6 +7,10 @@ import polars as pl
 
 from profiles.model import Quantiles, Sessions
 
+# Above this many requests with a session id, statistics come from a hash sample of sessions
+# (whole sessions, so turns and gaps stay intact), which keeps the sort small.
+SAMPLE_ABOVE_ROWS = 500_000
+
 
 def quantiles(values: np.ndarray) -> Quantiles | None:
     if values.size == 0:
@@ -25,26 +29,45 @@ def session_stats(frame: pl.DataFrame) -> Sessions:
     """Sessions of a canonical frame sorted by arrival (rows without a session id are left out).
 
     Think time is the gap between consecutive turns' arrivals (the log has no completion
-    times); context growth is the change in input tokens from one turn to the next.
+    times); context growth is the change in input tokens from one turn to the next. Sessions
+    are keyed by a 64-bit hash of their id; above SAMPLE_ABOVE_ROWS requests, the sessions
+    whose hash has its low k bits zero (1 in 2^k, chosen to keep about SAMPLE_ABOVE_ROWS
+    requests) are measured and `sample_share` says so (`count` is then scaled up).
     """
     if "session_id" not in frame.columns:
         return Sessions(available=False)
-    s = frame.select("session_id", "arrival_s", "input_tokens").filter(
-        pl.col("session_id").is_not_null()
-    )
-    if s.height == 0:
+    n_valid = frame.height - frame["session_id"].null_count()
+    if n_valid == 0:
         return Sessions(available=False)
-    turns = s.group_by("session_id").len()["len"].to_numpy()
-    steps = s.select(
-        pl.col("arrival_s").diff().over("session_id").alias("gap"),
-        pl.col("input_tokens").diff().over("session_id").alias("growth"),
-    ).drop_nulls()
-    multi = float(turns[turns >= 2].sum() / frame.height)
+    k = 0
+    while n_valid / (1 << k) > SAMPLE_ABOVE_ROWS:
+        k += 1
+    keyed = (
+        frame.lazy()
+        .filter(pl.col("session_id").is_not_null())
+        .select(pl.col("session_id").hash().alias("h"), "arrival_s", "input_tokens")
+    )
+    if k:
+        keyed = keyed.filter((pl.col("h") & ((1 << k) - 1)) == 0)
+    sample = keyed.collect()
+    hs = sample["h"].to_numpy()
+    ts = sample["arrival_s"].to_numpy()
+    ins = sample["input_tokens"].to_numpy()
+    order = np.argsort(hs, kind="stable")  # stable: each session's turns stay in arrival order
+    hs, ts, ins = hs[order], ts[order], ins[order]
+    same = hs[1:] == hs[:-1]
+    gaps = np.diff(ts)[same]
+    growth = np.diff(ins)[same].astype(np.float64)
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    turns = np.diff(np.append(starts, hs.size))
+    share = 1.0 / (1 << k)
+    multi_rows = float(turns[turns >= 2].sum())
     return Sessions(
         available=True,
-        count=int(turns.size),
+        count=int(round(turns.size / share)),
         turns=quantiles(turns.astype(np.float64)),
-        think_time_s=quantiles(steps["gap"].to_numpy()),
-        context_growth_tokens=quantiles(steps["growth"].to_numpy().astype(np.float64)),
-        multi_turn_request_share=multi,
+        think_time_s=quantiles(gaps),
+        context_growth_tokens=quantiles(growth),
+        multi_turn_request_share=multi_rows / max(hs.size, 1) * n_valid / frame.height,
+        sample_share=share,
     )

@@ -23,6 +23,14 @@ def test_completion_prompt_counts_and_hashes_like_the_profiler() -> None:
     assert (parsed.max_tokens, parsed.stream, parsed.include_usage) == (7, True, False)
 
 
+def test_completion_prompt_as_token_ids() -> None:
+    ids = list(range(40))
+    for prompt in (ids, [ids]):
+        parsed = parse_request({"prompt": prompt}, "completion", 16)
+        assert parsed.prompt_tokens == 40
+        assert parsed.block_hashes == tuple(chained_block_hashes(ids, 16))
+
+
 def test_chat_messages_count_content_plus_role_tokens() -> None:
     text = synthetic_text(300, np.random.default_rng(4))
     body = {
@@ -52,6 +60,8 @@ def test_chat_messages_count_content_plus_role_tokens() -> None:
         ({"messages": [{"role": "user", "content": 5}]}, "chat", "messages"),
         ({"max_tokens": 3}, "completion", "prompt"),
         ({"prompt": ["a", "b"]}, "completion", "prompt"),
+        ({"prompt": [[1, 2], [3]]}, "completion", "prompt"),
+        ({"prompt": [1, -2]}, "completion", "prompt"),
         ({"prompt": "hi", "max_tokens": "3"}, "completion", "max_tokens"),
         ({"prompt": "hi", "max_tokens": 0}, "completion", "max_tokens"),
         ({"prompt": "hi", "max_tokens": 3, "min_tokens": 4}, "completion", "min_tokens"),

@@ -12,9 +12,9 @@ from planner.errors import ConfigError, InputError
 
 HELP = """Serve an emulated LLM engine (no GPU) behind an OpenAI-compatible API.
 
-Latencies come from the engine model: continuous batching, a finite KV cache, prefix
-caching and preemption, timed by a roofline of the chosen GPU and model. Endpoints:
-/v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health,
+Latencies come from the engine model: continuous batching, a finite KV cache, prefix \
+caching and preemption, timed by a roofline of the chosen GPU and model. Endpoints: \
+/v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health, \
 /metrics (vLLM metric names).
 
 Example:

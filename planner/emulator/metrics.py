@@ -1,7 +1,8 @@
 """Prometheus metrics of the emulator under vLLM's metric names, in engine seconds.
 
 Gauges and counters are read from the engine when scraped; latency histograms are observed
-as requests reach their first token and finish.
+as requests reach their first token and finish. Two capplan_emulator_* counters say whether
+the emulator process itself kept up with its clock (if not, its latencies are inflated).
 """
 
 from __future__ import annotations
@@ -30,9 +31,15 @@ LATENCY_BUCKETS_S = (
 
 
 class _EngineCollector(Collector):
-    def __init__(self, gauges: Callable[[], EngineGauges], labels: dict[str, str]) -> None:
+    def __init__(
+        self,
+        gauges: Callable[[], EngineGauges],
+        labels: dict[str, str],
+        lag: Callable[[], tuple[float, int]],
+    ) -> None:
         self._gauges = gauges
         self._labels = labels
+        self._lag = lag
 
     def collect(self) -> Iterator[Metric]:
         g = self._gauges()
@@ -63,15 +70,27 @@ class _EngineCollector(Collector):
                       g.prompt_tokens_total)  # fmt: skip
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.",
                       g.generation_tokens_total)  # fmt: skip
+        behind_s, resyncs = self._lag()
+        yield counter("capplan_emulator_behind_seconds",
+                      "Engine seconds lost because the emulator process fell behind its clock.",
+                      behind_s)  # fmt: skip
+        yield counter("capplan_emulator_resyncs",
+                      "Times the emulator resynced its engine clock after falling behind.",
+                      resyncs)  # fmt: skip
 
 
 class EmulatorMetrics:
     """One registry per emulator: engine gauges plus request latency histograms."""
 
-    def __init__(self, gauges: Callable[[], EngineGauges], model_name: str) -> None:
+    def __init__(
+        self,
+        gauges: Callable[[], EngineGauges],
+        model_name: str,
+        lag: Callable[[], tuple[float, int]] = lambda: (0.0, 0),
+    ) -> None:
         labels = {"model_name": model_name, "engine": "0"}
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_EngineCollector(gauges, labels))
+        self.registry.register(_EngineCollector(gauges, labels, lag))
         names = list(labels)
         self._values = list(labels.values())
 

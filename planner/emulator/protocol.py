@@ -152,14 +152,27 @@ def _message_text(messages: Any) -> str:
     return "".join(parts)
 
 
-def _prompt_text(prompt: Any) -> str:
+def _is_token_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)
+    )
+
+
+def _prompt_ids(prompt: Any) -> list[int]:
+    """Token ids of a completions prompt: a string, one-string list, or token ids (as vLLM)."""
     if isinstance(prompt, str):
-        return prompt
+        return _TOKENIZER.encode(prompt)
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return prompt[0]
+        return _TOKENIZER.encode(prompt[0])
+    if _is_token_ids(prompt):
+        return list(prompt)
+    if isinstance(prompt, list) and len(prompt) == 1 and _is_token_ids(prompt[0]):
+        return list(prompt[0])
     if isinstance(prompt, list):
         raise RequestRejected("batched prompts are not supported; send one prompt", param="prompt")
-    raise RequestRejected("`prompt` must be a string", param="prompt")
+    raise RequestRejected("`prompt` must be a string or a list of token ids", param="prompt")
 
 
 def parse_request(body: Any, kind: Kind, block_tokens: int) -> ParsedRequest:
@@ -167,11 +180,11 @@ def parse_request(body: Any, kind: Kind, block_tokens: int) -> ParsedRequest:
     if not isinstance(body, dict):
         raise RequestRejected("request body must be a JSON object")
     if kind == "chat":
-        text = _message_text(body.get("messages"))
+        ids = _TOKENIZER.encode(_message_text(body.get("messages")))
     else:
         if "prompt" not in body:
             raise RequestRejected("`prompt` is required", param="prompt")
-        text = _prompt_text(body["prompt"])
+        ids = _prompt_ids(body["prompt"])
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestRejected("`model` must be a string", param="model")
@@ -200,7 +213,6 @@ def parse_request(body: Any, kind: Kind, block_tokens: int) -> ParsedRequest:
         if not isinstance(options, dict):
             raise RequestRejected("`stream_options` must be an object", param="stream_options")
         include_usage = _bool_field(options, "include_usage", False)
-    ids = _TOKENIZER.encode(text)
     if not ids:
         raise RequestRejected(
             "the prompt is empty", param="messages" if kind == "chat" else "prompt"

@@ -133,6 +133,101 @@ def running_emulator(
         emulator.stop()
 
 
+class EmulatorProcess:
+    """An emulator in its own Python process (`python -m planner.emulator`) on a free port.
+
+    `start()` returns the base URL; `pid` is the server's process id (to read its CPU time);
+    `stop()` ends it with SIGTERM. Raises RunError when the process exits or prints no URL
+    within `startup_timeout_s`.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        speed: float = 1.0,
+        seed: int = 0,
+        faults: Faults | None = None,
+        model_name: str | None = None,
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        self._config = config
+        self._faults = faults or Faults()
+        self._speed = speed
+        self._seed = seed
+        self._model_name = model_name
+        self._host = host
+        self._timeout_s = startup_timeout_s
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RunError("the emulator process is not running")
+        return self._proc.pid
+
+    def start(self) -> str:
+        self._tmp = tempfile.TemporaryDirectory(prefix="capplan-emulator-")
+        tmp = Path(self._tmp.name)
+        config_path = tmp / "engine.json"
+        config_path.write_text(self._config.model_dump_json())
+        faults = self._faults
+        args = [
+            sys.executable,
+            "-m",
+            "planner.emulator",
+            "--engine-config",
+            str(config_path),
+            "--host",
+            self._host,
+            "--port",
+            "0",
+            "--speed",
+            repr(self._speed),
+            "--seed",
+            str(self._seed),
+            "--error-rate",
+            repr(faults.error_rate),
+            "--drop-rate",
+            repr(faults.drop_rate),
+            "--stall-rate",
+            repr(faults.stall_rate),
+        ]
+        if faults.reject_when_waiting is not None:
+            args += ["--reject-when-waiting", str(faults.reject_when_waiting)]
+        if self._model_name:
+            args += ["--served-model-name", self._model_name]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._stderr = (tmp / "stderr.log").open("w")
+        self._proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env
+        )
+        try:
+            self.base_url = _read_url(self._proc, self._timeout_s, tmp / "stderr.log")
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def stop(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._proc is not None:
+            self._stderr.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
 @contextlib.contextmanager
 def emulator_subprocess(
     config: EngineConfig,
@@ -148,69 +243,40 @@ def emulator_subprocess(
 
     Raises RunError when the process exits or prints no URL within `startup_timeout_s`.
     """
-    faults = faults or Faults()
-    with tempfile.TemporaryDirectory(prefix="capplan-emulator-") as tmp:
-        config_path = Path(tmp) / "engine.json"
-        config_path.write_text(config.model_dump_json())
-        args = [
-            sys.executable,
-            "-m",
-            "planner.emulator",
-            "--engine-config",
-            str(config_path),
-            "--host",
-            host,
-            "--port",
-            "0",
-            "--speed",
-            repr(speed),
-            "--seed",
-            str(seed),
-            "--error-rate",
-            repr(faults.error_rate),
-            "--drop-rate",
-            repr(faults.drop_rate),
-            "--stall-rate",
-            repr(faults.stall_rate),
-        ]
-        if faults.reject_when_waiting is not None:
-            args += ["--reject-when-waiting", str(faults.reject_when_waiting)]
-        if model_name:
-            args += ["--served-model-name", model_name]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        try:
-            url = _read_url(proc, startup_timeout_s)
-            yield url
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    emulator = EmulatorProcess(
+        config,
+        speed=speed,
+        seed=seed,
+        faults=faults,
+        model_name=model_name,
+        host=host,
+        startup_timeout_s=startup_timeout_s,
+    )
+    try:
+        yield emulator.start()
+    finally:
+        emulator.stop()
 
 
-def _read_url(proc: subprocess.Popen[str], timeout_s: float) -> str:
+def _read_url(proc: subprocess.Popen[str], timeout_s: float, stderr_path: Path) -> str:
     assert proc.stdout is not None
     found: list[str] = []
 
     def reader() -> None:
+        # Keep draining stdout after the URL line so the server never blocks on a full pipe.
         assert proc.stdout is not None
         for line in proc.stdout:
-            if " at http://" in line:
+            if not found and " at http://" in line:
                 found.append(line.split(" at ", 1)[1].split()[0])
-                return
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
     while not found and time.monotonic() < deadline and proc.poll() is None:
-        thread.join(timeout=0.05)
+        time.sleep(0.02)  # polling the reader thread's result, with a deadline
     if not found:
         proc.kill()
-        err = proc.stderr.read() if proc.stderr else ""
-        raise RunError(f"the emulator subprocess did not start: {err.strip()[-2000:]}")
+        proc.wait()
+        err = stderr_path.read_text(errors="replace").strip()
+        raise RunError(f"the emulator subprocess did not start: {err[-2000:]}")
     return found[0]

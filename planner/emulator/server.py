@@ -3,7 +3,9 @@
 One asyncio loop runs both the aiohttp handlers and the engine. The engine loop takes a step,
 sleeps until the step's end in wall time (engine time / speed), then writes every token of
 that step straight to its stream's socket; steps run back to back in engine time, so a late
-wake-up delays a chunk but never stretches the engine's clock. A client that disconnects has
+wake-up delays a chunk but never stretches the engine's clock (a lag of up to
+RESYNC_AFTER_S is caught up by skipping the sleeps; a longer one resyncs the clock and is
+counted on /metrics). A client that disconnects has
 its request aborted and its KV blocks freed.
 
 Output lengths: with `ignore_eos` a request generates `max_tokens`; otherwise it stops at a
@@ -42,7 +44,7 @@ from planner.errors import InputError
 NATURAL_OUTPUT_MEDIAN_TOKENS = 129.0
 NATURAL_OUTPUT_SIGMA = 0.99  # lognormal sigma giving mean/median = 211/129
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
-RESYNC_AFTER_S = 0.05  # wall seconds behind schedule before the engine clock is resynced
+RESYNC_AFTER_S = 0.25  # wall seconds behind schedule before the engine clock is resynced
 
 
 class Faults(BaseModel):
@@ -125,7 +127,12 @@ class EmulatorServer:
         self.model_name = model_name or config.model.name
         self.keep_timelines = keep_timelines
         self.engine = Engine(config)
-        self.metrics = EmulatorMetrics(self.engine.gauges, self.model_name)
+        self.behind_s = 0.0  # engine seconds lost because this process fell behind
+        self._next_start_s: float | None = None
+        self.resyncs = 0
+        self.metrics = EmulatorMetrics(
+            self.engine.gauges, self.model_name, lambda: (self.behind_s, self.resyncs)
+        )
         self._rng = np.random.default_rng(seed)
         self._clock = clock
         self._wall_clock = wall_clock
@@ -181,18 +188,24 @@ class EmulatorServer:
         metrics = self.metrics
         speed = self.speed
         clock = self._clock
-        next_start: float | None = None
+        next_start: float | None = None  # engine time of the next step while busy
         while True:
             if not engine.has_work():
-                next_start = None
+                next_start = self._next_start_s = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             now = self.engine_now()
-            if next_start is not None and now - next_start < RESYNC_AFTER_S * speed:
-                now = next_start  # back to back in engine time
+            if next_start is not None:
+                if now - next_start < RESYNC_AFTER_S * speed:
+                    now = next_start  # back to back in engine time
+                else:
+                    # This process fell behind the engine (CPU-bound): the lost time shows
+                    # up as a slower engine, and is counted so a load test can tell.
+                    self.behind_s += now - next_start
+                    self.resyncs += 1
             result = engine.step(now)
-            next_start = result.end_s
+            next_start = self._next_start_s = result.end_s
             delay = self._t0 + result.end_s / speed - clock()
             await asyncio.sleep(delay if delay > 0 else 0)
             touched: dict[str, _Stream] = {}
@@ -332,6 +345,10 @@ class EmulatorServer:
         prefix = "chatcmpl" if kind == "chat" else "cmpl"
         rid = f"{prefix}-{self._counter:010d}"
         now = self.engine_now()
+        if self._next_start_s is not None and self._next_start_s < now:
+            # The engine loop runs late: the request joins at the engine's own clock, so no
+            # engine timing can come out before its arrival.
+            now = self._next_start_s
         try:
             self.engine.add_request(
                 EngineRequest(

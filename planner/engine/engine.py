@@ -204,6 +204,7 @@ class Engine:
         self._weight_s = weight_bytes(config) / bandwidth
         self._s_per_kv_token = kv_bytes_per_token(config) / bandwidth
         self._overhead_s = config.step_overhead_s
+        self._seq_overhead_s = config.seq_overhead_s
 
     # ------------------------------------------------------------------ requests in and out
 
@@ -288,17 +289,21 @@ class Engine:
 
     # ------------------------------------------------------------------ the step
 
-    def step_time_s(self, tokens: int, attn_pairs: float, kv_tokens_read: int) -> float:
+    def step_time_s(
+        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: int = 1
+    ) -> float:
         """Roofline time of one step: max(compute, memory) + overhead.
 
         compute = (2 x params x tokens + 4 x layers x heads x head_dim x attention pairs)
                   / (tp x peak bf16 FLOP/s x mfu)
         memory  = (weight bytes + KV bytes of every context token read) / (bandwidth x mbu),
+        overhead = step_overhead_s + seq_overhead_s x scheduled requests,
         per GPU under tensor parallelism. `attn_pairs` counts (query, key) token pairs.
         """
         compute = tokens * self._s_per_linear_token + attn_pairs * self._s_per_attn_pair
         memory = self._weight_s + kv_tokens_read * self._s_per_kv_token
-        return (compute if compute > memory else memory) + self._overhead_s
+        roofline = compute if compute > memory else memory
+        return roofline + self._overhead_s + seqs * self._seq_overhead_s
 
     def _pick_waiting(self, now_s: float) -> _Req:
         w = self._waiting
@@ -411,7 +416,7 @@ class Engine:
         if not sched:
             return StepResult(now_s, 0.0, now_s, tuple(events))
 
-        duration = self.step_time_s(n_tokens, attn, kv_read)
+        duration = self.step_time_s(n_tokens, attn, kv_read, len(sched))
         end = now_s + duration
 
         token_events = self._token_events

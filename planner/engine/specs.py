@@ -14,8 +14,17 @@ calibration file `calibration/<gpu>_<model>.json` next to this module):
   A100"); decode kernels of vLLM typically reach 75-85 % of peak bandwidth.
 - `mfu = 0.5`: model-FLOPs utilisation of prefill-heavy steps, the usual range of dense bf16
   GEMMs at thousands of tokens per step on A100/H100 (40-60 %).
-- `step_overhead_s = 0.001`: scheduler, sampling and kernel-launch time per step that neither
-  roofline covers (vLLM V1 with CUDA graphs: about 1 ms).
+- `step_overhead_s = 0.001`: kernel-launch and synchronisation time per step that neither
+  roofline covers (vLLM with CUDA graphs: about 1 ms).
+- `seq_overhead_s = 40e-6`: CPU time per scheduled request per step (scheduling, sampling,
+  detokenising and streaming its output). Fitted so that a ShareGPT-sized run of
+  Llama-3.1-8B on one H100 at max-num-seqs 256 gives about 8,100 output tokens/s and a
+  median TPOT near 25-30 ms, as Lambda Labs' published vLLM benchmark reports (8,088
+  tokens/s and 25.6 ms with vLLM 0.6.0; github.com/LambdaLabsML/vllm-benchmark,
+  benchmark_v0.md).
+
+A measured calibration (`calibration/<gpu>_<model>.json`) replaces `mfu`, `mbu` and
+`step_overhead_s` (and `seq_overhead_s` when it gives one).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ CALIBRATION_DIR = Path(__file__).with_name("calibration")
 DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.8
 DEFAULT_STEP_OVERHEAD_S = 0.001
+DEFAULT_SEQ_OVERHEAD_S = 40e-6
 DEFAULT_ACTIVATION_RESERVE_BYTES = 2 * 1024**3
 
 
@@ -99,6 +109,11 @@ class EngineConfig(BaseModel):
     mfu: float = Field(DEFAULT_MFU, gt=0.0, le=1.0)
     mbu: float = Field(DEFAULT_MBU, gt=0.0, le=1.0)
     step_overhead_s: float = Field(DEFAULT_STEP_OVERHEAD_S, ge=0.0)
+    seq_overhead_s: float = Field(
+        DEFAULT_SEQ_OVERHEAD_S,
+        ge=0.0,
+        description="CPU time per scheduled request per step (scheduling, sampling, output)",
+    )
     max_model_len: int | None = Field(
         None, ge=1, description="longest prompt + output; default: the model's context length"
     )
@@ -280,10 +295,11 @@ def calibration_path(gpu: str, model: str) -> Path:
 
 
 def load_calibration(gpu: str, model: str) -> dict[str, Any] | None:
-    """The calibration file's factors for this pair ({mfu, mbu, step_overhead_s, source}), or None.
+    """The calibration file's factors for this pair, as EngineConfig fields, or None.
 
     Format: {"gpu": ..., "model": ..., "mfu": ..., "mbu": ..., "step_overhead_s": ...,
-    "source": "..."}. Raises InputError when the file exists but is malformed.
+    "source": "..."} with an optional "seq_overhead_s". Raises InputError when the file
+    exists but is malformed.
     """
     path = calibration_path(gpu, model)
     if not path.is_file():
@@ -295,12 +311,16 @@ def load_calibration(gpu: str, model: str) -> dict[str, Any] | None:
     missing = [k for k in ("mfu", "mbu", "step_overhead_s") if k not in data]
     if missing:
         raise InputError(f"{path}: missing field(s) {', '.join(missing)}")
-    return {
-        "mfu": float(data["mfu"]),
-        "mbu": float(data["mbu"]),
-        "step_overhead_s": float(data["step_overhead_s"]),
-        "calibration_source": f"{path.name}: {data.get('source', 'no source given')}",
-    }
+    try:
+        factors: dict[str, Any] = {
+            k: float(data[k])
+            for k in ("mfu", "mbu", "step_overhead_s", "seq_overhead_s")
+            if k in data
+        }
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{path}: factors must be numbers ({err})") from err
+    factors["calibration_source"] = f"{path.name}: {data.get('source', 'no source given')}"
+    return factors
 
 
 def build_engine_config(

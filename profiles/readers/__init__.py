@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def detect_format(path: Path) -> str:
     if head[:4] == b"PAR1":
         names = set(pl.read_parquet_schema(path).keys()) if _is_plain(path) else set()
         return _by_names(names)
-    text = head.decode("utf-8", errors="replace")
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if "\x00" in text:
         raise InputError(
             f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "
@@ -142,6 +143,22 @@ def read_requests(
         else load_tokenizer(tokenizer)
     )
     files = expand_paths(paths)
+    # hashlib releases the GIL on large buffers: hash the files while polars reads them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(files_digest, files)
+        return _read_all(files, fmt, mapping, tok, block_tokens, time_unit, extra_columns, digest)
+
+
+def _read_all(
+    files: list[Path],
+    fmt: str,
+    mapping: dict[str, str] | None,
+    tok: Tokenizer,
+    block_tokens: int,
+    time_unit: str,
+    extra_columns: tuple[str, ...],
+    digest: Future[str],
+) -> ReadResult:
     kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
     distinct = sorted(set(kinds.values()))
     if len(distinct) > 1:
@@ -195,9 +212,9 @@ def read_requests(
         skip_reasons=dict(ctx.skips.reasons),
         skip_examples=list(ctx.skips.examples),
         tokens_estimated=ctx.tokens_estimated,
-        tokenizer=tok.name if ctx.tokens_estimated or "block_hashes" in frame.columns else None,
+        tokenizer=tok.name if ctx.tokens_estimated or ctx.tokenizer_used else None,
         warnings=ctx.warnings,
         first_timestamp=first,
         block_tokens=ctx.block_tokens,
-        digest=files_digest(files),
+        digest=digest.result(),
     )

@@ -84,7 +84,8 @@ class ReaderContext:
     warnings: list[str]
     time_unit: str = "auto"
     extra_columns: tuple[str, ...] = ()
-    tokens_estimated: bool = False
+    tokens_estimated: bool = False  # some token count came from the tokenizer
+    tokenizer_used: bool = False  # the tokenizer read prompt text (counts or block hashes)
 
 
 @dataclass(frozen=True)

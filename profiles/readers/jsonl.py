@@ -7,6 +7,7 @@ Each line is one request object. Prompt text in OpenAI logs is read only to coun
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +18,14 @@ import polars as pl
 
 from planner.errors import InputError
 from profiles.readers.base import FileFrame, ReaderContext, open_text, register_reader
-from profiles.readers.timeunits import UNIT_SECONDS, numeric_unit, unit_warnings
+from profiles.readers.timeunits import (
+    FAR_REASON,
+    UNIT_SECONDS,
+    far_from_median,
+    numeric_unit,
+    typical,
+    unit_warnings,
+)
 from profiles.tokenize import Tokenizer, chained_block_hashes
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -29,11 +37,15 @@ class _RowError(ValueError):
     """A reason to skip one line."""
 
 
+MAX_TOKENS = 100_000_000  # no prompt or answer is this long: larger counts are corrupt
+MAX_EPOCH_S = 4.1e9  # about the year 2100
+
+
 def _int_count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _RowError(f"{what} is not a number ({value!r})")
-    if value < 0 or value != int(value):
-        raise _RowError(f"{what} is not a whole number >= 0 ({value!r})")
+    if not 0 <= value <= MAX_TOKENS or value != int(value):
+        raise _RowError(f"{what} is not a whole number from 0 to {MAX_TOKENS:,} ({value!r})")
     return int(value)
 
 
@@ -81,9 +93,9 @@ def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
             n_out = _int_count(obj.get("output_length"), "output_length")
             ids = obj.get("hash_ids", [])
             if not isinstance(ids, list) or not all(
-                isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in ids
+                isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 1 << 64 for h in ids
             ):
-                raise _RowError("hash_ids is not a list of whole numbers >= 0")
+                raise _RowError("hash_ids is not a list of whole numbers from 0 to 2^64-1")
         except _RowError as err:
             ctx.skips.skip(str(path), lineno, "bad field", str(err))
             continue
@@ -95,8 +107,17 @@ def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
     if not any_line and ctx.skips.total == 0:
         raise InputError(f"{path}: empty file")
     raw = np.asarray(times, dtype=np.float64)
-    unit, absolute = numeric_unit(float(raw.min()) if raw.size else 0.0, ctx.time_unit, "ms")
+    unit, absolute = numeric_unit(typical(raw), ctx.time_unit, "ms")
     ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
+    far = far_from_median(raw * UNIT_SECONDS[unit])
+    if far.any():
+        keep = ~far
+        for i in np.flatnonzero(far):
+            ctx.skips.skip(str(path), lines[i], FAR_REASON)
+        raw, lines = raw[keep], [line for line, k in zip(lines, keep, strict=True) if k]
+        inputs = [v for v, k in zip(inputs, keep, strict=True) if k]
+        outputs = [v for v, k in zip(outputs, keep, strict=True) if k]
+        hashes = [v for v, k in zip(hashes, keep, strict=True) if k]
     frame = pl.DataFrame(
         {
             "arrival_s": raw * UNIT_SECONDS[unit],
@@ -116,7 +137,10 @@ def _seconds(value: Any) -> tuple[float, bool]:
         raise _RowError(f"timestamp is not a time ({value!r})")
     if isinstance(value, int | float):
         unit, absolute = numeric_unit(float(value), "auto")
-        return float(value) * UNIT_SECONDS[unit], absolute
+        seconds = float(value) * UNIT_SECONDS[unit]
+        if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_EPOCH_S:
+            raise _RowError(f"timestamp {value!r} is out of range")
+        return seconds, absolute
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -220,7 +244,7 @@ def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
         )
     }
     lines: list[int] = []
-    absolute_all = True
+    absolute_flags: list[bool] = []
     any_line = False
     for lineno, obj in _lines(path, ctx):
         any_line = True
@@ -229,12 +253,36 @@ def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
         except _RowError as err:
             ctx.skips.skip(str(path), lineno, "bad request record", str(err))
             continue
-        absolute_all = absolute_all and bool(row.pop("absolute"))
+        absolute_flags.append(bool(row.pop("absolute")))
         for k, v in row.items():
             cols[k].append(v)
         lines.append(lineno)
     if not any_line and ctx.skips.total == 0:
         raise InputError(f"{path}: empty file")
+    absolute_all = sum(absolute_flags) * 2 >= len(absolute_flags)
+    if any(f != absolute_all for f in absolute_flags):
+        # A few relative times among epoch times (or the reverse) are corrupt rows.
+        keep = [f == absolute_all for f in absolute_flags]
+        for ok_row, line in zip(keep, lines, strict=True):
+            if not ok_row:
+                ctx.skips.skip(
+                    str(path),
+                    line,
+                    "bad request record",
+                    "timestamp is not an epoch time like the rest of the file"
+                    if absolute_all
+                    else "timestamp is an epoch time among relative times",
+                )
+        cols = {
+            k: [v for v, ok_row in zip(vs, keep, strict=True) if ok_row] for k, vs in cols.items()
+        }
+        lines = [line for line, ok_row in zip(lines, keep, strict=True) if ok_row]
+    far = far_from_median(np.asarray(cols["arrival_s"], dtype=np.float64))
+    if far.any():
+        for i in np.flatnonzero(far):
+            ctx.skips.skip(str(path), lines[i], FAR_REASON)
+        cols = {k: [v for v, f in zip(vs, far, strict=True) if not f] for k, vs in cols.items()}
+        lines = [line for line, f in zip(lines, far, strict=True) if not f]
     frame = pl.DataFrame(
         {
             "arrival_s": pl.Series(cols["arrival_s"], dtype=pl.Float64),
@@ -287,6 +335,8 @@ def _openai_row(obj: dict[str, Any], enc: _PromptEncoder, ctx: ReaderContext) ->
         ok = ok and 200 <= status < 300
 
     ids = enc.prompt_ids(req)
+    if ids is not None:
+        ctx.tokenizer_used = True
     if "prompt_tokens" in usage:
         n_in = _int_count(usage["prompt_tokens"], "usage.prompt_tokens")
     elif ids is not None:

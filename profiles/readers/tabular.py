@@ -7,6 +7,7 @@ columns and a skip reason per row, so no Python object is made per row.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +17,20 @@ import polars as pl
 
 from planner.errors import InputError
 from profiles.readers.base import FileFrame, ReaderContext, SkipLog, plain_file, register_reader
-from profiles.readers.timeunits import UNIT_SECONDS, numeric_unit, unit_warnings
+from profiles.readers.timeunits import (
+    FAR_REASON,
+    UNIT_SECONDS,
+    far_from_median,
+    numeric_unit,
+    typical,
+    unit_warnings,
+)
 
 # Canonical name -> source names tried, in order, when a generic table has no mapping.
 _GUESSES: dict[str, tuple[str, ...]] = {
     "arrival": ("arrival_s", "arrival", "timestamp", "time", "ts", "created", "TIMESTAMP"),
     "input": ("input_tokens", "prompt_tokens", "input_length", "input", "ContextTokens"),
-    "output": ("output_tokens", "completion_tokens", "output_length", "output"),
+    "output": ("output_tokens", "completion_tokens", "output_length", "output", "GeneratedTokens"),
     "session": ("session_id", "session", "conversation_id"),
     "model": ("model",),
     "tenant": ("tenant",),
@@ -81,6 +89,39 @@ def scan_table(path: Path, skips: SkipLog | None = None) -> tuple[pl.LazyFrame, 
         raise InputError(f"{path}: cannot read as a table ({err})") from err
 
 
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _csv_lines_table(path: Path, names: list[str], skips: SkipLog) -> pl.LazyFrame:
+    """A CSV file read one physical line at a time (quotes never span lines), as strings."""
+    columns: list[list[str | None]] = [[] for _ in names]
+    lines: list[int] = []
+    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if lineno == 1 or not line.strip():
+                continue
+            try:
+                fields = next(csv.reader([line], strict=True))
+            except csv.Error as err:
+                skips.skip(str(path), lineno, "malformed CSV line", str(err))
+                continue
+            if len(fields) != len(names):
+                skips.skip(
+                    str(path),
+                    lineno,
+                    "wrong number of fields",
+                    f"expected {len(names)}, found {len(fields)}",
+                )
+                continue
+            for col, value in zip(columns, fields, strict=True):
+                col.append(value if value != "" else None)
+            lines.append(lineno)
+    data = {n: pl.Series(n, c, dtype=pl.String) for n, c in zip(names, columns, strict=True)}
+    data["__line"] = pl.Series("__line", lines, dtype=pl.Int64)
+    return pl.DataFrame(data).lazy()
+
+
 def _jsonl_table(path: Path, skips: SkipLog) -> pl.LazyFrame:
     columns: dict[str, list[object]] = {"__line": []}
     n = 0
@@ -128,12 +169,16 @@ def guess_mapping(names: list[str], given: dict[str, str] | None) -> dict[str, s
     return mapping
 
 
-def _token_expr(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64, strict=False)
-
-
-def _is_count(e: pl.Expr) -> pl.Expr:
-    return e.is_not_null() & e.is_finite() & (e >= 0) & (e == e.round(0))
+def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A token count as i64, null where the value is missing, negative or not whole."""
+    col = pl.col(name)
+    if dtype.is_integer():
+        return pl.when(col >= 0).then(col.cast(pl.Int64))
+    as_float = col.cast(pl.Float64, strict=False)
+    if dtype == pl.String:
+        as_float = col.str.strip_chars().cast(pl.Float64, strict=False)
+    good = as_float.is_finite() & (as_float >= 0) & (as_float == as_float.round(0))
+    return pl.when(good).then(as_float.cast(pl.Int64, strict=False))
 
 
 def _arrival_expr(lf: pl.LazyFrame, col: str, dtype: pl.DataType, kind: str) -> tuple[pl.Expr, str]:
@@ -170,7 +215,7 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         try:
             schema = lf.collect_schema()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({err})") from err
+            raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
         names = list(schema.names())
         if not names:
             raise InputError(f"{path}: empty file (no header)")
@@ -193,25 +238,15 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         arrival, arrival_kind = _arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
         )
-        inp = _token_expr(mapping["input"])
-        out = _token_expr(mapping["output"])
-        reason = (
-            pl.when(arrival.is_null() | ~arrival.is_finite())
-            .then(pl.lit(f"bad or missing timestamp ({mapping['arrival']})"))
-            .when(~_is_count(inp))
-            .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
-            .when(~_is_count(out))
-            .then(pl.lit(f"bad or missing output tokens ({mapping['output']})"))
-            .otherwise(pl.lit(None, dtype=pl.String))
-        )
-        row = pl.col("__line") if "__line" in names else pl.int_range(pl.len(), dtype=pl.Int64)
+        inp = _count_expr(mapping["input"], schema[mapping["input"]])
+        out = _count_expr(mapping["output"], schema[mapping["output"]])
         exprs = [
-            row.cast(pl.Int64).alias("__row"),
-            arrival.alias("arrival_s"),
-            inp.cast(pl.Int64, strict=False).alias("input_tokens"),
-            out.cast(pl.Int64, strict=False).alias("output_tokens"),
-            reason.alias("__reason"),
+            pl.when(arrival.is_finite()).then(arrival).alias("arrival_s"),
+            inp.alias("input_tokens"),
+            out.alias("output_tokens"),
         ]
+        if "__line" in names:
+            exprs.append(pl.col("__line").cast(pl.Int64))
         for key, canon in (("session", "session_id"), ("model", "model"), ("tenant", "tenant")):
             if key in mapping:
                 exprs.append(pl.col(mapping[key]).cast(pl.String).alias(canon))
@@ -229,51 +264,94 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
             if col not in mapping.values():
                 exprs.append(pl.col(col).cast(pl.String).alias(col))
         try:
-            df = lf.select(exprs).collect(engine="streaming")
+            # The default engine: as lazy (projection and predicate pushdown) and, for a table
+            # that fits in memory, faster than the streaming engine, whose many small chunks
+            # then cost a rechunk.
+            df = lf.select(exprs).collect()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({err})") from err
+            if kind != "csv":
+                raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
+            # polars stops at a broken line (an unclosed quote): read line by line instead,
+            # so only the broken lines are skipped.
+            lf = _csv_lines_table(plain, names, ctx.skips)
+            names = [*names, "__line"]
+            exprs.append(pl.col("__line"))
+            df = lf.select(exprs).collect()
 
     if df.height == 0:
         raise InputError(f"{path}: empty file (a header and no rows)")
-    bad = df.filter(pl.col("__reason").is_not_null())
-    if bad.height:
-        counts = bad.group_by("__reason").len()
-        first = bad.head(5)
-        offset = _line_offset(kind, spec, names)
-        examples = [
-            f"{path}:{row + offset}: {why}"
-            for row, why in zip(first["__row"].to_list(), first["__reason"].to_list(), strict=True)
-        ]
-        ctx.skips.add_counts(dict(zip(counts["__reason"], counts["len"], strict=True)), examples)
-        df = df.filter(pl.col("__reason").is_null())
-    rows = df["__row"]
-    df = df.drop("__reason", "__row")
+    offset = _line_offset(kind, spec, names)
+    lines = df["__line"].to_numpy() if "__line" in df.columns else None
+    required = ("arrival_s", "input_tokens", "output_tokens")
+    if sum(df[c].null_count() for c in required):
+        df = _skip_bad_rows(df, path, ctx, mapping, offset)
+        lines = df["__line"].to_numpy()
+    df = df.drop("__line", strict=False)
     raw = df["arrival_s"].to_numpy()
     absolute = arrival_kind == "epoch_s"
     if arrival_kind == "numeric" and raw.size:
-        unit, absolute = numeric_unit(float(raw.min()), ctx.time_unit, spec.default_unit)
+        unit, absolute = numeric_unit(typical(raw), ctx.time_unit, spec.default_unit)
         if spec.check_units:
             ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
         if unit != "s":
             df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[unit])
-    steps, first_line = _backwards(raw, rows.to_numpy(), _line_offset(kind, spec, names))
+            raw = df["arrival_s"].to_numpy()
+    far = far_from_median(raw)
+    if far.any():
+        where = np.flatnonzero(far)
+        at = lines[where] if lines is not None else where + offset
+        for line in at[:5]:
+            ctx.skips.skip(str(path), int(line), FAR_REASON)
+        ctx.skips.reasons[FAR_REASON] += max(0, where.size - 5)
+        keep = pl.Series(~far)
+        df = df.filter(keep)
+        raw = df["arrival_s"].to_numpy()
+        lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
+        offset = 0
+    steps, first_line = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
     return FileFrame(df, absolute, steps, first_line)
 
 
+def _skip_bad_rows(
+    df: pl.DataFrame, path: Path, ctx: ReaderContext, mapping: dict[str, str], offset: int
+) -> pl.DataFrame:
+    """Drop rows whose timestamp or token counts did not parse; record why and where."""
+    if "__line" not in df.columns:
+        df = df.with_row_index("__line").with_columns(pl.col("__line").cast(pl.Int64) + offset)
+    reason = (
+        pl.when(pl.col("arrival_s").is_null())
+        .then(pl.lit(f"bad or missing timestamp ({mapping['arrival']})"))
+        .when(pl.col("input_tokens").is_null())
+        .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
+        .when(pl.col("output_tokens").is_null())
+        .then(pl.lit(f"bad or missing output tokens ({mapping['output']})"))
+    )
+    bad = df.filter(reason.is_not_null()).select("__line", reason.alias("why"))
+    counts = bad.group_by("why").len()
+    examples = [f"{path}:{line}: {why}" for line, why in bad.head(5).iter_rows()]
+    ctx.skips.add_counts(dict(zip(counts["why"], counts["len"], strict=True)), examples)
+    return df.filter(reason.is_null())
+
+
 def _line_offset(kind: str, spec: TableSpec, names: list[str]) -> int:
-    """What to add to a row number to get its file line (CSV header, 1-based rows)."""
+    """What to add to a 0-based row number to get its file line (CSV header, 1-based rows)."""
     if "__line" in names:
         return 0
     return spec.header_lines + 1 if kind == "csv" else 1
 
 
-def _backwards(raw: np.ndarray, rows: np.ndarray, line_offset: int) -> tuple[int, int | None]:
+def _backwards(
+    raw: np.ndarray, lines: np.ndarray | None, line_offset: int
+) -> tuple[int, int | None]:
+    """How often the timestamp goes down, and the file line of the first time."""
     if raw.size < 2:
         return 0, None
     down = np.flatnonzero(raw[1:] < raw[:-1])
     if down.size == 0:
         return 0, None
-    return int(down.size), int(rows[down[0] + 1]) + line_offset
+    if lines is not None:
+        return int(down.size), int(lines[down[0] + 1])
+    return int(down.size), int(down[0] + 1) + line_offset
 
 
 @register_reader("azure")

@@ -13,6 +13,28 @@ TIME_UNITS = ("auto", *UNIT_SECONDS)
 _EPOCH_FLOOR = (("ns", 1e18), ("us", 1e15), ("ms", 1e12), ("s", 1e9))
 
 
+MAX_SPAN_S = 4e7  # about 15 months: the longest span one profile covers
+
+
+def typical(raw: np.ndarray) -> float:
+    """The median of `raw` (cheap when it is sorted, as logs usually are)."""
+    if raw.size == 0:
+        return 0.0
+    if raw.size < 3 or bool(np.all(raw[1:] >= raw[:-1])):
+        return float(raw[raw.size // 2])
+    return float(np.median(raw))
+
+
+def far_from_median(seconds: np.ndarray) -> np.ndarray:
+    """Rows whose time lies more than MAX_SPAN_S from the median: corrupt values."""
+    if seconds.size == 0 or float(np.nanmax(seconds) - np.nanmin(seconds)) <= MAX_SPAN_S:
+        return np.isnan(seconds)
+    return ~(np.abs(seconds - typical(seconds)) <= MAX_SPAN_S)
+
+
+FAR_REASON = "timestamp far from the rest of the log (over 15 months from its median)"
+
+
 def check_time_unit(unit: str) -> str:
     if unit not in TIME_UNITS:
         raise InputError(f"--time-unit {unit!r}: expected one of {', '.join(TIME_UNITS)}")
@@ -37,8 +59,11 @@ def unit_warnings(raw: np.ndarray, unit: str, absolute: bool, source: str) -> li
     """Warnings, with the evidence, when relative timestamps look like the wrong unit."""
     if absolute or raw.size < 20:
         return []
-    ordered = np.sort(raw)
-    gaps = np.diff(ordered)
+    gaps = np.diff(raw)
+    ordered = raw
+    if (gaps < 0).any():
+        ordered = np.sort(raw)
+        gaps = np.diff(ordered)
     positive = gaps[gaps > 0]
     if positive.size == 0:
         return []

@@ -190,6 +190,7 @@ def test_models_health_and_metrics(client: openai.OpenAI, base_url: str) -> None
         "vllm:e2e_request_latency_seconds_count",
         "vllm:request_success_total",
         "vllm:generation_tokens_total",
+        "capplan_emulator_behind_seconds_total",
     ):
         assert name in m, name
     assert m["vllm:time_to_first_token_seconds_count"] >= 1
@@ -330,9 +331,10 @@ def test_same_sequence_in_virtual_and_real_time_within_5_percent() -> None:
                             first = first or last
                 return (sent - start) * speed, (first - sent) * speed, (last - sent) * speed
 
-            # One warm-up request opens the connection pool and the server's code paths.
+            # Warm-up requests of the same size open connections and warm the server's code.
             start = time.monotonic()
-            await one(0.0, _prompt(64, 99), 2)
+            for k in range(3):
+                await one(0.0, _prompt(2500, 90 + k), 2)
             start = time.monotonic() + 0.2
             return await asyncio.gather(*(one(*p) for p in plan))
 

@@ -212,3 +212,44 @@ def test_milliseconds_read_as_seconds_warns_with_evidence(tmp_path: Path) -> Non
     assert any("may be milliseconds" in w and "median gap" in w for w in r.warnings)
     fixed = read_requests([str(f)], time_unit="ms")
     assert fixed.frame["arrival_s"][-1] == pytest.approx((t[-1] - t[0]) / 1000)
+
+
+def test_unclosed_quote_skips_only_that_line(tmp_path: Path) -> None:
+    f = tmp_path / "q.csv"
+    f.write_text(
+        AZURE_HEADER
+        + "2023-11-16 18:15:46.68,374,44\n"
+        + '"2023-11-16 18:15:47.0,12,3\n'
+        + "2023-11-16 18:15:48.0,13,4\n"
+        + "2023-11-16 18:15:49.0,14,5,6\n"
+    )
+    r = read_requests([str(f)])
+    assert r.frame["input_tokens"].to_list() == [374, 13]
+    assert r.skip_examples == [
+        f"{f}:3: malformed CSV line: unexpected end of data",
+        f"{f}:5: wrong number of fields: expected 3, found 4",
+    ]
+
+
+def test_byte_order_mark_and_crlf(tmp_path: Path) -> None:
+    f = tmp_path / "bom.csv"
+    f.write_bytes(
+        b"\xef\xbb\xbf"
+        + AZURE_HEADER.encode().replace(b"\n", b"\r\n")
+        + b"2023-11-16 18:15:46.68,374,44\r\n2023-11-16 18:15:47.0,12,3\r\n"
+    )
+    r = read_requests([str(f)])
+    assert r.format == "azure" and r.frame["output_tokens"].to_list() == [44, 3]
+
+
+def test_a_corrupt_timestamp_far_from_the_rest_is_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "t.csv"
+    rows = [f"{1_700_000_000 + i},10,2" for i in range(30)]
+    rows[7] = "1e30,10,2"
+    rows[9] = "5,10,2"
+    f.write_text("ts,input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    r = read_requests([str(f)])
+    assert r.frame.height == 28
+    assert r.first_timestamp is not None and r.first_timestamp.year == 2023
+    assert [e.split(": ")[0] for e in r.skip_examples] == [f"{f}:9", f"{f}:11"]
+    assert all("far from the rest" in e for e in r.skip_examples)
