@@ -34,6 +34,7 @@ from planner.limit_schema import LimitResult
 from planner.plan_schema import FleetCheck, FleetPoint
 from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import Profile
+from profiles.workload import MessageShape, WorkloadStream
 
 Routing = Literal["round_robin", "least_outstanding"]
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
@@ -90,6 +91,35 @@ def arrival_times_s(
     return times[times < duration_s]
 
 
+def shape_block_hashes(
+    messages: Sequence[MessageShape], block_tokens: int, prompt_tokens: int
+) -> tuple[int, ...]:
+    """Chained hashes of a request shape's full prompt blocks, without any text.
+
+    A block's content is the run of (message text key, token offsets) it covers, so two
+    requests whose prompts start with the same messages (a shared system prompt, the earlier
+    turns of a session) share their leading block hashes, as their token ids would.
+    """
+    hashes: list[int] = []
+    wanted = prompt_tokens // block_tokens
+    prev = 0
+    block: list[tuple[int, int, int, int]] = []
+    fill = 0
+    for message in messages:
+        kind, ident = message.text_key
+        offset = 0
+        while offset < message.tokens and len(hashes) < wanted:
+            take = min(block_tokens - fill, message.tokens - offset)
+            block.append((kind, ident, offset, offset + take))
+            fill += take
+            offset += take
+            if fill == block_tokens:
+                prev = hash((prev, tuple(block)))
+                hashes.append(prev)
+                block, fill = [], 0
+    return tuple(hashes)
+
+
 def profile_requests(
     profile: Profile,
     rate_rps: float,
@@ -98,28 +128,32 @@ def profile_requests(
     max_model_len: int,
     arrival_kind: ArrivalKind = "gamma",
     burst: BurstWindow | None = None,
+    block_tokens: int = 16,
 ) -> list[EngineRequest]:
-    """Requests at `rate_rps` for `duration_s`, lengths from the profile's sample pairs.
+    """Requests at `rate_rps` for `duration_s`, shaped as the load test shapes them.
 
-    `burst` raises the rate inside one window (see `arrival_times_s`).
-
+    Shapes come from `profiles.workload.WorkloadStream` (the load test's own stream): lengths
+    from the profile's sample pairs, its shared system prompts with their request shares, and
+    its multi-turn sessions; shared content gets shared prefix-cache block hashes
+    (`shape_block_hashes`). `burst` raises the rate inside one window (`arrival_times_s`).
     Lengths are clipped to the engine's `max_model_len` (prompt first kept, output shortened).
     Raises ConfigError when the profile has no sample pairs or an unknown arrival kind.
     """
-    pairs = profile.lengths.sampler.pairs
-    if not pairs:
+    if not profile.lengths.sampler.pairs:
         raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
     if arrival_kind not in ("gamma", "poisson"):
         raise ConfigError(f"unknown arrival kind {arrival_kind!r}; known: gamma, poisson")
     cv = _arrival_cv(profile, arrival_kind)
     times = arrival_times_s(rate_rps, cv, duration_s, rng, burst)
-    table = np.asarray(pairs, dtype=np.int64)
-    picks = table[rng.integers(0, len(table), size=len(times))]
+    stream = WorkloadStream(profile, seed=int(rng.integers(2**31)))
     out: list[EngineRequest] = []
-    for k, (t, (prompt, output)) in enumerate(zip(times.tolist(), picks.tolist(), strict=True)):
-        prompt = max(1, min(int(prompt), max_model_len - 1))
-        output = max(1, min(int(output), max_model_len - prompt))
-        out.append(EngineRequest(str(k), prompt, output, t))
+    for k, t in enumerate(times.tolist()):
+        shape = next(stream)
+        prompt = max(1, min(shape.input_tokens, max_model_len - 1))
+        output = max(1, min(shape.output_tokens, max_model_len - prompt))
+        shared = shape.prefix_index is not None or shape.session_id is not None
+        hashes = shape_block_hashes(shape.messages, block_tokens, prompt) if shared else ()
+        out.append(EngineRequest(str(k), prompt, output, t, hashes))
     return out
 
 
@@ -340,7 +374,14 @@ def fleet_check(
     if burst_factor is not None and burst_factor > 1.0:
         burst = BurstWindow(0.4 * duration_s, min(BURST_WINDOW_S, 0.5 * duration_s), burst_factor)
     requests = profile_requests(
-        profile, rate_rps, duration_s, rng, config.effective_max_model_len, arrival_kind, burst
+        profile,
+        rate_rps,
+        duration_s,
+        rng,
+        config.effective_max_model_len,
+        arrival_kind,
+        burst,
+        block_tokens=config.block_tokens,
     )
     warmup_s = duration_s * warmup_frac
     points: list[FleetPoint] = []
@@ -441,7 +482,13 @@ def single_instance_limit(
     def meets(rate: float) -> bool:
         rng = np.random.default_rng(rng_seed)
         reqs = profile_requests(
-            profile, rate, duration_s, rng, config.effective_max_model_len, arrival_kind
+            profile,
+            rate,
+            duration_s,
+            rng,
+            config.effective_max_model_len,
+            arrival_kind,
+            block_tokens=config.block_tokens,
         )
         return judge(simulate_fleet(reqs, config, 1), slo, 0.1 * duration_s).meets_slo
 
@@ -470,17 +517,18 @@ def closed_loop_run(
 ) -> FleetRun:
     """One instance holding `users` requests in flight for `duration_s` (a closed loop).
 
-    Each finished request is replaced at once by a new one with lengths from the profile's
-    sample, as load-test users without think time would. Requests still running at the end
-    are left out (a closed loop has no backlog to drain). Raises ConfigError for users < 1.
+    Each finished request is replaced at once by the next shape of the load test's
+    `WorkloadStream` (lengths, shared prompts, sessions), as users without think time
+    would. Requests still running at the end are left out (a closed loop has no backlog).
+    Raises ConfigError for users < 1.
     """
     if users < 1:
         raise ConfigError(f"a closed loop needs at least one user, got {users}")
     wall0 = time.perf_counter()
-    rng = np.random.default_rng(rng_seed)
-    table = np.asarray(profile.lengths.sampler.pairs, dtype=np.int64)
-    if table.size == 0:
+    if not profile.lengths.sampler.pairs:
         raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
+    stream = WorkloadStream(profile, seed=rng_seed)
+    bt = config.block_tokens
     max_len = config.effective_max_model_len
     engine = Engine(config.model_copy(update={"record_token_times": False}), token_events=False)
     rows: list[tuple[float, float, float, float, int]] = []
@@ -488,10 +536,12 @@ def closed_loop_run(
 
     def add(now: float) -> None:
         nonlocal count
-        prompt, output = (int(x) for x in table[rng.integers(0, len(table))])
-        prompt = max(1, min(prompt, max_len - 1))
-        output = max(1, min(output, max_len - prompt))
-        engine.add_request(EngineRequest(str(count), prompt, output, now), now)
+        shape = next(stream)
+        prompt = max(1, min(shape.input_tokens, max_len - 1))
+        output = max(1, min(shape.output_tokens, max_len - prompt))
+        shared = shape.prefix_index is not None or shape.session_id is not None
+        hashes = shape_block_hashes(shape.messages, bt, prompt) if shared else ()
+        engine.add_request(EngineRequest(str(count), prompt, output, now, hashes), now)
         count += 1
 
     for _ in range(users):
@@ -619,6 +669,7 @@ def level_metrics(
                 duration_s,
                 np.random.default_rng(rng_seed + r),
                 config.effective_max_model_len,
+                block_tokens=config.block_tokens,
             )
             run = simulate_fleet(reqs, config, 1)
         else:
@@ -839,7 +890,14 @@ def _reproduces_limit(
         for r in range(runs):
             if result.dimension == "rate":
                 rng = np.random.default_rng(rng_seed + r)
-                reqs = profile_requests(profile, load, span, rng, config.effective_max_model_len)
+                reqs = profile_requests(
+                    profile,
+                    load,
+                    span,
+                    rng,
+                    config.effective_max_model_len,
+                    block_tokens=config.block_tokens,
+                )
                 run = simulate_fleet(reqs, config, 1)
             else:
                 run = closed_loop_run(profile, config, max(1, round(load)), span, rng_seed + r)

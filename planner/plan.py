@@ -122,7 +122,14 @@ def gpu_memory(config: EngineConfig, concurrency: float, context_tokens: float) 
 def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, seed: int) -> float:
     """Mean e2e of one simulated instance at `rate_rps` (120 s of the profile's traffic)."""
     rng = np.random.default_rng(seed)
-    reqs = profile_requests(profile, rate_rps, 120.0, rng, config.effective_max_model_len)
+    reqs = profile_requests(
+        profile,
+        rate_rps,
+        120.0,
+        rng,
+        config.effective_max_model_len,
+        block_tokens=config.block_tokens,
+    )
     run = simulate_fleet(reqs, config, 1)
     keep = run.arrival_s >= 12.0
     return float(np.nanmean(run.e2e_s[keep]))

@@ -17,12 +17,15 @@ from planner.fleet import (
     level_metrics,
     measured_levels,
     profile_requests,
+    shape_block_hashes,
     simulate_fleet,
     single_instance_limit,
 )
 from planner.limit_schema import LimitLevel, LimitResult
 from planner.plan import PlanOptions, build_plan
 from planner.slo import parse_slo
+from profiles.presets import preset_profile
+from profiles.workload import MessageShape
 from tests.plan_profiles import azure_conv_profile, make_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
@@ -261,3 +264,25 @@ def test_measured_levels_know_how_long_each_run_was_judged() -> None:
     (measured,) = measured_levels(result)
     assert measured.runs == 3
     assert measured.judged_s == pytest.approx(20.0)  # 120 requests / 3 runs / 2 req/s
+
+
+def test_shared_prompts_share_block_hashes() -> None:
+    system = MessageShape("system", 40, (1, 0))
+    a = shape_block_hashes([system, MessageShape("user", 30, (2, 7))], 16, 70)
+    b = shape_block_hashes([system, MessageShape("user", 50, (2, 8))], 16, 90)
+    assert len(a) == 70 // 16 and len(b) == 90 // 16
+    assert a[:2] == b[:2]  # the first 32 tokens are the system prompt in both
+    assert a[2] != b[2]  # block 3 mixes the system prompt's tail with each user's text
+    alone = shape_block_hashes([MessageShape("user", 70, (2, 7))], 16, 70)
+    assert not set(alone) & set(a)
+
+
+def test_preset_with_shared_prefixes_hits_the_prefix_cache() -> None:
+    profile = preset_profile("agent")
+    assert profile.prefix.available and profile.prefix.top_prefixes
+    reqs = profile_requests(profile, 4.0, 60.0, np.random.default_rng(0), 32768)
+    shared = [r for r in reqs if r.block_hashes]
+    assert len(shared) > len(reqs) / 4
+    timelines = simulate(reqs, CONFIG)
+    cached = sum(t.cached_tokens for t in timelines)
+    assert cached > 0.2 * sum(r.prompt_tokens for r in reqs)

@@ -17,30 +17,16 @@ from planner.run_schema import RECORD_COLUMNS, Stage
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 
 
-def _row(
-    i: int, t: float, *, ttft: float = 0.1, ok: bool = True, err: str | None = None, out: int = 11
-) -> tuple[Any, ...]:
+def _row(i: int, t: float, *, ttft: float = 0.1, ok: bool = True, err: str | None = None, out: int = 11) -> tuple[Any, ...]:
     e2e = ttft + 0.01 * (out - 1)
     values = {
-        "stage": "s",
-        "request_id": f"s/{i}",
-        "intended_send_s": t,
-        "sent_s": t + 0.001,
-        "first_token_s": t + 0.001 + ttft if ok else None,
-        "end_s": t + 0.001 + e2e,
-        "schedule_lag_s": 0.001,
-        "ttft_s": ttft if ok else None,
-        "tpot_s": 0.01 if ok else None,
-        "itl_mean_s": 0.01 if ok else None,
-        "itl_max_s": 0.01 if ok else None,
-        "e2e_s": e2e if ok else None,
-        "input_tokens": 5,
-        "output_tokens": out if ok else None,
-        "tokens_estimated": False,
-        "ok": ok,
-        "status_code": 200 if ok else 0,
-        "error_class": err,
-        "itl_gaps_s": [0.01] * (out - 1) if ok else [],
+        "stage": "s", "request_id": f"s/{i}", "intended_send_s": t, "sent_s": t + 0.001,
+        "first_token_s": t + 0.001 + ttft if ok else None, "end_s": t + 0.001 + e2e,
+        "schedule_lag_s": 0.001, "ttft_s": ttft if ok else None, "tpot_s": 0.01 if ok else None,
+        "itl_mean_s": 0.01 if ok else None, "itl_max_s": 0.01 if ok else None,
+        "e2e_s": e2e if ok else None, "input_tokens": 5, "output_tokens": out if ok else None,
+        "tokens_estimated": False, "ok": ok, "status_code": 200 if ok else 0,
+        "error_class": err, "itl_gaps_s": [0.01] * (out - 1) if ok else [],
     }
     return tuple(values[c] for c in RECORD_NAMES)
 
@@ -96,19 +82,8 @@ def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
     prof.write_text(make_profile([(10, 2)]).to_json())
     result = CliRunner().invoke(
         app,
-        [
-            "loadtest",
-            "--host",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "--profile",
-            str(prof),
-            "--plan",
-            str(plan),
-            "-o",
-            str(tmp_path / "run"),
-        ],
+        ["loadtest", "--host", "http://127.0.0.1:9", "--model", "m", "--profile", str(prof),
+         "--plan", str(plan), "-o", str(tmp_path / "run")],
     )
     assert result.exit_code == 2
     assert "stages[0].arrival" in result.output and "Traceback" not in result.output

@@ -39,101 +39,45 @@ def stage_table(stages: list[StageSummary]) -> Table:
     """The per-stage table printed at the end of a run."""
     table = Table(title="stages", title_justify="left")
     for col in (
-        "stage",
-        "role",
-        "load",
-        "offered r/s",
-        "achieved r/s",
-        "out tok/s",
-        "TTFT p50/p95 ms",
-        "TPOT p50/p95 ms",
-        "ITL p99 ms",
-        "E2E p95 ms",
-        "lag p99 ms",
-        "errors",
-        "recovery s",
+        "stage", "role", "load", "offered r/s", "achieved r/s", "out tok/s", "TTFT p50/p95 ms",
+        "TPOT p50/p95 ms", "ITL p99 ms", "E2E p95 ms", "lag p99 ms", "errors", "recovery s",
     ):
         table.add_column(col, justify="left" if col in ("stage", "role") else "right")
     for s in stages:
-        load = (
-            f"{s.target_rate_rps:g} r/s"
-            if s.target_rate_rps
-            else (f"{s.target_users} users" if s.target_users else "replay")
-        )
+        load = f"{s.target_rate_rps:g} r/s" if s.target_rate_rps else (f"{s.target_users} users" if s.target_users else "replay")
         errors = ", ".join(f"{k}:{v}" for k, v in s.errors_by_class.items()) or "0"
-        recovery = (
-            "-"
-            if s.recovered is None
-            else (f"{s.recovery_s:.1f}" if s.recovered else "not recovered")
-        )
+        recovery = "-" if s.recovered is None else (f"{s.recovery_s:.1f}" if s.recovered else "not recovered")
         table.add_row(
-            s.name,
-            s.role,
-            load,
-            f"{s.offered_rps:.2f}",
-            f"{s.achieved_rps:.2f}",
-            f"{s.output_tokens_per_s:.0f}",
-            f"{_ms(s.ttft_s, 'p50')}/{_ms(s.ttft_s, 'p95')}",
-            f"{_ms(s.tpot_s, 'p50')}/{_ms(s.tpot_s, 'p95')}",
-            _ms(s.itl_s, "p99"),
-            _ms(s.e2e_s, "p95"),
-            _ms(s.schedule_lag_s, "p99"),
-            errors,
-            recovery,
+            s.name, s.role, load, f"{s.offered_rps:.2f}", f"{s.achieved_rps:.2f}",
+            f"{s.output_tokens_per_s:.0f}", f"{_ms(s.ttft_s, 'p50')}/{_ms(s.ttft_s, 'p95')}",
+            f"{_ms(s.tpot_s, 'p50')}/{_ms(s.tpot_s, 'p95')}", _ms(s.itl_s, "p99"),
+            _ms(s.e2e_s, "p95"), _ms(s.schedule_lag_s, "p99"), errors, recovery,
         )
     return table
 
 
 @handle_errors
 def loadtest(
-    host: str = typer.Option(
-        ..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."
-    ),
+    host: str = typer.Option(..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."),
     model: str = typer.Option(..., "--model", help="Model name sent in each request."),
     out: Path = typer.Option(..., "-o", "--out", help="Run folder to write (runs/NAME)."),
-    profile: str | None = typer.Option(
-        None, "--profile", help="Profile JSON (default: built-in chat preset)."
-    ),
-    plan: str | None = typer.Option(
-        None, "--plan", help="steady-burst-recovery | steps | steady | a YAML/JSON plan file."
-    ),
-    rate: float | None = typer.Option(
-        None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."
-    ),
+    profile: str | None = typer.Option(None, "--profile", help="Profile JSON (default: built-in chat preset)."),
+    plan: str | None = typer.Option(None, "--plan", help="steady-burst-recovery | steps | steady | a YAML/JSON plan file."),
+    rate: float | None = typer.Option(None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."),
     users: int | None = typer.Option(None, "--users", help="Closed-loop users instead of a rate."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson | constant | gamma:K."),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Stage length in seconds (steady stage of built-in plans)."
-    ),
-    replay: str | None = typer.Option(
-        None, "--replay", help="Request log to replay at its own timestamps."
-    ),
+    duration: float | None = typer.Option(None, "--duration", help="Stage length in seconds (steady stage of built-in plans)."),
+    replay: str | None = typer.Option(None, "--replay", help="Request log to replay at its own timestamps."),
     speed: float = typer.Option(1.0, "--speed", help="Replay speed-up factor."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat | completions."),
-    workers: int = typer.Option(
-        0, "--workers", help="Local Locust worker processes (0: one process)."
-    ),
-    api_key_env: str | None = typer.Option(
-        None, "--api-key-env", help="Environment variable holding the API key."
-    ),
+    workers: int = typer.Option(0, "--workers", help="Local Locust worker processes (0: one process)."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Environment variable holding the API key."),
     seed: int = typer.Option(0, "--seed", help="Seed of requests and arrivals."),
-    max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", help="Client cap on requests in flight (reported)."
-    ),
-    no_ignore_eos: bool = typer.Option(
-        False,
-        "--no-ignore-eos",
-        help="Do not send ignore_eos/min_tokens (for servers that reject them).",
-    ),
-    slo_ttft: float | None = typer.Option(
-        None, "--slo-ttft", help="TTFT (s) the recovery stage must get back under."
-    ),
-    timeout: float = typer.Option(
-        300.0, "--timeout", help="Seconds before a request counts as timed out."
-    ),
-    no_metrics: bool = typer.Option(
-        False, "--no-metrics", help="Do not scrape the target's /metrics."
-    ),
+    max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Client cap on requests in flight (reported)."),
+    no_ignore_eos: bool = typer.Option(False, "--no-ignore-eos", help="Do not send ignore_eos/min_tokens (for servers that reject them)."),
+    slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="TTFT (s) the recovery stage must get back under."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds before a request counts as timed out."),
+    no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the target's /metrics."),
 ) -> None:
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
     from planner.run_schema import Stage, StagePlan
@@ -141,36 +85,20 @@ def loadtest(
     if endpoint not in ("chat", "completions"):
         raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
     config = LoadTestConfig(
-        host=host,
-        model=model,
-        endpoint=endpoint,
-        profile_path=profile,
-        api_key_env=api_key_env,
-        seed=seed,
-        workers=workers,
-        ignore_eos=not no_ignore_eos,
-        request_timeout_s=timeout,
-        max_concurrency=max_concurrency,
-        scrape_metrics=not no_metrics,
-        slo_ttft_s=slo_ttft,
-        replay_path=replay,
-        replay_speed=speed,
+        host=host, model=model, endpoint=endpoint, profile_path=profile, api_key_env=api_key_env,
+        seed=seed, workers=workers, ignore_eos=not no_ignore_eos, request_timeout_s=timeout,
+        max_concurrency=max_concurrency, scrape_metrics=not no_metrics, slo_ttft_s=slo_ttft,
+        replay_path=replay, replay_speed=speed,
     )
     if replay and plan is None:
         stage = Stage(name="replay", role="replay", duration_s=duration or 60.0, arrival="replay")
         stage_plan = StagePlan(name="replay", stages=[stage])
     else:
         prof, _ = config_profile(config)
-        stage_plan = resolve_plan(
-            plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
-        )
+        stage_plan = resolve_plan(plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival)
     console = Console(stderr=True)
-    with Live(
-        Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
-    ) as live:
-        summaries = run_loadtest(
-            config, stage_plan, out, progress=lambda line: live.update(Text(line))
-        )
+    with Live(Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True) as live:
+        summaries = run_loadtest(config, stage_plan, out, progress=lambda line: live.update(Text(line)))
     Console().print(stage_table(summaries))
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
 

@@ -16,9 +16,7 @@ def test_constant_is_evenly_spaced() -> None:
 
 
 def test_poisson_mean_rate_over_many_seeds() -> None:
-    counts = [
-        len(arrival_times("poisson", 20.0, 20.0, np.random.default_rng(s))) for s in range(200)
-    ]
+    counts = [len(arrival_times("poisson", 20.0, 20.0, np.random.default_rng(s))) for s in range(200)]
     assert abs(np.mean(counts) / 400.0 - 1.0) < 0.01
     # Poisson counts: variance equals the mean.
     assert 0.8 < np.var(counts) / np.mean(counts) < 1.2

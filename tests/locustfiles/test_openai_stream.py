@@ -53,9 +53,7 @@ def test_role_chunk_is_not_content_and_usage_is_read() -> None:
 
 
 def test_completions_text_chunks() -> None:
-    lines = _lines(
-        [{"choices": [{"text": "x"}]}, {"choices": [{"text": ""}]}, {"choices": [{"text": "y"}]}]
-    )
+    lines = _lines([{"choices": [{"text": "x"}]}, {"choices": [{"text": ""}]}, {"choices": [{"text": "y"}]}])
     readline, clock = _reader(lines)
     res = read_stream(readline, clock, "completions")
     assert res.content_chunks == 2 and res.completion_tokens is None

@@ -38,9 +38,7 @@ def test_rate_and_duration_without_plan_is_one_steady_stage() -> None:
 
 def test_plan_file_yaml(tmp_path: Path) -> None:
     f = tmp_path / "p.yaml"
-    f.write_text(
-        "name: x\nstages:\n  - {name: a, duration_s: 2, rate_rps: 5}\n  - {name: b, kind: closed, duration_s: 1, users: 3}\n"
-    )
+    f.write_text("name: x\nstages:\n  - {name: a, duration_s: 2, rate_rps: 5}\n  - {name: b, kind: closed, duration_s: 1, users: 3}\n")
     plan = load_plan(f)
     assert [s.name for s in plan.stages] == ["a", "b"]
 
@@ -51,10 +49,7 @@ def test_plan_file_yaml(tmp_path: Path) -> None:
         ("stages:\n  - {name: a, duration_s: 2, rate_rps: 5, kind: opn}\n", "stages[0].kind"),
         ("stages:\n  - {name: a, duration_s: 2, rate_rps: 5, arrival: poison}\n", "poisson"),
         ("stages:\n  - {name: a, duration_s: 2}\n", "needs rate_rps"),
-        (
-            "stages:\n  - {name: a, duration_s: 2, rate_rps: 1}\n  - {name: a, duration_s: 2, rate_rps: 1}\n",
-            "twice",
-        ),
+        ("stages:\n  - {name: a, duration_s: 2, rate_rps: 1}\n  - {name: a, duration_s: 2, rate_rps: 1}\n", "twice"),
         ("stages:\n  - {name: a, duration: 2, rate_rps: 1}\n", "duration"),
     ],
 )
