@@ -172,6 +172,8 @@ def build_plan(
         raise ConfigError("--growth needs at least one factor")
     if options.tp < 1:
         raise ConfigError(f"--tp must be >= 1, got {options.tp}")
+    slo_text = options.slo or limit.slo
+    slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
     config = build_engine_config(options.gpu, options.model, options.tp)
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
@@ -248,8 +250,6 @@ def build_plan(
     )
 
     checks = Checks(queueing=_queueing_check(profile, demand, first, concurrency, e2e, pairs))
-    slo_text = options.slo or limit.slo
-    slo = parse_slo(slo_text) if slo_text is not None else None
     problem = simulator_slo_problem(slo) if slo is not None else None
     if options.fleet:
         if slo is None:
