@@ -386,32 +386,45 @@ def fleet_check(
     warmup_s = duration_s * warmup_frac
     points: list[FleetPoint] = []
     simulated = 0.0
-    for size in sorted({max(1, instances - 1), instances, instances + 1}):
-        for routing in routings:
-            run = simulate_fleet(requests, config, size, routing)
-            simulated += run.simulated_s
-            verdict = judge(run, slo, warmup_s)
-            points.append(
-                FleetPoint(
-                    instances=size,
-                    routing=routing,
-                    attainment=verdict.attainment,
-                    ttft_p95_s=verdict.ttft_p95_s,
-                    tpot_p95_s=verdict.tpot_p95_s,
-                    e2e_p95_s=verdict.e2e_p95_s,
-                    meets_slo=verdict.meets_slo,
-                    requests=verdict.requests,
-                )
+
+    def point(size: int, routing: Routing) -> FleetPoint:
+        nonlocal simulated
+        run = simulate_fleet(requests, config, size, routing)
+        simulated += run.simulated_s
+        verdict = judge(run, slo, warmup_s)
+        if progress is not None:
+            progress(
+                f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
+                f"meets SLO: {verdict.meets_slo} ({run.wall_s:.1f} s wall)"
             )
-            if progress is not None:
-                progress(
-                    f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
-                    f"meets SLO: {verdict.meets_slo} ({run.wall_s:.1f} s wall)"
-                )
+        return FleetPoint(
+            instances=size,
+            routing=routing,
+            attainment=verdict.attainment,
+            ttft_p95_s=verdict.ttft_p95_s,
+            tpot_p95_s=verdict.tpot_p95_s,
+            e2e_p95_s=verdict.e2e_p95_s,
+            meets_slo=verdict.meets_slo,
+            requests=verdict.requests,
+        )
+
+    for size in sorted({max(1, instances - 1), instances, instances + 1}):
+        points.extend(point(size, routing) for routing in routings)
+    # When n+1 still fails, look further up (least-outstanding routing) for the fewest
+    # instances that meet the SLO, up to twice the plan.
+    needed = min_instances_meeting(points)
+    size = instances + 2
+    while needed is None and size <= max(2 * instances, instances + 2):
+        extra = point(size, "least_outstanding")
+        points.append(extra)
+        if extra.meets_slo:
+            needed = size
+        size += 1
     return FleetCheck(
         simulated_s=duration_s,
         rate_rps=rate_rps,
         points=points,
+        min_instances_meeting=needed,
         verdict=fleet_verdict(points, instances),
         wall_s=time.perf_counter() - wall0,
         slo=slo.text,
@@ -439,6 +452,16 @@ def _arrival_cv(profile: Profile, arrival_kind: ArrivalKind) -> float:
     return (profile.arrivals.interarrival_cv or 1.0) if arrival_kind == "gamma" else 1.0
 
 
+def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:
+    """The fewest simulated instances meeting the SLO under some routing, when more also do."""
+    sizes = sorted({p.instances for p in points})
+    meeting = {p.instances for p in points if p.meets_slo}
+    for k, size in enumerate(sizes):
+        if all(s in meeting for s in sizes[k:]):
+            return size
+    return None
+
+
 def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
     """One sentence: does n meet the SLO under every routing, and does n-1 fall short?"""
 
@@ -452,7 +475,9 @@ def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
     if not at_n:
         best = [p.routing for p in points if p.instances == instances and p.meets_slo]
         how = f" (only with {', '.join(best)} routing)" if best else ""
-        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances"
+        needed = min_instances_meeting(points)
+        more = f"; the simulation needs n={needed}" if needed is not None else ""
+        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances{more}"
     if below is None:
         return f"n={instances} meets the SLO in simulation"
     if below:

@@ -151,6 +151,7 @@ class FleetCheck(_Model):
     wall_s: float | None = None
     slo: str | None = None
     arrivals: str = Field("", description="how the arrival process was generated")
+    min_instances_meeting: int | None = None  # fewest simulated instances meeting the SLO
     engine: str = Field("", description="GPU x model x tp and efficiency factors simulated")
 
 

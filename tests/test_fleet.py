@@ -9,13 +9,16 @@ from planner.capacity import parse_limit
 from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate
 from planner.errors import ConfigError
 from planner.fleet import (
+    ROUTINGS,
     BurstWindow,
     FleetRun,
     arrival_times_s,
     calibrate,
+    fleet_verdict,
     judge,
     level_metrics,
     measured_levels,
+    min_instances_meeting,
     profile_requests,
     shape_block_hashes,
     simulate_fleet,
@@ -23,6 +26,7 @@ from planner.fleet import (
 )
 from planner.limit_schema import LimitLevel, LimitResult
 from planner.plan import PlanOptions, build_plan
+from planner.plan_schema import FleetPoint
 from planner.slo import parse_slo
 from profiles.presets import preset_profile
 from profiles.workload import MessageShape
@@ -286,3 +290,27 @@ def test_preset_with_shared_prefixes_hits_the_prefix_cache() -> None:
     timelines = simulate(reqs, CONFIG)
     cached = sum(t.cached_tokens for t in timelines)
     assert cached > 0.2 * sum(r.prompt_tokens for r in reqs)
+
+
+def _points(meets: dict[int, tuple[bool, bool]]) -> list[FleetPoint]:
+    return [
+        FleetPoint(
+            instances=n, routing=routing, attainment=1.0 if ok else 0.5, meets_slo=ok, requests=100
+        )
+        for n, pair in meets.items()
+        for routing, ok in zip(ROUTINGS, pair, strict=True)
+    ]
+
+
+def test_fleet_verdicts() -> None:
+    assert fleet_verdict(_points({2: (False, False), 3: (True, True), 4: (True, True)}), 3) == (
+        "n=3 meets the SLO, n-1=2 does not"
+    )
+    both = fleet_verdict(_points({2: (True, True), 3: (True, True), 4: (True, True)}), 3)
+    assert "so does n-1=2" in both
+    short = _points({2: (False, False), 3: (False, True), 4: (True, True), 5: (True, True)})
+    assert min_instances_meeting(short) == 3
+    verdict = fleet_verdict(short, 3)
+    assert "does NOT meet" in verdict and "only with least_outstanding" in verdict
+    none = _points({2: (False, False), 3: (False, False), 4: (False, False)})
+    assert min_instances_meeting(none) is None
