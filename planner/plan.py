@@ -332,7 +332,8 @@ def build_plan(
         checks=checks,
         sensitivity=cells,
         inputs=inputs,
-        sentence=_sentence(first, demand, config, options, price),
+        sentence=_sentence(first, demand, config, options, price)
+        + (f" Fleet simulation: {checks.fleet.verdict}." if checks.fleet is not None else ""),
         notes=notes,
     )
     return plan
