@@ -314,6 +314,7 @@ def build_plan(
         gpu_hour_price_usd=price,
         price_source=price_source,
         fleet_check=options.fleet,
+        calibrate=options.calibrate,
         fleet_span_s=options.fleet_span_s,
         seed=options.seed,
         cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,

@@ -45,6 +45,7 @@ class PlanInputs(_Model):
     gpu_hour_price_usd: float
     price_source: str
     fleet_check: bool = True
+    calibrate: bool = True
     fleet_span_s: float | None = None
     seed: int = 0
     cpu_cores_per_gpu: int | None = None

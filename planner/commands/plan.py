@@ -73,6 +73,11 @@ def plan_command(
     no_fleet_check: bool = typer.Option(
         False, "--no-fleet-check", help="Skip the fleet simulation."
     ),
+    no_calibrate: bool = typer.Option(
+        False,
+        "--no-calibrate",
+        help="Simulate with the engine's catalog factors, not ones fitted to the limit.json.",
+    ),
     fleet_span_s: float = typer.Option(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
@@ -100,6 +105,7 @@ def plan_command(
         tp=tp,
         gpu_hour_price_usd=gpu_hour_price,
         fleet=not no_fleet_check,
+        calibrate=not no_calibrate,
         fleet_span_s=fleet_span_s,
         seed=seed,
         host_rule=HostRule(
