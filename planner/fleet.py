@@ -8,12 +8,16 @@ engines are `planner.engine.Engine`, the same model the emulator runs in real ti
 Arrivals (`arrival_kind`):
 - `gamma`: a renewal process with gamma inter-arrival times at the planned rate and the
   profile's inter-arrival CV (shape 1/CV^2), so the short-scale burstiness of the trace comes
-  along; the hour-scale swing is what the planning peak already takes.
+  along; the hour-scale swing is what the planning peak already takes. The plan check adds
+  one 10 s window at the profile's burst factor (a time warp of the same process).
 - `poisson`: exponential inter-arrival times (CV 1), for comparison.
-Lengths are drawn with replacement from the profile's (input, output) sample pairs.
+Request shapes come from the load test's own `profiles.workload.WorkloadStream` (the profile's
+length pairs, shared system prompts, sessions), with prefix-cache block hashes for shared
+content, so the fleet sees the traffic the limit was measured with.
 
-SLO attainment is computed per request (ok = meets every per-request threshold); requests that
-arrive in the warm-up (an empty fleet is optimistic) are left out of the statistics.
+Verdicts are `planner.slo.evaluate` over the requests arriving after a warm-up (an empty fleet
+is optimistic): the same verdict the limit search gives a measured stage. `calibrate` fits the
+engine's efficiency factors to a limit.json's measured levels.
 """
 
 from __future__ import annotations
