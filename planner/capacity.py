@@ -183,7 +183,8 @@ def build_demand(
 
     Default peak: the `peak_quantile` of `peak_window` window rates. `peak_rps` or
     `peak_users` given directly override it (users are converted to a rate by Little's law
-    with `mean_e2e_s`). Burst factor: the peak 10 s window rate over the planning peak.
+    with `mean_e2e_s`). Burst factor: the profile's peak 10 s window rate over its own
+    planning peak, so a peak given directly keeps the traffic's burst shape.
     Raises ConfigError when both overrides are given, an override is not positive, or users
     are given without an e2e to convert them.
     """
@@ -210,7 +211,13 @@ def build_demand(
             raise ConfigError(
                 f"the profile's {definition} is {rate:g} req/s; give the peak with --peak-rps"
             )
-    burst_peak = arrivals.peak_rate_rps.get("10s")
+    # The burst shape of the traffic: the profile's 10 s peak over its own planning peak,
+    # carried over to a peak given directly.
+    peak_10s = arrivals.peak_rate_rps.get("10s")
+    burst_factor = None
+    if peak_10s and arrivals.window_rate_percentiles.get(peak_window):
+        own_peak = window_rate_quantile(profile, peak_window, peak_quantile)
+        burst_factor = peak_10s / own_peak if own_peak > 0 else None
     concurrency = peak_users if peak_users is not None else None
     if concurrency is None and mean_e2e_s:
         concurrency = rate * mean_e2e_s
@@ -218,8 +225,8 @@ def build_demand(
         peak_rps=rate,
         peak_definition=definition,
         mean_rps=arrivals.mean_rate_rps,
-        burst_factor=burst_peak / rate if burst_peak else None,
-        burst_peak_rps=burst_peak,
+        burst_factor=burst_factor,
+        burst_peak_rps=burst_factor * rate if burst_factor is not None else None,
         peak_concurrency=concurrency,
         mean_e2e_s=mean_e2e_s,
         interarrival_cv=arrivals.interarrival_cv,

@@ -8,47 +8,78 @@ engines are `planner.engine.Engine`, the same model the emulator runs in real ti
 Arrivals (`arrival_kind`):
 - `gamma`: a renewal process with gamma inter-arrival times at the planned rate and the
   profile's inter-arrival CV (shape 1/CV^2), so the short-scale burstiness of the trace comes
-  along; the hour-scale swing is what the planning peak already takes.
+  along; the hour-scale swing is what the planning peak already takes. The plan check adds
+  one 10 s window at the profile's burst factor (a time warp of the same process).
 - `poisson`: exponential inter-arrival times (CV 1), for comparison.
-Lengths are drawn with replacement from the profile's (input, output) sample pairs.
+Request shapes come from the load test's own `profiles.workload.WorkloadStream` (the profile's
+length pairs, shared system prompts, sessions), with prefix-cache block hashes for shared
+content, so the fleet sees the traffic the limit was measured with.
 
-SLO attainment is computed per request (ok = meets every per-request threshold); requests that
-arrive in the warm-up (an empty fleet is optimistic) are left out of the statistics.
+Verdicts are `planner.slo.evaluate` over the requests arriving after a warm-up (an empty fleet
+is optimistic): the same verdict the limit search gives a measured stage. `calibrate` fits the
+engine's efficiency factors to a limit.json's measured levels.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import polars as pl
 
 from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.errors import ConfigError
 from planner.limit_schema import LimitResult
 from planner.plan_schema import FleetCheck, FleetPoint
+from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import Profile
+from profiles.workload import MessageShape, WorkloadStream
 
 Routing = Literal["round_robin", "least_outstanding"]
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
 ArrivalKind = Literal["gamma", "poisson"]
+BURST_WINDOW_S = 10.0
+SIMULATED_METRICS = ("ttft", "tpot", "e2e")
 
 
 # ----------------------------------------------------------------------------- traffic
 
 
+@dataclass(frozen=True)
+class BurstWindow:
+    """A window of the span where the arrival rate is `factor` x the base rate."""
+
+    start_s: float
+    duration_s: float
+    factor: float
+
+
 def arrival_times_s(
-    rate_rps: float, cv: float, duration_s: float, rng: np.random.Generator
+    rate_rps: float,
+    cv: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    burst: BurstWindow | None = None,
 ) -> np.ndarray:
     """Arrival times in [0, duration_s) of a gamma renewal process with mean rate and CV.
 
+    With `burst`, the process is time-warped so the rate is `burst.factor` x `rate_rps`
+    inside the window (the gaps keep their CV in operational time).
     Raises ConfigError for a non-positive rate, CV or duration.
     """
+    if burst is not None:
+        b0 = min(max(burst.start_s, 0.0), duration_s)
+        b1 = min(b0 + burst.duration_s, duration_s)
+        knots_t = np.array([0.0, b0, b1, duration_s])
+        knots_u = np.cumsum([0.0, b0, (b1 - b0) * burst.factor, duration_s - b1])
+        # Operational time runs `factor` times faster inside the window.
+        operational = arrival_times_s(rate_rps, cv, float(knots_u[-1]), rng)
+        return np.interp(operational, knots_u, knots_t)
     if not (rate_rps > 0 and cv > 0 and duration_s > 0):
         raise ConfigError(
             f"arrivals need a positive rate, CV and duration (got {rate_rps}, {cv}, {duration_s})"
@@ -64,6 +95,35 @@ def arrival_times_s(
     return times[times < duration_s]
 
 
+def shape_block_hashes(
+    messages: Sequence[MessageShape], block_tokens: int, prompt_tokens: int
+) -> tuple[int, ...]:
+    """Chained hashes of a request shape's full prompt blocks, without any text.
+
+    A block's content is the run of (message text key, token offsets) it covers, so two
+    requests whose prompts start with the same messages (a shared system prompt, the earlier
+    turns of a session) share their leading block hashes, as their token ids would.
+    """
+    hashes: list[int] = []
+    wanted = prompt_tokens // block_tokens
+    prev = 0
+    block: list[tuple[int, int, int, int]] = []
+    fill = 0
+    for message in messages:
+        kind, ident = message.text_key
+        offset = 0
+        while offset < message.tokens and len(hashes) < wanted:
+            take = min(block_tokens - fill, message.tokens - offset)
+            block.append((kind, ident, offset, offset + take))
+            fill += take
+            offset += take
+            if fill == block_tokens:
+                prev = hash((prev, tuple(block)))
+                hashes.append(prev)
+                block, fill = [], 0
+    return tuple(hashes)
+
+
 def profile_requests(
     profile: Profile,
     rate_rps: float,
@@ -71,26 +131,33 @@ def profile_requests(
     rng: np.random.Generator,
     max_model_len: int,
     arrival_kind: ArrivalKind = "gamma",
+    burst: BurstWindow | None = None,
+    block_tokens: int = 16,
 ) -> list[EngineRequest]:
-    """Requests at `rate_rps` for `duration_s`, lengths from the profile's sample pairs.
+    """Requests at `rate_rps` for `duration_s`, shaped as the load test shapes them.
 
+    Shapes come from `profiles.workload.WorkloadStream` (the load test's own stream): lengths
+    from the profile's sample pairs, its shared system prompts with their request shares, and
+    its multi-turn sessions; shared content gets shared prefix-cache block hashes
+    (`shape_block_hashes`). `burst` raises the rate inside one window (`arrival_times_s`).
     Lengths are clipped to the engine's `max_model_len` (prompt first kept, output shortened).
     Raises ConfigError when the profile has no sample pairs or an unknown arrival kind.
     """
-    pairs = profile.lengths.sampler.pairs
-    if not pairs:
+    if not profile.lengths.sampler.pairs:
         raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
     if arrival_kind not in ("gamma", "poisson"):
         raise ConfigError(f"unknown arrival kind {arrival_kind!r}; known: gamma, poisson")
     cv = _arrival_cv(profile, arrival_kind)
-    times = arrival_times_s(rate_rps, cv, duration_s, rng)
-    table = np.asarray(pairs, dtype=np.int64)
-    picks = table[rng.integers(0, len(table), size=len(times))]
+    times = arrival_times_s(rate_rps, cv, duration_s, rng, burst)
+    stream = WorkloadStream(profile, seed=int(rng.integers(2**31)))
     out: list[EngineRequest] = []
-    for k, (t, (prompt, output)) in enumerate(zip(times.tolist(), picks.tolist(), strict=True)):
-        prompt = max(1, min(int(prompt), max_model_len - 1))
-        output = max(1, min(int(output), max_model_len - prompt))
-        out.append(EngineRequest(str(k), prompt, output, t))
+    for k, t in enumerate(times.tolist()):
+        shape = next(stream)
+        prompt = max(1, min(shape.input_tokens, max_model_len - 1))
+        output = max(1, min(shape.output_tokens, max_model_len - prompt))
+        shared = shape.prefix_index is not None or shape.session_id is not None
+        hashes = shape_block_hashes(shape.messages, block_tokens, prompt) if shared else ()
+        out.append(EngineRequest(str(k), prompt, output, t, hashes))
     return out
 
 
@@ -214,65 +281,6 @@ def simulate_fleet(
 # ----------------------------------------------------------------------------- SLO
 
 
-_DURATION_RE = re.compile(r"^([0-9]*\.?[0-9]+)(ms|s)?$")
-_METRICS = ("ttft", "tpot", "e2e")
-
-
-@dataclass(frozen=True)
-class FleetSlo:
-    """The SLO the fleet check judges by: per-request thresholds and percentile bounds.
-
-    `percentiles`: (metric, quantile 0-1, bound_s); `thresholds`: metric -> bound_s for the
-    per-request "good" test; `min_attainment`: share of good requests required (attainment SLO).
-    """
-
-    text: str
-    percentiles: tuple[tuple[str, float, float], ...]
-    thresholds: tuple[tuple[str, float], ...]
-    min_attainment: float | None
-
-
-def _seconds(text: str, spec: str) -> float:
-    m = _DURATION_RE.match(text)
-    if not m:
-        raise ConfigError(f"SLO {spec!r}: {text!r} is not a duration like 2s or 100ms")
-    value = float(m.group(1))
-    return value / 1000.0 if m.group(2) == "ms" else value
-
-
-def parse_fleet_slo(spec: str) -> FleetSlo:
-    """Parse `ttft:p95<=2s,tpot:p95<=100ms` or `attainment>=95%:ttft<=2s,tpot<=100ms`.
-
-    Raises ConfigError naming the part that does not parse and the forms expected.
-    """
-    text = re.sub(r"\s+", "", spec).lower()
-    percentiles: list[tuple[str, float, float]] = []
-    thresholds: list[tuple[str, float]] = []
-    attainment: float | None = None
-    m = re.match(r"^attainment>=([0-9.]+)%:(.+)$", text)
-    body = text
-    if m:
-        attainment = float(m.group(1)) / 100.0
-        body = m.group(2)
-    for part in filter(None, body.split(",")):
-        pm = re.match(r"^(ttft|tpot|e2e):p([0-9.]+)<=(.+)$", part)
-        tm = re.match(r"^(ttft|tpot|e2e)<=(.+)$", part)
-        if pm and attainment is None:
-            bound = _seconds(pm.group(3), spec)
-            percentiles.append((pm.group(1), float(pm.group(2)) / 100.0, bound))
-            thresholds.append((pm.group(1), bound))
-        elif tm:
-            thresholds.append((tm.group(1), _seconds(tm.group(2), spec)))
-        else:
-            raise ConfigError(
-                f"SLO {spec!r}: cannot read {part!r}; expected e.g. 'ttft:p95<=2s,tpot:p95<=100ms' "
-                f"or 'attainment>=95%:ttft<=2s,tpot<=100ms' (metrics: {', '.join(_METRICS)})"
-            )
-    if not thresholds:
-        raise ConfigError(f"SLO {spec!r}: no constraint found")
-    return FleetSlo(spec, tuple(percentiles), tuple(thresholds), attainment)
-
-
 @dataclass(frozen=True)
 class FleetVerdict:
     attainment: float
@@ -283,56 +291,59 @@ class FleetVerdict:
     requests: int
 
 
-def _p(values: np.ndarray, q: float) -> float | None:
-    """Percentile where unfinished (NaN) requests count as infinitely slow."""
-    if len(values) == 0:
-        return None
-    filled = np.where(np.isnan(values), np.inf, values)
-    # Nearest rank: the smallest value with at least q of the requests at or below it.
-    v = float(np.quantile(filled, q, method="inverted_cdf"))
-    return v if math.isfinite(v) else None
+def simulator_slo_problem(slo: Slo) -> str | None:
+    """Why the simulator cannot judge `slo` (it yields ttft, tpot and e2e), or None."""
+    metrics = {c.metric for c in slo.percentiles} | {t.metric for t in slo.request_thresholds}
+    missing = sorted(metrics - set(SIMULATED_METRICS))
+    if missing:
+        return (
+            f"the SLO names {', '.join(missing)}, which the fleet simulator does not produce "
+            f"(it yields {', '.join(SIMULATED_METRICS)})"
+        )
+    return None
 
 
-def judge(run: FleetRun, slo: FleetSlo, warmup_s: float) -> FleetVerdict:
-    """SLO attainment and the percentile verdict over requests arriving after `warmup_s`.
+def run_records(run: FleetRun) -> pl.DataFrame:
+    """The run as per-request records in planner.slo's columns (ok = finished)."""
+    return pl.DataFrame(
+        {
+            "arrival_s": run.arrival_s,
+            "ttft_s": run.ttft_s,
+            "tpot_s": run.tpot_s,
+            "e2e_s": run.e2e_s,
+            "ok": ~np.isnan(run.e2e_s),
+        }
+    )
 
-    A request is good when it finished and meets every per-request threshold (TPOT is not
-    judged for one-token outputs). Percentile SLOs hold when each named percentile is within
-    its bound (unfinished requests count as failing); attainment SLOs when the good share
-    reaches the required attainment.
+
+def judge(run: FleetRun, slo: Slo, warmup_s: float) -> FleetVerdict:
+    """`planner.slo.evaluate` over the requests arriving after `warmup_s`.
+
+    The same verdict the limit search gives a measured stage: percentiles over the finished
+    requests (linear interpolation), attainment over all, a request that never finished is
+    an error. Raises ConfigError for an SLO the simulator cannot judge (see
+    `simulator_slo_problem`).
     """
-    keep = run.arrival_s >= warmup_s
-    metrics = {"ttft": run.ttft_s[keep], "tpot": run.tpot_s[keep], "e2e": run.e2e_s[keep]}
-    finished = ~np.isnan(run.e2e_s[keep])
-    good = finished.copy()
-    for metric, bound in slo.thresholds:
-        values = metrics[metric]
-        ok = values <= bound + 1e-12
-        if metric == "tpot":
-            ok |= finished & np.isnan(values)
-        good &= ok
-    count = int(keep.sum())
-    attainment = float(good.mean()) if count else 0.0
-    if slo.min_attainment is not None:
-        meets = attainment >= slo.min_attainment
-    else:
-        meets = count > 0
-        for metric, q, bound in slo.percentiles:
-            if metric == "tpot":
-                vals = metrics["tpot"][finished & ~np.isnan(metrics["tpot"])]
-                vals = np.concatenate([vals, np.full(int((~finished).sum()), np.nan)])
-            else:
-                vals = metrics[metric]
-            value = _p(vals, q)
-            if value is None or value > bound + 1e-12:
-                meets = False
+    problem = simulator_slo_problem(slo)
+    if problem is not None:
+        raise ConfigError(problem)
+    span = max(float(run.simulated_s), float(run.arrival_s.max()) if len(run.arrival_s) else 0.0)
+    evaluation = evaluate(
+        run_records(run),
+        slo,
+        duration_s=max(span, warmup_s + 1e-6),
+        warmup_s=warmup_s,
+        start_s=0.0,
+        resamples=1,  # the verdict only: the fleet check reports no bootstrap intervals
+    )
+    m = evaluation.metrics
     return FleetVerdict(
-        attainment=attainment,
-        ttft_p95_s=_p(metrics["ttft"], 0.95),
-        tpot_p95_s=_p(metrics["tpot"][~np.isnan(metrics["tpot"]) | ~finished], 0.95),
-        e2e_p95_s=_p(metrics["e2e"], 0.95),
-        meets_slo=meets,
-        requests=count,
+        attainment=evaluation.attainment or 0.0,
+        ttft_p95_s=m.get("ttft_p95_s"),
+        tpot_p95_s=m.get("tpot_p95_s"),
+        e2e_p95_s=m.get("e2e_p95_s"),
+        meets_slo=evaluation.passed,
+        requests=evaluation.scheduled,
     )
 
 
@@ -344,53 +355,80 @@ def fleet_check(
     config: EngineConfig,
     rate_rps: float,
     instances: int,
-    slo: FleetSlo,
+    slo: Slo,
     duration_s: float,
     rng_seed: int = 0,
     warmup_frac: float = 0.1,
     routings: Sequence[Routing] = ROUTINGS,
     arrival_kind: ArrivalKind = "gamma",
+    burst_factor: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> FleetCheck:
     """Simulate the planned peak against n-1, n and n+1 instances under each routing.
 
     The same requests (one seeded draw) go to every fleet size and routing, so the points
-    differ only in the fleet. Raises ConfigError for a non-positive rate or duration.
+    differ only in the fleet. With `burst_factor` > 1, one 10 s window starting at 40 % of
+    the span runs at that multiple of the rate (the profile's 10 s peak over its planning
+    peak), so the verdict includes a burst. Raises ConfigError for a non-positive rate or
+    duration.
     """
     wall0 = time.perf_counter()
     rng = np.random.default_rng(rng_seed)
+    burst = None
+    if burst_factor is not None and burst_factor > 1.0:
+        burst = BurstWindow(0.4 * duration_s, min(BURST_WINDOW_S, 0.5 * duration_s), burst_factor)
     requests = profile_requests(
-        profile, rate_rps, duration_s, rng, config.effective_max_model_len, arrival_kind
+        profile,
+        rate_rps,
+        duration_s,
+        rng,
+        config.effective_max_model_len,
+        arrival_kind,
+        burst,
+        block_tokens=config.block_tokens,
     )
     warmup_s = duration_s * warmup_frac
     points: list[FleetPoint] = []
     simulated = 0.0
-    for size in sorted({max(1, instances - 1), instances, instances + 1}):
-        for routing in routings:
-            run = simulate_fleet(requests, config, size, routing)
-            simulated += run.simulated_s
-            verdict = judge(run, slo, warmup_s)
-            points.append(
-                FleetPoint(
-                    instances=size,
-                    routing=routing,
-                    attainment=verdict.attainment,
-                    ttft_p95_s=verdict.ttft_p95_s,
-                    tpot_p95_s=verdict.tpot_p95_s,
-                    e2e_p95_s=verdict.e2e_p95_s,
-                    meets_slo=verdict.meets_slo,
-                    requests=verdict.requests,
-                )
+
+    def point(size: int, routing: Routing) -> FleetPoint:
+        nonlocal simulated
+        run = simulate_fleet(requests, config, size, routing)
+        simulated += run.simulated_s
+        verdict = judge(run, slo, warmup_s)
+        if progress is not None:
+            progress(
+                f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
+                f"meets SLO: {verdict.meets_slo} ({run.wall_s:.1f} s wall)"
             )
-            if progress is not None:
-                progress(
-                    f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
-                    f"meets SLO: {verdict.meets_slo} ({run.wall_s:.1f} s wall)"
-                )
+        return FleetPoint(
+            instances=size,
+            routing=routing,
+            attainment=verdict.attainment,
+            ttft_p95_s=verdict.ttft_p95_s,
+            tpot_p95_s=verdict.tpot_p95_s,
+            e2e_p95_s=verdict.e2e_p95_s,
+            meets_slo=verdict.meets_slo,
+            requests=verdict.requests,
+        )
+
+    for size in sorted({max(1, instances - 1), instances, instances + 1}):
+        points.extend(point(size, routing) for routing in routings)
+    # When n+1 still fails, look further up (least-outstanding routing) for the fewest
+    # instances that meet the SLO, up to twice the plan.
+    needed = min_instances_meeting(points)
+    size = instances + 2
+    while needed is None and size <= max(2 * instances, instances + 2):
+        extra = point(size, "least_outstanding")
+        points.append(extra)
+        if extra.meets_slo:
+            needed = size
+        size += 1
     return FleetCheck(
         simulated_s=duration_s,
         rate_rps=rate_rps,
         points=points,
+        min_instances_meeting=needed,
         verdict=fleet_verdict(points, instances),
         wall_s=time.perf_counter() - wall0,
         slo=slo.text,
@@ -399,6 +437,12 @@ def fleet_check(
             f"{_arrival_cv(profile, arrival_kind):.3g}; lengths drawn from the profile's "
             f"{len(profile.lengths.sampler.pairs)} sample pairs; seed {rng_seed}; first "
             f"{warmup_s:g} s left out as warm-up"
+            + (
+                ""
+                if burst is None
+                else f"; a {burst.duration_s:g} s burst at {burst.factor:.3g}x the rate from "
+                f"t={burst.start_s:g} s"
+            )
         ),
         engine=(
             f"{config.gpu.name} x {config.model.name} tp={config.tp}, mfu {config.mfu:.3g}, "
@@ -410,6 +454,16 @@ def fleet_check(
 
 def _arrival_cv(profile: Profile, arrival_kind: ArrivalKind) -> float:
     return (profile.arrivals.interarrival_cv or 1.0) if arrival_kind == "gamma" else 1.0
+
+
+def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:
+    """The fewest simulated instances meeting the SLO under some routing, when more also do."""
+    sizes = sorted({p.instances for p in points})
+    meeting = {p.instances for p in points if p.meets_slo}
+    for k, size in enumerate(sizes):
+        if all(s in meeting for s in sizes[k:]):
+            return size
+    return None
 
 
 def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
@@ -425,7 +479,9 @@ def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
     if not at_n:
         best = [p.routing for p in points if p.instances == instances and p.meets_slo]
         how = f" (only with {', '.join(best)} routing)" if best else ""
-        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances"
+        needed = min_instances_meeting(points)
+        more = f"; the simulation needs n={needed}" if needed is not None else ""
+        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances{more}"
     if below is None:
         return f"n={instances} meets the SLO in simulation"
     if below:
@@ -439,7 +495,7 @@ def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
 def single_instance_limit(
     profile: Profile,
     config: EngineConfig,
-    slo: FleetSlo,
+    slo: Slo,
     duration_s: float,
     rng_seed: int = 0,
     rel_tol: float = 0.02,
@@ -455,7 +511,13 @@ def single_instance_limit(
     def meets(rate: float) -> bool:
         rng = np.random.default_rng(rng_seed)
         reqs = profile_requests(
-            profile, rate, duration_s, rng, config.effective_max_model_len, arrival_kind
+            profile,
+            rate,
+            duration_s,
+            rng,
+            config.effective_max_model_len,
+            arrival_kind,
+            block_tokens=config.block_tokens,
         )
         return judge(simulate_fleet(reqs, config, 1), slo, 0.1 * duration_s).meets_slo
 
@@ -484,17 +546,18 @@ def closed_loop_run(
 ) -> FleetRun:
     """One instance holding `users` requests in flight for `duration_s` (a closed loop).
 
-    Each finished request is replaced at once by a new one with lengths from the profile's
-    sample, as load-test users without think time would. Requests still running at the end
-    are left out (a closed loop has no backlog to drain). Raises ConfigError for users < 1.
+    Each finished request is replaced at once by the next shape of the load test's
+    `WorkloadStream` (lengths, shared prompts, sessions), as users without think time
+    would. Requests still running at the end are left out (a closed loop has no backlog).
+    Raises ConfigError for users < 1.
     """
     if users < 1:
         raise ConfigError(f"a closed loop needs at least one user, got {users}")
     wall0 = time.perf_counter()
-    rng = np.random.default_rng(rng_seed)
-    table = np.asarray(profile.lengths.sampler.pairs, dtype=np.int64)
-    if table.size == 0:
+    if not profile.lengths.sampler.pairs:
         raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
+    stream = WorkloadStream(profile, seed=rng_seed)
+    bt = config.block_tokens
     max_len = config.effective_max_model_len
     engine = Engine(config.model_copy(update={"record_token_times": False}), token_events=False)
     rows: list[tuple[float, float, float, float, int]] = []
@@ -502,10 +565,12 @@ def closed_loop_run(
 
     def add(now: float) -> None:
         nonlocal count
-        prompt, output = (int(x) for x in table[rng.integers(0, len(table))])
-        prompt = max(1, min(prompt, max_len - 1))
-        output = max(1, min(output, max_len - prompt))
-        engine.add_request(EngineRequest(str(count), prompt, output, now), now)
+        shape = next(stream)
+        prompt = max(1, min(shape.input_tokens, max_len - 1))
+        output = max(1, min(shape.output_tokens, max_len - prompt))
+        shared = shape.prefix_index is not None or shape.session_id is not None
+        hashes = shape_block_hashes(shape.messages, bt, prompt) if shared else ()
+        engine.add_request(EngineRequest(str(count), prompt, output, now, hashes), now)
         count += 1
 
     for _ in range(users):
@@ -560,14 +625,22 @@ _CAL_METRICS: dict[str, tuple[str, float | None]] = {
 }
 # Search box of the efficiency factors (log-uniform design): mfu, mbu, step overhead (s).
 _CAL_BOUNDS = ((0.1, 1.0), (0.2, 1.0), (2e-4, 2e-2))
+# The limit search leaves out the first 20 % of each level by default; so do calibration runs.
+_CAL_WARMUP = 0.2
 
 
 @dataclass(frozen=True)
 class MeasuredLevel:
-    """One measured load level: the load (req/s or users) and its latency metrics (seconds)."""
+    """One measured load level: the load (req/s or users) and its latency metrics (seconds).
+
+    `judged_s` is the measured time per run after warm-up (None when the level does not tell),
+    `runs` how many runs were pooled.
+    """
 
     load: float
     metrics: dict[str, float]
+    judged_s: float | None = None
+    runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -608,24 +681,35 @@ def level_metrics(
     dimension: Literal["rate", "concurrency"],
     duration_s: float,
     rng_seed: int = 0,
+    runs: int = 1,
+    warmup_frac: float = 0.1,
 ) -> dict[str, float]:
-    """The `_CAL_METRICS` of one simulated instance at `load` (open loop rate or closed loop)."""
-    if dimension == "rate":
-        reqs = profile_requests(
-            profile,
-            load,
-            duration_s,
-            np.random.default_rng(rng_seed),
-            config.effective_max_model_len,
-        )
-        run = simulate_fleet(reqs, config, 1)
-    else:
-        run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
-    keep = run.arrival_s >= 0.1 * duration_s
-    values = {"ttft": run.ttft_s[keep], "tpot": run.tpot_s[keep], "e2e": run.e2e_s[keep]}
+    """The `_CAL_METRICS` of one simulated instance at `load` (open loop rate or closed loop).
+
+    `runs` independent runs (seeds rng_seed, rng_seed + 1, ...) are pooled, as the limit
+    search pools repeated measurements of a level; the first `warmup_frac` of each is left out.
+    """
+    pooled: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": []}
+    for r in range(max(1, runs)):
+        if dimension == "rate":
+            reqs = profile_requests(
+                profile,
+                load,
+                duration_s,
+                np.random.default_rng(rng_seed + r),
+                config.effective_max_model_len,
+                block_tokens=config.block_tokens,
+            )
+            run = simulate_fleet(reqs, config, 1)
+        else:
+            run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed + r)
+        keep = run.arrival_s >= warmup_frac * duration_s
+        pooled["ttft"].append(run.ttft_s[keep])
+        pooled["tpot"].append(run.tpot_s[keep])
+        pooled["e2e"].append(run.e2e_s[keep])
     out: dict[str, float] = {}
     for name, (metric, q) in _CAL_METRICS.items():
-        v = values[metric]
+        v = np.concatenate(pooled[metric])
         v = v[~np.isnan(v)]
         if len(v):
             out[name] = float(np.mean(v) if q is None else np.quantile(v, q))
@@ -650,8 +734,12 @@ def measured_levels(result: LimitResult) -> list[MeasuredLevel]:
         }
         if level.mean_e2e_s and "e2e_mean_s" not in metrics:
             metrics["e2e_mean_s"] = level.mean_e2e_s
+        runs = level.repeats + 1
+        # Requests per run over the rate they arrived at: the seconds each run was judged.
+        rate = level.load if result.dimension == "rate" else level.achieved_rps
+        judged = level.requests / runs / rate if rate else None
         if metrics:
-            out.append(MeasuredLevel(level.load, metrics))
+            out.append(MeasuredLevel(level.load, metrics, judged, runs))
     return sorted(out, key=lambda m: m.load)
 
 
@@ -680,6 +768,8 @@ def calibrate(
     log error between the regression and the measured metrics over the factors; then simulate
     the levels once more with the fitted factors and report the relative error per metric
     (mean and max), next to the error of the uncalibrated config.
+    Each level is simulated as it was measured: as long as it was held (`duration_s` when
+    the level does not tell) and pooled over as many runs (at most 3), with a 20 % warm-up.
     Raises RunError when the limit.json has no level with latency metrics.
     """
     from scipy.optimize import minimize
@@ -703,10 +793,24 @@ def calibrate(
         )
 
     def simulate_levels(cfg: EngineConfig) -> list[dict[str, float]]:
-        return [
-            level_metrics(profile, cfg, lv.load, result.dimension, duration_s, rng_seed)
-            for lv in levels
-        ]
+        # Each level as it was measured: as long (a short level has not built its steady
+        # queue yet) and pooled over as many runs, with the limit search's 20 % warm-up.
+        out = []
+        for lv in levels:
+            span = _level_span_s(lv, duration_s)
+            out.append(
+                level_metrics(
+                    profile,
+                    cfg,
+                    lv.load,
+                    result.dimension,
+                    span,
+                    rng_seed,
+                    runs=min(lv.runs, 3),
+                    warmup_frac=_CAL_WARMUP,
+                )
+            )
+        return out
 
     def fit(design: np.ndarray, box_lo: np.ndarray, box_hi: np.ndarray) -> np.ndarray:
         """Regress each log metric on the factors and load; minimise the log error."""
@@ -781,27 +885,72 @@ def calibrate(
     )
 
 
+def _level_span_s(level: MeasuredLevel, default_s: float) -> float:
+    """Seconds to simulate a level for: its measured length (warm-up included), else default."""
+    if level.judged_s is not None and level.judged_s >= 5.0:
+        return level.judged_s / (1 - _CAL_WARMUP)
+    return default_s
+
+
 def _reproduces_limit(
     profile: Profile, config: EngineConfig, result: LimitResult, duration_s: float, rng_seed: int
 ) -> bool | None:
     """Does one simulated instance pass the SLO at feasible_max and fail at infeasible_min?
 
-    None when the limit's SLO is not one the fleet check reads or a bound is missing.
+    Each bound is simulated as it was measured (length and runs pooled, when the level tells).
+    None when the limit's SLO is not one the simulator can judge or a bound is missing.
     """
     try:
-        slo = parse_fleet_slo(result.slo)
+        slo = parse_slo(result.slo)
     except ConfigError:
+        return None
+    if simulator_slo_problem(slo) is not None:
         return None
     if result.feasible_max is None or result.infeasible_min is None:
         return None
 
+    by_load = {lv.load: lv for lv in measured_levels(result)}
+
     def meets(load: float) -> bool:
-        if result.dimension == "rate":
-            rng = np.random.default_rng(rng_seed)
-            reqs = profile_requests(profile, load, duration_s, rng, config.effective_max_model_len)
-            run = simulate_fleet(reqs, config, 1)
-        else:
-            run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
-        return judge(run, slo, 0.1 * duration_s).meets_slo
+        level = by_load.get(load)
+        span = _level_span_s(level, duration_s) if level is not None else duration_s
+        runs = min(level.runs, 3) if level is not None else 1
+        pooled = []
+        for r in range(runs):
+            if result.dimension == "rate":
+                rng = np.random.default_rng(rng_seed + r)
+                reqs = profile_requests(
+                    profile,
+                    load,
+                    span,
+                    rng,
+                    config.effective_max_model_len,
+                    block_tokens=config.block_tokens,
+                )
+                run = simulate_fleet(reqs, config, 1)
+            else:
+                run = closed_loop_run(profile, config, max(1, round(load)), span, rng_seed + r)
+            pooled.append(run)
+        return judge(_pool(pooled), slo, _CAL_WARMUP * span).meets_slo
 
     return meets(result.feasible_max) and not meets(result.infeasible_min)
+
+
+def _pool(runs: Sequence[FleetRun]) -> FleetRun:
+    """Runs of the same span as one run (the limit search pools repeated measurements)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    return FleetRun(
+        instances=first.instances,
+        routing=first.routing,
+        arrival_s=np.concatenate([r.arrival_s for r in runs]),
+        ttft_s=np.concatenate([r.ttft_s for r in runs]),
+        tpot_s=np.concatenate([r.tpot_s for r in runs]),
+        e2e_s=np.concatenate([r.e2e_s for r in runs]),
+        output_tokens=np.concatenate([r.output_tokens for r in runs]),
+        instance=np.concatenate([r.instance for r in runs]),
+        simulated_s=max(r.simulated_s for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+        steps=sum(r.steps for r in runs),
+    )

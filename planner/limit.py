@@ -20,9 +20,17 @@ from typing import Literal
 import polars as pl
 from pydantic import ValidationError
 
-from planner.errors import ConfigError, InputError, RunError
+from locustfiles.arrivals import validate_arrival
+from planner.errors import ConfigError, InputError, RunError, TargetError
 from planner.limit_schema import Dimension, LimitResult
-from planner.loadtest import WORK_DIR, LoadTestConfig, builtin_plan, read_records, run_loadtest
+from planner.loadtest import (
+    WORK_DIR,
+    LoadTestConfig,
+    builtin_plan,
+    config_profile,
+    read_records,
+    run_loadtest,
+)
 from planner.run_schema import Stage, StagePlan
 from planner.search import (
     AbandonRule,
@@ -34,7 +42,7 @@ from planner.search import (
     run_search,
 )
 from planner.slo import ConstraintResult, format_duration, format_share, parse_slo
-from profiles.model import Profile, load_profile
+from profiles.model import Profile
 
 LIMIT_FILE = "limit.json"
 
@@ -42,11 +50,12 @@ Echo = Callable[[str], None]
 
 
 def _format_value(result: ConstraintResult) -> str:
-    if result.value is None:
+    value = result.value
+    if value is None:
         return "n/a"
     if result.name in ("errors", "attainment"):
-        return format_share(result.value).replace(" ", "")
-    return format_duration(result.value).replace(" ", "")
+        return f"{value * 100:.3g}%"
+    return f"{value * 1000:.3g}ms" if value < 1.0 else f"{value:.3g}s"
 
 
 def _format_threshold(result: ConstraintResult) -> str:
@@ -56,13 +65,14 @@ def _format_threshold(result: ConstraintResult) -> str:
 
 
 def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str:
-    """One progress line: load, verdict, each constraint against its threshold, goodput."""
+    """One progress line after run `index`: the level's load, its (pooled) verdict — '?'
+    when within the noise — each constraint against its threshold, goodput."""
     evaluation = outcome.evaluation
     load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
     verdict = "pass" if outcome.passed else "FAIL"
     if not outcome.certain:
         verdict += "?"
-    parts = [f"level {index:2d}  {load:>12}  {verdict:5}"]
+    parts = [f"run {index:2d}  {load:>12}  {verdict:5}"]
     for c in evaluation.constraints:
         op = ">=" if c.higher_is_better else "<="
         parts.append(f"{c.name} {_format_value(c)} {op} {_format_threshold(c)}")
@@ -83,8 +93,9 @@ def write_limit(result: LimitResult, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def load_limit(path: Path) -> LimitResult:
+def load_limit(path: str | Path) -> LimitResult:
     """Read a limit.json; a run directory may be given. Raises InputError when invalid."""
+    path = Path(path)
     if path.is_dir():
         path = path / LIMIT_FILE
     try:
@@ -127,6 +138,8 @@ def search_limit(
 
     result = run_search(probe, config, on_level=on_level)
     if not result.levels:
+        if result.interrupted:
+            raise KeyboardInterrupt
         raise RunError("the limit search measured no level")
     limit = build_limit_result(
         result,
@@ -136,9 +149,18 @@ def search_limit(
         wall_s=clock() - started,
     )
     write_limit(limit, out_dir / LIMIT_FILE)
+    if result.interrupted:
+        echo(limit.sentence)
+        raise KeyboardInterrupt  # limit.json holds the levels measured so far
     if verify is not None and limit.feasible_max is not None:
         recovery_s = verify(limit)
-        limit = limit.model_copy(update={"recovery_s": recovery_s, "wall_s": clock() - started})
+        limit = limit.model_copy(
+            update={
+                "recovery_s": recovery_s,
+                "recovered": recovery_s is not None,
+                "wall_s": clock() - started,
+            }
+        )
         write_limit(limit, out_dir / LIMIT_FILE)
     echo(limit.sentence)
     return limit
@@ -161,6 +183,7 @@ class LimitOptions:
     max_load: float | None = None
     level_duration_s: float = 30.0
     warmup_s: float | None = None
+    arrival: str = "poisson"
     tolerance: float = 0.05
     verify_burst: bool = False
     workers: int = 0
@@ -182,9 +205,9 @@ class LocustProbe:
     """Holds each level as a one-stage Locust load test appended to one run directory.
 
     Level k becomes stage `level-kk` (role "level") of `out_dir`'s records.parquet and
-    stages.json. While a level runs, the search's AbandonRule is checked about once a second
-    on the records written so far; a hopeless level is stopped through the run's stop file,
-    which cancels what is in flight.
+    stages.json, run with seed `seed * 1000 + k`. While a level runs, the search's
+    AbandonRule is checked about once a second on the records written so far; a hopeless
+    level is stopped through the run's stop file, which cancels what is in flight.
     """
 
     def __init__(
@@ -195,15 +218,15 @@ class LocustProbe:
         dimension: Dimension,
         level_duration_s: float,
         warmup_s: float,
-        echo: Echo = print,
+        arrival: str = "poisson",
         check_every_s: float = 1.0,
     ) -> None:
         self.config = config
+        self.arrival = arrival
         self.out_dir = out_dir
         self.dimension = dimension
         self.level_duration_s = level_duration_s
         self.warmup_s = warmup_s
-        self.echo = echo
         self.check_every_s = check_every_s
         self.levels = 0
 
@@ -216,6 +239,7 @@ class LocustProbe:
                 role="level",
                 duration_s=self.level_duration_s,
                 rate_rps=load,
+                arrival=self.arrival,
             )
         return Stage(
             name=name,
@@ -226,14 +250,18 @@ class LocustProbe:
         )
 
     def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        """Run one level; raises what run_loadtest raises (RunError, TargetError, ...)."""
+        """Run one level. Raises TargetError when no request could connect, and what
+        run_loadtest raises (RunError, ConfigError)."""
         self.levels += 1
         stage = self._stage(load)
         watcher = _AbandonWatcher(
             self.out_dir, stage, abandon, self.warmup_s, load, self.dimension, self.check_every_s
         )
+        # A fresh seed per level: a repeated level sees new arrivals and lengths, so pooling
+        # its measurements narrows the noise instead of replaying the same sample.
+        config = self.config.model_copy(update={"seed": self.config.seed * 1000 + self.levels})
         summaries = run_loadtest(
-            self.config,
+            config,
             StagePlan(name="limit", stages=[stage]),
             self.out_dir,
             append=self.levels > 1,
@@ -242,6 +270,13 @@ class LocustProbe:
         summary = next((s for s in summaries if s.name == stage.name), None)
         if summary is None:
             raise RunError(f"the load test returned no summary for stage {stage.name}")
+        unreachable = {"connect_refused", "connect"}
+        classes = set(summary.errors_by_class)
+        if summary.completed == 0 and summary.errors and classes <= unreachable:
+            raise TargetError(
+                f"{self.config.host}: no request of {stage.name} reached the endpoint "
+                f"({', '.join(f'{k}: {v}' for k, v in summary.errors_by_class.items())})"
+            )
         records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
         duration_s = summary.duration_s
         if watcher.reason is not None and watcher.stopped_at_s is not None:
@@ -313,19 +348,6 @@ class _AbandonWatcher:
             (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
 
 
-def _load_profile(options: LimitOptions) -> Profile:
-    if options.profile:
-        return load_profile(options.profile)
-    try:
-        from profiles.presets import preset_profile  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as err:
-        raise ConfigError(
-            "no --profile given and this install has no built-in preset profiles"
-        ) from err
-    profile: Profile = preset_profile("chat")
-    return profile
-
-
 def _verify_burst(
     options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
 ) -> Callable[[LimitResult], float | None]:
@@ -382,6 +404,11 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         raise ConfigError(
             f"--warmup must be >= 0 and shorter than the level ({options.level_duration_s} s)"
         )
+    if options.arrival == "replay":
+        raise ConfigError(
+            "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
+        )
+    validate_arrival(options.arrival)
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
     ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
     config = LoadTestConfig(
@@ -397,14 +424,14 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
             options.drain_s if options.drain_s is not None else max(options.level_duration_s, 10.0)
         ),
     )
-    profile = _load_profile(options)
+    profile, _ = config_profile(config)
     probe = LocustProbe(
         config,
         options.out_dir,
         dimension=options.dimension,
         level_duration_s=options.level_duration_s,
         warmup_s=options.warmup,
-        echo=echo,
+        arrival=options.arrival,
     )
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     return search_limit(

@@ -24,7 +24,10 @@ class ConstraintVerdict(_Model):
     name: str = Field(description="e.g. 'ttft:p95', 'errors', 'attainment'")
     value: float | None
     threshold: float
-    margin: float | None = Field(description="threshold - value (>= 0 passes) in the metric's unit")
+    margin: float | None = Field(
+        description="room left (>= 0 passes) in the metric's unit: threshold - value, or "
+        "value - threshold for attainment"
+    )
     passed: bool
     interval: tuple[float, float] | None = Field(
         None, description="bootstrap confidence interval of the value"
@@ -39,13 +42,14 @@ class LimitLevel(_Model):
     stages: list[str] = Field(
         default_factory=list, description="every stage that measured this level (repeats pooled)"
     )
-    requests: int
-    completed: int
+    requests: int = Field(description="requests scheduled after the warm-up (all runs pooled)")
+    completed: int = Field(description="of those, the ones that succeeded")
     metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
     constraints: list[ConstraintVerdict]
     verdict: Literal["pass", "fail", "uncertain"]
     certain: bool = Field(
-        True, description="the verdict holds across the bootstrap intervals of every constraint"
+        default=True,
+        description="the verdict holds across the bootstrap intervals of every constraint",
     )
     interval: dict[str, tuple[float, float]] = Field(default_factory=dict)
     repeats: int = 0
@@ -83,6 +87,10 @@ class LimitResult(_Model):
     profile_digest: str = ""
     wall_s: float | None = None
     recovery_s: float | None = Field(None, description="from --verify-burst, when run")
+    recovered: bool | None = Field(
+        default=None,
+        description="--verify-burst: did the endpoint recover within the recovery stage",
+    )
     sentence: str = Field("", description="the answer in one sentence")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -38,9 +38,9 @@ from planner.fleet import (
     closed_loop_run,
     fleet_check,
     measured_levels,
-    parse_fleet_slo,
     profile_requests,
     simulate_fleet,
+    simulator_slo_problem,
 )
 from planner.plan_schema import (
     PLAN_SCHEMA,
@@ -54,6 +54,7 @@ from planner.plan_schema import (
     Scenario,
 )
 from planner.queueing import instances_by_queueing
+from planner.slo import parse_slo
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -121,7 +122,14 @@ def gpu_memory(config: EngineConfig, concurrency: float, context_tokens: float) 
 def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, seed: int) -> float:
     """Mean e2e of one simulated instance at `rate_rps` (120 s of the profile's traffic)."""
     rng = np.random.default_rng(seed)
-    reqs = profile_requests(profile, rate_rps, 120.0, rng, config.effective_max_model_len)
+    reqs = profile_requests(
+        profile,
+        rate_rps,
+        120.0,
+        rng,
+        config.effective_max_model_len,
+        block_tokens=config.block_tokens,
+    )
     run = simulate_fleet(reqs, config, 1)
     keep = run.arrival_s >= 12.0
     return float(np.nanmean(run.e2e_s[keep]))
@@ -164,6 +172,8 @@ def build_plan(
         raise ConfigError("--growth needs at least one factor")
     if options.tp < 1:
         raise ConfigError(f"--tp must be >= 1, got {options.tp}")
+    slo_text = options.slo or limit.slo
+    slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
     config = build_engine_config(options.gpu, options.model, options.tp)
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
@@ -240,10 +250,12 @@ def build_plan(
     )
 
     checks = Checks(queueing=_queueing_check(profile, demand, first, concurrency, e2e, pairs))
-    slo_text = options.slo or limit.slo
+    problem = simulator_slo_problem(slo) if slo is not None else None
     if options.fleet:
-        if slo_text is None:
+        if slo is None:
             notes.append("fleet check skipped: no SLO (give --slo or a limit.json)")
+        elif problem is not None:
+            notes.append(f"fleet check skipped: {problem}")
         else:
             fleet_config = config
             calibration = None
@@ -276,9 +288,10 @@ def build_plan(
                 fleet_config,
                 demand.peak_rps * first.growth,
                 first.instances,
-                parse_fleet_slo(slo_text),
+                slo,
                 options.fleet_span_s,
                 rng_seed=options.seed,
+                burst_factor=demand.burst_factor,
                 progress=progress,
             )
             if calibration is not None:
@@ -300,6 +313,12 @@ def build_plan(
         tp=options.tp,
         gpu_hour_price_usd=price,
         price_source=price_source,
+        fleet_check=options.fleet,
+        calibrate=options.calibrate,
+        fleet_span_s=options.fleet_span_s,
+        seed=options.seed,
+        cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,
+        host_ram_per_gpu_memory=options.host_rule.host_ram_per_gpu_memory,
     )
     plan = Plan(
         schema=PLAN_SCHEMA,
@@ -314,7 +333,8 @@ def build_plan(
         checks=checks,
         sensitivity=cells,
         inputs=inputs,
-        sentence=_sentence(first, demand, config, options, price),
+        sentence=_sentence(first, demand, config, options, price)
+        + (f" Fleet simulation: {checks.fleet.verdict}." if checks.fleet is not None else ""),
         notes=notes,
     )
     return plan

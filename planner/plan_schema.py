@@ -44,6 +44,12 @@ class PlanInputs(_Model):
     tp: int
     gpu_hour_price_usd: float
     price_source: str
+    fleet_check: bool = True
+    calibrate: bool = True
+    fleet_span_s: float | None = None
+    seed: int = 0
+    cpu_cores_per_gpu: int | None = None
+    host_ram_per_gpu_memory: float | None = None
 
 
 class Demand(_Model):
@@ -146,6 +152,7 @@ class FleetCheck(_Model):
     wall_s: float | None = None
     slo: str | None = None
     arrivals: str = Field("", description="how the arrival process was generated")
+    min_instances_meeting: int | None = None  # fewest simulated instances meeting the SLO
     engine: str = Field("", description="GPU x model x tp and efficiency factors simulated")
 
 

@@ -8,10 +8,12 @@ fails, then narrows: the crossing of each constraint is interpolated on an isoto
 the constraint's value against load (bisection as the fallback and safeguard), until the
 highest passing and the lowest failing level are within a relative tolerance.
 
-Noise handling: a level with fewer than `min_completed` completed requests, or whose verdict
-flips inside the bootstrap intervals, is measured again (up to `max_repeats` times) and the
-measurements are pooled; a probe may stop a level early when `AbandonRule` finds it hopeless
-(the error rate, or requests already past a latency threshold because the queue grows).
+Noise handling: each level is measured once; the two levels the answer rests on (the highest
+pass and the lowest fail) are measured again, up to `max_repeats` times, and pooled while
+their verdict sits inside the bootstrap intervals or a pass has fewer than `min_completed`
+completed requests — a flipped verdict reopens the search. A probe may stop a level early
+when `AbandonRule` finds it hopeless (the error rate, or requests already past a latency
+threshold because the queue grows); a level where half of the requests failed never passes.
 """
 
 from __future__ import annotations
@@ -114,12 +116,16 @@ class AbandonRule:
             expected = load * window_s
         else:
             expected = kept.height * window_s / max(elapsed_s - warmup_s, 1e-9)
+        # The level's final request count is not known yet: allow for two Poisson standard
+        # deviations more requests than expected before calling the tail lost.
+        most = expected + 2.0 * math.sqrt(max(expected, 1.0))
         for metric, threshold_s, allowed_share in self._tail_bounds():
             late = _count_past(kept, metric, threshold_s, now_s)
-            if late > allowed_share * expected and late >= 1:
+            allowed = allowed_share * most
+            if late > allowed and late >= 2:
                 return (
                     f"{late} requests already past {metric} {format_duration(threshold_s)} "
-                    f"after {elapsed_s:.0f} s (the SLO allows {allowed_share * expected:.0f})"
+                    f"after {elapsed_s:.0f} s (the SLO allows about {allowed:.0f})"
                 )
         return None
 
@@ -165,7 +171,14 @@ class Probe(Protocol):
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Knobs of the search; loads are req/s (rate) or users (concurrency, whole numbers)."""
+    """Knobs of the search; loads are req/s (rate) or users (concurrency, whole numbers).
+
+    Brackets from `start` by `growth` (down to `min_load`, default start / 64 or 1 user; up
+    to `max_load`), narrows until the pass/fail gap is within `tolerance` (relative), runs at
+    most `max_levels` distinct levels and `max_repeats` extra runs of a deciding level.
+    Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`.
+    Raises ConfigError for values out of range.
+    """
 
     slo: Slo
     dimension: Dimension = "rate"
@@ -195,7 +208,14 @@ class SearchConfig:
         if self.dimension == "concurrency" and self.start < 1:
             raise ConfigError("concurrency starts at 1 user or more")
         if self.max_levels < 2:
-            raise ConfigError("max_levels must be at least 2")
+            raise ConfigError(f"max levels must be at least 2, got {self.max_levels}")
+        if self.max_repeats < 0 or self.min_completed < 0:
+            raise ConfigError("max repeats and min completed requests must be >= 0")
+        if not 0 < self.confidence < 1 or self.resamples < 10:
+            raise ConfigError("confidence must be in (0, 1) and resamples at least 10")
+        if not 0 < self.abandon_error_rate <= 1:
+            rate = self.abandon_error_rate
+            raise ConfigError(f"abandon error rate must be in (0, 1], got {rate}")
 
     @property
     def lowest(self) -> float:
@@ -209,7 +229,12 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class LevelOutcome:
-    """One level after its measurements were pooled and judged."""
+    """One level after its measurements were pooled and judged.
+
+    `certain`: the verdict holds across the bootstrap intervals and, for a pass, enough
+    requests completed; `settled`: it will not be measured again (certain, abandoned, or out
+    of repeats).
+    """
 
     load: float
     stages: tuple[str, ...]
@@ -217,6 +242,7 @@ class LevelOutcome:
     passed: bool
     certain: bool
     abandoned: str | None
+    settled: bool
 
     @property
     def repeats(self) -> int:
@@ -230,6 +256,10 @@ class SearchResult:
     feasible_max: float | None
     infeasible_min: float | None
     stopped: str = ""
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped == "interrupted"
 
     def outcome(self, load: float | None) -> LevelOutcome | None:
         if load is None:
@@ -254,38 +284,49 @@ def _pool(measurements: list[LevelMeasurement]) -> tuple[pl.DataFrame, float]:
     return pl.concat(frames, how="diagonal_relaxed"), duration_s
 
 
-def _measure_level(
-    config: SearchConfig, load: float, rng: np.random.Generator
-) -> Generator[float, LevelMeasurement, LevelOutcome]:
-    """Hold one level, repeating it while it is uncertain or too thin, then judge it."""
-    measurements: list[LevelMeasurement] = []
-    while True:
-        measurement = yield load
-        measurements.append(measurement)
-        records, duration_s = _pool(measurements)
-        evaluation = evaluate(
-            records,
-            config.slo,
-            duration_s=duration_s,
-            rng=rng,
-            resamples=config.resamples,
-            confidence=config.confidence,
+def _judge(
+    config: SearchConfig,
+    load: float,
+    measurements: list[LevelMeasurement],
+    rng: np.random.Generator,
+) -> LevelOutcome:
+    """Pool a level's measurements and judge them against the SLO."""
+    records, duration_s = _pool(measurements)
+    evaluation = evaluate(
+        records,
+        config.slo,
+        duration_s=duration_s,
+        rng=rng,
+        resamples=config.resamples,
+        confidence=config.confidence,
+    )
+    stages = tuple(m.stage for m in measurements)
+    # The latest measurement decides whether the level was stopped as hopeless; pooled with
+    # earlier full runs, the verdict still fails but may be uncertain and measured again.
+    abandoned = measurements[-1].abandoned
+    failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
+    if abandoned is None and failing_errors:
+        # Percentiles cover successful requests only: a level where most requests fail
+        # must not pass on its few survivors, whatever the SLO says about errors.
+        abandoned = (
+            f"{evaluation.errors} of {evaluation.scheduled} requests failed "
+            f"(>= {config.abandon_error_rate:.0%})"
         )
-        stages = tuple(m.stage for m in measurements)
-        abandoned = next((m.abandoned for m in measurements if m.abandoned), None)
-        if abandoned is None and (evaluation.error_rate or 0.0) >= config.abandon_error_rate:
-            # Percentiles cover successful requests only: a level where most requests fail
-            # must not pass on its few survivors, whatever the SLO says about errors.
-            abandoned = (
-                f"{evaluation.errors} of {evaluation.scheduled} requests failed "
-                f"(>= {config.abandon_error_rate:.0%})"
-            )
-        if abandoned is not None:
-            return LevelOutcome(load, stages, evaluation, False, True, abandoned)
-        thin = evaluation.completed < config.min_completed and evaluation.passed
-        if (evaluation.certain and not thin) or len(measurements) > config.max_repeats:
-            certain = evaluation.certain and not thin
-            return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None)
+    if abandoned is not None:
+        # Certain when the partial records already fail beyond their bootstrap interval
+        # (far above the limit); a level stopped near the limit is measured again if it
+        # ends up deciding the answer.
+        certain = (
+            failing_errors
+            or evaluation.completed == 0
+            or (not evaluation.passed and evaluation.certain)
+        )
+        settled = certain or len(measurements) > config.max_repeats
+        return LevelOutcome(load, stages, evaluation, False, certain, abandoned, settled)
+    thin = evaluation.passed and evaluation.completed < config.min_completed
+    certain = evaluation.certain and not thin
+    settled = certain or len(measurements) > config.max_repeats
+    return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None, settled)
 
 
 def _crossing_estimate(
@@ -328,6 +369,10 @@ def _crossing_estimate(
     return min(estimates) if estimates else None
 
 
+class _StopSearch(Exception):
+    """Thrown into the search generator to end it early (Ctrl-C)."""
+
+
 def limit_search(
     config: SearchConfig,
     *,
@@ -335,12 +380,15 @@ def limit_search(
 ) -> Generator[float, LevelMeasurement, SearchResult]:
     """The search as a generator: yields the next load, is sent its LevelMeasurement.
 
-    Returns (as StopIteration.value) the SearchResult; `on_level` is told each level once it
-    is judged. Levels already judged are never measured again; a level asked for twice
-    (rounding in the concurrency dimension) reuses its outcome.
+    Returns (as StopIteration.value) the SearchResult; `on_level` is told each level's
+    outcome after every measurement of it. Each level is measured once when first visited;
+    only the levels that end up deciding the answer (the highest pass and the lowest fail)
+    are measured again, while their verdict is uncertain or too thin, up to
+    `max_repeats` times — a flip reopens the search.
     """
     rng = np.random.default_rng(config.seed)
     integer = config.dimension == "concurrency"
+    measured: dict[float, list[LevelMeasurement]] = {}
     outcomes: dict[float, LevelOutcome] = {}
     order: list[float] = []
 
@@ -350,68 +398,32 @@ def limit_search(
             return float(max(1, math.ceil(load) if upward else math.floor(load)))
         return float(f"{load:.4g}")
 
-    def judge(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
+    def take(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
+        measurement = yield load
+        measured.setdefault(load, []).append(measurement)
         if load not in outcomes:
-            outcomes[load] = yield from _measure_level(config, load, rng)
             order.append(load)
-            if on_level is not None:
-                on_level(outcomes[load])
+        outcomes[load] = _judge(config, load, measured[load], rng)
+        if on_level is not None:
+            on_level(outcomes[load])
         return outcomes[load]
 
-    def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
-        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+    def bounds() -> tuple[float | None, float | None]:
+        fails = [x for x, o in outcomes.items() if not o.passed]
+        hi = min(fails) if fails else None
+        passes = [x for x, o in outcomes.items() if o.passed and (hi is None or x < hi)]
+        return (max(passes) if passes else None), hi
 
-    # 1. Bracket exponentially.
-    load = snap(config.start, upward=True)
-    outcome = yield from judge(load)
-    lo: float | None = None
-    hi: float | None = None
-    if outcome.passed:
-        lo = load
-        while len(outcomes) < config.max_levels:
-            if load >= config.max_load:
-                return result(lo, None, f"passed at the maximum load {config.max_load:g}")
-            nxt = snap(load * config.growth, upward=True)
-            if nxt <= load:
-                nxt = snap(load + 1, upward=True)
-            load = nxt
-            outcome = yield from judge(load)
-            if not outcome.passed:
-                hi = load
-                break
-            lo = load
-    else:
-        hi = load
-        while len(outcomes) < config.max_levels:
-            if load <= config.lowest:
-                return result(None, hi, f"failed at the lowest load {config.lowest:g}")
-            nxt = snap(load / config.growth, upward=False)
-            if nxt >= load:
-                return result(None, hi, f"failed at the lowest load {load:g}")
-            load = nxt
-            outcome = yield from judge(load)
-            if outcome.passed:
-                lo = load
-                break
-            hi = load
-    if lo is None or hi is None:
-        return result(lo, hi, f"no bracket within {config.max_levels} levels")
-
-    # 2. Narrow until the gap is within the tolerance.
-    def converged(lo_: float, hi_: float) -> bool:
+    def converged(lo: float, hi: float) -> bool:
         if integer:
-            return hi_ - lo_ <= max(1.0, math.floor(config.tolerance * lo_))
-        return hi_ - lo_ <= config.tolerance * lo_
+            return hi - lo <= max(1.0, math.floor(config.tolerance * lo))
+        return hi - lo <= config.tolerance * lo
 
-    slow_steps = 0
-    last_passed: bool | None = None
-    while not converged(lo, hi):
-        if len(outcomes) >= config.max_levels:
-            return result(lo, hi, f"stopped at {config.max_levels} levels")
+    def narrow(lo: float, hi: float, interpolate: bool, last_passed: bool | None) -> float | None:
         gap = hi - lo
         midpoint = (lo + hi) / 2
         candidate = midpoint
-        if config.method == "isotonic" and slow_steps < 2:
+        if config.method == "isotonic" and interpolate:
             estimate = _crossing_estimate(outcomes, config.slo, lo, hi)
             if estimate is not None:
                 # Probe just below or above the estimate so that two good guesses close the
@@ -424,20 +436,61 @@ def limit_search(
                     candidate = above if last_passed else below
                 candidate = min(max(candidate, lo + 0.05 * gap), hi - 0.05 * gap)
         candidate = snap(candidate, upward=candidate >= midpoint)
-        if not lo < candidate < hi:
-            candidate = snap(midpoint, upward=False)
-            if not lo < candidate < hi:
-                break  # integer loads: nothing left between them
-        outcome = yield from judge(candidate)
-        last_passed = outcome.passed
-        if outcome.passed:
-            lo = candidate
-        else:
-            hi = candidate
-        slow_steps = slow_steps + 1 if hi - lo > 0.6 * gap else 0
-        if slow_steps >= 2:
-            slow_steps = 2  # bisect once, then try interpolating again
-    return result(lo, hi, "converged")
+        if lo < candidate < hi and candidate not in outcomes:
+            return candidate
+        candidate = snap(midpoint, upward=False)
+        if lo < candidate < hi and candidate not in outcomes:
+            return candidate
+        return None  # whole users: nothing left between them
+
+    def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
+        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+
+    try:
+        yield from take(snap(config.start, upward=True))
+        slow_steps = 0
+        last_passed: bool | None = None
+        while True:
+            lo, hi = bounds()
+            nxt: float | None = None
+            stopped = ""
+            if len(outcomes) >= config.max_levels:
+                stopped = f"stopped at {config.max_levels} levels"
+            elif hi is None:
+                assert lo is not None
+                if lo >= config.max_load:
+                    stopped = f"passed at the maximum load {config.max_load:g}"
+                else:
+                    nxt = snap(lo * config.growth, upward=True)
+                    if nxt <= lo:
+                        nxt = snap(lo + 1, upward=True)
+            elif lo is None:
+                nxt = snap(hi / config.growth, upward=False)
+                if nxt >= hi or hi <= config.lowest:
+                    stopped = f"failed at the lowest load {hi:g}"
+                    nxt = None
+            elif converged(lo, hi):
+                stopped = "converged"
+            else:
+                nxt = narrow(lo, hi, slow_steps < 2, last_passed)
+                if nxt is None:
+                    stopped = "converged"
+            if nxt is None:
+                # Before answering, settle the two levels the answer rests on.
+                end = next((x for x in (lo, hi) if x is not None and not outcomes[x].settled), None)
+                if end is None:
+                    return result(lo, hi, stopped)
+                yield from take(end)
+                continue
+            gap_before = (hi - lo) if lo is not None and hi is not None else None
+            outcome = yield from take(nxt)
+            last_passed = outcome.passed
+            lo_after, hi_after = bounds()
+            if gap_before is not None and lo_after is not None and hi_after is not None:
+                shrunk = hi_after - lo_after <= 0.6 * gap_before
+                slow_steps = 0 if shrunk or slow_steps >= 2 else slow_steps + 1
+    except _StopSearch:
+        return result(*bounds(), "interrupted")
 
 
 def run_search(
@@ -448,14 +501,20 @@ def run_search(
 ) -> SearchResult:
     """Drive `limit_search` with `probe`; `on_level` is told each judged level.
 
-    Raises RunError when the probe measures a different load than asked.
+    Ctrl-C while a level runs ends the search with the levels judged so far
+    (`SearchResult.interrupted`); the caller decides whether to re-raise. Raises RunError
+    when the probe measures a different load than asked.
     """
     search = limit_search(config, on_level=on_level)
     rule = config.abandon_rule()
     try:
         load = next(search)
         while True:
-            measurement = probe.measure(load, abandon=rule)
+            try:
+                measurement = probe.measure(load, abandon=rule)
+            except KeyboardInterrupt:
+                # Keep what was measured: the search answers from the levels it has.
+                search.throw(_StopSearch())
             if not math.isclose(measurement.load, load, rel_tol=1e-9):
                 raise RunError(f"probe measured load {measurement.load}, asked for {load}")
             load = search.send(measurement)
@@ -476,9 +535,21 @@ def _constraint_words(name: str) -> str:
 
 
 def _sentence(result: SearchResult, binding: str | None, littles: LittlesLaw | None) -> str:
-    dimension = result.config.dimension
     slo_words = result.config.slo.describe()
+    if result.interrupted:
+        return "interrupted before the limit was found: " + _sentence_body(
+            result, binding, littles, slo_words
+        )
+    return _sentence_body(result, binding, littles, slo_words)
+
+
+def _sentence_body(
+    result: SearchResult, binding: str | None, littles: LittlesLaw | None, slo_words: str
+) -> str:
+    dimension = result.config.dimension
     lo, hi = result.feasible_max, result.infeasible_min
+    if lo is None and hi is None:
+        return "no level was measured"
     if lo is None:
         assert hi is not None
         reason = f" ({_constraint_words(binding)} fails)" if binding else ""

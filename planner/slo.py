@@ -392,24 +392,43 @@ def _statistic(values: np.ndarray, quantile: float | None) -> float:
     return float(np.quantile(values, quantile))
 
 
+def _block_length(n: int, ordered: bool) -> int:
+    """Moving-block length: sqrt(n) for values in send order, 1 (plain bootstrap) otherwise.
+
+    Latencies of neighbouring requests are correlated (a queue builds and drains over many
+    requests), so resampling single requests would understate the noise of a percentile.
+    """
+    return max(1, math.ceil(math.sqrt(n))) if ordered else 1
+
+
 def _bootstrap(
     values: np.ndarray,
     quantile: float | None,
     rng: np.random.Generator,
     resamples: int,
     confidence: float,
+    block: int = 1,
 ) -> tuple[float, float] | None:
-    """Percentile-bootstrap interval of a statistic (a quantile, or the mean when None)."""
+    """Percentile-bootstrap interval of a statistic (a quantile, or the mean when None).
+
+    With `block` > 1, a moving-block bootstrap: each resample strings together random runs of
+    `block` consecutive values, so correlation between neighbours is kept.
+    """
     n = values.size
     if n < 2:
         return None
+    block = min(block, n)
+    blocks = math.ceil(n / block)
+    offsets = np.arange(block)
     # Resample in chunks so a big stage stays within a few tens of MB.
     chunk = max(1, min(resamples, 4_000_000 // n))
     stats: list[np.ndarray] = []
     done = 0
     while done < resamples:
         size = min(chunk, resamples - done)
-        sample = values[rng.integers(0, n, size=(size, n))]
+        starts = rng.integers(0, n - block + 1, size=(size, blocks))
+        index = (starts[:, :, None] + offsets).reshape(size, blocks * block)[:, :n]
+        sample = values[index]
         stats.append(
             sample.mean(axis=1) if quantile is None else np.quantile(sample, quantile, axis=1)
         )
@@ -417,17 +436,6 @@ def _bootstrap(
     all_stats = np.concatenate(stats)
     alpha = (1.0 - confidence) / 2.0
     return float(np.quantile(all_stats, alpha)), float(np.quantile(all_stats, 1.0 - alpha))
-
-
-def _share_interval(
-    successes: int, total: int, rng: np.random.Generator, resamples: int, confidence: float
-) -> tuple[float, float] | None:
-    """Bootstrap interval of a share (resampling Bernoulli outcomes is a binomial draw)."""
-    if total < 2:
-        return None
-    shares = rng.binomial(total, successes / total, size=resamples) / total
-    alpha = (1.0 - confidence) / 2.0
-    return float(np.quantile(shares, alpha)), float(np.quantile(shares, 1.0 - alpha))
 
 
 def evaluate(
@@ -459,6 +467,10 @@ def evaluate(
     metric_cols = {METRIC_COLUMNS[c.metric] for c in slo.percentiles}
     _require_columns(kept, ["ok", *sorted(metric_cols)])
 
+    time_col = next((c for c in TIME_COLUMNS if c in kept.columns), None)
+    if time_col is not None:
+        kept = kept.sort(time_col, nulls_last=True)
+    ordered = time_col is not None
     ok = kept["ok"].fill_null(False).to_numpy().astype(bool)
     scheduled = int(kept.height)
     completed = int(ok.sum())
@@ -489,7 +501,8 @@ def evaluate(
             )
             continue
         value = _statistic(values, constraint.quantile)
-        interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence)
+        block = _block_length(values.size, ordered)
+        interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence, block)
         results.append(
             ConstraintResult(
                 constraint.name,
@@ -502,7 +515,8 @@ def evaluate(
         )
     attainment = n_good / scheduled if scheduled else None
     if slo.min_attainment is not None:
-        interval = _share_interval(n_good, scheduled, rng, resamples, confidence)
+        block = _block_length(scheduled, ordered)
+        interval = _bootstrap(good.astype(float), None, rng, resamples, confidence, block)
         results.append(
             ConstraintResult(
                 "attainment",
@@ -516,7 +530,8 @@ def evaluate(
         )
     error_rate = errors / scheduled if scheduled else None
     if slo.max_error_rate is not None:
-        interval = _share_interval(errors, scheduled, rng, resamples, confidence)
+        block = _block_length(scheduled, ordered)
+        interval = _bootstrap((~ok).astype(float), None, rng, resamples, confidence, block)
         results.append(
             ConstraintResult(
                 "errors",

@@ -65,6 +65,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "fig_peak": "Planning peak demand",
         "fig_limit": "Per-instance SLO limit",
         "fig_limit_value": "{value} ({binding} binds first; {fail} fails)",
+        "fig_limit_value_short": "{value} ({binding} binds first)",
+        "fleet_warning": (
+            "Caution: in the fleet simulation {n} instances do not meet the SLO; "
+            "see the fleet-simulation check."
+        ),
         "fig_instances": "Instances",
         "fig_instances_value": "{n} ({load} for the load + {spare} spare)",
         "fig_gpus": "GPUs",
@@ -93,6 +98,11 @@ STRINGS: dict[str, dict[str, str]] = {
             "After the burst at {burst} ({burst_ratio}× the steady load), TTFT p95 did not "
             "return to normal before the test ended; during the burst it reached {burst_p95}."
         ),
+        "risk_burst_nothing_completed": (
+            "During the burst at {burst} ({burst_ratio}× the steady load) no request completed "
+            "successfully."
+        ),
+        "risk_burst_recovered_after": " TTFT p95 was back to normal {recovery} after it.",
         "risk_burst_unmeasured": (
             "No burst-recovery stage was measured; the plan's bursts are not tested."
         ),
@@ -212,6 +222,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "verdict_pass": "pass",
         "verdict_fail": "fail",
         "verdict_uncertain": "uncertain",
+        "verdict_stopped_early": ", stopped early",
         "chart_recovery": "Recovery after the burst",
         "recovery_marker": "recovered after {value}",
         "recovery_none": "no burst and recovery stages in this run",
@@ -337,6 +348,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_interrupted": "The run was interrupted; its last stage is incomplete.",
         "warn_profile_estimated": "The profile's token counts come from a tokenizer estimate.",
         "warn_none": "None found in the inputs.",
+        "warn_plan_note": "Planner's note: {note}",
+        "warn_plan_notes": "The planner left {n} note(s).",
         # appendix
         "appendix_heading": "Appendix: run metadata and input digests",
         "meta_run": "Run",
@@ -392,6 +405,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "fig_peak": "规划峰值需求",
         "fig_limit": "单实例 SLO 上限",
         "fig_limit_value": "{value}({binding} 最先触限;{fail} 不达标)",
+        "fig_limit_value_short": "{value}({binding} 最先触限)",
+        "fleet_warning": "注意:集群仿真中 {n} 台实例不满足 SLO;见集群仿真验证。",
         "fig_instances": "实例数",
         "fig_instances_value": "{n}({load} 台承载负载 + {spare} 台备用)",
         "fig_gpus": "GPU 数",
@@ -420,6 +435,10 @@ STRINGS: dict[str, dict[str, str]] = {
             "突发负载 {burst}(稳态负载的 {burst_ratio} 倍)之后,直到测试结束 TTFT p95 "
             "仍未恢复正常;突发期间达到 {burst_p95}。"
         ),
+        "risk_burst_nothing_completed": (
+            "突发负载 {burst}(稳态负载的 {burst_ratio} 倍)期间没有任何请求成功完成。"
+        ),
+        "risk_burst_recovered_after": "突发结束 {recovery} 后 TTFT p95 恢复正常。",
         "risk_burst_unmeasured": "未测量突发恢复阶段;规划中的突发尚未经过测试。",
         "risk_burst_traffic": "真实流量的突发可达 {burst_peak}(规划峰值的 {factor} 倍)。",
         "risk_kv": "KV 缓存余量",
@@ -530,6 +549,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "verdict_pass": "达标",
         "verdict_fail": "不达标",
         "verdict_uncertain": "不确定",
+        "verdict_stopped_early": ",提前终止",
         "chart_recovery": "突发后的恢复",
         "recovery_marker": "{value} 后恢复",
         "recovery_none": "本次压测没有突发与恢复阶段",
@@ -635,6 +655,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_interrupted": "压测被中断;最后一个阶段不完整。",
         "warn_profile_estimated": "画像中的 token 数来自分词器估算。",
         "warn_none": "输入中未发现需要注意的问题。",
+        "warn_plan_note": "规划器附注:{note}",
+        "warn_plan_notes": "规划器留有 {n} 条附注(英文原文见英文版报告)。",
         "appendix_heading": "附录:压测元数据与输入摘要",
         "meta_run": "压测",
         "meta_command": "命令",

@@ -111,6 +111,9 @@ class Styles:
             **{**base, "fontName": w.bold},
         )
         self.mono = ParagraphStyle("mono", fontSize=6.6, leading=8.4, fontName=w.mono)
+        self.warning = ParagraphStyle(
+            "warning", fontSize=9.5, leading=13, textColor=RED, spaceAfter=8, **base
+        )
         self.badge = ParagraphStyle(
             "badge", fontSize=8, leading=10, textColor=colors.white, alignment=1, fontName=w.bold
         )
@@ -281,6 +284,11 @@ class Report:
             ),
             self.para(self.t("answer_heading"), s.h2),
             self.para(self.answer_sentence(), s.answer),
+        ]
+        warning = self.fleet_warning()
+        if warning is not None:
+            out.append(self.para(warning, s.warning))
+        out += [
             self.para(self.t("key_figures"), s.h2),
             self.pairs(self.key_figures()),
         ]
@@ -291,7 +299,6 @@ class Report:
 
     def key_figures(self) -> list[tuple[str, str]]:
         plan, w = self.plan, self.w
-        limit = plan.inputs.limit
         first = self.first
         rows = [
             (
@@ -299,15 +306,7 @@ class Report:
                 f"{w.load(first.demand if first else plan.demand.peak_rps, self.unit)}"
                 f" ({self.peak_definition()})",
             ),
-            (
-                self.t("fig_limit"),
-                self.t(
-                    "fig_limit_value",
-                    value=self.limit_value(),
-                    binding=limit.binding or self.i.limit.binding or self.t("na"),
-                    fail=w.load(self.i.limit.infeasible_min, self.i.limit.unit),
-                ),
-            ),
+            (self.t("fig_limit"), self.limit_figure()),
             (
                 self.t("fig_instances"),
                 self.t(
@@ -332,6 +331,38 @@ class Report:
         if growth:
             rows.append((self.t("fig_growth"), growth))
         return rows
+
+    def limit_matches_run(self) -> bool:
+        """The plan's limit is the one in limit.json (not a number given to the planner)."""
+        given, measured = self.plan.inputs.limit, self.i.limit
+        return (
+            measured.feasible_max is not None
+            and given.unit == measured.unit
+            and abs(given.value - measured.feasible_max) <= 1e-6 * max(1.0, given.value)
+        )
+
+    def limit_figure(self) -> str:
+        limit = self.plan.inputs.limit
+        binding = limit.binding or self.i.limit.binding or self.t("na")
+        if self.limit_matches_run() and self.i.limit.infeasible_min is not None:
+            return self.t(
+                "fig_limit_value",
+                value=self.limit_value(),
+                binding=binding,
+                fail=self.w.load(self.i.limit.infeasible_min, self.i.limit.unit),
+            )
+        return self.t("fig_limit_value_short", value=self.limit_value(), binding=binding)
+
+    def fleet_warning(self) -> str | None:
+        """A sentence when the fleet simulation does not confirm the planned count."""
+        fleet = self.plan.checks.fleet
+        if fleet is None or self.first is None:
+            return None
+        n = self.first.instances_for_load
+        at_n = [p for p in fleet.points if p.instances == n]
+        if at_n and not any(p.meets_slo for p in at_n):
+            return self.t("fleet_warning", n=n)
+        return None
 
     def comparison(self, prev: Plan) -> Table:
         w = self.w
@@ -396,7 +427,12 @@ class Report:
                 burst_p95=w.seconds(burst.ttft_s.p95),
             )
             recovered = recovery.recovered if recovery else recovery_s is not None
-            if recovered is False or recovery_s is None:
+            if burst.ttft_s.p95 is None:
+                level = "high"
+                text = self.t("risk_burst_nothing_completed", **fields)
+                if recovered and recovery_s is not None:
+                    text += self.t("risk_burst_recovered_after", recovery=w.seconds(recovery_s))
+            elif recovered is False or recovery_s is None:
                 level = "high"
                 text = self.t("risk_burst_not_recovered", **fields)
             else:
@@ -758,7 +794,7 @@ class Report:
                     recovery,
                 ]
             )
-        widths = [0.13, 0.09, 0.08, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
+        widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
         return self.table(rows, [CONTENT_W * f for f in widths])
 
     def ttft_threshold_s(self) -> float | None:
@@ -774,7 +810,9 @@ class Report:
                 panel.span(st.start_s, st.end_s)
             if st.start_s > 0:
                 panel.vline(st.start_s, GRAY, width=0.5, dash=(1, 2))
-            if label:
+            # label a stage only where it is wide enough to hold its name
+            wide = panel.px(st.end_s) - panel.px(st.start_s) > 6 * len(self.role(st.role))
+            if label and wide:
                 panel.text(st.start_s + 1, panel.y.hi * 0.86, self.role(st.role), GRAY)
 
     def timeline(self) -> Flowable:
@@ -965,7 +1003,8 @@ class Report:
             rows.append(
                 [
                     w.load(lv.load, lim.unit),
-                    self.t(f"verdict_{lv.verdict}"),
+                    self.t(f"verdict_{lv.verdict}")
+                    + (self.t("verdict_stopped_early") if lv.abandoned_early else ""),
                     w.num(value),
                     w.rate(lv.achieved_rps),
                     w.pct(lv.attainment),
@@ -1308,6 +1347,14 @@ class Report:
             warnings.append(self.t("warn_interrupted"))
         if self.i.profile.source.tokens_estimated:
             warnings.append(self.t("warn_profile_estimated"))
+        fleet_warning = self.fleet_warning()
+        if fleet_warning is not None:
+            warnings.append(fleet_warning)
+        notes = self.plan.notes
+        if notes and self.w.lang == "en":  # the planner writes its notes in English
+            warnings += [self.t("warn_plan_note", note=note) for note in notes]
+        elif notes:
+            warnings.append(self.t("warn_plan_notes", n=len(notes)))
         out += [self.para("• " + text) for text in warnings or [self.t("warn_none")]]
         return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -96,31 +97,9 @@ AZURE_CONV = (
 )
 
 
-def azure_conv_profile(sample_pairs: int = 2000) -> Profile:
-    """A profile of the Azure conv trace, computed here until the profile reader lands on main."""
-    import polars as pl
+@functools.cache
+def azure_conv_profile() -> Profile:
+    """The profile of the Azure conv trace, read by profiles.build (cached per test session)."""
+    from profiles.build import build_profile
 
-    frame = (
-        pl.read_csv(AZURE_CONV)
-        .with_columns(pl.col("TIMESTAMP").str.to_datetime("%Y-%m-%d %H:%M:%S%.f"))
-        .sort("TIMESTAMP")
-    )
-    t = (frame["TIMESTAMP"] - frame["TIMESTAMP"][0]).dt.total_microseconds().to_numpy() / 1e6
-    duration = float(t[-1])
-    gaps = np.diff(t)
-    cv = float(gaps.std() / gaps.mean())
-    counts60 = np.bincount((t // 60).astype(int))[: int(duration // 60)]
-    counts10 = np.bincount((t // 10).astype(int))[: int(duration // 10)]
-    rng = np.random.default_rng(0)
-    rows = rng.choice(len(frame), size=min(sample_pairs, len(frame)), replace=False)
-    ins = frame["ContextTokens"].to_numpy()
-    outs = frame["GeneratedTokens"].to_numpy()
-    pairs = [(int(ins[i]), int(outs[i])) for i in rows]
-    profile = make_profile(
-        window_rates_60s=[float(x) for x in np.percentile(counts60 / 60.0, np.arange(101))],
-        mean_rate_rps=len(t) / duration,
-        peak_10s_rps=float(counts10.max() / 10.0),
-        interarrival_cv=cv,
-        pairs=pairs,
-    )
-    return profile
+    return build_profile([str(AZURE_CONV)])

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from scipy.stats import norm
+from typer.testing import CliRunner
 
-from planner.errors import ConfigError, RunError
+from planner.cli import app
+from planner.errors import ConfigError, InputError, RunError
+from planner.limit import load_limit, search_limit
 from planner.limit_schema import LimitResult
 from planner.search import (
     AbandonRule,
@@ -205,16 +209,21 @@ def test_concurrency_dimension_uses_whole_users() -> None:
     assert "concurrent users (" in limit.sentence
 
 
-def test_thin_levels_are_repeated_and_pooled() -> None:
-    # At 1 req/s for 20 s a level has ~20 requests: below min_completed, so it is repeated.
-    probe = CurveProbe(np.random.default_rng(4))
+def test_thin_ends_are_repeated_and_pooled_others_are_not() -> None:
+    # The limit is ~1.2 req/s: a 20 s level there has ~24 requests, below min_completed, so
+    # the level the answer rests on is measured again and pooled; lower levels are not.
+    probe = CurveProbe(np.random.default_rng(4), capacity=2.0)
     seen: list[LevelOutcome] = []
-    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=1.0, resamples=200, max_repeats=2)
-    run_search(probe, config, on_level=seen.append)
-    first = seen[0]
-    assert first.load == 1.0
-    assert first.repeats == 2 and len(set(first.stages)) == 3
-    assert first.evaluation.scheduled > 40
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=0.5, resamples=200, max_repeats=2)
+    result = run_search(probe, config, on_level=seen.append)
+    at_limit = result.outcome(result.feasible_max)
+    assert at_limit is not None and at_limit.repeats >= 1
+    assert len(set(at_limit.stages)) == len(at_limit.stages)
+    assert at_limit.evaluation.scheduled > 1.5 * at_limit.load * probe.duration_s
+    # The start level is as thin, but never decides the answer: measured once.
+    assert result.levels[0].load == 0.5 and result.levels[0].repeats == 0
+    # on_level hears every measurement, repeats included.
+    assert len(seen) == sum(len(o.stages) for o in result.levels)
 
 
 def test_hopeless_levels_are_abandoned_early() -> None:
@@ -299,3 +308,81 @@ def test_probe_measuring_another_load_is_a_run_error() -> None:
 def test_bad_search_config(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         SearchConfig(slo=parse_slo("ttft:p95<=1s"), **kwargs)  # type: ignore[arg-type]
+
+
+# --- the `capplan limit` orchestration around the search (planner.limit) ----------------------
+
+
+def test_search_limit_writes_limit_json_and_prints_a_line_per_run(tmp_path: Path) -> None:
+    probe = CurveProbe(np.random.default_rng(13))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s,tpot:p95<=100ms"), start=4.0, resamples=100)
+    lines: list[str] = []
+    verified: list[float | None] = []
+
+    def verify(limit: LimitResult) -> float | None:
+        verified.append(limit.feasible_max)
+        return 3.5
+
+    limit = search_limit(
+        probe, config, tmp_path, target="http://h", model="m", verify=verify, echo=lines.append
+    )
+    assert (tmp_path / "limit.json").exists()
+    assert load_limit(tmp_path) == limit == load_limit(tmp_path / "limit.json")
+    assert limit.recovery_s == 3.5 and limit.recovered and verified == [limit.feasible_max]
+    runs = sum(len(level.stages) for level in limit.levels)
+    assert len(lines) == runs + 1 and lines[-1] == limit.sentence
+    assert lines[0].startswith("run  1") and "4 req/s" in lines[0] and "ttft:p95" in lines[0]
+    assert limit.target == "http://h" and limit.wall_s is not None
+
+
+def test_load_limit_rejects_other_files(tmp_path: Path) -> None:
+    bad = tmp_path / "limit.json"
+    bad.write_text('{"schema": "capplan.limit/1", "dimension": "rate"}')
+    with pytest.raises(InputError, match="not a capplan limit file"):
+        load_limit(bad)
+    with pytest.raises(InputError, match="cannot read"):
+        load_limit(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slo", "ttft:p95<2s"], "bad token 'ttft:p95<2s'"),
+        (["--slo", "ttft:p95<=2s", "--dimension", "users"], "expected rate or concurrency"),
+        (["--slo", "ttft:p95<=2s", "--tolerance", "0"], "tolerance"),
+        (["--slo", "ttft:p95<=2s", "--arrival", "bursty"], "unknown arrival"),
+    ],
+)
+def test_limit_cli_rejects_bad_options_with_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["limit", "--host", "http://127.0.0.1:9", "--model", "m", "-o", str(tmp_path), *args],
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "limit.json").exists()
+
+
+def test_ctrl_c_keeps_the_levels_measured_so_far(tmp_path: Path) -> None:
+    class Interrupting(CurveProbe):
+        runs = 0
+
+        def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+            self.runs += 1
+            if self.runs == 4:
+                raise KeyboardInterrupt
+            return super().measure(load, abandon=abandon)
+
+    probe = Interrupting(np.random.default_rng(14))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=100)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        search_limit(probe, config, tmp_path, echo=lines.append)
+    limit = load_limit(tmp_path)
+    assert [level.load for level in limit.levels] == [4.0, 8.0, 16.0]
+    assert limit.sentence.startswith("interrupted before the limit was found: ")
+    assert "interrupted" in limit.confidence
+    assert lines[-1] == limit.sentence

@@ -213,3 +213,19 @@ def test_missing_metric_column_is_an_input_error() -> None:
     frame = pl.DataFrame({"ttft_s": [0.1], "ok": [True]})
     with pytest.raises(InputError, match="e2e_s"):
         evaluate(frame, parse_slo("e2e:p95<=1s"), duration_s=1.0)
+
+
+def test_block_bootstrap_widens_intervals_for_a_queue_episode() -> None:
+    # 300 requests in send order; requests 100..159 met a queue (slow, one after another).
+    rng = np.random.default_rng(3)
+    ttft = rng.uniform(0.05, 0.15, 300)
+    ttft[100:160] = rng.uniform(0.8, 1.6, 60)
+    ordered = _records(ttft.tolist())
+    unordered = ordered.drop("intended_send_s")  # no send order: plain bootstrap
+    slo = parse_slo("ttft:p90<=1s")
+    with_order = evaluate(ordered, slo, duration_s=300.0).constraint("ttft:p90")
+    without = evaluate(unordered, slo, duration_s=300.0).constraint("ttft:p90")
+    assert with_order.value == without.value
+    assert with_order.interval is not None and without.interval is not None
+    width = with_order.interval[1] - with_order.interval[0]
+    assert width > 1.5 * (without.interval[1] - without.interval[0])

@@ -45,6 +45,9 @@ def register(app: typer.Typer) -> None:
         level_duration: float = typer.Option(
             30.0, "--level-duration", help="Seconds each level is held."
         ),
+        arrival: str = typer.Option(
+            "poisson", "--arrival", help="Rate levels: poisson, constant or gamma:K arrivals."
+        ),
         warmup: float | None = typer.Option(
             None, "--warmup", help="Seconds excluded at each level's start (default 20 %)."
         ),
@@ -86,6 +89,7 @@ def register(app: typer.Typer) -> None:
                 max_load=max_load,
                 level_duration_s=level_duration,
                 warmup_s=warmup,
+                arrival=arrival,
                 tolerance=tolerance,
                 verify_burst=verify_burst,
                 workers=workers,

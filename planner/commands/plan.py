@@ -73,6 +73,11 @@ def plan_command(
     no_fleet_check: bool = typer.Option(
         False, "--no-fleet-check", help="Skip the fleet simulation."
     ),
+    no_calibrate: bool = typer.Option(
+        False,
+        "--no-calibrate",
+        help="Simulate with the engine's catalog factors, not ones fitted to the limit.json.",
+    ),
     fleet_span_s: float = typer.Option(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
@@ -100,6 +105,7 @@ def plan_command(
         tp=tp,
         gpu_hour_price_usd=gpu_hour_price,
         fleet=not no_fleet_check,
+        calibrate=not no_calibrate,
         fleet_span_s=fleet_span_s,
         seed=seed,
         host_rule=HostRule(
@@ -129,10 +135,18 @@ def print_plan(plan: Plan, console: Console) -> None:
         + (f", e2e {d.mean_e2e_s:.2f} s" if d.mean_e2e_s else "")
     )
     table = Table(title="Instances per growth scenario")
-    for col in ("growth", "demand", "+headroom", "limit/inst", "for load", "N+k", "instances"):
-        table.add_column(col, justify="right")
-    table.add_column("GPUs", justify="right")
-    table.add_column("USD/month", justify="right")
+    for col in (
+        "growth",
+        "demand",
+        "w/ headroom",
+        "limit",
+        "for load",
+        "+k",
+        "n",
+        "GPUs",
+        "$/month",
+    ):
+        table.add_column(col, justify="right", no_wrap=True)
     for s in plan.scenarios:
         table.add_row(
             f"{s.growth:g}x",
@@ -148,6 +162,17 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(table)
     for s in plan.scenarios:
         console.print(f"  {s.growth:g}x: {s.arithmetic}")
+    if plan.sensitivity:
+        headrooms = sorted({c.headroom for c in plan.sensitivity})
+        growths = sorted({c.growth for c in plan.sensitivity})
+        cells = {(c.growth, c.headroom): c.instances for c in plan.sensitivity}
+        sens = Table(title=f"Sensitivity: instances (N+{plan.inputs.redundancy} included)")
+        sens.add_column("growth \\ headroom", justify="right")
+        for h in headrooms:
+            sens.add_column(f"{h:.0%}", justify="right")
+        for g in growths:
+            sens.add_row(f"{g:g}x", *(str(cells[(g, h)]) for h in headrooms))
+        console.print(sens)
     r, m = plan.resources, plan.resources.gpu_memory
     console.print(
         f"[bold]Resources[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} x {r.gpu} x "

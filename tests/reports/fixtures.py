@@ -232,6 +232,7 @@ def build_run(
             rows["tpot_s"].append(float(tpot) if ok else None)
             rows["itl_mean_s"].append(float(tpot) if ok else None)
             rows["itl_max_s"].append(float(tpot * 3) if ok else None)
+            rows["itl_gaps_s"].append([float(tpot)] * min(out_tokens - 1, 4) if ok else [])
             rows["e2e_s"].append(float(e2e) if ok else None)
             rows["input_tokens"].append(int(rng.lognormal(6.8, 0.8)) + 1)
             rows["output_tokens"].append(out_tokens if ok else 0)

@@ -220,3 +220,29 @@ def test_report_without_records_or_scrapes_still_renders(tmp_path: Path) -> None
     assert "records.parquet is missing or empty" in text
     assert "Against the previous baseline" not in text
     assert "no burst and recovery stages" not in text or "Recovery after the burst" not in text
+
+
+def test_concurrency_limit_reads_as_users(tmp_path: Path) -> None:
+    paths = write_fixture(tmp_path)
+    plan = build_plan()
+    scenarios = [
+        sc.model_copy(update={"unit": "users", "demand": 233.0, "per_instance_limit": 50.0})
+        for sc in plan.scenarios
+    ]
+    limit_input = plan.inputs.limit.model_copy(update={"value": 50.0, "unit": "users"})
+    inputs = plan.inputs.model_copy(update={"limit": limit_input})
+    paths.plan.write_text(
+        plan.model_copy(update={"scenarios": scenarios, "inputs": inputs}).model_dump_json(
+            by_alias=True
+        )
+    )
+    for lang, expected in (
+        ("en", "Serve a peak of 233 concurrent users"),
+        ("zh", "233 个并发用户"),
+    ):
+        pdf = render_report(
+            paths.profile, paths.run_dir, paths.plan, tmp_path / f"u-{lang}.pdf", lang=lang
+        )
+        first = _flat(PdfReader(pdf).pages[0].extract_text())
+        assert expected in first
+        assert "50 users" in first or "50 个并发用户" in first

@@ -1,0 +1,162 @@
+"""`capplan demo`: the whole loop on built-in defaults, without a GPU, in a few minutes.
+
+Profiles the sample trace shipped in the package (the first ten minutes of Azure's
+conversation trace), starts the engine emulator in its own process, finds the per-instance
+SLO limit with a short search through Locust, verifies it with a short
+steady-burst-recovery run, plans the fleet for the sample's peak, and writes the PDF. Every
+stage is the same library code the individual commands run; the demo only picks short
+durations and wires the files together.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.errors import RunError
+from reports.i18n import Lang
+
+Echo = Callable[[str], None]
+
+SAMPLE = "azure_conv"
+DEMO_GPU = "H100-80GB"
+DEMO_MODEL = "llama-3.1-8b"
+DEMO_SLO = "ttft:p95<=2s"
+MODEL_NAME = "demo-llama-3.1-8b"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What the demo runs; the defaults finish in about three minutes on two cores."""
+
+    out_pdf: Path = Path("reports/demo.pdf")
+    lang: Lang = "en"
+    seed: int = 0
+    gpu: str = DEMO_GPU
+    model: str = DEMO_MODEL
+    slo: str = DEMO_SLO
+    level_duration_s: float = 6.0
+    start_rps: float = 8.0
+    tolerance: float = 0.15
+    max_levels: int = 7
+    min_completed: int = 12
+    growth: tuple[float, ...] = (1.0, 1.5, 2.0)
+    fleet_span_s: float = 120.0
+
+    @property
+    def work_dir(self) -> Path:
+        """Where the demo's profile, run and plan go: next to the PDF."""
+        return self.out_pdf.with_name(self.out_pdf.stem + "-files")
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    pdf: Path
+    profile: Path
+    run_dir: Path
+    plan: Path
+    wall_s: float
+
+
+def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
+    """Run profile -> emulator -> limit search + burst check -> plan -> PDF; return the paths.
+
+    Raises RunError when a stage cannot produce its result (e.g. no load level met the SLO),
+    and whatever the stage itself raises (InputError/ConfigError/RunError/TargetError).
+    """
+    from planner.capacity import parse_limit
+    from planner.emulator import emulator_subprocess
+    from planner.engine import build_engine_config
+    from planner.limit import LimitOptions, run_limit
+    from planner.plan import PlanOptions, build_plan
+    from profiles.build import build_profile
+    from profiles.model import save_profile
+    from profiles.samples import sample_path
+    from reports import render_report
+
+    start = time.perf_counter()
+
+    def step(text: str) -> None:
+        echo(f"[{time.perf_counter() - start:5.0f} s] {text}")
+
+    work = options.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    profile_path = work / "profile.json"
+    run_dir = work / "limit-run"
+    plan_path = work / "plan.json"
+
+    step(f"1/5 profiling the shipped sample trace '{SAMPLE}'")
+    profile = build_profile([str(sample_path(SAMPLE))], seed=options.seed)
+    profile = profile.model_copy(update={"name": f"sample:{SAMPLE}"})
+    save_profile(profile, profile_path)
+    arr = profile.arrivals
+    step(
+        f"      {profile.source.rows:,} requests over {arr.duration_s:.0f} s, mean "
+        f"{arr.mean_rate_rps:.2f} req/s, 60 s peak {arr.peak_rate_rps.get('60s', 0):.2f} req/s, "
+        f"input mean {profile.lengths.input.mean:.0f} tokens, output mean "
+        f"{profile.lengths.output.mean:.0f} tokens -> {profile_path}"
+    )
+
+    config = build_engine_config(options.gpu, options.model)
+    step(f"2/5 starting the engine emulator ({options.model} on {options.gpu}, no GPU needed)")
+    with emulator_subprocess(config, seed=options.seed, model_name=MODEL_NAME) as url:
+        step(f"      serving at {url}")
+        step(
+            f"3/5 searching the per-instance limit at {options.slo} "
+            f"({options.level_duration_s:g} s levels), then a steady-burst-recovery check"
+        )
+        if run_dir.exists():
+            import shutil
+
+            shutil.rmtree(run_dir)
+        limit = run_limit(
+            LimitOptions(
+                host=url,
+                model=MODEL_NAME,
+                slo=options.slo,
+                out_dir=run_dir,
+                profile=str(profile_path),
+                dimension="rate",
+                start=options.start_rps,
+                level_duration_s=options.level_duration_s,
+                tolerance=options.tolerance,
+                verify_burst=True,
+                seed=options.seed,
+                min_completed=options.min_completed,
+                max_repeats=1,
+                max_levels=options.max_levels,
+            ),
+            echo=lambda line: step(f"      {line}"),
+        )
+    if limit.feasible_max is None:
+        raise RunError(
+            f"the demo's limit search found no load that meets {options.slo}; see {run_dir}"
+        )
+
+    step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
+    plan = build_plan(
+        profile,
+        parse_limit(str(run_dir / "limit.json"), options.slo),
+        PlanOptions(
+            profile_path=str(profile_path),
+            slo=options.slo,
+            growth=options.growth,
+            gpu=options.gpu,
+            model=options.model,
+            fleet_span_s=options.fleet_span_s,
+            # The emulator runs this very engine model, so there is nothing to calibrate; a
+            # limit measured on a real endpoint is calibrated by `capplan plan`.
+            calibrate=False,
+            seed=options.seed,
+            name="demo",
+        ),
+        progress=lambda line: step(f"      {line}"),
+    )
+    plan_path.write_text(plan.model_dump_json(by_alias=True, indent=2))
+    step(f"      {plan.instances} instances -> {plan_path}")
+
+    step(f"5/5 writing the PDF ({options.lang})")
+    pdf = render_report(profile_path, run_dir, plan_path, options.out_pdf, lang=options.lang)
+    return DemoResult(pdf, profile_path, run_dir, plan_path, time.perf_counter() - start)

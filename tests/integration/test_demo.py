@@ -1,0 +1,48 @@
+"""`capplan demo` end to end: sample profile, emulator, Locust limit search and burst check,
+plan, PDF — with shorter levels than the default demo so the test stays around a minute."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from planner.demo import DemoOptions, run_demo
+from planner.limit_schema import LimitResult
+from planner.plan_schema import Plan
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path) -> None:
+    lines: list[str] = []
+    options = DemoOptions(
+        out_pdf=tmp_path / "demo.pdf",
+        level_duration_s=4.0,
+        start_rps=16.0,
+        max_levels=4,
+        tolerance=0.3,
+        min_completed=10,
+        fleet_span_s=60.0,
+    )
+    result = run_demo(options, echo=lines.append)
+
+    # progress was shown for every stage, in order
+    steps = [line for line in lines if re.search(r"\] [1-5]/5 ", line)]
+    assert [s.split("] ")[1][:3] for s in steps] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+
+    limit = LimitResult.model_validate(json.loads((result.run_dir / "limit.json").read_text()))
+    plan = Plan.model_validate(json.loads(result.plan.read_text()))
+    assert limit.feasible_max is not None and limit.feasible_max > 0
+    assert plan.inputs.limit.value == pytest.approx(limit.feasible_max)
+    roles = {s["role"] for s in json.loads((result.run_dir / "stages.json").read_text())}
+    assert {"level", "steady", "burst", "recovery"} <= roles
+
+    first = re.sub(r"\s+", " ", PdfReader(result.pdf).pages[0].extract_text())
+    assert "Serve a peak of" in first
+    assert f"on {plan.instances} × H100-80GB" in first
+    assert f"${plan.cost.monthly_usd:,.0f} per month" in first
+    assert "Burst recovery" in first and "KV-cache headroom" in first

@@ -1,0 +1,69 @@
+"""`capplan limit` against a real engine: llama.cpp's server (xllamacpp) with a few slots.
+
+Requests beyond the server's `n_parallel` slots wait for a slot, so TTFT jumps by about one
+whole request once the users outnumber the slots: the concurrency limit under a TTFT SLO
+that sits between the two is the slot count, where queueing starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.limit import load_limit
+from profiles.model import save_profile
+from tests.helpers.profiles import make_profile
+
+# The GGUF builder and server starter come with the load-test tests.
+real_engine = pytest.importorskip("tests.helpers.real_engine")
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SLOTS = 2
+
+
+def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> None:
+    model = real_engine.build_random_llama(tmp_path / "tiny.gguf")
+    server = real_engine.start_llama_server(
+        model, n_parallel=SLOTS, log_path=tmp_path / "llama.log"
+    )
+    profile_path = tmp_path / "profile.json"
+    # Short prompts, long answers: a queued request waits for an answer to end (~0.5 s),
+    # far above the TTFT of one that gets a slot at once.
+    save_profile(make_profile([(64, 768)]), profile_path)
+    out = tmp_path / "run"
+    try:
+        result = CliRunner().invoke(
+            app,
+            [
+                "limit",
+                "--host", server.url,
+                "--model", server.model,
+                "--profile", str(profile_path),
+                "--slo", "ttft:p95<=200ms",
+                "--dimension", "concurrency",
+                "--start", "1",
+                "--level-duration", "8",
+                "--warmup", "2",
+                "--min-completed", "20",
+                "-o", str(out),
+            ],
+        )  # fmt: skip
+    finally:
+        server.stop()
+    print(result.output)
+    assert result.exit_code == 0, result.output
+    limit = load_limit(out)
+    assert limit.feasible_max == SLOTS
+    assert limit.infeasible_min == SLOTS + 1
+    assert limit.binding == "ttft:p95"
+    below = next(lv for lv in limit.levels if lv.load == SLOTS)
+    above = next(lv for lv in limit.levels if lv.load == SLOTS + 1)
+    ttft_below, ttft_above = below.metrics["ttft_p95_s"], above.metrics["ttft_p95_s"]
+    assert ttft_below is not None and ttft_above is not None
+    # The knee: one more user than slots costs far more than the users before it did.
+    assert ttft_above > 2 * ttft_below
+    assert f"one instance holds {SLOTS} concurrent users" in result.output
