@@ -105,7 +105,7 @@ def stage_offsets_s(plan: StagePlan) -> list[float]:
 class PlanDriver:
     """Dispatches a plan's requests through `session` (a Locust FastHttpSession) and emits rows.
 
-    `emit(row)` receives one tuple in RECORD_FILE_COLUMNS order per scheduled request.
+    `emit(row)` receives one tuple in RECORD_COLUMNS order per scheduled request.
     """
 
     def __init__(

@@ -46,7 +46,7 @@ from locustfiles.recorder import (
 )
 from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.stages import resolve_plan
-from planner.run_schema import RECORD_FILE_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
+from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream
@@ -200,7 +200,7 @@ class _Run:
     def open_writer(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
-        self.writer = PartWriter(self.out / RECORDS_PARTS, RECORD_FILE_COLUMNS)
+        self.writer = PartWriter(self.out / RECORDS_PARTS, RECORD_COLUMNS)
 
     def collect(self, rows: list[Row]) -> None:
         self.rows.extend(rows)

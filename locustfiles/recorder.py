@@ -17,9 +17,9 @@ from typing import Any
 import msgpack
 import polars as pl
 
-from planner.run_schema import RECORD_FILE_COLUMNS, SERVER_METRIC_COLUMNS
+from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS
 
-RECORD_NAMES: tuple[str, ...] = tuple(RECORD_FILE_COLUMNS)
+RECORD_NAMES: tuple[str, ...] = tuple(RECORD_COLUMNS)
 METRIC_NAMES: tuple[str, ...] = tuple(SERVER_METRIC_COLUMNS)
 
 RECORDS_FILE = "records.parquet"
@@ -97,7 +97,7 @@ def consolidate(run_dir: Path, file_name: str, parts_name: str, schema: dict[str
 
 
 def read_records_table(run_dir: Path) -> pl.DataFrame:
-    return read_table(run_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_FILE_COLUMNS)
+    return read_table(run_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
 
 
 def read_metrics_table(run_dir: Path) -> pl.DataFrame:

@@ -2,7 +2,7 @@
 
 `run_loadtest` launches `locust -f locustfiles/llm.py` (one process, or a master with N
 local workers) against an OpenAI-compatible target, shows live progress, and leaves a run
-directory: `run.json`, `records.parquet` (one row per scheduled request, RECORD_FILE_COLUMNS),
+directory: `run.json`, `records.parquet` (one row per scheduled request, RECORD_COLUMNS),
 `stages.json` (one StageSummary per stage) and `server_metrics.parquet`. With `append=True`
 each call adds its stages to the same run directory (the limit search runs one level per
 call). `summarize_stage` is the pure part: records in, a StageSummary out.
@@ -45,7 +45,7 @@ from locustfiles.replay import read_log_table, slice_log
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from planner.errors import ConfigError, InputError, RunError
 from planner.run_schema import (
-    RECORD_FILE_COLUMNS,
+    RECORD_COLUMNS,
     SERVER_METRIC_COLUMNS,
     Percentiles,
     RunInfo,
@@ -120,7 +120,7 @@ class LoadTestConfig(BaseModel):
 
 
 def read_records(run_dir: Path) -> pl.DataFrame:
-    """Every row written so far (consolidated file plus unmerged parts), RECORD_FILE_COLUMNS."""
+    """Every row written so far (consolidated file plus unmerged parts), RECORD_COLUMNS."""
     return read_records_table(Path(run_dir))
 
 
@@ -547,7 +547,7 @@ def run_loadtest(
             f"Locust did not start the run; last lines of {out_dir / 'locust.log'}:\n{tail}"
         )
     plan_start_s = float(json.loads(start_file.read_text())["plan_start_s"])
-    consolidate(out_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_FILE_COLUMNS)
+    consolidate(out_dir, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
     consolidate(out_dir, METRICS_FILE, METRICS_PARTS, SERVER_METRIC_COLUMNS)
     previous = read_stages(out_dir) if append else []
     records = read_records(out_dir)

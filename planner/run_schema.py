@@ -34,19 +34,8 @@ RECORD_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "ok": pl.Boolean,
     "status_code": pl.Int64,
     "error_class": pl.Utf8,
-}
-
-# Further columns records.parquet holds after RECORD_COLUMNS (readers may rely on them being
-# present in files the load test wrote; frames built elsewhere need not have them).
-RECORD_EXTRA_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
-    # every gap between content chunks of the request, for the pooled ITL distribution
+    # Added by the load test: every gap between content chunks of the request (pooled for ITL).
     "itl_gaps_s": pl.List(pl.Float64),
-}
-
-# The full column set of records.parquet.
-RECORD_FILE_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
-    **RECORD_COLUMNS,
-    **RECORD_EXTRA_COLUMNS,
 }
 
 # server_metrics.parquet: one row per scraped Prometheus sample.

@@ -18,7 +18,7 @@ from planner.loadtest import (
     run_loadtest,
     summarize_stage,
 )
-from planner.run_schema import RECORD_FILE_COLUMNS, Stage, StagePlan
+from planner.run_schema import RECORD_COLUMNS, Stage, StagePlan
 from tests.helpers.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
@@ -53,7 +53,7 @@ def _row(
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    return pl.DataFrame([list(r) for r in rows], schema=RECORD_FILE_COLUMNS, orient="row")
+    return pl.DataFrame([list(r) for r in rows], schema=RECORD_COLUMNS, orient="row")
 
 
 def test_summary_counts_rates_and_percentiles() -> None:
@@ -86,11 +86,11 @@ def test_recovery_time_from_burst_end() -> None:
 
 
 def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:
-    writer = PartWriter(tmp_path / RECORDS_PARTS, RECORD_FILE_COLUMNS)
+    writer = PartWriter(tmp_path / RECORDS_PARTS, RECORD_COLUMNS)
     writer.write([_row(0, 0.0), _row(1, 0.5)])
     writer.write([_row(2, 1.0, ok=False, err="cancelled")])
     df = read_records(tmp_path)
-    assert df.height == 3 and list(df.columns) == list(RECORD_FILE_COLUMNS)
+    assert df.height == 3 and list(df.columns) == list(RECORD_COLUMNS)
     assert df["error_class"].to_list() == [None, None, "cancelled"]
 
 
