@@ -92,5 +92,11 @@ class LimitResult(_Model):
         description="--verify-burst: did the endpoint recover within the recovery stage",
     )
     sentence: str = Field("", description="the answer in one sentence")
+    stopped: str = Field(
+        default="",
+        description="why the search ended: 'converged', 'interrupted' (Ctrl-C: the bracket is "
+        "not final), 'stopped at N levels', 'passed at the maximum load X', 'failed at the "
+        "lowest load X'",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

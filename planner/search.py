@@ -666,4 +666,5 @@ def build_limit_result(
         wall_s=wall_s,
         recovery_s=recovery_s,
         sentence=_sentence(result, binding, littles),
+        stopped=result.stopped,
     )
