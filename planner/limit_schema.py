@@ -46,7 +46,10 @@ class LimitLevel(_Model):
     completed: int = Field(description="of those, the ones that succeeded")
     metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
     constraints: list[ConstraintVerdict]
-    verdict: Literal["pass", "fail", "uncertain"]
+    verdict: Literal["pass", "fail", "uncertain"] = Field(
+        description="the level's verdict from its pooled runs; the search writes pass or fail "
+        "and says in `certain` whether it held across the bootstrap intervals"
+    )
     certain: bool = Field(
         default=True,
         description="the verdict holds across the bootstrap intervals of every constraint",
@@ -92,5 +95,11 @@ class LimitResult(_Model):
         description="--verify-burst: did the endpoint recover within the recovery stage",
     )
     sentence: str = Field("", description="the answer in one sentence")
+    stopped: str = Field(
+        default="",
+        description="why the search ended: 'converged', 'interrupted' (Ctrl-C: the bracket is "
+        "not final), 'stopped at N levels', 'passed at the maximum load X', 'failed at the "
+        "lowest load X'",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -290,8 +290,13 @@ def _judge(
     measurements: list[LevelMeasurement],
     rng: np.random.Generator,
 ) -> LevelOutcome:
-    """Pool a level's measurements and judge them against the SLO."""
-    records, duration_s = _pool(measurements)
+    """Pool a level's measurements and judge them against the SLO.
+
+    A run stopped early as hopeless holds partial records (its in-flight requests were
+    cancelled), so once the level has a full run, only full runs are pooled.
+    """
+    full = [m for m in measurements if m.abandoned is None]
+    records, duration_s = _pool(full or measurements)
     evaluation = evaluate(
         records,
         config.slo,
@@ -301,9 +306,7 @@ def _judge(
         confidence=config.confidence,
     )
     stages = tuple(m.stage for m in measurements)
-    # The latest measurement decides whether the level was stopped as hopeless; pooled with
-    # earlier full runs, the verdict still fails but may be uncertain and measured again.
-    abandoned = measurements[-1].abandoned
+    abandoned = None if full else measurements[-1].abandoned
     failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
     if abandoned is None and failing_errors:
         # Percentiles cover successful requests only: a level where most requests fail
@@ -501,17 +504,22 @@ def run_search(
 ) -> SearchResult:
     """Drive `limit_search` with `probe`; `on_level` is told each judged level.
 
-    Ctrl-C while a level runs ends the search with the levels judged so far
-    (`SearchResult.interrupted`); the caller decides whether to re-raise. Raises RunError
-    when the probe measures a different load than asked.
+    Only a level's first run may be abandoned early. Ctrl-C while a level runs ends the
+    search with the levels judged so far (`SearchResult.interrupted`); the caller decides
+    whether to re-raise. Raises RunError when the probe measures a different load than
+    asked.
     """
     search = limit_search(config, on_level=on_level)
     rule = config.abandon_rule()
+    visited: set[float] = set()
     try:
         load = next(search)
         while True:
+            # A level measured again is settling a close verdict: hold it to its end.
+            first_visit = load not in visited
+            visited.add(load)
             try:
-                measurement = probe.measure(load, abandon=rule)
+                measurement = probe.measure(load, abandon=rule if first_visit else None)
             except KeyboardInterrupt:
                 # Keep what was measured: the search answers from the levels it has.
                 search.throw(_StopSearch())
@@ -666,4 +674,5 @@ def build_limit_result(
         wall_s=wall_s,
         recovery_s=recovery_s,
         sentence=_sentence(result, binding, littles),
+        stopped=result.stopped,
     )

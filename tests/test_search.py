@@ -384,5 +384,5 @@ def test_ctrl_c_keeps_the_levels_measured_so_far(tmp_path: Path) -> None:
     limit = load_limit(tmp_path)
     assert [level.load for level in limit.levels] == [4.0, 8.0, 16.0]
     assert limit.sentence.startswith("interrupted before the limit was found: ")
-    assert "interrupted" in limit.confidence
+    assert "interrupted" in limit.confidence and limit.stopped == "interrupted"
     assert lines[-1] == limit.sentence
