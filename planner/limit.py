@@ -354,10 +354,14 @@ def _verify_burst(
     def verify(limit: LimitResult) -> float | None:
         assert limit.feasible_max is not None
         if options.dimension == "rate":
+            # Steady at the load whose 10 s peak (the profile's peak-to-mean) reaches the limit,
+            # so the built-in burst -- twice that peak -- is twice the limit; recovery at half
+            # the steady load. Steadying at the limit itself would burst to 2 x p2m x limit.
+            peak_to_mean = max(1.0, profile.arrivals.peak_to_mean.get("10s", 1.0) or 1.0)
             plan = builtin_plan(
                 "steady-burst-recovery",
                 profile,
-                rate_rps=limit.feasible_max,
+                rate_rps=limit.feasible_max / peak_to_mean,
                 duration_s=max(2 * options.level_duration_s, 30.0),
             )
         else:
