@@ -55,7 +55,9 @@ def register(app: typer.Typer) -> None:
             0.05, "--tolerance", help="Stop when the pass/fail gap is within this share."
         ),
         verify_burst: bool = typer.Option(
-            False, "--verify-burst", help="Then run steady-burst-recovery around the limit (burst to twice it)."
+            False,
+            "--verify-burst",
+            help="Then run steady-burst-recovery around the limit (burst to twice it).",
         ),
         workers: int = typer.Option(0, "--workers", help="Locust worker processes (0: one)."),
         seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
