@@ -351,6 +351,11 @@ class _AbandonWatcher:
 def _verify_burst(
     options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
 ) -> Callable[[LimitResult], float | None]:
+    # The recovery stage is half the steady one and recovery is read on a 10 s rolling
+    # window, so the steady stage must be long enough for a drained queue to show:
+    # 4 levels' worth, at least a minute (the plan's default 120 s for 30 s levels).
+    steady_s = max(4 * options.level_duration_s, 60.0)
+
     def verify(limit: LimitResult) -> float | None:
         assert limit.feasible_max is not None
         if options.dimension == "rate":
@@ -362,14 +367,14 @@ def _verify_burst(
                 "steady-burst-recovery",
                 profile,
                 rate_rps=limit.feasible_max / peak_to_mean,
-                duration_s=max(2 * options.level_duration_s, 30.0),
+                duration_s=steady_s,
             )
         else:
             plan = builtin_plan(
                 "steady-burst-recovery",
                 profile,
                 users=max(1, int(round(limit.feasible_max))),
-                duration_s=max(2 * options.level_duration_s, 30.0),
+                duration_s=steady_s,
             )
         echo(f"verifying: steady-burst-recovery around {limit.feasible_max:g}")
         summaries = run_loadtest(config, plan, options.out_dir, append=True)
