@@ -28,7 +28,7 @@ import numpy as np
 from gevent import GreenletExit
 
 from locustfiles.arrivals import arrival_times, replay_times
-from locustfiles.openai_stream import PATHS, Endpoint, read_stream, request_body
+from locustfiles.openai_stream import PATHS, Endpoint, StreamResult, read_stream, request_body
 from planner.run_schema import Stage, StagePlan
 from profiles.workload import RequestShape, WorkloadStream, render_messages, replay_shape
 
@@ -278,6 +278,7 @@ class PlanDriver:
         sent_s: float | None = None
         status = 0
         result = None
+        partial: StreamResult | None = None
         error_class: str | None = None
         acquired = False
         resp: Any = None
@@ -309,8 +310,11 @@ class PlanDriver:
                         resp.failure(f"HTTP {status}")
                         raw.release()
                     else:
+                        partial = StreamResult()
                         try:
-                            result = read_stream(lambda: raw.readline(b"\n"), clock, opts.endpoint)
+                            result = read_stream(
+                                lambda: raw.readline(b"\n"), clock, opts.endpoint, partial
+                            )
                         finally:
                             raw.release()
                         error_class = result.error_class
@@ -331,6 +335,11 @@ class PlanDriver:
         finally:
             if acquired and self._cap is not None:
                 self._cap.release()
+            if result is None and partial is not None and partial.first_token_t is not None:
+                # Cut off (cancelled, timed out, disconnected) after its first token: keep the
+                # TTFT it showed; the row stays a failure with no e2e.
+                partial.end_t = None
+                result = partial
             self.finished += 1
             self._emit(
                 _row(
@@ -394,6 +403,8 @@ def _row(
             in_tokens = result.prompt_tokens
     ttft = first - sent_s if first is not None and sent_s is not None else None
     e2e = last - sent_s if last is not None and sent_s is not None else None
+    if result is not None and result.end_t is None:
+        e2e = None  # the stream was cut off: its last chunk is not the end of the answer
     tpot = None
     if ttft is not None and e2e is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)

@@ -75,14 +75,19 @@ def _has_content(obj: dict[str, Any], endpoint: Endpoint) -> bool:
 
 
 def read_stream(
-    readline: Callable[[], bytes], clock: Callable[[], float], endpoint: Endpoint
+    readline: Callable[[], bytes],
+    clock: Callable[[], float],
+    endpoint: Endpoint,
+    into: StreamResult | None = None,
 ) -> StreamResult:
     """Parse an SSE body until `[DONE]` or end of stream; errors end up in `error_class`.
 
     `readline` returns one line (with its newline) or b"" at the end; network exceptions
-    propagate to the caller, which classifies them (disconnect, timeout).
+    propagate to the caller, which classifies them (disconnect, timeout, cancelled). The
+    result is filled in place in `into` when given, so a caller whose read is interrupted
+    still knows when the first token came.
     """
-    res = StreamResult()
+    res = into if into is not None else StreamResult()
     while True:
         line = readline()
         t = clock()

@@ -38,6 +38,9 @@ class DemoOptions:
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
     level_duration_s: float = 6.0
+    # steady 40 s, burst 10 s at twice the limit, recovery 20 s: long enough for the 10 s
+    # rolling p95 to show recovery, short enough for the three-minute demo
+    verify_steady_s: float = 40.0
     start_rps: float = 8.0
     tolerance: float = 0.15
     max_levels: int = 7
@@ -123,6 +126,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
                 level_duration_s=options.level_duration_s,
                 tolerance=options.tolerance,
                 verify_burst=True,
+                verify_steady_s=options.verify_steady_s,
                 seed=options.seed,
                 min_completed=options.min_completed,
                 max_repeats=1,

@@ -194,6 +194,8 @@ class LimitOptions:
     max_repeats: int = 2
     max_levels: int = 24
     drain_s: float | None = None
+    # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
+    verify_steady_s: float | None = None
 
     @property
     def warmup(self) -> float:
@@ -354,7 +356,7 @@ def _verify_burst(
     # The recovery stage is half the steady one and recovery is read on a 10 s rolling
     # window, so the steady stage must be long enough for a drained queue to show:
     # 4 levels' worth, at least a minute (the plan's default 120 s for 30 s levels).
-    steady_s = max(4 * options.level_duration_s, 60.0)
+    steady_s = options.verify_steady_s or max(4 * options.level_duration_s, 60.0)
 
     def verify(limit: LimitResult) -> float | None:
         assert limit.feasible_max is not None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from locustfiles.openai_stream import read_stream, request_body
+import pytest
+
+from locustfiles.openai_stream import StreamResult, read_stream, request_body
 from profiles.workload import RequestSpec
 
 
@@ -84,3 +86,20 @@ def test_request_body_asks_for_usage_and_exact_lengths() -> None:
     plain = request_body(spec, "completions", "m", ignore_eos=False)
     assert plain["prompt"] == "kaka lolo mimi"
     assert "ignore_eos" not in plain and "min_tokens" not in plain
+
+
+def test_an_interrupted_read_keeps_its_first_token_time() -> None:
+    lines = iter([b'data: {"choices":[{"delta":{"content":"hi"}}]}\n'])
+    now = iter([1.0, 2.0])
+
+    def readline() -> bytes:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise ConnectionResetError("cut") from None
+
+    partial = StreamResult()
+    with pytest.raises(ConnectionResetError):
+        read_stream(readline, lambda: next(now), "chat", partial)
+    assert partial.first_token_t == 1.0
+    assert partial.content_chunks == 1
