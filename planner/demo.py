@@ -37,13 +37,15 @@ class DemoOptions:
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
-    level_duration_s: float = 6.0
-    # steady 40 s, burst 10 s at twice the limit, recovery 20 s: long enough for the 10 s
-    # rolling p95 to show recovery, short enough for the three-minute demo
-    verify_steady_s: float = 40.0
-    start_rps: float = 8.0
+    # Levels must outlast a request's e2e (about 8 s near the limit) for the queue to settle;
+    # the search starts just below the engine model's own prediction so that four 12 s
+    # levels bracket the limit.
+    level_duration_s: float = 12.0
+    # steady 24 s, burst 6 s at twice the limit, recovery 12 s: the three-minute budget
+    verify_steady_s: float = 24.0
+    start_rps: float | None = None  # None: 0.75 x the engine model's predicted limit
     tolerance: float = 0.15
-    max_levels: int = 7
+    max_levels: int = 4
     min_completed: int = 12
     growth: tuple[float, ...] = (1.0, 1.5, 2.0)
     fleet_span_s: float = 120.0
@@ -72,8 +74,10 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     from planner.capacity import parse_limit
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
+    from planner.fleet import single_instance_limit
     from planner.limit import LimitOptions, run_limit
     from planner.plan import PlanOptions, build_plan
+    from planner.slo import parse_slo
     from profiles.build import build_profile
     from profiles.model import save_profile
     from profiles.samples import sample_path
@@ -103,6 +107,16 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     )
 
     config = build_engine_config(options.gpu, options.model)
+    start_rps = options.start_rps
+    if start_rps is None:
+        predicted = single_instance_limit(
+            profile, config, parse_slo(options.slo), 60.0, options.seed, arrival_kind="poisson"
+        )
+        start_rps = round(0.75 * predicted, 1)
+        step(
+            f"      the engine model predicts {predicted:.1f} req/s per instance at "
+            f"{options.slo} (virtual time); Locust measures it next, from {start_rps:g} req/s"
+        )
     step(f"2/5 starting the engine emulator ({options.model} on {options.gpu}, no GPU needed)")
     with emulator_subprocess(config, seed=options.seed, model_name=MODEL_NAME) as url:
         step(f"      serving at {url}")
@@ -122,7 +136,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
                 out_dir=run_dir,
                 profile=str(profile_path),
                 dimension="rate",
-                start=options.start_rps,
+                start=start_rps,
                 level_duration_s=options.level_duration_s,
                 tolerance=options.tolerance,
                 verify_burst=True,

@@ -205,8 +205,11 @@ def recovery_time_s(
     while t <= end_s + 1e-9:
         lo, hi = np.searchsorted(t_arr, [t - RECOVERY_WINDOW_S, t], side="right")
         window = v_arr[lo:hi]
-        if window.size >= _MIN_WINDOW_SAMPLES and np.percentile(window, 95) <= threshold_s:
-            return max(0.0, t - burst_end_s)
+        if window.size >= _MIN_WINDOW_SAMPLES:
+            with np.errstate(invalid="ignore"):  # inf - inf between failed requests: nan
+                p95 = np.percentile(window, 95)
+            if p95 <= threshold_s:
+                return max(0.0, t - burst_end_s)
         t += RECOVERY_STEP_S
     return None
 

@@ -215,7 +215,8 @@ def rolling_p95(
         hi = np.searchsorted(send_sorted, t, side="right")
         if hi > lo:
             xs.append(float(t))
-            ys.append(float(np.percentile(ttft_sorted[lo:hi], 95)))
+            with np.errstate(invalid="ignore"):  # failed requests count as infinitely slow
+                ys.append(float(np.percentile(ttft_sorted[lo:hi], 95)))
     return Series(np.array(xs), np.array(ys))
 
 
