@@ -310,6 +310,9 @@ class EmulatorServer:
         return min(max_tokens, max(natural, parsed.min_tokens, 1)), "stop"
 
     async def _generate(self, request: web.Request, kind: Kind) -> web.StreamResponse:
+        # The request arrives when its handler starts, as vLLM stamps arrival in its API
+        # server: reading, parsing and tokenizing the body count towards its TTFT.
+        received_s = self.engine_now()
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -349,10 +352,16 @@ class EmulatorServer:
             # The engine loop runs late: the request joins at the engine's own clock, so no
             # engine timing can come out before its arrival.
             now = self._next_start_s
+        arrival_s = min(received_s, now)
         try:
             self.engine.add_request(
                 EngineRequest(
-                    rid, parsed.prompt_tokens, target, now, parsed.block_hashes, parsed.min_tokens
+                    rid,
+                    parsed.prompt_tokens,
+                    target,
+                    arrival_s,
+                    parsed.block_hashes,
+                    parsed.min_tokens,
                 ),
                 now,
             )

@@ -35,11 +35,11 @@ def test_ttft_and_tpot_match_the_emulators_own_at_50_streams(tmp_path: Path) -> 
     own_tpot = float(np.median([t["tpot_s"] for t in own if t["tpot_s"] is not None]))
     assert s.ttft_s.p50 is not None and s.tpot_s.p50 is not None
     assert abs(s.tpot_s.p50 - own_tpot) <= 0.003, (s.tpot_s.p50, own_tpot)
-    # The engine's own TTFT starts when the emulator hands the request to the engine and ends
-    # at the step's end in engine time; the client also sees the emulator's HTTP intake and
-    # its late wake-ups writing the chunk. On the 2-core box that gap was 4 ms at 10 streams
-    # and 8 ms at 50 for this client, and 10 ms / 36 ms for a plain asyncio + aiohttp client,
-    # so the bound here is looser than against tests/helpers/stream_server.py (3 ms), whose
-    # own timings are stamped at the socket writes.
-    assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.015, (s.ttft_s.p50, own_ttft)
+    # The engine's own TTFT starts when the emulator's handler receives the request and ends
+    # at the step's end in engine time; the client also sees its own send, the socket, and
+    # the emulator's wake-up writing the chunk. With both on the 2-core box the gap measured
+    # 3.2-5.1 ms over three runs (it was 8 ms before arrival was stamped at receipt), so the
+    # bound is 8 ms here against 3 ms for tests/helpers/stream_server.py, whose own timings
+    # are stamped at the socket writes.
+    assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.008, (s.ttft_s.p50, own_ttft)
     assert not read_records(tmp_path / "run")["tokens_estimated"].any()
