@@ -212,6 +212,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "limit_sentence_open": (
             "One instance holds {value} at {slo}; no level above it failed within the search."
         ),
+        "limit_gap_wide": (
+            " The search stopped before its tolerance: the limit lies between {value} and "
+            "{fail} (gap {gap})."
+        ),
         "limit_sentence_none": "No level met the SLO {slo}; the lowest level tried failed.",
         "limit_table": "Search levels",
         "limit_heading": "Per-instance SLO limit",
@@ -539,6 +543,7 @@ STRINGS: dict[str, dict[str, str]] = {
             "共搜索 {levels} 个档位,容差 {tol}。"
         ),
         "limit_sentence_open": "单实例在满足 {slo} 时可承载 {value};搜索范围内更高的档位均未失败。",
+        "limit_gap_wide": "搜索在达到容差前停止:上限介于 {value} 与 {fail} 之间(差距 {gap})。",
         "limit_sentence_none": "没有任何档位满足 SLO {slo};尝试的最低档位已不达标。",
         "limit_table": "搜索档位",
         "limit_heading": "单实例 SLO 上限",

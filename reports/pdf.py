@@ -8,6 +8,7 @@ judgement made here is the risk level shown next to each risk (thresholds below)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -904,15 +905,26 @@ class Report:
         value = w.load(lim.feasible_max, lim.unit)
         if lim.infeasible_min is None:
             return self.t("limit_sentence_open", value=value, slo=lim.slo)
-        return self.t(
+        fail = w.load(lim.infeasible_min, lim.unit)
+        sentence = self.t(
             "limit_sentence",
             value=value,
             slo=lim.slo,
             binding=self.binding_name(),
-            fail=w.load(lim.infeasible_min, lim.unit),
+            fail=fail,
             levels=len(lim.levels),
             tol=w.pct(lim.tolerance, 0),
         )
+        # The search's own stopping rule (planner/search.py): hi - lo <= tolerance x lo, or
+        # within max(1, floor(tolerance x lo)) whole users.
+        width = lim.infeasible_min - lim.feasible_max
+        allowed = lim.tolerance * lim.feasible_max
+        if lim.unit == "users":
+            allowed = max(1.0, math.floor(allowed))
+        gap = width / lim.feasible_max if lim.feasible_max > 0 else 0.0
+        if width > allowed + 1e-9:
+            sentence += self.t("limit_gap_wide", value=value, fail=fail, gap=w.pct(gap, 0))
+        return sentence
 
     def load_axis_label(self) -> str:
         return self.t("axis_load_rps") if self.i.limit.unit == "rps" else self.t("axis_load_users")

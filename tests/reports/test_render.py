@@ -16,7 +16,14 @@ from pypdf import PdfReader
 
 from reports import render_report
 from reports.i18n import STRINGS
-from tests.reports.fixtures import FixturePaths, build_plan, build_profile, build_run, write_fixture
+from tests.reports.fixtures import (
+    FixturePaths,
+    build_limit,
+    build_plan,
+    build_profile,
+    build_run,
+    write_fixture,
+)
 
 GENERATED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -246,3 +253,21 @@ def test_concurrency_limit_reads_as_users(tmp_path: Path) -> None:
         first = _flat(PdfReader(pdf).pages[0].extract_text())
         assert expected in first
         assert "50 users" in first or "50 个并发用户" in first
+
+
+def test_a_search_stopped_before_its_tolerance_says_so(tmp_path: Path) -> None:
+    paths = write_fixture(tmp_path)
+    tight = build_limit().model_copy(update={"infeasible_min": 18.2})  # 4.6 % above 17.4
+    (paths.run_dir / "limit.json").write_text(tight.model_dump_json(by_alias=True))
+    pdf = render_report(paths.profile, paths.run_dir, paths.plan, tmp_path / "tight.pdf")
+    assert "stopped before its tolerance" not in _flat(_extract(pdf)[0])
+    wide = build_limit().model_copy(update={"infeasible_min": 26.1})  # 50 % above 17.4
+    (paths.run_dir / "limit.json").write_text(wide.model_dump_json(by_alias=True))
+    for lang, expected in (
+        ("en", "The search stopped before its tolerance"),
+        ("zh", "搜索在达到容差前停止"),
+    ):
+        pdf = render_report(
+            paths.profile, paths.run_dir, paths.plan, tmp_path / f"w-{lang}.pdf", lang=lang
+        )
+        assert expected in _flat(_extract(pdf)[0])
