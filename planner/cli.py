@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -70,10 +69,7 @@ def _root(
 
 def _register_commands(names: tuple[str, ...] = COMMAND_MODULES) -> None:
     for name in names:
-        module_name = f"planner.commands.{name}"
-        if importlib.util.find_spec(module_name) is None:
-            continue  # a command not built yet in this checkout
-        importlib.import_module(module_name).register(_app)
+        importlib.import_module(f"planner.commands.{name}").register(_app)
 
 
 def _wanted_commands(argv: list[str]) -> tuple[str, ...]:
