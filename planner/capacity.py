@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
-
 from planner.errors import ConfigError, InputError
+from planner.jsonio import validate
 from planner.limit_schema import LIMIT_SCHEMA, LimitResult
 from planner.plan_schema import Cost, Demand, LimitInput, Scenario, SensitivityCell
 from profiles.model import Profile
@@ -108,14 +107,7 @@ def _limit_from_file(path: Path, slo: str | None) -> Limit:
         ) from err
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: not a limit.json file ({err})") from err
-    if not isinstance(data, dict) or data.get("schema") != LIMIT_SCHEMA:
-        raise InputError(f'{path}: expected a limit with "schema": "{LIMIT_SCHEMA}"')
-    try:
-        result = LimitResult.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"{path}: field {loc}: {first['msg']}") from err
+    result = validate(LimitResult, data, path, LIMIT_SCHEMA)
     if result.feasible_max is None or result.feasible_max <= 0:
         raise ConfigError(
             f"{path}: no load met the SLO {result.slo!r} (feasible_max is "

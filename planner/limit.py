@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from locustfiles.arrivals import validate_arrival
 from planner.errors import ConfigError, InputError, RunError, TargetError
+from planner.jsonio import first_error
 from planner.limit_schema import Dimension, LimitResult
 from planner.loadtest import (
     WORK_DIR,
@@ -105,9 +106,7 @@ def load_limit(path: str | Path) -> LimitResult:
     try:
         return LimitResult.model_validate_json(text)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{path}: not a capplan limit file: {where}: {first['msg']}") from err
+        raise InputError(f"{path}: not a capplan limit file: {first_error(err)}") from err
 
 
 def search_limit(

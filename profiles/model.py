@@ -8,13 +8,12 @@ its name. Prompt text never appears here: only lengths, shares and hashes.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import InputError
+from planner.jsonio import read_json, validate
 
 PROFILE_SCHEMA = "capplan.profile/1"
 WINDOWS = ("1s", "10s", "60s")
@@ -212,20 +211,7 @@ class Profile(ProfileBody):
 def load_profile(path: str | Path) -> Profile:
     """Read profile JSON; raises InputError naming the file and the first bad field."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError as err:
-        raise InputError(f"{p}: profile not found") from err
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{p}: not a profile JSON file ({err})") from err
-    if not isinstance(data, dict) or data.get("schema") != PROFILE_SCHEMA:
-        raise InputError(f'{p}: expected a profile with "schema": "{PROFILE_SCHEMA}"')
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"{p}: field {loc}: {first['msg']}") from err
+    return validate(Profile, read_json(p, "profile"), p, PROFILE_SCHEMA)
 
 
 def save_profile(profile: Profile, path: str | Path) -> None:

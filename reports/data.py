@@ -9,16 +9,15 @@ a rolling p95), which the JSON files do not carry.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from planner.errors import InputError
+from planner.jsonio import first_error, read_json, validate
 from planner.limit_schema import LIMIT_SCHEMA, LimitResult
 from planner.plan_schema import PLAN_SCHEMA, Plan
 from planner.run_schema import RUN_SCHEMA, RunInfo, StageSummary
@@ -31,8 +30,6 @@ RUNNING_METRIC = "vllm:num_requests_running"
 KV_METRIC = "vllm:kv_cache_usage_perc"
 
 ROLLING_WINDOW_S = 10.0
-
-M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -82,46 +79,26 @@ class ReportInputs:
     digests: list[InputDigest]
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise InputError(f"{path}: {what} not found") from err
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not a {what} JSON file ({err})") from err
-
-
-def _validate(model: type[M], data: Any, path: Path, schema: str | None) -> M:
-    if schema is not None and (not isinstance(data, dict) or data.get("schema") != schema):
-        raise InputError(f'{path}: expected "schema": "{schema}"')
-    try:
-        return model.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"{path}: field {loc}: {first['msg']}") from err
-
-
 def load_plan(path: Path) -> Plan:
     """Read plan.json; raises InputError naming the file and the first bad field."""
-    return _validate(Plan, _read_json(path, "plan"), path, PLAN_SCHEMA)
+    return validate(Plan, read_json(path, "plan"), path, PLAN_SCHEMA)
 
 
 def load_limit(path: Path) -> LimitResult:
     """Read limit.json; raises InputError naming the file and the first bad field."""
-    return _validate(LimitResult, _read_json(path, "limit"), path, LIMIT_SCHEMA)
+    return validate(LimitResult, read_json(path, "limit"), path, LIMIT_SCHEMA)
 
 
 def load_run_info(run_dir: Path) -> RunInfo:
     """Read run_dir/run.json."""
     path = run_dir / "run.json"
-    return _validate(RunInfo, _read_json(path, "run"), path, RUN_SCHEMA)
+    return validate(RunInfo, read_json(path, "run"), path, RUN_SCHEMA)
 
 
 def load_stages(run_dir: Path) -> list[StageSummary]:
     """Read run_dir/stages.json: a list of stage summaries (or {"stages": [...]})."""
     path = run_dir / "stages.json"
-    data = _read_json(path, "stages")
+    data = read_json(path, "stages")
     if isinstance(data, dict) and "stages" in data:
         data = data["stages"]
     if not isinstance(data, list):
@@ -131,9 +108,7 @@ def load_stages(run_dir: Path) -> list[StageSummary]:
         try:
             stages.append(StageSummary.model_validate(item))
         except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(x) for x in first["loc"])
-            raise InputError(f"{path}: stage {i}: field {loc}: {first['msg']}") from err
+            raise InputError(f"{path}: stage {i}: {first_error(err)}") from err
     return stages
 
 

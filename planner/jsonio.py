@@ -1,0 +1,44 @@
+"""Reading capplan's JSON files into their typed models, with one error message shape.
+
+Every loader (profile, limit, run, stages, plan) reports a bad file the same way: the path,
+then either why it cannot be read or the first field that fails validation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def first_error(err: ValidationError) -> str:
+    """`field a.b: message` for the first problem pydantic found."""
+    first = err.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"])
+    return f"field {loc}: {first['msg']}"
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parsed JSON of `path`; InputError '<path>: <what> not found' or '... not a <what> JSON'."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise InputError(f"{path}: {what} not found") from err
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a {what} JSON file ({err})") from err
+
+
+def validate(model: type[M], data: Any, path: Path, schema: str | None = None) -> M:
+    """`data` as `model`, checking its "schema" tag first when `schema` is given."""
+    if schema is not None and (not isinstance(data, dict) or data.get("schema") != schema):
+        raise InputError(f'{path}: expected "schema": "{schema}"')
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise InputError(f"{path}: {first_error(err)}") from err

@@ -1,0 +1,29 @@
+"""One error shape for every JSON file capplan reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import InputError
+from planner.jsonio import read_json, validate
+from planner.limit_schema import LimitResult
+from profiles.model import load_profile
+
+
+def test_missing_broken_and_mistagged_files_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"nope\.json: plan not found"):
+        read_json(tmp_path / "nope.json", "plan")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(InputError, match=r"broken\.json: not a profile JSON file"):
+        load_profile(broken)
+    with pytest.raises(InputError, match=r'expected "schema": "capplan.limit/1"'):
+        validate(LimitResult, {"schema": "other"}, broken, "capplan.limit/1")
+
+
+def test_first_bad_field_is_named(tmp_path: Path) -> None:
+    data = {"schema": "capplan.limit/1", "dimension": "sideways"}
+    with pytest.raises(InputError, match=r"x\.json: field dimension"):
+        validate(LimitResult, data, tmp_path / "x.json", "capplan.limit/1")
