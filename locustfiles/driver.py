@@ -8,6 +8,10 @@ for completions (open loop). For a closed stage it starts its share of N loops t
 back to back. Stage switches happen at exact times on the driver's own clock, not on Locust's
 once-a-second shape tick, and nothing ramps up.
 
+A stage can be ended early (`end_stage`, used when a limit level has reached steady state or
+a recovery stage has recovered): its sends stop and the next stage starts at once; the end
+times are kept in `stage_ends_s`.
+
 Every request scheduled gets exactly one row, in flight ones included: at the end of the
 plan the driver waits up to `drain_s` for requests to finish, then cancels the rest
 (`error_class="cancelled"`); a request past `request_timeout_s` ends as `timeout`.
@@ -94,14 +98,6 @@ class _ShapeCursor:
         return self._last
 
 
-def stage_offsets_s(plan: StagePlan) -> list[float]:
-    """Start of each stage in seconds from the plan's start."""
-    return [
-        float(x)
-        for x in np.concatenate([[0.0], np.cumsum([s.duration_s for s in plan.stages])])[:-1]
-    ]
-
-
 class PlanDriver:
     """Dispatches a plan's requests through `session` (a Locust FastHttpSession) and emits rows.
 
@@ -139,7 +135,10 @@ class PlanDriver:
         if options.api_key:
             self._headers["Authorization"] = f"Bearer {options.api_key}"
         self._stopping = False
-        self._stop_event = gevent.event.Event()
+        self._stage_over = False
+        self._stop_event = gevent.event.Event()  # wakes the dispatcher: a stop or a stage end
+        self.current_stage: str | None = None
+        self.stage_ends_s: dict[str, float] = {}
 
     @property
     def in_flight(self) -> int:
@@ -149,14 +148,16 @@ class PlanDriver:
 
     def run(self, start_s: float) -> None:
         """Run every stage from `start_s` (run clock), drain, cancel what is left."""
-        offsets = stage_offsets_s(self.plan)
         open_cursor = _ShapeCursor(self._make_stream(self.options.seed))
         next_open_index = 0
+        stage_start = start_s
         try:
             for i, stage in enumerate(self.plan.stages):
                 if self._stopping:
                     break
-                stage_start = start_s + offsets[i]
+                self._stage_over = False
+                self._stop_event.clear()
+                self.current_stage = stage.name
                 if stage.kind == "closed":
                     self._run_closed(i, stage, stage_start)
                 elif stage.arrival == "replay":
@@ -165,6 +166,11 @@ class PlanDriver:
                     next_open_index = self._run_open(
                         i, stage, stage_start, open_cursor, next_open_index
                     )
+                if self._stage_over:
+                    stage_start = self.stage_ends_s[stage.name]
+                else:
+                    stage_start += stage.duration_s
+            self.current_stage = None
             self._drain()
         finally:
             self.cancel_all()
@@ -173,6 +179,20 @@ class PlanDriver:
         """Stop dispatching; the caller then cancels what is in flight."""
         self._stopping = True
         self._stop_event.set()
+
+    def end_stage(self, name: str) -> bool:
+        """End stage `name` now if it is the one running: its sends stop, in-flight requests
+        go on, and the plan moves to the next stage (or drains). True when it was running."""
+        if self.current_stage != name or self._stage_over or self._stopping:
+            return False
+        self.stage_ends_s[name] = self._clock.now()
+        self._stage_over = True
+        self._stop_event.set()
+        return True
+
+    @property
+    def _halted(self) -> bool:
+        return self._stopping or self._stage_over
 
     def _sleep_until(self, t_s: float) -> None:
         delay = t_s - self._clock.now()
@@ -186,12 +206,14 @@ class PlanDriver:
         rng = np.random.default_rng([self.options.seed, 1, i])
         times = arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
         for j in range(self.slot.index, len(times), self.slot.count):
-            if self._stopping:
+            if self._halted:
                 break
             intended = stage_start + float(times[j])
             shape = cursor.get(base + j)
             body = self._body(shape)  # built before the send time, not on its critical path
             self._sleep_until(intended)
+            if self._halted:
+                break
             self._spawn(stage.name, f"{stage.name}/{j}", shape, intended, body)
         self._sleep_until(stage_start + stage.duration_s)
         return base + len(times)
@@ -203,13 +225,15 @@ class PlanDriver:
         skip = int(np.searchsorted(log.arrival_s, log.origin_s, side="left"))
         times = replay_times(log.arrival_s[skip:], log.speed, stage.duration_s, log.origin_s)
         for j in range(self.slot.index, len(times), self.slot.count):
-            if self._stopping:
+            if self._halted:
                 break
             intended = stage_start + float(times[j])
             n_in, n_out = int(log.input_tokens[skip + j]), int(log.output_tokens[skip + j])
             shape = replay_shape(j, n_in, n_out)
             body = self._body(shape)
             self._sleep_until(intended)
+            if self._halted:
+                break
             self._spawn(stage.name, f"{stage.name}/{j}", shape, intended, body)
         self._sleep_until(stage_start + stage.duration_s)
 
@@ -231,7 +255,7 @@ class PlanDriver:
             return self.slot.index + k * self.slot.count
 
         def loop() -> None:
-            while not self._stopping and self._clock.now() < stage_end:
+            while not self._halted and self._clock.now() < stage_end:
                 j = next_index()
                 shape = cursor.get(j)
                 body = self._body(shape)

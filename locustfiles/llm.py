@@ -191,6 +191,7 @@ class _Run:
         self.total_errors = 0
         self.finished = False
         self.writer: PartWriter | None = None
+        self.stage_ends_s: dict[str, float] = {}
 
     def make_stream(self, seed: int) -> WorkloadStream:
         return WorkloadStream(self.profile, seed)
@@ -301,13 +302,34 @@ def _scraper(run: _Run, host: str) -> None:
 
 
 def _stop_watcher(run: _Run) -> None:
-    """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully."""
+    """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
+    `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
     stop_file = run.work / "stop"
+    end_file = run.work / "end-stage"
     while not run.finished:
         if stop_file.exists():
             _stop_everything(run)
             return
+        if end_file.exists():
+            name = end_file.read_text().strip()
+            end_file.unlink(missing_ok=True)
+            _end_stage(run, name)
         gevent.sleep(0.2)
+
+
+def _end_stage(run: _Run, name: str) -> None:
+    """End stage `name` on every load-generating process; its end time goes to
+    `.work/stage_ends.json` for the stage summaries."""
+    assert run.clock is not None
+    runner = run.env.runner
+    if isinstance(runner, MasterRunner):
+        runner.send_message("capplan_end_stage", {"stage": name})
+        ended = True
+    else:
+        ended = run.driver is not None and run.driver.end_stage(name)
+    if ended:
+        run.stage_ends_s[name] = run.clock.now()
+        run.write_json("stage_ends.json", run.stage_ends_s)
 
 
 def _stop_everything(run: _Run) -> None:
@@ -400,8 +422,14 @@ def _on_init(environment: Environment, **_: Any) -> None:
                 run.driver.stop()
                 run.driver.cancel_all()
 
+        def on_end_stage(msg: Any, **_: Any) -> None:
+            run = _state(environment)
+            if run.driver is not None:
+                run.driver.end_stage(msg.data["stage"])
+
         runner.register_message("capplan_start", on_start)
         runner.register_message("capplan_stop", on_stop)
+        runner.register_message("capplan_end_stage", on_end_stage)
 
 
 def _calm_gc() -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import polars as pl
 from pydantic import ValidationError
 
@@ -42,7 +43,8 @@ from planner.search import (
     build_limit_result,
     run_search,
 )
-from planner.slo import ConstraintResult, format_duration, format_share, parse_slo
+from planner.slo import ConstraintResult, Slo, format_duration, format_share, parse_slo
+from planner.steady import LevelState, SteadyRules, assess
 from profiles.model import Profile
 
 LIMIT_FILE = "limit.json"
@@ -180,8 +182,10 @@ class LimitOptions:
     dimension: Dimension = "rate"
     start: float | None = None
     max_load: float | None = None
-    level_duration_s: float = 30.0
-    warmup_s: float | None = None
+    level_duration_s: float = 30.0  # the shortest measured window of a level
+    warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
+    max_level_s: float = 300.0  # a level that has not settled by then fails as unstable
+    success_only: bool = False
     arrival: str = "poisson"
     tolerance: float = 0.05
     verify_burst: bool = False
@@ -196,19 +200,23 @@ class LimitOptions:
     # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
     verify_steady_s: float | None = None
 
-    @property
-    def warmup(self) -> float:
-        """Default warm-up: the first fifth of each level (the queue settles)."""
-        return 0.2 * self.level_duration_s if self.warmup_s is None else self.warmup_s
+    def rules(self) -> SteadyRules:
+        """The steady-state rules of each level (planner.steady)."""
+        rules = SteadyRules(min_window_s=self.level_duration_s, max_level_s=self.max_level_s)
+        if self.warmup_s is None:
+            return rules
+        return SteadyRules(**{**rules.model_dump(), "min_warmup_s": self.warmup_s})
 
 
 class LocustProbe:
     """Holds each level as a one-stage Locust load test appended to one run directory.
 
     Level k becomes stage `level-kk` (role "level") of `out_dir`'s records.parquet and
-    stages.json, run with seed `seed * 1000 + k`. While a level runs, the search's
-    AbandonRule is checked about once a second on the records written so far; a hopeless
-    level is stopped through the run's stop file, which cancels what is in flight.
+    stages.json, run with seed `seed * 1000 + k`. The stage is planned as long as the
+    steady-state rules allow (`rules.max_level_s`); about once a second the records written
+    so far are checked: once the level is steady and its window long enough
+    (planner.steady), the stage is ended (in-flight requests drain, then count at their
+    age); when the search's AbandonRule finds it hopeless, it is stopped at once.
     """
 
     def __init__(
@@ -217,8 +225,8 @@ class LocustProbe:
         out_dir: Path,
         *,
         dimension: Dimension,
-        level_duration_s: float,
-        warmup_s: float,
+        rules: SteadyRules,
+        slo: Slo,
         arrival: str = "poisson",
         check_every_s: float = 1.0,
     ) -> None:
@@ -226,8 +234,8 @@ class LocustProbe:
         self.arrival = arrival
         self.out_dir = out_dir
         self.dimension = dimension
-        self.level_duration_s = level_duration_s
-        self.warmup_s = warmup_s
+        self.rules = rules
+        self.slo = slo
         self.check_every_s = check_every_s
         self.levels = 0
 
@@ -238,7 +246,7 @@ class LocustProbe:
                 name=name,
                 kind="open",
                 role="level",
-                duration_s=self.level_duration_s,
+                duration_s=self.rules.max_level_s,
                 rate_rps=load,
                 arrival=self.arrival,
             )
@@ -246,18 +254,16 @@ class LocustProbe:
             name=name,
             kind="closed",
             role="level",
-            duration_s=self.level_duration_s,
+            duration_s=self.rules.max_level_s,
             users=max(1, int(round(load))),
         )
 
     def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        """Run one level. Raises TargetError when no request could connect, and what
-        run_loadtest raises (RunError, ConfigError)."""
+        """Run one level until it is steady (or hopeless, or capped). Raises TargetError
+        when no request could connect, and what run_loadtest raises (RunError, ConfigError)."""
         self.levels += 1
         stage = self._stage(load)
-        watcher = _AbandonWatcher(
-            self.out_dir, stage, abandon, self.warmup_s, load, self.dimension, self.check_every_s
-        )
+        watcher = _LevelWatcher(self, stage, abandon, load)
         # A fresh seed per level: a repeated level sees new arrivals and lengths, so pooling
         # its measurements narrows the noise instead of replaying the same sample.
         config = self.config.model_copy(update={"seed": self.config.seed * 1000 + self.levels})
@@ -282,49 +288,56 @@ class LocustProbe:
         duration_s = summary.duration_s
         if watcher.reason is not None and watcher.stopped_at_s is not None:
             duration_s = max(watcher.stopped_at_s - summary.start_s, 1e-3)
+        state = watcher.state
+        if state is None or watcher.reason is not None:
+            state = assess(
+                records,
+                start_s=summary.start_s,
+                now_s=summary.start_s + duration_s,
+                rate_rps=load if self.dimension == "rate" else None,
+                rules=self.rules,
+                slo=self.slo,
+            )
         return LevelMeasurement(
             load=load,
             stage=stage.name,
             records=records,
             duration_s=duration_s,
-            warmup_s=min(self.warmup_s, 0.5 * duration_s),
+            warmup_s=min(state.warmup_s, 0.5 * duration_s),
             start_s=summary.start_s,
             abandoned=watcher.reason,
+            # Ended by the watcher as steady: settled. Otherwise it ran to the cap.
+            unstable=None if watcher.ended and not watcher.capped else state.unstable,
+            steady=state.evidence(),
         )
 
 
-class _AbandonWatcher:
-    """The load test's progress callback: checks the abandon rule on the records so far."""
+class _LevelWatcher:
+    """The load test's progress callback: ends the level once steady, stops it once hopeless."""
 
     def __init__(
-        self,
-        out_dir: Path,
-        stage: Stage,
-        rule: AbandonRule | None,
-        warmup_s: float,
-        load: float,
-        dimension: Dimension,
-        every_s: float,
+        self, probe: LocustProbe, stage: Stage, rule: AbandonRule | None, load: float
     ) -> None:
-        self.out_dir = out_dir
+        self.probe = probe
         self.stage = stage
         self.rule = rule
-        self.warmup_s = warmup_s
         self.load = load
-        self.dimension = dimension
-        self.every_s = every_s
         self.last_check = -math.inf
         self.reason: str | None = None
         self.stopped_at_s: float | None = None
+        self.state: LevelState | None = None
+        self.ended = False
+        self.capped = False
+        self.samples: list[tuple[float, float]] = []
 
     def __call__(self, line: str) -> None:
-        if self.rule is None or self.reason is not None:
+        if self.reason is not None or self.ended:
             return
         now = time.monotonic()
-        if now - self.last_check < self.every_s:
+        if now - self.last_check < self.probe.check_every_s:
             return
         self.last_check = now
-        work = self.out_dir / WORK_DIR
+        work = self.probe.out_dir / WORK_DIR
         try:
             live = json.loads((work / "live.json").read_text())
         except (OSError, ValueError):
@@ -333,20 +346,42 @@ class _AbandonWatcher:
             return
         now_s = float(live["t_s"])
         start_s = now_s - float(live["elapsed_s"])  # a one-stage plan starts with its stage
-        records = read_records(self.out_dir).filter(pl.col("stage") == self.stage.name)
-        reason = self.rule.hopeless(
-            records,
-            now_s=now_s,
-            start_s=start_s,
-            duration_s=self.stage.duration_s,
-            warmup_s=self.warmup_s,
-            load=self.load,
-            dimension=self.dimension,
+        self.samples.append((now_s, float(live.get("in_flight", 0))))
+        records = read_records(self.probe.out_dir).filter(pl.col("stage") == self.stage.name)
+        rules = self.probe.rules
+        series = (
+            np.array([t for t, _ in self.samples]),
+            np.array([n for _, n in self.samples]),
         )
-        if reason is not None:
-            self.reason = reason
-            self.stopped_at_s = now_s
-            (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
+        state = assess(
+            records,
+            start_s=start_s,
+            now_s=now_s,
+            rate_rps=self.load if self.probe.dimension == "rate" else None,
+            rules=rules,
+            slo=self.probe.slo,
+            in_flight=series,
+        )
+        self.state = state
+        if self.rule is not None:
+            reason = self.rule.hopeless(
+                records,
+                now_s=now_s,
+                start_s=start_s,
+                duration_s=state.warmup_s + max(rules.min_window_s, state.window_s),
+                warmup_s=state.warmup_s,
+                load=self.load,
+                dimension=self.probe.dimension,
+            )
+            if reason is not None:
+                self.reason = reason
+                self.stopped_at_s = now_s
+                (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
+                return
+        if state.done:
+            self.ended = True
+            self.capped = state.capped
+            (work / "end-stage").write_text(self.stage.name)
 
 
 def _verify_burst(
@@ -395,7 +430,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
     Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
     cannot run.
     """
-    slo = parse_slo(options.slo)
+    slo = parse_slo(options.slo, success_only=options.success_only)
     default_start = 1.0
     search_config = SearchConfig(
         slo=slo,
@@ -410,10 +445,12 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
     )
     if options.level_duration_s <= 0:
         raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
-    if not 0 <= options.warmup < options.level_duration_s:
-        raise ConfigError(
-            f"--warmup must be >= 0 and shorter than the level ({options.level_duration_s} s)"
-        )
+    if options.warmup_s is not None and options.warmup_s < 0:
+        raise ConfigError(f"--warmup must be >= 0 s, got {options.warmup_s}")
+    try:
+        rules = options.rules()
+    except ValidationError as err:
+        raise ConfigError(f"level timing: {first_error(err)}") from err
     if options.arrival == "replay":
         raise ConfigError(
             "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
@@ -421,6 +458,12 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
     validate_arrival(options.arrival)
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
     ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
+    # After a level ends, in-flight requests get as long as the SLO's longest wait: past it
+    # a request still running is a known miss, so censoring it at its age decides nothing.
+    longest = slo.longest_wait_s
+    drain_s = options.drain_s
+    if drain_s is None:
+        drain_s = longest + 1.0 if longest is not None else max(options.level_duration_s, 10.0)
     config = LoadTestConfig(
         host=options.host,
         model=options.model,
@@ -430,17 +473,15 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         seed=options.seed,
         workers=options.workers,
         slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
-        drain_s=(
-            options.drain_s if options.drain_s is not None else max(options.level_duration_s, 10.0)
-        ),
+        drain_s=drain_s,
     )
     profile, _ = config_profile(config)
     probe = LocustProbe(
         config,
         options.out_dir,
         dimension=options.dimension,
-        level_duration_s=options.level_duration_s,
-        warmup_s=options.warmup,
+        rules=rules,
+        slo=slo,
         arrival=options.arrival,
     )
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None

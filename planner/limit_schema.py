@@ -46,9 +46,10 @@ class LimitLevel(_Model):
     completed: int = Field(description="of those, the ones that succeeded")
     metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
     constraints: list[ConstraintVerdict]
-    verdict: Literal["pass", "fail", "uncertain"] = Field(
+    verdict: Literal["pass", "fail", "uncertain", "invalid"] = Field(
         description="the level's verdict from its pooled runs; the search writes pass or fail "
-        "and says in `certain` whether it held across the bootstrap intervals"
+        "and says in `certain` whether it held across the bootstrap intervals; invalid: the "
+        "load generator could not offer the load (no verdict on the endpoint)"
     )
     certain: bool = Field(
         default=True,
@@ -62,6 +63,25 @@ class LimitLevel(_Model):
     mean_e2e_s: float | None = None
     goodput_rps: float | None = None
     attainment: float | None = None
+    failure_share: float | None = Field(
+        default=None, description="failed / scheduled requests after the warm-up"
+    )
+    errors_by_class: dict[str, int] = Field(
+        default_factory=dict, description="failed requests by error class"
+    )
+    censored: int = Field(
+        default=0, description="requests still running when the window closed (at their age)"
+    )
+    schedule_lag_p99_s: float | None = None
+    unstable: str | None = Field(
+        default=None, description="why the level never settled (it fails), e.g. queue grows"
+    )
+    invalid: str | None = Field(
+        default=None, description="why the client could not offer the load (no verdict)"
+    )
+    steady: str | None = Field(
+        default=None, description="steady-state evidence: warm-up, window, in-flight trend"
+    )
 
 
 class LittlesLaw(_Model):

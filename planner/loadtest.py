@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -321,18 +322,23 @@ def summarize_plan(
     slo_ttft_s: float | None = None,
     previous: list[StageSummary] | None = None,
     stop_s: float | None = None,
+    stage_ends_s: dict[str, float] | None = None,
 ) -> list[StageSummary]:
     """Summaries of every stage of `plan`, started at `plan_start_s`; recovery stages are
     measured against the last steady stage and burst before them (in `previous` too).
     With `stop_s` (a run stopped early), stages not begun by then are left out and the one
-    running then ends there."""
+    running then ends there. `stage_ends_s` holds stages ended early (steady state reached,
+    recovered): each ends there and the next one starts there."""
     history = list(previous or [])
+    ends = stage_ends_s or {}
     out: list[StageSummary] = []
     t = plan_start_s
     for stage in plan.stages:
         if stop_s is not None and t >= stop_s:
             break
-        end_s = t + stage.duration_s if stop_s is None else min(t + stage.duration_s, stop_s)
+        end_s = min(t + stage.duration_s, ends.get(stage.name, math.inf))
+        if stop_s is not None:
+            end_s = min(end_s, stop_s)
         earlier = history + out
         steady = next((s for s in reversed(earlier) if s.role == "steady"), None)
         burst = next((s for s in reversed(earlier) if s.role == "burst"), None)
@@ -348,7 +354,7 @@ def summarize_plan(
                 burst_end_s=burst.end_s if burst else None,
             )
         )
-        t += stage.duration_s
+        t = end_s
     return out
 
 
@@ -557,6 +563,8 @@ def run_loadtest(
     stop_s = None
     if interrupted and records.height:
         stop_s = float(records["end_s"].max())  # type: ignore[arg-type]
+    ends_file = work / "stage_ends.json"
+    stage_ends_s = json.loads(ends_file.read_text()) if ends_file.exists() else {}
     summaries = summarize_plan(
         records,
         plan,
@@ -565,6 +573,7 @@ def run_loadtest(
         slo_ttft_s=config.slo_ttft_s,
         previous=previous,
         stop_s=stop_s,
+        stage_ends_s=stage_ends_s,
     )
     all_stages = [*previous, *summaries]
     _write_json(out_dir / "stages.json", json.dumps([s.model_dump() for s in all_stages], indent=2))

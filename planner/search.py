@@ -37,6 +37,7 @@ from planner.limit_schema import (
     LittlesLaw,
 )
 from planner.slo import (
+    CENSORED_CLASSES,
     METRIC_COLUMNS,
     TIME_COLUMNS,
     Slo,
@@ -57,7 +58,8 @@ class LevelMeasurement:
     planner.run_schema, or at least `ok` and the SLO's `*_s` columns). `duration_s` is how
     long the level was held (shorter than planned when abandoned); requests scheduled in
     its first `warmup_s` seconds from `start_s` (default: the first schedule time) are
-    excluded from the verdict.
+    excluded from the verdict. `unstable` says why a level that ran to its cap never
+    settled (it fails); `steady` is the steady-state evidence for limit.json.
     """
 
     load: float
@@ -67,6 +69,8 @@ class LevelMeasurement:
     warmup_s: float = 0.0
     start_s: float | None = None
     abandoned: str | None = None
+    unstable: str | None = None  # the level ran to its cap without settling: why
+    steady: str | None = None  # the steady-state evidence (warm-up, window, queue)
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ class AbandonRule:
         # deviations more requests than expected before calling the tail lost.
         most = expected + 2.0 * math.sqrt(max(expected, 1.0))
         for metric, threshold_s, allowed_share in self._tail_bounds():
-            late = _count_past(kept, metric, threshold_s, now_s)
+            late = _count_past(kept, metric, threshold_s, now_s, self.slo.success_only)
             allowed = allowed_share * most
             if late > allowed and late >= 2:
                 return (
@@ -144,12 +148,21 @@ class AbandonRule:
         return bounds
 
 
-def _count_past(records: pl.DataFrame, metric: str, threshold_s: float, now_s: float) -> int:
-    """Successful requests above the threshold plus in-flight ones already waiting longer."""
+def _count_past(
+    records: pl.DataFrame, metric: str, threshold_s: float, now_s: float, success_only: bool
+) -> int:
+    """Requests past the threshold: successful ones above it, failed ones (unless the SLO
+    takes success-only percentiles) and in-flight ones already waiting longer."""
     col = METRIC_COLUMNS[metric]
     ok = records["ok"].fill_null(False) if "ok" in records.columns else pl.Series([True])
     values = records[col].cast(pl.Float64)
     done_late = int(((values > threshold_s) & ok).sum())
+    if "ok" in records.columns and not success_only:
+        # A failed request misses every threshold (censored ones are not failures).
+        failed = records["ok"].not_()
+        if "error_class" in records.columns:
+            failed = failed & ~records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
+        done_late += int(failed.fill_null(False).sum())
     pending_col = "first_token_s" if metric == "ttft" else "end_s"
     send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in records.columns), None)
     if pending_col not in records.columns or send_col is None or "ok" not in records.columns:
@@ -177,7 +190,9 @@ class SearchConfig:
     to `max_load`), narrows until the pass/fail gap is within `tolerance` (relative), runs at
     most `max_levels` distinct levels and `max_repeats` extra runs of a deciding level.
     Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`.
-    Raises ConfigError for values out of range.
+    A level whose schedule lag p99 exceeds `max_lag_share` of the SLO's tightest latency
+    threshold is invalid: the client could not offer the load. Raises ConfigError for
+    values out of range.
     """
 
     slo: Slo
@@ -194,6 +209,7 @@ class SearchConfig:
     confidence: float = 0.95
     resamples: int = 400
     abandon_error_rate: float = 0.5
+    max_lag_share: float = 0.1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -233,7 +249,8 @@ class LevelOutcome:
 
     `certain`: the verdict holds across the bootstrap intervals and, for a pass, enough
     requests completed; `settled`: it will not be measured again (certain, abandoned, or out
-    of repeats).
+    of repeats). `unstable`: it never settled (a fail); `invalid`: the load generator could
+    not offer the load (not a pass, and no verdict on the endpoint).
     """
 
     load: float
@@ -243,6 +260,15 @@ class LevelOutcome:
     certain: bool
     abandoned: str | None
     settled: bool
+    unstable: str | None = None
+    invalid: str | None = None
+    steady: str | None = None
+
+    @property
+    def verdict(self) -> Literal["pass", "fail", "invalid"]:
+        if self.invalid is not None:
+            return "invalid"
+        return "pass" if self.passed else "fail"
 
     @property
     def repeats(self) -> int:
@@ -306,11 +332,30 @@ def _judge(
         confidence=config.confidence,
     )
     stages = tuple(m.stage for m in measurements)
+    steady = measurements[-1].steady
+    lag_p99 = evaluation.metrics.get("schedule_lag_p99_s")
+    tightest = config.slo.tightest_latency_s
+    if full and lag_p99 is not None and tightest is not None:
+        allowed = config.max_lag_share * tightest
+        if lag_p99 > allowed:
+            invalid = (
+                f"the load generator fell behind its schedule: lag p99 {lag_p99 * 1000:.0f} ms "
+                f"> {allowed * 1000:.0f} ms ({config.max_lag_share:g} x the tightest threshold); "
+                "add load-generator processes (--workers N)"
+            )
+            return LevelOutcome(
+                load, stages, evaluation, False, True, None, True, None, invalid, steady
+            )
+    unstable = next((m.unstable for m in full if m.unstable), None)
+    if unstable is not None:
+        return LevelOutcome(
+            load, stages, evaluation, False, True, None, True, unstable, None, steady
+        )
     abandoned = None if full else measurements[-1].abandoned
     failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
     if abandoned is None and failing_errors:
-        # Percentiles cover successful requests only: a level where most requests fail
-        # must not pass on its few survivors, whatever the SLO says about errors.
+        # A level where most requests fail must not pass on its few survivors, whatever the
+        # SLO says about errors (success-only percentiles would let it).
         abandoned = (
             f"{evaluation.errors} of {evaluation.scheduled} requests failed "
             f"(>= {config.abandon_error_rate:.0%})"
@@ -325,11 +370,15 @@ def _judge(
             or (not evaluation.passed and evaluation.certain)
         )
         settled = certain or len(measurements) > config.max_repeats
-        return LevelOutcome(load, stages, evaluation, False, certain, abandoned, settled)
+        return LevelOutcome(
+            load, stages, evaluation, False, certain, abandoned, settled, steady=steady
+        )
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
     settled = certain or len(measurements) > config.max_repeats
-    return LevelOutcome(load, stages, evaluation, evaluation.passed, certain, None, settled)
+    return LevelOutcome(
+        load, stages, evaluation, evaluation.passed, certain, None, settled, steady=steady
+    )
 
 
 def _crossing_estimate(
@@ -348,7 +397,8 @@ def _crossing_estimate(
             if result.value is None:
                 continue
             xs.append(float(load))
-            ys.append(result.value)
+            # A percentile reached by failures is +inf: far above any threshold will do.
+            ys.append(min(result.value, 1e6 * max(result.threshold, 1e-9)))
         if len(xs) < 2:
             continue
         threshold = outcomes[float(loads[0])].evaluation.constraint(name).threshold
@@ -570,6 +620,12 @@ def _sentence_body(
             f"one instance holds at least {holds} at {slo_words}; nothing up to the maximum "
             f"{_unit_text(dimension, lo)} failed"
         )
+    failing = result.outcome(hi)
+    if failing is not None and failing.invalid is not None:
+        return (
+            f"one instance holds at least {holds} at {slo_words}; the load generator could not "
+            f"offer {_unit_text(dimension, hi)} (add --workers N to measure higher)"
+        )
     fails = "fail" if dimension == "concurrency" and round(hi) != 1 else "fails"
     binds = f"; {_constraint_words(binding)} binds first" if binding else ""
     return f"one instance holds {holds} at {slo_words}{binds}; {_unit_text(dimension, hi)} {fails}"
@@ -616,7 +672,7 @@ def level_record(outcome: LevelOutcome) -> LimitLevel:
         completed=evaluation.completed,
         metrics=dict(evaluation.metrics),
         constraints=constraints,
-        verdict="pass" if outcome.passed else "fail",
+        verdict=outcome.verdict,
         certain=outcome.certain,
         interval={c.name: c.interval for c in evaluation.constraints if c.interval is not None},
         repeats=outcome.repeats,
@@ -626,6 +682,13 @@ def level_record(outcome: LevelOutcome) -> LimitLevel:
         mean_e2e_s=evaluation.mean_e2e_s,
         goodput_rps=evaluation.goodput_rps,
         attainment=evaluation.attainment,
+        failure_share=evaluation.error_rate,
+        errors_by_class=dict(evaluation.errors_by_class),
+        censored=evaluation.censored,
+        schedule_lag_p99_s=evaluation.metrics.get("schedule_lag_p99_s"),
+        unstable=outcome.unstable,
+        invalid=outcome.invalid,
+        steady=outcome.steady,
     )
 
 

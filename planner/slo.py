@@ -3,7 +3,7 @@
 Pure: no files, no clocks. Two forms are supported and named as such:
 
 - percentile form: ``ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%`` — each latency
-  percentile over the successful requests must be at or below its threshold, and the error
+  percentile over every scheduled request must be at or below its threshold, and the error
   rate at or below its share;
 - attainment form: ``attainment>=95%:ttft<=2s,tpot<=100ms`` — the share of all scheduled
   requests that succeeded and met every per-request threshold (DistServe's SLO attainment)
@@ -11,15 +11,23 @@ Pure: no files, no clocks. Two forms are supported and named as such:
 
 Definitions follow vLLM: a *good* request succeeded and meets every per-request threshold
 (inclusive); *goodput* is good requests per second of the (post-warm-up) stage; *attainment*
-is good / all scheduled requests (errors and timeouts count as not good). Percentiles use
-numpy's linear interpolation over the successful requests; a successful request with one
-output token has no TPOT and meets any TPOT threshold (vLLM counts its TPOT as 0).
+is good / all scheduled requests (errors and timeouts count as not good).
+
+Every scheduled request counts. A failed request (HTTP error, refusal, timeout, disconnect)
+misses every latency threshold: it enters a percentile as +infinity. A request still in
+flight when its window closed (recorded as `cancelled`) is censored: its latency is at
+least its age, and that lower bound is its value (TTFT is exact when its first token came;
+TPOT is the mean gap of the tokens it got). `Slo.success_only` keeps the vLLM-bench style
+instead: percentiles over the successful requests alone. Percentiles use numpy's linear
+interpolation; a successful request with one output token has no TPOT and meets any TPOT
+threshold (vLLM counts its TPOT as 0).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -41,6 +49,12 @@ METRIC_COLUMNS: dict[str, str] = {
 # Columns that tell when a request was scheduled, in order of preference (warm-up exclusion).
 TIME_COLUMNS = ("intended_send_s", "sent_s", "arrival_s")
 REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+# Error classes that mean "still running when the window closed", not "failed".
+CENSORED_CLASSES = frozenset({"cancelled"})
+# Linear interpolation between a finite value and +inf yields nan in numpy: quantiles are
+# taken with +inf replaced by a huge finite stand-in, mapped back to +inf afterwards.
+_INF_STAND_IN = 1e300
+_INF_FROM = 1e200
 
 GRAMMAR = """\
 SLO grammar (comma-separated, units ms or s, thresholds inclusive):
@@ -49,7 +63,11 @@ SLO grammar (comma-separated, units ms or s, thresholds inclusive):
   attainment form: attainment>=SHARE%:METRIC<=DURATION[,...][,errors<=SHARE%]
       e.g. attainment>=95%:ttft<=2s,tpot<=100ms
   METRIC: ttft | tpot | e2e | itl_max    STAT: p50 .. p99.9 | mean | max
-  DURATION: a number followed by ms or s (2s, 1.5s, 100ms)    SHARE: a number followed by %"""
+  DURATION: a number followed by ms or s (2s, 1.5s, 100ms)    SHARE: a number followed by %
+  Every scheduled request counts: a failed one (HTTP error, refusal, timeout, disconnect)
+  misses every threshold (+infinity in a percentile); one still in flight when the window
+  closes counts at its age (a lower bound). `--success-only` takes percentiles over the
+  successful requests alone (vLLM-bench style)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s)$")
 _SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)%$")
@@ -96,6 +114,21 @@ class Slo:
     max_error_rate: float | None = None
     min_attainment: float | None = None
     request_thresholds: tuple[RequestThreshold, ...] = ()
+    success_only: bool = False  # percentiles over successful requests only (vLLM-bench style)
+
+    @property
+    def tightest_latency_s(self) -> float | None:
+        """The smallest latency threshold of the SLO (TTFT, E2E, ITL or TPOT), if any."""
+        bounds = [c.threshold_s for c in self.percentiles]
+        bounds += [t.threshold_s for t in self.request_thresholds]
+        return min(bounds) if bounds else None
+
+    @property
+    def longest_wait_s(self) -> float | None:
+        """The largest TTFT or E2E threshold: past it, a request still running is a miss."""
+        bounds = [c.threshold_s for c in self.percentiles if c.metric in ("ttft", "e2e")]
+        bounds += [t.threshold_s for t in self.request_thresholds if t.metric in ("ttft", "e2e")]
+        return max(bounds) if bounds else None
 
     def describe(self) -> str:
         """The SLO in words for sentences: 'ttft p95 <= 2 s, tpot p95 <= 100 ms'."""
@@ -112,6 +145,8 @@ class Slo:
             )
         if self.max_error_rate is not None:
             parts.append(f"errors <= {format_share(self.max_error_rate)}")
+        if self.success_only:
+            parts.append("percentiles over successful requests only")
         return ", ".join(parts)
 
     @property
@@ -182,10 +217,11 @@ def _split_bound(text: str, token: str, op: str) -> tuple[str, str]:
     return left, right
 
 
-def parse_slo(text: str) -> Slo:
+def parse_slo(text: str, *, success_only: bool = False) -> Slo:
     """Parse an SLO spec in percentile or attainment form (see GRAMMAR).
 
-    Raises ConfigError quoting the bad token and showing the grammar.
+    `success_only` takes percentiles over the successful requests alone instead of counting
+    failures as misses. Raises ConfigError quoting the bad token and showing the grammar.
     """
     spec = text.strip().lower().replace(" ", "").replace("≤", "<=").replace("≥", ">=")
     if not spec:
@@ -252,6 +288,7 @@ def parse_slo(text: str) -> Slo:
         max_error_rate=max_error_rate,
         min_attainment=min_attainment,
         request_thresholds=tuple(RequestThreshold(m, t) for m, t in thresholds.items()),
+        success_only=success_only,
     )
 
 
@@ -295,7 +332,10 @@ class ConstraintResult:
 
 @dataclass(frozen=True)
 class SloEvaluation:
-    """A stage judged against an SLO (after the warm-up window was excluded)."""
+    """A stage judged against an SLO (after the warm-up window was excluded).
+
+    `errors` counts failed requests (not censored ones); `completed` the successful ones.
+    """
 
     constraints: tuple[ConstraintResult, ...]
     scheduled: int
@@ -309,6 +349,8 @@ class SloEvaluation:
     achieved_rps: float
     mean_e2e_s: float | None
     metrics: dict[str, float | None] = field(default_factory=dict)
+    censored: int = 0  # still running when the window closed (counted at their age)
+    errors_by_class: dict[str, int] = field(default_factory=dict)  # failed requests by class
 
     @property
     def passed(self) -> bool:
@@ -370,26 +412,87 @@ def exclude_warmup(
     return records.filter(pl.col(time_col) >= start + warmup_s)
 
 
+def _float_column(records: pl.DataFrame, name: str) -> np.ndarray:
+    if name not in records.columns:
+        return np.full(records.height, np.nan)
+    return records[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+def request_outcomes(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: (succeeded, censored). Censored = still running when the window closed
+    (error class `cancelled`); every other request that did not succeed failed."""
+    ok = records["ok"].fill_null(False).to_numpy().astype(bool)
+    if "error_class" in records.columns:
+        censored = records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
+        censored_arr = censored.to_numpy().astype(bool) & ~ok
+    else:
+        censored_arr = np.zeros(records.height, dtype=bool)
+    return ok, censored_arr
+
+
+def request_values(records: pl.DataFrame, metric: str, *, success_only: bool = False) -> np.ndarray:
+    """One value of `metric` (seconds) per request, in the records' order.
+
+    A successful request has its measured value (NaN where it has none: TPOT of a one-token
+    answer). A failed one is +inf: it misses every threshold. A censored one (still running
+    when the window closed) has a lower bound: TTFT as measured when its first token came,
+    else its age; E2E its age; TPOT and ITL the gaps of the tokens it got. With
+    `success_only`, failed and censored requests are NaN (left out).
+    """
+    col = METRIC_COLUMNS[metric]
+    values = _float_column(records, col)
+    ok, censored = request_outcomes(records)
+    if success_only:
+        return np.where(ok, values, np.nan)
+    failed = ~ok & ~censored
+    out = np.where(failed, np.inf, values)
+    if censored.any():
+        send = _float_column(records, "sent_s")
+        send = np.where(np.isnan(send), _float_column(records, "intended_send_s"), send)
+        age = _float_column(records, "end_s") - send
+        if metric == "ttft":
+            bound = np.where(np.isnan(values), age, values)
+        elif metric == "e2e":
+            bound = age
+        elif metric == "tpot":
+            bound = _float_column(records, "itl_mean_s")
+        else:
+            bound = values
+        out = np.where(censored, bound, out)
+    return out
+
+
 def good_mask(records: pl.DataFrame, slo: Slo) -> np.ndarray:
     """Per request: succeeded and meets every per-request threshold of the SLO (inclusive).
 
     Works on load-test records and on simulated per-request results alike (columns `ok` and
-    the metrics' `*_s` columns). A missing TPOT (one output token) meets any TPOT bound.
+    the metrics' `*_s` columns). A missing TPOT (one output token) meets any TPOT bound. A
+    censored request is good only when its lower bounds meet every threshold; a failed one
+    never is.
     """
     _require_columns(records, ["ok", *(METRIC_COLUMNS[t.metric] for t in slo.request_thresholds)])
-    good = records["ok"].fill_null(False).to_numpy().astype(bool)
+    ok, censored = request_outcomes(records)
+    good = ok | censored
     for threshold in slo.request_thresholds:
-        values = records[METRIC_COLUMNS[threshold.metric]].cast(pl.Float64).to_numpy()
+        values = request_values(records, threshold.metric)
         missing = np.isnan(values)
         within = np.where(missing, threshold.metric == "tpot", values <= threshold.threshold_s)
         good &= within
     return good
 
 
-def _statistic(values: np.ndarray, quantile: float | None) -> float:
-    if quantile is None:
+def quantile(values: np.ndarray, q: float, axis: int | None = None) -> np.ndarray:
+    """numpy's linear-interpolation quantile that treats +inf as a value (a failed request):
+    a quantile that reaches into the failures is +inf."""
+    safe = np.where(np.isposinf(values), _INF_STAND_IN, values)
+    out = np.asarray(np.quantile(safe, q, axis=axis))
+    return np.where(out >= _INF_FROM, np.inf, out)
+
+
+def _statistic(values: np.ndarray, q: float | None) -> float:
+    if q is None:
         return float(values.mean())
-    return float(np.quantile(values, quantile))
+    return float(quantile(values, q))
 
 
 def _block_length(n: int, ordered: bool) -> int:
@@ -403,7 +506,7 @@ def _block_length(n: int, ordered: bool) -> int:
 
 def _bootstrap(
     values: np.ndarray,
-    quantile: float | None,
+    q: float | None,
     rng: np.random.Generator,
     resamples: int,
     confidence: float,
@@ -429,13 +532,11 @@ def _bootstrap(
         starts = rng.integers(0, n - block + 1, size=(size, blocks))
         index = (starts[:, :, None] + offsets).reshape(size, blocks * block)[:, :n]
         sample = values[index]
-        stats.append(
-            sample.mean(axis=1) if quantile is None else np.quantile(sample, quantile, axis=1)
-        )
+        stats.append(sample.mean(axis=1) if q is None else quantile(sample, q, axis=1))
         done += size
     all_stats = np.concatenate(stats)
     alpha = (1.0 - confidence) / 2.0
-    return float(np.quantile(all_stats, alpha)), float(np.quantile(all_stats, 1.0 - alpha))
+    return float(quantile(all_stats, alpha)), float(quantile(all_stats, 1.0 - alpha))
 
 
 def evaluate(
@@ -471,10 +572,11 @@ def evaluate(
     if time_col is not None:
         kept = kept.sort(time_col, nulls_last=True)
     ordered = time_col is not None
-    ok = kept["ok"].fill_null(False).to_numpy().astype(bool)
+    ok, censored = request_outcomes(kept)
+    failed = ~ok & ~censored
     scheduled = int(kept.height)
     completed = int(ok.sum())
-    errors = scheduled - completed
+    errors = int(failed.sum())
     good = good_mask(kept, slo) if slo.request_thresholds else ok
     n_good = int(good.sum())
     successful = kept.filter(pl.Series(ok))
@@ -485,7 +587,8 @@ def evaluate(
 
     results: list[ConstraintResult] = []
     for constraint in slo.percentiles:
-        values = column_values(METRIC_COLUMNS[constraint.metric])
+        values = request_values(kept, constraint.metric, success_only=slo.success_only)
+        values = values[~np.isnan(values)]
         if values.size == 0:
             # One-token outputs have no TPOT: vLLM counts it as 0, so it cannot fail.
             no_sample_passes = constraint.metric == "tpot" and completed > 0
@@ -531,7 +634,7 @@ def evaluate(
     error_rate = errors / scheduled if scheduled else None
     if slo.max_error_rate is not None:
         block = _block_length(scheduled, ordered)
-        interval = _bootstrap((~ok).astype(float), None, rng, resamples, confidence, block)
+        interval = _bootstrap(failed.astype(float), None, rng, resamples, confidence, block)
         results.append(
             ConstraintResult(
                 "errors",
@@ -556,8 +659,14 @@ def evaluate(
         lag = kept["schedule_lag_s"].cast(pl.Float64).to_numpy()
         lag = lag[~np.isnan(lag)]
         metrics["schedule_lag_p95_s"] = float(np.quantile(lag, 0.95)) if lag.size else None
+        metrics["schedule_lag_p99_s"] = float(np.quantile(lag, 0.99)) if lag.size else None
+    errors_by_class: dict[str, int] = {}
+    if errors and "error_class" in kept.columns:
+        classes = kept.filter(pl.Series(failed))["error_class"].fill_null("unknown")
+        errors_by_class = dict(sorted(Counter(classes.to_list()).items()))
     mean_e2e = metrics.get("e2e_mean_s")
     metrics["error_rate"] = error_rate
+    metrics["censored"] = float(censored.sum())
     metrics["attainment"] = attainment
     metrics["goodput_rps"] = n_good / window_s
     metrics["achieved_rps"] = completed / window_s
@@ -574,4 +683,6 @@ def evaluate(
         achieved_rps=completed / window_s,
         mean_e2e_s=mean_e2e,
         metrics=metrics,
+        censored=int(censored.sum()),
+        errors_by_class=errors_by_class,
     )

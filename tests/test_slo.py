@@ -144,20 +144,65 @@ def test_errors_count_against_attainment_and_error_constraint() -> None:
     assert evaluation.binding in {"attainment", "errors"}
 
 
-def test_percentiles_over_successful_requests_only() -> None:
-    # A failed request with a huge TTFT must not move the percentile (vLLM definition) ...
-    records = _records([0.1] * 9 + [100.0], ok=[True] * 9 + [False])
+def test_failed_requests_are_misses_in_percentiles() -> None:
+    # 1 failed request in 10: p99 reaches into it, so the percentile is +inf and fails ...
+    records = _records([0.1] * 9 + [0.1], ok=[True] * 9 + [False])
     evaluation = evaluate(records, parse_slo("ttft:p99<=200ms"), duration_s=10.0)
-    assert evaluation.passed
-    # ... but it counts against the error constraint.
+    result = evaluation.constraint("ttft:p99")
+    assert result.value == float("inf") and not result.passed
+    assert evaluation.errors == 1 and evaluation.error_rate == pytest.approx(0.1)
+    # ... p80 stays among the successful ones (linear interpolation: 0.8 * 9 = 7.2 < 8) ...
+    assert evaluate(records, parse_slo("ttft:p80<=200ms"), duration_s=10.0).passed
+    # ... and with success-only percentiles (vLLM bench style) the failure leaves the sample.
+    success_only = parse_slo("ttft:p99<=200ms", success_only=True)
+    assert evaluate(records, success_only, duration_s=10.0).passed
+    assert "successful requests only" in success_only.describe()
+    # The error constraint counts it either way.
     assert not evaluate(records, parse_slo("ttft:p99<=200ms,errors<=5%"), duration_s=10.0).passed
 
 
-def test_nothing_succeeded_fails_with_no_value() -> None:
+def test_refusals_enter_the_tail_at_their_share() -> None:
+    # 6 % refused (HTTP 429), the rest fast: p95 fails, p90 passes (Erlang-B style limits).
+    n = 200
+    ok = [i % 50 not in (0, 1, 2) for i in range(n)]  # 12 of 200 = 6 % fail
+    records = _records([0.05] * n, ok=ok).with_columns(
+        pl.when(pl.col("ok")).then(None).otherwise(pl.lit("refused")).alias("error_class")
+    )
+    evaluation = evaluate(records, parse_slo("ttft:p95<=1s"), duration_s=20.0)
+    assert not evaluation.passed
+    assert evaluation.errors_by_class == {"refused": 12}
+    assert evaluate(records, parse_slo("ttft:p90<=1s"), duration_s=20.0).passed
+
+
+def test_censored_requests_count_at_their_age() -> None:
+    # Three requests still queued when the window closed (cancelled, no first token): their
+    # TTFT is at least their age (end - sent = 3 s), which fails p90 <= 1 s; not errors.
+    n = 20
+    frame = _records([0.1] * n).with_columns(
+        pl.Series("sent_s", [float(i) for i in range(n)]),
+        pl.Series("end_s", [float(i) + 1.0 for i in range(n - 3)] + [20.0] * 3),
+        pl.Series("ok", [True] * (n - 3) + [False] * 3),
+        pl.Series("error_class", [None] * (n - 3) + ["cancelled"] * 3, dtype=pl.Utf8),
+        pl.Series("ttft_s", [0.1] * (n - 3) + [None] * 3, dtype=pl.Float64),
+    )
+    frame = frame.with_columns(
+        pl.Series("sent_s", [float(i) for i in range(n - 3)] + [17.0] * 3),
+    )
+    evaluation = evaluate(frame, parse_slo("ttft:p90<=1s,errors<=1%"), duration_s=20.0)
+    assert evaluation.censored == 3 and evaluation.errors == 0
+    assert evaluation.constraint("errors").passed
+    ttft = evaluation.constraint("ttft:p90")
+    assert ttft.value == pytest.approx(3.0) and not ttft.passed
+    # Censored at an age under the threshold, they pass (a lower bound cannot fail them).
+    young = frame.with_columns(pl.Series("end_s", [1.0] * (n - 3) + [17.5] * 3))
+    assert evaluate(young, parse_slo("ttft:p90<=1s"), duration_s=20.0).passed
+
+
+def test_nothing_succeeded_fails_with_an_infinite_value() -> None:
     records = _records([1.0] * 5, ok=[False] * 5)
     evaluation = evaluate(records, parse_slo("ttft:p95<=2s"), duration_s=5.0)
     result = evaluation.constraint("ttft:p95")
-    assert result.value is None and not result.passed and result.certain
+    assert result.value == float("inf") and not result.passed and result.certain
     assert not evaluation.passed and evaluation.certain
 
 

@@ -15,9 +15,17 @@ HELP = (
     "directory), brackets exponentially until a level fails, narrows until the highest "
     "passing and lowest failing levels are within the tolerance, writes OUT/limit.json and "
     "prints the answer in one sentence.\n\n"
+    "Each level is judged in steady state only: it warms up for at least --warmup seconds "
+    "and 3 mean E2Es, then measures at least --level-duration seconds, 5 mean E2Es and 100 "
+    "requests, and extends itself until requests in flight stop growing (at most "
+    "--max-level-duration; a level that never settles fails as unstable). A level whose "
+    "schedule lag p99 exceeds a tenth of the tightest threshold is invalid (add --workers).\n\n"
     "SLO forms: percentile 'ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%' or "
     "attainment 'attainment>=95%:ttft<=2s,tpot<=100ms' (units ms or s, thresholds "
-    "inclusive).\n\n"
+    "inclusive). Every scheduled request counts: a failed one (HTTP error, refusal, timeout, "
+    "disconnect) misses every threshold (+inf in a percentile); one still running when the "
+    "window closes counts at its age. --success-only takes percentiles over successful "
+    "requests alone (vLLM bench style).\n\n"
     "Example:\n\n"
     "capplan limit --host http://127.0.0.1:8000 --model llama "
     "--slo 'ttft:p95<=2s,tpot:p95<=100ms' -o runs/limit1"
@@ -43,13 +51,27 @@ def register(app: typer.Typer) -> None:
         ),
         max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
         level_duration: float = typer.Option(
-            30.0, "--level-duration", help="Seconds each level is held."
+            30.0,
+            "--level-duration",
+            help="Shortest measured window of a level (s); levels extend until steady.",
+        ),
+        max_level_duration: float = typer.Option(
+            300.0,
+            "--max-level-duration",
+            help="Longest a level may run (s); one not steady by then fails as unstable.",
         ),
         arrival: str = typer.Option(
             "poisson", "--arrival", help="Rate levels: poisson, constant or gamma:K arrivals."
         ),
         warmup: float | None = typer.Option(
-            None, "--warmup", help="Seconds excluded at each level's start (default 20 %)."
+            None,
+            "--warmup",
+            help="Shortest warm-up excluded at a level's start (s; default 5, and 3 mean E2Es).",
+        ),
+        success_only: bool = typer.Option(
+            False,
+            "--success-only",
+            help="Percentiles over successful requests only (failures do not count as misses).",
         ),
         tolerance: float = typer.Option(
             0.05, "--tolerance", help="Stop when the pass/fail gap is within this share."
@@ -90,7 +112,9 @@ def register(app: typer.Typer) -> None:
                 start=start,
                 max_load=max_load,
                 level_duration_s=level_duration,
+                max_level_s=max_level_duration,
                 warmup_s=warmup,
+                success_only=success_only,
                 arrival=arrival,
                 tolerance=tolerance,
                 verify_burst=verify_burst,
