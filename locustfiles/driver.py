@@ -40,14 +40,23 @@ Row = tuple[Any, ...]
 
 
 class RunClock:
-    """Seconds since the run's start (a Unix time), read through perf_counter for precision."""
+    """Seconds since the run's start (a Unix time), read through perf_counter for precision.
 
-    def __init__(self, start_epoch_s: float) -> None:
+    With `time_scale` S the clock runs S times faster than wall time: the endpoint's own
+    time when it is an emulator at `--speed S`. Every schedule and every record of the run
+    is then in the endpoint's time; `wall_s` turns a span of it into wall seconds to sleep.
+    """
+
+    def __init__(self, start_epoch_s: float, time_scale: float = 1.0) -> None:
         self.start_epoch_s = start_epoch_s
+        self.time_scale = time_scale
         self._perf_at_start = time.perf_counter() - (time.time() - start_epoch_s)
 
     def now(self) -> float:
-        return time.perf_counter() - self._perf_at_start
+        return (time.perf_counter() - self._perf_at_start) * self.time_scale
+
+    def wall_s(self, span_s: float) -> float:
+        return span_s / self.time_scale
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,7 @@ class PlanDriver:
         return self._stopping or self._stage_over
 
     def _sleep_until(self, t_s: float) -> None:
-        delay = t_s - self._clock.now()
+        delay = self._clock.wall_s(t_s - self._clock.now())
         if delay > 0:
             self._stop_event.wait(delay)  # a stop wakes the dispatcher at once
 
@@ -307,7 +316,7 @@ class PlanDriver:
         acquired = False
         resp: Any = None
         try:
-            with gevent.Timeout(opts.request_timeout_s, _Timeout):
+            with gevent.Timeout(self._clock.wall_s(opts.request_timeout_s), _Timeout):
                 if self._cap is not None:
                     self._cap.acquire()
                     acquired = True

@@ -106,6 +106,13 @@ def _add_options(parser: Any) -> None:
     )
     parser.add_argument("--llm-speed", type=float, default=1.0, help="replay speed-up factor")
     parser.add_argument(
+        "--llm-time-scale",
+        type=float,
+        default=1.0,
+        help="the endpoint's clock runs this many times faster than wall time (an emulator "
+        "at --speed S): schedules and records are in its time",
+    )
+    parser.add_argument(
         "--llm-no-ignore-eos", action="store_true", help="do not send ignore_eos/min_tokens"
     )
     parser.add_argument(
@@ -177,6 +184,7 @@ class _Run:
         self.out = Path(o.llm_out or f"runs/locust-{time.strftime('%Y%m%d-%H%M%S')}")
         self.work = self.out / WORK_DIR
         self.run_epoch = o.llm_run_epoch or 0.0
+        self.time_scale = float(getattr(o, "llm_time_scale", 1.0) or 1.0)
         self.scrape = not o.llm_no_metrics
         self.started = gevent.event.Event()
         self.clock: RunClock | None = None
@@ -298,7 +306,7 @@ def _scraper(run: _Run, host: str) -> None:
                 return
         except (OSError, ValueError):
             pass  # the target may be down for a while; keep trying
-        gevent.sleep(max(0.0, 1.0 - (run.clock.now() - t_s)))
+        gevent.sleep(max(0.0, 1.0 - run.clock.wall_s(run.clock.now() - t_s)))
 
 
 def _stop_watcher(run: _Run) -> None:
@@ -410,7 +418,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         def on_start(msg: Any, **_: Any) -> None:
             run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
-            run.clock = RunClock(data["start_epoch_s"])
+            run.clock = RunClock(data["start_epoch_s"], run.time_scale)
             run.start_s = data["plan_start_s"]
             order = data["order"]
             run.slot = Slot(order.index(runner.client_id), len(order))
@@ -448,7 +456,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         return  # workers wait for the master's capplan_start message
     run = _fresh_state(environment)
     epoch = run.run_epoch or time.time()
-    run.clock = RunClock(epoch)
+    run.clock = RunClock(epoch, run.time_scale)
     if isinstance(runner, MasterRunner):
         order = sorted(c.id for c in runner.clients.all)
         run.slot = Slot(0, max(1, len(order)))

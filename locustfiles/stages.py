@@ -54,7 +54,7 @@ def _steady_burst_recovery(
 ) -> list[Stage]:
     steady_s = duration_s or 120.0
     burst_s = max(1.0, steady_s / 4)
-    recovery_s = max(1.0, steady_s / 2)
+    recovery_s = max(1.0, steady_s)  # a cap: a load test with a threshold ends it on recovery
     if users is not None:
         return [
             Stage(name="steady", kind="closed", role="steady", duration_s=steady_s, users=users),
@@ -130,7 +130,9 @@ def builtin_plan(
     steady: one stage of `duration_s` (default 60 s). steady-burst-recovery: steady for
     `duration_s` (default 120 s) at `rate_rps` (default: the profile's mean rate), a burst of
     a quarter of that at twice the peak (the steady rate times the profile's 10 s
-    peak-to-mean), then half of it at half the steady rate. steps: five rising levels of
+    peak-to-mean), then a recovery at half the steady rate for at most as long as the
+    steady stage (the load test ends it once the rolling p95 TTFT is back under its
+    threshold). steps: five rising levels of
     `duration_s` each (default 60 s) up to `rate_rps` (default: twice the 10 s peak).
     With `users`, the same shapes run closed-loop user counts instead of rates.
     Raises ConfigError for an unknown name (listing the known ones) or a bad arrival.

@@ -29,7 +29,13 @@ MODEL_NAME = "demo-llama-3.1-8b"
 
 @dataclass(frozen=True)
 class DemoOptions:
-    """What the demo runs; the defaults finish in about three minutes on two cores."""
+    """What the demo runs; the defaults finish in about three minutes on two cores.
+
+    The emulator runs the engine `speed` times faster than wall time and the load test
+    schedules and records in the engine's time (`time_scale`), so levels that cover many
+    request lifetimes (the steady-state rules of `capplan limit`, in engine time) fit the
+    budget; `stream_interval` tokens share a chunk so the sped-up stream stays light.
+    """
 
     out_pdf: Path = Path("reports/demo.pdf")
     lang: Lang = "en"
@@ -37,16 +43,15 @@ class DemoOptions:
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
-    # Levels must outlast a request's e2e (about 8 s near the limit) for the queue to settle;
-    # the search starts just below the engine model's own prediction so that four 12 s
-    # levels bracket the limit.
-    level_duration_s: float = 12.0
-    # steady 24 s, burst 6 s at twice the limit, recovery 12 s: the three-minute budget
-    verify_steady_s: float = 24.0
-    start_rps: float | None = None  # None: 0.75 x the engine model's predicted limit
-    tolerance: float = 0.15
-    max_levels: int = 4
-    min_completed: int = 12
+    speed: float = 8.0
+    stream_interval: int = 8
+    # The search starts just below the engine model's prediction and brackets by 1.25x.
+    start_share: float = 0.9
+    search_growth: float = 1.25
+    tolerance: float = 0.05
+    max_levels: int = 6
+    # steady 120 s, burst 30 s at twice the limit, recovery until it recovers (engine time)
+    verify_steady_s: float = 120.0
     growth: tuple[float, ...] = (1.0, 1.5, 2.0)
     fleet_span_s: float = 120.0
 
@@ -74,10 +79,13 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     from planner.capacity import parse_limit
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
-    from planner.fleet import single_instance_limit
-    from planner.limit import LimitOptions, run_limit
+    from planner.limit import LimitOptions, run_limit, write_limit
+    from planner.limit_schema import Prediction
     from planner.plan import PlanOptions, build_plan
+    from planner.predict import predict_limit
+    from planner.search import SearchConfig
     from planner.slo import parse_slo
+    from planner.steady import SteadyRules
     from profiles.build import build_profile
     from profiles.model import save_profile
     from profiles.samples import sample_path
@@ -107,22 +115,38 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     )
 
     config = build_engine_config(options.gpu, options.model)
-    start_rps = options.start_rps
-    if start_rps is None:
-        predicted = single_instance_limit(
-            profile, config, parse_slo(options.slo), 60.0, options.seed, arrival_kind="poisson"
-        )
-        start_rps = round(0.75 * predicted, 1)
-        step(
-            f"      the engine model predicts {predicted:.1f} req/s per instance at "
-            f"{options.slo} (virtual time); Locust measures it next, from {start_rps:g} req/s"
-        )
-    step(f"2/5 starting the engine emulator ({options.model} on {options.gpu}, no GPU needed)")
-    with emulator_subprocess(config, seed=options.seed, model_name=MODEL_NAME) as url:
+    slo = parse_slo(options.slo)
+    rules = SteadyRules()
+    predicted = predict_limit(
+        profile,
+        config,
+        SearchConfig(slo=slo, start=8.0, tolerance=options.tolerance, seed=options.seed),
+        rules,
+        seed=options.seed,
+    )
+    if predicted.feasible_max is None:
+        raise RunError(f"the engine model finds no load that meets {options.slo}")
+    start_rps = round(options.start_share * predicted.feasible_max, 1)
+    step(
+        f"      the engine model predicts {predicted.feasible_max:.1f} req/s per instance at "
+        f"{options.slo} (virtual time, steady-state levels); Locust measures it next, "
+        f"from {start_rps:g} req/s"
+    )
+    step(
+        f"2/5 starting the engine emulator ({options.model} on {options.gpu}, no GPU needed; "
+        f"{options.speed:g}x faster than wall time)"
+    )
+    with emulator_subprocess(
+        config,
+        seed=options.seed,
+        model_name=MODEL_NAME,
+        speed=options.speed,
+        stream_interval=options.stream_interval,
+    ) as url:
         step(f"      serving at {url}")
         step(
-            f"3/5 searching the per-instance limit at {options.slo} "
-            f"({options.level_duration_s:g} s levels), then a steady-burst-recovery check"
+            f"3/5 searching the per-instance limit at {options.slo} (steady-state levels in "
+            f"the engine's time), then a steady-burst-recovery check"
         )
         if run_dir.exists():
             import shutil
@@ -137,14 +161,16 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
                 profile=str(profile_path),
                 dimension="rate",
                 start=start_rps,
-                level_duration_s=options.level_duration_s,
+                level_duration_s=rules.min_window_s,
+                max_level_s=rules.max_level_s,
                 tolerance=options.tolerance,
+                growth=options.search_growth,
                 verify_burst=True,
                 verify_steady_s=options.verify_steady_s,
                 seed=options.seed,
-                min_completed=options.min_completed,
                 max_repeats=1,
                 max_levels=options.max_levels,
+                time_scale=options.speed,
             ),
             echo=lambda line: step(f"      {line}"),
         )
@@ -152,6 +178,28 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
         raise RunError(
             f"the demo's limit search found no load that meets {options.slo}; see {run_dir}"
         )
+    measured_rps = limit.feasible_max
+    limit = limit.model_copy(
+        update={
+            "prediction": Prediction(
+                feasible_max=predicted.feasible_max,
+                infeasible_min=predicted.infeasible_min,
+                gpu=options.gpu,
+                model=options.model,
+                note=(
+                    "engine model in virtual time, same search and steady-state rules; the "
+                    f"emulator ran {options.speed:g}x faster than wall time and the load test "
+                    "kept time in the engine's clock"
+                ),
+            )
+        }
+    )
+    write_limit(limit, run_dir / "limit.json")
+    gap = measured_rps / predicted.feasible_max - 1.0
+    step(
+        f"      measured {measured_rps:.3g} req/s, engine model {predicted.feasible_max:.3g}"
+        f" req/s ({gap:+.0%})"
+    )
 
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
     plan = build_plan(

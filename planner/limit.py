@@ -122,6 +122,7 @@ def search_limit(
     verify: Callable[[LimitResult], float | None] | None = None,
     echo: Echo = print,
     clock: Callable[[], float] = time.perf_counter,
+    time_scale: float = 1.0,
 ) -> LimitResult:
     """Run the search with `probe`, print a line per level, write and return limit.json.
 
@@ -148,6 +149,7 @@ def search_limit(
         model=model,
         profile_digest=profile_digest,
         wall_s=clock() - started,
+        time_scale=time_scale,
     )
     write_limit(limit, out_dir / LIMIT_FILE)
     if result.interrupted:
@@ -186,6 +188,8 @@ class LimitOptions:
     warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
     max_level_s: float = 300.0  # a level that has not settled by then fails as unstable
     success_only: bool = False
+    growth: float = 2.0  # bracketing factor between levels until one fails
+    time_scale: float = 1.0  # the endpoint runs this many times faster than wall time
     arrival: str = "poisson"
     tolerance: float = 0.05
     verify_burst: bool = False
@@ -441,6 +445,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         min_completed=options.min_completed,
         max_repeats=options.max_repeats,
         max_levels=options.max_levels,
+        growth=options.growth,
         seed=options.seed,
     )
     if options.level_duration_s <= 0:
@@ -474,6 +479,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         workers=options.workers,
         slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
         drain_s=drain_s,
+        time_scale=options.time_scale,
     )
     profile, _ = config_profile(config)
     probe = LocustProbe(
@@ -494,4 +500,5 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         profile_digest=profile.digest(),
         verify=verify,
         echo=echo,
+        time_scale=options.time_scale,
     )

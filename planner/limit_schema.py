@@ -90,6 +90,17 @@ class LittlesLaw(_Model):
     mean_e2e_s: float
 
 
+class Prediction(_Model):
+    """The engine model's limit for the same SLO, searched in virtual time under the same
+    steady-state rules (planner.predict), for comparison with the measured one."""
+
+    feasible_max: float | None = Field(description="highest load the model says meets the SLO")
+    infeasible_min: float | None = Field(description="lowest load the model says fails it")
+    gpu: str = ""
+    model: str = ""
+    note: str = Field("", description="how it was made (engine, rules, time scale)")
+
+
 class LimitResult(_Model):
     """limit.json."""
 
@@ -113,6 +124,14 @@ class LimitResult(_Model):
     recovered: bool | None = Field(
         default=None,
         description="--verify-burst: did the endpoint recover within the recovery stage",
+    )
+    time_scale: float = Field(
+        default=1.0,
+        description="the endpoint ran this many times faster than wall time (an emulator at "
+        "--speed S); loads and latencies are in its time",
+    )
+    prediction: Prediction | None = Field(
+        default=None, description="the engine model's steady-state limit, when one was made"
     )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(

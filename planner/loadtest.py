@@ -45,6 +45,7 @@ from locustfiles.recorder import (
 from locustfiles.replay import read_log_table, slice_log
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from planner.errors import ConfigError, InputError, RunError
+from planner.recovery import RECOVERY_WINDOW_S, recovery_curve
 from planner.run_schema import (
     RECORD_COLUMNS,
     SERVER_METRIC_COLUMNS,
@@ -74,10 +75,7 @@ __all__ = [
 
 LOCUSTFILE = Path(locustfiles.__file__).parent / "llm.py"
 WORK_DIR = ".work"
-RECOVERY_WINDOW_S = 10.0
-RECOVERY_STEP_S = 0.5
 RECOVERY_FACTOR = 1.2
-_MIN_WINDOW_SAMPLES = 3
 
 
 class LoadTestConfig(BaseModel):
@@ -114,6 +112,12 @@ class LoadTestConfig(BaseModel):
     )
     drain_s: float = Field(
         default=30.0, ge=0, description="wait for in-flight requests after the last stage"
+    )
+    time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="the endpoint's clock runs this many times faster than wall time (an "
+        "emulator at --speed S); plans, schedules and records are in the endpoint's time",
     )
 
 
@@ -184,37 +188,6 @@ def _mean_in_flight(records: pl.DataFrame, start_s: float, end_s: float) -> floa
     return float(busy) / (end_s - start_s)
 
 
-def recovery_time_s(
-    stage_rows: pl.DataFrame, burst_end_s: float, end_s: float, threshold_s: float
-) -> float | None:
-    """Seconds from the burst's end until the rolling 10 s p95 TTFT is back under `threshold_s`.
-
-    The window at time t holds the requests sent in [t - 10 s, t]; TTFT is measured from the
-    intended send, and a failed request counts as infinitely slow. None if it never recovers
-    before `end_s`.
-    """
-    df = stage_rows.select(
-        pl.col("intended_send_s").alias("t"),
-        pl.when(pl.col("ok"))
-        .then(pl.col("first_token_s") - pl.col("intended_send_s"))
-        .otherwise(float("inf"))
-        .alias("ttft"),
-    ).sort("t")
-    t_arr = df["t"].to_numpy()
-    v_arr = df["ttft"].fill_null(float("inf")).to_numpy()
-    t = burst_end_s
-    while t <= end_s + 1e-9:
-        lo, hi = np.searchsorted(t_arr, [t - RECOVERY_WINDOW_S, t], side="right")
-        window = v_arr[lo:hi]
-        if window.size >= _MIN_WINDOW_SAMPLES:
-            with np.errstate(invalid="ignore"):  # inf - inf between failed requests: nan
-                p95 = np.percentile(window, 95)
-            if p95 <= threshold_s:
-                return max(0.0, t - burst_end_s)
-        t += RECOVERY_STEP_S
-    return None
-
-
 def _server_summary(server: pl.DataFrame, start_s: float, end_s: float) -> dict[str, float]:
     window = server.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") <= end_s))
     out: dict[str, float] = {}
@@ -249,13 +222,13 @@ def summarize_stage(
     server: pl.DataFrame | None = None,
     baseline_ttft_p95_s: float | None = None,
     slo_ttft_s: float | None = None,
-    burst_end_s: float | None = None,
+    burst: tuple[float, float] | None = None,
 ) -> StageSummary:
     """The StageSummary of `stage` from the run's records (seconds since run start).
 
     Rows belong to a stage by their `stage` column (the stage they were scheduled in). For a
-    recovery stage with `burst_end_s` and a threshold (`slo_ttft_s`, else 1.2 x
-    `baseline_ttft_p95_s`), also the recovery time.
+    recovery stage after a `burst` (start, end) with a threshold (`slo_ttft_s`, else 1.2 x
+    `baseline_ttft_p95_s`), also the recovery curve and time (planner.recovery).
     """
     rows = records.filter(pl.col("stage") == stage.name)
     ok = rows.filter(pl.col("ok"))
@@ -270,7 +243,8 @@ def summarize_stage(
         gaps = _col(ok, pl.col("itl_mean_s"))
     recovery_s: float | None = None
     recovered: bool | None = None
-    if stage.role == "recovery" and burst_end_s is not None:
+    curve = None
+    if stage.role == "recovery" and burst is not None:
         threshold = (
             slo_ttft_s
             if slo_ttft_s is not None
@@ -279,7 +253,8 @@ def summarize_stage(
             )
         )
         if threshold is not None:
-            recovery_s = recovery_time_s(rows, burst_end_s, end_s, threshold)
+            curve = recovery_curve(records, burst[0], burst[1], end_s, threshold)
+            recovery_s = curve.recovery_s
             recovered = recovery_s is not None
     return StageSummary(
         name=stage.name,
@@ -309,6 +284,7 @@ def summarize_stage(
         tokens_estimated=bool(ok["tokens_estimated"].any()) if ok.height else False,
         recovery_s=recovery_s,
         recovered=recovered,
+        recovery_curve=curve,
         server=_server_summary(server, start_s, end_s) if server is not None else {},
     )
 
@@ -351,7 +327,7 @@ def summarize_plan(
                 server=server,
                 baseline_ttft_p95_s=steady.ttft_from_intended_s.p95 if steady else None,
                 slo_ttft_s=slo_ttft_s,
-                burst_end_s=burst.end_s if burst else None,
+                burst=(burst.start_s, burst.end_s) if burst else None,
             )
         )
         t = end_s
@@ -403,6 +379,8 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         repr(config.drain_s),
         "--llm-speed",
         repr(config.replay_speed),
+        "--llm-time-scale",
+        repr(config.time_scale),
         "--loglevel",
         "WARNING",
         "--only-summary",  # no stats table every 2 s: it would run in the dispatcher's process
@@ -488,6 +466,7 @@ def _prepare_run_info(
         workers=config.workers,
         client_concurrency_cap=config.max_concurrency,
         ignore_eos=config.ignore_eos,
+        time_scale=config.time_scale,
         started_at=_now_iso(),
         start_epoch_s=time.time(),
     )
@@ -537,10 +516,15 @@ def run_loadtest(
     _write_json(out_dir / "run.json", info.model_dump_json(by_alias=True, indent=2))
     assert info.start_epoch_s is not None
     args = _locust_args(config, out_dir, info.start_epoch_s, work)
+    recovery = _RecoveryWatcher.for_plan(plan, out_dir, config.slo_ttft_s)
+    if recovery is not None:
+        recovery.then = progress
+        progress = recovery
     scraper: MetricsScraper | None = None
     if config.scrape_metrics:
         epoch = info.start_epoch_s
-        scraper = MetricsScraper(config.host, out_dir, lambda: time.time() - epoch)
+        scale = config.time_scale
+        scraper = MetricsScraper(config.host, out_dir, lambda: (time.time() - epoch) * scale)
         scraper.start()
     try:
         interrupted, returncode = _run_locust(args, config.workers, out_dir, work, plan, progress)
@@ -690,6 +674,75 @@ def _run_locust(
                 p.wait()
         log_file.close()
     return interrupted, 0 if interrupted else int(procs[0].returncode or 0)
+
+
+class _RecoveryWatcher:
+    """Ends a plan's last stage, a recovery, once the burst is recovered from
+    (planner.recovery on the records so far), then passes the line on to `then`.
+
+    The rows of requests still streaming are written when they end, so the live curve is
+    trusted only a window plus twice the p95 E2E of the recovery's finished requests after
+    the point it shows recovery; the stage summary recomputes it on the complete records.
+    """
+
+    EVERY_S = 1.0
+
+    def __init__(self, out_dir: Path, plan: StagePlan, threshold_s: float | None) -> None:
+        self.out_dir = out_dir
+        self.plan = plan
+        self.threshold_s = threshold_s
+        self.then: Callable[[str], None] | None = None
+        self._last = -math.inf
+        self._ended = False
+
+    @classmethod
+    def for_plan(
+        cls, plan: StagePlan, out_dir: Path, threshold_s: float | None
+    ) -> _RecoveryWatcher | None:
+        roles = [s.role for s in plan.stages]
+        if len(roles) < 2 or roles[-1] != "recovery" or "burst" not in roles:
+            return None
+        return cls(out_dir, plan, threshold_s)
+
+    def __call__(self, line: str) -> None:
+        if self.then is not None:
+            self.then(line)
+        now = time.monotonic()
+        if self._ended or now - self._last < self.EVERY_S:
+            return
+        self._last = now
+        work = self.out_dir / WORK_DIR
+        try:
+            live = json.loads((work / "live.json").read_text())
+            plan_start_s = float(json.loads((work / "start.json").read_text())["plan_start_s"])
+        except (OSError, ValueError, KeyError):
+            return
+        recovery, burst = self.plan.stages[-1], self.plan.stages[-2]
+        if live.get("stage") != recovery.name:
+            return
+        records = read_records(self.out_dir)
+        burst_start = plan_start_s + sum(s.duration_s for s in self.plan.stages[:-2])
+        burst_end = burst_start + burst.duration_s
+        threshold = self.threshold_s
+        if threshold is None:
+            steady = records.filter(pl.col("stage") == self.plan.stages[0].name)
+            ttft = _col(
+                steady.filter(pl.col("ok")), pl.col("first_token_s") - pl.col("intended_send_s")
+            )
+            if ttft.size < 3:
+                return
+            threshold = RECOVERY_FACTOR * float(np.percentile(ttft, 95))
+        now_s = float(live["t_s"])
+        curve = recovery_curve(records, burst_start, burst_end, now_s, threshold)
+        if curve.recovery_s is None:
+            return
+        e2e = _col(
+            records.filter((pl.col("stage") == recovery.name) & pl.col("ok")), pl.col("e2e_s")
+        )
+        margin = RECOVERY_WINDOW_S + 2.0 * (float(np.percentile(e2e, 95)) if e2e.size else 0.0)
+        if now_s >= burst_end + curve.recovery_s + margin:
+            self._ended = True
+            (work / "end-stage").write_text(recovery.name)
 
 
 class _Progress:

@@ -95,6 +95,20 @@ class Percentiles(_Model):
     max: float | None = None
 
 
+class RecoveryCurve(_Model):
+    """The rolling 10 s p95 TTFT around a burst (planner.recovery): +inf where failures
+    reach the p95, None where the window held too few requests."""
+
+    t_s: list[float]
+    ttft_p95_s: list[float | None]
+    threshold_s: float
+    burst_start_s: float
+    burst_end_s: float
+    recovery_s: float | None = Field(
+        default=None, description="burst end until the rolling p95 is back under the threshold"
+    )
+
+
 class StageSummary(_Model):
     """One entry of stages.json."""
 
@@ -128,6 +142,9 @@ class StageSummary(_Model):
         description="recovery stage: burst end until the 10 s rolling p95 TTFT recovers",
     )
     recovered: bool | None = None
+    recovery_curve: RecoveryCurve | None = Field(
+        default=None, description="recovery stage: the rolling p95 TTFT the recovery is read on"
+    )
     server: dict[str, float] = Field(
         default_factory=dict, description="scraped server gauges: means / maxima over the stage"
     )
@@ -151,6 +168,11 @@ class RunInfo(_Model):
     workers: int = 0
     client_concurrency_cap: int | None = None
     ignore_eos: bool = True
+    time_scale: float = Field(
+        default=1.0,
+        description="the endpoint ran this many times faster than wall time (an emulator at "
+        "--speed S); every time in the run is in the endpoint's time",
+    )
     started_at: str
     start_epoch_s: float | None = Field(default=None, description="run start as a Unix time; t = 0")
     ended_at: str | None = None

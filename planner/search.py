@@ -700,6 +700,7 @@ def build_limit_result(
     profile_digest: str = "",
     wall_s: float | None = None,
     recovery_s: float | None = None,
+    time_scale: float = 1.0,
 ) -> LimitResult:
     """limit.json from a finished search: levels, bracket, binding constraint, Little's law.
 
@@ -738,4 +739,5 @@ def build_limit_result(
         recovery_s=recovery_s,
         sentence=_sentence(result, binding, littles),
         stopped=result.stopped,
+        time_scale=time_scale,
     )

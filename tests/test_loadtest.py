@@ -14,10 +14,10 @@ from planner.cli import app
 from planner.loadtest import (
     LoadTestConfig,
     read_records,
-    recovery_time_s,
     run_loadtest,
     summarize_stage,
 )
+from planner.recovery import recovery_curve
 from planner.run_schema import RECORD_COLUMNS, Stage, StagePlan
 from tests.helpers.profiles import make_profile
 
@@ -76,13 +76,32 @@ def test_recovery_time_from_burst_end() -> None:
     # Slow for the first 4 s after the burst (at t=100), fast afterwards.
     rows = [_row(i, 100 + 0.1 * i, ttft=2.0 if i < 40 else 0.1) for i in range(200)]
     df = _frame(rows).with_columns(pl.lit("rec").alias("stage"))
-    t = recovery_time_s(df, 100.0, 120.0, threshold_s=0.5)
+    curve = recovery_curve(df, 90.0, 100.0, 120.0, threshold_s=0.5)
+    t = curve.recovery_s
     # The 10 s window must slide past the slow requests: recovered at ~100 + 4 + 10.
     assert t is not None and 13.5 <= t <= 14.5
-    assert recovery_time_s(df, 100.0, 110.0, threshold_s=0.5) is None
+    assert recovery_curve(df, 90.0, 100.0, 110.0, threshold_s=0.5).recovery_s is None
+    # The stored curve is the one the recovery is read on: under the line from then on.
+    at = curve.t_s.index(100.0 + t)
+    assert curve.ttft_p95_s[at] is not None and curve.ttft_p95_s[at] <= 0.5
+    assert all(y is None or y > 0.5 for x, y in zip(curve.t_s, curve.ttft_p95_s) if x < 100 + t)
     rec = Stage(name="rec", role="recovery", duration_s=20.0, rate_rps=10.0)
-    s = summarize_stage(df, rec, 100.0, 120.0, baseline_ttft_p95_s=0.2, burst_end_s=100.0)
+    s = summarize_stage(df, rec, 100.0, 120.0, baseline_ttft_p95_s=0.2, burst=(90.0, 100.0))
     assert s.recovered is True and s.recovery_s == t
+    assert s.recovery_curve is not None and s.recovery_curve.recovery_s == t
+
+
+def test_failed_requests_keep_the_rolling_p95_up() -> None:
+    # After the burst every request is refused for 5 s: failures count as +inf, so the
+    # curve cannot show recovery while they are in its window (fast failures are not fast).
+    rows = [
+        _row(i, 100 + 0.1 * i, ttft=0.05, ok=i >= 50, err=None if i >= 50 else "refused")
+        for i in range(200)
+    ]
+    df = _frame(rows)
+    curve = recovery_curve(df, 95.0, 100.0, 120.0, threshold_s=0.5)
+    assert curve.recovery_s is not None and curve.recovery_s >= 14.0
+    assert float("inf") in curve.ttft_p95_s
 
 
 def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:

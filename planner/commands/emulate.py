@@ -42,6 +42,9 @@ def register(app: typer.Typer) -> None:
         queue_policy: str = typer.Option("fcfs", help="Waiting-queue order: fcfs or spf."),
         gpu_memory_utilization: float = typer.Option(0.9, help="Share of GPU memory used."),
         speed: float = typer.Option(1.0, help="Engine seconds per wall second (demos: 10)."),
+        stream_interval: int = typer.Option(
+            1, help="Tokens per streamed chunk after the first (as vLLM's --stream-interval)."
+        ),
         seed: int = typer.Option(0, help="Seed of output lengths and injected faults."),
         error_rate: float = typer.Option(0.0, help="Share of requests answered HTTP 500."),
         reject_when_waiting: int | None = typer.Option(
@@ -95,6 +98,8 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"fault options: {err}") from err
         if not speed > 0:
             raise ConfigError(f"--speed must be > 0, got {speed}")
+        if stream_interval < 1:
+            raise ConfigError(f"--stream-interval must be >= 1, got {stream_interval}")
         serve(
             config,
             host=host,
@@ -104,4 +109,5 @@ def register(app: typer.Typer) -> None:
             faults=faults,
             model_name=served_model_name,
             announce=lambda line: typer.echo(line),
+            stream_interval=stream_interval,
         )

@@ -286,6 +286,13 @@ class ChunkWriter:
             return head + mid[start % k] + tail
         return b"".join(head + mid[(start + i) % k] + tail for i in range(n))
 
+    def joined(self, n: int) -> bytes:
+        """`n` tokens in one content chunk (a stream interval above one token)."""
+        k = len(self._mid)
+        start = self._offset + self._sent
+        self._sent += n
+        return self._head + b"".join(self._mid[(start + i) % k] for i in range(n)) + self._tail
+
     def finish(self, finish_reason: str) -> bytes:
         if self.kind == "chat":
             choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": finish_reason}

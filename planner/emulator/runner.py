@@ -33,12 +33,18 @@ def serve(
     faults: Faults | None = None,
     model_name: str | None = None,
     announce: Callable[[str], None] = print,
+    stream_interval: int = 1,
 ) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM); `announce` gets the line with the URL."""
 
     async def main() -> None:
         server = EmulatorServer(
-            config, speed=speed, seed=seed, faults=faults, model_name=model_name
+            config,
+            speed=speed,
+            seed=seed,
+            faults=faults,
+            model_name=model_name,
+            stream_interval=stream_interval,
         )
         bound = await server.start(host, port)
         announce(
@@ -151,8 +157,10 @@ class EmulatorProcess:
         model_name: str | None = None,
         host: str = "127.0.0.1",
         startup_timeout_s: float = 60.0,
+        stream_interval: int = 1,
     ) -> None:
         self._config = config
+        self._stream_interval = stream_interval
         self._faults = faults or Faults()
         self._speed = speed
         self._seed = seed
@@ -189,6 +197,8 @@ class EmulatorProcess:
             repr(self._speed),
             "--seed",
             str(self._seed),
+            "--stream-interval",
+            str(self._stream_interval),
             "--error-rate",
             repr(faults.error_rate),
             "--drop-rate",
@@ -238,6 +248,7 @@ def emulator_subprocess(
     model_name: str | None = None,
     host: str = "127.0.0.1",
     startup_timeout_s: float = 60.0,
+    stream_interval: int = 1,
 ) -> Iterator[str]:
     """An emulator in its own Python process on a free port; yields its base URL.
 
@@ -251,6 +262,7 @@ def emulator_subprocess(
         model_name=model_name,
         host=host,
         startup_timeout_s=startup_timeout_s,
+        stream_interval=stream_interval,
     )
     try:
         yield emulator.start()

@@ -102,9 +102,12 @@ class EmulatorServer:
     """An OpenAI-compatible server whose latencies come from the engine model.
 
     `speed` runs engine time that many times faster than wall time (reported timings are
-    engine time). `keep_timelines` keeps every finished request's engine timeline (for
-    tests; a long-running server drops them). `clock` is the monotonic wall clock (seconds)
-    and `wall_clock` the epoch clock for `created` fields; both are injectable.
+    engine time). `stream_interval` tokens go out in one chunk after the first (as vLLM's
+    `--stream-interval`): fewer chunks for a sped-up emulator to write and a client to
+    parse, the same TTFT, TPOT and token counts. `keep_timelines` keeps every finished
+    request's engine timeline (for tests; a long-running server drops them). `clock` is the
+    monotonic wall clock (seconds) and `wall_clock` the epoch clock for `created` fields;
+    both are injectable.
     """
 
     def __init__(
@@ -116,13 +119,17 @@ class EmulatorServer:
         faults: Faults | None = None,
         model_name: str | None = None,
         keep_timelines: bool = False,
+        stream_interval: int = 1,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if not speed > 0:
             raise InputError(f"speed must be > 0, got {speed}")
+        if stream_interval < 1:
+            raise InputError(f"stream interval must be >= 1 token, got {stream_interval}")
         self.config = config
         self.speed = speed
+        self.stream_interval = stream_interval
         self.faults = faults or Faults()
         self.model_name = model_name or config.model.name
         self.keep_timelines = keep_timelines
@@ -230,14 +237,18 @@ class EmulatorServer:
         if s.done.done():
             return
         new = s.sent - s.offset
-        if s.cut_at and s.sent >= s.cut_at:
+        cut = bool(s.cut_at) and s.sent >= s.cut_at
+        if cut:
             new -= s.sent - s.cut_at
             s.sent = s.cut_at
+        if 0 < new < self.stream_interval and s.offset > 0 and not (s.finished or cut):
+            return  # hold tokens until a full interval (the first token goes at once)
         if s.transport is not None and s.writer is not None and new > 0:
             if s.transport.is_closing():
                 self._abort(s, "disconnected")
                 return
-            s.transport.write(_frame(s.writer.tokens(new)))
+            chunk = s.writer.tokens(new) if self.stream_interval == 1 else s.writer.joined(new)
+            s.transport.write(_frame(chunk))
         s.offset = s.sent
         if s.cut_at and s.sent >= s.cut_at:
             self._abort(s, s.cut_kind)
