@@ -9,6 +9,7 @@ from rich.console import Console
 
 from planner.cli import handle_errors
 from planner.errors import InputError
+from profiles.model import Profile
 
 HELP = """Review every LLM service of a platform in one document: one plan per service, the
 fleet total per GPU type (spares per service and shared), capacity by hour of day, growth
@@ -46,12 +47,14 @@ def review_command(
         raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
     console = Console(stderr=True)
     spec = load_review(review_file)
+    profiles: dict[str, Profile] = {}
     review = build_review(
         spec,
         review_file,
         name=output.stem,
         previous=previous,
         progress=lambda m: console.print(f"[dim]{m}[/dim]"),
+        profiles_out=profiles,
     )
     target = json_out or output.with_suffix(".json")
     try:
@@ -61,6 +64,6 @@ def review_command(
         raise InputError(f"{target}: cannot write review.json ({err.strerror})") from err
     from reports.review import render_review
 
-    render_review(review, output, lang)
+    render_review(review, output, lang, profiles)
     typer.echo(review.sentence)
     typer.echo(f"wrote {target} and {output}")

@@ -275,8 +275,11 @@ def build_review(
     name: str,
     previous: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    profiles_out: dict[str, Profile] | None = None,
 ) -> Review:
     """The review of every service in `spec` (paths relative to the review file's folder).
+
+    `profiles_out`, when given, receives each service's profile (for the PDF's workload page).
 
     Raises InputError naming the service and the field when a profile, limit, GPU, model or
     SLO of a service cannot be used, or when `previous` is not a review.json.
@@ -292,6 +295,8 @@ def build_review(
         field = "profile" if s.profile is not None else "logs"
         try:
             profile = load_service_profile(s, base)
+            if profiles_out is not None:
+                profiles_out[s.name] = profile
             field = "limit"
             limit = _limit(s, base)
             field = "gpu/model/slo"

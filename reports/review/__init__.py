@@ -9,13 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from planner.review.schema import Review
+from profiles.model import Profile
 
 
-def render_review(review: Review, out_pdf: str | Path, lang: str = "en") -> Path:
-    """Write the review PDF in `lang` ("en" or "zh"); InputError for an unknown language."""
+def render_review(
+    review: Review,
+    out_pdf: str | Path,
+    lang: str = "en",
+    profiles: dict[str, Profile] | None = None,
+) -> Path:
+    """Write the review PDF in `lang` ("en" or "zh"); InputError for an unknown language.
+
+    `profiles` (by service name) add each service's workload and plan pages.
+    """
     from reports.review.document import build_review_pdf
 
-    return build_review_pdf(review, Path(out_pdf), lang)
+    return build_review_pdf(review, Path(out_pdf), lang, profiles)
 
 
 __all__ = ["render_review"]

@@ -90,14 +90,23 @@ def test_which_source_dominates() -> None:
     kwargs = dict(instances=4, peak_rps=10.0, limit=4.0, per_rps=1.0, growth=1.0)
     common = dict(headroom=0.2, redundancy=1, level=0.9, rng=rng)
     wide_limit = count_interval(
-        peak_replicates=reps, limit_span=(3.0, 5.0), **kwargs, **common  # type: ignore[arg-type]
+        peak_replicates=reps,
+        limit_span=(3.0, 5.0),
+        **kwargs,
+        **common,  # type: ignore[arg-type]
     )
     assert wide_limit.dominant == "limit"
     fixed_limit = count_interval(
-        peak_replicates=reps, limit_span=None, **kwargs, **common  # type: ignore[arg-type]
+        peak_replicates=reps,
+        limit_span=None,
+        **kwargs,
+        **common,  # type: ignore[arg-type]
     )
     assert fixed_limit.dominant == "peak"
     nothing = count_interval(
-        peak_replicates=None, limit_span=None, **kwargs, **common  # type: ignore[arg-type]
+        peak_replicates=None,
+        limit_span=None,
+        **kwargs,
+        **common,  # type: ignore[arg-type]
     )
     assert (nothing.dominant, nothing.low, nothing.high) == ("none", 4, 4)
