@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from planner.errors import InputError
-from profiles.model import WINDOWS, Arrivals, Burst, GammaShape, RateSeries
+from profiles.model import WINDOWS, Arrivals, Burst, ClockHours, GammaShape, RateSeries
 from profiles.readers.timeunits import MAX_SPAN_S
 
 WINDOW_S = {"1s": 1, "10s": 10, "60s": 60}
@@ -170,6 +170,29 @@ def _periodic_shape(
     return [float(c / e) if e > 0 else 0.0 for c, e in zip(cnt_by, exp_by, strict=True)]
 
 
+def clock_hour_peaks(epoch_s: np.ndarray, window_s: int = 60) -> ClockHours:
+    """The highest rate over clock-aligned `window_s` windows in every UTC clock hour.
+
+    `epoch_s` are sorted arrival times (UTC epoch seconds). Hours without traffic inside the
+    span have a peak of 0; `covered_s` says how much of each hour the span covers.
+    """
+    start, end = float(epoch_s[0]), float(epoch_s[-1])
+    first_hour = math.floor(start / 3600.0)
+    n_hours = math.floor(end / 3600.0) - first_hour + 1
+    per_hour = 3600 // window_s
+    idx = np.floor(epoch_s / window_s).astype(np.int64) - first_hour * per_hour
+    counts = np.bincount(idx, minlength=n_hours * per_hour)[: n_hours * per_hour]
+    peaks = counts.reshape(n_hours, per_hour).max(axis=1) / float(window_s)
+    tops = (first_hour + np.arange(n_hours)) * 3600.0
+    covered = np.clip(np.minimum(tops + 3600.0, end) - np.maximum(tops, start), 0.0, None)
+    return ClockHours(
+        first_hour_epoch_s=float(first_hour * 3600.0),
+        window_s=float(window_s),
+        peak_rps=[round(float(x), 6) for x in peaks],
+        covered_s=[float(x) for x in covered],
+    )
+
+
 def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
     """Arrival statistics of sorted arrival times `t` (s); `start_epoch_s` is the UTC epoch of
     t = 0 when the log has wall-clock times (for hour-of-day and weekday shapes).
@@ -202,12 +225,13 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
     if mean_gap > 0:
         var = max(float(np.dot(gaps, gaps)) / gaps.size - mean_gap * mean_gap, 0.0)
         cv = math.sqrt(var) / mean_gap
-    hour = weekday = None
+    hour = weekday = clock = None
     if start_epoch_s is not None and n:
         epoch = t + start_epoch_s
         start, end = float(epoch[0]), float(epoch[-1])
         if duration >= 86400:
             hour = _periodic_shape(epoch, start, end, 3600.0, 24)
+            clock = clock_hour_peaks(epoch)
         if duration >= 7 * 86400:
             # 1970-01-01 was a Thursday: day 0 is weekday 3 when Monday is 0.
             weekday = _periodic_shape(epoch, start, end, 86400.0, 7, offset=3)
@@ -222,6 +246,7 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
         window_rate_percentiles=pct,
         hour_of_day=hour,
         weekday=weekday,
+        clock_hours=clock,
         bursts=detect_bursts(sc, float(t[0])) if n else [],
         burst_window_s=float(BURST_WINDOW_S),
         burst_rule=BURST_RULE,

@@ -59,6 +59,17 @@ class RateSeries(_Model):
     rates_rps: list[float]
 
 
+class ClockHours(_Model):
+    """Per UTC clock hour of a log that spans a day or more: the peak rate of the hour."""
+
+    first_hour_epoch_s: float = Field(description="UTC epoch of the top of the first clock hour")
+    window_s: float = Field(default=60.0, description="window of the peak rate (clock-aligned)")
+    peak_rps: list[float] = Field(
+        description="per clock hour from the first: the highest rate over its windows"
+    )
+    covered_s: list[float] = Field(description="per clock hour: seconds inside the log's span")
+
+
 class Arrivals(_Model):
     duration_s: float = Field(ge=0)
     mean_rate_rps: float = Field(ge=0)
@@ -76,6 +87,11 @@ class Arrivals(_Model):
     )
     weekday: list[float] | None = Field(
         default=None, description="7 mean rates (req/s), Monday first"
+    )
+    clock_hours: ClockHours | None = Field(
+        default=None,
+        description="peak rate per clock hour, where the log has wall-clock times and spans a "
+        "day or more (capacity by hour of day, weekly growth)",
     )
     bursts: list[Burst] = Field(default_factory=list)
     burst_window_s: float = Field(default=10.0, description="window length bursts are detected on")

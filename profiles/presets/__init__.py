@@ -65,6 +65,11 @@ def _scale_rates(a: Arrivals, factor: float) -> Arrivals:
             },
             "hour_of_day": [x * factor for x in a.hour_of_day] if a.hour_of_day else None,
             "weekday": [x * factor for x in a.weekday] if a.weekday else None,
+            "clock_hours": a.clock_hours.model_copy(
+                update={"peak_rps": [x * factor for x in a.clock_hours.peak_rps]}
+            )
+            if a.clock_hours
+            else None,
             "bursts": [
                 b.model_copy(update={"peak_rate_rps": b.peak_rate_rps * factor}) for b in a.bursts
             ],

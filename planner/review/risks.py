@@ -1,0 +1,79 @@
+"""The risks of each service of a review, and their ranking across services.
+
+Each rule reads numbers already computed (the plan, the count interval, the trend) and says
+in words what could make the count wrong; the thresholds are stated here so they can be
+argued with.
+"""
+
+from __future__ import annotations
+
+from planner.capacity import Limit
+from planner.review.schema import Risk, RiskLevel, ServiceReview
+from profiles.model import Profile
+
+KV_WATCH_HEADROOM = 0.2  # less than 20 % KV cache headroom at the limit: medium; below 0: high
+BURST_WATCH = 1.5  # 10 s peak over the planning peak above this: medium
+LEVEL_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
+
+
+def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk]:
+    """Risks of one service, the most serious first."""
+    out: list[tuple[RiskLevel, str, str]] = []
+    plan = s.plan
+    iv = s.count_interval
+    if iv is not None and iv.high > s.instances:
+        out.append(
+            (
+                "high" if iv.high - s.instances >= 2 else "medium",
+                "count_interval",
+                f"the count may be short: {iv.level:.0%} interval {iv.low}-{iv.high} instances "
+                f"(driven by the {iv.dominant})",
+            )
+        )
+    if s.trend is not None and s.growth_source == "given" and s.trend.growth > s.growth:
+        out.append(
+            (
+                "high" if s.trend.growth_low > s.growth else "medium",
+                "growth",
+                f"the logs' trend projects x{s.trend.growth:.2f} by {s.trend.horizon}, above the "
+                f"x{s.growth:g} assumed",
+            )
+        )
+    kv = plan.resources.gpu_memory.kv_headroom_frac
+    if kv < KV_WATCH_HEADROOM:
+        out.append(
+            (
+                "high" if kv < 0 else "medium",
+                "kv_headroom",
+                f"KV cache headroom at the limit is {kv:.0%} on {s.gpu} x {s.tp}",
+            )
+        )
+    fleet = plan.checks.fleet
+    if fleet is not None and not any(
+        p.meets_slo for p in fleet.points if p.instances == s.instances
+    ):
+        out.append(("high", "fleet_check", f"fleet simulation: {fleet.verdict}"))
+    burst = plan.demand.burst_factor
+    if burst is not None and burst > BURST_WATCH:
+        out.append(
+            (
+                "medium",
+                "bursts",
+                f"10 s bursts reach {burst:.1f}x the planning peak; headroom "
+                f"{plan.inputs.headroom:.0%}",
+            )
+        )
+    if limit.result is None:
+        out.append(("medium", "limit_given", f"the limit {s.limit} is given, not measured"))
+    if profile.source.format == "preset":
+        out.append(("low", "preset", "traffic from a preset profile, not this service's logs"))
+    out.sort(key=lambda r: LEVEL_ORDER[r[0]])
+    return [
+        Risk(service=s.name, level=lv, kind=k, text=t, monthly_cost_usd=s.monthly_cost_usd)
+        for lv, k, t in out
+    ]
+
+
+def rank_risks(risks: list[Risk]) -> list[Risk]:
+    """Across services: by level, then by the service's monthly cost (what is at stake)."""
+    return sorted(risks, key=lambda r: (LEVEL_ORDER[r.level], -r.monthly_cost_usd, r.service))

@@ -1,0 +1,122 @@
+"""Page 1 of the review: the fleet in one sentence, one row per service, GPU pools, risks."""
+
+from __future__ import annotations
+
+from reportlab.platypus import Flowable
+
+from planner.review.schema import Review, ServiceReview
+from reports.review.layout import Layout
+
+
+def fleet_sentence(r: Review, lay: Layout) -> str:
+    f, w = r.fleet, lay.w
+    by_type = ", ".join(f"{n} x {g}" for g, n in f.gpus_by_type.items())
+    if r.change is not None:
+        c = r.change
+        change = lay.t(
+            "fleet_change",
+            prev=c.previous_name or "-",
+            instances=lay.signed(c.instances),
+            gpus=lay.signed(c.gpus),
+            cost=lay.signed(c.monthly_cost_usd, money=True),
+        )
+    else:
+        change = lay.t("fleet_first")
+    return lay.t(
+        "fleet",
+        instances=f.instances,
+        gpus=f.gpus,
+        by_type=by_type,
+        cost=w.usd(f.monthly_cost_usd),
+        change=change,
+    )
+
+
+def _change(s: ServiceReview, lay: Layout) -> str:
+    if s.change is None:
+        return "–"
+    if s.change.status == "new":
+        return lay.t("new")
+    return f"{lay.signed(s.change.instances)} / {lay.signed(s.change.monthly_cost_usd, True)}"
+
+
+def _count(s: ServiceReview) -> str:
+    iv = s.count_interval
+    if iv is None or (iv.low == iv.high == s.instances):
+        return str(s.instances)
+    return f"{s.instances} ({iv.level:.0%}: {iv.low}-{iv.high})"
+
+
+def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
+    w = lay.w
+    out: list[Flowable] = [
+        lay.para(lay.t("title", name=r.name), lay.s.title),
+        lay.para(fleet_sentence(r, lay), lay.s.answer),
+        lay.h2(lay.t("services_heading")),
+    ]
+    head = [
+        lay.t(k)
+        for k in (
+            "col_service",
+            "col_peak",
+            "col_limit",
+            "col_instances",
+            "col_gpus",
+            "col_cost",
+            "col_change",
+            "col_risk",
+        )
+    ]
+    rows: list[list[str]] = [head]
+    for s in r.services:
+        rows.append(
+            [
+                s.name,
+                w.rate(s.peak_rps),
+                w.load(s.per_instance_limit, s.unit),
+                _count(s),
+                f"{s.gpus} x {s.gpu}",
+                w.usd(s.monthly_cost_usd),
+                _change(s, lay),
+                s.risks[0].text if s.risks else lay.t("none"),
+            ]
+        )
+    out.append(lay.table(rows, [0.11, 0.09, 0.11, 0.12, 0.13, 0.1, 0.12, 0.22]))
+    out.append(lay.h2(lay.t("pools_heading")))
+    prow: list[list[str]] = [
+        [
+            lay.t(k)
+            for k in (
+                "col_gpu",
+                "col_service",
+                "col_for_load",
+                "col_spares_each",
+                "col_spares_shared",
+                "col_cost",
+                "col_cost_shared",
+            )
+        ]
+    ]
+    for p in r.pools:
+        prow.append(
+            [
+                p.gpu,
+                ", ".join(p.services),
+                str(p.gpus_for_load),
+                f"+{p.spare_gpus_per_service} = {p.gpus_per_service_spares}",
+                f"+{p.spare_gpus_shared} = {p.gpus_shared_spares}",
+                w.usd(p.monthly_cost_usd),
+                w.usd(p.monthly_cost_shared_usd),
+            ]
+        )
+    out.append(lay.table(prow, [0.13, 0.22, 0.11, 0.15, 0.14, 0.12, 0.13]))
+    if r.pools:
+        out.append(lay.para(lay.t("pools_rule", rule=r.pools[0].rule)))
+    out.append(lay.h2(lay.t("risks_heading")))
+    if r.risks:
+        rrows = [[lay.t("col_level"), lay.t("col_service"), lay.t("col_what")]]
+        rrows += [[lay.t(f"level_{x.level}"), x.service, x.text] for x in r.risks]
+        out.append(lay.table(rrows, [0.1, 0.16, 0.74]))
+    else:
+        out.append(lay.para(lay.t("no_risks")))
+    return out

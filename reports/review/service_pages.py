@@ -1,0 +1,145 @@
+"""One section per service: count interval, growth trend, hourly chart and fleets, then the
+capacity baseline's own workload and plan pages for that service."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from reportlab.graphics.shapes import Drawing
+from reportlab.platypus import Flowable, PageBreak
+
+from planner.review.schema import HourlyCapacity, ServiceReview
+from profiles.model import Profile
+from reports import charts
+from reports.charts import NAVY, ORANGE, RED, Axis
+from reports.data import ReportInputs
+from reports.pdf import CONTENT_W, Report
+from reports.review.layout import Layout
+
+DAY_COLORS = {"weekday": NAVY, "weekend": ORANGE, "all": NAVY}
+
+
+def chart_hourly(h: HourlyCapacity, lay: Layout) -> Drawing:
+    """Instances per hour of day per day type, against the fleet sized for the peak."""
+    drawing, panel = charts.single(
+        CONTENT_W,
+        150,
+        Axis(0, 24, lay.t("axis_hour")),
+        Axis(0, h.peak_instances * 1.15 + 0.5, lay.t("axis_instances")),
+        font=lay.w.font,
+        title=lay.t("chart_hourly"),
+    )
+    for d in h.day_types:
+        xs, ys = [], []
+        for hour, n in enumerate(d.instances):
+            if n is None:
+                continue
+            xs += [hour, hour + 1]
+            ys += [n, n]
+        if xs:
+            panel.line(xs, ys, DAY_COLORS[d.day_type], label=lay.t(f"day_{d.day_type}"))
+    panel.hline(h.peak_instances, RED, text=lay.t("peak_line"))
+    drawing.add(panel.render())
+    return drawing
+
+
+def _hourly(h: HourlyCapacity | None, lay: Layout) -> list[Flowable]:
+    out: list[Flowable] = [lay.h2(lay.t("hourly_heading"))]
+    if h is None:
+        return out + [lay.para(lay.t("hourly_none"))]
+    out.append(chart_hourly(h, lay))
+    rows = [[lay.t("col_fleet"), lay.t("col_gpu_hours"), lay.t("col_cost"), lay.t("col_rule")]]
+    for o in h.options:
+        rows.append(
+            [
+                lay.t(f"opt_{o.kind}"),
+                lay.w.integer(o.gpu_hours_per_month),
+                lay.w.usd(o.monthly_cost_usd),
+                o.rule,
+            ]
+        )
+    out.append(lay.table(rows, [0.17, 0.15, 0.13, 0.55]))
+    return out
+
+
+def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
+    iv = s.count_interval
+    out: list[Flowable] = [lay.h2(lay.t("count_heading"))]
+    if iv is None:
+        return out + [lay.para(lay.t("count_none"))]
+
+    def span(x: tuple[float, float] | None, unit: str) -> str:
+        if x is None:
+            return lay.t("count_none")
+        return f"{lay.w.load(x[0], unit)} – {lay.w.load(x[1], unit)}"
+
+    out.append(
+        lay.para(
+            lay.t(
+                "count_sentence",
+                n=s.instances,
+                level=f"{iv.level:.0%}",
+                low=iv.low,
+                high=iv.high,
+                peak_iv=span(iv.peak_rps_interval, "rps"),
+                limit_iv=span(iv.limit_interval, s.unit),
+                dominant=lay.t(f"dominant_{iv.dominant}"),
+            )
+        )
+    )
+    out.append(lay.para(lay.t("count_method", method=iv.method), lay.s.cell))
+    return out
+
+
+def baseline_pages(s: ServiceReview, profile: Profile, lay: Layout) -> list[Flowable]:
+    """The capacity baseline's workload and plan pages for this service.
+
+    Those pages read only the profile and the plan, so the report is given those and no run.
+    """
+    inputs = ReportInputs(
+        profile=profile,
+        profile_path=Path(s.profile),
+        run=cast(Any, None),
+        run_dir=Path(),
+        stages=[],
+        limit=cast(Any, None),
+        limit_path=Path(s.limit),
+        plan=s.plan,
+        plan_path=Path(),
+        previous=None,
+        previous_path=None,
+        timeline=None,
+        digests=[],
+    )
+    report = Report(inputs, lay.w, datetime.now(UTC))
+    return report.page_workload() + report.page_plan()
+
+
+def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> list[Flowable]:
+    source = lay.t(f"source_{s.growth_source}")
+    out: list[Flowable] = [
+        PageBreak(),
+        lay.h1(lay.t("service_heading", name=s.name)),
+        lay.para(
+            lay.t(
+                "service_intro",
+                model=s.model,
+                gpu=s.gpu,
+                tp=s.tp,
+                profile=s.profile,
+                limit=s.limit,
+                growth=f"{s.growth:g}",
+                source=source,
+            )
+        ),
+        lay.para(s.plan.sentence, lay.s.answer),
+    ]
+    out += _interval(s, lay)
+    out.append(lay.h2(lay.t("trend_heading")))
+    out.append(lay.para(s.trend.statement if s.trend else lay.t("trend_none")))
+    out += _hourly(s.hourly, lay)
+    if profile is not None:
+        out += baseline_pages(s, profile, lay)
+    return out

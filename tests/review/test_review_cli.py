@@ -1,0 +1,135 @@
+"""`capplan review` end to end on the shipped example: three services, English and Chinese,
+fleet totals against plans built one by one, and the change against a previous review."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image
+from typer.testing import CliRunner
+
+from planner.capacity import parse_limit
+from planner.cli import app
+from planner.plan import PlanOptions, build_plan
+from planner.review.build import load_service_profile
+from planner.review.config import load_review
+from reports.review.words import REVIEW_STRINGS
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "review.yaml"
+
+
+@pytest.fixture(scope="module")
+def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("review")
+    shutil.copy(EXAMPLE, root / "review.yaml")
+    # Last quarter: chat grew 1.0x (not 1.3x) and there was no batch service.
+    old = yaml.safe_load(EXAMPLE.read_text())
+    old["name"] = "2026-Q3"
+    old["services"] = [s for s in old["services"] if s["name"] != "batch-summaries"]
+    old["services"][0]["growth"] = 1.0
+    (root / "old.yaml").write_text(yaml.safe_dump(old))
+    runner = CliRunner()
+    q3 = str(root / "q3.json")
+    for args in (
+        [str(root / "old.yaml"), "-o", str(root / "q3.pdf")],
+        [str(root / "review.yaml"), "-o", str(root / "q4.pdf"), "--previous", q3],
+        [
+            str(root / "review.yaml"),
+            "-o",
+            str(root / "q4-zh.pdf"),
+            "--lang",
+            "zh",
+            "--previous",
+            q3,
+        ],
+    ):
+        result = runner.invoke(app, ["review", *args])
+        assert result.exit_code == 0, result.output
+    return root
+
+
+def test_fleet_totals_equal_plans_built_one_by_one(reviews: Path) -> None:
+    spec = load_review(EXAMPLE)
+    review = json.loads((reviews / "q4.json").read_text())
+    assert review["schema"] == "capplan.review/1"
+    instances = gpus = 0
+    cost = 0.0
+    by_type: dict[str, int] = {}
+    for s in spec.services:
+        plan = build_plan(
+            load_service_profile(s, EXAMPLE.parent),
+            parse_limit(s.limit, s.slo),
+            PlanOptions(
+                profile_path="x",
+                slo=s.slo,
+                growth=(s.growth or 1.0,),
+                headroom=s.headroom,
+                redundancy=s.redundancy,
+                gpu=s.gpu,
+                model=s.model,
+                tp=s.tp,
+                gpu_hour_price_usd=s.gpu_hour_price_usd,
+                fleet=False,
+            ),
+        )
+        instances += plan.instances
+        gpus += plan.resources.gpus
+        cost += plan.cost.monthly_usd
+        by_type[plan.resources.gpu] = by_type.get(plan.resources.gpu, 0) + plan.resources.gpus
+    fleet = review["fleet"]
+    assert (fleet["services"], fleet["instances"], fleet["gpus"]) == (3, instances, gpus)
+    assert fleet["monthly_cost_usd"] == pytest.approx(cost)
+    assert fleet["gpus_by_type"] == by_type
+    h100 = next(p for p in review["pools"] if p["gpu"] == "H100-80GB")
+    # chat and rag each keep one spare; shared, one spare covers both.
+    assert h100["spare_gpus_per_service"] == 2 and h100["spare_gpus_shared"] == 1
+    assert h100["gpus_shared_spares"] == h100["gpus_per_service_spares"] - 1
+    assert h100["monthly_cost_shared_usd"] == pytest.approx(h100["monthly_cost_usd"] - 2.99 * 730)
+
+
+def test_change_against_previous_review(reviews: Path) -> None:
+    old = {s["name"]: s for s in json.loads((reviews / "q3.json").read_text())["services"]}
+    new = json.loads((reviews / "q4.json").read_text())
+    by_name = {s["name"]: s for s in new["services"]}
+    chat = by_name["chat"]
+    assert chat["change"]["status"] == "changed"
+    assert chat["change"]["instances"] == chat["instances"] - old["chat"]["instances"] > 0
+    assert by_name["rag"]["change"]["instances"] == 0
+    assert by_name["batch-summaries"]["change"]["status"] == "new"
+    change = new["change"]
+    assert change["previous_name"] == "2026-Q3"
+    assert change["new_services"] == ["batch-summaries"] and change["removed_services"] == []
+    assert change["instances"] == new["fleet"]["instances"] - sum(
+        s["instances"] for s in old.values()
+    )
+    assert any(d["role"] == "previous" for d in new["inputs"])
+
+
+def test_pdfs_render_in_both_languages(reviews: Path, tmp_path: Path) -> None:
+    pdftoppm = shutil.which("pdftoppm")
+    assert pdftoppm, "pdftoppm (poppler-utils) is needed; scripts/test.sh installs it"
+    for name in ("q4", "q4-zh"):
+        subprocess.run(
+            [pdftoppm, "-r", "30", "-png", str(reviews / f"{name}.pdf"), str(tmp_path / name)],
+            check=True,
+        )
+        pngs = sorted(tmp_path.glob(f"{name}-*.png"))
+        # page 1, per service a section + workload + plan pages, and the appendix
+        assert len(pngs) >= 1 + 3 * 3 + 1
+        for png in pngs:
+            with Image.open(png) as image:
+                lo, hi = image.convert("L").getextrema()
+            assert lo < 128 < hi, f"{png.name} looks blank"
+    text = subprocess.run(
+        ["pdftotext", str(reviews / "q4-zh.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "季度容量评审" in text and "风险（跨服务排序）" in text
+
+
+def test_review_strings_same_keys() -> None:
+    assert REVIEW_STRINGS["en"].keys() == REVIEW_STRINGS["zh"].keys()
