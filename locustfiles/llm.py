@@ -3,9 +3,16 @@
 Run it as Locust users expect (web UI or headless, local or master/worker):
 
     locust -f locustfiles/llm.py --host http://127.0.0.1:8000 --llm-model llama \
-        --llm-profile profile.json --llm-plan steady-burst-recovery --llm-out runs/x
+        --headless -u 8 -r 4 -t 60s --llm-out runs/x
+    locust -f locustfiles/llm.py --host http://127.0.0.1:8000 --llm-model llama \
+        --llm-profile profile.json --llm-plan steady-burst-recovery -t 5m --llm-out runs/y
 
-`capplan loadtest` runs this file headless and reads what it writes. The load comes from a
+Without --llm-plan the shape reads Locust's common options (-u, -r, -t, or the web UI's start
+form): one closed-loop stage of -u users started at -r per second, or with --llm-rate one
+open-loop stage, lasting -t. With a plan, -t cuts it (see locustfiles/stages.locust_plan).
+`capplan loadtest` runs this file headless (--llm-managed) and writes run.json and
+stages.json itself; run directly, the file writes them (locustfiles/rundir.py). The web UI
+gets a live capplan tab and /capplan/live (locustfiles/live.py). The load comes from a
 stage plan, not from Locust's user count: a shape keeps one driver user per process (one
 per worker in distributed mode), and each driver runs the plan on an absolute schedule
 (see locustfiles/driver.py). Rows go to `<out>/records.parts/` about every second; workers
@@ -37,7 +44,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
+from locustfiles.live import GoodThresholds, LiveStats, LiveView, install_web_ui
 from locustfiles.metrics import fetch_metrics, parse_metrics
+from locustfiles.options import add_options, common_options, given_common
 from locustfiles.recorder import (
     METRICS_PARTS,
     RECORD_NAMES,
@@ -45,8 +54,9 @@ from locustfiles.recorder import (
     PartWriter,
 )
 from locustfiles.replay import read_log_table, slice_log, to_replay
-from locustfiles.stages import resolve_plan
-from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
+from locustfiles.rundir import finish_run, fresh_dir, start_run
+from locustfiles.stages import LocustPlan, locust_plan
+from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, RunInfo, StagePlan
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream
@@ -64,77 +74,8 @@ _I_TTFT = RECORD_NAMES.index("ttft_s")
 _I_OK = RECORD_NAMES.index("ok")
 
 
-@events.init_command_line_parser.add_listener
-def _add_options(parser: Any) -> None:
-    parser.add_argument(
-        "--llm-profile", default="", help="capplan profile JSON (default: the built-in chat preset)"
-    )
-    parser.add_argument("--llm-model", default="", help="model name sent in each request")
-    parser.add_argument(
-        "--llm-endpoint",
-        default="chat",
-        choices=["chat", "completions"],
-        help="OpenAI endpoint kind",
-    )
-    parser.add_argument(
-        "--llm-plan",
-        default="",
-        help="steady | steady-burst-recovery | steps | a YAML/JSON plan file",
-    )
-    parser.add_argument(
-        "--llm-rate", type=float, default=0.0, help="open-loop rate (req/s) for built-in plans"
-    )
-    parser.add_argument(
-        "--llm-users", type=int, default=0, help="closed-loop users for built-in plans"
-    )
-    parser.add_argument(
-        "--llm-duration", type=float, default=0.0, help="stage length (s) for built-in plans"
-    )
-    parser.add_argument("--llm-arrival", default="poisson", help="poisson | constant | gamma:K")
-    parser.add_argument("--llm-seed", type=int, default=0, help="seed of requests and arrivals")
-    parser.add_argument(
-        "--llm-api-key-env", default="", help="environment variable holding the API key"
-    )
-    parser.add_argument(
-        "--llm-out", default="", help="folder for records (default: runs/locust-<time>)"
-    )
-    parser.add_argument(
-        "--llm-replay", default="", help="request log to replay (stages with arrival: replay)"
-    )
-    parser.add_argument(
-        "--llm-replay-start", type=float, default=0.0, help="log second where the replay starts"
-    )
-    parser.add_argument("--llm-speed", type=float, default=1.0, help="replay speed-up factor")
-    parser.add_argument(
-        "--llm-no-ignore-eos", action="store_true", help="do not send ignore_eos/min_tokens"
-    )
-    parser.add_argument(
-        "--llm-request-timeout",
-        type=float,
-        default=300.0,
-        help="seconds before a request times out",
-    )
-    parser.add_argument(
-        "--llm-max-concurrency",
-        type=int,
-        default=0,
-        help="client cap on requests in flight (0: none)",
-    )
-    parser.add_argument(
-        "--llm-drain",
-        type=float,
-        default=30.0,
-        help="seconds to wait for in-flight requests at the end",
-    )
-    parser.add_argument(
-        "--llm-no-metrics", action="store_true", help="do not scrape the target's /metrics"
-    )
-    parser.add_argument(
-        "--llm-run-epoch",
-        type=float,
-        default=0.0,
-        help="Unix time of the run's t = 0 (append runs)",
-    )
+events.init_command_line_parser.add_listener(add_options)
+_given: frozenset[str] = frozenset()  # which of -u, -r, -t the command line gave
 
 
 def _load_profile(path: str) -> Profile:
@@ -148,14 +89,19 @@ class _Run:
         o: Any = env.parsed_options
         self.env = env
         self.profile = _load_profile(o.llm_profile)
-        self.plan: StagePlan = resolve_plan(
+        from_form = env.web_ui is not None and not (o.headless or o.autostart)
+        master = isinstance(env.runner, MasterRunner)
+        self.locust_plan: LocustPlan = locust_plan(
             o.llm_plan or None,
             self.profile,
+            common_options(o, _given, from_form),
             rate_rps=o.llm_rate or None,
             users=o.llm_users or None,
             duration_s=o.llm_duration or None,
             arrival=o.llm_arrival,
+            start_delay_s=START_DELAY_MASTER_S if master else START_DELAY_LOCAL_S,
         )
+        self.plan: StagePlan = self.locust_plan.plan
         self.replay: ReplayLog | None = None
         if o.llm_replay:
             span = (
@@ -174,7 +120,15 @@ class _Run:
             drain_s=o.llm_drain,
             api_key=api_key,
         )
+        self.managed = bool(o.llm_managed)
         self.out = Path(o.llm_out or f"runs/locust-{time.strftime('%Y%m%d-%H%M%S')}")
+        if not self.managed:
+            self.out = fresh_dir(self.out)
+        self.info: RunInfo | None = None
+        self.stop_s: float | None = None  # run clock when the run was stopped early
+        self.scraper: gevent.Greenlet | None = None
+        self.live_stats = LiveStats(GoodThresholds(o.llm_slo_ttft or None, o.llm_slo_tpot or None))
+        self._view: tuple[float, LiveView] | None = None
         self.work = self.out / WORK_DIR
         self.run_epoch = o.llm_run_epoch or 0.0
         self.scrape = not o.llm_no_metrics
@@ -209,6 +163,7 @@ class _Run:
             if not r[_I_OK]:
                 self.total_errors += 1
             self.recent.append((r[_I_END], bool(r[_I_OK]), r[_I_TTFT], r[_I_STAGE]))
+        self.live_stats.add(rows)
 
     def flush(self) -> None:
         if self.writer is not None and self.rows:
@@ -233,13 +188,7 @@ class _Run:
         window = [r for r in self.recent if r[0] >= now - 5.0]
         ttfts = [r[2] for r in self.recent if r[1] and r[2] is not None]
         elapsed = now - self.start_s
-        stage, stage_i, t = "", -1, 0.0
-        for i, s in enumerate(self.plan.stages):
-            if elapsed >= t:
-                stage, stage_i = s.name, i
-            t += s.duration_s
-        if elapsed >= t:
-            stage = "drain"
+        stage, stage_i = self.stage_at(elapsed)
         return {
             "t_s": now,
             "elapsed_s": elapsed,
@@ -252,6 +201,38 @@ class _Run:
             "achieved_rps": sum(1 for r in window if r[1]) / 5.0,
             "ttft_p95_s": float(np.percentile(ttfts, 95)) if ttfts else None,
         }
+
+    def stage_at(self, elapsed_s: float) -> tuple[str, int]:
+        """(name, index) of the stage running `elapsed_s` into the plan; 'drain' after it."""
+        stage, stage_i, t = "", -1, 0.0
+        for i, s in enumerate(self.plan.stages):
+            if elapsed_s >= t:
+                stage, stage_i = s.name, i
+            t += s.duration_s
+        return ("drain" if elapsed_s >= t else stage), stage_i
+
+    def view(self) -> LiveView | None:
+        """The capplan tab's numbers (computed at most once a second: the UI polls often)."""
+        if self.clock is None:
+            return None
+        now = self.clock.now()
+        if self._view is not None and now - self._view[0] < 1.0 and not self.finished:
+            return self._view[1]
+        live = self.live()
+        view = LiveView(
+            run_dir=str(self.out.resolve()),
+            t_s=now,
+            elapsed_s=now - self.start_s,
+            stage=live["stage"],
+            scheduled=live["scheduled"],
+            in_flight=live["in_flight"],
+            goodput_ttft_s=self.live_stats.thresholds.ttft_s,
+            goodput_tpot_s=self.live_stats.thresholds.tpot_s,
+            done=self.finished,
+            stages=self.live_stats.stages(self.plan, self.start_s, now),
+        )
+        self._view = (now, view)
+        return view
 
 
 _run: _Run | None = None
@@ -310,7 +291,10 @@ def _stop_watcher(run: _Run) -> None:
         gevent.sleep(0.2)
 
 
-def _stop_everything(run: _Run) -> None:
+def _stop_everything(run: _Run, *, stopping: bool = False) -> None:
+    """Stop the plan now (Ctrl-C, the web UI's Stop, a stop file) and finish the run."""
+    if run.clock is not None and run.stop_s is None:
+        run.stop_s = run.clock.now()
     runner = run.env.runner
     if isinstance(runner, MasterRunner):
         runner.send_message("capplan_stop", {})
@@ -320,10 +304,12 @@ def _stop_everything(run: _Run) -> None:
     elif run.driver is not None:
         run.driver.stop()
         run.driver.cancel_all()
-    _finish(run)
+    _finish(run, stopping=stopping)
 
 
-def _finish(run: _Run) -> None:
+def _finish(run: _Run, *, stopping: bool = False) -> None:
+    """Write what is left; a plain Locust run also finishes its run directory. Then stop
+    Locust (unless it is stopping already: `stopping`)."""
     if run.finished:
         return
     run.finished = True
@@ -332,14 +318,53 @@ def _finish(run: _Run) -> None:
         live = run.live()
         live["done"] = True
         run.write_json("live.json", live)
+    if not run.managed and run.info is not None:
+        if run.scraper is not None:
+            run.scraper.kill()
+        plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
+        early = run.stop_s is not None and run.stop_s < plan_end_s
+        summaries = finish_run(
+            run.out,
+            run.info,
+            run.locust_plan,
+            run.start_s,
+            stop_s=run.stop_s,
+            interrupted=early and not run.locust_plan.until_stopped,
+        )
+        log.info(
+            "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",
+            run.out.resolve(),
+            run.total_rows,
+            ", ".join(f"{s.name} {s.duration_s:.1f} s" for s in summaries) or "no stage",
+        )
     runner = run.env.runner
-    if runner is not None:
+    if runner is not None and not stopping:
         headless = bool(getattr(run.env.parsed_options, "headless", True))
         # Headless runs end the process; with the web UI the test stops and the UI stays.
         gevent.spawn_later(0.1, runner.quit if headless else runner.stop)
 
 
 def _begin_writing(run: _Run, env: Environment) -> None:
+    for note in run.locust_plan.notes:
+        (log.warning if note.startswith("warning:") else log.info)(note)
+    if not run.managed:
+        o: Any = env.parsed_options
+        assert run.clock is not None
+        run.info = start_run(
+            run.out,
+            run.locust_plan,
+            host=env.host or "",
+            model=run.options.model,
+            endpoint=run.options.endpoint,
+            profile_source=o.llm_profile or "preset:chat",
+            profile_digest=run.profile.digest(),
+            seed=run.options.seed,
+            workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
+            max_concurrency=run.options.max_concurrency,
+            ignore_eos=run.options.ignore_eos,
+            start_epoch_s=run.clock.start_epoch_s,
+        )
+        log.info("capplan run directory: %s", run.out.resolve())
     run.open_writer()
     assert run.clock is not None
     run.write_json(
@@ -355,7 +380,7 @@ def _begin_writing(run: _Run, env: Environment) -> None:
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:
-        gevent.spawn(_scraper, run, env.host)
+        run.scraper = gevent.spawn(_scraper, run, env.host)
 
 
 # --- Locust events ---------------------------------------------------------------------------
@@ -363,7 +388,16 @@ def _begin_writing(run: _Run, env: Environment) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    global _given
     options = environment.parsed_options
+    _given = given_common(options)
+    if environment.web_ui is not None and not isinstance(environment.runner, WorkerRunner):
+
+        def view() -> LiveView | None:
+            run = _run
+            return run.view() if run is not None and run.env is environment else None
+
+        install_web_ui(environment.web_ui, view)
     if options is not None and getattr(options, "llm_request_timeout", None):
         LLMUser.network_timeout = float(options.llm_request_timeout)
     runner = environment.runner
@@ -389,6 +423,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
             run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
             run.clock = RunClock(data["start_epoch_s"])
+            if "plan" in data:
+                run.plan = StagePlan.model_validate(data["plan"])
             run.start_s = data["plan_start_s"]
             order = data["order"]
             run.slot = Slot(order.index(runner.client_id), len(order))
@@ -412,6 +448,16 @@ def _calm_gc() -> None:
     gc.set_threshold(50_000, 50, 1000)
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Environment, **_: Any) -> None:
+    """The web UI's Stop, Ctrl-C or Locust's own quit: stop the plan and keep every row."""
+    run = _run
+    if isinstance(environment.runner, WorkerRunner) or run is None or run.env is not environment:
+        return
+    if not run.finished and run.clock is not None:
+        _stop_everything(run, stopping=True)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     _calm_gc()
@@ -426,7 +472,13 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         run.slot = Slot(0, max(1, len(order)))
         run.start_s = run.clock.now() + START_DELAY_MASTER_S
         runner.send_message(
-            "capplan_start", {"start_epoch_s": epoch, "plan_start_s": run.start_s, "order": order}
+            "capplan_start",
+            {
+                "start_epoch_s": epoch,
+                "plan_start_s": run.start_s,
+                "order": order,
+                "plan": run.plan.model_dump(),  # the web form's values reach only the master
+            },
         )
     else:
         run.slot = Slot()
@@ -510,8 +562,11 @@ class PlanShape(LoadTestShape):
     """One driver user per load-generating process for as long as the plan runs.
 
     The plan's own timing lives in the driver; this shape only places the drivers and stops
-    the test if the drivers never report back (plan + drain + 60 s).
+    the test if the drivers never report back (plan + drain + 60 s). It reads Locust's
+    common options (-u, -r, -t, the web UI's form): they set the plan (see `_Run`).
     """
+
+    use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
         run = _state(self.runner.environment) if self.runner is not None else None
