@@ -51,18 +51,19 @@ def fresh_dir(base: Path) -> Path:
     return path
 
 
-def _now_iso() -> str:
+def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _version(dist: str) -> str:
+def dist_version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return ""
 
 
-def _write(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -88,8 +89,8 @@ def start_run(
         {
             "name": out.name,
             "command": list(sys.argv),
-            "capplan_version": _version("llm-capacity-planner"),
-            "locust_version": _version("locust"),
+            "capplan_version": dist_version("llm-capacity-planner"),
+            "locust_version": dist_version("locust"),
             "host": host,
             "model": model,
             "endpoint": endpoint,
@@ -100,13 +101,13 @@ def start_run(
             "workers": workers,
             "client_concurrency_cap": max_concurrency,
             "ignore_eos": ignore_eos,
-            "started_at": _now_iso(),
+            "started_at": now_iso(),
             "start_epoch_s": start_epoch_s,
             "run_time_cap_s": locust_plan.run_time_cap_s,
         }
     )
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
     return info
 
 
@@ -137,14 +138,14 @@ def finish_run(
         s.model_copy(update={"planned_duration_s": locust_plan.planned_s.get(s.name)})
         for s in summaries
     ]
-    _write(out / "stages.json", json.dumps([s.model_dump() for s in summaries], indent=2))
+    write_atomic(out / "stages.json", json.dumps([s.model_dump() for s in summaries], indent=2))
     info = info.model_copy(
         update={
-            "ended_at": _now_iso(),
+            "ended_at": now_iso(),
             "interrupted": interrupted,
             "tokens_estimated": any(s.tokens_estimated for s in summaries),
         }
     )
-    _write(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
     return summaries

@@ -11,7 +11,6 @@ call). `summarize_stage` is the pure part: records in, a StageSummary out.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
 import shutil
@@ -22,7 +21,6 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +39,9 @@ from locustfiles.recorder import (
     read_records_table,
 )
 from locustfiles.replay import read_log_table, slice_log
+from locustfiles.rundir import dist_version as _version
+from locustfiles.rundir import now_iso as _now_iso
+from locustfiles.rundir import write_atomic as _write_json
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from locustfiles.summary import percentiles, recovery_time_s, summarize_plan, summarize_stage
 from planner.errors import ConfigError, InputError, RunError
@@ -221,17 +222,6 @@ def _format_progress(live: dict[str, Any], offered_rps: float | None) -> str:
     )
 
 
-def _now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 def _prepare_run_info(
     config: LoadTestConfig,
     plan: StagePlan,
@@ -274,12 +264,6 @@ def _prepare_run_info(
         started_at=_now_iso(),
         start_epoch_s=time.time(),
     )
-
-
-def _write_json(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def run_loadtest(
