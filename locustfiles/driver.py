@@ -271,7 +271,9 @@ class PlanDriver:
                 g = self._spawn(stage.name, f"{stage.name}/{j}", shape, self._clock.now(), body)
                 g.join()
 
-        loops = [gevent.spawn(loop) for _ in users]
+        # User u starts at u / spawn rate into the stage (Locust's -r), on every process alike.
+        rate = stage.spawn_rate_users_per_s
+        loops = [gevent.spawn_later(u / rate if rate else 0.0, loop) for u in users]
         self._sleep_until(stage_end)
         gevent.joinall(loops, timeout=0)  # loops exit on their own once their request ends
 

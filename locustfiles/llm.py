@@ -3,9 +3,16 @@
 Run it as Locust users expect (web UI or headless, local or master/worker):
 
     locust -f locustfiles/llm.py --host http://127.0.0.1:8000 --llm-model llama \
-        --llm-profile profile.json --llm-plan steady-burst-recovery --llm-out runs/x
+        --headless -u 8 -r 4 -t 60s --llm-out runs/x
+    locust -f locustfiles/llm.py --host http://127.0.0.1:8000 --llm-model llama \
+        --llm-profile profile.json --llm-plan steady-burst-recovery -t 5m --llm-out runs/y
 
-`capplan loadtest` runs this file headless and reads what it writes. The load comes from a
+Without --llm-plan the shape reads Locust's common options (-u, -r, -t, or the web UI's start
+form): one closed-loop stage of -u users started at -r per second, or with --llm-rate one
+open-loop stage, lasting -t. With a plan, -t cuts it (see locustfiles/stages.locust_plan).
+`capplan loadtest` runs this file headless (--llm-managed) and writes run.json and
+stages.json itself; run directly, the file writes them (locustfiles/rundir.py). The web UI
+gets a live capplan tab and /capplan/live (locustfiles/live.py). The load comes from a
 stage plan, not from Locust's user count: a shape keeps one driver user per process (one
 per worker in distributed mode), and each driver runs the plan on an absolute schedule
 (see locustfiles/driver.py). Rows go to `<out>/records.parts/` about every second; workers
@@ -20,13 +27,9 @@ plan, rate, users, duration, arrival, seed, api-key-env, out, replay, speed, ...
 from __future__ import annotations
 
 import gc
-import json
 import logging
-import os
 import time
 import urllib.error
-from collections import deque
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -36,255 +39,46 @@ from locust import FastHttpUser, LoadTestShape, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
+from locustfiles.driver import PlanDriver, Row, RunClock, Slot
+from locustfiles.live import LiveView, install_web_ui
 from locustfiles.metrics import fetch_metrics, parse_metrics
+from locustfiles.options import add_options, given_common
 from locustfiles.recorder import (
     METRICS_PARTS,
-    RECORD_NAMES,
-    RECORDS_PARTS,
     PartWriter,
 )
-from locustfiles.replay import read_log_table, slice_log, to_replay
-from locustfiles.stages import resolve_plan
-from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS, StagePlan
-from profiles.model import Profile, load_profile
-from profiles.presets import preset_profile
-from profiles.workload import WorkloadStream
+from locustfiles.rundir import finish_run, start_run
+from locustfiles.runstate import FLUSH_S, START_DELAY_LOCAL_S, START_DELAY_MASTER_S, RunState
+from planner.run_schema import SERVER_METRIC_COLUMNS, StagePlan
 
 log = logging.getLogger("capplan.locust")
 
-WORK_DIR = ".work"
-FLUSH_S = 0.9  # rows reach disk at least every second
-START_DELAY_LOCAL_S = 0.5
-START_DELAY_MASTER_S = 1.0
-
-_I_STAGE = RECORD_NAMES.index("stage")
-_I_END = RECORD_NAMES.index("end_s")
-_I_TTFT = RECORD_NAMES.index("ttft_s")
-_I_OK = RECORD_NAMES.index("ok")
+events.init_command_line_parser.add_listener(add_options)
+_given: frozenset[str] = frozenset()  # which of -u, -r, -t the command line gave
 
 
-@events.init_command_line_parser.add_listener
-def _add_options(parser: Any) -> None:
-    parser.add_argument(
-        "--llm-profile", default="", help="capplan profile JSON (default: the built-in chat preset)"
-    )
-    parser.add_argument("--llm-model", default="", help="model name sent in each request")
-    parser.add_argument(
-        "--llm-endpoint",
-        default="chat",
-        choices=["chat", "completions"],
-        help="OpenAI endpoint kind",
-    )
-    parser.add_argument(
-        "--llm-plan",
-        default="",
-        help="steady | steady-burst-recovery | steps | a YAML/JSON plan file",
-    )
-    parser.add_argument(
-        "--llm-rate", type=float, default=0.0, help="open-loop rate (req/s) for built-in plans"
-    )
-    parser.add_argument(
-        "--llm-users", type=int, default=0, help="closed-loop users for built-in plans"
-    )
-    parser.add_argument(
-        "--llm-duration", type=float, default=0.0, help="stage length (s) for built-in plans"
-    )
-    parser.add_argument("--llm-arrival", default="poisson", help="poisson | constant | gamma:K")
-    parser.add_argument("--llm-seed", type=int, default=0, help="seed of requests and arrivals")
-    parser.add_argument(
-        "--llm-api-key-env", default="", help="environment variable holding the API key"
-    )
-    parser.add_argument(
-        "--llm-out", default="", help="folder for records (default: runs/locust-<time>)"
-    )
-    parser.add_argument(
-        "--llm-replay", default="", help="request log to replay (stages with arrival: replay)"
-    )
-    parser.add_argument(
-        "--llm-replay-start", type=float, default=0.0, help="log second where the replay starts"
-    )
-    parser.add_argument("--llm-speed", type=float, default=1.0, help="replay speed-up factor")
-    parser.add_argument(
-        "--llm-time-scale",
-        type=float,
-        default=1.0,
-        help="the endpoint's clock runs this many times faster than wall time (an emulator "
-        "at --speed S): schedules and records are in its time",
-    )
-    parser.add_argument(
-        "--llm-no-ignore-eos", action="store_true", help="do not send ignore_eos/min_tokens"
-    )
-    parser.add_argument(
-        "--llm-request-timeout",
-        type=float,
-        default=300.0,
-        help="seconds before a request times out",
-    )
-    parser.add_argument(
-        "--llm-max-concurrency",
-        type=int,
-        default=0,
-        help="client cap on requests in flight (0: none)",
-    )
-    parser.add_argument(
-        "--llm-drain",
-        type=float,
-        default=30.0,
-        help="seconds to wait for in-flight requests at the end",
-    )
-    parser.add_argument(
-        "--llm-no-metrics", action="store_true", help="do not scrape the target's /metrics"
-    )
-    parser.add_argument(
-        "--llm-run-epoch",
-        type=float,
-        default=0.0,
-        help="Unix time of the run's t = 0 (append runs)",
-    )
+_run: RunState | None = None
 
 
-def _load_profile(path: str) -> Profile:
-    return load_profile(path) if path else preset_profile("chat")
-
-
-class _Run:
-    """Everything one Locust process needs for the plan, built once from the options."""
-
-    def __init__(self, env: Environment) -> None:
-        o: Any = env.parsed_options
-        self.env = env
-        self.profile = _load_profile(o.llm_profile)
-        self.plan: StagePlan = resolve_plan(
-            o.llm_plan or None,
-            self.profile,
-            rate_rps=o.llm_rate or None,
-            users=o.llm_users or None,
-            duration_s=o.llm_duration or None,
-            arrival=o.llm_arrival,
-        )
-        self.replay: ReplayLog | None = None
-        if o.llm_replay:
-            span = (
-                sum(s.duration_s for s in self.plan.stages if s.arrival == "replay") * o.llm_speed
-            )
-            table = slice_log(read_log_table(o.llm_replay), o.llm_replay_start, span + 1.0)
-            self.replay = to_replay(table, o.llm_speed, o.llm_replay_start)
-        api_key = os.environ.get(o.llm_api_key_env) if o.llm_api_key_env else None
-        self.options = DriverOptions(
-            endpoint=o.llm_endpoint,
-            model=o.llm_model or "default",
-            seed=o.llm_seed,
-            ignore_eos=not o.llm_no_ignore_eos,
-            request_timeout_s=o.llm_request_timeout,
-            max_concurrency=o.llm_max_concurrency or None,
-            drain_s=o.llm_drain,
-            api_key=api_key,
-        )
-        self.out = Path(o.llm_out or f"runs/locust-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.work = self.out / WORK_DIR
-        self.run_epoch = o.llm_run_epoch or 0.0
-        self.time_scale = float(getattr(o, "llm_time_scale", 1.0) or 1.0)
-        self.scrape = not o.llm_no_metrics
-        self.started = gevent.event.Event()
-        self.clock: RunClock | None = None
-        self.start_s = 0.0
-        self.slot = Slot()
-        self.driver: PlanDriver | None = None
-        self.rows: list[Row] = []
-        self.done_workers: set[str] = set()
-        self.worker_stats: dict[str, tuple[int, int]] = {}
-        self.recent: deque[tuple[float, bool, float | None, str]] = deque()
-        self.total_rows = 0
-        self.total_errors = 0
-        self.finished = False
-        self.writer: PartWriter | None = None
-        self.stage_ends_s: dict[str, float] = {}
-
-    def make_stream(self, seed: int) -> WorkloadStream:
-        return WorkloadStream(self.profile, seed)
-
-    # --- writing (local process or master) ---------------------------------------------
-
-    def open_writer(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.writer = PartWriter(self.out / RECORDS_PARTS, RECORD_COLUMNS)
-
-    def collect(self, rows: list[Row]) -> None:
-        self.rows.extend(rows)
-        for r in rows:
-            self.total_rows += 1
-            if not r[_I_OK]:
-                self.total_errors += 1
-            self.recent.append((r[_I_END], bool(r[_I_OK]), r[_I_TTFT], r[_I_STAGE]))
-
-    def flush(self) -> None:
-        if self.writer is not None and self.rows:
-            rows, self.rows = self.rows, []
-            self.writer.write(rows)
-
-    def write_json(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.work / (name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.work / name)
-
-    def live(self) -> dict[str, Any]:
-        assert self.clock is not None
-        now = self.clock.now()
-        while self.recent and self.recent[0][0] < now - 10.0:
-            self.recent.popleft()
-        if self.driver is not None:
-            scheduled, in_flight = self.driver.scheduled, self.driver.in_flight
-        else:
-            scheduled = sum(s for s, _ in self.worker_stats.values())
-            in_flight = sum(f for _, f in self.worker_stats.values())
-        window = [r for r in self.recent if r[0] >= now - 5.0]
-        ttfts = [r[2] for r in self.recent if r[1] and r[2] is not None]
-        elapsed = now - self.start_s
-        stage, stage_i, t = "", -1, 0.0
-        for i, s in enumerate(self.plan.stages):
-            if elapsed >= t:
-                stage, stage_i = s.name, i
-            t += s.duration_s
-        if elapsed >= t:
-            stage = "drain"
-        return {
-            "t_s": now,
-            "elapsed_s": elapsed,
-            "stage": stage,
-            "stage_index": stage_i,
-            "scheduled": scheduled,
-            "finished": self.total_rows,
-            "in_flight": in_flight,
-            "errors": self.total_errors,
-            "achieved_rps": sum(1 for r in window if r[1]) / 5.0,
-            "ttft_p95_s": float(np.percentile(ttfts, 95)) if ttfts else None,
-        }
-
-
-_run: _Run | None = None
-
-
-def _state(env: Environment) -> _Run:
+def _state(env: Environment) -> RunState:
     """This process's run state (built on first use)."""
     global _run
     if _run is None or _run.env is not env:
-        _run = _Run(env)
+        _run = RunState(env, _given)
     return _run
 
 
-def _fresh_state(env: Environment) -> _Run:
+def _fresh_state(env: Environment) -> RunState:
     """New run state for a new test (the web UI can start several in one process)."""
     global _run
-    _run = _Run(env)
+    _run = RunState(env, _given)
     return _run
 
 
 # --- background greenlets of the writing process -------------------------------------------
 
 
-def _flusher(run: _Run) -> None:
+def _flusher(run: RunState) -> None:
     while not run.finished:
         gevent.sleep(FLUSH_S)
         run.flush()
@@ -292,7 +86,7 @@ def _flusher(run: _Run) -> None:
             run.write_json("live.json", run.live())
 
 
-def _scraper(run: _Run, host: str) -> None:
+def _scraper(run: RunState, host: str) -> None:
     writer = PartWriter(run.out / METRICS_PARTS, SERVER_METRIC_COLUMNS)
     url = host.rstrip("/") + "/metrics"
     assert run.clock is not None
@@ -309,7 +103,7 @@ def _scraper(run: _Run, host: str) -> None:
         gevent.sleep(max(0.0, 1.0 - run.clock.wall_s(run.clock.now() - t_s)))
 
 
-def _stop_watcher(run: _Run) -> None:
+def _stop_watcher(run: RunState) -> None:
     """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
     `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
     stop_file = run.work / "stop"
@@ -325,7 +119,7 @@ def _stop_watcher(run: _Run) -> None:
         gevent.sleep(0.2)
 
 
-def _end_stage(run: _Run, name: str) -> None:
+def _end_stage(run: RunState, name: str) -> None:
     """End stage `name` on every load-generating process; its end time goes to
     `.work/stage_ends.json` for the stage summaries."""
     assert run.clock is not None
@@ -340,7 +134,10 @@ def _end_stage(run: _Run, name: str) -> None:
         run.write_json("stage_ends.json", run.stage_ends_s)
 
 
-def _stop_everything(run: _Run) -> None:
+def _stop_everything(run: RunState, *, stopping: bool = False) -> None:
+    """Stop the plan now (Ctrl-C, the web UI's Stop, a stop file) and finish the run."""
+    if run.clock is not None and run.stop_s is None:
+        run.stop_s = run.clock.now()
     runner = run.env.runner
     if isinstance(runner, MasterRunner):
         runner.send_message("capplan_stop", {})
@@ -350,10 +147,12 @@ def _stop_everything(run: _Run) -> None:
     elif run.driver is not None:
         run.driver.stop()
         run.driver.cancel_all()
-    _finish(run)
+    _finish(run, stopping=stopping)
 
 
-def _finish(run: _Run) -> None:
+def _finish(run: RunState, *, stopping: bool = False) -> None:
+    """Write what is left; a plain Locust run also finishes its run directory. Then stop
+    Locust (unless it is stopping already: `stopping`)."""
     if run.finished:
         return
     run.finished = True
@@ -362,14 +161,53 @@ def _finish(run: _Run) -> None:
         live = run.live()
         live["done"] = True
         run.write_json("live.json", live)
+    if not run.managed and run.info is not None:
+        if run.scraper is not None:
+            run.scraper.kill()
+        plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
+        early = run.stop_s is not None and run.stop_s < plan_end_s
+        summaries = finish_run(
+            run.out,
+            run.info,
+            run.locust_plan,
+            run.start_s,
+            stop_s=run.stop_s,
+            interrupted=early and not run.locust_plan.until_stopped,
+        )
+        log.info(
+            "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",
+            run.out.resolve(),
+            run.total_rows,
+            ", ".join(f"{s.name} {s.duration_s:.1f} s" for s in summaries) or "no stage",
+        )
     runner = run.env.runner
-    if runner is not None:
+    if runner is not None and not stopping:
         headless = bool(getattr(run.env.parsed_options, "headless", True))
         # Headless runs end the process; with the web UI the test stops and the UI stays.
         gevent.spawn_later(0.1, runner.quit if headless else runner.stop)
 
 
-def _begin_writing(run: _Run, env: Environment) -> None:
+def _begin_writing(run: RunState, env: Environment) -> None:
+    for note in run.locust_plan.notes:
+        (log.warning if note.startswith("warning:") else log.info)(note)
+    if not run.managed:
+        o: Any = env.parsed_options
+        assert run.clock is not None
+        run.info = start_run(
+            run.out,
+            run.locust_plan,
+            host=env.host or "",
+            model=run.options.model,
+            endpoint=run.options.endpoint,
+            profile_source=o.llm_profile or "preset:chat",
+            profile_digest=run.profile.digest(),
+            seed=run.options.seed,
+            workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
+            max_concurrency=run.options.max_concurrency,
+            ignore_eos=run.options.ignore_eos,
+            start_epoch_s=run.clock.start_epoch_s,
+        )
+        log.info("capplan run directory: %s", run.out.resolve())
     run.open_writer()
     assert run.clock is not None
     run.write_json(
@@ -385,7 +223,7 @@ def _begin_writing(run: _Run, env: Environment) -> None:
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:
-        gevent.spawn(_scraper, run, env.host)
+        run.scraper = gevent.spawn(_scraper, run, env.host)
 
 
 # --- Locust events ---------------------------------------------------------------------------
@@ -393,7 +231,16 @@ def _begin_writing(run: _Run, env: Environment) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    global _given
     options = environment.parsed_options
+    _given = given_common(options)
+    if environment.web_ui is not None and not isinstance(environment.runner, WorkerRunner):
+
+        def view() -> LiveView | None:
+            run = _run
+            return run.view() if run is not None and run.env is environment else None
+
+        install_web_ui(environment.web_ui, view)
     if options is not None and getattr(options, "llm_request_timeout", None):
         LLMUser.network_timeout = float(options.llm_request_timeout)
     runner = environment.runner
@@ -419,6 +266,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
             run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
             run.clock = RunClock(data["start_epoch_s"], run.time_scale)
+            if "plan" in data:
+                run.plan = StagePlan.model_validate(data["plan"])
             run.start_s = data["plan_start_s"]
             order = data["order"]
             run.slot = Slot(order.index(runner.client_id), len(order))
@@ -448,6 +297,16 @@ def _calm_gc() -> None:
     gc.set_threshold(50_000, 50, 1000)
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Environment, **_: Any) -> None:
+    """The web UI's Stop, Ctrl-C or Locust's own quit: stop the plan and keep every row."""
+    run = _run
+    if isinstance(environment.runner, WorkerRunner) or run is None or run.env is not environment:
+        return
+    if not run.finished and run.clock is not None:
+        _stop_everything(run, stopping=True)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     _calm_gc()
@@ -462,7 +321,13 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         run.slot = Slot(0, max(1, len(order)))
         run.start_s = run.clock.now() + START_DELAY_MASTER_S
         runner.send_message(
-            "capplan_start", {"start_epoch_s": epoch, "plan_start_s": run.start_s, "order": order}
+            "capplan_start",
+            {
+                "start_epoch_s": epoch,
+                "plan_start_s": run.start_s,
+                "order": order,
+                "plan": run.plan.model_dump(),  # the web form's values reach only the master
+            },
         )
     else:
         run.slot = Slot()
@@ -520,7 +385,7 @@ class LLMUser(FastHttpUser):
             gevent.sleep(3600)
 
 
-def _send_rows(run: _Run, runner: WorkerRunner) -> None:
+def _send_rows(run: RunState, runner: WorkerRunner) -> None:
     rows, run.rows = run.rows, []
     assert run.driver is not None
     runner.send_message(
@@ -534,7 +399,7 @@ def _send_rows(run: _Run, runner: WorkerRunner) -> None:
     )
 
 
-def _worker_sender(run: _Run) -> None:
+def _worker_sender(run: RunState) -> None:
     runner = run.env.runner
     assert isinstance(runner, WorkerRunner)
     while True:
@@ -546,8 +411,11 @@ class PlanShape(LoadTestShape):
     """One driver user per load-generating process for as long as the plan runs.
 
     The plan's own timing lives in the driver; this shape only places the drivers and stops
-    the test if the drivers never report back (plan + drain + 60 s).
+    the test if the drivers never report back (plan + drain + 60 s). It reads Locust's
+    common options (-u, -r, -t, the web UI's form): they set the plan (see `RunState`).
     """
+
+    use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
         run = _state(self.runner.environment) if self.runner is not None else None

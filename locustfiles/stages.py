@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -226,4 +227,141 @@ def resolve_plan(
         return load_plan(spec)
     raise ConfigError(
         f"unknown plan {spec!r}; built-in plans: {', '.join(BUILTIN_PLANS)}, or a .yaml/.json file"
+    )
+
+
+# --- Locust's common options (-u, -r, -t and the web UI's start form) --------------------------
+
+UNTIL_STOPPED_S = 24 * 3600.0  # a closed stage without -t runs until Stop / Ctrl-C (a day at most)
+OPEN_DEFAULT_S = 60.0  # an open stage's schedule is computed up front, so it needs a length
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """Locust's -u, -r and -t as the user gave them (None: not given)."""
+
+    users: int | None = None
+    spawn_rate_users_per_s: float | None = None
+    run_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class LocustPlan:
+    """The plan a plain Locust run follows, and what the common options did to it.
+
+    `planned_s` maps each stage that -t cut short to its planned length; `dropped` names the
+    stages -t left out; `notes` are lines for the log (warnings start with "warning:").
+    `until_stopped`: the run has no set end (a closed stage without -t or a duration).
+    """
+
+    plan: StagePlan
+    run_time_cap_s: float | None = None
+    planned_s: dict[str, float] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    until_stopped: bool = False
+
+
+def cap_plan(plan: StagePlan, load_s: float) -> tuple[StagePlan, dict[str, float], tuple[str, ...]]:
+    """`plan` cut to `load_s` seconds: (the plan, {cut stage: planned length}, dropped stages).
+
+    Raises ConfigError when not even a part of the first stage fits.
+    """
+    if load_s <= 0:
+        raise ConfigError(f"-t / --run-time leaves no time for the plan {plan.name!r}")
+    kept: list[Stage] = []
+    planned: dict[str, float] = {}
+    t = 0.0
+    for stage in plan.stages:
+        if t >= load_s - 1e-9:
+            break
+        if t + stage.duration_s > load_s + 1e-9:
+            planned[stage.name] = stage.duration_s
+            stage = stage.model_copy(update={"duration_s": load_s - t})
+        kept.append(stage)
+        t += stage.duration_s
+    dropped = tuple(s.name for s in plan.stages[len(kept) :])
+    return StagePlan(name=plan.name, stages=kept), planned, dropped
+
+
+def locust_plan(
+    spec: str | None,
+    profile: Profile,
+    common: CommonOptions,
+    *,
+    rate_rps: float | None = None,
+    users: int | None = None,
+    duration_s: float | None = None,
+    arrival: str = "poisson",
+    start_delay_s: float = 0.0,
+) -> LocustPlan:
+    """The plan of a `locust -f locustfiles/llm.py` run from its --llm-* and common options.
+
+    Without a plan (`spec` None): `--llm-rate` gives one open-loop stage; else -u (or
+    --llm-users) gives one closed-loop stage of that many users started at -r per second;
+    with neither, the default steady-burst-recovery plan from the profile. The stage lasts
+    -t minus `start_delay_s` (the gap between Locust's start and the plan's), else
+    --llm-duration, else until stopped (closed) or 60 s (open). With a plan, -t cuts it so
+    it ends by then, and -u / -r get a warning that names the plan.
+    Raises ConfigError for a bad plan or a run time too short for any load.
+    """
+    notes: list[str] = []
+    load_s = None if common.run_time_s is None else common.run_time_s - start_delay_s
+    until_stopped = False
+    if spec is None and (rate_rps is not None or common.users is not None or users is not None):
+        if rate_rps is not None:
+            if common.users is not None:
+                notes.append(
+                    f"open-loop stage at {rate_rps:g} req/s (--llm-rate): "
+                    f"the user count {common.users} does not set the load"
+                )
+            dur = load_s or duration_s or OPEN_DEFAULT_S
+            stage = Stage(name="steady", duration_s=dur, rate_rps=rate_rps, arrival=arrival)
+        else:
+            n = common.users if common.users is not None else users
+            assert n is not None
+            if n <= 0:
+                raise ConfigError(f"-u / --users: {n} users; give at least 1")
+            until_stopped = load_s is None and duration_s is None
+            stage = Stage(
+                name="steady",
+                kind="closed",
+                duration_s=load_s or duration_s or UNTIL_STOPPED_S,
+                users=n,
+                spawn_rate_users_per_s=common.spawn_rate_users_per_s,
+            )
+        validate_arrival(arrival)
+        return LocustPlan(
+            plan=StagePlan(name="steady", stages=[stage]),
+            run_time_cap_s=common.run_time_s,
+            notes=tuple(notes),
+            until_stopped=until_stopped,
+        )
+    plan = resolve_plan(
+        spec, profile, rate_rps=rate_rps, users=users, duration_s=duration_s, arrival=arrival
+    )
+    if spec is not None and (common.users is not None or common.spawn_rate_users_per_s):
+        notes.append(
+            f"warning: -u / -r do not apply: the plan {spec!r} sets the load of every stage"
+        )
+    if load_s is None:
+        return LocustPlan(plan=plan, notes=tuple(notes))
+    capped, planned, dropped = cap_plan(plan, load_s)
+    if planned or dropped:
+        cut = ", ".join(
+            f"{n} ({planned[n]:g} s -> {s.duration_s:g} s)"
+            for n, s in ((s.name, s) for s in capped.stages)
+            if n in planned
+        )
+        notes.append(
+            f"-t {common.run_time_s:g}s caps the plan {plan.name!r} at {load_s:g} s of load"
+            + (f"; cut: {cut}" if cut else "")
+            + (f"; not run: {', '.join(dropped)}" if dropped else "")
+        )
+    return LocustPlan(
+        plan=capped,
+        run_time_cap_s=common.run_time_s,
+        planned_s=planned,
+        dropped=dropped,
+        notes=tuple(notes),
     )

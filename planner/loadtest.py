@@ -11,7 +11,6 @@ call). `summarize_stage` is the pure part: records in, a StageSummary out.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import math
 import os
@@ -23,7 +22,6 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,15 +41,23 @@ from locustfiles.recorder import (
     read_records_table,
 )
 from locustfiles.replay import read_log_table, slice_log
+from locustfiles.rundir import dist_version as _version
+from locustfiles.rundir import now_iso as _now_iso
+from locustfiles.rundir import write_atomic as _write_json
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
+from locustfiles.summary import (
+    RECOVERY_FACTOR,
+    _col,
+    percentiles,
+    summarize_plan,
+    summarize_stage,
+)
 from planner.errors import ConfigError, InputError, RunError
 from planner.recovery import RECOVERY_WINDOW_S, recovery_curve
 from planner.run_schema import (
     RECORD_COLUMNS,
     SERVER_METRIC_COLUMNS,
-    Percentiles,
     RunInfo,
-    Stage,
     StagePlan,
     StageSummary,
 )
@@ -69,13 +75,13 @@ __all__ = [
     "read_stages",
     "read_run_info",
     "summarize_stage",
+    "summarize_plan",
     "percentiles",
     "LOCUSTFILE",
 ]
 
 LOCUSTFILE = Path(locustfiles.__file__).parent / "llm.py"
 WORK_DIR = ".work"
-RECOVERY_FACTOR = 1.2
 
 
 class LoadTestConfig(BaseModel):
@@ -149,191 +155,6 @@ def read_run_info(run_dir: Path) -> RunInfo:
     return RunInfo.model_validate_json(path.read_text())
 
 
-# --- statistics (pure) ---------------------------------------------------------------------
-
-
-def percentiles(values: Any) -> Percentiles:
-    """count, mean, p50/p90/p95/p99 and max of the non-null values (seconds)."""
-    arr = (
-        np.asarray([v for v in values if v is not None], dtype=float)
-        if not isinstance(values, np.ndarray)
-        else values
-    )
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        return Percentiles()
-    p50, p90, p95, p99 = np.percentile(arr, [50, 90, 95, 99])
-    return Percentiles(
-        count=int(arr.size),
-        mean=float(arr.mean()),
-        p50=float(p50),
-        p90=float(p90),
-        p95=float(p95),
-        p99=float(p99),
-        max=float(arr.max()),
-    )
-
-
-def _col(df: pl.DataFrame, expr: pl.Expr) -> np.ndarray:
-    return df.select(expr.cast(pl.Float64)).to_series().drop_nulls().to_numpy()
-
-
-def _mean_in_flight(records: pl.DataFrame, start_s: float, end_s: float) -> float:
-    sent = records.filter(pl.col("sent_s").is_not_null())
-    if sent.height == 0 or end_s <= start_s:
-        return 0.0
-    lo = pl.max_horizontal(pl.col("sent_s"), pl.lit(start_s))
-    hi = pl.min_horizontal(pl.col("end_s").fill_null(end_s), pl.lit(end_s))
-    busy = sent.select((hi - lo).clip(lower_bound=0.0).sum()).item()
-    return float(busy) / (end_s - start_s)
-
-
-def _server_summary(server: pl.DataFrame, start_s: float, end_s: float) -> dict[str, float]:
-    window = server.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") <= end_s))
-    out: dict[str, float] = {}
-    if window.height == 0:
-        return out
-    gauges = (
-        window.filter(pl.col("type") == "gauge").group_by("name", "t_s").agg(pl.col("value").sum())
-    )
-    for name, grp in gauges.group_by("name"):
-        values = grp["value"]
-        out[f"{name[0]}:mean"] = float(values.mean())  # type: ignore[arg-type]
-        out[f"{name[0]}:max"] = float(values.max())  # type: ignore[arg-type]
-    counters = (
-        window.filter(pl.col("type") == "counter")
-        .group_by("name", "t_s")
-        .agg(pl.col("value").sum())
-    )
-    for name, grp in counters.group_by("name"):
-        grp = grp.sort("t_s")
-        span = float(grp["t_s"][-1] - grp["t_s"][0])
-        if span > 0:
-            out[f"{name[0]}:rate_per_s"] = float(grp["value"][-1] - grp["value"][0]) / span
-    return dict(sorted(out.items()))
-
-
-def summarize_stage(
-    records: pl.DataFrame,
-    stage: Stage,
-    start_s: float,
-    end_s: float,
-    *,
-    server: pl.DataFrame | None = None,
-    baseline_ttft_p95_s: float | None = None,
-    slo_ttft_s: float | None = None,
-    burst: tuple[float, float] | None = None,
-) -> StageSummary:
-    """The StageSummary of `stage` from the run's records (seconds since run start).
-
-    Rows belong to a stage by their `stage` column (the stage they were scheduled in). For a
-    recovery stage after a `burst` (start, end) with a threshold (`slo_ttft_s`, else 1.2 x
-    `baseline_ttft_p95_s`), also the recovery curve and time (planner.recovery).
-    """
-    rows = records.filter(pl.col("stage") == stage.name)
-    ok = rows.filter(pl.col("ok"))
-    duration = max(end_s - start_s, 1e-9)
-    errors = rows.filter(~pl.col("ok"))
-    by_class = errors.group_by("error_class").len().sort("error_class")
-    errors_by_class = {str(c): int(n) for c, n in by_class.iter_rows()}
-    out_tokens = ok["output_tokens"].fill_null(0).sum()
-    if "itl_gaps_s" in ok.columns:
-        gaps = ok.select(pl.col("itl_gaps_s").explode().drop_nulls()).to_series().to_numpy()
-    else:  # a frame with only RECORD_COLUMNS: per-request mean gaps stand in for the pool
-        gaps = _col(ok, pl.col("itl_mean_s"))
-    recovery_s: float | None = None
-    recovered: bool | None = None
-    curve = None
-    if stage.role == "recovery" and burst is not None:
-        threshold = (
-            slo_ttft_s
-            if slo_ttft_s is not None
-            else (
-                RECOVERY_FACTOR * baseline_ttft_p95_s if baseline_ttft_p95_s is not None else None
-            )
-        )
-        if threshold is not None:
-            curve = recovery_curve(records, burst[0], burst[1], end_s, threshold)
-            recovery_s = curve.recovery_s
-            recovered = recovery_s is not None
-    return StageSummary(
-        name=stage.name,
-        kind=stage.kind,
-        role=stage.role,
-        start_s=start_s,
-        end_s=end_s,
-        duration_s=duration,
-        target_rate_rps=stage.rate_rps,
-        target_users=stage.users,
-        scheduled=rows.height,
-        completed=ok.height,
-        errors=errors.height,
-        errors_by_class=errors_by_class,
-        offered_rps=rows.height / duration,
-        achieved_rps=ok.height / duration,
-        output_tokens_per_s=float(out_tokens) / duration,
-        ttft_s=percentiles(_col(ok, pl.col("ttft_s"))),
-        tpot_s=percentiles(_col(ok, pl.col("tpot_s"))),
-        itl_s=percentiles(gaps.astype(float)),
-        e2e_s=percentiles(_col(ok, pl.col("e2e_s"))),
-        schedule_lag_s=percentiles(_col(rows, pl.col("schedule_lag_s"))),
-        ttft_from_intended_s=percentiles(
-            _col(ok, pl.col("first_token_s") - pl.col("intended_send_s"))
-        ),
-        mean_in_flight=_mean_in_flight(records, start_s, end_s),
-        tokens_estimated=bool(ok["tokens_estimated"].any()) if ok.height else False,
-        recovery_s=recovery_s,
-        recovered=recovered,
-        recovery_curve=curve,
-        server=_server_summary(server, start_s, end_s) if server is not None else {},
-    )
-
-
-def summarize_plan(
-    records: pl.DataFrame,
-    plan: StagePlan,
-    plan_start_s: float,
-    *,
-    server: pl.DataFrame | None = None,
-    slo_ttft_s: float | None = None,
-    previous: list[StageSummary] | None = None,
-    stop_s: float | None = None,
-    stage_ends_s: dict[str, float] | None = None,
-) -> list[StageSummary]:
-    """Summaries of every stage of `plan`, started at `plan_start_s`; recovery stages are
-    measured against the last steady stage and burst before them (in `previous` too).
-    With `stop_s` (a run stopped early), stages not begun by then are left out and the one
-    running then ends there. `stage_ends_s` holds stages ended early (steady state reached,
-    recovered): each ends there and the next one starts there."""
-    history = list(previous or [])
-    ends = stage_ends_s or {}
-    out: list[StageSummary] = []
-    t = plan_start_s
-    for stage in plan.stages:
-        if stop_s is not None and t >= stop_s:
-            break
-        end_s = min(t + stage.duration_s, ends.get(stage.name, math.inf))
-        if stop_s is not None:
-            end_s = min(end_s, stop_s)
-        earlier = history + out
-        steady = next((s for s in reversed(earlier) if s.role == "steady"), None)
-        burst = next((s for s in reversed(earlier) if s.role == "burst"), None)
-        out.append(
-            summarize_stage(
-                records,
-                stage,
-                t,
-                end_s,
-                server=server,
-                baseline_ttft_p95_s=steady.ttft_from_intended_s.p95 if steady else None,
-                slo_ttft_s=slo_ttft_s,
-                burst=(burst.start_s, burst.end_s) if burst else None,
-            )
-        )
-        t = end_s
-    return out
-
-
 # --- running ---------------------------------------------------------------------------------
 
 
@@ -386,6 +207,7 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         "--only-summary",  # no stats table every 2 s: it would run in the dispatcher's process
         "--exit-code-on-error",
         "0",
+        "--llm-managed",  # this process writes run.json and stages.json
     ]
     if config.api_key_env:
         args += ["--llm-api-key-env", config.api_key_env]
@@ -414,17 +236,6 @@ def _format_progress(live: dict[str, Any], offered_rps: float | None) -> str:
         f"p95 TTFT {'   -   ' if p95 is None else f'{p95:7.3f}s'}  "
         f"errors {live.get('errors', 0)}"
     )
-
-
-def _now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def _prepare_run_info(
@@ -470,12 +281,6 @@ def _prepare_run_info(
         started_at=_now_iso(),
         start_epoch_s=time.time(),
     )
-
-
-def _write_json(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def run_loadtest(

@@ -65,6 +65,9 @@ class Stage(_Model):
     duration_s: float = Field(gt=0, description="stage length in seconds")
     rate_rps: float | None = Field(default=None, gt=0, description="open loop: mean arrival rate")
     users: int | None = Field(default=None, gt=0, description="closed loop: concurrent users")
+    spawn_rate_users_per_s: float | None = Field(
+        default=None, gt=0, description="closed loop: users started per second (None: all at once)"
+    )
     arrival: str = Field(
         default="poisson", description="open loop: poisson | constant | gamma:K | replay"
     )
@@ -145,6 +148,9 @@ class StageSummary(_Model):
     recovery_curve: RecoveryCurve | None = Field(
         default=None, description="recovery stage: the rolling p95 TTFT the recovery is read on"
     )
+    planned_duration_s: float | None = Field(
+        default=None, description="the plan's length of a stage that Locust's -t cut short"
+    )
     server: dict[str, float] = Field(
         default_factory=dict, description="scraped server gauges: means / maxima over the stage"
     )
@@ -176,6 +182,9 @@ class RunInfo(_Model):
     started_at: str
     start_epoch_s: float | None = Field(default=None, description="run start as a Unix time; t = 0")
     ended_at: str | None = None
+    run_time_cap_s: float | None = Field(
+        default=None, description="Locust's -t: the plan was cut to end by this time"
+    )
     interrupted: bool = False
     tokens_estimated: bool = False
 

@@ -28,6 +28,7 @@ import polars as pl
 from sklearn.isotonic import IsotonicRegression
 
 from planner.errors import ConfigError, RunError
+from planner.latency import CENSORED_CLASSES, METRIC_COLUMNS
 from planner.limit_schema import (
     LIMIT_SCHEMA,
     ConstraintVerdict,
@@ -37,8 +38,6 @@ from planner.limit_schema import (
     LittlesLaw,
 )
 from planner.slo import (
-    CENSORED_CLASSES,
-    METRIC_COLUMNS,
     TIME_COLUMNS,
     Slo,
     SloEvaluation,

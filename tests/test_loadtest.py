@@ -84,7 +84,11 @@ def test_recovery_time_from_burst_end() -> None:
     # The stored curve is the one the recovery is read on: under the line from then on.
     at = curve.t_s.index(100.0 + t)
     assert curve.ttft_p95_s[at] is not None and curve.ttft_p95_s[at] <= 0.5
-    assert all(y is None or y > 0.5 for x, y in zip(curve.t_s, curve.ttft_p95_s) if x < 100 + t)
+    assert all(
+        y is None or y > 0.5
+        for x, y in zip(curve.t_s, curve.ttft_p95_s, strict=True)
+        if x < 100 + t
+    )
     rec = Stage(name="rec", role="recovery", duration_s=20.0, rate_rps=10.0)
     s = summarize_stage(df, rec, 100.0, 120.0, baseline_ttft_p95_s=0.2, burst=(90.0, 100.0))
     assert s.recovered is True and s.recovery_s == t

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.stages import builtin_plan, load_plan, resolve_plan
+from locustfiles.stages import (
+    OPEN_DEFAULT_S,
+    CommonOptions,
+    builtin_plan,
+    load_plan,
+    locust_plan,
+    resolve_plan,
+)
 from planner.errors import ConfigError, InputError
 from tests.helpers.profiles import make_profile
 
@@ -73,3 +80,43 @@ def test_unknown_builtin_and_missing_file(tmp_path: Path) -> None:
         resolve_plan("burst-only", PROFILE)
     with pytest.raises(InputError):
         load_plan(tmp_path / "nope.yaml")
+
+
+# --- Locust's common options -----------------------------------------------------------------
+
+
+def test_users_spawn_rate_and_run_time_give_one_closed_stage() -> None:
+    common = CommonOptions(users=4, spawn_rate_users_per_s=2.0, run_time_s=10.0)
+    got = locust_plan(None, make_profile([(10, 5)]), common, start_delay_s=0.5)
+    (stage,) = got.plan.stages
+    assert (stage.kind, stage.users, stage.spawn_rate_users_per_s) == ("closed", 4, 2.0)
+    assert stage.duration_s == 9.5 and got.run_time_cap_s == 10.0 and not got.until_stopped
+
+
+def test_without_run_time_a_closed_stage_runs_until_stopped_and_rate_gives_open_loop() -> None:
+    profile = make_profile([(10, 5)])
+    closed = locust_plan(None, profile, CommonOptions(users=2))
+    assert closed.until_stopped and closed.plan.stages[0].duration_s >= 3600
+    opened = locust_plan(None, profile, CommonOptions(users=2), rate_rps=3.0)
+    (stage,) = opened.plan.stages
+    assert (stage.kind, stage.rate_rps, stage.duration_s) == ("open", 3.0, OPEN_DEFAULT_S)
+    assert "does not set the load" in opened.notes[0]
+
+
+def test_run_time_caps_a_plan_and_users_are_warned_about() -> None:
+    common = CommonOptions(users=8, run_time_s=25.0)
+    got = locust_plan("steps", make_profile([(10, 5)]), common, rate_rps=5.0, duration_s=10.0)
+    assert [(s.name, s.duration_s) for s in got.plan.stages] == [
+        ("step1", 10.0),
+        ("step2", 10.0),
+        ("step3", 5.0),
+    ]
+    assert got.planned_s == {"step3": 10.0} and got.dropped == ("step4", "step5")
+    assert any(n.startswith("warning:") and "'steps'" in n for n in got.notes)
+    assert any("caps the plan 'steps' at 25 s" in n and "not run: step4" in n for n in got.notes)
+
+
+def test_run_time_shorter_than_the_start_delay_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="no time"):
+        locust_plan("steady", make_profile([(10, 5)]), CommonOptions(run_time_s=0.5),
+                    rate_rps=1.0, start_delay_s=0.5)  # fmt: skip

@@ -1,0 +1,85 @@
+"""Per-request latency values as the verdicts count them, shared by the SLO verdicts
+(planner.slo), the recovery curve (planner.recovery) and the stage statistics.
+
+Pure, and contract-level: it imports nothing of the project. Every scheduled request has a
+value: a successful one its measured latency, a failed one +infinity (it misses every
+threshold), one still running when its window closed (error class `cancelled`) a lower
+bound at its age.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+# SLO metric name -> per-request column (seconds) in records.parquet / simulator results.
+METRIC_COLUMNS: dict[str, str] = {
+    "ttft": "ttft_s",
+    "tpot": "tpot_s",
+    "e2e": "e2e_s",
+    "itl_max": "itl_max_s",
+}
+# Error classes that mean "still running when the window closed", not "failed".
+CENSORED_CLASSES = frozenset({"cancelled"})
+# Linear interpolation between a finite value and +inf yields nan in numpy: quantiles are
+# taken with +inf replaced by a huge finite stand-in, mapped back to +inf afterwards.
+_INF_STAND_IN = 1e300
+_INF_FROM = 1e200
+
+
+def _float_column(records: pl.DataFrame, name: str) -> np.ndarray:
+    if name not in records.columns:
+        return np.full(records.height, np.nan)
+    return records[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+def request_outcomes(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: (succeeded, censored). Censored = still running when the window closed
+    (error class `cancelled`); every other request that did not succeed failed."""
+    ok = records["ok"].fill_null(False).to_numpy().astype(bool)
+    if "error_class" in records.columns:
+        censored = records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
+        censored_arr = censored.to_numpy().astype(bool) & ~ok
+    else:
+        censored_arr = np.zeros(records.height, dtype=bool)
+    return ok, censored_arr
+
+
+def request_values(records: pl.DataFrame, metric: str, *, success_only: bool = False) -> np.ndarray:
+    """One value of `metric` (seconds) per request, in the records' order.
+
+    A successful request has its measured value (NaN where it has none: TPOT of a one-token
+    answer). A failed one is +inf: it misses every threshold. A censored one (still running
+    when the window closed) has a lower bound: TTFT as measured when its first token came,
+    else its age; E2E its age; TPOT and ITL the gaps of the tokens it got. With
+    `success_only`, failed and censored requests are NaN (left out).
+    """
+    col = METRIC_COLUMNS[metric]
+    values = _float_column(records, col)
+    ok, censored = request_outcomes(records)
+    if success_only:
+        return np.where(ok, values, np.nan)
+    failed = ~ok & ~censored
+    out = np.where(failed, np.inf, values)
+    if censored.any():
+        send = _float_column(records, "sent_s")
+        send = np.where(np.isnan(send), _float_column(records, "intended_send_s"), send)
+        age = _float_column(records, "end_s") - send
+        if metric == "ttft":
+            bound = np.where(np.isnan(values), age, values)
+        elif metric == "e2e":
+            bound = age
+        elif metric == "tpot":
+            bound = _float_column(records, "itl_mean_s")
+        else:
+            bound = values
+        out = np.where(censored, bound, out)
+    return out
+
+
+def quantile(values: np.ndarray, q: float, axis: int | None = None) -> np.ndarray:
+    """numpy's linear-interpolation quantile that treats +inf as a value (a failed request):
+    a quantile that reaches into the failures is +inf."""
+    safe = np.where(np.isposinf(values), _INF_STAND_IN, values)
+    out = np.asarray(np.quantile(safe, q, axis=axis))
+    return np.where(out >= _INF_FROM, np.inf, out)
