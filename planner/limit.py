@@ -368,12 +368,14 @@ class _LevelWatcher:
         )
         self.state = state
         if self.rule is not None:
+            # A runaway queue stretches the steady warm-up without end (its E2E grows), so
+            # hopelessness is judged from the shortest warm-up on.
             reason = self.rule.hopeless(
                 records,
                 now_s=now_s,
                 start_s=start_s,
-                duration_s=state.warmup_s + max(rules.min_window_s, state.window_s),
-                warmup_s=state.warmup_s,
+                duration_s=rules.min_warmup_s + max(rules.min_window_s, state.window_s),
+                warmup_s=rules.min_warmup_s,
                 load=self.load,
                 dimension=self.probe.dimension,
             )

@@ -113,8 +113,9 @@ class EngineProbe:
                     known,
                     now_s=t,
                     start_s=0.0,
-                    duration_s=state.warmup_s + max(self.rules.min_window_s, state.window_s),
-                    warmup_s=state.warmup_s,
+                    duration_s=self.rules.min_warmup_s
+                    + max(self.rules.min_window_s, state.window_s),
+                    warmup_s=self.rules.min_warmup_s,
                     load=load,
                     dimension="rate",
                 )

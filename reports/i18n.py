@@ -227,6 +227,19 @@ STRINGS: dict[str, dict[str, str]] = {
         "verdict_fail": "fail",
         "verdict_uncertain": "uncertain",
         "verdict_stopped_early": ", stopped early",
+        "verdict_invalid": "invalid (client lag)",
+        "verdict_unstable": ", unstable",
+        "failures_at_limit": "At the limit ({load}) {share} of requests failed ({classes}).",
+        "failures_at_fail": "At the first failing level ({load}) {share} failed ({classes}).",
+        "no_failures": "none",
+        "prediction_sentence": (
+            "The engine model, searched in virtual time under the same steady-state rules, "
+            "predicts {predicted}; measured {measured} ({gap})."
+        ),
+        "time_scale_note": (
+            "The endpoint ran {scale}x faster than wall time (an emulator); loads and "
+            "latencies are in its time."
+        ),
         "chart_recovery": "Recovery after the burst",
         "recovery_marker": "recovered after {value}",
         "recovery_none": "no burst and recovery stages in this run",
@@ -555,6 +568,18 @@ STRINGS: dict[str, dict[str, str]] = {
         "verdict_fail": "不达标",
         "verdict_uncertain": "不确定",
         "verdict_stopped_early": ",提前终止",
+        "verdict_invalid": "无效(客户端滞后)",
+        "verdict_unstable": ",未稳定",
+        "failures_at_limit": "在上限 {load} 处有 {share} 的请求失败({classes})。",
+        "failures_at_fail": "在首个不达标档位 {load} 处有 {share} 的请求失败({classes})。",
+        "no_failures": "无",
+        "prediction_sentence": (
+            "引擎模型在虚拟时间中按相同的稳态规则搜索,预测上限为 {predicted};实测 {measured}"
+            "({gap})。"
+        ),
+        "time_scale_note": (
+            "被测端点运行速度为实际时间的 {scale} 倍(仿真器);负载与延迟均按其时间计。"
+        ),
         "chart_recovery": "突发后的恢复",
         "recovery_marker": "{value} 后恢复",
         "recovery_none": "本次压测没有突发与恢复阶段",
@@ -735,6 +760,8 @@ class Words:
     # number formats (same in both languages: units and digits are not translated)
     @staticmethod
     def num(value: float | None, digits: int = 3) -> str:
+        if value is not None and value == math.inf:
+            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
             return "–"
         if abs(value) >= 1000:
@@ -755,6 +782,8 @@ class Words:
 
     @staticmethod
     def seconds(value: float | None) -> str:
+        if value is not None and value == math.inf:
+            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
             return "–"
         if abs(value) < 1.0:
@@ -763,12 +792,16 @@ class Words:
 
     @staticmethod
     def pct(value: float | None, digits: int = 1) -> str:
+        if value is not None and value == math.inf:
+            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
             return "–"
         return f"{value * 100:.{digits}f} %"
 
     @staticmethod
     def usd(value: float | None) -> str:
+        if value is not None and value == math.inf:
+            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
             return "–"
         return f"${value:,.0f}" if abs(value) >= 100 or value == 0 else f"${value:,.2f}"

@@ -744,6 +744,7 @@ class Report:
                     conc=w.num(ll.concurrency),
                 )
             )
+        extra += self.limit_evidence()
         if extra:
             out.append(self.para(" ".join(extra)))
         out += [
@@ -915,16 +916,50 @@ class Report:
             levels=len(lim.levels),
             tol=w.pct(lim.tolerance, 0),
         )
-        # The search's own stopping rule (planner/search.py): hi - lo <= tolerance x lo, or
-        # within max(1, floor(tolerance x lo)) whole users.
+        # The search says why it stopped (limit.json `stopped`); anything but "converged"
+        # left the bracket wider than its tolerance.
         width = lim.infeasible_min - lim.feasible_max
-        allowed = lim.tolerance * lim.feasible_max
-        if lim.unit == "users":
-            allowed = max(1.0, math.floor(allowed))
         gap = width / lim.feasible_max if lim.feasible_max > 0 else 0.0
-        if width > allowed + 1e-9:
+        if lim.stopped and lim.stopped != "converged":
             sentence += self.t("limit_gap_wide", value=value, fail=fail, gap=w.pct(gap, 0))
         return sentence
+
+    def limit_evidence(self) -> list[str]:
+        """Failures at the limit and at the first failing level (by class), and the engine
+        model's prediction beside the measured limit, as stored in limit.json."""
+        lim, w = self.i.limit, self.w
+        out: list[str] = []
+        by_load = {lv.load: lv for lv in lim.levels}
+        for key, load in (
+            ("failures_at_limit", lim.feasible_max),
+            ("failures_at_fail", lim.infeasible_min),
+        ):
+            lv = by_load.get(load) if load is not None else None
+            if lv is None or lv.failure_share is None:
+                continue
+            classes = ", ".join(f"{c} {n}" for c, n in sorted(lv.errors_by_class.items()))
+            out.append(
+                self.t(
+                    key,
+                    load=w.load(lv.load, lim.unit),
+                    share=w.pct(lv.failure_share),
+                    classes=classes or self.t("no_failures"),
+                )
+            )
+        if lim.prediction is not None and lim.prediction.feasible_max is not None:
+            measured = lim.feasible_max
+            gap = "–" if not measured else w.pct(measured / lim.prediction.feasible_max - 1.0, 0)
+            out.append(
+                self.t(
+                    "prediction_sentence",
+                    predicted=w.load(lim.prediction.feasible_max, lim.unit),
+                    measured=w.load(measured, lim.unit) if measured is not None else "–",
+                    gap=gap,
+                )
+            )
+        if lim.time_scale != 1.0:
+            out.append(self.t("time_scale_note", scale=f"{lim.time_scale:g}"))
+        return out
 
     def load_axis_label(self) -> str:
         return self.t("axis_load_rps") if self.i.limit.unit == "rps" else self.t("axis_load_users")
@@ -932,7 +967,12 @@ class Report:
     def verdict_points(
         self, panel: charts.Panel, values: list[tuple[LimitLevel, float | None]]
     ) -> None:
-        for verdict, color in (("pass", GREEN), ("fail", RED), ("uncertain", ORANGE)):
+        for verdict, color in (
+            ("pass", GREEN),
+            ("fail", RED),
+            ("uncertain", ORANGE),
+            ("invalid", GRAY),
+        ):
             chosen = [(lv.load, v) for lv, v in values if lv.verdict == verdict and v is not None]
             if chosen:
                 panel.markers(
@@ -1016,7 +1056,8 @@ class Report:
                 [
                     w.load(lv.load, lim.unit),
                     self.t(f"verdict_{lv.verdict}")
-                    + (self.t("verdict_stopped_early") if lv.abandoned_early else ""),
+                    + (self.t("verdict_stopped_early") if lv.abandoned_early else "")
+                    + (self.t("verdict_unstable") if lv.unstable else ""),
                     w.num(value),
                     w.rate(lv.achieved_rps),
                     w.pct(lv.attainment),
@@ -1026,35 +1067,37 @@ class Report:
         return self.table(rows, [CONTENT_W * f for f in (0.18, 0.14, 0.17, 0.18, 0.15, 0.18)])
 
     def chart_recovery(self) -> Flowable:
-        tl = self.i.timeline
-        burst, recovery = self.stage("burst"), self.stage("recovery")
-        if tl is None or burst is None or recovery is None:
+        """The recovery curve stored in stages.json (planner.recovery): the same series the
+        recovery time was read on."""
+        recovery = self.stage("recovery")
+        curve = recovery.recovery_curve if recovery is not None else None
+        if recovery is None or curve is None:
             return self.para(self.t("recovery_none"))
-        lo = max(0.0, burst.start_s - 20.0)
-        hi = recovery.end_s
-        series = tl.ttft_p95_rolling_s
-        inside = (series.x >= lo) & (series.x <= hi)
+        points = [(x, y) for x, y in zip(curve.t_s, curve.ttft_p95_s, strict=True) if y is not None]
+        finite = [y for _, y in points if math.isfinite(y)]
+        top = max([*finite, curve.threshold_s]) * 1.15
+        xs = [x for x, _ in points]
+        ys = [min(y, top) for _, y in points]  # failures (+inf) drawn at the top edge
         steady = self.stage("steady")
-        threshold = self.ttft_threshold_s()
-        ys = list(series.y[inside]) + ([threshold] if threshold else [])
         drawing, panel = charts.single(
             CONTENT_W,
             140,
-            Axis(lo, hi, self.t("axis_time_s")),
-            charts.nice_axis(ys, self.t("axis_seconds")),
+            Axis(curve.t_s[0] if curve.t_s else 0.0, recovery.end_s, self.t("axis_time_s")),
+            charts.nice_axis([*ys, curve.threshold_s], self.t("axis_seconds")),
             font=self.w.font,
             title=self.t("chart_recovery"),
         )
-        panel.span(burst.start_s, burst.end_s)
-        panel.line(series.x[inside], series.y[inside], ORANGE, label="TTFT p95")
-        if threshold is not None:
-            panel.hline(threshold, RED, text=f"{self.t('slo_line')} {self.w.seconds(threshold)}")
+        panel.span(curve.burst_start_s, curve.burst_end_s)
+        panel.line(xs, ys, ORANGE, label="TTFT p95")
+        panel.hline(
+            curve.threshold_s, RED, text=f"{self.t('slo_line')} {self.w.seconds(curve.threshold_s)}"
+        )
         if steady is not None and steady.ttft_s.p95 is not None:
             panel.hline(steady.ttft_s.p95, GRAY, text=f"{self.role('steady')} p95")
-        if recovery.recovery_s is not None:
-            at = burst.end_s + recovery.recovery_s
+        if curve.recovery_s is not None:
+            at = curve.burst_end_s + curve.recovery_s
             panel.vline(
-                at, GREEN, text=self.t("recovery_marker", value=self.w.seconds(recovery.recovery_s))
+                at, GREEN, text=self.t("recovery_marker", value=self.w.seconds(curve.recovery_s))
             )
         drawing.add(panel.render())
         return drawing
