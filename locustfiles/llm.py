@@ -173,6 +173,8 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
             run.start_s,
             stop_s=run.stop_s,
             interrupted=early and not run.locust_plan.until_stopped,
+            stage_ends_s=run.stage_ends_s,
+            prefix=run.profile.prefix,
         )
         log.info(
             "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",

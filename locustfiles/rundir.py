@@ -34,6 +34,7 @@ from planner.run_schema import (
     RunInfo,
     StageSummary,
 )
+from profiles.model import Prefix
 
 WORK_DIR = ".work"
 
@@ -119,6 +120,8 @@ def finish_run(
     *,
     stop_s: float | None = None,
     interrupted: bool = False,
+    stage_ends_s: dict[str, float] | None = None,
+    prefix: Prefix | None = None,
 ) -> list[StageSummary]:
     """Consolidate the parts, write stages.json and the run's end; returns the summaries.
 
@@ -133,6 +136,8 @@ def finish_run(
         plan_start_s,
         server=read_metrics_table(out),
         stop_s=stop_s,
+        stage_ends_s=stage_ends_s,
+        prefix=prefix,
     )
     summaries = [
         s.model_copy(update={"planned_duration_s": locust_plan.planned_s.get(s.name)})

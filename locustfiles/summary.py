@@ -8,6 +8,7 @@ whether `capplan loadtest` or a plain `locust -f locustfiles/llm.py` run wrote t
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -15,7 +16,8 @@ import numpy as np
 import polars as pl
 
 from planner.recovery import recovery_curve
-from planner.run_schema import Percentiles, Stage, StagePlan, StageSummary
+from planner.run_schema import Percentiles, Stage, StagePlan, StageSummary, StageValidity
+from profiles.model import Prefix
 
 RECOVERY_FACTOR = 1.2  # without an SLO threshold: recovered at 1.2 x the steady p95
 
@@ -56,6 +58,95 @@ def _mean_in_flight(records: pl.DataFrame, start_s: float, end_s: float) -> floa
     return float(busy) / (end_s - start_s)
 
 
+PREFIX_HIT_TOLERANCE = 0.10  # measured vs expected prefix-cache hit ratio, absolute
+OFFERED_TOLERANCE = 0.05  # offered vs asked rate, beyond Poisson noise
+
+
+def _counter_delta(server: pl.DataFrame, name: str, start_s: float, end_s: float) -> float | None:
+    rows = server.filter(
+        pl.col("name").is_in([name, f"{name}_total"])
+        & (pl.col("t_s") >= start_s)
+        & (pl.col("t_s") <= end_s)
+    )
+    if rows.height < 2:
+        return None
+    by_t = rows.group_by("t_s").agg(pl.col("value").sum()).sort("t_s")
+    return float(by_t["value"][-1] - by_t["value"][0])
+
+
+def _cache_tokens(server: pl.DataFrame) -> int | None:
+    """The server's KV cache in tokens, from vLLM's cache_config_info labels."""
+    rows = server.filter(pl.col("name") == "vllm:cache_config_info")
+    for labels in rows["labels"].unique().to_list():
+        try:
+            parsed = json.loads(labels) if labels else {}
+            return int(parsed["num_gpu_blocks"]) * int(parsed["block_size"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def expected_hit_ratio(prefix: Prefix, cache_tokens: int | None) -> float | None:
+    """The profile's LRU prefix-cache hit ratio at `cache_tokens` (log-linear between the
+    profile's cache sizes); the ideal ratio (an infinite cache) when the size is unknown."""
+    points = sorted((p.cache_tokens, p.hit_ratio) for p in prefix.lru_hit_ratio)
+    if cache_tokens is None or not points:
+        return prefix.ideal_hit_ratio
+    xs = np.log([max(x, 1) for x, _ in points])
+    return float(np.interp(math.log(max(cache_tokens, 1)), xs, [y for _, y in points]))
+
+
+def stage_validity(
+    rows: pl.DataFrame,
+    stage: Stage,
+    start_s: float,
+    end_s: float,
+    server: pl.DataFrame | None,
+    prefix: Prefix | None,
+) -> StageValidity:
+    """Offered against asked rate, schedule lag, and (where the server's /metrics counts
+    prefix-cache queries and hits, as vLLM does) the measured hit ratio against what the
+    profile predicts for the server's cache size; `warnings` says what differs."""
+    warnings: list[str] = []
+    share: float | None = None
+    duration_s = max(end_s - start_s, 1e-9)
+    if stage.kind == "open" and stage.rate_rps and stage.arrival != "replay":
+        expected = stage.rate_rps * duration_s
+        share = rows.height / expected if expected > 0 else None
+        noise = 3.0 / math.sqrt(max(expected, 1.0))
+        if share is not None and abs(share - 1.0) > OFFERED_TOLERANCE + noise:
+            warnings.append(
+                f"offered {rows.height / duration_s:.3g} req/s against {stage.rate_rps:.3g} asked"
+            )
+    lag = _col(rows, pl.col("schedule_lag_s"))
+    lag_p99 = float(np.percentile(lag, 99)) if lag.size else None
+    measured = expected_hit = None
+    cache = None
+    if server is not None and server.height and prefix is not None and prefix.available:
+        hits = _counter_delta(server, "vllm:prefix_cache_hits", start_s, end_s)
+        queries = _counter_delta(server, "vllm:prefix_cache_queries", start_s, end_s)
+        if hits is not None and queries:
+            measured = hits / queries
+            cache = _cache_tokens(server)
+            expected_hit = expected_hit_ratio(prefix, cache)
+            if expected_hit is not None and abs(measured - expected_hit) > PREFIX_HIT_TOLERANCE:
+                warnings.append(
+                    f"prefix-cache hit ratio {measured:.0%} on the server against "
+                    f"{expected_hit:.0%} that the profile predicts"
+                    + (f" for a {cache:,}-token cache" if cache else "")
+                    + ": the test's prompts reuse prefixes differently, another workload"
+                )
+    return StageValidity(
+        asked_rps=stage.rate_rps,
+        offered_share=share,
+        schedule_lag_p99_s=lag_p99,
+        prefix_hit_measured=measured,
+        prefix_hit_expected=expected_hit,
+        cache_tokens=cache,
+        warnings=warnings,
+    )
+
+
 def _server_summary(server: pl.DataFrame, start_s: float, end_s: float) -> dict[str, float]:
     window = server.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") <= end_s))
     out: dict[str, float] = {}
@@ -91,12 +182,15 @@ def summarize_stage(
     baseline_ttft_p95_s: float | None = None,
     slo_ttft_s: float | None = None,
     burst: tuple[float, float] | None = None,
+    prefix: Prefix | None = None,
 ) -> StageSummary:
     """The StageSummary of `stage` from the run's records (seconds since run start).
 
     Rows belong to a stage by their `stage` column (the stage they were scheduled in). For a
     recovery stage after a `burst` (start, end) with a threshold (`slo_ttft_s`, else 1.2 x
-    `baseline_ttft_p95_s`), also the recovery curve and time (planner.recovery).
+    `baseline_ttft_p95_s`), also the recovery curve and time (planner.recovery). `prefix`
+    (the profile's prefix reuse) lets the stage's validity compare the server's measured
+    prefix-cache hit ratio with the profile's.
     """
     rows = records.filter(pl.col("stage") == stage.name)
     ok = rows.filter(pl.col("ok"))
@@ -153,6 +247,7 @@ def summarize_stage(
         recovery_s=recovery_s,
         recovered=recovered,
         recovery_curve=curve,
+        validity=stage_validity(rows, stage, start_s, end_s, server, prefix),
         server=_server_summary(server, start_s, end_s) if server is not None else {},
     )
 
@@ -167,6 +262,7 @@ def summarize_plan(
     previous: list[StageSummary] | None = None,
     stop_s: float | None = None,
     stage_ends_s: dict[str, float] | None = None,
+    prefix: Prefix | None = None,
 ) -> list[StageSummary]:
     """Summaries of every stage of `plan`, started at `plan_start_s`; recovery stages are
     measured against the last steady stage and burst before them (in `previous` too).
@@ -196,6 +292,7 @@ def summarize_plan(
                 baseline_ttft_p95_s=steady.ttft_from_intended_s.p95 if steady else None,
                 slo_ttft_s=slo_ttft_s,
                 burst=(burst.start_s, burst.end_s) if burst else None,
+                prefix=prefix,
             )
         )
         t = end_s

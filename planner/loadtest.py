@@ -363,6 +363,7 @@ def run_loadtest(
         previous=previous,
         stop_s=stop_s,
         stage_ends_s=stage_ends_s,
+        prefix=profile.prefix,
     )
     all_stages = [*previous, *summaries]
     _write_json(out_dir / "stages.json", json.dumps([s.model_dump() for s in all_stages], indent=2))

@@ -112,6 +112,24 @@ class RecoveryCurve(_Model):
     )
 
 
+class StageValidity(_Model):
+    """Was the offered workload the asked one? (locustfiles.summary.stage_validity)"""
+
+    asked_rps: float | None = Field(default=None, description="the stage's open-loop rate")
+    offered_share: float | None = Field(
+        default=None, description="offered / asked rate (scheduled requests over the stage)"
+    )
+    schedule_lag_p99_s: float | None = None
+    prefix_hit_measured: float | None = Field(
+        default=None, description="the server's prefix-cache hits / queries (tokens) in the stage"
+    )
+    prefix_hit_expected: float | None = Field(
+        default=None, description="the profile's LRU hit ratio at the server's cache size"
+    )
+    cache_tokens: int | None = Field(default=None, description="the server's KV cache, tokens")
+    warnings: list[str] = Field(default_factory=list, description="what makes it another load")
+
+
 class StageSummary(_Model):
     """One entry of stages.json."""
 
@@ -147,6 +165,9 @@ class StageSummary(_Model):
     recovered: bool | None = None
     recovery_curve: RecoveryCurve | None = Field(
         default=None, description="recovery stage: the rolling p95 TTFT the recovery is read on"
+    )
+    validity: StageValidity | None = Field(
+        default=None, description="offered against asked load, client lag, prefix reuse"
     )
     planned_duration_s: float | None = Field(
         default=None, description="the plan's length of a stage that Locust's -t cut short"

@@ -366,6 +366,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_profile_estimated": "The profile's token counts come from a tokenizer estimate.",
         "warn_none": "None found in the inputs.",
         "warn_plan_note": "Planner's note: {note}",
+        "warn_stage": "Load-test stage {stage} did not offer the asked workload: {text}.",
+        "warn_stages": "{n} load-test stage warning(s).",
         "warn_plan_notes": "The planner left {n} note(s).",
         # appendix
         "appendix_heading": "Appendix: run metadata and input digests",
@@ -686,6 +688,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "warn_profile_estimated": "画像中的 token 数来自分词器估算。",
         "warn_none": "输入中未发现需要注意的问题。",
         "warn_plan_note": "规划器附注:{note}",
+        "warn_stage": "压测阶段 {stage} 未施加所要求的负载:{text}。",
+        "warn_stages": "压测阶段有 {n} 条负载有效性警告(英文原文见英文版报告)。",
         "warn_plan_notes": "规划器留有 {n} 条附注(英文原文见英文版报告)。",
         "appendix_heading": "附录:压测元数据与输入摘要",
         "meta_run": "压测",

@@ -1405,6 +1405,16 @@ class Report:
         fleet_warning = self.fleet_warning()
         if fleet_warning is not None:
             warnings.append(fleet_warning)
+        stage_warnings = [
+            (st.name, text)
+            for st in self.i.stages
+            if st.validity is not None
+            for text in st.validity.warnings
+        ]
+        if stage_warnings and self.w.lang == "en":  # the load test writes them in English
+            warnings += [self.t("warn_stage", stage=n, text=t) for n, t in stage_warnings]
+        elif stage_warnings:
+            warnings.append(self.t("warn_stages", n=len(stage_warnings)))
         notes = self.plan.notes
         if notes and self.w.lang == "en":  # the planner writes its notes in English
             warnings += [self.t("warn_plan_note", note=note) for note in notes]

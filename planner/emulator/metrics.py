@@ -36,10 +36,12 @@ class _EngineCollector(Collector):
         gauges: Callable[[], EngineGauges],
         labels: dict[str, str],
         lag: Callable[[], tuple[float, int]],
+        block_tokens: int,
     ) -> None:
         self._gauges = gauges
         self._labels = labels
         self._lag = lag
+        self._block_tokens = block_tokens
 
     def collect(self) -> Iterator[Metric]:
         g = self._gauges()
@@ -60,6 +62,14 @@ class _EngineCollector(Collector):
         yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", g.waiting)
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                     g.kv_usage_perc)  # fmt: skip
+        # vLLM's cache_config_info: the cache's size in its labels (block size is in tokens).
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig.",
+            labels=[*names, "num_gpu_blocks", "block_size"],
+        )
+        info.add_metric([*values, str(g.kv_total_blocks), str(self._block_tokens)], 1.0)
+        yield info
         yield counter("vllm:prefix_cache_queries", "Prefix-cache queries, in tokens.",
                       g.prefix_cache_queries_tokens)  # fmt: skip
         yield counter("vllm:prefix_cache_hits", "Prefix-cache hits, in tokens.",
@@ -87,10 +97,11 @@ class EmulatorMetrics:
         gauges: Callable[[], EngineGauges],
         model_name: str,
         lag: Callable[[], tuple[float, int]] = lambda: (0.0, 0),
+        block_tokens: int = 16,
     ) -> None:
         labels = {"model_name": model_name, "engine": "0"}
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_EngineCollector(gauges, labels, lag))
+        self.registry.register(_EngineCollector(gauges, labels, lag, block_tokens))
         names = list(labels)
         self._values = list(labels.values())
 

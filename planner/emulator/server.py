@@ -138,7 +138,10 @@ class EmulatorServer:
         self._next_start_s: float | None = None
         self.resyncs = 0
         self.metrics = EmulatorMetrics(
-            self.engine.gauges, self.model_name, lambda: (self.behind_s, self.resyncs)
+            self.engine.gauges,
+            self.model_name,
+            lambda: (self.behind_s, self.resyncs),
+            block_tokens=config.block_tokens,
         )
         self._rng = np.random.default_rng(seed)
         self._clock = clock
