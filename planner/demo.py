@@ -44,7 +44,7 @@ class DemoOptions:
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
     speed: float = 8.0
-    stream_interval: int = 8
+    stream_interval: int = 32
     # The search starts just below the engine model's prediction and brackets by 1.25x.
     start_share: float = 0.9
     search_growth: float = 1.25

@@ -72,7 +72,7 @@ def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str
     when within the noise — each constraint against its threshold, goodput."""
     evaluation = outcome.evaluation
     load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
-    verdict = "pass" if outcome.passed else "FAIL"
+    verdict = {"pass": "pass", "fail": "FAIL", "invalid": "INVALID"}[outcome.verdict]
     if not outcome.certain:
         verdict += "?"
     parts = [f"run {index:2d}  {load:>12}  {verdict:5}"]
@@ -85,6 +85,12 @@ def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str
         parts.append(f"{len(outcome.stages)} runs pooled")
     if outcome.abandoned:
         parts.append(f"abandoned: {outcome.abandoned}")
+    if outcome.unstable:
+        parts.append(f"unstable: {outcome.unstable}")
+    if outcome.invalid:
+        parts.append(outcome.invalid)
+    elif outcome.steady:
+        parts.append(f"[{outcome.steady}]")
     return "  ".join(parts)
 
 

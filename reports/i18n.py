@@ -203,6 +203,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "legend_pass": "pass",
         "legend_fail": "fail",
         "legend_uncertain": "uncertain",
+        "legend_invalid": "invalid (client lag)",
         "limit_marker": "limit {value}",
         "limit_fail_marker": "fails {value}",
         "limit_sentence": (
@@ -551,6 +552,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "legend_pass": "达标",
         "legend_fail": "不达标",
         "legend_uncertain": "不确定",
+        "legend_invalid": "无效(客户端滞后)",
         "limit_marker": "上限 {value}",
         "limit_fail_marker": "不达标 {value}",
         "limit_sentence": (
