@@ -83,12 +83,14 @@ def choose_cjk_font(
     any usable font, returns STSong-Light with `warning` set (the caller shows it).
     """
     env = os.environ if environ is None else environ
-    explicit, origin = (path, "--cjk-font") if path is not None else (env.get(ENV_VAR), ENV_VAR)
+    explicit, origin = (
+        (path, "--cjk-font ") if path is not None else (env.get(ENV_VAR), ENV_VAR + "=")
+    )
     if explicit:
         font_path = Path(explicit).expanduser()
         font, problem = _load(font_path, 0)
         if font is None:
-            raise InputError(f"{origin} {font_path}: {problem}")
+            raise InputError(f"{origin}{font_path}: {problem}")
         return font
     candidates = _fontconfig_candidates()
     for file, index in candidates:
@@ -100,7 +102,7 @@ def choose_cjk_font(
     elif candidates:
         tried = f"fontconfig offered {', '.join(str(f) for f, _ in candidates)}, none usable"
     else:
-        tried = f"fontconfig lists no font for {FC_PATTERN}"
+        tried = "fontconfig knows no font that covers zh-cn"
     return builtin_cjk_font(FALLBACK_WARNING.format(tried=tried))
 
 
