@@ -35,7 +35,12 @@ def register(app: typer.Typer) -> None:
 
         if lang not in LANGS:
             raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
-        options = DemoOptions(out_pdf=out, lang=lang, seed=seed, cjk_font=cjk_font)  # type: ignore[arg-type]
+        options = DemoOptions(
+            out_pdf=out,
+            lang=lang,  # type: ignore[arg-type]
+            seed=seed,
+            cjk_font=cjk_font,
+        )
         result = run_demo(
             options,
             echo=lambda line: typer.echo(line),
