@@ -703,7 +703,8 @@ class Words:
     """The strings, fonts and number formats of one language.
 
     `cjk_font` is the registered name of the font for Chinese text (`reports.fonts`); it has
-    no bold face, so Chinese headings are set in it too.
+    no bold face, so Chinese headings are set in it too. Documents get theirs from
+    `reports.words_for`, which finds the embedded font; `Words("zh")` alone means STSong-Light.
     """
 
     lang: Lang
