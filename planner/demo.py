@@ -40,6 +40,7 @@ class DemoOptions:
     out_pdf: Path = Path("reports/demo.pdf")
     lang: Lang = "en"
     seed: int = 0
+    cjk_font: Path | None = None  # None: CAPPLAN_CJK_FONT, then fontconfig (reports.fonts)
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
@@ -70,11 +71,14 @@ class DemoResult:
     wall_s: float
 
 
-def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
+def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = None) -> DemoResult:
     """Run profile -> emulator -> limit search + burst check -> plan -> PDF; return the paths.
 
-    Raises RunError when a stage cannot produce its result (e.g. no load level met the SLO),
-    and whatever the stage itself raises (InputError/ConfigError/RunError/TargetError).
+    A Chinese demo chooses its font first, so a bad --cjk-font fails before the minutes of
+    load testing, and a fallback to the non-embedded STSong-Light is reported to `warn`
+    (default: stderr) at the start. Raises RunError when a stage cannot produce its result
+    (e.g. no load level met the SLO), and whatever the stage itself raises
+    (InputError/ConfigError/RunError/TargetError).
     """
     from planner.capacity import parse_limit
     from planner.emulator import emulator_subprocess
@@ -89,8 +93,12 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     from profiles.build import build_profile
     from profiles.model import save_profile
     from profiles.samples import sample_path
-    from reports import render_report
+    from reports import render_report, warn_on_stderr
+    from reports.fonts import choose_cjk_font
 
+    cjk_font = choose_cjk_font(options.cjk_font) if options.lang == "zh" else None
+    if cjk_font is not None and cjk_font.warning is not None:
+        (warn or warn_on_stderr)(cjk_font.warning)
     start = time.perf_counter()
 
     def step(text: str) -> None:
@@ -224,5 +232,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print) -> DemoResult:
     step(f"      {plan.instances} instances -> {plan_path}")
 
     step(f"5/5 writing the PDF ({options.lang})")
-    pdf = render_report(profile_path, run_dir, plan_path, options.out_pdf, lang=options.lang)
+    pdf = render_report(
+        profile_path, run_dir, plan_path, options.out_pdf, lang=options.lang, cjk_font=cjk_font
+    )
     return DemoResult(pdf, profile_path, run_dir, plan_path, time.perf_counter() - start)

@@ -1,8 +1,8 @@
 """Vector charts for the report, drawn with reportlab.graphics in one house style.
 
 Charts are reportlab Drawings (vector in the PDF), so their text uses the report's own font
-(STSong-Light for Chinese) and no CJK font is needed for matplotlib. A `Panel` is one set of
-axes placed inside a Drawing; `figure()` stacks panels that share an x axis.
+(for Chinese, the CJK font `reports.fonts` chose) and matplotlib needs no CJK font. A `Panel`
+is one set of axes placed inside a Drawing; `figure()` stacks panels that share an x axis.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def label(
     color: Color = INK,
     anchor: str = "start",
 ) -> Group:
-    """Text at (x, y); Latin runs in Helvetica, the rest in `font` (e.g. STSong-Light)."""
+    """Text at (x, y); Latin runs in Helvetica, the rest in `font` (e.g. the CJK font)."""
     runs = [(text, True)] if font == LATIN_FONT else split_runs(text)
     widths = [stringWidth(run, LATIN_FONT if latin else font, size) for run, latin in runs]
     total = sum(widths)

@@ -1,8 +1,9 @@
 """The report's words in English and Chinese, its fonts per language, and number formatting.
 
 Every label, heading and sentence of the PDF comes from STRINGS; English and Chinese hold the
-same keys (a test checks it). Chinese text is set in reportlab's built-in CID font
-STSong-Light, so no font file is needed. Units (req/s, s, ms, GiB, $) and metric names (TTFT,
+same keys (a test checks it). Chinese text is set in the font `reports.fonts` chooses (an
+embedded CJK TrueType subset, or the built-in STSong-Light); Latin runs inside it stay in
+Helvetica. Units (req/s, s, ms, GiB, $) and metric names (TTFT,
 TPOT, p95, KV) stay as they are in both languages.
 """
 
@@ -13,19 +14,17 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from reportlab.pdfbase import pdfmetrics
-from reportlab.pdfbase.cidfonts import UnicodeCIDFont
-
 from planner.errors import InputError
+from reports.fonts import BUILTIN_CJK_FONT, builtin_cjk_font, is_cjk_font
 
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 
-CJK_FONT = "STSong-Light"
 LATIN_FONT = "Helvetica"
 
 # Runs of these characters are set in Helvetica inside Chinese text: STSong-Light's own Latin
-# glyphs are full-width-ish and read poorly in numbers and metric names.
+# glyphs are full-width-ish and read poorly in numbers and metric names, and one Latin font
+# keeps numbers alike whichever CJK font sets the rest.
 _LATIN_RUN = re.compile(r"[\x20-\x7e×·–²%]+")
 
 
@@ -730,30 +729,33 @@ STRINGS: dict[str, dict[str, str]] = {
 }
 
 
-def _register_cjk() -> None:
-    if CJK_FONT not in pdfmetrics.getRegisteredFontNames():
-        pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
-
-
 @dataclass(frozen=True)
 class Words:
-    """The strings, fonts and number formats of one language."""
+    """The strings, fonts and number formats of one language.
+
+    `cjk_font` is the registered name of the font for Chinese text (`reports.fonts`); it has
+    no bold face, so Chinese headings are set in it too. Documents get theirs from
+    `reports.words_for`, which finds the embedded font; `Words("zh")` alone means STSong-Light.
+    """
 
     lang: Lang
+    cjk_font: str = BUILTIN_CJK_FONT
 
     def __post_init__(self) -> None:
         if self.lang not in LANGS:
             raise InputError(f"unknown language {self.lang!r}; expected one of {', '.join(LANGS)}")
-        if self.lang == "zh":
-            _register_cjk()
+        if not is_cjk_font(self.cjk_font):
+            raise InputError(f"{self.cjk_font!r} is not a font chosen by reports.fonts")
+        if self.lang == "zh" and self.cjk_font == BUILTIN_CJK_FONT:
+            builtin_cjk_font()
 
     @property
     def font(self) -> str:
-        return CJK_FONT if self.lang == "zh" else "Helvetica"
+        return self.cjk_font if self.lang == "zh" else "Helvetica"
 
     @property
     def bold(self) -> str:
-        return CJK_FONT if self.lang == "zh" else "Helvetica-Bold"
+        return self.cjk_font if self.lang == "zh" else "Helvetica-Bold"
 
     @property
     def mono(self) -> str:

@@ -41,7 +41,8 @@ from planner.run_schema import StageSummary
 from reports import charts
 from reports.charts import GRAY, GREEN, LIGHT, NAVY, ORANGE, RED, TEAL, Axis
 from reports.data import KV_METRIC, QUEUE_METRIC, ReportInputs, Series
-from reports.i18n import CJK_FONT, LATIN_FONT, Words, split_runs
+from reports.fonts import is_cjk_font
+from reports.i18n import LATIN_FONT, Words, split_runs
 
 PAGE_W, PAGE_H = A4
 MARGIN = 17 * mm
@@ -122,7 +123,7 @@ class Styles:
 
 def _markup(text: str, font: str) -> str:
     """Escaped paragraph markup; in CJK text, Latin runs are set in Helvetica."""
-    if font != CJK_FONT:
+    if not is_cjk_font(font):
         return escape(text)
     return "".join(
         f'<font face="{LATIN_FONT}">{escape(run)}</font>' if latin else escape(run)
@@ -137,7 +138,7 @@ def _p(text: str, style: ParagraphStyle) -> Paragraph:
 def _draw_runs(
     canvas: Canvas, x: float, y: float, text: str, font: str, size: float, *, right: bool = False
 ) -> None:
-    runs = [(text, True)] if font != CJK_FONT else split_runs(text)
+    runs = split_runs(text) if is_cjk_font(font) else [(text, True)]
     fonts = [LATIN_FONT if latin else font for _, latin in runs]
     widths = [canvas.stringWidth(run, f, size) for (run, _), f in zip(runs, fonts, strict=True)]
     pos = x - sum(widths) if right else x

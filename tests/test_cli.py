@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -35,3 +37,14 @@ def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
     assert "capplan" in result.output
+
+
+def test_demo_checks_its_cjk_font_before_any_work(tmp_path: Path) -> None:
+    out = tmp_path / "demo" / "demo.pdf"
+    missing = tmp_path / "missing.ttf"
+    result = runner.invoke(
+        app, ["demo", "--lang", "zh", "--cjk-font", str(missing), "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert f"--cjk-font {missing}: no such font file" in result.output
+    assert "1/5" not in result.output and not out.parent.exists()

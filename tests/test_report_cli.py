@@ -55,3 +55,16 @@ def test_report_command_rejects_bad_input(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
     result = runner.invoke(app, [*base, "--plan", str(paths.plan), "--lang", "fr"])
     assert result.exit_code == 2 and "expected one of en, zh" in result.output
+
+
+def test_report_command_rejects_an_unusable_cjk_font(tmp_path: Path) -> None:
+    paths = write_fixture(tmp_path)
+    not_a_font = tmp_path / "font.ttf"
+    not_a_font.write_text("not a font")
+    out = tmp_path / "x.pdf"
+    inputs = ["--profile", str(paths.profile), "--run", str(paths.run_dir)]
+    args = [*inputs, "--plan", str(paths.plan), "--cjk-font", str(not_a_font)]
+    result = runner.invoke(app, ["report", *args, "--lang", "zh", "-o", str(out)])
+    assert result.exit_code == 2
+    assert f"--cjk-font {not_a_font}: reportlab cannot read it" in result.output
+    assert "Traceback" not in result.output and not out.exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from planner.cli import handle_errors
+from planner.commands.report import CJK_FONT_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +27,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("reports/demo.pdf"), "-o", "--out", help="PDF to write."),
         lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
         seed: int = typer.Option(0, "--seed", help="Seed of the profile sampler and the load."),
+        cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
     ) -> None:
         from planner.demo import DemoOptions, run_demo
         from planner.errors import InputError
@@ -33,9 +35,16 @@ def register(app: typer.Typer) -> None:
 
         if lang not in LANGS:
             raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
+        options = DemoOptions(
+            out_pdf=out,
+            lang=lang,  # type: ignore[arg-type]
+            seed=seed,
+            cjk_font=cjk_font,
+        )
         result = run_demo(
-            DemoOptions(out_pdf=out, lang=lang, seed=seed),  # type: ignore[arg-type]
+            options,
             echo=lambda line: typer.echo(line),
+            warn=lambda line: typer.echo(f"warning: {line}", err=True),
         )
         typer.echo(f"inputs: {result.profile}, {result.run_dir}, {result.plan}")
         typer.echo(f"done in {result.wall_s:.0f} s; the capacity baseline is at:")

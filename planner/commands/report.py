@@ -8,6 +8,12 @@ import typer
 
 from planner.cli import handle_errors
 
+CJK_FONT_HELP = (
+    "TrueType font (.ttf, or .ttc: its first face) whose subset a Chinese report embeds. "
+    "Default: $CAPPLAN_CJK_FONT, else the system's Chinese font found by fontconfig, else "
+    "STSong-Light (not embedded; a warning says which viewers show it blank)."
+)
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
@@ -33,10 +39,19 @@ def register(app: typer.Typer) -> None:
             None, "--limit", help="limit.json when it is not in the run directory."
         ),
         lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
+        cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
     ) -> None:
         from reports import render_report
 
         path = render_report(
-            profile, run, plan, out, previous_plan=previous, lang=lang, limit_path=limit
+            profile,
+            run,
+            plan,
+            out,
+            previous_plan=previous,
+            lang=lang,
+            limit_path=limit,
+            cjk_font=cjk_font,
+            warn=lambda line: typer.echo(f"warning: {line}", err=True),
         )
         typer.echo(str(path))
