@@ -9,10 +9,8 @@ from reportlab.lib.pagesizes import A4
 from reportlab.lib.units import mm
 from reportlab.platypus import SimpleDocTemplate
 
-from planner.errors import InputError
 from planner.review.schema import Review
 from profiles.model import Profile
-from reports.i18n import LANGS, Words
 from reports.pdf import MARGIN, _numbered_canvas
 from reports.review.appendix import page_appendix
 from reports.review.fleet_page import fleet_sentence, page_fleet
@@ -29,9 +27,9 @@ def build_review_pdf(
 ) -> Path:
     """Write the review PDF; `profiles` by service name add the baseline's workload and plan
     pages (a service without one gets the review's own section only)."""
-    if lang not in LANGS:
-        raise InputError(f"unknown language {lang!r}; expected one of {', '.join(LANGS)}")
-    w = Words(lang)  # type: ignore[arg-type]
+    from reports import words_for
+
+    w = words_for(lang)  # Chinese embeds a CJK font subset (reports.fonts)
     lay = Layout(w)
     date = (generated_at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     story = page_fleet(review, lay)
