@@ -60,6 +60,7 @@ def _mean_in_flight(records: pl.DataFrame, start_s: float, end_s: float) -> floa
 
 PREFIX_HIT_TOLERANCE = 0.10  # measured vs expected prefix-cache hit ratio, absolute
 OFFERED_TOLERANCE = 0.05  # offered vs asked rate, beyond Poisson noise
+EMULATOR_BEHIND_SHARE = 0.02  # engine seconds the emulator lost, as a share of the stage
 
 
 def _counter_delta(server: pl.DataFrame, name: str, start_s: float, end_s: float) -> float | None:
@@ -122,6 +123,14 @@ def stage_validity(
     lag_p99 = float(np.percentile(lag, 99)) if lag.size else None
     measured = expected_hit = None
     cache = None
+    behind = None
+    if server is not None and server.height:
+        behind = _counter_delta(server, "capplan_emulator_behind_seconds", start_s, end_s)
+    if behind is not None and behind > EMULATOR_BEHIND_SHARE * duration_s:
+        warnings.append(
+            f"the emulator fell {behind:.3g} s behind its clock: this machine's CPU, not the "
+            "engine model, set the pace (lower its --speed)"
+        )
     if server is not None and server.height and prefix is not None and prefix.available:
         hits = _counter_delta(server, "vllm:prefix_cache_hits", start_s, end_s)
         queries = _counter_delta(server, "vllm:prefix_cache_queries", start_s, end_s)

@@ -458,6 +458,8 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
     )
     if options.level_duration_s <= 0:
         raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
+    if options.time_scale <= 0:
+        raise ConfigError(f"--time-scale must be > 0, got {options.time_scale}")
     if options.warmup_s is not None and options.warmup_s < 0:
         raise ConfigError(f"--warmup must be >= 0 s, got {options.warmup_s}")
     try:

@@ -91,6 +91,12 @@ def register(app: typer.Typer) -> None:
         min_completed: int = typer.Option(
             50, "--min-completed", help="Completed requests a passing level needs."
         ),
+        time_scale: float = typer.Option(
+            1.0,
+            "--time-scale",
+            help="The endpoint runs this many times faster than wall time (capplan emulate "
+            "--speed S): levels, loads and latencies are in its time.",
+        ),
     ) -> None:
         from planner.errors import ConfigError
         from planner.limit import LimitOptions, run_limit
@@ -124,6 +130,7 @@ def register(app: typer.Typer) -> None:
                 api_key_env=api_key_env,
                 max_levels=max_levels,
                 min_completed=min_completed,
+                time_scale=time_scale,
             ),
             echo=typer.echo,
         )

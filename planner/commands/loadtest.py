@@ -137,6 +137,12 @@ def loadtest(
     no_metrics: bool = typer.Option(
         False, "--no-metrics", help="Do not scrape the target's /metrics."
     ),
+    time_scale: float = typer.Option(
+        1.0,
+        "--time-scale",
+        help="The endpoint runs this many times faster than wall time (capplan emulate "
+        "--speed S): plans and records are kept in its time.",
+    ),
 ) -> None:
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
     from planner.run_schema import Stage, StagePlan
@@ -144,22 +150,30 @@ def loadtest(
     if endpoint not in ("chat", "completions"):
         raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
     kind: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
-    config = LoadTestConfig(
-        host=host,
-        model=model,
-        endpoint=kind,
-        profile_path=profile,
-        api_key_env=api_key_env,
-        seed=seed,
-        workers=workers,
-        ignore_eos=not no_ignore_eos,
-        request_timeout_s=timeout,
-        max_concurrency=max_concurrency,
-        scrape_metrics=not no_metrics,
-        slo_ttft_s=slo_ttft,
-        replay_path=replay,
-        replay_speed=speed,
-    )
+    from pydantic import ValidationError
+
+    from planner.jsonio import first_error
+
+    try:
+        config = LoadTestConfig(
+            host=host,
+            model=model,
+            endpoint=kind,
+            profile_path=profile,
+            api_key_env=api_key_env,
+            seed=seed,
+            workers=workers,
+            ignore_eos=not no_ignore_eos,
+            request_timeout_s=timeout,
+            max_concurrency=max_concurrency,
+            scrape_metrics=not no_metrics,
+            slo_ttft_s=slo_ttft,
+            replay_path=replay,
+            replay_speed=speed,
+            time_scale=time_scale,
+        )
+    except ValidationError as err:
+        raise ConfigError(f"loadtest options: {first_error(err)}") from err
     if replay and plan is None:
         stage = Stage(name="replay", role="replay", duration_s=duration or 60.0, arrival="replay")
         stage_plan = StagePlan(name="replay", stages=[stage])

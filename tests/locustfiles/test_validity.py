@@ -83,3 +83,21 @@ def test_a_client_that_offered_less_is_named() -> None:
     # 30 % short of 10 requests is within Poisson noise (3 sd): no warning.
     small = Stage(name="s", duration_s=1.0, rate_rps=10.0)
     assert stage_validity(_rows(7, 1.0), small, 0.0, 1.0, None, PREFIX).warnings == []
+
+
+def test_an_emulator_that_fell_behind_is_named() -> None:
+    stage = Stage(name="s", duration_s=10.0, rate_rps=10.0)
+    server = pl.DataFrame(
+        {
+            "t_s": [0.0, 10.0],
+            "name": ["capplan_emulator_behind_seconds_total"] * 2,
+            "labels": ["", ""],
+            "type": ["counter", "counter"],
+            "value": [1.0, 3.5],
+        }
+    )
+    v = stage_validity(_rows(100, 10.0), stage, 0.0, 10.0, server, None)
+    assert v.warnings == [
+        "the emulator fell 2.5 s behind its clock: this machine's CPU, not the engine model, "
+        "set the pace (lower its --speed)"
+    ]
