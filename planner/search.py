@@ -506,7 +506,9 @@ def limit_search(
             lo, hi = bounds()
             nxt: float | None = None
             stopped = ""
-            if len(outcomes) >= config.max_levels:
+            if lo is not None and hi is not None and converged(lo, hi):
+                stopped = "converged"
+            elif len(outcomes) >= config.max_levels:
                 stopped = f"stopped at {config.max_levels} levels"
             elif hi is None:
                 assert lo is not None
@@ -521,8 +523,6 @@ def limit_search(
                 if nxt >= hi or hi <= config.lowest:
                     stopped = f"failed at the lowest load {hi:g}"
                     nxt = None
-            elif converged(lo, hi):
-                stopped = "converged"
             else:
                 nxt = narrow(lo, hi, slow_steps < 2, last_passed)
                 if nxt is None:

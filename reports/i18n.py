@@ -202,7 +202,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "legend_pass": "pass",
         "legend_fail": "fail",
         "legend_uncertain": "uncertain",
-        "legend_invalid": "invalid (client lag)",
+        "legend_invalid": "invalid",
+        "limit_sentence_client": (
+            "One instance holds at least {value} at {slo}; the load generator could not offer "
+            "{fail} (its schedule lag), so the limit may be higher. {levels} levels searched."
+        ),
         "limit_marker": "limit {value}",
         "limit_fail_marker": "fails {value}",
         "limit_sentence": (
@@ -551,7 +555,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "legend_pass": "达标",
         "legend_fail": "不达标",
         "legend_uncertain": "不确定",
-        "legend_invalid": "无效(客户端滞后)",
+        "legend_invalid": "无效",
+        "limit_sentence_client": (
+            "单实例在满足 {slo} 时至少可承载 {value};压测客户端无法施加 {fail}"
+            "(调度滞后),上限可能更高。共搜索 {levels} 个档位。"
+        ),
         "limit_marker": "上限 {value}",
         "limit_fail_marker": "不达标 {value}",
         "limit_sentence": (

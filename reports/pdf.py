@@ -908,6 +908,11 @@ class Report:
         if lim.infeasible_min is None:
             return self.t("limit_sentence_open", value=value, slo=lim.slo)
         fail = w.load(lim.infeasible_min, lim.unit)
+        failing = next((lv for lv in lim.levels if lv.load == lim.infeasible_min), None)
+        if failing is not None and failing.verdict == "invalid":
+            return self.t(
+                "limit_sentence_client", value=value, slo=lim.slo, fail=fail, levels=len(lim.levels)
+            )
         sentence = self.t(
             "limit_sentence",
             value=value,

@@ -275,3 +275,21 @@ def test_a_search_stopped_before_its_tolerance_says_so(tmp_path: Path) -> None:
             paths.profile, paths.run_dir, paths.plan, tmp_path / f"w-{lang}.pdf", lang=lang
         )
         assert expected in _flat(_extract(pdf)[0])
+
+
+def test_a_client_limited_search_says_the_limit_may_be_higher(tmp_path: Path) -> None:
+    paths = write_fixture(tmp_path)
+    limit = build_limit()
+    levels = [
+        lv.model_copy(update={"verdict": "invalid", "invalid": "lag p99 305 ms > 200 ms"})
+        if lv.load == limit.infeasible_min
+        else lv
+        for lv in limit.levels
+    ]
+    (paths.run_dir / "limit.json").write_text(
+        limit.model_copy(update={"levels": levels}).model_dump_json(by_alias=True)
+    )
+    pdf = render_report(paths.profile, paths.run_dir, paths.plan, tmp_path / "client.pdf")
+    text = _flat(_extract(pdf)[0])
+    assert "the load generator could not offer 18.3 req/s" in text
+    assert "invalid (client lag)" in text  # the level table names it
