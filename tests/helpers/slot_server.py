@@ -156,13 +156,13 @@ def make_app(
         prompt = body.get("prompt") or " ".join(m["content"] for m in body.get("messages", []))
         state["active"] += 1
         held = False
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         try:
             await line.acquire()
             held = True
             state["running"] += 1
             timing.slot_start_s = clock()
             timing.tokens = n
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
             if endpoint == "chat":  # role-only first chunk, as chat servers send
                 role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
@@ -180,7 +180,10 @@ def make_app(
             timing.first_chunk_s = first_s
             timing.end_s = clock()
             return resp
-        except (asyncio.CancelledError, ConnectionResetError):
+        except ConnectionResetError:  # the client went away: nothing left to answer
+            timing.cancelled = True
+            return resp
+        except asyncio.CancelledError:
             timing.cancelled = True
             raise
         finally:
