@@ -12,7 +12,8 @@
   5 % refused when admitted requests are fast.
 - Erlang-C for M/M/c, to check the simulation against textbook formulas.
 
-Pure functions over numpy arrays; rates in requests per second, times in seconds.
+Pure functions over numpy arrays; rates in requests per second, times in seconds. Written
+apart from planner.queueing on purpose: a truth must not share code with what it checks.
 """
 
 from __future__ import annotations
