@@ -21,8 +21,9 @@ pytestmark = pytest.mark.integration
 def _ask(url: str, max_tokens: int = 5) -> tuple[int, bytes]:
     body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     body["max_tokens"] = max_tokens
+    headers = {"Content-Type": "application/json"}
     request = urllib.request.Request(
-        url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        url + "/v1/chat/completions", json.dumps(body).encode(), headers
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as resp:
