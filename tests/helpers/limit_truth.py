@@ -119,8 +119,8 @@ def run_case(
     case: TruthCase, out_dir: Path, *, extra_args: tuple[str, ...] = (), timeout_s: float = 3600
 ) -> TruthResult:
     """Start the case's server, run `capplan limit` on it, compute the truth from what the
-    server logged (also written to `out_dir/server_timings.json`). Raises
-    subprocess.CalledProcessError / TimeoutExpired from the CLI."""
+    server logged (also written to `out_dir/server_timings.json`). Raises RuntimeError
+    (with its output) when the CLI fails, subprocess.TimeoutExpired when it overruns."""
     server = start_slot_server(
         case.slots,
         case.prefill_s,
@@ -144,7 +144,9 @@ def run_case(
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         wall_s = time.perf_counter() - started
         if proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+            raise RuntimeError(
+                f"capplan limit exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+            )
         timings = server.timings()
     finally:
         server.stop()
