@@ -41,6 +41,48 @@ def _chunk(endpoint: str, text: str) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
+async def stream_tokens(
+    resp: web.StreamResponse,
+    endpoint: str,
+    n: int,
+    ttft_s: float,
+    itl_s: float,
+    *,
+    prompt_tokens: int,
+    usage: bool = True,
+    tail_s: float = 0.0,
+) -> tuple[float, float]:
+    """Write `n` content chunks on a prepared response, the first `ttft_s` from now and then
+    one every `itl_s` (absolute deadlines, so delays do not add up), wait `tail_s` after the
+    last, then the usage chunk (when `usage`) and `[DONE]`. Returns the perf_counter times of
+    the first and last content chunks."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    first = last = 0.0
+    for i in range(n):
+        delay = start + ttft_s + i * itl_s - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await resp.write(_chunk(endpoint, "tok "))
+        now = time.perf_counter()
+        if i == 0:
+            first = now
+        last = now
+    if tail_s > 0:
+        delay = start + ttft_s + (n - 1) * itl_s + tail_s - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+    if usage:
+        u = {
+            "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n},
+        }
+        await resp.write(b"data: " + json.dumps(u).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return first, last
+
+
 def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) -> web.Application:
     timings: list[dict[str, float]] = []
     state = {"running": 0, "total": 0}
@@ -61,26 +103,9 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) 
             if endpoint == "chat":  # role-only first chunk, as chat servers send
                 role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
                 await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-            first = last = 0.0
-            for i in range(n):
-                delay = start + ttft_s + i * itl_s - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await resp.write(_chunk(endpoint, "tok "))
-                now = time.perf_counter()
-                if i == 0:
-                    first = now
-                last = now
-            if usage:
-                u = {
-                    "choices": [],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n},
-                }
-                await resp.write(b"data: " + json.dumps(u).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
+            first, last = await stream_tokens(
+                resp, endpoint, n, ttft_s, itl_s, prompt_tokens=prompt_tokens, usage=usage
+            )
             timings.append(
                 {"ttft_s": first - t0, "tpot_s": (last - first) / (n - 1) if n > 1 else 0.0, "n": n}
             )
@@ -132,6 +157,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def timings(self) -> list[dict[str, float]]:
+        """The server's per-request log (GET /timings)."""
         with urllib.request.urlopen(self.url + "/timings", timeout=5) as resp:
             return list(json.loads(resp.read()))
 
@@ -141,39 +167,36 @@ class ServerProcess:
         self.proc.wait()
 
 
-def start_server(
-    ttft_s: float, itl_s: float, *, usage: bool = True, max_out: int = 0, deadline_s: float = 15.0
-) -> ServerProcess:
-    """Start the server in a subprocess and poll until it answers (or raise)."""
+def launch(module: str, args: list[str], *, deadline_s: float = 15.0) -> ServerProcess:
+    """Run `python -m module --port P *args` on a free port and poll its /metrics until it
+    answers. Raises RuntimeError when it exits or does not answer within `deadline_s`."""
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tests.helpers.stream_server",
-        "--port",
-        str(port),
-        "--ttft",
-        str(ttft_s),
-        "--itl",
-        str(itl_s),
-    ]
-    if not usage:
-        cmd.append("--no-usage")
-    if max_out:
-        cmd += ["--max-out", str(max_out)]
+    cmd = [sys.executable, "-m", module, "--port", str(port), *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     server = ServerProcess(proc, port)
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError("test stream server exited")
+            raise RuntimeError(f"test server {module} exited")
         try:
             urllib.request.urlopen(server.url + "/metrics", timeout=1).read()
             return server
         except OSError:
             time.sleep(0.05)
     server.stop()
-    raise RuntimeError("test stream server did not start")
+    raise RuntimeError(f"test server {module} did not start")
+
+
+def start_server(
+    ttft_s: float, itl_s: float, *, usage: bool = True, max_out: int = 0, deadline_s: float = 15.0
+) -> ServerProcess:
+    """Start the server in a subprocess and poll until it answers (or raise)."""
+    args = ["--ttft", str(ttft_s), "--itl", str(itl_s)]
+    if not usage:
+        args.append("--no-usage")
+    if max_out:
+        args += ["--max-out", str(max_out)]
+    return launch("tests.helpers.stream_server", args, deadline_s=deadline_s)
 
 
 def main() -> None:
