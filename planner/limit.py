@@ -56,6 +56,8 @@ def _format_value(result: ConstraintResult) -> str:
     value = result.value
     if value is None:
         return "n/a"
+    if value == math.inf:
+        return "inf"  # failed requests reach the percentile
     if result.name in ("errors", "attainment"):
         return f"{value * 100:.3g}%"
     return f"{value * 1000:.3g}ms" if value < 1.0 else f"{value:.3g}s"
