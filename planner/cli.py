@@ -18,7 +18,17 @@ from planner import __version__
 from planner.errors import CapplanError
 
 # The order here is the order in `capplan --help`.
-COMMAND_MODULES = ("demo", "profile", "emulate", "loadtest", "limit", "plan", "report")
+COMMAND_MODULES = (
+    "demo",
+    "profile",
+    "emulate",
+    "loadtest",
+    "limit",
+    "plan",
+    "whatif",
+    "compare",
+    "report",
+)
 
 _app = typer.Typer(
     name="capplan",
