@@ -238,3 +238,12 @@ def virtual_limit(
     return VirtualLimit(
         result, at_limit, probe.simulated_requests, time.perf_counter() - wall0, share
     )
+
+
+def split_at(
+    profile: Profile, config: EngineConfig, rate_rps: float, level_s: float = 60.0, seed: int = 0
+) -> LatencySplit:
+    """Short- and long-prompt P99s of one simulated level at `rate_rps` (after its warm-up)."""
+    probe = SimulatorProbe(profile, config, level_s, seed=seed)
+    probe.records_by_load[rate_rps] = [probe.records(rate_rps)]
+    return latency_split(probe.judged(rate_rps), profile)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from planner.engine import EngineConfig
 from planner.plan import mean_context_tokens
-from planner.virtual import SimulatorProbe, latency_split
+from planner.virtual import split_at
 from planner.whatif_schema import Lesson, WhatifCandidate
 from profiles.model import Profile
 
@@ -97,13 +97,10 @@ def _queue(p: _Pair) -> str:
     rate = p.base.limit_rps
     if rate is None or p.base_config is None or p.alt_config is None:
         return "no common load to compare at"
-    parts = []
-    for cfg in (p.base_config, p.alt_config):
-        probe = SimulatorProbe(p.profile, cfg, p.options.level_s, seed=p.options.seed)
-        probe.records_by_load[rate] = [probe.records(rate)]
-        split = latency_split(probe.judged(rate), p.profile)
-        parts.append(split)
-    b, a = parts
+    b, a = (
+        split_at(p.profile, cfg, rate, p.options.level_s, p.options.seed)
+        for cfg in (p.base_config, p.alt_config)
+    )
     return (
         f"at {rate:.3g} req/s, P99 TTFT of short prompts (<= {b.short_max_tokens} tokens) "
         f"{_fmt_s(b.short_ttft_p99_s)} -> {_fmt_s(a.short_ttft_p99_s)}, of long prompts "
