@@ -432,3 +432,17 @@ def parse_float_list(text: str, option: str) -> list[float]:
     if not out:
         raise ConfigError(f"{option}: expected at least one number, e.g. 1.0,1.3")
     return out
+
+
+def usd_per_million_output_tokens(
+    limit_rps: float, mean_output_tokens: float, tp: int, gpu_hour_price_usd: float
+) -> float:
+    """GPU cost of a million output tokens when one instance runs at its limit.
+
+    tp GPUs x price per hour / (limit x mean output tokens x 3600 s) x 1e6. Raises
+    ConfigError for a non-positive limit or output length.
+    """
+    if not limit_rps > 0 or not mean_output_tokens > 0:
+        raise ConfigError("the limit and the mean output length must be > 0")
+    tokens_per_hour = limit_rps * mean_output_tokens * 3600.0
+    return tp * gpu_hour_price_usd / tokens_per_hour * 1e6

@@ -18,7 +18,18 @@ from planner import __version__
 from planner.errors import CapplanError
 
 # The order here is the order in `capplan --help`.
-COMMAND_MODULES = ("demo", "profile", "emulate", "loadtest", "limit", "plan", "report", "review")
+COMMAND_MODULES = (
+    "demo",
+    "profile",
+    "emulate",
+    "loadtest",
+    "limit",
+    "plan",
+    "whatif",
+    "compare",
+    "report",
+    "review",
+)
 
 _app = typer.Typer(
     name="capplan",

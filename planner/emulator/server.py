@@ -225,7 +225,7 @@ class EmulatorServer:
                     continue
                 kind = event.kind
                 if kind == "first_token" or kind == "token":
-                    s.sent += 1
+                    s.sent += event.n_tokens
                     touched[s.rid] = s
                     if kind == "first_token":
                         metrics.first_token(engine.timeline(s.rid))

@@ -155,6 +155,7 @@ class _Req:
         "cap",
         "prompt",
         "registering",
+        "spec_credit",
     )
 
     def __init__(self, req: EngineRequest, tl: RequestTimeline, prefix_caching: bool) -> None:
@@ -170,6 +171,7 @@ class _Req:
         self.preempted = False
         # Whether computed prompt blocks still have to be published to the prefix cache.
         self.registering = prefix_caching and bool(req.block_hashes)
+        self.spec_credit = 0.0  # expected tokens from speculative steps not yet emitted
 
 
 class Engine:
@@ -205,6 +207,27 @@ class Engine:
         self._s_per_kv_token = kv_bytes_per_token(config) / bandwidth
         self._overhead_s = config.step_overhead_s
         self._seq_overhead_s = config.seq_overhead_s
+        # Static reservation: blocks held by every admitted sequence, whatever its length.
+        self._static_blocks = (
+            -(-self._max_len // self._bt) if config.kv_reservation == "static" else 0
+        )
+        # Speculative decoding: draft tokens k, expected tokens per step, draft roofline.
+        self._spec_k = config.spec_draft_tokens
+        self._spec_gain = config.spec_tokens_per_step
+        draft = config.spec_draft_params
+        self._draft_weight_s = draft * config.dtype_bytes / config.tp / bandwidth
+        self._draft_s_per_token = 2.0 * draft / per_gpu_flops
+        # Tensor parallelism: two all-reduces per layer of each token's hidden state; a ring
+        # all-reduce moves 2 (tp - 1) / tp of the message through each GPU's link.
+        link = config.tp_link_bandwidth_bytes_per_s
+        if config.tp > 1 and link is not None:
+            ring = 2.0 * (config.tp - 1) / config.tp
+            calls = 2 * m.layers
+            self._comm_s_per_token = calls * ring * m.hidden_size * config.dtype_bytes / link
+            self._comm_fixed_s = calls * config.tp_allreduce_latency_s
+        else:
+            self._comm_s_per_token = 0.0
+            self._comm_fixed_s = 0.0
 
     # ------------------------------------------------------------------ requests in and out
 
@@ -290,20 +313,31 @@ class Engine:
     # ------------------------------------------------------------------ the step
 
     def step_time_s(
-        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: int = 1
+        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: int = 1, drafts: int = 0
     ) -> float:
-        """Roofline time of one step: max(compute, memory) + overhead.
+        """Roofline time of one step: max(compute, memory) + overhead + communication + drafts.
 
         compute = (2 x params x tokens + 4 x layers x heads x head_dim x attention pairs)
                   / (tp x peak bf16 FLOP/s x mfu)
         memory  = (weight bytes + KV bytes of every context token read) / (bandwidth x mbu),
-        overhead = step_overhead_s + seq_overhead_s x scheduled requests,
+        overhead = step_overhead_s + seq_overhead_s x sampled positions (one per scheduled
+                   request; k + 1 for a speculatively verified decode),
         per GPU under tensor parallelism. `attn_pairs` counts (query, key) token pairs.
+        communication (tp > 1 with a stated link) = 2 x layers x (ring share x tokens x
+        hidden x dtype / link bandwidth + all-reduce latency), not overlapped with compute.
+        drafts (speculative decoding) = k sequential draft forwards over `drafts` sequences,
+        each max(draft weights / bandwidth, 2 x draft params x drafts / FLOP/s).
         """
         compute = tokens * self._s_per_linear_token + attn_pairs * self._s_per_attn_pair
         memory = self._weight_s + kv_tokens_read * self._s_per_kv_token
         roofline = compute if compute > memory else memory
-        return roofline + self._overhead_s + seqs * self._seq_overhead_s
+        total = roofline + self._overhead_s + seqs * self._seq_overhead_s
+        if self._comm_fixed_s or self._comm_s_per_token:
+            total += self._comm_fixed_s + tokens * self._comm_s_per_token
+        if drafts and self._draft_weight_s:
+            draft = max(self._draft_weight_s, drafts * self._draft_s_per_token)
+            total += self._spec_k * draft
+        return total
 
     def _pick_waiting(self, now_s: float) -> _Req:
         w = self._waiting
@@ -336,13 +370,16 @@ class Engine:
         pool = self._pool
         budget = self.config.max_num_batched_tokens
         running = self._running
-        sched: list[tuple[_Req, int]] = []
+        sched: list[tuple[_Req, int, int]] = []  # request, new tokens, verified
         events: list[TokenEvent] = []
         preempted = False
         n_tokens = 0
         attn = 0.0
         kv_read = 0
         prefill = 0
+        spec_k = self._spec_k
+        drafts = 0
+        sampled = 0  # extra positions sampled (speculative verification)
 
         i = 0
         while i < len(running) and budget > 0:
@@ -351,8 +388,12 @@ class Engine:
             q = r.tokens - c
             if q > budget:
                 q = budget
-            if c + q > r.cap:
-                need = -(-(c + q) // bt) - r.holding.blocks
+            # A decode verifies k draft tokens too: k + 1 positions, as many KV slots.
+            v = q
+            if spec_k and q == 1 and r.tokens > r.prompt:
+                v = min(spec_k + 1, budget, r.target - c)
+            if c + v > r.cap:
+                need = -(-(c + v) // bt) - r.holding.blocks
                 ok = True
                 while not pool.allocate(r.holding, need):
                     victim = running.pop()
@@ -364,7 +405,16 @@ class Engine:
                 if not ok:
                     break
                 r.cap = r.holding.blocks * bt
-            sched.append((r, q))
+            sched.append((r, q, v))
+            if v > q:
+                drafts += 1
+                sampled += v - 1
+                budget -= v
+                n_tokens += v
+                kv_read += c + v
+                attn += v * c + v * (v + 1) / 2
+                i += 1
+                continue
             budget -= q
             n_tokens += q
             kv_read += c + q
@@ -387,6 +437,8 @@ class Engine:
                 if q > budget:
                     q = budget
                 need = -(-(cached + q) // bt) - cached_blocks
+                if self._static_blocks:
+                    need = self._static_blocks - cached_blocks
                 reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
                 if need + reused_free > pool.free_blocks:
                     break
@@ -406,7 +458,7 @@ class Engine:
                 else:
                     waiting.remove(r)
                 running.append(r)
-                sched.append((r, q))
+                sched.append((r, q, q))
                 budget -= q
                 n_tokens += q
                 kv_read += cached + q
@@ -416,7 +468,7 @@ class Engine:
         if not sched:
             return StepResult(now_s, 0.0, now_s, tuple(events))
 
-        duration = self.step_time_s(n_tokens, attn, kv_read, len(sched))
+        duration = self.step_time_s(n_tokens, attn, kv_read, len(sched) + sampled, drafts)
         end = now_s + duration
 
         token_events = self._token_events
@@ -424,7 +476,7 @@ class Engine:
         finished_any = False
         prompt_total = 0
         generated = 0
-        for r, q in sched:
+        for r, q, v in sched:
             computed = r.computed + q
             r.computed = computed
             if r.registering:
@@ -437,17 +489,25 @@ class Engine:
             tl = r.tl
             if r.tokens == r.prompt:
                 prompt_total += r.prompt
-            r.tokens += 1
-            generated += 1
-            tl.output_tokens += 1
+            n = 1
+            if v > q:
+                # Accepted drafts plus the target's token, in expectation: the fractional
+                # part carries to the next step so the mean rate is exact.
+                credit = r.spec_credit + self._spec_gain
+                n = min(int(credit), v, r.target - r.tokens)
+                r.spec_credit = credit - int(credit)
+                r.computed = computed + n - 1
+            r.tokens += n
+            generated += n
+            tl.output_tokens += n
             tl.last_token_s = end
             if record:
-                tl.token_times_s.append(end)
+                tl.token_times_s.extend([end] * n)
             if tl.first_token_s is None:
                 tl.first_token_s = end
                 events.append(TokenEvent(r.id, "first_token", end, 1))
             elif token_events:
-                events.append(TokenEvent(r.id, "token", end, 1))
+                events.append(TokenEvent(r.id, "token", end, n))
             if r.tokens >= r.target:
                 finished_any = True
                 tl.finished_s = end

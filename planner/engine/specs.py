@@ -53,6 +53,34 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = 2 * 1024**3
 
 
 @dataclass(frozen=True)
+class TpLink:
+    """The link tensor-parallel all-reduces cross: per-GPU bandwidth one way, latency per call."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    allreduce_latency_s: float
+    source: str
+
+
+# Figures for the TP communication term (stated assumptions, not measurements):
+TP_LINKS: dict[str, TpLink] = {
+    "nvlink": TpLink(
+        "nvlink",
+        450e9,
+        10e-6,
+        "NVLink 4 (H100 SXM): 900 GB/s per GPU both ways, 450 GB/s one way; ~10 us per "
+        "small all-reduce (NCCL)",
+    ),
+    "pcie": TpLink(
+        "pcie",
+        32e9,
+        25e-6,
+        "PCIe Gen4 x16 (L40S, A100 PCIe): 32 GB/s one way; ~25 us per small all-reduce",
+    ),
+}
+
+
+@dataclass(frozen=True)
 class GpuSpec:
     """One GPU board: total memory, HBM bandwidth and dense bf16 peak."""
 
@@ -117,6 +145,31 @@ class EngineConfig(BaseModel):
     max_model_len: int | None = Field(
         None, ge=1, description="longest prompt + output; default: the model's context length"
     )
+    kv_dtype_bytes: int | None = Field(
+        None, ge=1, le=4, description="bytes per KV-cache element (1 = fp8); default dtype_bytes"
+    )
+    kv_reservation: Literal["paged", "static"] = Field(
+        "paged",
+        description="paged: blocks as tokens arrive (vLLM); static: max_model_len tokens "
+        "reserved per sequence at admission (engines without paged attention)",
+    )
+    spec_draft_tokens: int = Field(
+        0, ge=0, le=16, description="speculative decoding: draft tokens per step (0 = off)"
+    )
+    spec_acceptance_rate: float = Field(
+        0.7, ge=0.0, lt=1.0, description="probability that each draft token is accepted"
+    )
+    spec_draft_params: int = Field(
+        0, ge=0, description="parameters of the draft model (0: a proposer that costs nothing)"
+    )
+    tp_link_bandwidth_bytes_per_s: float | None = Field(
+        None,
+        gt=0.0,
+        description="per-GPU all-reduce link bandwidth under tp > 1; None: no communication cost",
+    )
+    tp_allreduce_latency_s: float = Field(
+        0.0, ge=0.0, description="fixed latency of one all-reduce (two per layer per step)"
+    )
     record_token_times: bool = True
     calibration_source: str = "defaults (see planner/engine/specs.py)"
 
@@ -143,6 +196,17 @@ class EngineConfig(BaseModel):
         limit = self.max_model_len or self.model.max_context_tokens
         return min(limit, kv_capacity_tokens(self))
 
+    @property
+    def spec_tokens_per_step(self) -> float:
+        """Expected tokens one decode step emits per sequence under speculative decoding.
+
+        With k draft tokens each accepted with probability a (independently, stopping at the
+        first rejection), the step emits the accepted run plus the target's own token:
+        (1 - a^(k+1)) / (1 - a). 1 when speculative decoding is off.
+        """
+        k, a = self.spec_draft_tokens, self.spec_acceptance_rate
+        return (1.0 - a ** (k + 1)) / (1.0 - a) if k else 1.0
+
 
 def kv_heads_per_gpu(config: EngineConfig) -> int:
     """KV heads each GPU holds under tensor parallelism (replicated when tp > kv_heads)."""
@@ -150,9 +214,10 @@ def kv_heads_per_gpu(config: EngineConfig) -> int:
 
 
 def kv_bytes_per_token(config: EngineConfig) -> int:
-    """KV bytes of one token on each GPU: 2 (K and V) x layers x kv_heads x head_dim x dtype."""
+    """KV bytes of one token on each GPU: 2 (K and V) x layers x kv_heads x head_dim x KV dtype."""
     m = config.model
-    return 2 * m.layers * kv_heads_per_gpu(config) * m.head_dim * config.dtype_bytes
+    dtype = config.kv_dtype_bytes or config.dtype_bytes
+    return 2 * m.layers * kv_heads_per_gpu(config) * m.head_dim * dtype
 
 
 def weight_bytes(config: EngineConfig) -> int:

@@ -1,0 +1,144 @@
+"""`capplan whatif`: predicted limit, instances and cost of engine configurations (virtual time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from planner.cli import handle_errors
+from planner.errors import ConfigError, InputError
+from planner.whatif import WhatifOptions, parse_vary, run_whatif
+from planner.whatif_schema import Whatif
+from profiles.model import load_profile
+
+HELP = """Which engine configuration serves this traffic best, before any hardware.
+
+Runs the limit search against the engine model in virtual time for every candidate (GPUs x
+--tp x the values of each --vary knob), plans instances and cost for the profile's peak,
+marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
+why. Knobs: prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative,
+max_num_seqs, max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
+max_num_seqs=64:128:256).
+
+Examples:
+
+  capplan whatif --profile agent.json --slo "ttft:p95<=2s,tpot:p95<=100ms" \\
+      --gpu H100-80GB,L40S-48GB --vary prefix_caching,kv_reservation -o whatif.json
+
+  capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB --tp 1,2 \\
+      --calibrate runs/h100/limit.json -o whatif.json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="whatif", help=HELP)(handle_errors(whatif_command))
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def whatif_command(
+    profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
+    slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write whatif.json."),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
+    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPUs, comma-separated."),
+    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
+    vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
+    tp_link: str = typer.Option("auto", "--tp-link", help="auto, nvlink or pcie."),
+    max_model_len: int | None = typer.Option(
+        None, "--max-model-len", help="Default: the profile's longest request."
+    ),
+    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
+    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
+    peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
+    growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
+    headroom: float = typer.Option(0.2, "--headroom", help="Spare fraction above the peak."),
+    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: price table)."
+    ),
+    calibrate: Path | None = typer.Option(
+        None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
+    ),
+    level_s: float = typer.Option(60.0, "--level-s", help="Virtual seconds per search level."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+) -> None:
+    from planner.limit import load_limit
+
+    try:
+        tps = tuple(int(t) for t in _split(tp))
+    except ValueError as err:
+        raise ConfigError(f"--tp: expected whole numbers, e.g. 1,2 (got {tp!r})") from err
+    if level_s < 10:
+        raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
+    options = WhatifOptions(
+        profile_path=str(profile),
+        slo=slo,
+        model=model,
+        gpus=_split(gpu),
+        tps=tps,
+        vary=parse_vary(vary),
+        tp_link=tp_link,
+        max_model_len=max_model_len,
+        peak_window=peak_window,
+        peak_quantile=peak_quantile,
+        peak_rps=peak_rps,
+        growth=growth,
+        headroom=headroom,
+        redundancy=redundancy,
+        gpu_hour_price_usd=gpu_hour_price,
+        level_s=level_s,
+        seed=seed,
+    )
+    the_profile = load_profile(profile)
+    measured = load_limit(calibrate) if calibrate is not None else None
+    stderr = Console(stderr=True)
+    result = run_whatif(
+        the_profile,
+        options,
+        calibration=measured,
+        progress=lambda m: stderr.print(f"[dim]{m}[/dim]"),
+    )
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(result.model_dump_json(by_alias=True, indent=2))
+    except OSError as e:
+        raise InputError(f"{output}: cannot write ({e.strerror})") from e
+    print_whatif(result, Console())
+    typer.echo(f"wrote {output}")
+
+
+def print_whatif(result: Whatif, console: Console) -> None:
+    """The candidates ranked by cost, then the lessons."""
+    table = Table(title=f"What if: {result.slo}, peak {result.peak_rps:.3g} req/s")
+    for col in ("rank", "candidate", "limit", "binding", "e2e p95", "n", "GPUs", "$/month",
+                "$/M out", "Pareto"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "candidate" else "left")
+    ordered = sorted(result.candidates, key=lambda c: c.rank or 10**9)
+    for c in ordered:
+        table.add_row(
+            str(c.rank or "-"),
+            c.label,
+            f"{c.limit_rps:.3g}" if c.limit_rps else (c.problem or "-")[:40],
+            c.binding or "-",
+            f"{c.e2e_p95_s:.1f} s" if c.e2e_p95_s is not None else "-",
+            str(c.instances or "-"),
+            str(c.gpus or "-"),
+            f"{c.monthly_cost_usd:,.0f}" if c.monthly_cost_usd else "-",
+            f"{c.usd_per_million_output_tokens:.2f}" if c.usd_per_million_output_tokens else "-",
+            "*" if c.pareto else "",
+        )
+    console.print(table)
+    if result.calibration_note:
+        console.print(f"[bold]Calibration[/bold]: {result.calibration_note}")
+    for lesson in result.lessons:
+        console.print(f"- {lesson.sentence}")
+    console.print(
+        f"{len(result.candidates)} candidates, {result.simulated_requests:,} simulated requests "
+        f"in {result.wall_s:.1f} s"
+    )

@@ -1,0 +1,127 @@
+"""The typed JSON of `capplan whatif` (`"schema": "capplan.whatif/1"`) and `capplan compare`
+(`"schema": "capplan.compare/1"`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WHATIF_SCHEMA = "capplan.whatif/1"
+COMPARE_SCHEMA = "capplan.compare/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class WhatifCandidate(_Model):
+    """One engine configuration and what the engine model predicts for it."""
+
+    label: str
+    gpu: str
+    tp: int
+    settings: dict[str, str] = Field(description="varied knob -> value")
+    problem: str | None = Field(default=None, description="why there is no prediction")
+    limit_rps: float | None = None
+    infeasible_rps: float | None = None
+    binding: str | None = None
+    stopped: str = ""
+    levels: int = 0
+    ttft_p95_s: float | None = Field(default=None, description="at the limit")
+    tpot_p95_s: float | None = None
+    e2e_p95_s: float | None = None
+    mean_e2e_s: float | None = None
+    concurrency_at_limit: float | None = None
+    short_ttft_p99_s: float | None = None
+    long_ttft_p99_s: float | None = None
+    mean_output_tokens: float | None = None
+    kv_capacity_tokens: int = 0
+    shared_prompt_share: float | None = Field(
+        default=None, description="replayed prompt tokens in blocks seen before (prefix reuse)"
+    )
+    instances: int | None = None
+    gpus: int | None = None
+    monthly_cost_usd: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    gpu_hour_price_usd: float = 0.0
+    pareto: bool = False
+    rank: int | None = None
+    calibration_error: float | None = Field(
+        default=None, description="mean relative error of the calibrated model (when calibrated)"
+    )
+    simulated_requests: int = 0
+    wall_s: float = 0.0
+
+
+class Lesson(_Model):
+    """Does one method pay off on this workload: the change in limit, and the figure why."""
+
+    knob: str
+    baseline: str
+    alternative: str
+    limit_change: float | None = Field(description="median relative change of the limit")
+    pairs: int
+    figure: str = Field(description="the figure that explains the change")
+    sentence: str
+
+
+class Whatif(_Model):
+    schema_: str = Field(default=WHATIF_SCHEMA, alias="schema")
+    created_at: str
+    capplan_version: str
+    profile: str
+    profile_digest: str
+    slo: str
+    model: str
+    peak_rps: float
+    peak_definition: str
+    growth: float
+    headroom: float
+    redundancy: int
+    level_s: float
+    calibration: dict[str, float] | None = None
+    calibration_note: str | None = None
+    candidates: list[WhatifCandidate]
+    pareto: list[str] = Field(description="labels on the cost / p95 e2e Pareto front")
+    lessons: list[Lesson]
+    assumptions: list[str]
+    simulated_requests: int
+    wall_s: float
+
+
+class CompareRow(_Model):
+    """One measured limit run, planned for the profile's peak."""
+
+    run: str
+    label: str
+    target: str
+    model: str
+    limit: float | None
+    unit: str
+    binding: str | None
+    recovery_s: float | None
+    recovered: bool | None
+    instances: int | None
+    gpus: int | None
+    gpu: str
+    monthly_cost_usd: float | None
+    usd_per_million_output_tokens: float | None
+    mean_output_tokens: float | None
+    rank: int | None
+
+
+class Compare(_Model):
+    schema_: str = Field(default=COMPARE_SCHEMA, alias="schema")
+    created_at: str
+    capplan_version: str
+    profile: str
+    profile_digest: str
+    slo: str
+    peak_rps: float
+    peak_definition: str
+    growth: float
+    headroom: float
+    redundancy: int
+    forced: bool = Field(description="mismatched runs were compared with --force")
+    mismatches: list[str]
+    rows: list[CompareRow]
+    sentence: str

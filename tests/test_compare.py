@@ -1,0 +1,95 @@
+"""`capplan compare` over limit runs searched against the engine model (two max_num_seqs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.engine import build_engine_config
+from planner.limit import write_limit
+from planner.search import build_limit_result
+from planner.slo import parse_slo
+from planner.virtual import virtual_limit
+from profiles.model import save_profile
+from profiles.presets import preset_profile
+
+SLO = "ttft:p95<=2s,tpot:p95<=100ms"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    root = tmp_path_factory.mktemp("compare")
+    profile = preset_profile("chat")
+    profile_path = root / "chat.json"
+    save_profile(profile, profile_path)
+    digest = profile.source.digest or profile.digest()
+    dirs = []
+    for seqs in (8, 64):
+        config = build_engine_config("L40S-48GB", "llama-3.1-8b", max_num_seqs=seqs)
+        found = virtual_limit(profile, config, parse_slo(SLO), level_s=30.0)
+        run = root / f"seqs{seqs}"
+        run.mkdir()
+        write_limit(
+            build_limit_result(found.search, model=f"seqs{seqs}", profile_digest=digest),
+            run / "limit.json",
+        )
+        dirs.append(run)
+    return profile_path, dirs
+
+
+def test_compare_ranks_the_larger_batch_first(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    profile, (small, large) = runs
+    out = tmp_path / "compare.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "compare", str(small), str(large), "--profile", str(profile), "--gpu", "L40S-48GB",
+            "--label", "8 seqs,64 seqs", "-o", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["schema"] == "capplan.compare/1"
+    rows = {r["label"]: r for r in data["rows"]}
+    assert rows["64 seqs"]["limit"] > 2 * rows["8 seqs"]["limit"]
+    assert rows["64 seqs"]["rank"] == 1
+    assert (
+        rows["64 seqs"]["usd_per_million_output_tokens"]
+        < rows["8 seqs"]["usd_per_million_output_tokens"]
+    )
+    # the planner's arithmetic: ceil(peak x 1.2 / limit) + 1 instances
+    import math
+
+    peak = data["peak_rps"]
+    for r in data["rows"]:
+        assert r["instances"] == math.ceil(peak * 1.2 / r["limit"] - 1e-9) + 1
+
+
+def test_compare_refuses_runs_of_another_profile(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    _, (small, large) = runs
+    other = tmp_path / "agent.json"
+    save_profile(preset_profile("agent"), other)
+    args = [
+        "compare",
+        str(small),
+        str(large),
+        "--profile",
+        str(other),
+        "-o",
+        str(tmp_path / "c.json"),
+    ]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2
+    assert "not comparable" in refused.output and "Traceback" not in refused.output
+    forced = CliRunner().invoke(app, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert json.loads((tmp_path / "c.json").read_text())["forced"] is True
+    assert "NOT COMPARABLE" in forced.output

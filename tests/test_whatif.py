@@ -1,0 +1,69 @@
+"""`capplan whatif` on the shipped presets: the lessons the engine model shows, with numbers.
+
+Short virtual-time levels (30 s) keep each search to a second or two of wall time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.engine import build_engine_config
+from planner.errors import ConfigError
+from planner.virtual import split_at
+from planner.whatif import WhatifOptions, parse_vary, run_whatif
+from profiles.presets import preset_profile
+
+LEVEL_S = 30.0
+
+
+def _whatif(name: str, slo: str, vary: str, gpus: tuple[str, ...] = ("H100-80GB",)):  # type: ignore[no-untyped-def]
+    options = WhatifOptions(name, slo, gpus=gpus, vary=parse_vary(vary), level_s=LEVEL_S)
+    return run_whatif(preset_profile(name), options)
+
+
+def test_prefix_caching_pays_on_agent_far_more_than_on_batch() -> None:
+    agent = _whatif("agent", "ttft:p95<=2s,tpot:p95<=100ms", "prefix_caching")
+    batch = _whatif("batch", "ttft:p95<=10s,tpot:p95<=100ms", "prefix_caching")
+    (a,) = agent.lessons
+    (b,) = batch.lessons
+    assert a.limit_change is not None and b.limit_change is not None
+    # agent: 90 % of prompt tokens in shared blocks, prefill-heavy (6.7k in, 150 out)
+    assert a.limit_change > 1.0
+    # batch: 31 % shared and decode-heavy (1.7k in, 1.1k out): a modest gain at most
+    assert b.limit_change < 0.4
+    assert a.limit_change > 4 * max(b.limit_change, 0.0)
+    assert "90% of prompt tokens are in shared blocks" in a.figure
+
+
+def test_static_reservation_cuts_the_limit_and_long_contexts_fit_few_sequences() -> None:
+    rag = _whatif("rag", "ttft:p95<=10s", "kv_reservation")
+    chat = _whatif("chat", "ttft:p95<=2s,tpot:p95<=100ms", "kv_reservation")
+    (r,) = rag.lessons
+    (c,) = chat.lessons
+    assert r.limit_change is not None and r.limit_change < -0.2
+    assert c.limit_change is not None and c.limit_change < -0.2
+    # rag's longest request needs the model's whole 131k context: 3 sequences fit on H100
+    assert "at most 3 sequences fit" in r.figure
+    assert "at most 62 sequences fit" in c.figure
+
+
+def test_shortest_first_with_aging_cuts_short_prompt_p99_on_a_mixed_workload() -> None:
+    profile = preset_profile("rag")
+    fcfs = build_engine_config("H100-80GB", "llama-3.1-8b", queue_policy="fcfs")
+    spf = build_engine_config("H100-80GB", "llama-3.1-8b", queue_policy="spf")
+    rate = 1.2  # below the FCFS limit of one H100 at ttft:p95<=10s (1.7 req/s)
+    before = split_at(profile, fcfs, rate, 60.0)  # short P99 TTFT 6.6 s, long 7.4 s
+    after = split_at(profile, spf, rate, 60.0)  # short 2.1 s, long 9.7 s
+    assert before.short_ttft_p99_s is not None and after.short_ttft_p99_s is not None
+    assert after.short_ttft_p99_s < 0.6 * before.short_ttft_p99_s
+    # long prompts pay for it, but aging bounds what they pay
+    assert before.long_ttft_p99_s is not None and after.long_ttft_p99_s is not None
+    assert after.long_ttft_p99_s >= before.long_ttft_p99_s * 0.9
+
+
+def test_vary_rejects_unknown_knobs_and_values() -> None:
+    with pytest.raises(ConfigError, match="known: prefix_caching"):
+        parse_vary("prefix_cache")
+    with pytest.raises(ConfigError, match="unknown value 'int4'"):
+        parse_vary("kv_dtype=fp16:int4")
+    assert parse_vary("max_num_seqs=64:256") == {"max_num_seqs": ("64", "256")}
