@@ -13,12 +13,12 @@ measured one differ only by what the model gets wrong, not by how they were take
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from planner.engine import EngineConfig
+from planner.engine import EngineConfig, EngineRequest
 from planner.errors import ConfigError
 from planner.fleet import ArrivalKind, profile_requests, simulate_fleet
 from planner.limit_schema import LimitResult
@@ -36,63 +36,154 @@ from profiles.model import Profile
 
 @dataclass
 class EngineProbe:
-    """A Probe over one simulated instance in virtual time (rate levels only)."""
+    """A Probe over one simulated instance in virtual time (rate levels only).
+
+    With `rules`, each level follows capplan limit's steady-state rules (see the module).
+    Without (`rules=None`), each level is a fixed `level_s` of traffic whose first fifth is
+    warm-up and whose every request is simulated to its end: quick and comparable between
+    candidates (what-if grids), but not a steady-state verdict.
+    """
 
     profile: Profile
     config: EngineConfig
-    rules: SteadyRules
+    rules: SteadyRules | None
     slo: Slo
     arrival_kind: ArrivalKind = "poisson"
     drain_s: float = 10.0
     seed: int = 0
     check_every_s: float = 1.0
+    level_s: float = 60.0  # the fixed level length when there are no rules
     levels: int = 0
+    # What the levels replayed, for what-if figures: requests, prompt tokens, and prompt
+    # tokens in blocks an earlier request of the same level had (prefix reuse).
+    simulated_requests: int = 0
+    prompt_tokens: int = 0
+    shared_prompt_tokens: int = 0
+    judged_by_load: dict[float, list[pl.DataFrame]] = field(default_factory=dict)
+
+    def judged(self, load: float) -> pl.DataFrame:
+        """Every judged request (after each run's warm-up) of a level; empty if never run."""
+        frames = self.judged_by_load.get(load, [])
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
     def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        """Simulate one level until it is steady, hopeless or capped."""
+        """Simulate one level until it is steady, hopeless or capped.
+
+        The engine is causal (later arrivals never change what happened before them), so
+        the level is simulated over a growing span (doubling from a first guess) until the
+        watcher decides within it; then once more with only the arrivals before the stop,
+        as the load test stops sending there, and what runs past the drain is censored.
+        """
         self.levels += 1
         rng = np.random.default_rng([self.seed, self.levels])
-        span_s = self.rules.max_level_s
-        requests = profile_requests(
-            self.profile,
-            load,
-            span_s,
-            rng,
-            self.config.effective_max_model_len,
-            self.arrival_kind,
-            block_tokens=self.config.block_tokens,
+        if self.rules is None:
+            return self._fixed_level(load, rng)
+        rules = self.rules
+        cap_s = rules.max_level_s
+        requests = sorted(
+            profile_requests(
+                self.profile,
+                load,
+                cap_s,
+                rng,
+                self.config.effective_max_model_len,
+                self.arrival_kind,
+                block_tokens=self.config.block_tokens,
+            ),
+            key=lambda r: r.arrival_s,
         )
-        run = simulate_fleet(requests, self.config, 1)
-        full = _records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s)
-        stop_s, state, reason = self._watch(full, load, abandon)
+        span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
+        while True:
+            full = self._simulate([r for r in requests if r.arrival_s < span_s])
+            stop_s, state, reason = self._watch(full, load, abandon, span_s)
+            if stop_s < span_s or span_s >= cap_s:
+                break
+            span_s = min(cap_s, 2.0 * span_s)
+        sent = [r for r in requests if r.arrival_s < stop_s]
+        self._count(sent)
         censor_at = stop_s if reason is not None else stop_s + self.drain_s
-        records = _censor(full.filter(pl.col("intended_send_s") < stop_s), censor_at)
+        records = _censor(self._simulate(sent), censor_at)
         if reason is not None or state is None:
             state = assess(
                 records,
                 start_s=0.0,
                 now_s=stop_s,
                 rate_rps=load,
-                rules=self.rules,
+                rules=rules,
                 slo=self.slo,
             )
+        warmup_s = min(state.warmup_s, 0.5 * stop_s)
+        self.judged_by_load.setdefault(load, []).append(
+            records.filter(pl.col("intended_send_s") >= warmup_s)
+        )
         return LevelMeasurement(
             load=load,
             stage=f"virtual-{self.levels:02d}",
             records=records,
             duration_s=stop_s,
-            warmup_s=min(state.warmup_s, 0.5 * stop_s),
+            warmup_s=warmup_s,
             start_s=0.0,
             abandoned=reason,
             unstable=state.unstable if state.capped else None,
             steady=state.evidence(),
         )
 
+    def _fixed_level(self, load: float, rng: np.random.Generator) -> LevelMeasurement:
+        requests = sorted(
+            profile_requests(
+                self.profile,
+                load,
+                self.level_s,
+                rng,
+                self.config.effective_max_model_len,
+                self.arrival_kind,
+                block_tokens=self.config.block_tokens,
+            ),
+            key=lambda r: r.arrival_s,
+        )
+        self._count(requests)
+        records = self._simulate(requests)
+        warmup_s = 0.2 * self.level_s
+        self.judged_by_load.setdefault(load, []).append(
+            records.filter(pl.col("intended_send_s") >= warmup_s)
+        )
+        return LevelMeasurement(
+            load=load,
+            stage=f"virtual-{self.levels:02d}",
+            records=records,
+            duration_s=self.level_s,
+            warmup_s=warmup_s,
+            start_s=0.0,
+        )
+
+    def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
+        """One instance serving `requests` (in arrival order), as load-test records."""
+        if not requests:
+            return _records(*(np.zeros(0) for _ in range(4))).with_columns(
+                pl.lit(None, dtype=pl.Int64).alias("input_tokens"),
+                pl.lit(None, dtype=pl.Int64).alias("output_tokens"),
+            )
+        run = simulate_fleet(requests, self.config, 1)
+        return _records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
+            pl.Series("input_tokens", [r.prompt_tokens for r in requests], dtype=pl.Int64),
+            pl.Series("output_tokens", run.output_tokens, dtype=pl.Int64),
+        )
+
+    def _count(self, requests: list[EngineRequest]) -> None:
+        self.simulated_requests += len(requests)
+        seen: set[int] = set()
+        bt = self.config.block_tokens
+        for r in requests:
+            self.prompt_tokens += r.prompt_tokens
+            self.shared_prompt_tokens += bt * sum(1 for h in r.block_hashes if h in seen)
+            seen.update(r.block_hashes)
+
     def _watch(
-        self, full: pl.DataFrame, load: float, abandon: AbandonRule | None
+        self, full: pl.DataFrame, load: float, abandon: AbandonRule | None, span_s: float
     ) -> tuple[float, LevelState | None, str | None]:
-        """Step through the level as a watcher would: (stop time, last state, abandon reason)."""
-        span_s = self.rules.max_level_s
+        """Step through the level as a watcher would, up to `span_s`: (stop time, last
+        state, abandon reason); the stop is `span_s` when nothing was decided before it."""
+        assert self.rules is not None
         state: LevelState | None = None
         t = self.check_every_s
         while t <= span_s + 1e-9:

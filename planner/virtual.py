@@ -1,17 +1,17 @@
-"""The limit search in virtual time: `planner.search` driven by the fleet simulator.
+"""The limit search in virtual time for what-if candidates.
 
-`SimulatorProbe` is a `planner.search.Probe` whose levels are one engine-model instance
-replaying the profile's traffic (`planner.fleet.profile_requests` and `simulate_fleet`) at
-the asked rate, so the search, its verdicts (`planner.slo.evaluate`) and its limit.json are
-the same as against a live endpoint; only the clock is virtual. `virtual_limit` runs the
-whole search for one engine configuration and keeps what the search's own result does not:
-per-request latencies at the limit, split into short and long prompts.
+`virtual_limit` runs `planner.search` against `planner.predict.EngineProbe` (one
+engine-model instance replaying the profile's traffic: fixed levels by default, quick
+enough for grids; with `rules`, capplan limit's steady-state rules), so the search, its
+verdicts and its limit are those of a live endpoint; only the clock is virtual. It keeps
+what the search's own result does not: per-request latencies at the limit, split into
+short and long prompts, and the replayed prefix reuse.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -19,83 +19,14 @@ import polars as pl
 from planner.engine import EngineConfig
 from planner.errors import ConfigError
 from planner.fleet import (
-    ArrivalKind,
-    profile_requests,
-    run_records,
-    simulate_fleet,
     simulator_slo_problem,
 )
-from planner.search import AbandonRule, LevelMeasurement, SearchConfig, SearchResult, run_search
+from planner.latency import quantile
+from planner.predict import EngineProbe
+from planner.search import SearchConfig, SearchResult, run_search
 from planner.slo import Slo
+from planner.steady import SteadyRules
 from profiles.model import Profile
-
-
-@dataclass
-class SimulatorProbe:
-    """Holds a rate on one simulated instance for `level_s` virtual seconds.
-
-    Each measurement of the same rate draws new traffic (seed + repeat), as a repeated live
-    level would meet other requests. Records carry `input_tokens` and `output_tokens` besides
-    the SLO's columns. `abandon` is ignored: a simulated level costs little wall time.
-    """
-
-    profile: Profile
-    config: EngineConfig
-    level_s: float = 60.0
-    warmup_frac: float = 0.2
-    seed: int = 0
-    arrival_kind: ArrivalKind = "gamma"
-    simulated_requests: int = 0
-    prompt_tokens: int = 0
-    shared_prompt_tokens: int = 0  # in blocks an earlier request of the same level had
-    records_by_load: dict[float, list[pl.DataFrame]] = field(default_factory=dict)
-
-    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        repeat = len(self.records_by_load.get(load, []))
-        records = self.records(load, repeat)
-        self.records_by_load.setdefault(load, []).append(records)
-        return LevelMeasurement(
-            load=load,
-            stage=f"virtual-{load:g}rps-{repeat}",
-            records=records,
-            duration_s=self.level_s,
-            warmup_s=self.warmup_frac * self.level_s,
-            start_s=0.0,
-        )
-
-    def records(self, rate_rps: float, repeat: int = 0) -> pl.DataFrame:
-        """One simulated level at `rate_rps`: per-request records in planner.slo's columns."""
-        rng = np.random.default_rng(self.seed + 1000 * repeat)
-        requests = profile_requests(
-            self.profile,
-            rate_rps,
-            self.level_s,
-            rng,
-            self.config.effective_max_model_len,
-            self.arrival_kind,
-            block_tokens=self.config.block_tokens,
-        )
-        run = simulate_fleet(requests, self.config, 1)
-        self.simulated_requests += len(requests)
-        seen: set[int] = set()
-        bt = self.config.block_tokens
-        for r in requests:
-            self.prompt_tokens += r.prompt_tokens
-            self.shared_prompt_tokens += bt * sum(1 for h in r.block_hashes if h in seen)
-            seen.update(r.block_hashes)
-        inputs = sorted(((r.arrival_s, r.prompt_tokens) for r in requests), key=lambda x: x[0])
-        return run_records(run).with_columns(
-            pl.Series("input_tokens", [p for _, p in inputs], dtype=pl.Int64),
-            pl.Series("output_tokens", run.output_tokens),
-        )
-
-    def judged(self, load: float) -> pl.DataFrame:
-        """Every measured request of a level after its warm-up (empty when never measured)."""
-        frames = self.records_by_load.get(load, [])
-        if not frames:
-            return pl.DataFrame()
-        cut = self.warmup_frac * self.level_s
-        return pl.concat(frames).filter(pl.col("arrival_s") >= cut)
 
 
 @dataclass(frozen=True)
@@ -121,7 +52,7 @@ def latency_split(records: pl.DataFrame, profile: Profile) -> LatencySplit:
         if records.height == 0:
             return None
         values = records.filter(mask)[column].fill_null(np.inf).fill_nan(np.inf).to_numpy()
-        return float(np.quantile(values, 0.99)) if len(values) else None
+        return float(quantile(values, 0.99)) if len(values) else None
 
     short = pl.col("input_tokens") <= classes.short_max_tokens
     long = pl.col("input_tokens") >= classes.long_min_tokens
@@ -208,6 +139,7 @@ def virtual_limit(
     config: EngineConfig,
     slo: Slo,
     *,
+    rules: SteadyRules | None = None,
     level_s: float = 60.0,
     start_rps: float | None = None,
     tolerance: float = 0.05,
@@ -225,7 +157,16 @@ def virtual_limit(
     if problem is not None:
         raise ConfigError(problem)
     wall0 = time.perf_counter()
-    probe = SimulatorProbe(profile, config, level_s=level_s, seed=seed)
+    probe = EngineProbe(
+        profile,
+        config,
+        rules,
+        slo,
+        arrival_kind="gamma",
+        drain_s=(slo.longest_wait_s or 9.0) + 1.0,
+        seed=seed,
+        level_s=level_s,
+    )
     ceiling = throughput_ceiling_rps(profile, config)
     start = start_rps if start_rps is not None else 0.5 * ceiling
     start = float(f"{min(start, 8.0 * ceiling):.3g}")
@@ -241,9 +182,18 @@ def virtual_limit(
 
 
 def split_at(
-    profile: Profile, config: EngineConfig, rate_rps: float, level_s: float = 60.0, seed: int = 0
+    profile: Profile,
+    config: EngineConfig,
+    slo: Slo,
+    rate_rps: float,
+    rules: SteadyRules | None = None,
+    seed: int = 0,
+    level_s: float = 60.0,
 ) -> LatencySplit:
-    """Short- and long-prompt P99s of one simulated level at `rate_rps` (after its warm-up)."""
-    probe = SimulatorProbe(profile, config, level_s, seed=seed)
-    probe.records_by_load[rate_rps] = [probe.records(rate_rps)]
+    """Short- and long-prompt P99s of one simulated level at `rate_rps` (steady with
+    `rules`, else a fixed `level_s` after its warm-up)."""
+    probe = EngineProbe(
+        profile, config, rules, slo, arrival_kind="gamma", seed=seed, level_s=level_s
+    )
+    probe.measure(rate_rps)
     return latency_split(probe.judged(rate_rps), profile)

@@ -32,6 +32,7 @@ from planner.engine.specs import TP_LINKS
 from planner.errors import ConfigError
 from planner.limit_schema import LimitResult
 from planner.slo import parse_slo
+from planner.steady import SteadyRules
 from planner.virtual import latency_split, virtual_limit
 from planner.whatif_schema import WHATIF_SCHEMA, Whatif, WhatifCandidate
 from profiles.model import Profile
@@ -138,9 +139,15 @@ class WhatifOptions:
     headroom: float = 0.2
     redundancy: int = 1
     gpu_hour_price_usd: float | None = None
-    level_s: float = 60.0
+    level_s: float = 60.0  # fixed levels; with `steady`, the shortest measured window
+    steady: bool = False  # capplan limit's steady-state rules (slower, truer)
     tolerance: float = 0.05
     seed: int = 0
+
+    def rules(self) -> SteadyRules | None:
+        """capplan limit's steady-state rules with `level_s` as the shortest window, or None
+        for fixed levels of `level_s` (20 % warm-up)."""
+        return SteadyRules(min_window_s=self.level_s) if self.steady else None
 
 
 _PCIE_ONLY = ("L40S", "A10")
@@ -221,6 +228,7 @@ def run_candidate(
         profile,
         config,
         parse_slo(options.slo),
+        rules=options.rules(),
         level_s=options.level_s,
         start_rps=start_rps,
         tolerance=options.tolerance,
@@ -405,6 +413,13 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
         f"tensor parallelism: two ring all-reduces per layer per step, not overlapped; {links}",
         "prefix reuse replayed: shared system prompts and session history from the profile "
         "(profiles.workload.WorkloadStream); reuse of other content across requests is not",
-        f"search: planner.search in virtual time, {options.level_s:g} s levels (20 % warm-up), "
-        f"tolerance {options.tolerance:.0%}",
+        (
+            "search: planner.search in virtual time under capplan limit's steady-state rules "
+            f"(warm-up >= 3 mean E2Es, window >= {options.level_s:g} s and 5 mean E2Es, "
+            f"settled), tolerance {options.tolerance:.0%}"
+            if options.steady
+            else f"search: planner.search in virtual time, fixed {options.level_s:g} s levels "
+            f"(20 % warm-up; not steady-state: --steady for that), tolerance "
+            f"{options.tolerance:.0%}"
+        ),
     ]

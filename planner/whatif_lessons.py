@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from planner.engine import EngineConfig
 from planner.plan import mean_context_tokens
+from planner.slo import parse_slo
 from planner.virtual import split_at
 from planner.whatif_schema import Lesson, WhatifCandidate
 from profiles.model import Profile
@@ -98,7 +99,15 @@ def _queue(p: _Pair) -> str:
     if rate is None or p.base_config is None or p.alt_config is None:
         return "no common load to compare at"
     b, a = (
-        split_at(p.profile, cfg, rate, p.options.level_s, p.options.seed)
+        split_at(
+            p.profile,
+            cfg,
+            parse_slo(p.options.slo),
+            rate,
+            p.options.rules(),
+            p.options.seed,
+            p.options.level_s,
+        )
         for cfg in (p.base_config, p.alt_config)
     )
     return (

@@ -65,7 +65,16 @@ def whatif_command(
     calibrate: Path | None = typer.Option(
         None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
     ),
-    level_s: float = typer.Option(60.0, "--level-s", help="Virtual seconds per search level."),
+    level_s: float = typer.Option(
+        60.0,
+        "--level-s",
+        help="Virtual seconds per level (with --steady: the shortest measured window).",
+    ),
+    steady: bool = typer.Option(
+        False,
+        "--steady",
+        help="Judge levels under capplan limit's steady-state rules (slower, truer).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
 ) -> None:
     from planner.limit import load_limit
@@ -93,6 +102,7 @@ def whatif_command(
         redundancy=redundancy,
         gpu_hour_price_usd=gpu_hour_price,
         level_s=level_s,
+        steady=steady,
         seed=seed,
     )
     the_profile = load_profile(profile)
