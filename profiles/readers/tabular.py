@@ -99,7 +99,10 @@ def scan_table(
             return pl.scan_parquet(path), "parquet"
         if head.lstrip()[:1] == b"{":
             return _jsonl_table(path, skips or SkipLog(), shown), "jsonl"
-        return pl.scan_csv(path, infer_schema=False, truncate_ragged_lines=True), "csv"
+        lf = pl.scan_csv(
+            path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
+        )
+        return lf, "csv"
     except (pl.exceptions.PolarsError, OSError) as err:
         raise InputError(f"{shown}: cannot read as a table ({first_line(err)})") from err
 
@@ -188,6 +191,11 @@ def guess_mapping(names: list[str], given: dict[str, str] | None) -> dict[str, s
     return mapping
 
 
+def _listing(names: list[str]) -> str:
+    """Column names for a one-line message: as they are, or quoted where one has a newline."""
+    return ", ".join(n if n.isprintable() else repr(n) for n in names)
+
+
 def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
     """A token count as i64, null where the value is missing, negative or not whole."""
     col = pl.col(name)
@@ -236,24 +244,25 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         except pl.exceptions.PolarsError as err:
             raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
         names = list(schema.names())
+        shown = [n for n in names if n != "__line"]
         if not names:
             raise InputError(f"{path}: empty file (no header)")
         mapping = spec.mapping
         for key in ("arrival", "input", "output"):
             if key not in mapping:
                 raise InputError(
-                    f"{path}: no {key} column found among {names}; pass --columns "
+                    f"{path}: no {key} column found among {shown}; pass --columns "
                     "arrival=COL,input=COL,output=COL"
                 )
         for key, col in mapping.items():
             if col not in names:
                 raise InputError(
                     f"{path}: missing column {col!r} (the {spec.fmt} format's {key}); "
-                    f"found: {', '.join(names)}"
+                    f"found: {_listing(shown)}"
                 )
         for col in ctx.extra_columns:
             if col not in names:
-                raise InputError(f"{path}: --group-by column {col!r} not found; found: {names}")
+                raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
         arrival, arrival_kind = _arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
         )
