@@ -301,12 +301,13 @@ def _read_errors() -> tuple[type[BaseException], ...]:
 
 def read_error_message(path: Path, err: BaseException) -> str:
     """One line naming `path` and what a library's error while reading it means for the user."""
+    import zstandard
+
     kind = compression_of(path) if path.is_file() else None
     if isinstance(err, EOFError):
         return f"{path}: the {kind or 'compressed'} stream ends early (a truncated file?)"
-    from_polars = isinstance(err, pl.exceptions.PolarsError | pl.exceptions.PanicException)
-    if kind is not None and not from_polars:
-        return f"{path}: corrupt {kind} data ({first_line(err)})"
+    if isinstance(err, zlib.error | gzip.BadGzipFile | zstandard.ZstdError):
+        return f"{path}: corrupt {kind or 'compressed'} data ({first_line(err)})"
     if isinstance(err, RecursionError):
         return f"{path}: a value is nested too deeply to read"
     if isinstance(err, pl.exceptions.PanicException):
@@ -339,10 +340,10 @@ def plain_file(path: Path) -> Iterator[Path]:
 
 
 def files_digest(paths: list[Path]) -> str:
-    """sha256 over the files' bytes, in order."""
+    """sha256 over the files' bytes, in order; InputError naming a file that cannot be read."""
     h = hashlib.sha256()
     for p in paths:
-        with p.open("rb") as fh:
+        with reading(p), p.open("rb") as fh:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
     return h.hexdigest()
