@@ -36,6 +36,9 @@ DEFAULT_EXAMPLES = 80
 LONG_RUN = "CAPPLAN_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("CAPPLAN_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 CASE_LIMIT_S = 60.0  # a hang bound, far above the ~0.1 s a case takes; not a speed check
+# The whole run's bound for pytest-timeout: the project's 600 s default is too short for a long
+# run (5000 cases take about 10 minutes on a shared 2-core machine).
+RUN_LIMIT_S = max(600, EXAMPLES)
 REPO = Path(__file__).resolve().parents[2]
 
 _settings = settings(
@@ -88,6 +91,7 @@ def _invoke(log: FuzzLog, folder: Path) -> tuple[int, str, Path, Path]:
     return res.exit_code, stderr, path, out
 
 
+@pytest.mark.timeout(RUN_LIMIT_S)
 def test_random_logs_exit_0_with_counted_skips_or_2_with_one_message(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
