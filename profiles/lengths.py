@@ -103,6 +103,9 @@ def spearman(a: _Counts, b: _Counts) -> float | None:
     if not (a.dense and b.dense):
         from scipy.stats import spearmanr
 
+        if np.ptp(a.values) == 0 or np.ptp(b.values) == 0:
+            return None  # a constant column: no correlation (scipy would warn on stderr)
+
         r = spearmanr(a.values, b.values).statistic
         return None if not np.isfinite(r) else float(r)
     (ta, ca), (tb, cb) = a.rank_table(), b.rank_table()

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import glob
-import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
 from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
 from profiles.readers.base import (
     CANONICAL_COLUMNS,
+    MAX_LINE_BYTES,
     READERS,
     FileFrame,
     ReaderContext,
@@ -27,8 +27,11 @@ from profiles.readers.base import (
     files_digest,
     head_bytes,
     known_formats,
+    parse_json_line,
+    read_lines,
+    reading,
 )
-from profiles.readers.tabular import parse_columns
+from profiles.readers.tabular import check_parquet_footer, parse_columns
 from profiles.readers.timeunits import check_time_unit
 from profiles.tokenize import Tokenizer, load_tokenizer
 
@@ -41,6 +44,8 @@ __all__ = [
     "parse_columns",
     "read_requests",
 ]
+
+DETECT_LINES = 1000  # JSONL detection looks for a JSON object in this many first lines
 
 _AZURE = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
 _BURSTGPT = {"Timestamp", "Request tokens", "Response tokens"}
@@ -68,35 +73,53 @@ def expand_paths(paths: list[str]) -> list[Path]:
 
 
 def detect_format(path: Path) -> str:
-    """The reader kind for `path`, from its header (CSV), first object (JSONL) or magic bytes."""
-    head = head_bytes(path)
-    if not head.strip():
-        raise InputError(f"{path}: empty file")
-    if head[:4] == b"PAR1":
-        names = set(pl.read_parquet_schema(path).keys()) if _is_plain(path) else set()
-        return _by_names(names)
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
-    if "\x00" in text:
-        raise InputError(
-            f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "
-            f"pass --format, one of {known_formats()}"
-        )
-    if text.lstrip().startswith("{"):
-        for line in text.splitlines():
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                if "hash_ids" in obj or {"input_length", "output_length"} <= obj.keys():
-                    return "mooncake"
-                if _OPENAI_KEYS & obj.keys():
-                    return "openai-jsonl"
-                return "table"
-        raise InputError(f"{path}: starts like JSONL but no line in its first 64 KiB parses")
-    header = text.splitlines()[0]
-    names = {n.strip().strip('"').strip() for n in header.split(",")}
-    return _by_names(names)
+    """The reader kind for `path`, from its header (CSV), first object (JSONL) or magic bytes.
+
+    Raises InputError for an empty, binary, truncated or undecodable file. JSONL lines of any
+    length up to MAX_LINE_BYTES count: a RAG log's first object can be hundreds of KB.
+    """
+    with reading(path):
+        head = head_bytes(path)
+        if not head.strip():
+            raise InputError(f"{path}: empty file")
+        if head[:4] == b"PAR1":
+            names: set[str] = set()
+            if _is_plain(path):
+                check_parquet_footer(path)
+                names = set(pl.read_parquet_schema(path).keys())
+            return _by_names(names)
+        text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+        if "\x00" in text:
+            raise InputError(
+                f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "
+                f"pass --format, one of {known_formats()}"
+            )
+        if text.lstrip().startswith("{"):
+            return _detect_jsonl(path)
+        header = text.splitlines()[0]
+        return _by_names({n.strip().strip('"').strip() for n in header.split(",")})
+
+
+def _detect_jsonl(path: Path) -> str:
+    too_long = 0
+    for lineno, line in read_lines(path):
+        if lineno > DETECT_LINES:
+            break
+        if line is None:
+            too_long += 1
+            continue
+        obj, _, _ = parse_json_line(line)
+        if isinstance(obj, dict):
+            if "hash_ids" in obj or {"input_length", "output_length"} <= obj.keys():
+                return "mooncake"
+            if _OPENAI_KEYS & obj.keys():
+                return "openai-jsonl"
+            return "table"
+    longer = f" ({too_long} longer than {MAX_LINE_BYTES >> 20} MiB)" if too_long else ""
+    raise InputError(
+        f"{path}: starts like JSONL but none of its first {DETECT_LINES:,} lines{longer} "
+        "is a JSON object"
+    )
 
 
 def _is_plain(path: Path) -> bool:
@@ -178,7 +201,8 @@ def _read_all(
     for p in files:
         if p.stat().st_size == 0:
             raise InputError(f"{p}: empty file")
-        part = READERS[kind](p, ctx)
+        with reading(p):
+            part = READERS[kind](p, ctx)
         if part.backwards_steps:
             ctx.warnings.append(
                 f"{p}: timestamps go backwards {part.backwards_steps} time(s) (first at line "

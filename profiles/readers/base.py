@@ -10,18 +10,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import shutil
 import tempfile
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import polars as pl
 
+from planner.errors import InputError
 from profiles.tokenize import Tokenizer
 
 # Column order and dtypes of the canonical request table.
@@ -39,6 +42,11 @@ CANONICAL_COLUMNS: dict[str, pl.DataType] = {
 }
 REQUIRED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
 MAX_SKIP_EXAMPLES = 5
+# Longest line the line readers (JSONL, the CSV fallback) take: a 60k-token RAG prompt is
+# about 300 KB, so this leaves two orders of magnitude. A longer line is read past in chunks,
+# never held whole, and skipped and counted; it is never cut into a wrong parse.
+MAX_LINE_BYTES = 64 << 20
+LONG_LINE_REASON = f"line longer than {MAX_LINE_BYTES >> 20} MiB"
 
 
 @dataclass
@@ -150,64 +158,192 @@ def compression_of(path: Path) -> str | None:
 
 
 @contextmanager
-def open_text(path: Path) -> Iterator[IO[str]]:
-    """A text stream over `path`, decompressing gzip and zstd on the fly."""
+def open_bytes(path: Path) -> Iterator[io.BufferedIOBase]:
+    """A buffered binary stream over `path`, decompressing gzip and zstd on the fly."""
     kind = compression_of(path)
     if kind == "gzip":
-        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
+        with gzip.open(path, "rb") as fh:
             yield fh
     elif kind == "zstd":
+        with path.open("rb") as raw:
+            yield io.BufferedReader(_ZstdFrames(raw), 1 << 20)
+    else:
+        with path.open("rb") as fh:
+            yield fh
+
+
+class _ZstdFrames(io.RawIOBase):
+    """Decompressed bytes of a zstd file, frame after frame; EOFError where a frame is cut off.
+
+    zstandard's own stream reader ends quietly at a truncated frame; a log copied while it was
+    being written must not pass for a complete one.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
         import zstandard
 
-        with path.open("rb") as raw:
-            reader = zstandard.ZstdDecompressor().stream_reader(raw)
-            yield io.TextIOWrapper(reader, encoding="utf-8", errors="replace")
-    else:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            yield fh
+        self._raw = raw
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._frame = self._new()
+        self._pending = b""
+        self._in_frame = False  # compressed bytes of the current frame have been fed
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            if self._frame.eof:
+                rest = self._frame.unused_data
+                self._frame, self._in_frame = self._new(), False
+            else:
+                rest = self._raw.read(1 << 20)
+                if not rest:
+                    if self._in_frame:
+                        raise EOFError("zstd stream ends in the middle of a frame")
+                    return 0
+            if rest:
+                self._in_frame = True
+                self._pending = self._frame.decompress(rest)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def read_lines(
+    path: Path, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) for each line of `path` (UTF-8, bad bytes replaced, BOM dropped).
+
+    The text is None for a line longer than `max_line_bytes`: it is read past in chunks and
+    never held whole, so one huge line costs no more memory than the cap.
+    """
+    with open_bytes(path) as fh:
+        lineno = 0
+        while raw := fh.readline(max_line_bytes + 1):
+            lineno += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                yield lineno, None
+                continue
+            text = raw.decode("utf-8", errors="replace")
+            yield lineno, (text.lstrip("\ufeff") if lineno == 1 else text)
+
+
+def parse_json_line(line: str) -> tuple[Any, str, str]:
+    """(value, "", "") for a line of JSON, or (None, skip reason, detail) when it does not parse.
+
+    Besides malformed JSON, the decoder raises RecursionError on deeply nested values and
+    ValueError on integers of more than 4300 digits: both are bad lines like any other.
+    """
+    try:
+        return json.loads(line), "", ""
+    except json.JSONDecodeError as err:
+        return None, "not valid JSON", err.msg
+    except RecursionError:
+        return None, "JSON nested too deeply", ""
+    except ValueError as err:
+        return None, "not valid JSON", first_line(err)
+
+
+def json_objects(
+    path: Path, skips: SkipLog, source: Path | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; any other line is skipped and counted.
+
+    `source` is the file the user named, for the skip records, when `path` is a decompressed copy.
+    """
+    name = str(source or path)
+    for lineno, line in read_lines(path):
+        if line is None:
+            skips.skip(name, lineno, LONG_LINE_REASON)
+            continue
+        if not line.strip():
+            continue
+        obj, reason, detail = parse_json_line(line)
+        if reason:
+            skips.skip(name, lineno, reason, detail)
+        elif not isinstance(obj, dict):
+            skips.skip(name, lineno, "not a JSON object")
+        else:
+            yield lineno, obj
 
 
 def head_bytes(path: Path, n: int = 65536) -> bytes:
     """The first `n` decompressed bytes of `path`."""
-    kind = compression_of(path)
-    if kind == "gzip":
-        with gzip.open(path, "rb") as fh:
-            return fh.read(n)
-    if kind == "zstd":
-        import zstandard
-
-        with path.open("rb") as raw:
-            return zstandard.ZstdDecompressor().stream_reader(raw).read(n)
-    with path.open("rb") as fh:
+    with open_bytes(path) as fh:
         return fh.read(n)
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message (library messages can run to many lines)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    import zstandard
+
+    # PanicException (a Rust panic inside polars) derives from BaseException, not Exception.
+    return (
+        pl.exceptions.PolarsError,
+        pl.exceptions.PanicException,
+        OSError,
+        EOFError,
+        zlib.error,
+        zstandard.ZstdError,
+        UnicodeError,
+        RecursionError,
+    )
+
+
+def read_error_message(path: Path, err: BaseException) -> str:
+    """One line naming `path` and what a library's error while reading it means for the user."""
+    import zstandard
+
+    kind = compression_of(path) if path.is_file() else None
+    if isinstance(err, EOFError):
+        return f"{path}: the {kind or 'compressed'} stream ends early (a truncated file?)"
+    if isinstance(err, zlib.error | gzip.BadGzipFile | zstandard.ZstdError):
+        return f"{path}: corrupt {kind or 'compressed'} data ({first_line(err)})"
+    if isinstance(err, RecursionError):
+        return f"{path}: a value is nested too deeply to read"
+    if isinstance(err, pl.exceptions.PanicException):
+        return f"{path}: cannot read this file, it looks corrupt (polars: {first_line(err)})"
+    return f"{path}: cannot read ({first_line(err)})"
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turn any library error raised while reading `path` into one InputError naming it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except _read_errors() as err:
+        raise InputError(read_error_message(path, err)) from err
 
 
 @contextmanager
 def plain_file(path: Path) -> Iterator[Path]:
     """`path` itself, or a decompressed temporary copy so polars can scan it lazily."""
-    kind = compression_of(path)
-    if kind is None:
+    if compression_of(path) is None:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="capplan-") as tmp:
         out = Path(tmp) / path.name
-        with out.open("wb") as dst:
-            if kind == "gzip":
-                with gzip.open(path, "rb") as src:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-            else:
-                import zstandard
-
-                with path.open("rb") as raw:
-                    zstandard.ZstdDecompressor().copy_stream(raw, dst)
+        with out.open("wb") as dst, open_bytes(path) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
         yield out
 
 
 def files_digest(paths: list[Path]) -> str:
-    """sha256 over the files' bytes, in order."""
+    """sha256 over the files' bytes, in order; InputError naming a file that cannot be read."""
     h = hashlib.sha256()
     for p in paths:
-        with p.open("rb") as fh:
+        with reading(p), p.open("rb") as fh:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
     return h.hexdigest()

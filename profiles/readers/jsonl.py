@@ -6,7 +6,6 @@ Each line is one request object. Prompt text in OpenAI logs is read only to coun
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from datetime import datetime
@@ -17,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from planner.errors import InputError
-from profiles.readers.base import FileFrame, ReaderContext, open_text, register_reader
+from profiles.readers.base import FileFrame, ReaderContext, json_objects, register_reader
 from profiles.readers.timeunits import (
     FAR_REASON,
     UNIT_SECONDS,
@@ -49,23 +48,6 @@ def _int_count(value: Any, what: str) -> int:
     return int(value)
 
 
-def _lines(path: Path, ctx: ReaderContext) -> Any:
-    """(line number, object) for each non-blank line; bad JSON is recorded and skipped."""
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                ctx.skips.skip(str(path), lineno, "not valid JSON", err.msg)
-                continue
-            if not isinstance(obj, dict):
-                ctx.skips.skip(str(path), lineno, "not a JSON object")
-                continue
-            yield lineno, obj
-
-
 def _backwards(times: np.ndarray, lines: list[int]) -> tuple[int, int | None]:
     if times.size < 2:
         return 0, None
@@ -83,7 +65,7 @@ def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
     hashes: list[list[int]] = []
     lines: list[int] = []
     any_line = False
-    for lineno, obj in _lines(path, ctx):
+    for lineno, obj in json_objects(path, ctx.skips):
         any_line = True
         try:
             ts = obj.get("timestamp")
@@ -246,7 +228,7 @@ def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
     lines: list[int] = []
     absolute_flags: list[bool] = []
     any_line = False
-    for lineno, obj in _lines(path, ctx):
+    for lineno, obj in json_objects(path, ctx.skips):
         any_line = True
         try:
             row = _openai_row(obj, enc, ctx)

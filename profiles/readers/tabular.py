@@ -8,7 +8,6 @@ columns and a skip reason per row, so no Python object is made per row.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,17 @@ import numpy as np
 import polars as pl
 
 from planner.errors import InputError
-from profiles.readers.base import FileFrame, ReaderContext, SkipLog, plain_file, register_reader
+from profiles.readers.base import (
+    LONG_LINE_REASON,
+    FileFrame,
+    ReaderContext,
+    SkipLog,
+    first_line,
+    json_objects,
+    plain_file,
+    read_lines,
+    register_reader,
+)
 from profiles.readers.timeunits import (
     FAR_REASON,
     UNIT_SECONDS,
@@ -71,84 +80,97 @@ def parse_columns(spec: str | None) -> dict[str, str] | None:
     return mapping
 
 
-def scan_table(path: Path, skips: SkipLog | None = None) -> tuple[pl.LazyFrame, str]:
+def scan_table(
+    path: Path, skips: SkipLog | None = None, source: Path | None = None
+) -> tuple[pl.LazyFrame, str]:
     """A lazy scan of a plain (decompressed) CSV, Parquet or JSONL file and its kind.
 
     JSONL tables are parsed line by line (a malformed line is skipped and recorded in `skips`)
-    and carry a `__line` column; CSV and Parquet are scanned by polars.
+    and carry a `__line` column; CSV and Parquet are scanned by polars. InputError for a
+    Parquet file without its footer (truncated) or one polars cannot open. `source` is the
+    file the user named, for messages, when `path` is a decompressed copy.
     """
+    shown = source or path
     with path.open("rb") as fh:
         head = fh.read(64)
     try:
         if head[:4] == b"PAR1":
+            check_parquet_footer(path, shown)
             return pl.scan_parquet(path), "parquet"
         if head.lstrip()[:1] == b"{":
-            return _jsonl_table(path, skips or SkipLog()), "jsonl"
-        return pl.scan_csv(path, infer_schema=False, truncate_ragged_lines=True), "csv"
+            return _jsonl_table(path, skips or SkipLog(), shown), "jsonl"
+        lf = pl.scan_csv(
+            path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
+        )
+        return lf, "csv"
     except (pl.exceptions.PolarsError, OSError) as err:
-        raise InputError(f"{path}: cannot read as a table ({err})") from err
+        raise InputError(f"{shown}: cannot read as a table ({first_line(err)})") from err
 
 
-def _first_line(err: Exception) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+def check_parquet_footer(path: Path, source: Path | None = None) -> None:
+    """InputError unless `path` ends with the Parquet magic, as every complete Parquet file does."""
+    with path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(size - 4, 0))
+        tail = fh.read(4)
+    if size < 12 or tail != b"PAR1":
+        raise InputError(
+            f"{source or path}: truncated or not a Parquet file (it starts with the Parquet "
+            "magic but does not end with it; a file copied while it was being written looks "
+            "like this)"
+        )
 
 
-def _csv_lines_table(path: Path, names: list[str], skips: SkipLog) -> pl.LazyFrame:
+def _csv_lines_table(path: Path, names: list[str], skips: SkipLog, source: Path) -> pl.LazyFrame:
     """A CSV file read one physical line at a time (quotes never span lines), as strings."""
+    name = str(source)
     columns: list[list[str | None]] = [[] for _ in names]
     lines: list[int] = []
-    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if lineno == 1 or not line.strip():
-                continue
-            try:
-                fields = next(csv.reader([line], strict=True))
-            except csv.Error as err:
-                skips.skip(str(path), lineno, "malformed CSV line", str(err))
-                continue
-            if len(fields) != len(names):
-                skips.skip(
-                    str(path),
-                    lineno,
-                    "wrong number of fields",
-                    f"expected {len(names)}, found {len(fields)}",
-                )
-                continue
-            for col, value in zip(columns, fields, strict=True):
-                col.append(value if value != "" else None)
-            lines.append(lineno)
+    for lineno, line in read_lines(path):
+        if lineno == 1:
+            continue
+        if line is None:
+            skips.skip(name, lineno, LONG_LINE_REASON)
+            continue
+        if not line.strip():
+            continue
+        try:
+            fields = next(csv.reader([line], strict=True))
+        except csv.Error as err:
+            skips.skip(name, lineno, "malformed CSV line", str(err))
+            continue
+        if len(fields) != len(names):
+            skips.skip(
+                name,
+                lineno,
+                "wrong number of fields",
+                f"expected {len(names)}, found {len(fields)}",
+            )
+            continue
+        for col, value in zip(columns, fields, strict=True):
+            col.append(value if value != "" else None)
+        lines.append(lineno)
     data = {n: pl.Series(n, c, dtype=pl.String) for n, c in zip(names, columns, strict=True)}
     data["__line"] = pl.Series("__line", lines, dtype=pl.Int64)
     return pl.DataFrame(data).lazy()
 
 
-def _jsonl_table(path: Path, skips: SkipLog) -> pl.LazyFrame:
+def _jsonl_table(path: Path, skips: SkipLog, source: Path) -> pl.LazyFrame:
     columns: dict[str, list[object]] = {"__line": []}
     n = 0
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    for lineno, obj in json_objects(path, skips, source):
+        for key, value in obj.items():
+            if isinstance(value, dict | list) or key == "__line":
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                skips.skip(str(path), lineno, "not valid JSON", err.msg)
-                continue
-            if not isinstance(obj, dict):
-                skips.skip(str(path), lineno, "not a JSON object")
-                continue
-            for key, value in obj.items():
-                if isinstance(value, dict | list):
-                    continue
-                col = columns.get(key)
-                if col is None:
-                    col = columns[key] = [None] * n
-                col.append(None if value is None else str(value))
-            columns["__line"].append(lineno)
-            n += 1
-            for col in columns.values():
-                if len(col) < n:
-                    col.append(None)
+            col = columns.get(key)
+            if col is None:
+                col = columns[key] = [None] * n
+            col.append(None if value is None else str(value))
+        columns["__line"].append(lineno)
+        n += 1
+        for col in columns.values():
+            if len(col) < n:
+                col.append(None)
     data = {
         k: pl.Series(k, v, dtype=pl.Int64 if k == "__line" else pl.String)
         for k, v in columns.items()
@@ -167,6 +189,11 @@ def guess_mapping(names: list[str], given: dict[str, str] | None) -> dict[str, s
                 mapping[key] = cand
                 break
     return mapping
+
+
+def _listing(names: list[str]) -> str:
+    """Column names for a one-line message: as they are, or quoted where one has a newline."""
+    return ", ".join(n if n.isprintable() else repr(n) for n in names)
 
 
 def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
@@ -211,30 +238,31 @@ def _arrival_expr(lf: pl.LazyFrame, col: str, dtype: pl.DataType, kind: str) -> 
 def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
     """Read one tabular file into canonical columns, recording each bad row in ctx.skips."""
     with plain_file(path) as plain:
-        lf, kind = scan_table(plain, ctx.skips)
+        lf, kind = scan_table(plain, ctx.skips, path)
         try:
             schema = lf.collect_schema()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
+            raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
         names = list(schema.names())
+        shown = [n for n in names if n != "__line"]
         if not names:
             raise InputError(f"{path}: empty file (no header)")
         mapping = spec.mapping
         for key in ("arrival", "input", "output"):
             if key not in mapping:
                 raise InputError(
-                    f"{path}: no {key} column found among {names}; pass --columns "
+                    f"{path}: no {key} column found among {shown}; pass --columns "
                     "arrival=COL,input=COL,output=COL"
                 )
         for key, col in mapping.items():
             if col not in names:
                 raise InputError(
                     f"{path}: missing column {col!r} (the {spec.fmt} format's {key}); "
-                    f"found: {', '.join(names)}"
+                    f"found: {_listing(shown)}"
                 )
         for col in ctx.extra_columns:
             if col not in names:
-                raise InputError(f"{path}: --group-by column {col!r} not found; found: {names}")
+                raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
         arrival, arrival_kind = _arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
         )
@@ -270,10 +298,10 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
             df = lf.select(exprs).collect()
         except pl.exceptions.PolarsError as err:
             if kind != "csv":
-                raise InputError(f"{path}: cannot read as {kind} ({_first_line(err)})") from err
+                raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
             # polars stops at a broken line (an unclosed quote): read line by line instead,
             # so only the broken lines are skipped.
-            lf = _csv_lines_table(plain, names, ctx.skips)
+            lf = _csv_lines_table(plain, names, ctx.skips, path)
             names = [*names, "__line"]
             exprs.append(pl.col("__line"))
             df = lf.select(exprs).collect()
@@ -308,8 +336,8 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         raw = df["arrival_s"].to_numpy()
         lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
         offset = 0
-    steps, first_line = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
-    return FileFrame(df, absolute, steps, first_line)
+    steps, first_back = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
+    return FileFrame(df, absolute, steps, first_back)
 
 
 def _skip_bad_rows(
@@ -375,7 +403,7 @@ def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
         "model": "Model",
     }
     with plain_file(path) as plain:
-        names = scan_table(plain, SkipLog())[0].collect_schema().names()
+        names = scan_table(plain, SkipLog(), path)[0].collect_schema().names()
     if "Session ID" in names:
         mapping["session"] = "Session ID"
     spec = TableSpec(
@@ -388,10 +416,10 @@ def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
 def read_generic_table(path: Path, ctx: ReaderContext) -> FileFrame:
     """A generic CSV, Parquet or JSONL table; columns by --columns or by common names."""
     with plain_file(path) as plain:
-        lf, _ = scan_table(plain, SkipLog())
+        lf, _ = scan_table(plain, SkipLog(), path)
         try:
             names = lf.collect_schema().names()
         except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as a table ({err})") from err
+            raise InputError(f"{path}: cannot read as a table ({first_line(err)})") from err
     spec = TableSpec("table", guess_mapping(list(names), ctx.columns), time_kind="auto")
     return read_table(path, ctx, spec)
