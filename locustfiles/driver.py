@@ -10,7 +10,9 @@ once-a-second shape tick, and nothing ramps up.
 
 Every request scheduled gets exactly one row, in flight ones included: at the end of the
 plan the driver waits up to `drain_s` for requests to finish, then cancels the rest
-(`error_class="cancelled"`); a request past `request_timeout_s` ends as `timeout`.
+(`error_class="cancelled"`); a request past `request_timeout_s` ends as `timeout`. An HTTP
+answer with an error status keeps its status and gets a class by status (`refused`,
+`client_error`, `server_error`), never a connection class, and the message of its error body.
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ import numpy as np
 from gevent import GreenletExit
 
 from locustfiles.arrivals import arrival_times, replay_times
-from locustfiles.openai_stream import PATHS, Endpoint, StreamResult, read_stream, request_body
+from locustfiles.openai_stream import (
+    PATHS,
+    Endpoint,
+    StreamResult,
+    error_body_message,
+    http_error_class,
+    read_stream,
+    request_body,
+    safe_message,
+)
 from planner.run_schema import Stage, StagePlan
 from profiles.workload import RequestShape, WorkloadStream, render_messages, replay_shape
 
@@ -280,6 +291,7 @@ class PlanDriver:
         result = None
         partial: StreamResult | None = None
         error_class: str | None = None
+        message = ""
         acquired = False
         resp: Any = None
         try:
@@ -298,17 +310,24 @@ class PlanDriver:
                     name=f"{stage} [{opts.endpoint}]",
                 )
                 with resp:
-                    conn_error = getattr(resp, "error", None)
                     raw = getattr(resp, "_response", None)
-                    if conn_error is not None or raw is None:
-                        error_class = _connect_error_class(conn_error)
-                        resp.failure(f"{error_class}: {conn_error}")
-                        return
-                    status = int(resp.status_code or 0)
-                    if status >= 400:
-                        error_class = f"http_{status}"
+                    status = int(resp.status_code or 0) if raw is not None else 0
+                    if raw is not None and status >= 300:
+                        # An answer with an error status. Locust flags it in `resp.error` as
+                        # well, so it must be told apart from a connection failure first.
+                        # geventhttpclient has read and cached its body already.
+                        error_class = http_error_class(status)
+                        cached = getattr(resp, "_cached_content", None) or b""
+                        message = error_body_message(cached)
                         resp.failure(f"HTTP {status}")
                         raw.release()
+                        return
+                    conn_error = getattr(resp, "error", None)
+                    if conn_error is not None or raw is None:
+                        error_class = _connect_error_class(conn_error)
+                        message = _exception_text(conn_error)
+                        resp.failure(f"{error_class}: {conn_error}")
+                        return
                     else:
                         partial = StreamResult()
                         try:
@@ -317,7 +336,7 @@ class PlanDriver:
                             )
                         finally:
                             raw.release()
-                        error_class = result.error_class
+                        error_class, message = result.error_class, result.error_message
                         if result.last_token_t is not None:
                             resp.request_meta["response_time"] = (
                                 result.last_token_t - sent_s
@@ -328,10 +347,15 @@ class PlanDriver:
                             resp.failure(f"{error_class}: {result.error_message}")
         except _Timeout:
             error_class = "timeout"
+            message = (
+                f"no complete answer within the request timeout ({opts.request_timeout_s:g} s)"
+            )
         except GreenletExit:
             error_class = "cancelled"
+            message = "still in flight when the load test stopped"
         except Exception as err:  # network and HTTP-parser errors end the request
             error_class = _exception_class(err, sent=sent_s is not None)
+            message = _exception_text(err)
         finally:
             if acquired and self._cap is not None:
                 self._cap.release()
@@ -351,6 +375,7 @@ class PlanDriver:
                     status,
                     result,
                     error_class,
+                    safe_message(message, body) if message else None,
                     clock(),
                 )
             )
@@ -362,6 +387,11 @@ def _exception_class(err: Exception, *, sent: bool) -> str:
     if isinstance(err, OSError | ConnectionError) or "Closed" in name or "ParseError" in name:
         return "disconnect" if sent else _connect_error_class(err)
     return f"client_{name}"
+
+
+def _exception_text(err: object) -> str:
+    """`Type: text` of a client-side error; its request (prompt included) is never named."""
+    return f"{type(err).__name__}: {err}" if err is not None else "no answer"
 
 
 def _connect_error_class(err: object) -> str:
@@ -384,6 +414,7 @@ def _row(
     status: int,
     result: Any,
     error_class: str | None,
+    error_message: str | None,
     now_s: float,
 ) -> Row:
     first = last = None
@@ -428,5 +459,6 @@ def _row(
         ok,
         status,
         None if ok else (error_class or f"http_{status}"),
+        None if ok else error_message,
         list(gaps),
     )

@@ -614,6 +614,7 @@ def level_record(outcome: LevelOutcome) -> LimitLevel:
         stages=list(outcome.stages),
         requests=evaluation.scheduled,
         completed=evaluation.completed,
+        errors_by_class=dict(evaluation.errors_by_class),
         metrics=dict(evaluation.metrics),
         constraints=constraints,
         verdict="pass" if outcome.passed else "fail",

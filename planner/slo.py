@@ -309,6 +309,7 @@ class SloEvaluation:
     achieved_rps: float
     mean_e2e_s: float | None
     metrics: dict[str, float | None] = field(default_factory=dict)
+    errors_by_class: dict[str, int] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -557,6 +558,10 @@ def evaluate(
         lag = lag[~np.isnan(lag)]
         metrics["schedule_lag_p95_s"] = float(np.quantile(lag, 0.95)) if lag.size else None
     mean_e2e = metrics.get("e2e_mean_s")
+    errors_by_class: dict[str, int] = {}
+    if "error_class" in kept.columns:  # load-test records; a simulation's have no classes
+        failed = kept.filter(~pl.Series(ok))["error_class"].fill_null("unknown").value_counts()
+        errors_by_class = {str(c): int(n) for c, n in sorted(failed.iter_rows())}
     metrics["error_rate"] = error_rate
     metrics["attainment"] = attainment
     metrics["goodput_rps"] = n_good / window_s
@@ -574,4 +579,5 @@ def evaluate(
         achieved_rps=completed / window_s,
         mean_e2e_s=mean_e2e,
         metrics=metrics,
+        errors_by_class=errors_by_class,
     )

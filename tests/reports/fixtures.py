@@ -194,6 +194,10 @@ def _pct(values: np.ndarray) -> Percentiles:
     )
 
 
+REFUSED_MESSAGE = "injected fault: too many requests waiting"
+TIMEOUT_MESSAGE = "no complete answer within the request timeout (300 s)"
+
+
 def build_run(
     seed: int = 0, scale: float = 1.0
 ) -> tuple[RunInfo, list[StageSummary], pl.DataFrame, pl.DataFrame]:
@@ -211,6 +215,7 @@ def build_run(
         n = int(rng.poisson(rate * duration_s))
         sends = np.sort(rng.uniform(t0, t0 + duration_s, n))
         stage_rows: list[tuple[float, float, bool]] = []
+        n_refused = 0
         last = t0
         for i, send in enumerate(sends):
             drain = (send - last) * LIMIT_RPS * scale
@@ -238,9 +243,15 @@ def build_run(
             rows["output_tokens"].append(out_tokens if ok else 0)
             rows["tokens_estimated"].append(False)
             rows["ok"].append(ok)
-            rows["status_code"].append(200 if ok else 0)
-            rows["error_class"].append(None if ok else "timeout")
+            # failures alternate between HTTP 429 refusals and timeouts
+            refused = not ok and i % 2 == 0
+            rows["status_code"].append(200 if ok else (429 if refused else 0))
+            rows["error_class"].append(None if ok else ("refused" if refused else "timeout"))
+            rows["error_message"].append(
+                None if ok else (REFUSED_MESSAGE if refused else TIMEOUT_MESSAGE)
+            )
             stage_rows.append((ttft, e2e, ok))
+            n_refused += refused
         ttfts = np.array([r[0] for r in stage_rows if r[2]])
         e2es = np.array([r[1] for r in stage_rows if r[2]])
         errors = sum(1 for r in stage_rows if not r[2])
@@ -256,7 +267,17 @@ def build_run(
                 scheduled=n,
                 completed=n - errors,
                 errors=errors,
-                errors_by_class={"timeout": errors} if errors else {},
+                errors_by_class={
+                    k: v for k, v in (("refused", n_refused), ("timeout", errors - n_refused)) if v
+                },
+                error_messages={
+                    k: m
+                    for k, m, v in (
+                        ("refused", REFUSED_MESSAGE, n_refused),
+                        ("timeout", TIMEOUT_MESSAGE, errors - n_refused),
+                    )
+                    if v
+                },
                 offered_rps=n / duration_s,
                 achieved_rps=(n - errors) / duration_s,
                 output_tokens_per_s=(n - errors) / duration_s * 180.0,
@@ -345,7 +366,8 @@ def build_limit() -> LimitResult:
                 load=load,
                 stage=f"level-{load:g}",
                 requests=int(load * 30),
-                completed=int(load * 30),
+                completed=int(load * 30) - (0 if passed else int(load)),
+                errors_by_class={} if passed else {"refused": int(load)},
                 metrics={"ttft_p95_s": ttft_p95, "tpot_p95_s": 0.021 + load / 2000},
                 constraints=[
                     ConstraintVerdict(
