@@ -35,11 +35,13 @@ from typing import Any
 import gevent
 import gevent.event
 import numpy as np
-from locust import FastHttpUser, LoadTestShape, events, task
+from locust import LoadTestShape, User, events, task
 from locust.env import Environment
+from locust.exception import LocustError
 from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
+from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
@@ -338,13 +340,15 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     run.started.set()
 
 
-class LLMUser(FastHttpUser):
-    """Runs the stage plan of this process: one instance per Locust process (see the shape)."""
+class LLMUser(User):
+    """Runs the stage plan of this process: one instance per Locust process (see the shape).
 
-    concurrency = 100_000  # connection pool size: never a hidden client-side cap
+    Requests go through a StreamClient (geventhttpclient, no retries, pooled keep-alive
+    connections) and are reported to Locust's statistics as Locust's own clients do.
+    """
+
     connection_timeout = 10.0
     network_timeout = 300.0
-    max_retries = 0
 
     @task
     def run_plan(self) -> None:
@@ -360,11 +364,19 @@ class LLMUser(FastHttpUser):
             else:
                 run.collect([row])
 
+        if not self.host:
+            raise LocustError("no target: give --host")
+        client = StreamClient(
+            self.host,
+            connection_timeout_s=self.connection_timeout,
+            network_timeout_s=self.network_timeout,
+            on_request=request_event(self.environment),
+        )
         driver = PlanDriver(
             run.plan,
             run.make_stream,
             run.options,
-            self.client,
+            client,
             emit,
             run.clock,
             run.slot,

@@ -78,8 +78,18 @@ def read_table(
     frames.extend(_read_part(p, schema) for p in parts)
     if not frames:
         return _empty(schema)
-    cols = list(schema)
-    return pl.concat([f.select(cols).cast(pl.Schema(schema)) for f in frames], how="vertical")
+    return pl.concat([_conform(f, schema) for f in frames], how="vertical")
+
+
+def _conform(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
+    """`frame` in `schema`'s column order and types; a column that a file written by an older
+    capplan lacks (e.g. `error_message`) reads as null, so such a run can still be appended to."""
+    missing = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in schema.items()
+        if name not in frame.columns
+    ]
+    return frame.with_columns(missing).select(list(schema)).cast(pl.Schema(schema))
 
 
 def consolidate(run_dir: Path, file_name: str, parts_name: str, schema: dict[str, Any]) -> int:

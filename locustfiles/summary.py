@@ -181,6 +181,20 @@ def _server_summary(server: pl.DataFrame, start_s: float, end_s: float) -> dict[
     return dict(sorted(out.items()))
 
 
+def _error_messages(errors: pl.DataFrame) -> dict[str, str]:
+    """Per error class, its most frequent message (ties: the first in sort order)."""
+    if "error_message" not in errors.columns:
+        return {}
+    counts = (
+        errors.drop_nulls(["error_class", "error_message"])
+        .group_by("error_class", "error_message")
+        .len()
+        .sort(["error_class", "len", "error_message"], descending=[False, True, False])
+    )
+    first = counts.unique("error_class", keep="first", maintain_order=True)
+    return {str(c): str(m) for c, m in first.select("error_class", "error_message").iter_rows()}
+
+
 def summarize_stage(
     records: pl.DataFrame,
     stage: Stage,
@@ -207,6 +221,7 @@ def summarize_stage(
     errors = rows.filter(~pl.col("ok"))
     by_class = errors.group_by("error_class").len().sort("error_class")
     errors_by_class = {str(c): int(n) for c, n in by_class.iter_rows()}
+    error_messages = _error_messages(errors)
     out_tokens = ok["output_tokens"].fill_null(0).sum()
     if "itl_gaps_s" in ok.columns:
         gaps = ok.select(pl.col("itl_gaps_s").explode().drop_nulls()).to_series().to_numpy()
@@ -240,6 +255,7 @@ def summarize_stage(
         completed=ok.height,
         errors=errors.height,
         errors_by_class=errors_by_class,
+        error_messages=error_messages,
         offered_rps=rows.height / duration,
         achieved_rps=ok.height / duration,
         output_tokens_per_s=float(out_tokens) / duration,

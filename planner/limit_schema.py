@@ -44,6 +44,10 @@ class LimitLevel(_Model):
     )
     requests: int = Field(description="requests scheduled after the warm-up (all runs pooled)")
     completed: int = Field(description="of those, the ones that succeeded")
+    errors_by_class: dict[str, int] = Field(
+        default_factory=dict,
+        description="of those, the failed ones per error class (refused, server_error, ...)",
+    )
     metrics: dict[str, float | None] = Field(description="e.g. ttft_p95_s, tpot_p95_s, ...")
     constraints: list[ConstraintVerdict]
     verdict: Literal["pass", "fail", "uncertain", "invalid"] = Field(
@@ -65,9 +69,6 @@ class LimitLevel(_Model):
     attainment: float | None = None
     failure_share: float | None = Field(
         default=None, description="failed / scheduled requests after the warm-up"
-    )
-    errors_by_class: dict[str, int] = Field(
-        default_factory=dict, description="failed requests by error class"
     )
     censored: int = Field(
         default=0, description="requests still running when the window closed (at their age)"

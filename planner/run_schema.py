@@ -34,6 +34,9 @@ RECORD_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "ok": pl.Boolean,
     "status_code": pl.Int64,
     "error_class": pl.Utf8,
+    # The failure's message: an error body's `error.message`, a stream error event's message,
+    # or the client's exception; at most 200 characters, never prompt text. Null when ok.
+    "error_message": pl.Utf8,
     # Added by the load test: every gap between content chunks of the request (pooled for ITL).
     "itl_gaps_s": pl.List(pl.Float64),
 }
@@ -144,7 +147,13 @@ class StageSummary(_Model):
     scheduled: int = Field(description="requests scheduled in the stage (one record each)")
     completed: int = Field(description="requests that finished successfully")
     errors: int
-    errors_by_class: dict[str, int] = Field(default_factory=dict)
+    errors_by_class: dict[str, int] = Field(
+        default_factory=dict,
+        description="failed requests per error class (README: refused, server_error, timeout...)",
+    )
+    error_messages: dict[str, str] = Field(
+        default_factory=dict, description="per error class, its most frequent error message"
+    )
     offered_rps: float = Field(description="scheduled / duration")
     achieved_rps: float = Field(description="completed / duration")
     output_tokens_per_s: float

@@ -126,4 +126,4 @@ def synthetic_text(n_tokens: int, rng: np.random.Generator) -> str:
     if n_tokens <= 0:
         return ""
     idx = rng.integers(0, len(_VOCAB), size=n_tokens)
-    return " ".join(_VOCAB[i] for i in idx)
+    return " ".join([_VOCAB[i] for i in idx.tolist()])  # tolist: numpy ints index slowly

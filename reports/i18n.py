@@ -174,6 +174,18 @@ STRINGS: dict[str, dict[str, str]] = {
         "col_tpot_p95": "TPOT p95",
         "col_errors": "Errors",
         "col_recovery": "Recovery",
+        "errors_table": "Errors by class",
+        "errors_classes": (
+            "refused: HTTP 429 or 503 (the server turned the load away); server_error: other "
+            "5xx; client_error: other 4xx; connect, connect_refused: no connection; "
+            "disconnect: the connection broke; timeout: no complete answer in time; "
+            "stream_error: an error event inside the stream. The message is the most "
+            "frequent one of the class."
+        ),
+        "col_where": "Stage or level",
+        "col_class": "Class",
+        "col_message": "Message",
+        "limit_level": "limit level {load}",
         "role_steady": "steady",
         "role_burst": "burst",
         "role_recovery": "recovery",
@@ -527,6 +539,17 @@ STRINGS: dict[str, dict[str, str]] = {
         "col_tpot_p95": "TPOT p95",
         "col_errors": "错误数",
         "col_recovery": "恢复时间",
+        "errors_table": "按类别的错误",
+        "errors_classes": (
+            "refused：HTTP 状态码 429 或 503（服务端拒绝负载）；server_error：其他 500–599；"
+            "client_error：其他 400–499；connect、connect_refused：未能建立连接；"
+            "disconnect：连接中断；timeout：未按时得到完整回答；"
+            "stream_error：流中的错误事件。消息为该类别中最常见的一条。"
+        ),
+        "col_where": "阶段或档位",
+        "col_class": "类别",
+        "col_message": "消息",
+        "limit_level": "极限搜索档位 {load}",
         "role_steady": "稳态",
         "role_burst": "突发",
         "role_recovery": "恢复",

@@ -41,6 +41,7 @@ from planner.run_schema import StageSummary
 from reports import charts
 from reports.charts import GRAY, GREEN, LIGHT, NAVY, ORANGE, RED, TEAL, Axis
 from reports.data import KV_METRIC, QUEUE_METRIC, ReportInputs, Series
+from reports.errors import error_rows
 from reports.fonts import is_cjk_font
 from reports.i18n import LATIN_FONT, Words, split_runs
 
@@ -725,6 +726,7 @@ class Report:
             ),
             self.para(self.t("stage_table"), s.h2),
             self.stage_table(),
+            *self.errors_table(),
             Spacer(1, 6),
             self.timeline(),
             PageBreak(),
@@ -799,6 +801,25 @@ class Report:
             )
         widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
         return self.table(rows, [CONTENT_W * f for f in widths])
+
+    def errors_table(self) -> list[Flowable]:
+        """Failures by class for the load test's stages and the limit's levels (if any)."""
+        found = error_rows(self.i.stages, self.i.limit)
+        if not found:
+            return []
+        w, unit = self.w, self.i.limit.unit
+        rows: list[list[str]] = [
+            [self.t(k) for k in ("col_where", "col_class", "col_requests", "col_message")]
+        ]
+        for r in found:
+            where = r.where if r.load is None else self.t("limit_level", load=w.load(r.load, unit))
+            rows.append([where, r.error_class, f"{r.requests}", r.message or "–"])
+        widths = [CONTENT_W * f for f in (0.2, 0.16, 0.1, 0.54)]
+        return [
+            self.para(self.t("errors_table"), self.s.h2),
+            self.para(self.t("errors_classes")),
+            self.table(rows, widths, mono_cols=(1,)),
+        ]
 
     def ttft_threshold_s(self) -> float | None:
         for level in self.i.limit.levels:

@@ -25,7 +25,15 @@ STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 
 
 def _row(
-    i: int, t: float, *, ttft: float = 0.1, ok: bool = True, err: str | None = None, out: int = 11
+    i: int,
+    t: float,
+    *,
+    ttft: float = 0.1,
+    ok: bool = True,
+    err: str | None = None,
+    out: int = 11,
+    status: int | None = None,
+    message: str | None = None,
 ) -> tuple[Any, ...]:
     e2e = ttft + 0.01 * (out - 1)
     values = {
@@ -45,8 +53,9 @@ def _row(
         "output_tokens": out if ok else None,
         "tokens_estimated": False,
         "ok": ok,
-        "status_code": 200 if ok else 0,
+        "status_code": status if status is not None else (200 if ok else 0),
         "error_class": err,
+        "error_message": message,
         "itl_gaps_s": [0.01] * (out - 1) if ok else [],
     }
     return tuple(values[c] for c in RECORD_NAMES)
@@ -70,6 +79,32 @@ def test_summary_counts_rates_and_percentiles() -> None:
     assert s.ttft_from_intended_s.p50 == pytest.approx(0.186)
     # Busy time: 18 ok requests of e2e 0.2 + 0.01 i, two failures of 0.2 s, over 10 s.
     assert s.mean_in_flight == pytest.approx((18 * 0.2 + 0.01 * 153 + 0.4) / 10)
+
+
+def test_summary_names_each_class_by_its_most_frequent_message() -> None:
+    rows = [_row(i, 0.5 * i) for i in range(10)]
+    rows += [
+        _row(10, 5.0, ok=False, err="refused", status=429, message="too many requests waiting"),
+        _row(11, 5.5, ok=False, err="refused", status=503, message="unavailable"),
+        _row(12, 6.0, ok=False, err="refused", status=429, message="too many requests waiting"),
+        _row(13, 6.5, ok=False, err="server_error", status=500, message="internal error"),
+        _row(14, 7.0, ok=False, err="disconnect", status=200),  # no message
+    ]
+    s = summarize_stage(_frame(rows), STAGE, 0.0, 10.0)
+    assert s.errors_by_class == {"disconnect": 1, "refused": 3, "server_error": 1}
+    assert s.error_messages == {
+        "refused": "too many requests waiting",
+        "server_error": "internal error",
+    }
+
+
+def test_records_of_an_older_run_read_with_null_messages(tmp_path: Path) -> None:
+    _frame([_row(0, 0.0), _row(1, 0.5, ok=False, err="timeout")]).drop(
+        "error_message"
+    ).write_parquet(tmp_path / "records.parquet")
+    df = read_records(tmp_path)
+    assert list(df.columns) == list(RECORD_COLUMNS)
+    assert df["error_message"].to_list() == [None, None]
 
 
 def test_recovery_time_from_burst_end() -> None:

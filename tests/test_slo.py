@@ -274,3 +274,20 @@ def test_block_bootstrap_widens_intervals_for_a_queue_episode() -> None:
     assert with_order.interval is not None and without.interval is not None
     width = with_order.interval[1] - with_order.interval[0]
     assert width > 1.5 * (without.interval[1] - without.interval[0])
+
+
+def test_errors_by_class_counts_the_judged_window() -> None:
+    records = pl.DataFrame(
+        {
+            "sent_s": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0],
+            "ok": [False, True, False, False, True, False],
+            "ttft_s": [None, 0.1, None, None, 0.2, None],
+            "error_class": ["refused", None, "refused", "server_error", None, "disconnect"],
+        }
+    )
+    slo = parse_slo("ttft:p95<=1s")
+    ev = evaluate(records, slo, duration_s=6.0, warmup_s=0.8, start_s=0.0)
+    assert ev.errors == 3
+    assert ev.errors_by_class == {"disconnect": 1, "refused": 1, "server_error": 1}
+    simulated = records.drop("error_class")  # the fleet simulation's records have no classes
+    assert evaluate(simulated, slo, duration_s=6.0).errors_by_class == {}

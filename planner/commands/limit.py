@@ -81,7 +81,12 @@ def register(app: typer.Typer) -> None:
             "--verify-burst",
             help="Then run steady-burst-recovery around the limit (burst to twice it).",
         ),
-        workers: int = typer.Option(0, "--workers", help="Locust worker processes (0: one)."),
+        workers: str = typer.Option(
+            "0",
+            "--workers",
+            help="Locust worker processes (0: one), or 'auto': as many as --max needs "
+            "(twice --max with --verify-burst).",
+        ),
         seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
         endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
         api_key_env: str | None = typer.Option(
@@ -100,12 +105,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from planner.errors import ConfigError
         from planner.limit import LimitOptions, run_limit
+        from planner.loadgen import choose_workers, load_capacity, parse_workers
 
         if dimension not in ("rate", "concurrency"):
             raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
         if endpoint not in ("chat", "completions"):
             raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
         dim: Literal["rate", "concurrency"] = "rate" if dimension == "rate" else "concurrency"
+        n_workers = parse_workers(workers)
+        if n_workers is None:
+            peak = max_load * (2 if verify_burst else 1) if dim == "rate" and max_load else None
+            choice = choose_workers(peak, load_capacity())
+            n_workers = choice.workers
+            typer.echo(f"--workers auto: {choice.reason}", err=True)
         ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
         run_limit(
             LimitOptions(
@@ -124,7 +136,7 @@ def register(app: typer.Typer) -> None:
                 arrival=arrival,
                 tolerance=tolerance,
                 verify_burst=verify_burst,
-                workers=workers,
+                workers=n_workers,
                 seed=seed,
                 endpoint=ep,
                 api_key_env=api_key_env,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console
@@ -15,6 +15,10 @@ from rich.text import Text
 from planner.cli import handle_errors
 from planner.errors import ConfigError
 from planner.run_schema import Percentiles, StageSummary
+
+if TYPE_CHECKING:
+    from planner.loadtest import LoadTestConfig
+    from planner.run_schema import StagePlan
 
 HELP = """Load-test an OpenAI-compatible endpoint with traffic drawn from a profile.
 
@@ -27,6 +31,9 @@ Examples:
   capplan loadtest --host http://127.0.0.1:8000 --model llama --profile profile.json -o runs/sbr
 
   capplan loadtest --host http://127.0.0.1:8000 --model llama --rate 20 --duration 60 -o runs/r20
+
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --rate 900 --duration 60 \
+  --workers auto -o runs/r900
 
   capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
   --duration 30 -o runs/replay
@@ -113,8 +120,11 @@ def loadtest(
     ),
     speed: float = typer.Option(1.0, "--speed", help="Replay speed-up factor."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat | completions."),
-    workers: int = typer.Option(
-        0, "--workers", help="Local Locust worker processes (0: one process)."
+    workers: str = typer.Option(
+        "0",
+        "--workers",
+        help="Local Locust worker processes (0: one process), or 'auto': as many as the "
+        "plan's peak rate needs (see bench/loadgen_capacity.py --save).",
     ),
     api_key_env: str | None = typer.Option(
         None, "--api-key-env", help="Environment variable holding the API key."
@@ -144,8 +154,11 @@ def loadtest(
         "--speed S): plans and records are kept in its time.",
     ),
 ) -> None:
+    from planner.loadgen import parse_workers
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
     from planner.run_schema import Stage, StagePlan
+
+    n_workers = parse_workers(workers)
 
     if endpoint not in ("chat", "completions"):
         raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
@@ -162,7 +175,7 @@ def loadtest(
             profile_path=profile,
             api_key_env=api_key_env,
             seed=seed,
-            workers=workers,
+            workers=n_workers or 0,
             ignore_eos=not no_ignore_eos,
             request_timeout_s=timeout,
             max_concurrency=max_concurrency,
@@ -183,6 +196,8 @@ def loadtest(
             plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
         )
     console = Console(stderr=True)
+    if n_workers is None:
+        config = _auto_workers(config, stage_plan)
     with Live(
         Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
     ) as live:
@@ -193,6 +208,15 @@ def loadtest(
     out_console = Console() if sys.stdout.isatty() else Console(width=200)
     out_console.print(stage_table(summaries))
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
+
+
+def _auto_workers(config: LoadTestConfig, plan: StagePlan) -> LoadTestConfig:
+    """`--workers auto`: the count for the plan's peak rate, said on stderr."""
+    from planner.loadgen import choose_workers, load_capacity, plan_peak_rps
+
+    choice = choose_workers(plan_peak_rps(plan), load_capacity())
+    typer.echo(f"--workers auto: {choice.reason}", err=True)
+    return config.model_copy(update={"workers": choice.workers})
 
 
 def register(app: typer.Typer) -> None:

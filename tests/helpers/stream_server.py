@@ -6,6 +6,12 @@ a usage chunk and `[DONE]`. It keeps its own timings per request (first chunk wr
 request received, and the mean gap between chunks) at GET /timings, and serves a Prometheus
 /metrics page. Run as a subprocess: `python -m tests.helpers.stream_server --port P ...`;
 `start_server()` does that and waits until it answers.
+
+With `faults` (e.g. `ok,429,500,503,cut,400`) the n-th request received gets the
+(n mod len)-th action: `ok` answers normally; a status answers with that HTTP status and an
+error body (OpenAI's shape with the message `test fault <status>`; a 503 answers plain text,
+a 400 quotes the prompt as some servers do); `cut` sends two chunks and aborts the
+connection. GET /faults lists the actions taken, in order of receipt.
 """
 
 from __future__ import annotations
@@ -83,8 +89,30 @@ async def stream_tokens(
     return first, last
 
 
-def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) -> web.Application:
+def fault_message(status: int) -> str:
+    """The error message the server sends with `status` (a 400 also quotes the prompt)."""
+    return f"test fault {status}"
+
+
+def _fault_answer(status: int, prompt: str) -> web.Response:
+    if status == 503:
+        return web.Response(status=503, text=f"{fault_message(503)}: service unavailable")
+    message = fault_message(status)
+    if status == 400:
+        message += f": cannot parse {prompt[:120]!r}"
+    error = {"message": message, "type": "TestFault", "param": None, "code": status}
+    return web.json_response({"error": error}, status=status)
+
+
+def make_app(
+    ttft_s: float,
+    itl_s: float,
+    usage: bool = True,
+    max_out: int = 0,
+    faults: tuple[str, ...] = (),
+) -> web.Application:
     timings: list[dict[str, float]] = []
+    taken: list[str] = []
     state = {"running": 0, "total": 0}
 
     async def generate(request: web.Request, endpoint: str) -> web.StreamResponse:
@@ -95,6 +123,11 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) 
         prompt_tokens = _TOKENIZER.count(prompt)
         if max_out:
             n = min(n, max_out)  # a cheap target for tests about timing, not about lengths
+        action = faults[len(taken) % len(faults)] if faults else "ok"
+        if faults:
+            taken.append(action)
+        if action not in ("ok", "cut"):
+            return _fault_answer(int(action), prompt)
         state["running"] += 1
         state["total"] += 1
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -103,6 +136,13 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) 
             if endpoint == "chat":  # role-only first chunk, as chat servers send
                 role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
                 await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+            if action == "cut":  # two chunks, then the connection breaks mid-answer
+                await asyncio.sleep(ttft_s)
+                for _ in range(2):
+                    await resp.write(_chunk(endpoint, "tok "))
+                assert request.transport is not None
+                request.transport.abort()
+                return resp
             first, last = await stream_tokens(
                 resp, endpoint, n, ttft_s, itl_s, prompt_tokens=prompt_tokens, usage=usage
             )
@@ -122,6 +162,9 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) 
     async def get_timings(request: web.Request) -> web.Response:
         return web.json_response(timings)
 
+    async def get_faults(request: web.Request) -> web.Response:
+        return web.json_response(taken)
+
     async def metrics(request: web.Request) -> web.Response:
         text = (
             "# HELP test_requests_running Requests in progress.\n"
@@ -137,6 +180,7 @@ def make_app(ttft_s: float, itl_s: float, usage: bool = True, max_out: int = 0) 
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/timings", get_timings)
+    app.router.add_get("/faults", get_faults)
     app.router.add_get("/metrics", metrics)
     return app
 
@@ -159,6 +203,11 @@ class ServerProcess:
     def timings(self) -> list[dict[str, float]]:
         """The server's per-request log (GET /timings)."""
         with urllib.request.urlopen(self.url + "/timings", timeout=5) as resp:
+            return list(json.loads(resp.read()))
+
+    def faults(self) -> list[str]:
+        """The fault actions taken so far, in order of receipt."""
+        with urllib.request.urlopen(self.url + "/faults", timeout=5) as resp:
             return list(json.loads(resp.read()))
 
     def stop(self) -> None:
@@ -188,7 +237,13 @@ def launch(module: str, args: list[str], *, deadline_s: float = 15.0) -> ServerP
 
 
 def start_server(
-    ttft_s: float, itl_s: float, *, usage: bool = True, max_out: int = 0, deadline_s: float = 15.0
+    ttft_s: float,
+    itl_s: float,
+    *,
+    usage: bool = True,
+    max_out: int = 0,
+    faults: tuple[str, ...] = (),
+    deadline_s: float = 15.0,
 ) -> ServerProcess:
     """Start the server in a subprocess and poll until it answers (or raise)."""
     args = ["--ttft", str(ttft_s), "--itl", str(itl_s)]
@@ -196,6 +251,8 @@ def start_server(
         args.append("--no-usage")
     if max_out:
         args += ["--max-out", str(max_out)]
+    if faults:
+        args += ["--faults", ",".join(faults)]
     return launch("tests.helpers.stream_server", args, deadline_s=deadline_s)
 
 
@@ -206,9 +263,16 @@ def main() -> None:
     ap.add_argument("--itl", type=float, default=0.01)
     ap.add_argument("--no-usage", action="store_true")
     ap.add_argument("--max-out", type=int, default=0, help="cap on tokens per answer (0: none)")
+    ap.add_argument(
+        "--faults", default="", help="actions cycled by request: ok, cut or an HTTP status"
+    )
     a = ap.parse_args()
+    faults = tuple(f for f in a.faults.split(",") if f)
+    for f in faults:
+        if f not in ("ok", "cut") and not (f.isdigit() and 400 <= int(f) < 600):
+            ap.error(f"--faults: {f!r} is not ok, cut or an HTTP status 400-599")
     web.run_app(
-        make_app(a.ttft, a.itl, not a.no_usage, a.max_out),
+        make_app(a.ttft, a.itl, not a.no_usage, a.max_out, faults),
         host="127.0.0.1",
         port=a.port,
         print=None,

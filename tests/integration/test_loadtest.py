@@ -307,3 +307,31 @@ def test_client_concurrency_cap_holds_and_shows_as_schedule_lag(tmp_path: Path) 
     assert peak <= 2
     # 20 req/s of ~0.15 s requests need ~3 in flight: the cap delays sends, and says so.
     assert s.schedule_lag_s.max is not None and s.schedule_lag_s.max > 0.2
+
+
+def test_workers_auto_splits_a_peak_above_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+    from planner.loadgen import ProcessCapacity, save_capacity
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    save_capacity(ProcessCapacity(rate_rps=25.0, cpus=2, source="test: 25 req/s a process"))
+    server = start_server(ttft_s=0.01, itl_s=0.002)
+    out = tmp_path / "run"
+    try:
+        args = ["loadtest", "--host", server.url, "--model", "m"]
+        args += ["--profile", _profile(tmp_path, [(32, 8)]), "--rate", "40"]
+        args += ["--arrival", "constant", "--duration", "4", "--workers", "auto", "-o", str(out)]
+        result = CliRunner().invoke(app, args)
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    assert "--workers auto: peak 40 req/s: 2 local workers" in result.output
+    assert read_run_info(out).workers == 2
+    records = read_records(out)
+    (s,) = read_stages(out)
+    assert records.height == s.scheduled == 160  # 40 req/s x 4 s, constant arrivals
+    assert abs(s.offered_rps / 40.0 - 1) <= 0.03 and s.errors == 0

@@ -7,7 +7,15 @@ from collections.abc import Callable
 
 import pytest
 
-from locustfiles.openai_stream import StreamResult, read_stream, request_body
+from locustfiles.openai_stream import (
+    MESSAGE_CHARS,
+    StreamResult,
+    error_body_message,
+    http_error_class,
+    read_stream,
+    request_body,
+    safe_message,
+)
 from profiles.workload import RequestSpec
 
 
@@ -103,3 +111,39 @@ def test_an_interrupted_read_keeps_its_first_token_time() -> None:
         read_stream(readline, lambda: next(now), "chat", partial)
     assert partial.first_token_t == 1.0
     assert partial.content_chunks == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (429, "refused"),
+        (503, "refused"),
+        (400, "client_error"),
+        (404, "client_error"),
+        (500, "server_error"),
+        (502, "server_error"),
+        (300, "http_300"),
+    ],
+)
+def test_http_status_classes(status: int, cls: str) -> None:
+    assert http_error_class(status) == cls
+
+
+def test_error_body_message_reads_openai_shape_and_falls_back_to_text() -> None:
+    openai = {"error": {"message": "Rate limit reached", "type": "rate_limit", "code": 429}}
+    assert error_body_message(json.dumps(openai).encode()) == "Rate limit reached"
+    assert error_body_message(b'{"error": "overloaded"}') == "overloaded"
+    assert error_body_message(b'{"detail": "Not Found"}') == "Not Found"
+    assert error_body_message(b"upstream connect error\n") == "upstream connect error"
+    assert error_body_message(b"") == ""
+
+
+def test_safe_message_truncates_and_withholds_quoted_prompts() -> None:
+    prompt = "the quick brown fox jumps over the lazy dog near the river bank " * 3
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}]}).encode()
+    assert safe_message("x" * 500, body) == "x" * MESSAGE_CHARS
+    assert safe_message("too   many\nrequests", body) == "too many requests"
+    quoted = f"cannot parse input: {prompt[7:60]!r} (position 12)"
+    assert safe_message(quoted, body) == "(message withheld: it quotes the request)"
+    # a short overlap (a word or two of the prompt) is not a quote
+    assert safe_message("invalid fox", body) == "invalid fox"

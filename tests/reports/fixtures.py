@@ -198,6 +198,10 @@ def _pct(values: np.ndarray) -> Percentiles:
     )
 
 
+REFUSED_MESSAGE = "injected fault: too many requests waiting"
+TIMEOUT_MESSAGE = "no complete answer within the request timeout (300 s)"
+
+
 def build_run(
     seed: int = 0, scale: float = 1.0
 ) -> tuple[RunInfo, list[StageSummary], pl.DataFrame, pl.DataFrame]:
@@ -240,8 +244,13 @@ def build_run(
             rows["output_tokens"].append(out_tokens if ok else 0)
             rows["tokens_estimated"].append(False)
             rows["ok"].append(ok)
-            rows["status_code"].append(200 if ok else 0)
-            rows["error_class"].append(None if ok else "timeout")
+            # failures alternate between HTTP 429 refusals and timeouts
+            refused = not ok and i % 2 == 0
+            rows["status_code"].append(200 if ok else (429 if refused else 0))
+            rows["error_class"].append(None if ok else ("refused" if refused else "timeout"))
+            rows["error_message"].append(
+                None if ok else (REFUSED_MESSAGE if refused else TIMEOUT_MESSAGE)
+            )
         t0 += duration_s
     records = pl.DataFrame(rows, schema=RECORD_COLUMNS)
     plan = StagePlan(
@@ -316,7 +325,8 @@ def build_limit() -> LimitResult:
                 load=load,
                 stage=f"level-{load:g}",
                 requests=int(load * 30),
-                completed=int(load * 30),
+                completed=int(load * 30) - (0 if passed else int(load)),
+                errors_by_class={} if passed else {"refused": int(load)},
                 metrics={"ttft_p95_s": ttft_p95, "tpot_p95_s": 0.021 + load / 2000},
                 constraints=[
                     ConstraintVerdict(

@@ -17,6 +17,7 @@ from pypdf import PdfReader
 from reports import render_report
 from reports.i18n import STRINGS
 from tests.reports.fixtures import (
+    REFUSED_MESSAGE,
     FixturePaths,
     build_limit,
     build_plan,
@@ -67,6 +68,16 @@ ALLOWED_LATIN = {
     "k",
     "ttft",
     "usage",
+    "HTTP",
+    # error classes: identifiers of records.parquet, stages.json and limit.json
+    "refused",
+    "client_error",
+    "server_error",
+    "connect",
+    "connect_refused",
+    "disconnect",
+    "timeout",
+    "stream_error",
 }
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 PERCENTILE = re.compile(r"p\d+")
@@ -201,6 +212,7 @@ def test_chinese_report_has_no_untranslated_english(chinese: Rendered) -> None:
         *(Path(f).name for f in profile.source.files),
     ]
     data += [s.name for s in stages]
+    data += [m for s in stages for m in s.error_messages.values()]
     for value in sorted(data, key=len, reverse=True):
         pattern = "\x00?".join(re.escape(ch) for ch in value)
         text = re.sub(pattern, " ", text)
@@ -293,3 +305,18 @@ def test_a_client_limited_search_says_the_limit_may_be_higher(tmp_path: Path) ->
     text = _flat(_extract(pdf)[0])
     assert "the load generator could not offer 18.3 req/s" in text
     assert "invalid (client lag)" in text  # the level table names it
+
+
+def test_errors_by_class_are_named_with_counts_and_messages(english: Rendered) -> None:
+    text = _flat(english.text)
+    assert "Errors by class" in text
+    _, stages, _, _ = build_run()
+    failing = [st for st in stages if st.errors]
+    assert failing
+    for st in failing:
+        for cls, n in st.errors_by_class.items():
+            assert f"{st.name} {cls} {n}" in text, (st.name, cls, n)
+    assert REFUSED_MESSAGE in text
+    for lv in build_limit().levels:
+        for cls, n in lv.errors_by_class.items():
+            assert f"limit level {lv.load:g} req/s {cls} {n}" in text, (lv.load, cls, n)

@@ -1,0 +1,106 @@
+"""HTTP error answers and cut streams, from a real server, keep their status, class and message."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from planner.emulator import running_emulator
+from planner.emulator.server import Faults
+from planner.engine import build_engine_config
+from planner.loadtest import LoadTestConfig, read_records, read_stages, run_loadtest
+from planner.run_schema import Stage, StagePlan
+from tests.helpers.profiles import make_profile
+from tests.helpers.stream_server import fault_message, start_server
+
+pytestmark = pytest.mark.integration
+
+FAULTS = ("ok", "429", "500", "503", "cut", "400")
+# What each server action must read as in records.parquet: (status_code, error_class).
+EXPECTED = {
+    "ok": (200, None),
+    "429": (429, "refused"),
+    "500": (500, "server_error"),
+    "503": (503, "refused"),
+    "400": (400, "client_error"),
+    "cut": (200, "disconnect"),
+}
+WITHHELD = "(message withheld: it quotes the request)"
+
+
+def _profile(tmp_path: Path, pairs: list[tuple[int, int]]) -> str:
+    path = tmp_path / "profile.json"
+    path.write_text(make_profile(pairs).to_json())
+    return str(path)
+
+
+def test_each_row_carries_the_servers_status_class_and_message(tmp_path: Path) -> None:
+    server = start_server(ttft_s=0.01, itl_s=0.005, faults=FAULTS)
+    out = tmp_path / "run"
+    try:
+        plan = StagePlan(
+            stages=[Stage(name="f", duration_s=3.0, rate_rps=12.0, arrival="constant")]
+        )
+        config = LoadTestConfig(
+            host=server.url, model="m", profile_path=_profile(tmp_path, [(48, 12)]), drain_s=5.0
+        )
+        (s,) = run_loadtest(config, plan, out)
+        taken = server.faults()
+    finally:
+        server.stop()
+    records = read_records(out)
+    assert records.height == len(taken) == s.scheduled == 36
+    # Every row reads as one of the server's actions, as many times as the server took it.
+    seen = Counter(
+        zip(records["status_code"].to_list(), records["error_class"].to_list(), strict=True)
+    )
+    assert seen == Counter(EXPECTED[a] for a in taken)
+    for row in records.iter_rows(named=True):
+        status, cls, message = row["status_code"], row["error_class"], row["error_message"]
+        if cls is None:
+            assert row["ok"] and message is None
+            continue
+        assert not row["ok"]
+        if status in (429, 500):
+            assert message == fault_message(status)
+        elif status == 503:  # a plain-text body is kept as text
+            assert message == f"{fault_message(503)}: service unavailable"
+        elif status == 400:  # the server quoted the prompt: never recorded
+            assert message == WITHHELD
+        else:  # cut after two chunks: the TTFT it showed is kept, the E2E is not
+            assert cls == "disconnect" and message
+            assert row["ttft_s"] is not None and row["e2e_s"] is None
+    (stage,) = read_stages(out)
+    counts = Counter(EXPECTED[a][1] for a in taken if a != "ok")
+    assert stage.errors_by_class == dict(counts)
+    assert stage.error_messages["server_error"] == fault_message(500)
+    assert stage.error_messages["client_error"] == WITHHELD
+    assert stage.errors_by_class.keys() >= {"refused", "server_error", "client_error"}
+
+
+def test_emulator_refusals_and_injected_errors_are_named(tmp_path: Path) -> None:
+    """`--error-rate` answers 500 and `--reject-when-waiting 2` answers 429 while two requests
+    wait: a short burst against a small batch makes both show up."""
+    config = build_engine_config("H100-80GB", "llama-3.1-8b", max_num_seqs=4)
+    faults = Faults(error_rate=0.2, reject_when_waiting=2)
+    plan = StagePlan(stages=[Stage(name="b", duration_s=2.0, rate_rps=40.0, arrival="constant")])
+    with running_emulator(config, faults=faults, seed=1) as url:
+        load = LoadTestConfig(
+            host=url,
+            model="llama-3.1-8b",
+            profile_path=_profile(tmp_path, [(256, 64)]),
+            drain_s=10.0,
+        )
+        (s,) = run_loadtest(load, plan, tmp_path / "run")
+    records = read_records(tmp_path / "run")
+    failed = records.filter(~pl.col("ok"))
+    pairs = set(zip(failed["status_code"].to_list(), failed["error_class"].to_list(), strict=True))
+    assert pairs == {(429, "refused"), (500, "server_error")}, pairs
+    assert s.error_messages == {
+        "refused": "injected fault: too many requests waiting",
+        "server_error": "injected fault: internal error",
+    }
+    assert s.errors == failed.height and s.completed > 0
