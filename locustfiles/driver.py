@@ -375,10 +375,11 @@ class PlanDriver:
         finally:
             if acquired and self._cap is not None:
                 self._cap.release()
+            said = safe_message(message, body) if message else None  # never prompt text
             if sent_s is not None:
                 last = result.last_token_t if result is not None else None
                 took_s = (last if last is not None else clock()) - sent_s
-                failed = f"{error_class}: {message}" if error_class is not None else None
+                failed = f"{error_class}: {said}" if error_class is not None else None
                 self._client.report(name, path, took_s, 0, failed)
             if result is None and partial is not None and partial.first_token_t is not None:
                 # Cut off (cancelled, timed out, disconnected) after its first token: keep the
@@ -396,7 +397,7 @@ class PlanDriver:
                     status,
                     result,
                     error_class,
-                    safe_message(message, body) if message else None,
+                    said,
                     clock(),
                 )
             )

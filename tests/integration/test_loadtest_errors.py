@@ -79,6 +79,11 @@ def test_each_row_carries_the_servers_status_class_and_message(tmp_path: Path) -
     assert stage.error_messages["server_error"] == fault_message(500)
     assert stage.error_messages["client_error"] == WITHHELD
     assert stage.errors_by_class.keys() >= {"refused", "server_error", "client_error"}
+    # The 400 answers quoted the prompt: no text file of the run holds the quote either
+    # (Locust's failure table in locust.log included).
+    for path in (out / "locust.log", out / "stages.json", out / "run.json"):
+        assert "cannot parse" not in path.read_text(errors="replace"), path
+    assert "cannot parse" not in " ".join(records["error_message"].drop_nulls().to_list())
 
 
 def test_emulator_refusals_and_injected_errors_are_named(tmp_path: Path) -> None:
