@@ -18,10 +18,10 @@ from reports.pages.risks import risks_table
 
 
 def page_answer(ctx: ReportContext) -> list[Flowable]:
-    plan, s = ctx.plan, ctx.styles
+    plan, styles = ctx.plan, ctx.styles
     name = plan.name or ctx.inputs.profile.name or ctx.inputs.run.name
     out: list[Flowable] = [
-        ctx.para(ctx.t("doc_title", name=name), s.title),
+        ctx.para(ctx.t("doc_title", name=name), styles.title),
         ctx.para(
             ctx.t(
                 "subtitle",
@@ -31,31 +31,31 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
                 slo=ctx.slo(),
                 date=ctx.date,
             ),
-            s.subtitle,
+            styles.subtitle,
         ),
-        ctx.para(ctx.t("answer_heading"), s.h2),
-        ctx.para(ctx.answer_sentence(), s.answer),
+        ctx.para(ctx.t("answer_heading"), styles.h2),
+        ctx.para(ctx.answer_sentence(), styles.answer),
     ]
     warning = ctx.fleet_warning()
     if warning is not None:
-        out.append(ctx.para(warning, s.warning))
+        out.append(ctx.para(warning, styles.warning))
     out += [
-        ctx.para(ctx.t("key_figures"), s.h2),
+        ctx.para(ctx.t("key_figures"), styles.h2),
         ctx.pairs(key_figures(ctx)),
     ]
     if ctx.inputs.previous is not None:
-        out += [ctx.para(ctx.t("compare_heading"), s.h2), comparison(ctx, ctx.inputs.previous)]
-    out += [ctx.para(ctx.t("risks_heading"), s.h2), risks_table(ctx)]
+        out += [ctx.para(ctx.t("compare_heading"), styles.h2), comparison(ctx, ctx.inputs.previous)]
+    out += [ctx.para(ctx.t("risks_heading"), styles.h2), risks_table(ctx)]
     return out
 
 
 def key_figures(ctx: ReportContext) -> list[tuple[str, str]]:
-    plan, w = ctx.plan, ctx.words
+    plan, words = ctx.plan, ctx.words
     first = ctx.first_scenario
     rows = [
         (
             ctx.t("fig_peak"),
-            f"{w.load(first.demand if first else plan.demand.peak_rps, ctx.unit)}"
+            f"{words.load(first.demand if first else plan.demand.peak_rps, ctx.unit)}"
             f" ({ctx.peak_definition()})",
         ),
         (ctx.t("fig_limit"), limit_figure(ctx)),
@@ -69,14 +69,14 @@ def key_figures(ctx: ReportContext) -> list[tuple[str, str]]:
             ),
         ),
         (ctx.t("fig_gpus"), f"{plan.resources.gpus} × {plan.resources.gpu}"),
-        (ctx.t("fig_cost"), w.usd(plan.cost.monthly_usd)),
+        (ctx.t("fig_cost"), words.usd(plan.cost.monthly_usd)),
     ]
     growth = "; ".join(
         ctx.t(
             "fig_growth_value",
             growth=f"{sc.growth:g}",
             n=sc.instances,
-            cost=w.usd(sc.monthly_cost_usd),
+            cost=words.usd(sc.monthly_cost_usd),
         )
         for sc in plan.scenarios
     )
@@ -109,7 +109,7 @@ def limit_figure(ctx: ReportContext) -> str:
 
 
 def comparison(ctx: ReportContext, prev: Plan) -> Table:
-    w = ctx.words
+    words = ctx.words
     plan = ctx.plan
 
     def demand(p: Plan) -> float:
@@ -133,16 +133,16 @@ def comparison(ctx: ReportContext, prev: Plan) -> Table:
         ]
     ]
     specs = [
-        ("compare_demand", demand(prev), demand(plan), lambda v: w.load(v, unit(plan))),
+        ("compare_demand", demand(prev), demand(plan), lambda v: words.load(v, unit(plan))),
         (
             "compare_limit",
             prev.inputs.limit.value,
             plan.inputs.limit.value,
-            lambda v: w.load(v, plan.inputs.limit.unit),
+            lambda v: words.load(v, plan.inputs.limit.unit),
         ),
-        ("compare_instances", float(prev.instances), float(plan.instances), w.integer),
-        ("compare_gpus", float(prev.resources.gpus), float(plan.resources.gpus), w.integer),
-        ("compare_cost", prev.cost.monthly_usd, plan.cost.monthly_usd, w.usd),
+        ("compare_instances", float(prev.instances), float(plan.instances), words.integer),
+        ("compare_gpus", float(prev.resources.gpus), float(plan.resources.gpus), words.integer),
+        ("compare_cost", prev.cost.monthly_usd, plan.cost.monthly_usd, words.usd),
     ]
     for key, old, new, fmt in specs:
         rows.append([ctx.t(key), fmt(old), fmt(new), change(new, old, fmt)])

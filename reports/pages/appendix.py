@@ -12,15 +12,17 @@ from reports.pages.context import ReportContext
 
 
 def page_appendix(ctx: ReportContext) -> list[Flowable]:
-    run, w, s = ctx.inputs.run, ctx.words, ctx.styles
+    run, words, styles = ctx.inputs.run, ctx.words, ctx.styles
     prof = ctx.inputs.profile
     stages = "; ".join(
         ctx.t(
             "meta_stage",
             name=st.name,
             role=ctx.role(st.role),
-            duration=w.duration(st.duration_s),
-            load=w.rate(st.rate_rps) if st.rate_rps is not None else w.load(st.users, "users"),
+            duration=words.duration(st.duration_s),
+            load=words.rate(st.rate_rps)
+            if st.rate_rps is not None
+            else words.load(st.users, "users"),
         )
         for st in run.plan.stages
     )
@@ -39,7 +41,7 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
         ),
         (
             ctx.t("meta_profile_rows"),
-            f"{w.integer(prof.source.rows)} / {w.integer(prof.source.rows_skipped)}",
+            f"{words.integer(prof.source.rows)} / {words.integer(prof.source.rows_skipped)}",
         ),
     ]
     digest_rows: list[list[str]] = [[ctx.t("col_role_file"), ctx.t("col_path"), ctx.t("col_sha")]]
@@ -69,10 +71,10 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
     ]
     return [
         PageBreak(),
-        ctx.para(ctx.t("appendix_heading"), s.h1),
+        ctx.para(ctx.t("appendix_heading"), styles.h1),
         ctx.pairs(rows, label_w=0.25),
-        ctx.para(ctx.t("digest_heading"), s.h2),
+        ctx.para(ctx.t("digest_heading"), styles.h2),
         ctx.table(digest_rows, [CONTENT_W * f for f in (0.17, 0.35, 0.48)], mono_cols=(1, 2)),
-        ctx.para(ctx.t("recorded_digests"), s.h2),
+        ctx.para(ctx.t("recorded_digests"), styles.h2),
         ctx.table(recorded, [CONTENT_W * f for f in (0.3, 0.55, 0.15)], mono_cols=(1,)),
     ]

@@ -17,11 +17,11 @@ from reports.pages.context import ReportContext
 
 
 def page_checks(ctx: ReportContext) -> list[Flowable]:
-    plan, w, s = ctx.plan, ctx.words, ctx.styles
+    plan, words, styles = ctx.plan, ctx.words, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
-        ctx.para(ctx.t("checks_heading"), s.h1),
-        ctx.para(ctx.t("queue_heading"), s.h2),
+        ctx.para(ctx.t("checks_heading"), styles.h1),
+        ctx.para(ctx.t("queue_heading"), styles.h2),
     ]
     q = plan.checks.queueing
     if q is None:
@@ -29,22 +29,26 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
     else:
         text = ctx.t(
             "queue_text",
-            ca2=w.num(q.arrival_cv2),
-            cs2=w.num(q.service_cv2),
+            ca2=words.num(q.arrival_cv2),
+            cs2=words.num(q.service_cv2),
             bursty=q.instances_bursty,
             poisson=q.instances_poisson,
         )
         if q.wait_probability is not None or q.mean_wait_s is not None:
-            text += ctx.t("queue_wait", pw=w.pct(q.wait_probability), wait=w.seconds(q.mean_wait_s))
+            text += ctx.t(
+                "queue_wait", pw=words.pct(q.wait_probability), wait=words.seconds(q.mean_wait_s)
+            )
         out.append(ctx.para(text))
-    out.append(ctx.para(ctx.t("fleet_heading"), s.h2))
+    out.append(ctx.para(ctx.t("fleet_heading"), styles.h2))
     fleet = plan.checks.fleet
     if fleet is None:
         out.append(ctx.para(ctx.t("fleet_none")))
         return out
     out.append(
         ctx.para(
-            ctx.t("fleet_text", rate=w.rate(fleet.rate_rps), sim=w.duration(fleet.simulated_s))
+            ctx.t(
+                "fleet_text", rate=words.rate(fleet.rate_rps), sim=words.duration(fleet.simulated_s)
+            )
         )
     )
     for routing in dict.fromkeys(p.routing for p in fleet.points):
@@ -78,11 +82,11 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
             [
                 str(p.instances),
                 ctx.t(f"routing_{p.routing}"),
-                w.pct(p.attainment),
-                w.seconds(p.ttft_p95_s),
-                w.seconds(p.tpot_p95_s),
+                words.pct(p.attainment),
+                words.seconds(p.ttft_p95_s),
+                words.seconds(p.tpot_p95_s),
                 ctx.t("yes" if p.meets_slo else "no"),
-                w.integer(p.requests),
+                words.integer(p.requests),
             ]
         )
     out += [

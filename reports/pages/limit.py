@@ -23,24 +23,24 @@ from reports.pages.context import ReportContext
 
 def page_limit(ctx: ReportContext) -> list[Flowable]:
     """The per-instance limit: the sentence, the evidence, the charts, the levels, recovery."""
-    w, s = ctx.words, ctx.styles
+    words, styles = ctx.words, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
-        ctx.para(ctx.t("limit_heading"), s.h1),
-        ctx.para(limit_sentence(ctx), s.answer),
+        ctx.para(ctx.t("limit_heading"), styles.h1),
+        ctx.para(limit_sentence(ctx), styles.answer),
     ]
     extra = []
     lim = ctx.inputs.limit
     if lim.saturation_throughput_rps is not None:
-        extra.append(ctx.t("saturation", value=w.rate(lim.saturation_throughput_rps)))
+        extra.append(ctx.t("saturation", value=words.rate(lim.saturation_throughput_rps)))
     if lim.littles_law is not None:
         ll = lim.littles_law
         extra.append(
             ctx.t(
                 "littles_law",
-                rate=w.rate(ll.rate_rps),
-                e2e=w.seconds(ll.mean_e2e_s),
-                conc=w.num(ll.concurrency),
+                rate=words.rate(ll.rate_rps),
+                e2e=words.seconds(ll.mean_e2e_s),
+                conc=words.num(ll.concurrency),
             )
         )
     extra += limit_evidence(ctx)
@@ -48,7 +48,7 @@ def page_limit(ctx: ReportContext) -> list[Flowable]:
         out.append(ctx.para(" ".join(extra)))
     out += [
         side_by_side(chart_limit(ctx), chart_attainment(ctx)),
-        ctx.para(ctx.t("limit_table"), s.h2),
+        ctx.para(ctx.t("limit_table"), styles.h2),
         limit_table(ctx),
         Spacer(1, 6),
         chart_recovery(ctx),
@@ -74,13 +74,13 @@ def constraint_value(level: LimitLevel, name: str) -> float | None:
 
 
 def limit_sentence(ctx: ReportContext) -> str:
-    lim, w = ctx.inputs.limit, ctx.words
+    lim, words = ctx.inputs.limit, ctx.words
     if lim.feasible_max is None:
         return ctx.t("limit_sentence_none", slo=lim.slo)
-    value = w.load(lim.feasible_max, lim.unit)
+    value = words.load(lim.feasible_max, lim.unit)
     if lim.infeasible_min is None:
         return ctx.t("limit_sentence_open", value=value, slo=lim.slo)
-    fail = w.load(lim.infeasible_min, lim.unit)
+    fail = words.load(lim.infeasible_min, lim.unit)
     failing = next((lv for lv in lim.levels if lv.load == lim.infeasible_min), None)
     if failing is not None and failing.verdict == "invalid":
         return ctx.t(
@@ -93,21 +93,21 @@ def limit_sentence(ctx: ReportContext) -> str:
         binding=binding_name(ctx),
         fail=fail,
         levels=len(lim.levels),
-        tol=w.pct(lim.tolerance, 0),
+        tol=words.pct(lim.tolerance, 0),
     )
     # The search says why it stopped (limit.json `stopped`); anything but "converged"
     # left the bracket wider than its tolerance.
     width = lim.infeasible_min - lim.feasible_max
     gap = width / lim.feasible_max if lim.feasible_max > 0 else 0.0
     if lim.stopped and lim.stopped != "converged":
-        sentence += ctx.t("limit_gap_wide", value=value, fail=fail, gap=w.pct(gap, 0))
+        sentence += ctx.t("limit_gap_wide", value=value, fail=fail, gap=words.pct(gap, 0))
     return sentence
 
 
 def limit_evidence(ctx: ReportContext) -> list[str]:
     """Failures at the limit and at the first failing level (by class), and the engine
     model's prediction beside the measured limit, as stored in limit.json."""
-    lim, w = ctx.inputs.limit, ctx.words
+    lim, words = ctx.inputs.limit, ctx.words
     out: list[str] = []
     by_load = {lv.load: lv for lv in lim.levels}
     for key, load in (
@@ -121,19 +121,19 @@ def limit_evidence(ctx: ReportContext) -> list[str]:
         out.append(
             ctx.t(
                 key,
-                load=w.load(lv.load, lim.unit),
-                share=w.pct(lv.failure_share),
+                load=words.load(lv.load, lim.unit),
+                share=words.pct(lv.failure_share),
                 classes=classes or ctx.t("no_failures"),
             )
         )
     if lim.prediction is not None and lim.prediction.feasible_max is not None:
         measured = lim.feasible_max
-        gap = "–" if not measured else w.pct(measured / lim.prediction.feasible_max - 1.0, 0)
+        gap = "–" if not measured else words.pct(measured / lim.prediction.feasible_max - 1.0, 0)
         out.append(
             ctx.t(
                 "prediction_sentence",
-                predicted=w.load(lim.prediction.feasible_max, lim.unit),
-                measured=w.load(measured, lim.unit) if measured is not None else "–",
+                predicted=words.load(lim.prediction.feasible_max, lim.unit),
+                measured=words.load(measured, lim.unit) if measured is not None else "–",
                 gap=gap,
             )
         )
@@ -224,7 +224,7 @@ def chart_attainment(ctx: ReportContext) -> Drawing:
 
 
 def limit_table(ctx: ReportContext) -> Table:
-    w, lim = ctx.words, ctx.inputs.limit
+    words, lim = ctx.words, ctx.inputs.limit
     name = binding_name(ctx)
     rows: list[list[str]] = [
         [
@@ -240,13 +240,13 @@ def limit_table(ctx: ReportContext) -> Table:
         value = constraint_value(lv, name)
         rows.append(
             [
-                w.load(lv.load, lim.unit),
+                words.load(lv.load, lim.unit),
                 ctx.t(f"verdict_{lv.verdict}")
                 + (ctx.t("verdict_stopped_early") if lv.abandoned_early else "")
                 + (ctx.t("verdict_unstable") if lv.unstable else ""),
-                w.num(value),
-                w.rate(lv.achieved_rps),
-                w.pct(lv.attainment),
+                words.num(value),
+                words.rate(lv.achieved_rps),
+                words.pct(lv.attainment),
                 f"{lv.completed} / {lv.requests}",
             ]
         )

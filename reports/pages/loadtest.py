@@ -19,10 +19,10 @@ from reports.pages.context import ReportContext
 
 
 def page_loadtest(ctx: ReportContext) -> list[Flowable]:
-    run, s = ctx.inputs.run, ctx.styles
+    run, styles = ctx.inputs.run, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
-        ctx.para(ctx.t("loadtest_heading"), s.h1),
+        ctx.para(ctx.t("loadtest_heading"), styles.h1),
         ctx.para(
             ctx.t(
                 "loadtest_intro",
@@ -35,7 +35,7 @@ def page_loadtest(ctx: ReportContext) -> list[Flowable]:
                 workers=run.workers,
             )
         ),
-        ctx.para(ctx.t("stage_table"), s.h2),
+        ctx.para(ctx.t("stage_table"), styles.h2),
         stage_table(ctx),
         *errors_table(ctx),
         Spacer(1, 6),
@@ -45,7 +45,7 @@ def page_loadtest(ctx: ReportContext) -> list[Flowable]:
 
 
 def stage_table(ctx: ReportContext) -> Table:
-    w = ctx.words
+    words = ctx.words
     rows: list[list[str]] = [
         [
             ctx.t(k)
@@ -65,7 +65,7 @@ def stage_table(ctx: ReportContext) -> Table:
     ]
     for st in ctx.inputs.stages:
         if st.recovery_s is not None:
-            recovery = w.seconds(st.recovery_s)
+            recovery = words.seconds(st.recovery_s)
         elif st.recovered is False:
             recovery = ctx.t("not_recovered")
         else:
@@ -74,12 +74,12 @@ def stage_table(ctx: ReportContext) -> Table:
             [
                 st.name,
                 ctx.role(st.role),
-                w.duration(st.duration_s),
-                w.rate(st.offered_rps),
-                w.rate(st.achieved_rps),
-                w.seconds(st.ttft_s.p50),
-                w.seconds(st.ttft_s.p95),
-                w.seconds(st.tpot_s.p95),
+                words.duration(st.duration_s),
+                words.rate(st.offered_rps),
+                words.rate(st.achieved_rps),
+                words.seconds(st.ttft_s.p50),
+                words.seconds(st.ttft_s.p95),
+                words.seconds(st.tpot_s.p95),
                 f"{st.errors}",
                 recovery,
             ]
@@ -93,12 +93,12 @@ def errors_table(ctx: ReportContext) -> list[Flowable]:
     found = error_rows(ctx.inputs.stages, ctx.inputs.limit)
     if not found:
         return []
-    w, unit = ctx.words, ctx.inputs.limit.unit
+    words, unit = ctx.words, ctx.inputs.limit.unit
     rows: list[list[str]] = [
         [ctx.t(k) for k in ("col_where", "col_class", "col_requests", "col_message")]
     ]
     for r in found:
-        where = r.where if r.load is None else ctx.t("limit_level", load=w.load(r.load, unit))
+        where = r.where if r.load is None else ctx.t("limit_level", load=words.load(r.load, unit))
         rows.append([where, r.error_class, f"{r.requests}", r.message or "–"])
     widths = [CONTENT_W * f for f in (0.2, 0.16, 0.1, 0.54)]
     return [

@@ -12,13 +12,13 @@ from reports.pages.context import ReportContext
 
 
 def page_method(ctx: ReportContext) -> list[Flowable]:
-    plan, w, s = ctx.plan, ctx.words, ctx.styles
+    plan, words, styles = ctx.plan, ctx.words, ctx.styles
     lim = ctx.inputs.limit
     out: list[Flowable] = [
         CondPageBreak(320),
         Spacer(1, 10),
-        ctx.para(ctx.t("method_heading"), s.h1),
-        ctx.para(ctx.t("method_metrics"), s.h2),
+        ctx.para(ctx.t("method_heading"), styles.h1),
+        ctx.para(ctx.t("method_metrics"), styles.h2),
     ]
     out += [
         ctx.para("• " + ctx.t(k))
@@ -32,35 +32,35 @@ def page_method(ctx: ReportContext) -> list[Flowable]:
             "def_good",
         )
     ]
-    out.append(ctx.para(ctx.t("method_steps"), s.h2))
+    out.append(ctx.para(ctx.t("method_steps"), styles.h2))
     steps = [
         ctx.t(
             "method_profile",
-            rows=w.integer(ctx.inputs.profile.source.rows),
+            rows=words.integer(ctx.inputs.profile.source.rows),
             peak_def=ctx.peak_definition(),
-            peak=w.rate(plan.demand.peak_rps),
+            peak=words.rate(plan.demand.peak_rps),
         ),
         ctx.t(
             "method_limit",
             dimension=ctx.t(f"dimension_{lim.dimension}"),
             slo=lim.slo,
-            tol=w.pct(lim.tolerance, 0),
+            tol=words.pct(lim.tolerance, 0),
         ),
         ctx.t(
             "method_instances",
-            headroom=w.pct(plan.inputs.headroom, 0),
+            headroom=words.pct(plan.inputs.headroom, 0),
             spare=plan.inputs.redundancy,
         ),
         ctx.t(
             "method_cost",
             tp=plan.inputs.tp,
-            price=w.usd(plan.cost.gpu_hour_price_usd),
+            price=words.usd(plan.cost.gpu_hour_price_usd),
             hours=f"{plan.cost.hours_per_month:g}",
         ),
         ctx.t("method_checks"),
     ]
     out += [ctx.para(f"{n}. {text}") for n, text in enumerate(steps, start=1)]
-    out.append(ctx.para(ctx.t("warnings_heading"), s.h2))
+    out.append(ctx.para(ctx.t("warnings_heading"), styles.h2))
     warnings = []
     if plan.inputs.profile_digest and plan.inputs.profile_digest not in ctx.profile_digests():
         warnings.append(ctx.t("warn_digest"))

@@ -15,30 +15,30 @@ from reports.pages.context import ReportContext
 
 
 def arithmetic_row(ctx: ReportContext, sc: Scenario) -> str:
-    w = ctx.words
+    words = ctx.words
     return ctx.t(
         "arith_row",
         growth=f"{sc.growth:g}",
-        demand=w.num(sc.demand, 4),
-        h=w.num(1 + ctx.plan.inputs.headroom),
-        limit=w.num(sc.per_instance_limit),
+        demand=words.num(sc.demand, 4),
+        h=words.num(1 + ctx.plan.inputs.headroom),
+        limit=words.num(sc.per_instance_limit),
         spare=sc.redundancy,
-        dwh=w.num(sc.demand_with_headroom, 4),
+        dwh=words.num(sc.demand_with_headroom, 4),
         load=sc.instances_for_load,
         n=sc.instances,
     )
 
 
 def page_plan(ctx: ReportContext) -> list[Flowable]:
-    plan, w, s = ctx.plan, ctx.words, ctx.styles
+    plan, words, styles = ctx.plan, ctx.words, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
-        ctx.para(ctx.t("plan_heading"), s.h1),
-        ctx.para(ctx.answer_sentence(), s.answer),
-        ctx.para(ctx.t("arith_heading"), s.h2),
+        ctx.para(ctx.t("plan_heading"), styles.h1),
+        ctx.para(ctx.answer_sentence(), styles.answer),
+        ctx.para(ctx.t("arith_heading"), styles.h2),
         ctx.para(ctx.t("arith_formula")),
     ]
-    out += [ctx.para(arithmetic_row(ctx, sc), s.body) for sc in plan.scenarios]
+    out += [ctx.para(arithmetic_row(ctx, sc), styles.body) for sc in plan.scenarios]
     rows: list[list[str]] = [
         [
             ctx.t(k)
@@ -59,45 +59,45 @@ def page_plan(ctx: ReportContext) -> list[Flowable]:
         rows.append(
             [
                 f"×{sc.growth:g}",
-                w.load(sc.demand, sc.unit),
-                w.load(sc.demand_with_headroom, sc.unit),
-                w.load(sc.per_instance_limit, sc.unit),
+                words.load(sc.demand, sc.unit),
+                words.load(sc.demand_with_headroom, sc.unit),
+                words.load(sc.per_instance_limit, sc.unit),
                 f"{sc.instances_for_load}",
                 f"{sc.redundancy}",
                 f"{sc.instances}",
                 f"{sc.gpus}",
-                w.usd(sc.monthly_cost_usd),
+                words.usd(sc.monthly_cost_usd),
             ]
         )
     out += [
-        ctx.para(ctx.t("scenario_table"), s.h2),
+        ctx.para(ctx.t("scenario_table"), styles.h2),
         ctx.table(
             rows, [CONTENT_W * f for f in (0.08, 0.13, 0.13, 0.13, 0.1, 0.08, 0.1, 0.1, 0.15)]
         ),
     ]
     if plan.sensitivity:
         out += [
-            ctx.para(ctx.t("sensitivity_heading"), s.h2),
+            ctx.para(ctx.t("sensitivity_heading"), styles.h2),
             sensitivity_table(ctx),
             ctx.para(ctx.t("sensitivity_note")),
         ]
     gm = plan.resources.gpu_memory
     res = plan.resources
     res_rows = [
-        (ctx.t("res_gpu_mem"), w.gib(gm.capacity_bytes_per_gpu)),
-        (ctx.t("res_weights"), w.gib(gm.weights_bytes_per_gpu)),
-        (ctx.t("res_kv_token"), f"{w.integer(gm.kv_bytes_per_token_per_gpu)} B"),
+        (ctx.t("res_gpu_mem"), words.gib(gm.capacity_bytes_per_gpu)),
+        (ctx.t("res_weights"), words.gib(gm.weights_bytes_per_gpu)),
+        (ctx.t("res_kv_token"), f"{words.integer(gm.kv_bytes_per_token_per_gpu)} B"),
         (
             ctx.t("res_kv_capacity"),
-            ctx.t("tokens_unit", value=w.integer(gm.kv_capacity_tokens)),
+            ctx.t("tokens_unit", value=words.integer(gm.kv_capacity_tokens)),
         ),
         (
             ctx.t("res_kv_needed"),
-            ctx.t("tokens_unit", value=w.integer(gm.kv_needed_tokens_at_limit)),
+            ctx.t("tokens_unit", value=words.integer(gm.kv_needed_tokens_at_limit)),
         ),
-        (ctx.t("res_kv_headroom"), w.pct(gm.kv_headroom_frac)),
-        (ctx.t("res_context"), ctx.t("tokens_unit", value=w.integer(gm.mean_context_tokens))),
-        (ctx.t("res_concurrency"), w.num(gm.concurrency_at_limit)),
+        (ctx.t("res_kv_headroom"), words.pct(gm.kv_headroom_frac)),
+        (ctx.t("res_context"), ctx.t("tokens_unit", value=words.integer(gm.mean_context_tokens))),
+        (ctx.t("res_concurrency"), words.num(gm.concurrency_at_limit)),
         (ctx.t("res_cpu"), f"{res.cpu_cores_per_instance} / {res.cpu_cores_total}"),
         (
             ctx.t("res_ram"),
@@ -107,17 +107,17 @@ def page_plan(ctx: ReportContext) -> list[Flowable]:
     if ctx.words.lang == "en":  # free text written by the planner, in English
         res_rows.append((ctx.t("res_rule"), res.rule))
     cost_rows = [
-        (ctx.t("cost_price"), w.usd(plan.cost.gpu_hour_price_usd)),
+        (ctx.t("cost_price"), words.usd(plan.cost.gpu_hour_price_usd)),
         (ctx.t("cost_hours"), f"{plan.cost.hours_per_month:g} h"),
-        (ctx.t("cost_monthly"), w.usd(plan.cost.monthly_usd)),
+        (ctx.t("cost_monthly"), words.usd(plan.cost.monthly_usd)),
     ]
     if ctx.words.lang == "en":
         cost_rows.append((ctx.t("cost_source"), plan.cost.price_source))
     out += [
         CondPageBreak(200),
-        ctx.para(ctx.t("resources_heading"), s.h2),
+        ctx.para(ctx.t("resources_heading"), styles.h2),
         ctx.pairs(res_rows),
-        ctx.para(ctx.t("cost_heading"), s.h2),
+        ctx.para(ctx.t("cost_heading"), styles.h2),
         ctx.pairs(cost_rows),
     ]
     return out

@@ -29,7 +29,7 @@ LEVEL_COLOR = {"high": RED, "medium": ORANGE, "low": GREEN}
 
 def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
     """(level, title, text) for burst recovery, KV headroom and growth, worst first."""
-    w, plan = ctx.words, ctx.plan
+    words, plan = ctx.words, ctx.plan
     items: list[tuple[str, str, str]] = []
     # burst recovery
     burst, steady, recovery = ctx.stage("burst"), ctx.stage("steady"), ctx.stage("recovery")
@@ -43,16 +43,16 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
     else:
         ratio = burst.offered_rps / steady.offered_rps if steady and steady.offered_rps else None
         fields = dict(
-            burst=w.rate(burst.offered_rps),
-            burst_ratio=w.num(ratio, 2),
-            burst_p95=w.seconds(burst.ttft_s.p95),
+            burst=words.rate(burst.offered_rps),
+            burst_ratio=words.num(ratio, 2),
+            burst_p95=words.seconds(burst.ttft_s.p95),
         )
         recovered = recovery.recovered if recovery else recovery_s is not None
         if burst.ttft_s.p95 is None:
             level = "high"
             text = ctx.t("risk_burst_nothing_completed", **fields)
             if recovered and recovery_s is not None:
-                text += ctx.t("risk_burst_recovered_after", recovery=w.seconds(recovery_s))
+                text += ctx.t("risk_burst_recovered_after", recovery=words.seconds(recovery_s))
         elif recovered is False or recovery_s is None:
             level = "high"
             text = ctx.t("risk_burst_not_recovered", **fields)
@@ -64,12 +64,12 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
                 if recovery_s > RECOVERY_WATCH_S
                 else "low"
             )
-            text = ctx.t("risk_burst_recovered", recovery=w.seconds(recovery_s), **fields)
+            text = ctx.t("risk_burst_recovered", recovery=words.seconds(recovery_s), **fields)
     if plan.demand.burst_peak_rps is not None and plan.demand.burst_factor is not None:
         text += ctx.t(
             "risk_burst_traffic",
-            burst_peak=w.rate(plan.demand.burst_peak_rps),
-            factor=w.num(plan.demand.burst_factor, 2),
+            burst_peak=words.rate(plan.demand.burst_peak_rps),
+            factor=words.num(plan.demand.burst_factor, 2),
         )
     items.append((level, ctx.t("risk_burst"), text))
     # KV-cache headroom
@@ -78,22 +78,22 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
         level = "high"
         text = ctx.t(
             "risk_kv_short",
-            needed=w.integer(gm.kv_needed_tokens_at_limit),
-            capacity=w.integer(gm.kv_capacity_tokens),
+            needed=words.integer(gm.kv_needed_tokens_at_limit),
+            capacity=words.integer(gm.kv_capacity_tokens),
         )
     else:
         level = "medium" if gm.kv_headroom_frac < KV_WATCH_HEADROOM else "low"
         text = ctx.t(
             "risk_kv_text",
-            conc=w.num(gm.concurrency_at_limit),
-            ctx=w.integer(gm.mean_context_tokens),
-            needed=w.integer(gm.kv_needed_tokens_at_limit),
-            capacity=w.integer(gm.kv_capacity_tokens),
-            headroom=w.pct(gm.kv_headroom_frac, 0),
+            conc=words.num(gm.concurrency_at_limit),
+            ctx=words.integer(gm.mean_context_tokens),
+            needed=words.integer(gm.kv_needed_tokens_at_limit),
+            capacity=words.integer(gm.kv_capacity_tokens),
+            headroom=words.pct(gm.kv_headroom_frac, 0),
         )
     kv_burst = burst_kv_peak(ctx)
     if kv_burst is not None:
-        text += ctx.t("risk_kv_burst", kv=w.pct(kv_burst, 0))
+        text += ctx.t("risk_kv_burst", kv=words.pct(kv_burst, 0))
         if kv_burst >= KV_WATCH_BURST_USAGE and level == "low":
             level = "medium"
     items.append((level, ctx.t("risk_kv"), text))
@@ -111,7 +111,7 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
             top=f"{top.growth:g}",
             n=top.instances,
             delta=delta,
-            cost=w.usd(top.monthly_cost_usd),
+            cost=words.usd(top.monthly_cost_usd),
         )
     else:
         level, text = "medium", ctx.t("risk_growth_none", growth=growth)

@@ -20,52 +20,55 @@ from reports.pages.context import ReportContext
 
 
 def page_workload(ctx: ReportContext) -> list[Flowable]:
-    prof, w, s = ctx.inputs.profile, ctx.words, ctx.styles
+    prof, words, styles = ctx.inputs.profile, ctx.words, ctx.styles
     arr, lengths = prof.arrivals, prof.lengths
     out: list[Flowable] = [
         PageBreak(),
-        ctx.para(ctx.t("workload_heading"), s.h1),
+        ctx.para(ctx.t("workload_heading"), styles.h1),
         ctx.para(
             ctx.t(
                 "workload_intro",
-                rows=w.integer(prof.source.rows),
-                span=w.duration(arr.duration_s),
+                rows=words.integer(prof.source.rows),
+                span=words.duration(arr.duration_s),
                 files=", ".join(Path(f).name for f in prof.source.files) or "–",
                 format=prof.source.format,
-                skipped=w.integer(prof.source.rows_skipped),
+                skipped=words.integer(prof.source.rows_skipped),
             )
         ),
     ]
-    rows = [(ctx.t("wl_mean_rate"), w.rate(arr.mean_rate_rps))]
-    rows += [(ctx.t("wl_peak", window=k), w.rate(v)) for k, v in arr.peak_rate_rps.items()]
+    rows = [(ctx.t("wl_mean_rate"), words.rate(arr.mean_rate_rps))]
+    rows += [(ctx.t("wl_peak", window=k), words.rate(v)) for k, v in arr.peak_rate_rps.items()]
     rows += [
-        (ctx.t("wl_peak_to_mean"), w.num(arr.peak_to_mean.get("60s"))),
-        (ctx.t("wl_cv"), w.num(arr.interarrival_cv)),
+        (ctx.t("wl_peak_to_mean"), words.num(arr.peak_to_mean.get("60s"))),
+        (ctx.t("wl_cv"), words.num(arr.interarrival_cv)),
         (
             ctx.t("wl_input"),
             " / ".join(
-                w.integer(v) for v in (lengths.input.mean, lengths.input.p50, lengths.input.p99)
+                words.integer(v) for v in (lengths.input.mean, lengths.input.p50, lengths.input.p99)
             ),
         ),
         (
             ctx.t("wl_output"),
             " / ".join(
-                w.integer(v) for v in (lengths.output.mean, lengths.output.p50, lengths.output.p99)
+                words.integer(v)
+                for v in (lengths.output.mean, lengths.output.p50, lengths.output.p99)
             ),
         ),
         (
             ctx.t("wl_classes"),
-            " / ".join(w.pct(lengths.classes.shares.get(k), 0) for k in ("short", "medium", "long"))
+            " / ".join(
+                words.pct(lengths.classes.shares.get(k), 0) for k in ("short", "medium", "long")
+            )
             + f" (< {lengths.classes.short_max_tokens}, >= {lengths.classes.long_min_tokens})",
         ),
     ]
     if prof.prefix.available:
-        rows.append((ctx.t("wl_prefix"), w.pct(prof.prefix.ideal_hit_ratio)))
+        rows.append((ctx.t("wl_prefix"), words.pct(prof.prefix.ideal_hit_ratio)))
     if prof.sessions.available and prof.sessions.turns is not None:
         rows.append(
             (
                 ctx.t("wl_sessions"),
-                f"{w.integer(prof.sessions.count)} / {w.num(prof.sessions.turns.mean)}",
+                f"{words.integer(prof.sessions.count)} / {words.num(prof.sessions.turns.mean)}",
             )
         )
     half = (len(rows) + 1) // 2
