@@ -154,49 +154,6 @@ def numbered_canvas(w: Words, footer: str, page_of_key: str) -> type[Canvas]:
     return NumberedCanvas
 
 
-def table(
-    styles: Styles,
-    rows: Sequence[Sequence[Any]],
-    widths: Sequence[float],
-    *,
-    header: bool = True,
-    highlight: Sequence[tuple[int, int]] = (),
-    mono_cols: Sequence[int] = (),
-) -> Table:
-    """A table in house style; string cells become wrapping paragraphs in `styles`."""
-    data = []
-    for r, row in enumerate(rows):
-        cells = []
-        for c, value in enumerate(row):
-            if isinstance(value, Flowable):
-                cells.append(value)
-                continue
-            style = styles.cell_head if header and r == 0 else styles.cell
-            if c in mono_cols and not (header and r == 0):
-                style = styles.mono
-            cells.append(paragraph(str(value), style))
-        data.append(cells)
-    grid = Table(data, colWidths=list(widths), repeatRows=1 if header else 0)
-    commands: list[tuple[Any, ...]] = [
-        ("VALIGN", (0, 0), (-1, -1), "MIDDLE"),
-        ("TOPPADDING", (0, 0), (-1, -1), 2.2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2.2),
-        ("LEFTPADDING", (0, 0), (-1, -1), 4),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 4),
-        ("LINEBELOW", (0, -1), (-1, -1), 0.5, NAVY),
-    ]
-    for r in range(1 if header else 0, len(rows)):
-        if (r - (1 if header else 0)) % 2 == 1:
-            commands.append(("BACKGROUND", (0, r), (-1, r), LIGHT))
-    if header:
-        commands.append(("BACKGROUND", (0, 0), (-1, 0), NAVY))
-    for r, c in highlight:
-        commands.append(("BACKGROUND", (c, r), (c, r), colors.HexColor("#ffe8a3")))
-        commands.append(("BOX", (c, r), (c, r), 0.8, ORANGE))
-    grid.setStyle(TableStyle(commands))
-    return grid
-
-
 def side_by_side(left: Flowable, right: Flowable) -> Table:
     """Two flowables in the two halves of the content width, top-aligned."""
     pair = Table([[left, right]], colWidths=[CONTENT_W / 2, CONTENT_W / 2])
@@ -257,9 +214,38 @@ class Layout:
         highlight: Sequence[tuple[int, int]] = (),
         mono_cols: Sequence[int] = (),
     ) -> Table:
-        return table(
-            self.styles, rows, widths, header=header, highlight=highlight, mono_cols=mono_cols
-        )
+        """A table in house style; string cells become wrapping paragraphs in these styles."""
+        data = []
+        for r, row in enumerate(rows):
+            cells = []
+            for c, value in enumerate(row):
+                if isinstance(value, Flowable):
+                    cells.append(value)
+                    continue
+                style = self.styles.cell_head if header and r == 0 else self.styles.cell
+                if c in mono_cols and not (header and r == 0):
+                    style = self.styles.mono
+                cells.append(paragraph(str(value), style))
+            data.append(cells)
+        grid = Table(data, colWidths=list(widths), repeatRows=1 if header else 0)
+        commands: list[tuple[Any, ...]] = [
+            ("VALIGN", (0, 0), (-1, -1), "MIDDLE"),
+            ("TOPPADDING", (0, 0), (-1, -1), 2.2),
+            ("BOTTOMPADDING", (0, 0), (-1, -1), 2.2),
+            ("LEFTPADDING", (0, 0), (-1, -1), 4),
+            ("RIGHTPADDING", (0, 0), (-1, -1), 4),
+            ("LINEBELOW", (0, -1), (-1, -1), 0.5, NAVY),
+        ]
+        for r in range(1 if header else 0, len(rows)):
+            if (r - (1 if header else 0)) % 2 == 1:
+                commands.append(("BACKGROUND", (0, r), (-1, r), LIGHT))
+        if header:
+            commands.append(("BACKGROUND", (0, 0), (-1, 0), NAVY))
+        for r, c in highlight:
+            commands.append(("BACKGROUND", (c, r), (c, r), colors.HexColor("#ffe8a3")))
+            commands.append(("BOX", (c, r), (c, r), 0.8, ORANGE))
+        grid.setStyle(TableStyle(commands))
+        return grid
 
     def grid(self, rows: Sequence[Sequence[Any]], fractions: Sequence[float]) -> Table:
         """A table with a header row; `fractions` of the content width per column."""
