@@ -11,4 +11,4 @@ from reports.review.layout import Layout
 def page_appendix(r: Review, lay: Layout) -> list[Flowable]:
     rows = [[lay.t("col_role"), lay.t("col_path"), lay.t("col_sha")]]
     rows += [[d.role, d.path, d.sha256] for d in r.inputs]
-    return [PageBreak(), lay.h1(lay.t("appendix_heading")), lay.table(rows, [0.22, 0.3, 0.48])]
+    return [PageBreak(), lay.h1(lay.t("appendix_heading")), lay.grid(rows, [0.22, 0.3, 0.48])]

@@ -5,13 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reportlab.lib.pagesizes import A4
-from reportlab.lib.units import mm
-from reportlab.platypus import SimpleDocTemplate
-
 from planner.review.schema import Review
 from profiles.model import Profile
-from reports.pdf import MARGIN, _numbered_canvas
+from reports.layout import write_document
 from reports.review.appendix import page_appendix
 from reports.review.fleet_page import fleet_sentence, page_fleet
 from reports.review.layout import Layout
@@ -36,19 +32,11 @@ def build_review_pdf(
     for s in review.services:
         story += service_section(s, (profiles or {}).get(s.name), lay)
     story += page_appendix(review, lay)
-    out_pdf.parent.mkdir(parents=True, exist_ok=True)
-    doc = SimpleDocTemplate(
-        str(out_pdf),
-        pagesize=A4,
-        leftMargin=MARGIN,
-        rightMargin=MARGIN,
-        topMargin=MARGIN,
-        bottomMargin=18 * mm,
+    return write_document(
+        out_pdf,
+        story,
+        w,
         title=lay.t("title", name=review.name),
-        author="capplan",
         subject=fleet_sentence(review, lay),
-        lang=w.lang,
+        footer=lay.t("footer", name=review.name, date=date),
     )
-    footer = lay.t("footer", name=review.name, date=date)
-    doc.build(story, canvasmaker=_numbered_canvas(w, footer, "page_of"))
-    return out_pdf

@@ -9,7 +9,7 @@ from reports.review.layout import Layout
 
 
 def fleet_sentence(r: Review, lay: Layout) -> str:
-    f, w = r.fleet, lay.w
+    f, w = r.fleet, lay.words
     by_type = ", ".join(f"{n} x {g}" for g, n in f.gpus_by_type.items())
     if r.change is not None:
         c = r.change
@@ -48,10 +48,10 @@ def _count(s: ServiceReview) -> str:
 
 
 def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
-    w = lay.w
+    w = lay.words
     out: list[Flowable] = [
-        lay.para(lay.t("title", name=r.name), lay.s.title),
-        lay.para(fleet_sentence(r, lay), lay.s.answer),
+        lay.para(lay.t("title", name=r.name), lay.styles.title),
+        lay.para(fleet_sentence(r, lay), lay.styles.answer),
         lay.h2(lay.t("services_heading")),
     ]
     head = [
@@ -81,7 +81,7 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
                 s.risks[0].text if s.risks else lay.t("none"),
             ]
         )
-    out.append(lay.table(rows, [0.11, 0.09, 0.11, 0.12, 0.13, 0.1, 0.12, 0.22]))
+    out.append(lay.grid(rows, [0.11, 0.09, 0.11, 0.12, 0.13, 0.1, 0.12, 0.22]))
     out.append(lay.h2(lay.t("pools_heading")))
     prow: list[list[str]] = [
         [
@@ -109,14 +109,14 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
                 w.usd(p.monthly_cost_shared_usd),
             ]
         )
-    out.append(lay.table(prow, [0.13, 0.22, 0.11, 0.15, 0.14, 0.12, 0.13]))
+    out.append(lay.grid(prow, [0.13, 0.22, 0.11, 0.15, 0.14, 0.12, 0.13]))
     if r.pools:
         out.append(lay.para(lay.t("pools_rule", rule=r.pools[0].rule)))
     out.append(lay.h2(lay.t("risks_heading")))
     if r.risks:
         rrows = [[lay.t("col_level"), lay.t("col_service"), lay.t("col_what")]]
         rrows += [[lay.t(f"level_{x.level}"), x.service, x.text] for x in r.risks]
-        out.append(lay.table(rrows, [0.1, 0.16, 0.74]))
+        out.append(lay.grid(rrows, [0.1, 0.16, 0.74]))
     else:
         out.append(lay.para(lay.t("no_risks")))
     return out

@@ -1,51 +1,28 @@
-"""The review PDF's small layout toolkit: paragraphs, house-style tables, one language's styles.
-
-Reuses the capacity baseline's styles and table look (reports.pdf) so both documents match.
+"""The review PDF's layout: the capacity baseline's toolkit (reports.layout) with the review's
+own strings, headings and signed changes, so both documents look alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from reportlab.platypus import Paragraph
 
-from reportlab.platypus import Flowable, Paragraph, Table
-
-from reports.i18n import Words
-from reports.pdf import CONTENT_W, Report, Styles, _p
+from reports.layout import Layout as BaseLayout
 from reports.review.words import rt
 
 
-class Layout:
+class Layout(BaseLayout):
     """Styles and helpers of one language; `t` reads the review's own strings."""
 
-    def __init__(self, w: Words) -> None:
-        self.w = w
-        self.s = Styles(w)
-
     def t(self, key: str, **values: object) -> str:
-        return rt(self.w, key, **values)
-
-    def para(self, text: str, style: Any = None) -> Paragraph:
-        return _p(text, style or self.s.body)
+        return rt(self.words, key, **values)
 
     def h1(self, text: str) -> Paragraph:
-        return _p(text, self.s.h1)
+        return self.para(text, self.styles.h1)
 
     def h2(self, text: str) -> Paragraph:
-        return _p(text, self.s.h2)
-
-    def table(self, rows: Sequence[Sequence[Any]], fractions: Sequence[float]) -> Table:
-        """A table with a header row; `fractions` of the content width per column."""
-        # The baseline report's table() only reads its styles: borrow it without its inputs.
-        host = Report.__new__(Report)
-        host.s = self.s
-        return host.table(rows, [CONTENT_W * f for f in fractions])
+        return self.para(text, self.styles.h2)
 
     def signed(self, value: float, money: bool = False) -> str:
         if money:
-            return ("+" if value >= 0 else "-") + self.w.usd(abs(value))
+            return ("+" if value >= 0 else "-") + self.words.usd(abs(value))
         return f"{value:+d}" if isinstance(value, int) else f"{value:+.3g}"
-
-
-def flow(items: Sequence[Flowable | None]) -> list[Flowable]:
-    return [x for x in items if x is not None]

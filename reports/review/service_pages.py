@@ -15,7 +15,11 @@ from profiles.model import Profile
 from reports import charts
 from reports.charts import NAVY, ORANGE, RED, Axis
 from reports.data import ReportInputs
-from reports.pdf import CONTENT_W, Report
+from reports.layout import CONTENT_W
+from reports.pages.checks import page_checks
+from reports.pages.context import ReportContext
+from reports.pages.plan import page_plan
+from reports.pages.workload import page_workload
 from reports.review.layout import Layout
 
 DAY_COLORS = {"weekday": NAVY, "weekend": ORANGE, "all": NAVY}
@@ -28,7 +32,7 @@ def chart_hourly(h: HourlyCapacity, lay: Layout) -> Drawing:
         150,
         Axis(0, 24, lay.t("axis_hour")),
         Axis(0, h.peak_instances * 1.15 + 0.5, lay.t("axis_instances")),
-        font=lay.w.font,
+        font=lay.words.font,
         title=lay.t("chart_hourly"),
     )
     for d in h.day_types:
@@ -55,12 +59,12 @@ def _hourly(h: HourlyCapacity | None, lay: Layout) -> list[Flowable]:
         rows.append(
             [
                 lay.t(f"opt_{o.kind}"),
-                lay.w.integer(o.gpu_hours_per_month),
-                lay.w.usd(o.monthly_cost_usd),
+                lay.words.integer(o.gpu_hours_per_month),
+                lay.words.usd(o.monthly_cost_usd),
                 o.rule,
             ]
         )
-    out.append(lay.table(rows, [0.17, 0.15, 0.13, 0.55]))
+    out.append(lay.grid(rows, [0.17, 0.15, 0.13, 0.55]))
     return out
 
 
@@ -73,7 +77,7 @@ def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
     def span(x: tuple[float, float] | None, unit: str) -> str:
         if x is None:
             return lay.t("count_none")
-        return f"{lay.w.load(x[0], unit)} – {lay.w.load(x[1], unit)}"
+        return f"{lay.words.load(x[0], unit)} – {lay.words.load(x[1], unit)}"
 
     out.append(
         lay.para(
@@ -89,7 +93,7 @@ def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
             )
         )
     )
-    out.append(lay.para(lay.t("count_method", method=iv.method), lay.s.cell))
+    out.append(lay.para(lay.t("count_method", method=iv.method), lay.styles.cell))
     return out
 
 
@@ -113,8 +117,8 @@ def baseline_pages(s: ServiceReview, profile: Profile, lay: Layout) -> list[Flow
         timeline=None,
         digests=[],
     )
-    report = Report(inputs, lay.w, datetime.now(UTC))
-    return report.page_workload() + report.page_plan()
+    ctx = ReportContext(inputs, lay.words, datetime.now(UTC))
+    return page_workload(ctx) + page_plan(ctx) + page_checks(ctx)
 
 
 def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> list[Flowable]:
@@ -134,7 +138,7 @@ def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> l
                 source=source,
             )
         ),
-        lay.para(s.plan.sentence, lay.s.answer),
+        lay.para(s.plan.sentence, lay.styles.answer),
     ]
     out += _interval(s, lay)
     out.append(lay.h2(lay.t("trend_heading")))

@@ -26,7 +26,7 @@ from planner.errors import InputError
 from reports import render_report
 from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, choose_cjk_font
 from reports.i18n import STRINGS, Words
-from reports.pdf import Styles
+from reports.layout import Styles
 from tests.reports.fixtures import FixturePaths, write_fixture
 
 VERA = Path(reportlab.__file__).parent / "fonts" / "Vera.ttf"  # Latin only: no U+4E2D

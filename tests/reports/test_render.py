@@ -320,3 +320,53 @@ def test_errors_by_class_are_named_with_counts_and_messages(english: Rendered) -
     for lv in build_limit().levels:
         for cls, n in lv.errors_by_class.items():
             assert f"limit level {lv.load:g} req/s {cls} {n}" in text, (lv.load, cls, n)
+
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE_GOLDEN = "CAPPLAN_UPDATE_GOLDEN"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _page_texts(rendered: Rendered) -> str:
+    """The text of every page as pdftotext reads it, in a form that does not depend on where
+    the fixture was written: whitespace dropped (long paths wrap differently), the fixture's
+    folder as <root>, sha256 digests (parquet bytes vary with the writer) as <sha256>."""
+    tool = shutil.which("pdftotext")
+    assert tool, "pdftotext (poppler-utils) is needed; scripts/test.sh installs it"
+    out = subprocess.run([tool, str(rendered.pdf), "-"], capture_output=True, text=True, check=True)
+    root = re.sub(r"\s+", "", str(rendered.paths.plan.parent.parent))
+    pages = []
+    for n, page in enumerate(out.stdout.split("\f")[: rendered.pages], start=1):
+        flat = SHA256.sub("<sha256>", re.sub(r"\s+", "", page).replace(root, "<root>"))
+        lines = [flat[i : i + 100] for i in range(0, len(flat), 100)]
+        pages.append("\n".join([f"=== page {n} ===", *lines]))
+    return "\n".join(pages) + "\n"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_page_texts_match_the_stored_ones(
+    lang: str, english: Rendered, chinese: Rendered, request: pytest.FixtureRequest
+) -> None:
+    """The report of the fixed fixture reads exactly as stored in tests/reports/golden/.
+
+    A change meant to alter the report regenerates them: CAPPLAN_UPDATE_GOLDEN=1 pytest
+    tests/reports/test_render.py -k stored; review the diff of the .txt files.
+    """
+    import os
+
+    rendered = english if lang == "en" else chinese
+    path = GOLDEN / f"report-{lang}.txt"
+    text = _page_texts(rendered)
+    if os.environ.get(UPDATE_GOLDEN):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    if text != expected:
+        import difflib
+
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(True), text.splitlines(True), str(path), "rendered", n=1
+            )
+        )
+        pytest.fail(f"the report's text changed:\n{diff[:4000]}")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from reports.data import load_inputs
 from reports.i18n import Words
-from reports.pdf import Report
+from reports.pages.context import ReportContext
+from reports.pages.risks import risk_items
 from tests.reports.fixtures import build_plan, write_fixture
 
 
@@ -20,7 +21,7 @@ def _risks(tmp_path: Path, kv_headroom: float) -> list[tuple[str, str, str]]:
         plan.model_copy(update={"resources": resources}).model_dump_json(by_alias=True)
     )
     inputs = load_inputs(paths.profile, paths.run_dir, paths.plan)
-    return Report(inputs, Words("en"), datetime(2026, 1, 1, tzinfo=UTC)).risk_items()
+    return risk_items(ReportContext(inputs, Words("en"), datetime(2026, 1, 1, tzinfo=UTC)))
 
 
 def test_kv_cache_that_does_not_fit_is_the_first_risk(tmp_path: Path) -> None:

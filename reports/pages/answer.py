@@ -1,0 +1,149 @@
+"""Page 1: the answer for a manager, the key figures, the comparison with the previous
+baseline and the three biggest risks (reports.pages.risks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reportlab.platypus import (
+    Flowable,
+    Table,
+)
+
+from planner.plan_schema import Plan
+from reports.layout import CONTENT_W
+from reports.pages.context import ReportContext
+from reports.pages.risks import risks_table
+
+
+def page_answer(ctx: ReportContext) -> list[Flowable]:
+    plan, styles = ctx.plan, ctx.styles
+    name = plan.name or ctx.inputs.profile.name or ctx.inputs.run.name
+    out: list[Flowable] = [
+        ctx.para(ctx.t("doc_title", name=name), styles.title),
+        ctx.para(
+            ctx.t(
+                "subtitle",
+                model=plan.inputs.model,
+                gpu=plan.resources.gpu,
+                tp=plan.resources.tp,
+                slo=ctx.slo(),
+                date=ctx.date,
+            ),
+            styles.subtitle,
+        ),
+        ctx.para(ctx.t("answer_heading"), styles.h2),
+        ctx.para(ctx.answer_sentence(), styles.answer),
+    ]
+    warning = ctx.fleet_warning()
+    if warning is not None:
+        out.append(ctx.para(warning, styles.warning))
+    out += [
+        ctx.para(ctx.t("key_figures"), styles.h2),
+        ctx.pairs(key_figures(ctx)),
+    ]
+    if ctx.inputs.previous is not None:
+        out += [ctx.para(ctx.t("compare_heading"), styles.h2), comparison(ctx, ctx.inputs.previous)]
+    out += [ctx.para(ctx.t("risks_heading"), styles.h2), risks_table(ctx)]
+    return out
+
+
+def key_figures(ctx: ReportContext) -> list[tuple[str, str]]:
+    plan, words = ctx.plan, ctx.words
+    first = ctx.first_scenario
+    rows = [
+        (
+            ctx.t("fig_peak"),
+            f"{words.load(first.demand if first else plan.demand.peak_rps, ctx.unit)}"
+            f" ({ctx.peak_definition()})",
+        ),
+        (ctx.t("fig_limit"), limit_figure(ctx)),
+        (
+            ctx.t("fig_instances"),
+            ctx.t(
+                "fig_instances_value",
+                n=plan.instances,
+                load=first.instances_for_load if first else plan.instances,
+                spare=plan.inputs.redundancy,
+            ),
+        ),
+        (ctx.t("fig_gpus"), f"{plan.resources.gpus} × {plan.resources.gpu}"),
+        (ctx.t("fig_cost"), words.usd(plan.cost.monthly_usd)),
+    ]
+    growth = "; ".join(
+        ctx.t(
+            "fig_growth_value",
+            growth=f"{sc.growth:g}",
+            n=sc.instances,
+            cost=words.usd(sc.monthly_cost_usd),
+        )
+        for sc in plan.scenarios
+    )
+    if growth:
+        rows.append((ctx.t("fig_growth"), growth))
+    return rows
+
+
+def limit_matches_run(ctx: ReportContext) -> bool:
+    """The plan's limit is the one in limit.json (not a number given to the planner)."""
+    given, measured = ctx.plan.inputs.limit, ctx.inputs.limit
+    return (
+        measured.feasible_max is not None
+        and given.unit == measured.unit
+        and abs(given.value - measured.feasible_max) <= 1e-6 * max(1.0, given.value)
+    )
+
+
+def limit_figure(ctx: ReportContext) -> str:
+    limit = ctx.plan.inputs.limit
+    binding = limit.binding or ctx.inputs.limit.binding or ctx.t("na")
+    if limit_matches_run(ctx) and ctx.inputs.limit.infeasible_min is not None:
+        return ctx.t(
+            "fig_limit_value",
+            value=ctx.limit_value(),
+            binding=binding,
+            fail=ctx.words.load(ctx.inputs.limit.infeasible_min, ctx.inputs.limit.unit),
+        )
+    return ctx.t("fig_limit_value_short", value=ctx.limit_value(), binding=binding)
+
+
+def comparison(ctx: ReportContext, prev: Plan) -> Table:
+    words = ctx.words
+    plan = ctx.plan
+
+    def demand(p: Plan) -> float:
+        return p.scenarios[0].demand if p.scenarios else p.demand.peak_rps
+
+    def unit(p: Plan) -> str:
+        return p.scenarios[0].unit if p.scenarios else p.inputs.limit.unit
+
+    def change(new: float, old: float, fmt: Any) -> str:
+        delta = new - old
+        sign = "+" if delta >= 0 else "-"
+        rel = f" ({delta / old * 100:+.0f} %)" if old else ""
+        return f"{sign}{fmt(abs(delta))}{rel}"
+
+    rows: list[list[str]] = [
+        [
+            "",
+            ctx.t("compare_previous", name=prev.name or "–"),
+            ctx.t("compare_this"),
+            ctx.t("compare_change"),
+        ]
+    ]
+    specs = [
+        ("compare_demand", demand(prev), demand(plan), lambda v: words.load(v, unit(plan))),
+        (
+            "compare_limit",
+            prev.inputs.limit.value,
+            plan.inputs.limit.value,
+            lambda v: words.load(v, plan.inputs.limit.unit),
+        ),
+        ("compare_instances", float(prev.instances), float(plan.instances), words.integer),
+        ("compare_gpus", float(prev.resources.gpus), float(plan.resources.gpus), words.integer),
+        ("compare_cost", prev.cost.monthly_usd, plan.cost.monthly_usd, words.usd),
+    ]
+    for key, old, new, fmt in specs:
+        rows.append([ctx.t(key), fmt(old), fmt(new), change(new, old, fmt)])
+    return ctx.table(rows, [CONTENT_W * f for f in (0.28, 0.24, 0.24, 0.24)])

@@ -1,0 +1,129 @@
+"""The plan's cross-checks: the queueing estimate and the fleet simulation."""
+
+from __future__ import annotations
+
+from reportlab.graphics.shapes import Drawing
+from reportlab.platypus import (
+    Flowable,
+    KeepTogether,
+    PageBreak,
+    Spacer,
+)
+
+from reports import charts
+from reports.charts import NAVY, ORANGE, TEAL, Axis
+from reports.layout import CONTENT_W
+from reports.pages.context import ReportContext
+
+
+def page_checks(ctx: ReportContext) -> list[Flowable]:
+    plan, words, styles = ctx.plan, ctx.words, ctx.styles
+    out: list[Flowable] = [
+        PageBreak(),
+        ctx.para(ctx.t("checks_heading"), styles.h1),
+        ctx.para(ctx.t("queue_heading"), styles.h2),
+    ]
+    q = plan.checks.queueing
+    if q is None:
+        out.append(ctx.para(ctx.t("queue_none")))
+    else:
+        text = ctx.t(
+            "queue_text",
+            ca2=words.num(q.arrival_cv2),
+            cs2=words.num(q.service_cv2),
+            bursty=q.instances_bursty,
+            poisson=q.instances_poisson,
+        )
+        if q.wait_probability is not None or q.mean_wait_s is not None:
+            text += ctx.t(
+                "queue_wait", pw=words.pct(q.wait_probability), wait=words.seconds(q.mean_wait_s)
+            )
+        out.append(ctx.para(text))
+    out.append(ctx.para(ctx.t("fleet_heading"), styles.h2))
+    fleet = plan.checks.fleet
+    if fleet is None:
+        out.append(ctx.para(ctx.t("fleet_none")))
+        return out
+    out.append(
+        ctx.para(
+            ctx.t(
+                "fleet_text", rate=words.rate(fleet.rate_rps), sim=words.duration(fleet.simulated_s)
+            )
+        )
+    )
+    for routing in dict.fromkeys(p.routing for p in fleet.points):
+        pts = sorted((p for p in fleet.points if p.routing == routing), key=lambda p: p.instances)
+        ok = next((p.instances for p in pts if p.meets_slo), None)
+        label = ctx.t(f"routing_{routing}")
+        if ok is None:
+            text = ctx.t("fleet_verdict_none", routing=label)
+        else:
+            text = ctx.t("fleet_verdict", routing=label, ok=ok)
+            fail = [p.instances for p in pts if not p.meets_slo and p.instances < ok]
+            if fail:
+                text += ctx.t("fleet_verdict_fail", fail=max(fail))
+        out.append(ctx.para(text + ("." if ctx.words.lang == "en" else "。")))
+    rows: list[list[str]] = [
+        [
+            ctx.t(k)
+            for k in (
+                "col_instances",
+                "col_routing",
+                "col_attainment",
+                "col_ttft_p95",
+                "col_tpot_p95",
+                "col_meets",
+                "col_requests",
+            )
+        ]
+    ]
+    for p in sorted(fleet.points, key=lambda p: (p.routing, p.instances)):
+        rows.append(
+            [
+                str(p.instances),
+                ctx.t(f"routing_{p.routing}"),
+                words.pct(p.attainment),
+                words.seconds(p.ttft_p95_s),
+                words.seconds(p.tpot_p95_s),
+                ctx.t("yes" if p.meets_slo else "no"),
+                words.integer(p.requests),
+            ]
+        )
+    out += [
+        KeepTogether([chart_fleet(ctx)]),
+        Spacer(1, 4),
+        ctx.table(rows, [CONTENT_W * f for f in (0.1, 0.26, 0.13, 0.12, 0.12, 0.12, 0.15)]),
+    ]
+    return out
+
+
+def chart_fleet(ctx: ReportContext) -> Drawing:
+    fleet = ctx.plan.checks.fleet
+    assert fleet is not None
+    ns = [p.instances for p in fleet.points]
+    drawing, panel = charts.single(
+        CONTENT_W,
+        140,
+        Axis(min(ns) - 0.5, max(ns) + 0.5, ctx.t("axis_instances")),
+        Axis(
+            min(0.5, min(p.attainment for p in fleet.points) - 0.05),
+            1.02,
+            ctx.t("axis_attainment"),
+        ),
+        font=ctx.words.font,
+        title=ctx.t("chart_fleet"),
+    )
+    if ctx.first_scenario is not None:
+        panel.vline(ctx.first_scenario.instances_for_load, ORANGE, text="")
+    for routing, color in (("round_robin", NAVY), ("least_outstanding", TEAL)):
+        pts = sorted((p for p in fleet.points if p.routing == routing), key=lambda p: p.instances)
+        if pts:
+            panel.line(
+                [p.instances for p in pts],
+                [p.attainment for p in pts],
+                color,
+                label=ctx.t(f"routing_{routing}"),
+            )
+            panel.markers([p.instances for p in pts], [p.attainment for p in pts], color)
+    drawing.add(panel.render())
+    return drawing

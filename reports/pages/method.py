@@ -1,0 +1,92 @@
+"""Assumptions and method: metric definitions, the steps from logs to a plan, warnings."""
+
+from __future__ import annotations
+
+from reportlab.platypus import (
+    CondPageBreak,
+    Flowable,
+    Spacer,
+)
+
+from reports.pages.context import ReportContext
+
+
+def page_method(ctx: ReportContext) -> list[Flowable]:
+    plan, words, styles = ctx.plan, ctx.words, ctx.styles
+    lim = ctx.inputs.limit
+    out: list[Flowable] = [
+        CondPageBreak(320),
+        Spacer(1, 10),
+        ctx.para(ctx.t("method_heading"), styles.h1),
+        ctx.para(ctx.t("method_metrics"), styles.h2),
+    ]
+    out += [
+        ctx.para("• " + ctx.t(k))
+        for k in (
+            "def_ttft",
+            "def_tpot",
+            "def_itl",
+            "def_e2e",
+            "def_lag",
+            "def_tokens",
+            "def_good",
+        )
+    ]
+    out.append(ctx.para(ctx.t("method_steps"), styles.h2))
+    steps = [
+        ctx.t(
+            "method_profile",
+            rows=words.integer(ctx.inputs.profile.source.rows),
+            peak_def=ctx.peak_definition(),
+            peak=words.rate(plan.demand.peak_rps),
+        ),
+        ctx.t(
+            "method_limit",
+            dimension=ctx.t(f"dimension_{lim.dimension}"),
+            slo=lim.slo,
+            tol=words.pct(lim.tolerance, 0),
+        ),
+        ctx.t(
+            "method_instances",
+            headroom=words.pct(plan.inputs.headroom, 0),
+            spare=plan.inputs.redundancy,
+        ),
+        ctx.t(
+            "method_cost",
+            tp=plan.inputs.tp,
+            price=words.usd(plan.cost.gpu_hour_price_usd),
+            hours=f"{plan.cost.hours_per_month:g}",
+        ),
+        ctx.t("method_checks"),
+    ]
+    out += [ctx.para(f"{n}. {text}") for n, text in enumerate(steps, start=1)]
+    out.append(ctx.para(ctx.t("warnings_heading"), styles.h2))
+    warnings = []
+    if plan.inputs.profile_digest and plan.inputs.profile_digest not in ctx.profile_digests():
+        warnings.append(ctx.t("warn_digest"))
+    if ctx.inputs.run.tokens_estimated:
+        warnings.append(ctx.t("warn_estimated"))
+    if ctx.inputs.run.interrupted:
+        warnings.append(ctx.t("warn_interrupted"))
+    if ctx.inputs.profile.source.tokens_estimated:
+        warnings.append(ctx.t("warn_profile_estimated"))
+    fleet_warning = ctx.fleet_warning()
+    if fleet_warning is not None:
+        warnings.append(fleet_warning)
+    stage_warnings = [
+        (st.name, text)
+        for st in ctx.inputs.stages
+        if st.validity is not None
+        for text in st.validity.warnings
+    ]
+    if stage_warnings and ctx.words.lang == "en":  # the load test writes them in English
+        warnings += [ctx.t("warn_stage", stage=n, text=t) for n, t in stage_warnings]
+    elif stage_warnings:
+        warnings.append(ctx.t("warn_stages", n=len(stage_warnings)))
+    notes = ctx.plan.notes
+    if notes and ctx.words.lang == "en":  # the planner writes its notes in English
+        warnings += [ctx.t("warn_plan_note", note=note) for note in notes]
+    elif notes:
+        warnings.append(ctx.t("warn_plan_notes", n=len(notes)))
+    out += [ctx.para("• " + text) for text in warnings or [ctx.t("warn_none")]]
+    return out
