@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner import __version__
+from planner.calibration import calibrate, measured_levels
 from planner.capacity import (
     HostRule,
     Limit,
@@ -33,15 +34,8 @@ from planner.engine import (
     weight_bytes,
 )
 from planner.errors import ConfigError
-from planner.fleet import (
-    calibrate,
-    closed_loop_run,
-    fleet_check,
-    measured_levels,
-    profile_requests,
-    simulate_fleet,
-    simulator_slo_problem,
-)
+from planner.fleet import closed_loop_run, simulate_fleet, simulator_slo_problem
+from planner.fleet_check import fleet_check
 from planner.plan_schema import (
     PLAN_SCHEMA,
     Checks,
@@ -55,6 +49,7 @@ from planner.plan_schema import (
 )
 from planner.queueing import instances_by_queueing
 from planner.slo import parse_slo
+from planner.traffic import profile_requests
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
