@@ -17,10 +17,9 @@ import numpy as np
 
 from planner.engine import EngineConfig
 from planner.errors import ConfigError
-from planner.fleet import closed_loop_run, judge, pool_runs, simulate_fleet, simulator_slo_problem
+from planner.fleet import judge, level_run, pool_runs, simulator_slo_problem
 from planner.limit_schema import LimitResult
 from planner.slo import parse_slo
-from planner.traffic import profile_requests
 from profiles.model import Profile
 
 # Latency metrics a limit.json level may carry that one simulated instance also yields.
@@ -105,18 +104,7 @@ def level_metrics(
     """
     pooled: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": []}
     for r in range(max(1, runs)):
-        if dimension == "rate":
-            reqs = profile_requests(
-                profile,
-                load,
-                duration_s,
-                np.random.default_rng(rng_seed + r),
-                config.effective_max_model_len,
-                block_tokens=config.block_tokens,
-            )
-            run = simulate_fleet(reqs, config, 1)
-        else:
-            run = closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed + r)
+        run = level_run(profile, config, load, dimension, duration_s, rng_seed + r)
         keep = run.arrival_s >= warmup_frac * duration_s
         pooled["ttft"].append(run.ttft_s[keep])
         pooled["tpot"].append(run.tpot_s[keep])
@@ -329,22 +317,10 @@ def _reproduces_limit(
         level = by_load.get(load)
         span = _level_span_s(level, duration_s) if level is not None else duration_s
         runs = min(level.runs, 3) if level is not None else 1
-        pooled = []
-        for r in range(runs):
-            if result.dimension == "rate":
-                rng = np.random.default_rng(rng_seed + r)
-                reqs = profile_requests(
-                    profile,
-                    load,
-                    span,
-                    rng,
-                    config.effective_max_model_len,
-                    block_tokens=config.block_tokens,
-                )
-                run = simulate_fleet(reqs, config, 1)
-            else:
-                run = closed_loop_run(profile, config, max(1, round(load)), span, rng_seed + r)
-            pooled.append(run)
+        pooled = [
+            level_run(profile, config, load, result.dimension, span, rng_seed + r)
+            for r in range(runs)
+        ]
         return judge(pool_runs(pooled), slo, _CAL_WARMUP * span).meets_slo
 
     return meets(result.feasible_max) and not meets(result.infeasible_min)

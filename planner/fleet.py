@@ -26,7 +26,7 @@ import polars as pl
 from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.errors import ConfigError
 from planner.slo import Slo, evaluate
-from planner.traffic import check_sampler, shape_request
+from planner.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from profiles.model import Profile
 from profiles.workload import WorkloadStream
 
@@ -212,6 +212,45 @@ def closed_loop_run(
         wall_s=time.perf_counter() - wall0,
         steps=steps,
     )
+
+
+def open_loop_run(
+    profile: Profile,
+    config: EngineConfig,
+    rate_rps: float,
+    duration_s: float,
+    rng_seed: int = 0,
+    arrival_kind: ArrivalKind = "gamma",
+) -> FleetRun:
+    """One instance fed the profile's traffic at `rate_rps` for `duration_s` (an open loop).
+
+    The requests are one seeded draw of `planner.traffic.profile_requests`; every one is
+    simulated to its end. Raises ConfigError as profile_requests does.
+    """
+    requests = profile_requests(
+        profile,
+        rate_rps,
+        duration_s,
+        np.random.default_rng(rng_seed),
+        config.effective_max_model_len,
+        arrival_kind,
+        block_tokens=config.block_tokens,
+    )
+    return simulate_fleet(requests, config, 1)
+
+
+def level_run(
+    profile: Profile,
+    config: EngineConfig,
+    load: float,
+    dimension: Literal["rate", "concurrency"],
+    duration_s: float,
+    rng_seed: int = 0,
+) -> FleetRun:
+    """One instance at a limit level's load: `load` req/s open loop, or `load` users closed."""
+    if dimension == "rate":
+        return open_loop_run(profile, config, load, duration_s, rng_seed)
+    return closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
 
 
 def pool_runs(runs: Sequence[FleetRun]) -> FleetRun:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from planner.engine import EngineConfig
-from planner.fleet import ROUTINGS, Routing, judge, simulate_fleet
+from planner.fleet import ROUTINGS, Routing, judge, open_loop_run, simulate_fleet
 from planner.plan_schema import FleetCheck, FleetPoint
 from planner.slo import Slo
 from planner.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
@@ -179,17 +179,8 @@ def single_instance_limit(
     from planner.errors import RunError
 
     def meets(rate: float) -> bool:
-        rng = np.random.default_rng(rng_seed)
-        reqs = profile_requests(
-            profile,
-            rate,
-            duration_s,
-            rng,
-            config.effective_max_model_len,
-            arrival_kind,
-            block_tokens=config.block_tokens,
-        )
-        return judge(simulate_fleet(reqs, config, 1), slo, 0.1 * duration_s).meets_slo
+        run = open_loop_run(profile, config, rate, duration_s, rng_seed, arrival_kind)
+        return judge(run, slo, 0.1 * duration_s).meets_slo
 
     lo, hi = 0.0, 1.0
     while meets(hi):

@@ -34,7 +34,7 @@ from planner.engine import (
     weight_bytes,
 )
 from planner.errors import ConfigError
-from planner.fleet import closed_loop_run, simulate_fleet, simulator_slo_problem
+from planner.fleet import closed_loop_run, open_loop_run, simulator_slo_problem
 from planner.fleet_check import fleet_check
 from planner.plan_schema import (
     PLAN_SCHEMA,
@@ -49,7 +49,6 @@ from planner.plan_schema import (
 )
 from planner.queueing import instances_by_queueing
 from planner.slo import parse_slo
-from planner.traffic import profile_requests
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -116,16 +115,7 @@ def gpu_memory(config: EngineConfig, concurrency: float, context_tokens: float) 
 
 def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, seed: int) -> float:
     """Mean e2e of one simulated instance at `rate_rps` (120 s of the profile's traffic)."""
-    rng = np.random.default_rng(seed)
-    reqs = profile_requests(
-        profile,
-        rate_rps,
-        120.0,
-        rng,
-        config.effective_max_model_len,
-        block_tokens=config.block_tokens,
-    )
-    run = simulate_fleet(reqs, config, 1)
+    run = open_loop_run(profile, config, rate_rps, 120.0, seed)
     keep = run.arrival_s >= 12.0
     return float(np.nanmean(run.e2e_s[keep]))
 
