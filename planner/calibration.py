@@ -11,14 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from planner.engine import EngineConfig
 from planner.errors import ConfigError
 from planner.fleet import judge, level_run, pool_runs, simulator_slo_problem
-from planner.limit_schema import LimitResult
+from planner.limit_schema import Dimension, LimitResult
 from planner.slo import parse_slo
 from profiles.model import Profile
 
@@ -91,7 +90,7 @@ def level_metrics(
     profile: Profile,
     config: EngineConfig,
     load: float,
-    dimension: Literal["rate", "concurrency"],
+    dimension: Dimension,
     duration_s: float,
     rng_seed: int = 0,
     runs: int = 1,

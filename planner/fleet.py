@@ -25,6 +25,7 @@ import polars as pl
 
 from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.errors import ConfigError
+from planner.limit_schema import Dimension
 from planner.slo import Slo, evaluate
 from planner.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from profiles.model import Profile
@@ -243,7 +244,7 @@ def level_run(
     profile: Profile,
     config: EngineConfig,
     load: float,
-    dimension: Literal["rate", "concurrency"],
+    dimension: Dimension,
     duration_s: float,
     rng_seed: int = 0,
 ) -> FleetRun:
