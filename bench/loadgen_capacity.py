@@ -91,14 +91,10 @@ async def _serve(port: int, tokens: int) -> None:
         await server.serve_forever()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(tokens: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    from planner.netutil import free_port
+
+    port = free_port()
     cmd = [sys.executable, __file__, "--serve", str(port), "--tokens", str(tokens)]
     proc = subprocess.Popen(cmd)
     deadline = time.monotonic() + 10

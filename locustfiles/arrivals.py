@@ -8,10 +8,15 @@ levels without count noise) while the gaps keep the kind's distribution.
 Kinds: `constant` (evenly spaced), `poisson` (exponential gaps), `gamma:K` (gamma gaps
 with shape K, so the inter-arrival CV is 1/sqrt(K): K < 1 is burstier than Poisson, K > 1
 smoother), and `replay` (a log's own timestamps, sped up).
+
+`gamma_times` is the one gamma/Poisson generator of the project: the load test draws its
+stages with `exact_count=True`, the planner's fleet simulation (`planner.traffic`) draws the
+free renewal process with `exact_count=False`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -26,16 +31,41 @@ def _constant(rate_rps: float, duration_s: float, rng: np.random.Generator) -> n
     return np.arange(n, dtype=float) / rate_rps
 
 
-def _gamma_gaps(shape: float) -> ArrivalFn:
-    def times(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+def gamma_times(
+    rate_rps: float,
+    shape: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    *,
+    exact_count: bool,
+) -> np.ndarray:
+    """Ascending arrival times in [0, duration_s) with gamma gaps of `shape` at `rate_rps`.
+
+    Shape 1 is Poisson; the inter-arrival CV is 1/sqrt(shape). With `exact_count` the process
+    is conditioned on round(rate x duration) arrivals (n + 1 gaps scaled to span the stage, so
+    a stage offers exactly its rate); without it this is the free renewal process, whose count
+    varies as the process does. The caller checks that rate, shape and duration are positive.
+    """
+    if exact_count:
         n = int(round(rate_rps * duration_s))
         if n == 0:
             return np.zeros(0)
-        # n + 1 gamma gaps scaled to span the stage: the process conditioned on n arrivals.
         # For shape 1 these are sorted uniform times (Poisson given its count).
-        gaps = rng.gamma(shape, 1.0, size=n + 1)
-        t = np.cumsum(gaps)
+        t = np.cumsum(rng.gamma(shape, 1.0, size=n + 1))
         return np.asarray(t[:n] / t[-1] * duration_s, dtype=float)
+    expected = rate_rps * duration_s
+    n = int(expected + 6 * math.sqrt(expected / min(shape, 1.0)) + 16)
+    scale = 1.0 / (rate_rps * shape)
+    times = np.cumsum(rng.gamma(shape, scale, size=n))
+    while times[-1] < duration_s:  # rare: draw more until the span is covered
+        more = np.cumsum(rng.gamma(shape, scale, size=n)) + times[-1]
+        times = np.concatenate([times, more])
+    return times[times < duration_s]
+
+
+def _gamma_gaps(shape: float) -> ArrivalFn:
+    def times(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+        return gamma_times(rate_rps, shape, duration_s, rng, exact_count=True)
 
     return times
 

@@ -16,7 +16,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -53,6 +52,7 @@ from locustfiles.summary import (
     summarize_stage,
 )
 from planner.errors import ConfigError, InputError, RunError
+from planner.netutil import free_port
 from planner.recovery import RECOVERY_WINDOW_S, recovery_curve
 from planner.run_schema import (
     RECORD_COLUMNS,
@@ -163,12 +163,6 @@ def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
     if config.profile_path:
         return load_profile(config.profile_path), config.profile_path
     return preset_profile("chat"), "preset:chat"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path) -> list[str]:
@@ -405,7 +399,7 @@ def _run_locust(
     interrupted = False
     try:
         if workers > 0:
-            port = _free_port()
+            port = free_port()
             master = args + [
                 "--headless",
                 "--master",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner import __version__
+from planner.calibration import calibrate, measured_levels
 from planner.capacity import (
     HostRule,
     Limit,
@@ -33,15 +34,8 @@ from planner.engine import (
     weight_bytes,
 )
 from planner.errors import ConfigError
-from planner.fleet import (
-    calibrate,
-    closed_loop_run,
-    fleet_check,
-    measured_levels,
-    profile_requests,
-    simulate_fleet,
-    simulator_slo_problem,
-)
+from planner.fleet import closed_loop_run, open_loop_run, simulator_slo_problem
+from planner.fleet_check import fleet_check
 from planner.plan_schema import (
     PLAN_SCHEMA,
     Checks,
@@ -121,16 +115,7 @@ def gpu_memory(config: EngineConfig, concurrency: float, context_tokens: float) 
 
 def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, seed: int) -> float:
     """Mean e2e of one simulated instance at `rate_rps` (120 s of the profile's traffic)."""
-    rng = np.random.default_rng(seed)
-    reqs = profile_requests(
-        profile,
-        rate_rps,
-        120.0,
-        rng,
-        config.effective_max_model_len,
-        block_tokens=config.block_tokens,
-    )
-    run = simulate_fleet(reqs, config, 1)
+    run = open_loop_run(profile, config, rate_rps, 120.0, seed)
     keep = run.arrival_s >= 12.0
     return float(np.nanmean(run.e2e_s[keep]))
 

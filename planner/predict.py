@@ -2,13 +2,14 @@
 steady-state rules as a measured one.
 
 `EngineProbe` holds a load level on one simulated instance (planner.fleet's simulator over
-the profile's traffic) as `capplan limit` holds it on a live endpoint: the level is planned
-as long as the rules allow, the same `planner.steady.assess` and AbandonRule are checked
-every `check_every_s` of virtual time on what a client would know by then (the requests
-finished so far and the number in flight), the level ends once steady (requests still
-running `drain_s` later count at their age, as the load test cancels them), and the search
-(planner.search) judges the records with the same verdict. So a predicted limit and a
-measured one differ only by what the model gets wrong, not by how they were taken.
+the profile's traffic, drawn by planner.traffic) as `capplan limit` holds it on a live
+endpoint: the level is planned as long as the rules allow, the same
+`planner.steady.assess` and AbandonRule are checked every `check_every_s` of virtual time
+on what a client would know by then (the requests finished so far and the number in
+flight), the level ends once steady (requests still running `drain_s` later count at their
+age, as the load test cancels them), and the search (planner.search) judges the records
+with the same verdict. So a predicted limit and a measured one differ only by what the
+model gets wrong, not by how they were taken.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import polars as pl
 
 from planner.engine import EngineConfig, EngineRequest
 from planner.errors import ConfigError
-from planner.fleet import ArrivalKind, profile_requests, simulate_fleet
+from planner.fleet import simulate_fleet
 from planner.limit_schema import LimitResult
 from planner.search import (
     AbandonRule,
@@ -31,6 +32,7 @@ from planner.search import (
 )
 from planner.slo import Slo
 from planner.steady import LevelState, SteadyRules, assess, in_flight_series
+from planner.traffic import ArrivalKind, profile_requests
 from profiles.model import Profile
 
 

@@ -317,7 +317,7 @@ def run_whatif(
     """Every candidate's predicted limit, instances and cost, the Pareto front and the lessons.
 
     With `calibration` (a measured limit.json of the first GPU's baseline configuration), the
-    engine's efficiency factors are first fitted to it (`planner.fleet.calibrate`, as
+    engine's efficiency factors are first fitted to it (`planner.calibration.calibrate`, as
     `capplan plan` does) and used for every candidate. Raises ConfigError for bad options.
     """
     from planner.whatif_lessons import lessons_for
@@ -333,7 +333,7 @@ def run_whatif(
     cal_dict: dict[str, float] | None = None
     cal_note = None
     if calibration is not None:
-        from planner.fleet import calibrate
+        from planner.calibration import calibrate
 
         base = build_engine_config(options.gpus[0], options.model, options.tps[0])
         if progress:

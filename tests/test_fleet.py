@@ -1,4 +1,4 @@
-"""The fleet simulator: event loop, routing, arrivals, SLO judging, and n-1 vs n on a real trace."""
+"""The fleet simulator and its check: event loop, routing, SLO judging, n-1 vs n on a real trace."""
 
 from __future__ import annotations
 
@@ -6,31 +6,14 @@ import numpy as np
 import pytest
 
 from planner.capacity import parse_limit
-from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate
+from planner.engine import EngineRequest, build_engine_config, simulate
 from planner.errors import ConfigError
-from planner.fleet import (
-    ROUTINGS,
-    BurstWindow,
-    FleetRun,
-    arrival_times_s,
-    calibrate,
-    fleet_verdict,
-    judge,
-    level_metrics,
-    measured_levels,
-    min_instances_meeting,
-    profile_requests,
-    shape_block_hashes,
-    simulate_fleet,
-    single_instance_limit,
-)
-from planner.limit_schema import LimitLevel, LimitResult
+from planner.fleet import ROUTINGS, FleetRun, judge, simulate_fleet
+from planner.fleet_check import fleet_verdict, min_instances_meeting, single_instance_limit
 from planner.plan import PlanOptions, build_plan
 from planner.plan_schema import FleetPoint
 from planner.slo import parse_slo
-from profiles.presets import preset_profile
-from profiles.workload import MessageShape
-from tests.plan_profiles import azure_conv_profile, make_profile
+from tests.plan_profiles import azure_conv_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
 
@@ -72,22 +55,6 @@ def test_bad_fleet_inputs() -> None:
         simulate_fleet(_requests(3, 1.0), CONFIG, 0)
     with pytest.raises(ConfigError):
         simulate_fleet(_requests(3, 1.0), CONFIG, 2, "random")  # type: ignore[arg-type]
-
-
-def test_gamma_arrivals_have_the_asked_rate_and_cv() -> None:
-    rng = np.random.default_rng(11)
-    times = arrival_times_s(20.0, 2.0, 2000.0, rng)
-    gaps = np.diff(times)
-    assert len(times) / 2000.0 == pytest.approx(20.0, rel=0.05)
-    assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.1)
-    assert times.max() < 2000.0
-
-
-def test_profile_requests_draw_lengths_from_the_sample() -> None:
-    profile = make_profile(pairs=[(100, 10), (5000, 400)])
-    reqs = profile_requests(profile, 10.0, 30.0, np.random.default_rng(0), 2048)
-    assert {(r.prompt_tokens, r.max_tokens) for r in reqs} <= {(100, 10), (2047, 1)}
-    assert len({r.request_id for r in reqs}) == len(reqs)
 
 
 def _run(ttft: list[float], tpot: list[float], e2e: list[float]) -> FleetRun:
@@ -155,141 +122,6 @@ def test_fleet_on_azure_conv_n_meets_and_n_minus_1_does_not() -> None:
         assert at[2].attainment < at[3].attainment <= at[4].attainment + 1e-9
     assert fleet.verdict == "n=3 meets the SLO, n-1=2 does not"
     assert "10 s burst" in fleet.arrivals  # the profile's 10 s peak is above its p99 minute
-
-
-def _measured_limit(truth: EngineConfig, loads: list[float], slo: str) -> LimitResult:
-    """A limit.json 'measured' on an engine with other efficiency factors (another seed)."""
-    profile = azure_conv_profile()
-    levels = []
-    for load in loads:
-        m = level_metrics(profile, truth, load, "rate", 90.0, rng_seed=9)
-        keep = {k: m[k] for k in ("ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s")}
-        levels.append(
-            LimitLevel(
-                load=load,
-                stage=f"r{load:g}",
-                requests=1,
-                completed=1,
-                metrics=keep,
-                constraints=[],
-                verdict="pass",
-                mean_e2e_s=m["e2e_mean_s"],
-            )
-        )
-    return LimitResult(
-        dimension="rate",
-        unit="rps",
-        feasible_max=loads[-2],
-        infeasible_min=loads[-1],
-        binding="tpot:p95",
-        slo=slo,
-        tolerance=0.1,
-        levels=levels,
-    )
-
-
-def test_calibration_recovers_a_slower_engine() -> None:
-    truth = CONFIG.model_copy(update={"mfu": 0.35, "mbu": 0.55, "step_overhead_s": 0.004})
-    result = _measured_limit(truth, [2.0, 5.0, 8.0, 10.0], "tpot:p95<=40ms")
-    fitted, cal = calibrate(azure_conv_profile(), CONFIG, result, duration_s=60.0, design_points=8)
-    assert cal.levels == 4
-    assert cal.default_mean_rel_error > 0.3  # the defaults are a faster engine
-    assert cal.mean_rel_error < 0.15
-    assert cal.mean_rel_error < cal.default_mean_rel_error / 2
-    assert fitted.mbu == cal.mbu and "fitted" in fitted.calibration_source
-    # Decode time per step (weights / bandwidth / mbu + overhead) is what TPOT pins down.
-    weight_s = 8030261248 * 2 / 3350e9
-    truth_step = weight_s / 0.55 + 0.004
-    assert weight_s / cal.mbu + cal.step_overhead_s == pytest.approx(truth_step, rel=0.2)
-
-
-def test_measured_levels_skip_overload_and_empty_metrics() -> None:
-    levels = [
-        LimitLevel(
-            load=load,
-            stage="s",
-            requests=1,
-            completed=1,
-            metrics=metrics,
-            constraints=[],
-            verdict="pass",
-        )
-        for load, metrics in [
-            (1.0, {"ttft_p95_s": 0.2}),
-            (2.0, {"errors": 0.0}),
-            (3.0, {"tpot_p95_s": 0.05}),
-            (9.0, {"tpot_p95_s": 0.5}),
-        ]
-    ]
-    result = LimitResult(
-        dimension="rate",
-        unit="rps",
-        feasible_max=3.0,
-        infeasible_min=4.0,
-        binding=None,
-        slo="tpot:p95<=60ms",
-        tolerance=0.1,
-        levels=levels,
-    )
-    assert [lv.load for lv in measured_levels(result)] == [1.0, 3.0]
-
-
-def test_burst_window_raises_the_rate_inside_it_only() -> None:
-    burst = BurstWindow(start_s=400.0, duration_s=100.0, factor=3.0)
-    times = arrival_times_s(10.0, 1.0, 1000.0, np.random.default_rng(4), burst)
-    inside = ((times >= 400.0) & (times < 500.0)).sum() / 100.0
-    outside = ((times < 400.0) | (times >= 500.0)).sum() / 900.0
-    assert inside == pytest.approx(30.0, rel=0.1)
-    assert outside == pytest.approx(10.0, rel=0.05)
-    assert times.max() < 1000.0 and np.all(np.diff(times) >= 0)
-
-
-def test_measured_levels_know_how_long_each_run_was_judged() -> None:
-    level = LimitLevel(
-        load=2.0,
-        stage="s",
-        requests=120,
-        completed=120,
-        metrics={"ttft_p95_s": 0.3},
-        constraints=[],
-        verdict="pass",
-        repeats=2,
-    )
-    result = LimitResult(
-        dimension="rate",
-        unit="rps",
-        feasible_max=2.0,
-        infeasible_min=None,
-        binding=None,
-        slo="ttft:p95<=1s",
-        tolerance=0.1,
-        levels=[level],
-    )
-    (measured,) = measured_levels(result)
-    assert measured.runs == 3
-    assert measured.judged_s == pytest.approx(20.0)  # 120 requests / 3 runs / 2 req/s
-
-
-def test_shared_prompts_share_block_hashes() -> None:
-    system = MessageShape("system", 40, (1, 0))
-    a = shape_block_hashes([system, MessageShape("user", 30, (2, 7))], 16, 70)
-    b = shape_block_hashes([system, MessageShape("user", 50, (2, 8))], 16, 90)
-    assert len(a) == 70 // 16 and len(b) == 90 // 16
-    assert a[:2] == b[:2]  # the first 32 tokens are the system prompt in both
-    assert a[2] != b[2]  # block 3 mixes the system prompt's tail with each user's text
-    alone = shape_block_hashes([MessageShape("user", 70, (2, 7))], 16, 70)
-    assert not set(alone) & set(a)
-
-
-def test_preset_with_shared_prefixes_hits_the_prefix_cache() -> None:
-    profile = preset_profile("agent")
-    assert profile.prefix.available and profile.prefix.top_prefixes
-    reqs = profile_requests(profile, 4.0, 60.0, np.random.default_rng(0), 32768)
-    shared = [r for r in reqs if r.block_hashes]
-    assert len(shared) > len(reqs) / 4
-    timelines = simulate(reqs, CONFIG)
-    cached = sum(t.cached_tokens for t in timelines)
-    assert cached > 0.2 * sum(r.prompt_tokens for r in reqs)
 
 
 def _points(meets: dict[int, tuple[bool, bool]]) -> list[FleetPoint]:

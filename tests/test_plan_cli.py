@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from planner.calibration import level_metrics
 from planner.cli import app
 from planner.engine import build_engine_config
-from planner.fleet import level_metrics
 from planner.limit_schema import LimitLevel, LimitResult
 from planner.plan_schema import Plan
 from profiles.model import save_profile

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from planner.netutil import free_port
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -168,12 +169,6 @@ threading.Event().wait()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_llama_server(
     model_path: Path,
     *,
@@ -185,7 +180,7 @@ def start_llama_server(
     log_path: Path | None = None,
 ) -> LlamaServer:
     """Serve `model_path` with xllamacpp in a subprocess; poll /health until it is ready."""
-    port = _free_port()
+    port = free_port()
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
     cmd = [
         sys.executable,

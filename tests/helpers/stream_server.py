@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from planner.netutil import free_port
 from profiles.tokenize import ApproxTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,12 +183,6 @@ def make_app(
     app.router.add_get("/faults", get_faults)
     app.router.add_get("/metrics", metrics)
     return app
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -32,6 +32,7 @@ from planner.engine import (
 )
 from planner.limit import load_limit
 from planner.loadtest import read_records, read_stages
+from planner.netutil import free_port
 from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import save_profile
 from tests.helpers.profiles import make_profile
@@ -250,11 +251,7 @@ def test_concurrency_limit_matches_engine_model(
 
 
 def test_unreachable_endpoint_is_a_target_error(profile_path: Path, tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     result = CliRunner().invoke(
         app,
         [

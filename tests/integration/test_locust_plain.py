@@ -16,7 +16,8 @@ import pytest
 
 from locustfiles.live import JSON_PATH, TAB_KEY
 from planner.loadtest import LOCUSTFILE, read_records, read_run_info, read_stages
-from tests.helpers.stream_server import ROOT, free_port, start_server
+from planner.netutil import free_port
+from tests.helpers.stream_server import ROOT, start_server
 
 pytestmark = pytest.mark.integration
 

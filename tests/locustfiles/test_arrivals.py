@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locustfiles.arrivals import arrival_times, replay_times
+from locustfiles.arrivals import arrival_times, gamma_times, replay_times
 from planner.errors import ConfigError
 
 
@@ -40,6 +40,21 @@ def test_times_stay_inside_the_stage_and_are_seeded() -> None:
     b = arrival_times("gamma:0.5", 30.0, 5.0, np.random.default_rng(7))
     assert np.array_equal(a, b)
     assert (a >= 0).all() and (a < 5.0).all() and (np.diff(a) >= 0).all()
+
+
+def test_free_gamma_process_count_varies_and_the_conditioned_one_does_not() -> None:
+    # The fleet simulation draws the free renewal process; a load-test stage its exact count.
+    free = [
+        len(gamma_times(10.0, 0.5, 100.0, np.random.default_rng(s), exact_count=False))
+        for s in range(30)
+    ]
+    assert len(set(free)) > 5
+    assert abs(np.mean(free) - 1000) < 60  # CV sqrt(2): the count's sd is about 45, its mean's 8
+    exact = {
+        len(gamma_times(10.0, 0.5, 100.0, np.random.default_rng(s), exact_count=True))
+        for s in range(30)
+    }
+    assert exact == {1000}
 
 
 def test_replay_divides_gaps_by_speed() -> None:

@@ -1,0 +1,155 @@
+"""Traffic synthesis for virtual time: a profile's requests at a planned rate, as engine requests.
+
+Arrivals (`arrival_kind`):
+- `gamma`: a renewal process with gamma inter-arrival times at the planned rate and the
+  profile's inter-arrival CV (shape 1/CV^2), so the short-scale burstiness of the trace comes
+  along; the hour-scale swing is what the planning peak already takes. A `BurstWindow` raises
+  the rate inside one window (a time warp of the same process).
+- `poisson`: exponential inter-arrival times (CV 1), for comparison.
+The gaps come from `locustfiles.arrivals.gamma_times`, the load test's own generator (here
+the free renewal process, not conditioned on its count).
+Request shapes come from the load test's own `profiles.workload.WorkloadStream` (the profile's
+length pairs, shared system prompts, sessions), with prefix-cache block hashes for shared
+content, so the simulated fleet sees the traffic the limit was measured with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from locustfiles.arrivals import gamma_times
+from planner.engine import EngineRequest
+from planner.errors import ConfigError
+from profiles.model import Profile
+from profiles.workload import MessageShape, RequestShape, WorkloadStream
+
+ArrivalKind = Literal["gamma", "poisson"]
+
+
+@dataclass(frozen=True)
+class BurstWindow:
+    """A window of the span where the arrival rate is `factor` x the base rate."""
+
+    start_s: float
+    duration_s: float
+    factor: float
+
+
+def arrival_times_s(
+    rate_rps: float,
+    cv: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    burst: BurstWindow | None = None,
+) -> np.ndarray:
+    """Arrival times in [0, duration_s) of a gamma renewal process with mean rate and CV.
+
+    With `burst`, the process is time-warped so the rate is `burst.factor` x `rate_rps`
+    inside the window (the gaps keep their CV in operational time).
+    Raises ConfigError for a non-positive rate, CV or duration.
+    """
+    if burst is not None:
+        b0 = min(max(burst.start_s, 0.0), duration_s)
+        b1 = min(b0 + burst.duration_s, duration_s)
+        knots_t = np.array([0.0, b0, b1, duration_s])
+        knots_u = np.cumsum([0.0, b0, (b1 - b0) * burst.factor, duration_s - b1])
+        # Operational time runs `factor` times faster inside the window.
+        operational = arrival_times_s(rate_rps, cv, float(knots_u[-1]), rng)
+        return np.interp(operational, knots_u, knots_t)
+    if not (rate_rps > 0 and cv > 0 and duration_s > 0):
+        raise ConfigError(
+            f"arrivals need a positive rate, CV and duration (got {rate_rps}, {cv}, {duration_s})"
+        )
+    return gamma_times(rate_rps, 1.0 / cv**2, duration_s, rng, exact_count=False)
+
+
+def arrival_cv(profile: Profile, arrival_kind: ArrivalKind) -> float:
+    """The inter-arrival CV the simulation uses: the profile's for gamma, 1 for poisson."""
+    return (profile.arrivals.interarrival_cv or 1.0) if arrival_kind == "gamma" else 1.0
+
+
+def shape_block_hashes(
+    messages: Sequence[MessageShape], block_tokens: int, prompt_tokens: int
+) -> tuple[int, ...]:
+    """Chained hashes of a request shape's full prompt blocks, without any text.
+
+    A block's content is the run of (message text key, token offsets) it covers, so two
+    requests whose prompts start with the same messages (a shared system prompt, the earlier
+    turns of a session) share their leading block hashes, as their token ids would.
+    """
+    hashes: list[int] = []
+    wanted = prompt_tokens // block_tokens
+    prev = 0
+    block: list[tuple[int, int, int, int]] = []
+    fill = 0
+    for message in messages:
+        kind, ident = message.text_key
+        offset = 0
+        while offset < message.tokens and len(hashes) < wanted:
+            take = min(block_tokens - fill, message.tokens - offset)
+            block.append((kind, ident, offset, offset + take))
+            fill += take
+            offset += take
+            if fill == block_tokens:
+                prev = hash((prev, tuple(block)))
+                hashes.append(prev)
+                block, fill = [], 0
+    return tuple(hashes)
+
+
+def shape_request(
+    shape: RequestShape,
+    request_id: str,
+    arrival_s: float,
+    max_model_len: int,
+    block_tokens: int,
+) -> EngineRequest:
+    """One workload shape as an engine request arriving at `arrival_s`.
+
+    Lengths are clipped to `max_model_len` (prompt first kept, output shortened); shared
+    content (a shared system prompt or a session) gets its prefix-cache block hashes.
+    """
+    prompt = max(1, min(shape.input_tokens, max_model_len - 1))
+    output = max(1, min(shape.output_tokens, max_model_len - prompt))
+    shared = shape.prefix_index is not None or shape.session_id is not None
+    hashes = shape_block_hashes(shape.messages, block_tokens, prompt) if shared else ()
+    return EngineRequest(request_id, prompt, output, arrival_s, hashes)
+
+
+def check_sampler(profile: Profile) -> None:
+    """Raise ConfigError when the profile has no (input, output) pairs to draw lengths from."""
+    if not profile.lengths.sampler.pairs:
+        raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
+
+
+def profile_requests(
+    profile: Profile,
+    rate_rps: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    max_model_len: int,
+    arrival_kind: ArrivalKind = "gamma",
+    burst: BurstWindow | None = None,
+    block_tokens: int = 16,
+) -> list[EngineRequest]:
+    """Requests at `rate_rps` for `duration_s`, shaped as the load test shapes them.
+
+    Shapes come from `profiles.workload.WorkloadStream` (the load test's own stream): lengths
+    from the profile's sample pairs, its shared system prompts with their request shares, and
+    its multi-turn sessions (`shape_request`). `burst` raises the rate inside one window
+    (`arrival_times_s`). Raises ConfigError when the profile has no sample pairs or an unknown
+    arrival kind.
+    """
+    check_sampler(profile)
+    if arrival_kind not in ("gamma", "poisson"):
+        raise ConfigError(f"unknown arrival kind {arrival_kind!r}; known: gamma, poisson")
+    times = arrival_times_s(rate_rps, arrival_cv(profile, arrival_kind), duration_s, rng, burst)
+    stream = WorkloadStream(profile, seed=int(rng.integers(2**31)))
+    return [
+        shape_request(next(stream), str(k), t, max_model_len, block_tokens)
+        for k, t in enumerate(times.tolist())
+    ]
