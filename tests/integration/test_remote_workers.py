@@ -137,7 +137,8 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     assert records.height == s.scheduled == n  # still one row per scheduled request
     assert records["request_id"].n_unique() == n
     (lost,) = read_run_info(out).lost_workers
-    assert lost.of == N_WORKERS and 4.0 < lost.lost_at_s - 1.0 < duration
+    # Killed 4 s into the plan, noticed within Locust's heartbeat liveness (about 3 s).
+    assert lost.of == N_WORKERS and 4.0 < lost.lost_at_s - s.start_s < duration
     lost_rows = records.filter(pl.col("error_class") == "lost")
     assert lost_rows.height == lost.lost_requests > 0
     # The lost rows are the killed worker's share of the schedule, and only its share.
