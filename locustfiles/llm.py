@@ -38,11 +38,12 @@ import numpy as np
 from locust import LoadTestShape, User, events, task
 from locust.env import Environment
 from locust.exception import LocustError
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
+from locustfiles.lost import LostWorker, lost_rows, slot_schedule
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
 from locustfiles.recorder import (
@@ -51,7 +52,7 @@ from locustfiles.recorder import (
 )
 from locustfiles.rundir import finish_run, start_run
 from locustfiles.runstate import FLUSH_S, START_DELAY_LOCAL_S, START_DELAY_MASTER_S, RunState
-from planner.run_schema import SERVER_METRIC_COLUMNS, StagePlan
+from planner.run_schema import SERVER_METRIC_COLUMNS
 
 log = logging.getLogger("capplan.locust")
 
@@ -105,6 +106,69 @@ def _scraper(run: RunState, host: str) -> None:
         gevent.sleep(max(0.0, 1.0 - run.clock.wall_s(run.clock.now() - t_s)))
 
 
+def _worker_watch(run: RunState) -> None:
+    """Master: a worker that stops answering Locust's heartbeat (missing after about 3 s)
+    or leaves before its capplan_done is lost; its unreported requests become `lost` rows."""
+    runner = run.env.runner
+    assert isinstance(runner, MasterRunner) and run.clock is not None
+    while not run.finished:
+        gevent.sleep(0.5)
+        for index, worker in enumerate(run.order):
+            if worker in run.done_workers or worker in run.lost_workers:
+                continue
+            node = runner.clients.get(worker)
+            if node is not None and node.state != STATE_MISSING:
+                continue
+            lost = LostWorker(worker, Slot(index, len(run.order)), run.clock.now())
+            run.lost_workers[worker] = lost
+            log.error(
+                "capplan: worker %s (slot %d of %d) was lost at t=%.1f s; its scheduled "
+                "requests without a record are counted as lost (error class 'lost')",
+                worker,
+                index + 1,
+                len(run.order),
+                lost.lost_at_s,
+            )
+            _write_lost(run)
+        if run.order and len(run.done_workers | set(run.lost_workers)) >= len(run.order):
+            _finish(run)
+            return
+
+
+def _lost_rows(run: RunState) -> list[Row]:
+    """The `lost` rows of every lost worker (master, at the end of the run)."""
+    rows: list[Row] = []
+    for lost in run.lost_workers.values():
+        schedule = slot_schedule(
+            run.plan,
+            run.options.seed,
+            lost.slot,
+            run.start_s,
+            replay=run.replay,
+            stage_ends_s=run.stage_ends_s,
+            stop_s=run.stop_s,
+        )
+        mine = lost_rows(lost, schedule, run.recorded_ids.get(lost.worker, set()))
+        run.lost_counts[lost.worker] = len(mine)
+        rows.extend(mine)
+    return rows
+
+
+def _write_lost(run: RunState) -> None:
+    run.write_json(
+        "lost_workers.json",
+        {
+            w: {
+                "slot": lost.slot.index + 1,
+                "of": lost.slot.count,
+                "lost_at_s": lost.lost_at_s,
+                "lost_requests": run.lost_counts.get(w),
+            }
+            for w, lost in run.lost_workers.items()
+        },
+    )
+
+
 def _stop_watcher(run: RunState) -> None:
     """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
     `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
@@ -144,7 +208,10 @@ def _stop_everything(run: RunState, *, stopping: bool = False) -> None:
     if isinstance(runner, MasterRunner):
         runner.send_message("capplan_stop", {})
         deadline = time.monotonic() + 10.0
-        while len(run.done_workers) < run.slot.count and time.monotonic() < deadline:
+        while (
+            len(run.done_workers | set(run.lost_workers)) < run.slot.count
+            and time.monotonic() < deadline
+        ):
             gevent.sleep(0.05)
     elif run.driver is not None:
         run.driver.stop()
@@ -158,6 +225,9 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
     if run.finished:
         return
     run.finished = True
+    if run.lost_workers:
+        run.collect(_lost_rows(run))
+        _write_lost(run)
     run.flush()
     if run.clock is not None:
         live = run.live()
@@ -166,6 +236,8 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
     if not run.managed and run.info is not None:
         if run.scraper is not None:
             run.scraper.kill()
+        if run.lost_workers:
+            run.info = run.info.model_copy(update={"lost_workers": run.lost_reports()})
         plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
         early = run.stop_s is not None and run.stop_s < plan_end_s
         summaries = finish_run(
@@ -253,13 +325,15 @@ def _on_init(environment: Environment, **_: Any) -> None:
         def on_rows(msg: Any, **_: Any) -> None:
             run = _state(environment)
             data = msg.data
-            run.collect([tuple(r) for r in data["rows"]])
+            rows = [tuple(r) for r in data["rows"]]
+            run.recorded_ids.setdefault(data["worker"], set()).update(r[1] for r in rows)
+            run.collect(rows)
             run.worker_stats[data["worker"]] = (data["scheduled"], data["in_flight"])
 
         def on_done(msg: Any, **_: Any) -> None:
             run = _state(environment)
             run.done_workers.add(msg.data["worker"])
-            if len(run.done_workers) >= run.slot.count:
+            if len(run.done_workers | set(run.lost_workers)) >= run.slot.count:
                 _finish(run)
 
         runner.register_message("capplan_rows", on_rows)
@@ -269,9 +343,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         def on_start(msg: Any, **_: Any) -> None:
             run = _fresh_state(environment)  # arrives before the master's spawn message
             data = msg.data
+            run.adopt(data)  # plan, profile and options: this worker may be on another host
             run.clock = RunClock(data["start_epoch_s"], run.time_scale)
-            if "plan" in data:
-                run.plan = StagePlan.model_validate(data["plan"])
             run.start_s = data["plan_start_s"]
             order = data["order"]
             run.slot = Slot(order.index(runner.client_id), len(order))
@@ -321,7 +394,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     epoch = run.run_epoch or time.time()
     run.clock = RunClock(epoch, run.time_scale)
     if isinstance(runner, MasterRunner):
-        order = sorted(c.id for c in runner.clients.all)
+        order = sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
+        run.order = order
         run.slot = Slot(0, max(1, len(order)))
         run.start_s = run.clock.now() + START_DELAY_MASTER_S
         runner.send_message(
@@ -330,9 +404,11 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
                 "start_epoch_s": epoch,
                 "plan_start_s": run.start_s,
                 "order": order,
-                "plan": run.plan.model_dump(),  # the web form's values reach only the master
+                # the web form's values reach only the master; remote workers have no files
+                **run.start_payload(),
             },
         )
+        gevent.spawn(_worker_watch, run)
     else:
         run.slot = Slot()
         run.start_s = run.clock.now() + START_DELAY_LOCAL_S
@@ -356,6 +432,9 @@ class LLMUser(User):
         run.started.wait()
         assert run.clock is not None
         runner = self.environment.runner
+        if run.driver is not None:  # a second user here (Locust rebalancing after a loss)
+            while True:
+                gevent.sleep(3600)
         worker_mode = isinstance(runner, WorkerRunner)
 
         def emit(row: Row) -> None:
@@ -436,7 +515,9 @@ class PlanShape(LoadTestShape):
         if run is None:
             return None
         runner = self.runner
-        n = max(1, len(runner.clients.all)) if isinstance(runner, MasterRunner) else 1
+        n = 1
+        if isinstance(runner, MasterRunner):  # one driver per worker still answering
+            n = max(1, len(runner.clients.all) - len(runner.clients.missing))
         limit = sum(s.duration_s for s in run.plan.stages) + run.options.drain_s + 60.0
         if self.get_run_time() > limit:
             return None

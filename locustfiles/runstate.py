@@ -21,12 +21,13 @@ from locust.runners import MasterRunner
 
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView
+from locustfiles.lost import LostWorker
 from locustfiles.options import common_options
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.rundir import WORK_DIR, fresh_dir
 from locustfiles.stages import LocustPlan, locust_plan
-from planner.run_schema import RECORD_COLUMNS, RunInfo, StagePlan
+from planner.run_schema import RECORD_COLUMNS, LostWorkerReport, RunInfo, StagePlan
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream
@@ -72,6 +73,7 @@ class RunState:
             )
             table = slice_log(read_log_table(o.llm_replay), o.llm_replay_start, span + 1.0)
             self.replay = to_replay(table, o.llm_speed, o.llm_replay_start)
+        self.api_key_env = o.llm_api_key_env or ""
         api_key = os.environ.get(o.llm_api_key_env) if o.llm_api_key_env else None
         self.options = DriverOptions(
             endpoint=o.llm_endpoint,
@@ -104,12 +106,85 @@ class RunState:
         self.rows: list[Row] = []
         self.done_workers: set[str] = set()
         self.worker_stats: dict[str, tuple[int, int]] = {}
+        self.order: list[str] = []  # master: worker ids in slot order
+        self.recorded_ids: dict[str, set[str]] = {}  # master: request ids each worker sent
+        self.lost_workers: dict[str, LostWorker] = {}
+        self.lost_counts: dict[str, int] = {}  # lost rows written per lost worker
         self.recent: deque[tuple[float, bool, float | None, str]] = deque()
         self.total_rows = 0
         self.total_errors = 0
         self.finished = False
         self.writer: PartWriter | None = None
         self.stage_ends_s: dict[str, float] = {}
+
+    # --- what a worker gets from the master (it may run on another host) --------------------
+
+    def start_payload(self) -> dict[str, Any]:
+        """The plan, profile and driver options for the capplan_start message: a worker on
+        another host has none of the master's files. The API key itself is never sent: a
+        worker reads the named variable from its own environment."""
+        o = self.options
+        payload: dict[str, Any] = {
+            "plan": self.plan.model_dump(),
+            "profile_json": self.profile.to_json(),
+            "time_scale": self.time_scale,
+            "options": {
+                "endpoint": o.endpoint,
+                "model": o.model,
+                "seed": o.seed,
+                "ignore_eos": o.ignore_eos,
+                "request_timeout_s": o.request_timeout_s,
+                "max_concurrency": o.max_concurrency,
+                "drain_s": o.drain_s,
+            },
+            "api_key_env": self.api_key_env,
+        }
+        if self.replay is not None:
+            r = self.replay
+            payload["replay"] = {
+                "arrival_s": r.arrival_s.tolist(),
+                "input_tokens": r.input_tokens.tolist(),
+                "output_tokens": r.output_tokens.tolist(),
+                "speed": r.speed,
+                "origin_s": r.origin_s,
+            }
+        return payload
+
+    def adopt(self, data: dict[str, Any]) -> None:
+        """Take the master's plan, profile and options (a worker, from capplan_start)."""
+        if "plan" in data:
+            self.plan = StagePlan.model_validate(data["plan"])
+        if "profile_json" not in data:
+            return  # an older master: keep this worker's own files
+        self.profile = Profile.model_validate_json(data["profile_json"])  # checked by the master
+        self.time_scale = float(data["time_scale"])
+        key_env = data.get("api_key_env") or ""
+        self.options = DriverOptions(
+            **data["options"], api_key=os.environ.get(key_env) if key_env else None
+        )
+        replay = data.get("replay")
+        self.replay = None
+        if replay is not None:
+            self.replay = ReplayLog(
+                arrival_s=np.asarray(replay["arrival_s"], dtype=float),
+                input_tokens=np.asarray(replay["input_tokens"], dtype=np.int64),
+                output_tokens=np.asarray(replay["output_tokens"], dtype=np.int64),
+                speed=float(replay["speed"]),
+                origin_s=float(replay["origin_s"]),
+            )
+
+    def lost_reports(self) -> list[LostWorkerReport]:
+        """run.json's account of the lost workers (after their lost rows were made)."""
+        return [
+            LostWorkerReport(
+                worker=w,
+                slot=lost.slot.index + 1,
+                of=lost.slot.count,
+                lost_at_s=lost.lost_at_s,
+                lost_requests=self.lost_counts.get(w, 0),
+            )
+            for w, lost in self.lost_workers.items()
+        ]
 
     def make_stream(self, seed: int) -> WorkloadStream:
         return WorkloadStream(self.profile, seed)

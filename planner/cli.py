@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "emulate",
     "loadtest",
     "limit",
+    "worker",
     "plan",
     "whatif",
     "compare",

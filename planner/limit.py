@@ -202,6 +202,8 @@ class LimitOptions:
     tolerance: float = 0.05
     verify_burst: bool = False
     workers: int = 0
+    master_bind: str | None = None  # HOST:PORT: the master alone, workers on other hosts
+    expect_workers: int = 0
     seed: int = 0
     endpoint: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = None
@@ -489,6 +491,8 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         api_key_env=options.api_key_env,
         seed=options.seed,
         workers=options.workers,
+        master_bind=options.master_bind,
+        expect_workers=options.expect_workers,
         slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
         drain_s=drain_s,
         time_scale=options.time_scale,

@@ -54,6 +54,7 @@ from locustfiles.summary import (
 from planner.errors import ConfigError, InputError, RunError
 from planner.netutil import free_port
 from planner.recovery import RECOVERY_WINDOW_S, recovery_curve
+from planner.remote import master_args, note_lost, read_lost
 from planner.run_schema import (
     RECORD_COLUMNS,
     SERVER_METRIC_COLUMNS,
@@ -118,6 +119,16 @@ class LoadTestConfig(BaseModel):
     )
     drain_s: float = Field(
         default=30.0, ge=0, description="wait for in-flight requests after the last stage"
+    )
+    master_bind: str | None = Field(
+        default=None,
+        description="HOST:PORT: run the master alone there; workers join from other hosts",
+    )
+    expect_workers: int = Field(
+        default=0, ge=0, description="with master_bind: start once this many workers joined"
+    )
+    workers_wait_s: float = Field(
+        default=600.0, gt=0, description="with master_bind: longest wait for the workers"
     )
     time_scale: float = Field(
         default=1.0,
@@ -268,7 +279,8 @@ def _prepare_run_info(
         profile_digest=profile.digest(),
         seed=config.seed,
         plan=plan,
-        workers=config.workers,
+        workers=config.expect_workers if config.master_bind else config.workers,
+        master_bind=config.master_bind,
         client_concurrency_cap=config.max_concurrency,
         ignore_eos=config.ignore_eos,
         time_scale=config.time_scale,
@@ -300,6 +312,11 @@ def run_loadtest(
         raise ConfigError(
             f"--api-key-env {config.api_key_env}: that environment variable is not set or empty"
         )
+    remote = None
+    if config.master_bind:
+        if config.workers:
+            raise ConfigError("--master-bind runs remote workers only: drop --workers")
+        remote = master_args(config.master_bind, config.expect_workers, config.workers_wait_s)
     profile, source = config_profile(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = _prepare_run_info(config, plan, out_dir, append, profile, source)
@@ -326,7 +343,9 @@ def run_loadtest(
         scraper = MetricsScraper(config.host, out_dir, lambda: (time.time() - epoch) * scale)
         scraper.start()
     try:
-        interrupted, returncode = _run_locust(args, config.workers, out_dir, work, plan, progress)
+        interrupted, returncode = _run_locust(
+            args, config.workers, out_dir, work, plan, progress, remote, config.workers_wait_s
+        )
     finally:
         if scraper is not None:
             scraper.stop()
@@ -359,10 +378,13 @@ def run_loadtest(
         stage_ends_s=stage_ends_s,
         prefix=profile.prefix,
     )
+    lost = read_lost(work)
+    summaries = note_lost(summaries, lost)
     all_stages = [*previous, *summaries]
     _write_json(out_dir / "stages.json", json.dumps([s.model_dump() for s in all_stages], indent=2))
     info.ended_at = _now_iso()
     info.interrupted = info.interrupted or interrupted
+    info.lost_workers = [*info.lost_workers, *lost]
     info.tokens_estimated = info.tokens_estimated or any(s.tokens_estimated for s in summaries)
     _write_json(out_dir / "run.json", info.model_dump_json(by_alias=True, indent=2))
     shutil.rmtree(work, ignore_errors=True)
@@ -390,15 +412,32 @@ def _run_locust(
     work: Path,
     plan: StagePlan,
     progress: Callable[[str], None] | None,
+    remote: list[str] | None = None,
+    wait_s: float = 0.0,
 ) -> tuple[bool, int]:
-    """Run Locust until it exits; returns (interrupted by Ctrl-C, the master's exit code)."""
+    """Run Locust until it exits; returns (interrupted by Ctrl-C, the master's exit code).
+
+    `remote`: the master's options (planner.remote.master_args); it runs alone and waits up
+    to `wait_s` for workers started on other hosts."""
     log_file = open(out_dir / "locust.log", "ab")  # noqa: SIM115 - closed in finally
     procs: list[subprocess.Popen[bytes]] = []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     plan_s = sum(s.duration_s for s in plan.stages)
     interrupted = False
     try:
-        if workers > 0:
+        if remote is not None:
+            procs.append(
+                subprocess.Popen(
+                    args + ["--headless", *remote],
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
+            if progress is not None:
+                progress(f"waiting for {remote[-3]} workers on {remote[2]}:{remote[4]} ...")
+        elif workers > 0:
             port = free_port()
             master = args + [
                 "--headless",
@@ -448,7 +487,7 @@ def _run_locust(
             )
         master_proc = procs[0]
         reporter = _Progress(work, progress)
-        deadline = time.monotonic() + plan_s + 600.0
+        deadline = time.monotonic() + plan_s + 600.0 + (wait_s if remote is not None else 0.0)
         try:
             while True:
                 try:

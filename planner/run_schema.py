@@ -186,6 +186,18 @@ class StageSummary(_Model):
     )
 
 
+class LostWorkerReport(_Model):
+    """A load-generating worker the master stopped hearing from before its plan ended."""
+
+    worker: str = Field(description="Locust's id of the worker (host name and a uuid)")
+    slot: int = Field(ge=1, description="its share: arrivals k with k % of == slot - 1")
+    of: int = Field(ge=1, description="the number of workers the schedule was split over")
+    lost_at_s: float = Field(description="run clock when the master noticed (heartbeat missing)")
+    lost_requests: int = Field(
+        ge=0, description="its scheduled requests with no record, written as error class 'lost'"
+    )
+
+
 class RunInfo(_Model):
     """run.json."""
 
@@ -217,5 +229,11 @@ class RunInfo(_Model):
     )
     interrupted: bool = False
     tokens_estimated: bool = False
+    master_bind: str | None = Field(
+        default=None, description="HOST:PORT the master listened on for remote workers"
+    )
+    lost_workers: list[LostWorkerReport] = Field(
+        default_factory=list, description="workers lost mid-run (their requests: class 'lost')"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -87,6 +87,15 @@ def register(app: typer.Typer) -> None:
             help="Locust worker processes (0: one), or 'auto': as many as --max needs "
             "(twice --max with --verify-burst).",
         ),
+        master_bind: str | None = typer.Option(
+            None,
+            "--master-bind",
+            help="HOST:PORT: run the Locust master there and take load from remote workers "
+            "(capplan worker --master HOST:PORT on each host) instead of local processes.",
+        ),
+        expect_workers: int = typer.Option(
+            0, "--expect-workers", help="With --master-bind: start once this many workers joined."
+        ),
         seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
         endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
         api_key_env: str | None = typer.Option(
@@ -143,6 +152,8 @@ def register(app: typer.Typer) -> None:
                 max_levels=max_levels,
                 min_completed=min_completed,
                 time_scale=time_scale,
+                master_bind=master_bind,
+                expect_workers=expect_workers,
             ),
             echo=typer.echo,
         )

@@ -35,6 +35,10 @@ Examples:
   capplan loadtest --host http://127.0.0.1:8000 --model llama --rate 900 --duration 60 \
   --workers auto -o runs/r900
 
+  capplan loadtest --host http://10.0.0.9:8000 --model llama --rate 3000 --duration 60 \
+  --master-bind 0.0.0.0:5557 --expect-workers 3 -o runs/r3000   (then on 3 hosts: capplan
+  worker --master 10.0.0.5:5557)
+
   capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
   --duration 30 -o runs/replay
 """
@@ -126,6 +130,15 @@ def loadtest(
         help="Local Locust worker processes (0: one process), or 'auto': as many as the "
         "plan's peak rate needs (see bench/loadgen_capacity.py --save).",
     ),
+    master_bind: str | None = typer.Option(
+        None,
+        "--master-bind",
+        help="HOST:PORT: run the Locust master there and take load from remote workers "
+        "(capplan worker --master HOST:PORT on each host) instead of local processes.",
+    ),
+    expect_workers: int = typer.Option(
+        0, "--expect-workers", help="With --master-bind: start once this many workers joined."
+    ),
     api_key_env: str | None = typer.Option(
         None, "--api-key-env", help="Environment variable holding the API key."
     ),
@@ -184,6 +197,8 @@ def loadtest(
             replay_path=replay,
             replay_speed=speed,
             time_scale=time_scale,
+            master_bind=master_bind,
+            expect_workers=expect_workers,
         )
     except ValidationError as err:
         raise ConfigError(f"loadtest options: {first_error(err)}") from err
@@ -207,6 +222,14 @@ def loadtest(
     # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
     out_console = Console() if sys.stdout.isatty() else Console(width=200)
     out_console.print(stage_table(summaries))
+    from planner.loadtest import read_run_info
+
+    for lost in read_run_info(out).lost_workers:
+        typer.echo(
+            f"warning: worker {lost.worker} (slot {lost.slot} of {lost.of}) was lost at "
+            f"t={lost.lost_at_s:.1f} s: {lost.lost_requests} requests recorded as 'lost'",
+            err=True,
+        )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
 
 

@@ -1,0 +1,153 @@
+"""Load from workers on "other hosts": `capplan worker` processes joining `--master-bind`
+over loopback, the master owning plan, schedule and records; one worker killed mid-stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from locustfiles.arrivals import arrival_times
+from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
+from planner.run_schema import Stage, StagePlan, StageSummary
+from tests.helpers.profiles import make_profile
+from tests.helpers.stream_server import start_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+N_WORKERS = 3
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker(port: int) -> subprocess.Popen[bytes]:
+    code = "import sys; from planner.cli import app; sys.exit(app())"
+    args = [sys.executable, "-c", code, "worker", "--master", f"127.0.0.1:{port}", "--once"]
+    # Its own session: killing it kills the Locust worker it runs, as a host going down would.
+    return subprocess.Popen(args, start_new_session=True)
+
+
+def _run(
+    tmp_path: Path, plan: StagePlan, seed: int, during: object = None
+) -> tuple[list[StageSummary], list[subprocess.Popen[bytes]], Path]:
+    """Run `plan` with a master on 127.0.0.1 and three `capplan worker` processes; `during`
+    (out_dir, workers) runs in this thread while the load test runs."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
+    port = _free_port()
+    server = start_server(ttft_s=0.01, itl_s=0.002)
+    out = tmp_path / "run"
+    cfg = LoadTestConfig(
+        host=server.url,
+        model="m",
+        profile_path=str(profile),
+        drain_s=3.0,
+        seed=seed,
+        master_bind=f"127.0.0.1:{port}",
+        expect_workers=N_WORKERS,
+        workers_wait_s=120.0,
+    )
+    result: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            result["summaries"] = run_loadtest(cfg, plan, out)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the test's thread
+            result["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    workers = [_worker(port) for _ in range(N_WORKERS)]
+    try:
+        if callable(during):
+            during(out, workers)
+        thread.join(timeout=240)
+    finally:
+        server.stop()
+        for w in workers:
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+            w.wait()
+    assert not thread.is_alive()
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return result["summaries"], workers, out  # type: ignore[return-value]
+
+
+def test_three_remote_workers_give_the_asked_poisson_process(tmp_path: Path) -> None:
+    rate, duration = 40.0, 12.0
+    plan = StagePlan(stages=[Stage(name="p", duration_s=duration, rate_rps=rate)])
+    (s,), workers, out = _run(tmp_path, plan, seed=11)
+    assert all(w.returncode == 0 for w in workers)  # each left after the master's run
+    records = read_records(out)
+    n = len(arrival_times("poisson", rate, duration, np.random.default_rng([11, 1, 0])))
+    # Every scheduled request exactly once: no duplicates, no gaps.
+    assert records.height == s.scheduled == n
+    assert sorted(records["request_id"].to_list()) == sorted(f"p/{j}" for j in range(n))
+    assert s.errors == 0
+    assert abs(s.achieved_rps / rate - 1) <= 0.03, s.achieved_rps
+    sent = np.sort(records["sent_s"].to_numpy())
+    gaps = np.diff(sent)
+    cv = float(np.std(gaps) / np.mean(gaps))
+    assert abs(cv - 1.0) <= 0.10, cv  # Poisson: inter-arrival CV 1
+    assert s.schedule_lag_s.p99 is not None and s.schedule_lag_s.p99 < 0.05
+    info = read_run_info(out)
+    assert info.workers == N_WORKERS and info.master_bind is not None
+    assert info.lost_workers == []
+
+
+def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
+    tmp_path: Path,
+) -> None:
+    rate, duration = 30.0, 14.0
+    plan = StagePlan(stages=[Stage(name="k", duration_s=duration, rate_rps=rate)])
+
+    def kill_one(out: Path, workers: list[subprocess.Popen[bytes]]) -> None:
+        deadline = time.monotonic() + 120
+        live = out / ".work" / "live.json"
+        while time.monotonic() < deadline:  # until the plan is 4 s in
+            try:
+                if json.loads(live.read_text()).get("elapsed_s", 0.0) > 4.0:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the run did not start")
+        os.killpg(workers[0].pid, signal.SIGKILL)
+
+    (s,), _, out = _run(tmp_path, plan, seed=4, during=kill_one)
+    records = read_records(out)
+    n = len(arrival_times("poisson", rate, duration, np.random.default_rng([4, 1, 0])))
+    assert records.height == s.scheduled == n  # still one row per scheduled request
+    assert records["request_id"].n_unique() == n
+    (lost,) = read_run_info(out).lost_workers
+    # Killed 4 s into the plan, noticed within Locust's heartbeat liveness (about 3 s).
+    assert lost.of == N_WORKERS and 4.0 < lost.lost_at_s - s.start_s < duration
+    lost_rows = records.filter(pl.col("error_class") == "lost")
+    assert lost_rows.height == lost.lost_requests > 0
+    # The lost rows are the killed worker's share of the schedule, and only its share.
+    numbers = [int(r.split("/")[1]) for r in lost_rows["request_id"].to_list()]
+    assert {j % N_WORKERS for j in numbers} == {lost.slot - 1}
+    # Roughly its share of the arrivals after it died (it may have lost in-flight ones too).
+    assert lost_rows.height >= 0.5 * (rate / N_WORKERS) * (duration - 5.0)
+    (stage,) = read_stages(out)
+    assert stage.errors_by_class.get("lost") == lost.lost_requests
+    assert stage.validity is not None
+    assert any("lost with a load-generating worker" in w for w in stage.validity.warnings)
+    assert "was lost at" in (out / "locust.log").read_text()
