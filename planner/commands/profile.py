@@ -26,6 +26,8 @@ Examples:
   capplan profile requests.parquet --columns arrival=ts,input=prompt,output=completion -o p.json
 
   capplan profile --preset chat --rate-rps 40 --peak-to-mean 2.5 -o prelaunch.json
+
+  capplan profile --merge 'days/day-*.json' -o quarter.json   (partial profiles -> one)
 """
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|ki|m|mi|g|gi)?\s*$", re.IGNORECASE)
@@ -114,6 +116,12 @@ def register(app: typer.Typer) -> None:
             None, "--shared-prefix-share", help="preset: share of requests that start with it"
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
+        merge: bool = typer.Option(
+            False,
+            "--merge",
+            help="the arguments are partial profiles (say one per day) to merge into one; the "
+            "merged profile's 'merge' section says which statistics are exact and bounds the rest",
+        ),
     ) -> None:
         from profiles.model import save_profile
         from profiles.summary import summary_table
@@ -127,7 +135,13 @@ def register(app: typer.Typer) -> None:
             "shared_prefix_tokens": shared_prefix_tokens,
             "shared_prefix_share": shared_prefix_share,
         }
-        if preset is not None:
+        if merge:
+            if preset is not None or not logs:
+                raise InputError("--merge takes partial profile JSON files (and no --preset)")
+            from profiles.merge import load_shards, merge_profiles
+
+            prof = merge_profiles(*load_shards(logs), seed=seed)
+        elif preset is not None:
             if logs:
                 raise InputError("give either log files or --preset, not both")
             from profiles.presets import preset_profile
