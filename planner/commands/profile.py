@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from planner.cli import handle_errors
 from planner.errors import ConfigError, InputError
@@ -124,9 +123,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         from profiles.model import save_profile
-        from profiles.summary import summary_table
 
-        console = Console()
         preset_opts = {
             "rate_rps": rate_rps,
             "peak_to_mean": peak_to_mean,
@@ -182,10 +179,14 @@ def register(app: typer.Typer) -> None:
         for w in src.warnings:
             typer.echo(f"warning: {w}", err=True)
         if not quiet:
-            console.print(summary_table(prof))
+            from rich.console import Console
+
+            from profiles.summary import summary_table
+
+            Console().print(summary_table(prof))
         if plots is not None:
             from profiles.plots import write_plots
 
             files = write_plots(prof, plots)
-            console.print(f"charts: {len(files)} PNG files in {plots}")
-        console.print(f"wrote {output}")
+            typer.echo(f"charts: {len(files)} PNG files in {plots}")
+        typer.echo(f"wrote {output}")
