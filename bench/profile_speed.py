@@ -1,11 +1,14 @@
 """Speed of `capplan profile` on a 10-million-request log, against a bare polars floor.
 
-    python bench/profile_speed.py [--rows 10000000] [--text-requests 2000]
+    python bench/profile_speed.py [--rows 10000000] [--text-requests 2000] [--shards K]
 
 1. Generates a Parquet log (arrival, input, output, session) of --rows requests.
 2. Runs, each in its own process, (a) the floor: a bare polars scan that reads the same four
    columns and computes their means, and (b) `capplan profile` on the file; prints wall time
    and peak RSS of each and the ratios (goal: <= 2x the floor's time, <= 3 GB peak RSS).
+With --shards K, also splits the log by time into K Parquet files, profiles each in its own
+process and merges them (`capplan profile --merge`): the way to profile a quarter of logs
+with memory bounded by one shard; prints the total wall time and the largest peak RSS.
 3. Prints prefix-hashing throughput (prompt tokens per second) for an OpenAI-style text log:
    the whole reader (JSON, tokenizing, chained block hashes) and the hashing step alone.
 """
@@ -45,7 +48,7 @@ save_profile(p, sys.argv[2])
 """
 
 
-def generate(path: Path, rows: int, seed: int = 0) -> None:
+def generate(path: Path | str, rows: int, seed: int = 0) -> None:
     """A day of Poisson-ish traffic with a daily cycle; lognormal lengths; sessions."""
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(86400.0 / rows, size=rows)
@@ -61,6 +64,35 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
             "session": pl.Series(session).cast(pl.String).str.pad_start(9, "0"),
         }
     ).write_parquet(path, row_group_size=1 << 20)
+
+
+def sharded(log: Path, folder: Path, shards: int, columns: str) -> None:
+    """Profile `log` as `shards` time slices, one process each, then merge the partial profiles."""
+    in_child(
+        f"import polars as pl; f = pl.read_parquet({str(log)!r}); size = -(-f.height // {shards})\n"
+        f"for i in range({shards}): "
+        f"f.slice(i * size, size).write_parquet({str(folder)!r} + f'/shard-{{i}}.parquet')"
+    )
+    wall = cpu = 0.0
+    peak = 0.0
+    for i in range(shards):
+        cmd = [sys.executable, "-c", PROFILE, "profile", str(folder / f"shard-{i}.parquet")]
+        cmd += ["-o", str(folder / f"day-{i}.json"), "--columns", columns, "-q"]
+        w, mb, c = run_measured(cmd)
+        wall, cpu, peak = wall + w, cpu + c, max(peak, mb)
+    parts = [str(folder / f"day-{i}.json") for i in range(shards)]
+    merge = [sys.executable, "-c", PROFILE, "profile", "--merge", *parts]
+    w, mb, c = run_measured([*merge, "-o", str(folder / "merged.json"), "-q"])
+    print(
+        f"{shards} shards profiled one after another: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+        f"largest peak RSS {peak:.0f} MB; merge {w:.2f} s, peak RSS {mb:.0f} MB"
+    )
+
+
+def in_child(code: str) -> None:
+    """Run `code` in a fresh process: a child forked from a parent that held a large table
+    would report the parent's resident memory as its own peak RSS (Linux keeps it over exec)."""
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
 def best_of(n: int, cmds: list[list[str]]) -> list[tuple[float, float, float]]:
@@ -121,12 +153,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--text-requests", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest counts")
+    ap.add_argument("--shards", type=int, default=0, help="also profile K time shards + merge")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="capplan-bench-") as tmp:
         folder = Path(tmp)
         log = folder / "log.parquet"
         t0 = time.perf_counter()
-        generate(log, args.rows)
+        in_child(f"from bench.profile_speed import generate; generate({str(log)!r}, {args.rows})")
         size_mb = log.stat().st_size / 1e6
         print(
             f"generated {args.rows:,} requests ({size_mb:.0f} MB Parquet) "
@@ -168,6 +201,8 @@ def main() -> None:
             f"{lib_s / floor_s:.2f}x; CPU-time ratios {prof_cpu / floor_cpu:.2f}x (CLI), "
             f"{lib_cpu / floor_cpu:.2f}x (library)"
         )
+        if args.shards:
+            sharded(log, folder, args.shards, cmd[cmd.index("--columns") + 1])
         text_throughput(args.text_requests, folder)
 
 

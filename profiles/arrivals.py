@@ -97,18 +97,30 @@ def gamma_shape(gaps: np.ndarray, cv: float | None) -> GammaShape:
     stride = max(1, gaps.size // MLE_MAX_GAPS)
     pos = gaps[::stride]
     pos = pos[pos > 0]
-    mle = None
-    if pos.size >= 2:
-        s = math.log(pos.mean()) - float(np.log(pos).mean())
-        if s > 1e-12:
-            k = (3 - s + math.sqrt((s - 3) ** 2 + 24 * s)) / (12 * s)
-            for _ in range(50):
-                step = (math.log(k) - digamma(k) - s) / (1 / k - trigamma(k))
-                k = max(k - step, k / 10)
-                if abs(step) < 1e-10 * k:
-                    break
-            mle = float(k)
-    return GammaShape(moments=moments, mle=mle)
+    if pos.size < 2:
+        return GammaShape(moments=moments, mle=None)
+    mean, mean_log = float(pos.mean()), float(np.log(pos).mean())
+    return GammaShape(
+        moments=moments,
+        mle=gamma_mle(mean, mean_log),
+        positive_gaps=int(pos.size),
+        mean_positive_gap_s=mean,
+        mean_log_positive_gap=mean_log,
+    )
+
+
+def gamma_mle(mean: float, mean_log: float) -> float | None:
+    """Maximum-likelihood gamma shape from the sufficient statistics of positive gaps."""
+    s = math.log(mean) - mean_log
+    if s <= 1e-12:
+        return None
+    k = (3 - s + math.sqrt((s - 3) ** 2 + 24 * s)) / (12 * s)
+    for _ in range(50):
+        step = (math.log(k) - digamma(k) - s) / (1 / k - trigamma(k))
+        k = max(k - step, k / 10)
+        if abs(step) < 1e-10 * k:
+            break
+    return float(k)
 
 
 def detect_bursts(sc: SecondCounts, t0: float) -> list[Burst]:

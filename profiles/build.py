@@ -103,7 +103,13 @@ def _prefix(
     lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
     hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
     p = prefix_stats(flat, lengths, hash_tokens, block_tokens, cache_tokens, cached, inputs)
-    return p.model_copy(update={"hashes_from": hashes_from, "requests": hashed.height})
+    return p.model_copy(
+        update={
+            "hashes_from": hashes_from,
+            "requests": hashed.height,
+            "hashed_tokens": int(hash_tokens.sum()),
+        }
+    )
 
 
 def profile_from_result(

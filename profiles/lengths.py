@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiles.model import Histogram, LengthClasses, Lengths, LengthStats, Sampler
+from profiles.sketch import sketch_from_counts
 
 SHORT_MAX_TOKENS = 512
 LONG_MIN_TOKENS = 8192
@@ -58,6 +59,13 @@ class _Counts:
             return out.astype(np.int64)
         return np.searchsorted(self.sorted, edges, side="left").astype(np.int64)
 
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct values and their counts."""
+        if self.dense:
+            counts = np.diff(np.concatenate(([0], self.cum)))
+            return np.arange(counts.size), counts
+        return np.unique(self.sorted, return_counts=True)
+
     def rank_table(self) -> tuple[np.ndarray, np.ndarray]:
         """Mid-rank (1-based, ties averaged) of each value 0..max, and each value's count."""
         below = np.concatenate(([0], self.cum[:-1]))
@@ -89,6 +97,7 @@ def length_stats(c: _Counts) -> LengthStats:
         max=float(q[5]),
         min=float(q[0]),
         histogram=Histogram(edges=[round(float(e), 4) for e in edges], counts=counts.tolist()),
+        sketch=sketch_from_counts(*c.distinct()),
     )
 
 

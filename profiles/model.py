@@ -46,6 +46,11 @@ class Source(_Model):
 class GammaShape(_Model):
     moments: float | None = Field(default=None, description="1 / CV^2 of inter-arrival times")
     mle: float | None = Field(default=None, description="maximum-likelihood gamma shape")
+    positive_gaps: int = Field(
+        default=0, ge=0, description="positive gaps the MLE used (its sufficient statistics)"
+    )
+    mean_positive_gap_s: float | None = None
+    mean_log_positive_gap: float | None = Field(default=None, description="mean of ln(gap / s)")
 
 
 class Burst(_Model):
@@ -104,6 +109,20 @@ class Histogram(_Model):
     counts: list[int]
 
 
+class QuantileSketch(_Model):
+    """A mergeable log-bucket quantile sketch (DDSketch's mapping) of non-negative integers.
+
+    Value v >= 1 falls in bucket ceil(ln v / ln gamma), gamma = (1 + a) / (1 - a); a bucket
+    reads back as 2 gamma^k / (gamma + 1), within a relative error a of every value in it.
+    Sketches with the same `relative_accuracy` merge by adding counts.
+    """
+
+    relative_accuracy: float = Field(gt=0, lt=1)
+    zero_count: int = Field(ge=0, description="values equal to 0")
+    key_offset: int = Field(description="bucket key of counts[0]")
+    counts: list[int]
+
+
 class LengthStats(_Model):
     mean: float
     p50: float
@@ -113,6 +132,9 @@ class LengthStats(_Model):
     max: float
     min: float = 0.0
     histogram: Histogram
+    sketch: QuantileSketch | None = Field(
+        default=None, description="for merging profiles: percentiles within a stated error"
+    )
 
 
 class LengthClasses(_Model):
@@ -167,6 +189,7 @@ class Prefix(_Model):
         default=None, description="'hash_ids' (log's own block ids), 'prompt text', or 'preset'"
     )
     requests: int = Field(default=0, ge=0, description="requests whose prompt blocks were hashed")
+    hashed_tokens: int = Field(default=0, ge=0, description="prompt tokens the hashes cover")
 
 
 class Quantiles(_Model):
@@ -203,6 +226,28 @@ class ProfileBody(_Model):
     requests: int = Field(default=0, ge=0, description="requests these statistics describe")
 
 
+class Bound(_Model):
+    """Where the whole-log value of a merged statistic lies."""
+
+    low: float
+    high: float
+    method: str
+
+
+class MergeInfo(_Model):
+    """How a profile was merged from partial profiles of file shards."""
+
+    shards: list[str] = Field(description="the partial profiles, in timeline order")
+    timeline: str = Field(description="how the shards' arrival timelines were joined")
+    exact: list[str] = Field(description="statistics equal to the whole log's (to float rounding)")
+    bounds: dict[str, Bound] = Field(
+        default_factory=dict, description="key path -> interval holding the whole-log value"
+    )
+    estimated: dict[str, str] = Field(
+        default_factory=dict, description="key path -> how it was estimated (no proven bound)"
+    )
+
+
 class Profile(ProfileBody):
     """A whole profile: source, statistics, and the same statistics per group."""
 
@@ -213,6 +258,9 @@ class Profile(ProfileBody):
     source: Source
     group_by: str | None = None
     groups: dict[str, ProfileBody] = Field(default_factory=dict)
+    merge: MergeInfo | None = Field(
+        default=None, description="set when merged from partial profiles (capplan profile --merge)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from planner.cli import handle_errors
 from planner.errors import ConfigError, InputError
@@ -26,6 +25,8 @@ Examples:
   capplan profile requests.parquet --columns arrival=ts,input=prompt,output=completion -o p.json
 
   capplan profile --preset chat --rate-rps 40 --peak-to-mean 2.5 -o prelaunch.json
+
+  capplan profile --merge 'days/day-*.json' -o quarter.json   (partial profiles -> one)
 """
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|ki|m|mi|g|gi)?\s*$", re.IGNORECASE)
@@ -114,11 +115,15 @@ def register(app: typer.Typer) -> None:
             None, "--shared-prefix-share", help="preset: share of requests that start with it"
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
+        merge: bool = typer.Option(
+            False,
+            "--merge",
+            help="the arguments are partial profiles (say one per day) to merge into one; the "
+            "merged profile's 'merge' section says which statistics are exact and bounds the rest",
+        ),
     ) -> None:
         from profiles.model import save_profile
-        from profiles.summary import summary_table
 
-        console = Console()
         preset_opts = {
             "rate_rps": rate_rps,
             "peak_to_mean": peak_to_mean,
@@ -127,7 +132,13 @@ def register(app: typer.Typer) -> None:
             "shared_prefix_tokens": shared_prefix_tokens,
             "shared_prefix_share": shared_prefix_share,
         }
-        if preset is not None:
+        if merge:
+            if preset is not None or not logs:
+                raise InputError("--merge takes partial profile JSON files (and no --preset)")
+            from profiles.merge import load_shards, merge_profiles
+
+            prof = merge_profiles(*load_shards(logs), seed=seed)
+        elif preset is not None:
             if logs:
                 raise InputError("give either log files or --preset, not both")
             from profiles.presets import preset_profile
@@ -168,10 +179,14 @@ def register(app: typer.Typer) -> None:
         for w in src.warnings:
             typer.echo(f"warning: {w}", err=True)
         if not quiet:
-            console.print(summary_table(prof))
+            from rich.console import Console
+
+            from profiles.summary import summary_table
+
+            Console().print(summary_table(prof))
         if plots is not None:
             from profiles.plots import write_plots
 
             files = write_plots(prof, plots)
-            console.print(f"charts: {len(files)} PNG files in {plots}")
-        console.print(f"wrote {output}")
+            typer.echo(f"charts: {len(files)} PNG files in {plots}")
+        typer.echo(f"wrote {output}")
