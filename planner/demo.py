@@ -44,7 +44,7 @@ class DemoOptions:
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
-    speed: float = 8.0
+    speed: float = 6.0
     stream_interval: int = 32
     # The search starts just below the engine model's prediction and brackets by 1.25x.
     start_share: float = 0.9
