@@ -196,6 +196,7 @@ class LimitOptions:
     warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
     max_level_s: float = 300.0  # a level that has not settled by then fails as unstable
     success_only: bool = False
+    level_requests: int = 100  # the fewest requests a level's window holds
     growth: float = 2.0  # bracketing factor between levels until one fails
     time_scale: float = 1.0  # the endpoint runs this many times faster than wall time
     arrival: str = "poisson"
@@ -216,7 +217,11 @@ class LimitOptions:
 
     def rules(self) -> SteadyRules:
         """The steady-state rules of each level (planner.steady)."""
-        rules = SteadyRules(min_window_s=self.level_duration_s, max_level_s=self.max_level_s)
+        rules = SteadyRules(
+            min_window_s=self.level_duration_s,
+            max_level_s=self.max_level_s,
+            min_window_requests=self.level_requests,
+        )
         if self.warmup_s is None:
             return rules
         return SteadyRules(**{**rules.model_dump(), "min_warmup_s": self.warmup_s})

@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
             "--level-duration",
             help="Shortest measured window of a level (s); levels extend until steady.",
         ),
+        level_requests: int = typer.Option(
+            100, "--level-requests", help="Fewest requests a level's measured window holds."
+        ),
         max_level_duration: float = typer.Option(
             300.0,
             "--max-level-duration",
@@ -140,6 +143,7 @@ def register(app: typer.Typer) -> None:
                 max_load=max_load,
                 level_duration_s=level_duration,
                 max_level_s=max_level_duration,
+                level_requests=level_requests,
                 warmup_s=warmup,
                 success_only=success_only,
                 arrival=arrival,
