@@ -44,7 +44,8 @@ def percentiles(values: Any) -> Percentiles:
     )
 
 
-def _col(df: pl.DataFrame, expr: pl.Expr) -> np.ndarray:
+def column_values(df: pl.DataFrame, expr: pl.Expr) -> np.ndarray:
+    """The non-null values of `expr` over `df` as floats."""
     return df.select(expr.cast(pl.Float64)).to_series().drop_nulls().to_numpy()
 
 
@@ -119,7 +120,7 @@ def stage_validity(
             warnings.append(
                 f"offered {rows.height / duration_s:.3g} req/s against {stage.rate_rps:.3g} asked"
             )
-    lag = _col(rows, pl.col("schedule_lag_s"))
+    lag = column_values(rows, pl.col("schedule_lag_s"))
     lag_p99 = float(np.percentile(lag, 99)) if lag.size else None
     measured = expected_hit = None
     cache = None
@@ -226,7 +227,7 @@ def summarize_stage(
     if "itl_gaps_s" in ok.columns:
         gaps = ok.select(pl.col("itl_gaps_s").explode().drop_nulls()).to_series().to_numpy()
     else:  # a frame with only RECORD_COLUMNS: per-request mean gaps stand in for the pool
-        gaps = _col(ok, pl.col("itl_mean_s"))
+        gaps = column_values(ok, pl.col("itl_mean_s"))
     recovery_s: float | None = None
     recovered: bool | None = None
     curve = None
@@ -259,13 +260,13 @@ def summarize_stage(
         offered_rps=rows.height / duration,
         achieved_rps=ok.height / duration,
         output_tokens_per_s=float(out_tokens) / duration,
-        ttft_s=percentiles(_col(ok, pl.col("ttft_s"))),
-        tpot_s=percentiles(_col(ok, pl.col("tpot_s"))),
+        ttft_s=percentiles(column_values(ok, pl.col("ttft_s"))),
+        tpot_s=percentiles(column_values(ok, pl.col("tpot_s"))),
         itl_s=percentiles(gaps.astype(float)),
-        e2e_s=percentiles(_col(ok, pl.col("e2e_s"))),
-        schedule_lag_s=percentiles(_col(rows, pl.col("schedule_lag_s"))),
+        e2e_s=percentiles(column_values(ok, pl.col("e2e_s"))),
+        schedule_lag_s=percentiles(column_values(rows, pl.col("schedule_lag_s"))),
         ttft_from_intended_s=percentiles(
-            _col(ok, pl.col("first_token_s") - pl.col("intended_send_s"))
+            column_values(ok, pl.col("first_token_s") - pl.col("intended_send_s"))
         ),
         mean_in_flight=_mean_in_flight(records, start_s, end_s),
         tokens_estimated=bool(ok["tokens_estimated"].any()) if ok.height else False,

@@ -46,7 +46,7 @@ from locustfiles.rundir import write_atomic as _write_json
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from locustfiles.summary import (
     RECOVERY_FACTOR,
-    _col,
+    column_values,
     percentiles,
     summarize_plan,
     summarize_stage,
@@ -565,7 +565,7 @@ class _RecoveryWatcher:
         threshold = self.threshold_s
         if threshold is None:
             steady = records.filter(pl.col("stage") == self.plan.stages[0].name)
-            ttft = _col(
+            ttft = column_values(
                 steady.filter(pl.col("ok")), pl.col("first_token_s") - pl.col("intended_send_s")
             )
             if ttft.size < 3:
@@ -575,7 +575,7 @@ class _RecoveryWatcher:
         curve = recovery_curve(records, burst_start, burst_end, now_s, threshold)
         if curve.recovery_s is None:
             return
-        e2e = _col(
+        e2e = column_values(
             records.filter((pl.col("stage") == recovery.name) & pl.col("ok")), pl.col("e2e_s")
         )
         margin = RECOVERY_WINDOW_S + 2.0 * (float(np.percentile(e2e, 95)) if e2e.size else 0.0)
