@@ -190,8 +190,8 @@ def aiohttp_level(url: str, rate_rps: float, duration_s: float, tokens: int) -> 
 
 
 def capplan_level(url: str, rate_rps: float, duration_s: float, tokens: int, workers: int) -> Level:
+    from contracts.run import Stage, StagePlan
     from planner.loadtest import LoadTestConfig, run_loadtest
-    from planner.run_schema import Stage, StagePlan
     from tests.helpers.profiles import make_profile
 
     cpu0 = _children_cpu_s()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planner.errors import ConfigError
+from contracts.errors import ConfigError
 
 ArrivalFn = Callable[[float, float, np.random.Generator], np.ndarray]
 

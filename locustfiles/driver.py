@@ -34,6 +34,7 @@ import numpy as np
 import orjson
 from gevent import GreenletExit
 
+from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times, replay_times
 from locustfiles.http_client import StreamClient
 from locustfiles.openai_stream import (
@@ -46,7 +47,6 @@ from locustfiles.openai_stream import (
     request_body,
     safe_message,
 )
-from planner.run_schema import Stage, StagePlan
 from profiles.workload import RequestShape, WorkloadStream, render_messages, replay_shape
 
 Row = tuple[Any, ...]

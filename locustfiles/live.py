@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.run import Percentiles, StageKind, StagePlan
 from locustfiles.recorder import RECORD_NAMES
 from locustfiles.summary import percentiles
-from planner.run_schema import Percentiles, StageKind, StagePlan
 
 WINDOW_S = 10.0
 

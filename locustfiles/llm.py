@@ -40,6 +40,7 @@ from locust.env import Environment
 from locust.exception import LocustError
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from contracts.run import SERVER_METRIC_COLUMNS
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
@@ -52,7 +53,6 @@ from locustfiles.recorder import (
 )
 from locustfiles.rundir import finish_run, start_run
 from locustfiles.runstate import FLUSH_S, START_DELAY_LOCAL_S, START_DELAY_MASTER_S, RunState
-from planner.run_schema import SERVER_METRIC_COLUMNS
 
 log = logging.getLogger("capplan.locust")
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contracts.run import StagePlan
 from locustfiles.arrivals import arrival_times, replay_times
 from locustfiles.driver import ReplayLog, Row, Slot
 from locustfiles.recorder import RECORD_NAMES
-from planner.run_schema import StagePlan
 
 LOST = "lost"
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts.run import SERVER_METRIC_COLUMNS
 from locustfiles.recorder import METRICS_PARTS, PartWriter
-from planner.run_schema import SERVER_METRIC_COLUMNS
 
 log = logging.getLogger("capplan.metrics")
 

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import polars as pl
 
-from planner.run_schema import RECORD_COLUMNS, SERVER_METRIC_COLUMNS
+from contracts.run import RECORD_COLUMNS, SERVER_METRIC_COLUMNS
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_COLUMNS)
 METRIC_NAMES: tuple[str, ...] = tuple(SERVER_METRIC_COLUMNS)

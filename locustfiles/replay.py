@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from contracts.errors import InputError
 from locustfiles.driver import ReplayLog
-from planner.errors import InputError
 from profiles.readers import read_requests
 
 CANONICAL = ("arrival_s", "input_tokens", "output_tokens")

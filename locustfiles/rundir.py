@@ -17,6 +17,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from contracts.run import (
+    RECORD_COLUMNS,
+    SERVER_METRIC_COLUMNS,
+    RunInfo,
+    StageSummary,
+)
 from locustfiles.recorder import (
     METRICS_FILE,
     METRICS_PARTS,
@@ -28,12 +34,6 @@ from locustfiles.recorder import (
 )
 from locustfiles.stages import LocustPlan
 from locustfiles.summary import summarize_plan
-from planner.run_schema import (
-    RECORD_COLUMNS,
-    SERVER_METRIC_COLUMNS,
-    RunInfo,
-    StageSummary,
-)
 from profiles.model import Prefix
 
 WORK_DIR = ".work"

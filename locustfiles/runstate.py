@@ -19,6 +19,7 @@ import numpy as np
 from locust.env import Environment
 from locust.runners import MasterRunner
 
+from contracts.run import RECORD_COLUMNS, LostWorkerReport, RunInfo, StagePlan
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView
 from locustfiles.lost import LostWorker
@@ -27,7 +28,6 @@ from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.rundir import WORK_DIR, fresh_dir
 from locustfiles.stages import LocustPlan, locust_plan
-from planner.run_schema import RECORD_COLUMNS, LostWorkerReport, RunInfo, StagePlan
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
 from profiles.workload import WorkloadStream

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from contracts.errors import ConfigError, InputError
+from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import validate_arrival
-from planner.errors import ConfigError, InputError
-from planner.run_schema import Stage, StagePlan
 from profiles.model import Profile
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from planner.recovery import recovery_curve
-from planner.run_schema import Percentiles, Stage, StagePlan, StageSummary, StageValidity
+from contracts.recovery import recovery_curve
+from contracts.run import Percentiles, Stage, StagePlan, StageSummary, StageValidity
 from profiles.model import Prefix
 
 RECOVERY_FACTOR = 1.2  # without an SLO threshold: recovered at 1.2 x the steady p95
@@ -212,7 +212,7 @@ def summarize_stage(
 
     Rows belong to a stage by their `stage` column (the stage they were scheduled in). For a
     recovery stage after a `burst` (start, end) with a threshold (`slo_ttft_s`, else 1.2 x
-    `baseline_ttft_p95_s`), also the recovery curve and time (planner.recovery). `prefix`
+    `baseline_ttft_p95_s`), also the recovery curve and time (contracts.recovery). `prefix`
     (the profile's prefix reuse) lets the stage's validity compare the server's measured
     prefix-cache hit ratio with the profile's.
     """

@@ -1,3 +1,5 @@
 """capplan's planner: the CLI, SLO verdicts, limit search, capacity math, engine model, emulator."""
 
-__version__ = "0.1.0"
+from contracts import __version__
+
+__all__ = ["__version__"]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contracts.errors import ConfigError
+from contracts.limit import Dimension, LimitResult
 from planner.engine import EngineConfig
-from planner.errors import ConfigError
 from planner.fleet import judge, level_run, pool_runs, simulator_slo_problem
-from planner.limit_schema import Dimension, LimitResult
 from planner.slo import parse_slo
 from profiles.model import Profile
 
@@ -179,7 +179,7 @@ def calibrate(
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
-    from planner.errors import RunError
+    from contracts.errors import RunError
 
     levels = measured_levels(result)
     if not levels:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from planner.errors import ConfigError, InputError
-from planner.jsonio import validate
-from planner.limit_schema import LIMIT_SCHEMA, LimitResult
-from planner.plan_schema import Cost, Demand, LimitInput, Scenario, SensitivityCell
+from contracts.errors import ConfigError, InputError
+from contracts.jsonio import validate
+from contracts.limit import LIMIT_SCHEMA, LimitResult
+from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
 from profiles.model import Profile
 
 Unit = Literal["rps", "users"]

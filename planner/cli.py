@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from planner import __version__
-from planner.errors import CapplanError
+from contracts import __version__
+from contracts.errors import CapplanError
 
 # The order here is the order in `capplan --help`.
 COMMAND_MODULES = (

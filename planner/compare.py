@@ -13,7 +13,10 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner import __version__
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
+from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity import (
     build_demand,
     demand_in_unit,
@@ -22,10 +25,7 @@ from planner.capacity import (
     plan_scenario,
     usd_per_million_output_tokens,
 )
-from planner.errors import ConfigError
 from planner.limit import load_limit
-from planner.limit_schema import LimitResult
-from planner.whatif_schema import COMPARE_SCHEMA, Compare, CompareRow
 from profiles.model import Profile
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.errors import RunError
+from contracts.errors import RunError
 from reports.i18n import Lang
 
 Echo = Callable[[str], None]
@@ -80,11 +80,11 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     (e.g. no load level met the SLO), and whatever the stage itself raises
     (InputError/ConfigError/RunError/TargetError).
     """
+    from contracts.limit import Prediction
     from planner.capacity import parse_limit
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
     from planner.limit import LimitOptions, run_limit, write_limit
-    from planner.limit_schema import Prediction
     from planner.plan import PlanOptions, build_plan
     from planner.predict import predict_limit
     from planner.search import SearchConfig

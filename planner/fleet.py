@@ -23,9 +23,9 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from contracts.errors import ConfigError
+from contracts.limit import Dimension
 from planner.engine import Engine, EngineConfig, EngineRequest
-from planner.errors import ConfigError
-from planner.limit_schema import Dimension
 from planner.slo import Slo, evaluate
 from planner.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from profiles.model import Profile

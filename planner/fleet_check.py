@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from contracts.plan import FleetCheck, FleetPoint
 from planner.engine import EngineConfig
 from planner.fleet import ROUTINGS, Routing, judge, open_loop_run, simulate_fleet
-from planner.plan_schema import FleetCheck, FleetPoint
 from planner.slo import Slo
 from planner.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
 from profiles.model import Profile
@@ -176,7 +176,7 @@ def single_instance_limit(
     Each probe replays the profile's traffic at a rate for `duration_s` (10 % warm-up left out).
     Raises RunError when even a tiny rate fails the SLO.
     """
-    from planner.errors import RunError
+    from contracts.errors import RunError
 
     def meets(rate: float) -> bool:
         run = open_loop_run(profile, config, rate, duration_s, rng_seed, arrival_kind)

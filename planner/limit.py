@@ -3,7 +3,7 @@
 The search itself is pure (planner.search); this module is the I/O edge: it drives a probe
 (`LocustProbe` runs each level as a one-stage load test against a live endpoint, appending
 to one run directory), prints one progress line per level, optionally verifies the limit
-with a steady-burst-recovery run, and writes `limit.json` (planner.limit_schema.LimitResult).
+with a steady-burst-recovery run, and writes `limit.json` (contracts.limit.LimitResult).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import numpy as np
 import polars as pl
 from pydantic import ValidationError
 
+from contracts.errors import ConfigError, InputError, RunError, TargetError
+from contracts.jsonio import first_error
+from contracts.limit import Dimension, LimitResult
+from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import validate_arrival
-from planner.errors import ConfigError, InputError, RunError, TargetError
-from planner.jsonio import first_error
-from planner.limit_schema import Dimension, LimitResult
 from planner.loadtest import (
     WORK_DIR,
     LoadTestConfig,
@@ -33,7 +34,6 @@ from planner.loadtest import (
     read_records,
     run_loadtest,
 )
-from planner.run_schema import Stage, StagePlan
 from planner.search import (
     AbandonRule,
     LevelMeasurement,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import ConfigError
-from planner.jsonio import read_json, validate
-from planner.run_schema import StagePlan
+from contracts.errors import ConfigError
+from contracts.jsonio import read_json, validate
+from contracts.run import StagePlan
 
 CAPACITY_SCHEMA = "capplan.loadgen_capacity/1"
 

@@ -29,6 +29,15 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 import locustfiles
+from contracts.errors import ConfigError, InputError, RunError
+from contracts.recovery import RECOVERY_WINDOW_S, recovery_curve
+from contracts.run import (
+    RECORD_COLUMNS,
+    SERVER_METRIC_COLUMNS,
+    RunInfo,
+    StagePlan,
+    StageSummary,
+)
 from locustfiles.metrics import MetricsScraper
 from locustfiles.recorder import (
     METRICS_FILE,
@@ -51,17 +60,8 @@ from locustfiles.summary import (
     summarize_plan,
     summarize_stage,
 )
-from planner.errors import ConfigError, InputError, RunError
 from planner.netutil import free_port
-from planner.recovery import RECOVERY_WINDOW_S, recovery_curve
 from planner.remote import master_args, note_lost, read_lost
-from planner.run_schema import (
-    RECORD_COLUMNS,
-    SERVER_METRIC_COLUMNS,
-    RunInfo,
-    StagePlan,
-    StageSummary,
-)
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
 
@@ -517,7 +517,7 @@ def _run_locust(
 
 class _RecoveryWatcher:
     """Ends a plan's last stage, a recovery, once the burst is recovered from
-    (planner.recovery on the records so far), then passes the line on to `then`.
+    (contracts.recovery on the records so far), then passes the line on to `then`.
 
     The rows of requests still streaming are written when they end, so the live curve is
     trusted only a window plus twice the p95 E2E of the recovery's finished requests after

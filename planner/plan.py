@@ -14,7 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner import __version__
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.plan import (
+    PLAN_SCHEMA,
+    Checks,
+    Demand,
+    GpuMemory,
+    Plan,
+    PlanInputs,
+    QueueingCheck,
+    Resources,
+    Scenario,
+)
 from planner.calibration import calibrate, measured_levels
 from planner.capacity import (
     HostRule,
@@ -33,20 +45,8 @@ from planner.engine import (
     kv_capacity_tokens,
     weight_bytes,
 )
-from planner.errors import ConfigError
 from planner.fleet import closed_loop_run, open_loop_run, simulator_slo_problem
 from planner.fleet_check import fleet_check
-from planner.plan_schema import (
-    PLAN_SCHEMA,
-    Checks,
-    Demand,
-    GpuMemory,
-    Plan,
-    PlanInputs,
-    QueueingCheck,
-    Resources,
-    Scenario,
-)
 from planner.queueing import instances_by_queueing
 from planner.slo import parse_slo
 from profiles.model import Profile

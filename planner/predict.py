@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
 from planner.engine import EngineConfig, EngineRequest
-from planner.errors import ConfigError
 from planner.fleet import simulate_fleet
-from planner.limit_schema import LimitResult
 from planner.search import (
     AbandonRule,
     LevelMeasurement,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.errors import ConfigError
+from contracts.errors import ConfigError
 
 
 def erlang_b(servers: int, offered_erlangs: float) -> float:

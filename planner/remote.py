@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import locustfiles
-from planner.errors import ConfigError
-from planner.run_schema import LostWorkerReport, StageSummary, StageValidity
+from contracts.errors import ConfigError
+from contracts.run import LostWorkerReport, StageSummary, StageValidity
 
 LOCUSTFILE = Path(locustfiles.__file__).parent / "llm.py"
 

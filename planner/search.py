@@ -27,9 +27,9 @@ import numpy as np
 import polars as pl
 from sklearn.isotonic import IsotonicRegression
 
-from planner.errors import ConfigError, RunError
-from planner.latency import CENSORED_CLASSES, METRIC_COLUMNS
-from planner.limit_schema import (
+from contracts.errors import ConfigError, RunError
+from contracts.latency import CENSORED_CLASSES, METRIC_COLUMNS
+from contracts.limit import (
     LIMIT_SCHEMA,
     ConstraintVerdict,
     Dimension,
@@ -54,7 +54,7 @@ class LevelMeasurement:
     """What a probe measured while holding one load level.
 
     `records` has one row per request scheduled in the level (RECORD_COLUMNS of
-    planner.run_schema, or at least `ok` and the SLO's `*_s` columns). `duration_s` is how
+    contracts.run, or at least `ok` and the SLO's `*_s` columns). `duration_s` is how
     long the level was held (shorter than planned when abandoned); requests scheduled in
     its first `warmup_s` seconds from `start_s` (default: the first schedule time) are
     excluded from the verdict. `unstable` says why a level that ran to its cap never

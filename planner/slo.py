@@ -35,8 +35,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from planner.errors import ConfigError, InputError
-from planner.latency import (
+from contracts.errors import ConfigError, InputError
+from contracts.latency import (
     METRIC_COLUMNS,
     quantile,
     request_outcomes,
@@ -488,7 +488,7 @@ def evaluate(
     """Judge one stage's per-request records against `slo`.
 
     `records` has one row per scheduled request with `ok` and the `*_s` metric columns the
-    SLO names (RECORD_COLUMNS of planner.run_schema, or a simulator's ttft_s / tpot_s /
+    SLO names (RECORD_COLUMNS of contracts.run, or a simulator's ttft_s / tpot_s /
     e2e_s / ok). Requests scheduled in the first `warmup_s` seconds of the stage (from
     `start_s`, default the first schedule time) are excluded, and goodput is taken over
     `duration_s - warmup_s`. Each constraint gets a percentile-bootstrap interval at

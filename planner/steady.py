@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import ConfigError
+from contracts.errors import ConfigError
 from planner.slo import TIME_COLUMNS, Slo, evaluate
 
 

@@ -21,9 +21,9 @@ from typing import Literal
 
 import numpy as np
 
+from contracts.errors import ConfigError
 from locustfiles.arrivals import gamma_times
 from planner.engine import EngineRequest
-from planner.errors import ConfigError
 from profiles.model import Profile
 from profiles.workload import MessageShape, RequestShape, WorkloadStream
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from contracts.errors import ConfigError
+from contracts.latency import quantile
 from planner.engine import EngineConfig
-from planner.errors import ConfigError
 from planner.fleet import (
     simulator_slo_problem,
 )
-from planner.latency import quantile
 from planner.predict import EngineProbe
 from planner.search import SearchConfig, SearchResult, run_search
 from planner.slo import Slo

@@ -20,7 +20,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from planner import __version__
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
+from contracts.whatif import WHATIF_SCHEMA, Whatif, WhatifCandidate
 from planner.capacity import (
     build_demand,
     gpu_hour_price,
@@ -29,12 +32,9 @@ from planner.capacity import (
 )
 from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
 from planner.engine.specs import TP_LINKS
-from planner.errors import ConfigError
-from planner.limit_schema import LimitResult
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
 from planner.virtual import latency_split, virtual_limit
-from planner.whatif_schema import WHATIF_SCHEMA, Whatif, WhatifCandidate
 from profiles.model import Profile
 
 # Speculative decoding when varied "on": a Llama-3.2-1B-sized draft proposing 4 tokens,

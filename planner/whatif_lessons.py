@@ -13,11 +13,11 @@ import statistics
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from contracts.whatif import Lesson, WhatifCandidate
 from planner.engine import EngineConfig
 from planner.plan import mean_context_tokens
 from planner.slo import parse_slo
 from planner.virtual import split_at
-from planner.whatif_schema import Lesson, WhatifCandidate
 from profiles.model import Profile
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.model import WINDOWS, Arrivals, Burst, ClockHours, GammaShape, RateSeries
 from profiles.readers.timeunits import MAX_SPAN_S
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from planner import __version__
-from planner.errors import InputError
+from contracts import __version__
+from contracts.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
 from profiles.model import Lengths, Prefix, Profile, ProfileBody, Source

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from planner import __version__
-from planner.errors import InputError
+from contracts import __version__
+from contracts.errors import InputError
 from profiles.lengths import SAMPLER_PAIRS, _Counts, spearman
 from profiles.merge_arrivals import MergeNotes, merge_arrivals
 from profiles.model import (

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.jsonio import read_json, validate
+from contracts.jsonio import read_json, validate
 
 PROFILE_SCHEMA = "capplan.profile/1"
 WINDOWS = ("1s", "10s", "60s")

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from planner.errors import InputError  # noqa: E402
+from contracts.errors import InputError  # noqa: E402
 from profiles.model import Histogram, Profile  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 _PIECE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _CHARS_PER_TOKEN = 4

@@ -34,7 +34,7 @@ def words_for(
     the non-embedded STSong-Light, `warn` is called once with the reason and the fix. English
     never looks for a font. Raises InputError for an unknown language or an unusable font.
     """
-    from planner.errors import InputError
+    from contracts.errors import InputError
     from reports.fonts import choose_cjk_font
 
     if lang not in LANGS:

@@ -16,11 +16,11 @@ import numpy as np
 import polars as pl
 from pydantic import ValidationError
 
-from planner.errors import InputError
-from planner.jsonio import first_error, read_json, validate
-from planner.limit_schema import LIMIT_SCHEMA, LimitResult
-from planner.plan_schema import PLAN_SCHEMA, Plan
-from planner.run_schema import RUN_SCHEMA, RunInfo, StageSummary
+from contracts.errors import InputError
+from contracts.jsonio import first_error, read_json, validate
+from contracts.limit import LIMIT_SCHEMA, LimitResult
+from contracts.plan import PLAN_SCHEMA, Plan
+from contracts.run import RUN_SCHEMA, RunInfo, StageSummary
 from profiles.model import Profile, load_profile
 
 # server_metrics.parquet is long format: one row per scrape and sample (`name` or `metric`).

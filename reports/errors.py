@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.limit_schema import LimitResult
-from planner.run_schema import StageSummary
+from contracts.limit import LimitResult
+from contracts.run import StageSummary
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.pdfbase.ttfonts import TTFError, TTFont
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 ENV_VAR = "CAPPLAN_CJK_FONT"
 BUILTIN_CJK_FONT = "STSong-Light"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from reports.fonts import BUILTIN_CJK_FONT, builtin_cjk_font, is_cjk_font
 
 Lang = Literal["en", "zh"]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import ConfigError, InputError
+from contracts.limit import LimitLevel, LimitResult, LittlesLaw
 from planner.capacity import (
     HostRule,
     build_demand,
@@ -20,8 +22,6 @@ from planner.capacity import (
     sensitivity,
     window_rate_quantile,
 )
-from planner.errors import ConfigError, InputError
-from planner.limit_schema import LimitLevel, LimitResult, LittlesLaw
 from tests.plan_profiles import make_profile
 
 

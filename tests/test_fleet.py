@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from contracts.errors import ConfigError
+from contracts.plan import FleetPoint
 from planner.capacity import parse_limit
 from planner.engine import EngineRequest, build_engine_config, simulate
-from planner.errors import ConfigError
 from planner.fleet import ROUTINGS, FleetRun, judge, simulate_fleet
 from planner.fleet_check import fleet_verdict, min_instances_meeting, single_instance_limit
 from planner.plan import PlanOptions, build_plan
-from planner.plan_schema import FleetPoint
 from planner.slo import parse_slo
 from tests.plan_profiles import azure_conv_profile
 

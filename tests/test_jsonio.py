@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from planner.errors import InputError
-from planner.jsonio import read_json, validate
-from planner.limit_schema import LimitResult
+from contracts.errors import InputError
+from contracts.jsonio import read_json, validate
+from contracts.limit import LimitResult
 from profiles.model import load_profile
 
 

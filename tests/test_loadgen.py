@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.errors import ConfigError, InputError
+from contracts.errors import ConfigError, InputError
+from contracts.run import Stage, StagePlan
 from planner.loadgen import (
     ESTIMATED_PROCESS_RPS,
     ProcessCapacity,
@@ -16,7 +17,6 @@ from planner.loadgen import (
     plan_peak_rps,
     save_capacity,
 )
-from planner.run_schema import Stage, StagePlan
 
 CAP = ProcessCapacity(rate_rps=400.0, cpus=8, source="test")
 

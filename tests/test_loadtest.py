@@ -9,6 +9,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from contracts.recovery import recovery_curve
+from contracts.run import RECORD_COLUMNS, Stage, StagePlan
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from planner.cli import app
 from planner.loadtest import (
@@ -17,8 +19,6 @@ from planner.loadtest import (
     run_loadtest,
     summarize_stage,
 )
-from planner.recovery import recovery_curve
-from planner.run_schema import RECORD_COLUMNS, Stage, StagePlan
 from tests.helpers.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
@@ -180,7 +180,7 @@ def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_missing_api_key_variable_is_a_config_error(tmp_path: Path) -> None:
-    from planner.errors import ConfigError
+    from contracts.errors import ConfigError
 
     plan = StagePlan(stages=[Stage(name="s", duration_s=1.0, rate_rps=1.0)])
     prof = tmp_path / "p.json"

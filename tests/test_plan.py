@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.errors import ConfigError
+from contracts.plan import Plan
 from planner.capacity import parse_limit
 from planner.engine import build_engine_config
-from planner.errors import ConfigError
 from planner.plan import PlanOptions, build_plan, gpu_memory, mean_context_tokens
-from planner.plan_schema import Plan
 from tests.plan_profiles import make_profile
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from contracts.limit import LimitLevel, LimitResult
+from contracts.plan import Plan
 from planner.calibration import level_metrics
 from planner.cli import app
 from planner.engine import build_engine_config
-from planner.limit_schema import LimitLevel, LimitResult
-from planner.plan_schema import Plan
 from profiles.model import save_profile
 from tests.plan_profiles import make_profile
 

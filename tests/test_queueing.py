@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from planner.errors import ConfigError
+from contracts.errors import ConfigError
 from planner.queueing import (
     allen_cunneen_wait_s,
     erlang_b,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from contracts.errors import ConfigError
 from planner.cli import app
-from planner.errors import ConfigError
 from planner.remote import master_args, parse_address
 
 

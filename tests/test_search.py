@@ -12,10 +12,10 @@ import pytest
 from scipy.stats import norm
 from typer.testing import CliRunner
 
+from contracts.errors import ConfigError, InputError, RunError
+from contracts.limit import LimitResult
 from planner.cli import app
-from planner.errors import ConfigError, InputError, RunError
 from planner.limit import load_limit, search_limit
-from planner.limit_schema import LimitResult
 from planner.search import (
     AbandonRule,
     LevelMeasurement,

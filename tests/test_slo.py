@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.errors import ConfigError, InputError
+from contracts.errors import ConfigError, InputError
 from planner.slo import evaluate, exclude_warmup, good_mask, parse_slo
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.errors import ConfigError
 from planner.engine import build_engine_config
-from planner.errors import ConfigError
 from planner.slo import parse_slo
 from planner.virtual import split_at
 from planner.whatif import WhatifOptions, parse_vary, run_whatif

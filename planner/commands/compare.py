@@ -8,10 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.errors import InputError
+from contracts.whatif import Compare
 from planner.cli import handle_errors
 from planner.compare import CompareOptions, compare_runs
-from planner.errors import InputError
-from planner.whatif_schema import Compare
 from profiles.model import load_profile
 
 HELP = """Rank measured configurations (each a `capplan limit` run) for one profile's peak.

@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed of the profile sampler and the load."),
         cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
     ) -> None:
+        from contracts.errors import InputError
         from planner.demo import DemoOptions, run_demo
-        from planner.errors import InputError
         from reports.i18n import LANGS
 
         if lang not in LANGS:

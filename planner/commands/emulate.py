@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
+from contracts.errors import ConfigError, InputError
 from planner.cli import handle_errors
-from planner.errors import ConfigError, InputError
 
 HELP = """Serve an emulated LLM engine (no GPU) behind an OpenAI-compatible API.
 

@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
             "--speed S): levels, loads and latencies are in its time.",
         ),
     ) -> None:
-        from planner.errors import ConfigError
+        from contracts.errors import ConfigError
         from planner.limit import LimitOptions, run_limit
         from planner.loadgen import choose_workers, load_capacity, parse_workers
 

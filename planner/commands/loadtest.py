@@ -12,13 +12,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from contracts.errors import ConfigError
+from contracts.run import Percentiles, StageSummary
 from planner.cli import handle_errors
-from planner.errors import ConfigError
-from planner.run_schema import Percentiles, StageSummary
 
 if TYPE_CHECKING:
+    from contracts.run import StagePlan
     from planner.loadtest import LoadTestConfig
-    from planner.run_schema import StagePlan
 
 HELP = """Load-test an OpenAI-compatible endpoint with traffic drawn from a profile.
 
@@ -167,9 +167,9 @@ def loadtest(
         "--speed S): plans and records are kept in its time.",
     ),
 ) -> None:
+    from contracts.run import Stage, StagePlan
     from planner.loadgen import parse_workers
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
-    from planner.run_schema import Stage, StagePlan
 
     n_workers = parse_workers(workers)
 
@@ -178,7 +178,7 @@ def loadtest(
     kind: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
     from pydantic import ValidationError
 
-    from planner.jsonio import first_error
+    from contracts.jsonio import first_error
 
     try:
         config = LoadTestConfig(

@@ -8,11 +8,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.errors import InputError
+from contracts.plan import Plan
 from planner.capacity import HostRule, parse_float_list, parse_limit
 from planner.cli import handle_errors
-from planner.errors import InputError
 from planner.plan import PlanOptions, build_plan
-from planner.plan_schema import Plan
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
+from contracts.errors import ConfigError, InputError
 from planner.cli import handle_errors
-from planner.errors import ConfigError, InputError
 
 HELP = """Profile request logs: arrivals, lengths, prefix reuse, sessions -> PROFILE.json.
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from contracts.errors import InputError
 from planner.cli import handle_errors
-from planner.errors import InputError
 from profiles.model import Profile
 
 HELP = """Review every LLM service of a platform in one document: one plan per service, the

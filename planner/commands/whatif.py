@@ -8,10 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.errors import ConfigError, InputError
+from contracts.whatif import Whatif
 from planner.cli import handle_errors
-from planner.errors import ConfigError, InputError
 from planner.whatif import WhatifOptions, parse_vary, run_whatif
-from planner.whatif_schema import Whatif
 from profiles.model import load_profile
 
 HELP = """Which engine configuration serves this traffic best, before any hardware.

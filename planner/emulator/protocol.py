@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.tokenize import ApproxTokenizer, chained_block_hashes
 
 Kind = Literal["completion", "chat"]

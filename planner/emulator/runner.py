@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from contracts.errors import RunError
 from planner.emulator.server import EmulatorServer, Faults
 from planner.engine import EngineConfig
-from planner.errors import RunError
 
 
 def serve(

@@ -27,6 +27,7 @@ import numpy as np
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.errors import InputError
 from planner.emulator.metrics import EmulatorMetrics
 from planner.emulator.protocol import (
     ChunkWriter,
@@ -39,7 +40,6 @@ from planner.emulator.protocol import (
     usage_body,
 )
 from planner.engine import Engine, EngineConfig, EngineRequest
-from planner.errors import InputError
 
 NATURAL_OUTPUT_MEDIAN_TOKENS = 129.0
 NATURAL_OUTPUT_SIGMA = 0.99  # lognormal sigma giving mean/median = 211/129

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from contracts.errors import InputError
 from planner.engine.kv import BlockHolding, BlockPool
 from planner.engine.specs import EngineConfig, kv_bytes_per_token, kv_capacity_blocks, weight_bytes
-from planner.errors import InputError
 
 TokenKind = Literal["first_token", "token", "finished", "preempted"]
 

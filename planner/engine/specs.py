@@ -40,7 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner.errors import ConfigError, InputError
+from contracts.errors import ConfigError, InputError
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 CALIBRATION_DIR = Path(__file__).with_name("calibration")

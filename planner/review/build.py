@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from planner import __version__
+from contracts import __version__
+from contracts.errors import InputError
+from contracts.jsonio import read_json, validate
+from contracts.plan import Plan
 from planner.capacity import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
-from planner.errors import InputError
-from planner.jsonio import read_json, validate
 from planner.plan import PlanOptions, build_plan
-from planner.plan_schema import Plan
 from planner.review.certainty import (
     block_bootstrap_quantile,
     count_interval,

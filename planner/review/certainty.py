@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from contracts.limit import LimitResult
 from planner.capacity import instances_for_load
-from planner.limit_schema import LimitResult
 from planner.review.schema import CountInterval
 from profiles.model import Profile
 

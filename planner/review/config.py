@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 
 class _Model(BaseModel):

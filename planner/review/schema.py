@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.plan_schema import Plan
+from contracts.plan import Plan
 
 REVIEW_SCHEMA = "capplan.review/1"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.errors import ConfigError, InputError
+from contracts.errors import ConfigError, InputError
 from profiles.model import (
     Arrivals,
     LengthClasses,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
 from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
 from profiles.readers.base import (

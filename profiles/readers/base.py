@@ -24,7 +24,7 @@ from typing import IO, Any, Protocol
 
 import polars as pl
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.tokenize import Tokenizer
 
 # Column order and dtypes of the canonical request table.

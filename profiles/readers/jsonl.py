@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.readers.base import FileFrame, ReaderContext, json_objects, register_reader
 from profiles.readers.timeunits import (
     FAR_REASON,

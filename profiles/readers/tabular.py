@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.readers.base import (
     LONG_LINE_REASON,
     FileFrame,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 TIME_UNITS = ("auto", *UNIT_SECONDS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 SAMPLES = {"azure_conv": "azure_conv_sample.csv"}
 

@@ -11,7 +11,7 @@ from reportlab.platypus import (
     Table,
 )
 
-from planner.plan_schema import Plan
+from contracts.plan import Plan
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 from reports.pages.risks import risks_table

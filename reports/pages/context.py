@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from planner.run_schema import StageSummary
+from contracts.run import StageSummary
 from reports.data import ReportInputs
 from reports.i18n import Words
 from reports.layout import Layout

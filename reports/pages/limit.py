@@ -14,7 +14,7 @@ from reportlab.platypus import (
     Table,
 )
 
-from planner.limit_schema import LimitLevel
+from contracts.limit import LimitLevel
 from reports import charts
 from reports.charts import GRAY, GREEN, ORANGE, RED, Axis
 from reports.layout import CONTENT_W, side_by_side
@@ -254,7 +254,7 @@ def limit_table(ctx: ReportContext) -> Table:
 
 
 def chart_recovery(ctx: ReportContext) -> Flowable:
-    """The recovery curve stored in stages.json (planner.recovery): the same series the
+    """The recovery curve stored in stages.json (contracts.recovery): the same series the
     recovery time was read on."""
     recovery = ctx.stage("recovery")
     curve = recovery.recovery_curve if recovery is not None else None

@@ -9,7 +9,7 @@ from reportlab.platypus import (
     Table,
 )
 
-from planner.plan_schema import Scenario
+from contracts.plan import Scenario
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 

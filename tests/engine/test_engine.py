@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from contracts.errors import InputError
 from planner.engine import (
     Engine,
     EngineConfig,
@@ -15,7 +16,6 @@ from planner.engine import (
     kv_capacity_tokens,
     simulate,
 )
-from planner.errors import InputError
 from profiles.tokenize import chained_block_hashes
 
 

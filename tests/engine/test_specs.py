@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import ConfigError, InputError
 from planner.engine import (
     build_engine_config,
     gpu_catalog,
@@ -17,7 +18,6 @@ from planner.engine import (
     specs,
     weight_bytes,
 )
-from planner.errors import ConfigError, InputError
 
 
 def test_builtin_catalog_has_the_required_entries() -> None:

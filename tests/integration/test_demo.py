@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
+from contracts.limit import LimitResult
+from contracts.plan import Plan
 from planner.demo import DemoOptions, run_demo
-from planner.limit_schema import LimitResult
-from planner.plan_schema import Plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

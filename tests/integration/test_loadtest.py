@@ -15,10 +15,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
-from planner.run_schema import Stage, StagePlan
 from tests.helpers.profiles import make_profile
 from tests.helpers.stream_server import start_server
 

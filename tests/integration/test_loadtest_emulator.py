@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contracts.run import Stage, StagePlan
 from planner.engine import build_engine_config
 from planner.loadtest import LoadTestConfig, read_records, run_loadtest
-from planner.run_schema import Stage, StagePlan
 from tests.helpers.emulator_timings import emulator_with_timings
 from tests.helpers.profiles import make_profile
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from contracts.errors import ConfigError
 from locustfiles.arrivals import arrival_times, gamma_times, replay_times
-from planner.errors import ConfigError
 
 
 def test_constant_is_evenly_spaced() -> None:

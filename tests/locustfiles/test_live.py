@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from contracts.run import Stage, StagePlan
 from locustfiles.live import GoodThresholds, LiveStats, LiveView, table_rows
 from locustfiles.recorder import RECORD_NAMES
-from planner.run_schema import Stage, StagePlan
 
 PLAN = StagePlan(
     stages=[

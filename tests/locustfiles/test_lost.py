@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times
 from locustfiles.driver import Slot
 from locustfiles.lost import LostWorker, lost_rows, slot_schedule
 from locustfiles.recorder import RECORD_NAMES
-from planner.run_schema import Stage, StagePlan
 
 PLAN = StagePlan(
     stages=[

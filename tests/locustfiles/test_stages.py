@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import ConfigError, InputError
 from locustfiles.stages import (
     OPEN_DEFAULT_S,
     CommonOptions,
@@ -14,7 +15,6 @@ from locustfiles.stages import (
     locust_plan,
     resolve_plan,
 )
-from planner.errors import ConfigError, InputError
 from tests.helpers.profiles import make_profile
 
 PROFILE = make_profile([(100, 10)], rate_rps=4.0, peak_to_mean_10s=2.5)

@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
+from contracts.run import Stage
 from locustfiles.summary import expected_hit_ratio, stage_validity
-from planner.run_schema import Stage
 from profiles.model import LruPoint, Prefix
 
 PREFIX = Prefix(

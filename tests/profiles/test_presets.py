@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.errors import ConfigError, InputError
+from contracts.errors import ConfigError, InputError
 from profiles.model import Profile, load_profile, save_profile
 from profiles.presets import PRESETS, preset_profile
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import zstandard
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from profiles.readers import READERS, detect_format, read_requests
 from profiles.samples import sample_path
 from tests.profiles.logs import write_jsonl

@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from locustfiles.summary import summarize_plan
-from planner.limit_schema import ConstraintVerdict, LimitLevel, LimitResult, LittlesLaw
-from planner.plan_schema import (
+from contracts.limit import ConstraintVerdict, LimitLevel, LimitResult, LittlesLaw
+from contracts.plan import (
     Checks,
     Cost,
     Demand,
@@ -32,7 +31,7 @@ from planner.plan_schema import (
     Scenario,
     SensitivityCell,
 )
-from planner.run_schema import (
+from contracts.run import (
     RECORD_COLUMNS,
     Percentiles,
     RunInfo,
@@ -40,6 +39,7 @@ from planner.run_schema import (
     StagePlan,
     StageSummary,
 )
+from locustfiles.summary import summarize_plan
 from profiles.model import (
     Arrivals,
     Burst,

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.errors import InputError
+from contracts.errors import InputError
 from reports.data import (
     build_timeline,
     load_inputs,

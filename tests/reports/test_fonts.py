@@ -21,8 +21,8 @@ import reportlab
 from PIL import Image
 from typer.testing import CliRunner
 
+from contracts.errors import InputError
 from planner.cli import app
-from planner.errors import InputError
 from reports import render_report
 from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, choose_cjk_font
 from reports.i18n import STRINGS, Words

@@ -4,7 +4,7 @@ the threshold.
 Pure. The rolling p95 at time t is taken over the requests scheduled in (t - 10 s, t] of any
 stage; a request's TTFT is measured from its intended send (a slow client cannot hide
 queueing), a failed request counts as +infinity and one still running when the run ended
-at its age (planner.latency.request_values). The recovery time is the first t at or after the
+at its age (contracts.latency.request_values). The recovery time is the first t at or after the
 burst's end where that p95 is at or under the threshold. stages.json stores the curve and
 the time (StageSummary.recovery_curve, recovery_s), the live load test ends a recovery stage
 with it, and the report draws the stored curve, so all three agree.
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from planner.latency import quantile, request_values
-from planner.run_schema import RecoveryCurve
+from contracts.latency import quantile, request_values
+from contracts.run import RecoveryCurve
 
 RECOVERY_WINDOW_S = 10.0
 RECOVERY_STEP_S = 0.5

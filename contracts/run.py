@@ -102,7 +102,7 @@ class Percentiles(_Model):
 
 
 class RecoveryCurve(_Model):
-    """The rolling 10 s p95 TTFT around a burst (planner.recovery): +inf where failures
+    """The rolling 10 s p95 TTFT around a burst (contracts.recovery): +inf where failures
     reach the p95, None where the window held too few requests."""
 
     t_s: list[float]

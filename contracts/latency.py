@@ -1,5 +1,5 @@
 """Per-request latency values as the verdicts count them, shared by the SLO verdicts
-(planner.slo), the recovery curve (planner.recovery) and the stage statistics.
+(planner.slo), the recovery curve (contracts.recovery) and the stage statistics.
 
 Pure, and contract-level: it imports nothing of the project. Every scheduled request has a
 value: a successful one its measured latency, a failed one +infinity (it misses every

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import InputError
+from contracts.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 
