@@ -1,8 +1,9 @@
 """Rendering only: charts and the PDF capacity baseline from finished results (en, zh).
 
-Public entry points: `render_report(profile_path, run_dir, plan_path, out_pdf, ...)`, and
-`words_for(lang, ...)`, the words and fonts any PDF of capplan is set with (a Chinese one embeds
-its CJK font; see `reports.fonts`).
+Public entry points: `render_report(profile_path, run_dir, plan_path, out_pdf, ...)` (with
+`whatif=`/`compare=` it adds the "Which configuration" section), `render_which_report(out_pdf,
+...)` (that section alone), and `words_for(lang, ...)`, the words and fonts any PDF of capplan
+is set with (a Chinese one embeds its CJK font; see `reports.fonts`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def render_report(
     generated_at: datetime | None = None,
     cjk_font: str | Path | CjkFont | None = None,
     warn: Callable[[str], None] = warn_on_stderr,
+    whatif: str | Path | None = None,
+    compare: str | Path | None = None,
 ) -> Path:
     """Write the capacity-baseline PDF and return its path.
 
@@ -70,10 +73,12 @@ def render_report(
     "en" or "zh". A Chinese report embeds a subset of its CJK font (`words_for`: `cjk_font`
     or the system's; `warn` hears about a fallback to the non-embedded STSong-Light). Raises
     InputError (exit code 2 in the CLI) for a missing or malformed input, an unusable
-    `cjk_font` or an unknown language.
+    `cjk_font` or an unknown language. `whatif` (capplan whatif's JSON) and `compare` (capplan
+    compare's) add the "Which configuration" section before the method page.
     """
     from reports.data import load_inputs
     from reports.pdf import build_pdf
+    from reports.which_data import load_sections
 
     words = words_for(lang, cjk_font=cjk_font, warn=warn)
     inputs = load_inputs(
@@ -83,7 +88,39 @@ def render_report(
         previous_plan=Path(previous_plan) if previous_plan is not None else None,
         limit_path=Path(limit_path) if limit_path is not None else None,
     )
-    return build_pdf(inputs, Path(out_pdf), words, generated_at or datetime.now(UTC))
+    which = load_sections(_path(whatif), _path(compare))
+    return build_pdf(inputs, Path(out_pdf), words, generated_at or datetime.now(UTC), which)
 
 
-__all__ = ["CjkFont", "render_report", "warn_on_stderr", "words_for"]
+def _path(value: str | Path | None) -> Path | None:
+    return Path(value) if value is not None else None
+
+
+def render_which_report(
+    out_pdf: str | Path,
+    *,
+    whatif: str | Path | None = None,
+    compare: str | Path | None = None,
+    lang: Lang | str = "en",
+    generated_at: datetime | None = None,
+    cjk_font: str | Path | CjkFont | None = None,
+    warn: Callable[[str], None] = warn_on_stderr,
+) -> Path:
+    """Write a PDF of the "Which configuration" section alone and return its path.
+
+    For a choice made before any run or plan exists: `whatif` (capplan whatif's JSON) and/or
+    `compare` (capplan compare's). Raises InputError when neither is given, for a missing or
+    malformed file, an unusable `cjk_font` or an unknown language.
+    """
+    from contracts.errors import InputError
+    from reports.pdf import build_which_pdf
+    from reports.which_data import load_sections
+
+    if whatif is None and compare is None:
+        raise InputError("give a whatif.json (--whatif) or a compare.json (--compare)")
+    words = words_for(lang, cjk_font=cjk_font, warn=warn)
+    sections = load_sections(_path(whatif), _path(compare))
+    return build_which_pdf(sections, Path(out_pdf), words, generated_at or datetime.now(UTC))
+
+
+__all__ = ["CjkFont", "render_report", "render_which_report", "warn_on_stderr", "words_for"]

@@ -1,5 +1,153 @@
-"""The words of the report's "Which configuration" section (reports.pages.which), en and zh."""
+"""The words of the report's "Which configuration" section (reports.pages.which), en and zh.
 
-WHICH_EN: dict[str, str] = {}
+WHICH_EN and WHICH_ZH join STRINGS (same keys; a test checks it). KNOB_NAMES names the engine
+knobs of whatif.json for a reader; a knob not named here is shown as its identifier.
+"""
 
-WHICH_ZH: dict[str, str] = {}
+WHICH_EN: dict[str, str] = {
+    "which_doc_title": "Which configuration: {name}",
+    "which_footer": "capplan · which configuration · {name} · generated {date}",
+    "which_heading": "Which configuration",
+    "which_intro": (
+        "Candidate configurations for the same traffic and SLO, ranked by what the fleet for "
+        "the planning peak costs per month."
+    ),
+    "which_whatif_heading": "Predicted by the engine model",
+    "which_compare_heading": "Measured candidates",
+    "which_whatif_source": (
+        "Source: {path} (capplan whatif: the limit search against the engine model in virtual "
+        "time, before any hardware)."
+    ),
+    "which_compare_source": (
+        "Source: {path} (capplan compare: measured limits of real runs on the same profile)."
+    ),
+    "which_context": "Profile {profile} · SLO {slo} · model {model} · peak {peak}",
+    "which_not_comparable": (
+        "NOT COMPARABLE: these runs were measured on different profiles or SLOs and compared "
+        "anyway (--force). Read the ranking with care:"
+    ),
+    "which_table_heading": "Ranked candidates",
+    "which_table_heading_forced": "Ranked candidates (not comparable, --force)",
+    "which_col_rank": "Rank",
+    "which_col_candidate": "Candidate",
+    "which_col_limit": "Limit per instance",
+    "which_col_binding": "Binds first",
+    "which_col_instances": "Instances",
+    "which_col_gpus": "GPUs",
+    "which_col_cost": "Cost per month",
+    "which_col_token_cost": "Cost per M output tokens",
+    "which_col_calibration": "Calibration error",
+    "which_col_pareto": "Pareto front",
+    "which_no_limit": "meets the SLO at no load",
+    "which_pareto_mark": "yes",
+    "which_chart": "Cost per month of the fleet for the peak",
+    "which_chart_axis": "$ per month",
+    "which_chart_pareto": "on the Pareto front (cost against p95 E2E)",
+    "which_chart_best": "cheapest",
+    "which_chart_more": "The chart shows the {shown} cheapest of {total} candidates.",
+    "which_lessons_heading": "What this means for your traffic",
+    "which_best": (
+        "{label} serves the peak of {peak} within the SLO for the least: {n} instance(s), "
+        "{gpus} GPU(s), {cost} per month."
+    ),
+    "which_gap_gpu": (
+        "For your traffic, a fleet of {cheaper} costs {pct} less than one of {dearer} at the "
+        "same SLO ({n1} × {cheaper} for {cost1} against {n2} × {dearer} for {cost2} per month)."
+    ),
+    "which_gap_run": (
+        "{cheaper} costs {pct} less than {dearer} at the same SLO ({n1} instance(s) for {cost1} "
+        "against {n2} for {cost2} per month)."
+    ),
+    "which_per_token": (
+        "Per million output tokens {label} is the cheapest ({usd} against {best_usd} for "
+        "{best}), yet at this peak {best} needs the cheaper fleet: instances come whole, so "
+        "at another peak the order can change."
+    ),
+    "which_no_limit_lesson": "{labels}: the SLO is met at no tested load.",
+    "which_knob": "{knob}: {alternative} instead of {baseline} changes the limit by {change}",
+    "which_pays": " — it pays off.",
+    "which_hurts": " — it hurts.",
+    "which_even": " — no real difference.",
+    "which_no_prediction": "{knob}: {alternative} instead of {baseline}: no prediction.",
+    "which_why": "Why: {figure}",
+    "which_calibrated": "Calibrated on a measured limit: {note}",
+}
+
+WHICH_ZH: dict[str, str] = {
+    "which_doc_title": "选哪种配置:{name}",
+    "which_footer": "capplan · 选哪种配置 · {name} · 生成于 {date}",
+    "which_heading": "选哪种配置",
+    "which_intro": "在相同流量与 SLO 下比较候选配置,按承载规划峰值所需集群的每月成本排名。",
+    "which_whatif_heading": "引擎模型的预测",
+    "which_compare_heading": "实测候选配置",
+    "which_whatif_source": "来源:{path}(在虚拟时间中对引擎模型进行上限搜索,无需任何硬件)。",
+    "which_compare_source": "来源:{path}(同一画像下真实运行的实测上限)。",
+    "which_context": "流量画像 {profile} · SLO {slo} · 模型 {model} · 峰值 {peak}",
+    "which_not_comparable": (
+        "不可比较:这些运行测于不同的流量画像或 SLO,仍被强制比较(--force)。请谨慎解读排名:"
+    ),
+    "which_table_heading": "候选配置排名",
+    "which_table_heading_forced": "候选配置排名(不可比较,--force)",
+    "which_col_rank": "排名",
+    "which_col_candidate": "候选配置",
+    "which_col_limit": "单实例上限",
+    "which_col_binding": "首先触及的约束",
+    "which_col_instances": "实例数",
+    "which_col_gpus": "GPU 数",
+    "which_col_cost": "每月成本",
+    "which_col_token_cost": "每百万输出 token 成本",
+    "which_col_calibration": "校准误差",
+    "which_col_pareto": "帕累托前沿",
+    "which_no_limit": "任何负载下都达不到 SLO",
+    "which_pareto_mark": "是",
+    "which_chart": "承载峰值所需集群的每月成本",
+    "which_chart_axis": "每月 $",
+    "which_chart_pareto": "位于帕累托前沿(成本对 p95 E2E)",
+    "which_chart_best": "最便宜",
+    "which_chart_more": "图中显示 {total} 个候选配置中最便宜的 {shown} 个。",
+    "which_lessons_heading": "这对您的流量意味着什么",
+    "which_best": (
+        "{label} 以最低成本在 SLO 内承载 {peak} 的峰值:{n} 个实例,{gpus} 块 GPU,每月 {cost}。"
+    ),
+    "which_gap_gpu": (
+        "对您的流量,在相同 SLO 下 {cheaper} 集群比 {dearer} 便宜 {pct}"
+        "({n1} × {cheaper} 每月 {cost1},对比 {n2} × {dearer} 每月 {cost2})。"
+    ),
+    "which_gap_run": (
+        "在相同 SLO 下 {cheaper} 比 {dearer} 便宜 {pct}"
+        "({n1} 个实例每月 {cost1},对比 {n2} 个实例每月 {cost2})。"
+    ),
+    "which_per_token": (
+        "按每百万输出 token 计,{label} 最便宜({usd},{best} 为 {best_usd});但在此峰值下 "
+        "{best} 的集群更便宜:实例只能整台购买,峰值不同时排名可能改变。"
+    ),
+    "which_no_limit_lesson": "{labels}:在所测的任何负载下都达不到 SLO。",
+    "which_knob": "{knob}:用 {alternative} 替代 {baseline},上限变化 {change}",
+    "which_pays": ",值得采用。",
+    "which_hurts": ",反而有害。",
+    "which_even": ",没有实质差别。",
+    "which_no_prediction": "{knob}:用 {alternative} 替代 {baseline}:无预测。",
+    "which_why": "原因:{figure}",
+    "which_calibrated": "已按实测上限校准,每项预测旁列出校准误差。",
+}
+
+KNOB_NAMES: dict[str, dict[str, str]] = {
+    "en": {
+        "prefix_caching": "Prefix caching",
+        "kv_dtype": "KV-cache dtype",
+        "kv_reservation": "KV-cache allocation",
+        "queue_policy": "Queue policy",
+        "speculative": "Speculative decoding",
+        "on": "on",
+        "off": "off",
+    },
+    "zh": {
+        "prefix_caching": "前缀缓存",
+        "kv_dtype": "KV 缓存数据类型",
+        "kv_reservation": "KV 缓存分配方式",
+        "queue_policy": "排队策略",
+        "speculative": "推测解码",
+        "on": "开启",
+        "off": "关闭",
+    },
+}

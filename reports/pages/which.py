@@ -1,0 +1,219 @@
+"""The "Which configuration" section: candidates ranked by the monthly cost of the fleet for the
+peak, a cost bar chart, and the lessons for this workload in sentences a manager reads.
+
+It reads only `reports.which_data.WhichSection` (whatif.json or compare.json) and the layout
+toolkit, so it ends a capacity baseline or stands alone in its own document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
+
+from reports.charts_which import Bar, cost_bars
+from reports.i18n.which import KNOB_NAMES
+from reports.layout import CONTENT_W, Layout
+from reports.which_data import CostGap, WhichSection
+
+MAX_BARS = 16  # more candidates than this: the chart shows the cheapest, the table all
+
+
+def _knob(layout: Layout, name: str) -> str:
+    return KNOB_NAMES[layout.words.lang].get(name, name)
+
+
+def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
+    """Rank, candidate, limit, binding, instances, GPUs, costs; whatif adds the calibration
+    error (when calibrated) and the Pareto mark."""
+    w = layout.words
+    whatif = section.kind == "whatif"
+    calibrated = any(r.calibration_error is not None for r in section.rows)
+    cols: list[tuple[str, float]] = [
+        ("which_col_rank", 0.055),
+        ("which_col_candidate", 0.3),
+        ("which_col_limit", 0.1),
+        ("which_col_binding", 0.1),
+        ("which_col_instances", 0.085),
+        ("which_col_gpus", 0.06),
+        ("which_col_cost", 0.09),
+        ("which_col_token_cost", 0.12),
+    ]
+    if whatif and calibrated:
+        cols.append(("which_col_calibration", 0.09))
+    if whatif:
+        cols.append(("which_col_pareto", 0.07))
+    rows: list[list[str]] = [[layout.t(key) for key, _ in cols]]
+    for r in section.rows:
+        row = [
+            str(r.rank) if r.rank is not None else "–",
+            r.label,
+            w.load(r.limit, r.unit),
+            r.binding or ("–" if r.limit else layout.t("which_no_limit")),
+            w.integer(r.instances),
+            w.integer(r.gpus),
+            w.usd(r.monthly_cost_usd),
+            w.usd(r.usd_per_million_output_tokens),
+        ]
+        if whatif and calibrated:
+            row.append(w.pct(r.calibration_error))
+        if whatif:
+            row.append(layout.t("which_pareto_mark") if r.pareto else "")
+        rows.append(row)
+    total = sum(f for _, f in cols)
+    best = [(i, c) for i, r in enumerate(section.rows, 1) if r.rank == 1 for c in (0, 6)]
+    return layout.table(rows, [CONTENT_W * f / total for _, f in cols], highlight=best)
+
+
+def cost_chart(layout: Layout, section: WhichSection) -> list[Flowable]:
+    """The bar chart of the ranked candidates' monthly cost (the cheapest MAX_BARS)."""
+    costed = [r for r in section.rows if r.monthly_cost_usd is not None]
+    if not costed:
+        return []
+    shown = costed[:MAX_BARS]
+    whatif = section.kind == "whatif"
+    bars = [
+        Bar(r.label, r.monthly_cost_usd or 0.0, bool(r.pareto) if whatif else r.rank == 1)
+        for r in shown
+    ]
+    out: list[Flowable] = [
+        cost_bars(
+            bars,
+            CONTENT_W,
+            font=layout.words.font,
+            title=layout.t("which_chart"),
+            axis_label=layout.t("which_chart_axis"),
+            value_text=[layout.words.usd(r.monthly_cost_usd) for r in shown],
+            marked_label=layout.t("which_chart_pareto" if whatif else "which_chart_best"),
+        )
+    ]
+    if len(costed) > len(shown):
+        out.append(layout.para(layout.t("which_chart_more", shown=len(shown), total=len(costed))))
+    return out
+
+
+def _gap_sentence(layout: Layout, section: WhichSection, gap: CostGap) -> str:
+    w = layout.words
+    by_gpu = section.kind == "whatif"
+    return layout.t(
+        "which_gap_gpu" if by_gpu else "which_gap_run",
+        cheaper=gap.cheaper.gpu if by_gpu else gap.cheaper.label,
+        dearer=gap.dearer.gpu if by_gpu else gap.dearer.label,
+        pct=w.pct(gap.saving_frac, 0),
+        n1=gap.cheaper.instances,
+        n2=gap.dearer.instances,
+        cost1=w.usd(gap.cheaper.monthly_cost_usd),
+        cost2=w.usd(gap.dearer.monthly_cost_usd),
+    )
+
+
+def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
+    """The section's lessons: the cheapest fleet, what it saves against the others, the cost per
+    token when it ranks otherwise, the candidates without a limit, and (whatif) each method
+    against its baseline with the figure that explains it."""
+    w = layout.words
+    out: list[str] = []
+    best = next((r for r in section.rows if r.rank == 1), None)
+    if best is not None:
+        out.append(
+            layout.t(
+                "which_best",
+                label=best.label,
+                peak=w.rate(section.peak_rps),
+                n=best.instances,
+                gpus=best.gpus,
+                cost=w.usd(best.monthly_cost_usd),
+            )
+        )
+    out += [_gap_sentence(layout, section, gap) for gap in section.cost_gaps]
+    low = section.cheapest_per_token
+    if low is not None and best is not None:
+        out.append(
+            layout.t(
+                "which_per_token",
+                label=low.label,
+                usd=w.usd(low.usd_per_million_output_tokens),
+                best=best.label,
+                best_usd=w.usd(best.usd_per_million_output_tokens),
+            )
+        )
+    unmet = [r.label for r in section.rows if not r.limit]
+    if unmet:
+        out.append(layout.t("which_no_limit_lesson", labels=", ".join(unmet)))
+    for lesson in section.knob_lessons:
+        names = {
+            "knob": _knob(layout, lesson.knob),
+            "baseline": _knob(layout, lesson.baseline),
+            "alternative": _knob(layout, lesson.alternative),
+        }
+        change = lesson.limit_change
+        if change is None:
+            out.append(layout.t("which_no_prediction", **names))
+            continue
+        verdict = "which_pays" if change >= 0.05 else "which_hurts" if change <= -0.05 else ""
+        sentence = layout.t("which_knob", change=f"{change * 100:+.0f} %", **names)
+        out.append(
+            sentence
+            + layout.t(verdict or "which_even")
+            + " "
+            + layout.t("which_why", figure=lesson.figure)
+        )
+    return out
+
+
+def section_flowables(layout: Layout, section: WhichSection) -> list[Flowable]:
+    """One whatif or compare result: where it comes from, the table, the chart, the lessons."""
+    styles, w = layout.styles, layout.words
+    whatif = section.kind == "whatif"
+    peak = w.rate(section.peak_rps)
+    if w.lang == "en":  # the peak's definition is the planner's English text
+        peak += f" ({section.peak_definition})"
+    out: list[Flowable] = [
+        CondPageBreak(160),
+        layout.para(
+            layout.t("which_whatif_heading" if whatif else "which_compare_heading"), styles.h2
+        ),
+        layout.para(
+            layout.t("which_whatif_source" if whatif else "which_compare_source", path=section.path)
+        ),
+        layout.para(
+            layout.t(
+                "which_context",
+                profile=section.profile,
+                slo=section.slo,
+                model=section.model or "–",
+                peak=peak,
+            )
+        ),
+    ]
+    if section.forced:
+        out.append(layout.para(layout.t("which_not_comparable"), styles.warning))
+        out += [layout.para(m, styles.mono) for m in section.mismatches]
+    heading = "which_table_heading_forced" if section.forced else "which_table_heading"
+    out += [
+        layout.para(layout.t(heading), styles.warning if section.forced else styles.h2),
+        ranked_table(layout, section),
+        Spacer(1, 8),
+    ]
+    out += cost_chart(layout, section)
+    out += [CondPageBreak(90), layout.para(layout.t("which_lessons_heading"), styles.h2)]
+    out += [layout.para(f"– {s}") for s in lesson_sentences(layout, section)]
+    if section.calibration_note is not None:
+        out.append(layout.para(layout.t("which_calibrated", note=section.calibration_note)))
+    return out
+
+
+def page_which(
+    layout: Layout, sections: Sequence[WhichSection], *, standalone: bool = False
+) -> list[Flowable]:
+    """The section's flowables (none without sections): on a new page under its heading, or,
+    `standalone`, as the body of its own document (whose title names it)."""
+    if not sections:
+        return []
+    out: list[Flowable] = []
+    if not standalone:
+        out += [PageBreak(), layout.para(layout.t("which_heading"), layout.styles.h1)]
+    out.append(layout.para(layout.t("which_intro")))
+    for section in sections:
+        out += section_flowables(layout, section)
+    return out

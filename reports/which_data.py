@@ -1,0 +1,203 @@
+"""What the report's "Which configuration" section shows, read from whatif.json or compare.json.
+
+Every limit, count and cost is the one `capplan whatif` or `capplan compare` stored. The only
+numbers made here are the ratios the lessons state: how much less the cheapest fleet costs
+than each other GPU's (whatif) or each other run's (compare) cheapest fleet, from the two
+stored monthly costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from contracts.jsonio import read_json, validate
+from contracts.whatif import (
+    COMPARE_SCHEMA,
+    WHATIF_SCHEMA,
+    Compare,
+    CompareRow,
+    Lesson,
+    Whatif,
+    WhatifCandidate,
+)
+
+WhichKind = Literal["whatif", "compare"]
+
+
+@dataclass(frozen=True)
+class WhichRow:
+    """One candidate of the ranked table: a predicted (whatif) or measured (compare) limit."""
+
+    label: str
+    gpu: str
+    limit: float | None
+    unit: str  # "rps" or "users"
+    binding: str | None
+    instances: int | None
+    gpus: int | None
+    monthly_cost_usd: float | None
+    usd_per_million_output_tokens: float | None
+    rank: int | None
+    calibration_error: float | None  # whatif, when calibrated on a measured limit
+    pareto: bool | None  # whatif: on the cost / p95 e2e front; None for compare
+    problem: str | None  # whatif: why there is no prediction
+
+
+@dataclass(frozen=True)
+class CostGap:
+    """The cheapest fleet against another one that serves the same peak at the same SLO."""
+
+    cheaper: WhichRow
+    dearer: WhichRow
+    saving_frac: float  # 1 - cheaper / dearer monthly cost
+
+
+@dataclass(frozen=True)
+class WhichSection:
+    """One whatif.json or compare.json, ready to render."""
+
+    kind: WhichKind
+    path: Path
+    profile: str
+    slo: str
+    model: str
+    peak_rps: float
+    peak_definition: str
+    rows: list[WhichRow]  # ranked ones by rank, then the candidates without a rank
+    cost_gaps: list[CostGap]
+    cheapest_per_token: WhichRow | None  # when it is not the cheapest fleet
+    knob_lessons: list[Lesson]  # whatif: one method against its baseline, from whatif.json
+    forced: bool  # compare: mismatched runs compared with --force
+    mismatches: list[str]
+    calibration_note: str | None
+
+
+def _ranked(rows: list[WhichRow]) -> list[WhichRow]:
+    return sorted(rows, key=lambda r: (r.rank is None, r.rank or 0))
+
+
+def cost_gaps(rows: list[WhichRow], group_by_gpu: bool) -> list[CostGap]:
+    """The cheapest fleet against the cheapest of every other group (GPU, or each row)."""
+    costed = [r for r in _ranked(rows) if r.monthly_cost_usd and r.rank is not None]
+    if not costed:
+        return []
+    best, seen, out = costed[0], {costed[0].gpu if group_by_gpu else costed[0].label}, []
+    for r in costed[1:]:
+        key = r.gpu if group_by_gpu else r.label
+        if key in seen:
+            continue
+        seen.add(key)
+        assert best.monthly_cost_usd is not None and r.monthly_cost_usd is not None
+        out.append(CostGap(best, r, 1.0 - best.monthly_cost_usd / r.monthly_cost_usd))
+    return out
+
+
+def cheapest_per_token(rows: list[WhichRow]) -> WhichRow | None:
+    """The row with the lowest cost per million output tokens, when it is not ranked first."""
+    priced = [r for r in rows if r.usd_per_million_output_tokens is not None]
+    if not priced:
+        return None
+    low = min(priced, key=lambda r: r.usd_per_million_output_tokens or 0.0)
+    return None if low.rank == 1 else low
+
+
+def _whatif_row(c: WhatifCandidate) -> WhichRow:
+    return WhichRow(
+        label=c.label,
+        gpu=c.gpu,
+        limit=c.limit_rps,
+        unit="rps",
+        binding=c.binding,
+        instances=c.instances,
+        gpus=c.gpus,
+        monthly_cost_usd=c.monthly_cost_usd,
+        usd_per_million_output_tokens=c.usd_per_million_output_tokens,
+        rank=c.rank,
+        calibration_error=c.calibration_error,
+        pareto=c.pareto,
+        problem=c.problem,
+    )
+
+
+def _compare_row(r: CompareRow) -> WhichRow:
+    return WhichRow(
+        label=r.label,
+        gpu=r.gpu,
+        limit=r.limit,
+        unit=r.unit,
+        binding=r.binding,
+        instances=r.instances,
+        gpus=r.gpus,
+        monthly_cost_usd=r.monthly_cost_usd,
+        usd_per_million_output_tokens=r.usd_per_million_output_tokens,
+        rank=r.rank,
+        calibration_error=None,
+        pareto=None,
+        problem=None,
+    )
+
+
+def whatif_section(data: Whatif, path: Path) -> WhichSection:
+    """The section of a whatif result: candidates by rank, GPUs against the cheapest fleet."""
+    rows = _ranked([_whatif_row(c) for c in data.candidates])
+    return WhichSection(
+        kind="whatif",
+        path=path,
+        profile=data.profile,
+        slo=data.slo,
+        model=data.model,
+        peak_rps=data.peak_rps,
+        peak_definition=data.peak_definition,
+        rows=rows,
+        cost_gaps=cost_gaps(rows, group_by_gpu=True),
+        cheapest_per_token=cheapest_per_token(rows),
+        knob_lessons=[x for x in data.lessons if x.knob != "gpu"],
+        forced=False,
+        mismatches=[],
+        calibration_note=data.calibration_note,
+    )
+
+
+def compare_section(data: Compare, path: Path) -> WhichSection:
+    """The section of a compare result: runs by rank, each against the cheapest."""
+    rows = _ranked([_compare_row(r) for r in data.rows])
+    models = sorted({r.model for r in data.rows if r.model})
+    return WhichSection(
+        kind="compare",
+        path=path,
+        profile=data.profile,
+        slo=data.slo,
+        model=", ".join(models),
+        peak_rps=data.peak_rps,
+        peak_definition=data.peak_definition,
+        rows=rows,
+        cost_gaps=cost_gaps(rows, group_by_gpu=False),
+        cheapest_per_token=cheapest_per_token(rows),
+        knob_lessons=[],
+        forced=data.forced,
+        mismatches=list(data.mismatches),
+        calibration_note=None,
+    )
+
+
+def load_whatif(path: Path) -> WhichSection:
+    """Read whatif.json; raises InputError naming the file and the first bad field."""
+    return whatif_section(validate(Whatif, read_json(path, "whatif"), path, WHATIF_SCHEMA), path)
+
+
+def load_compare(path: Path) -> WhichSection:
+    """Read compare.json; raises InputError naming the file and the first bad field."""
+    data = validate(Compare, read_json(path, "compare"), path, COMPARE_SCHEMA)
+    return compare_section(data, path)
+
+
+def load_sections(whatif: Path | None = None, compare: Path | None = None) -> list[WhichSection]:
+    """The sections asked for, whatif first; raises InputError on a missing or bad file."""
+    out = []
+    if whatif is not None:
+        out.append(load_whatif(whatif))
+    if compare is not None:
+        out.append(load_compare(compare))
+    return out
