@@ -84,10 +84,10 @@ WHICH_ZH: dict[str, str] = {
     "which_compare_source": "来源:{path}(同一画像下真实运行的实测上限)。",
     "which_context": "流量画像 {profile} · SLO {slo} · 模型 {model} · 峰值 {peak}",
     "which_not_comparable": (
-        "不可比较:这些运行测于不同的流量画像或 SLO,仍被强制比较(--force)。请谨慎解读排名:"
+        "不可比较:这些运行测于不同的流量画像或 SLO,仍被强制比较。请谨慎解读排名:"
     ),
     "which_table_heading": "候选配置排名",
-    "which_table_heading_forced": "候选配置排名(不可比较,--force)",
+    "which_table_heading_forced": "候选配置排名(不可比较,强制比较)",
     "which_col_rank": "排名",
     "which_col_candidate": "候选配置",
     "which_col_limit": "单实例上限",

@@ -31,10 +31,10 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     calibrated = any(r.calibration_error is not None for r in section.rows)
     cols: list[tuple[str, float]] = [
         ("which_col_rank", 0.055),
-        ("which_col_candidate", 0.3),
+        ("which_col_candidate", 0.29),
         ("which_col_limit", 0.1),
         ("which_col_binding", 0.1),
-        ("which_col_instances", 0.085),
+        ("which_col_instances", 0.095),
         ("which_col_gpus", 0.06),
         ("which_col_cost", 0.09),
         ("which_col_token_cost", 0.12),

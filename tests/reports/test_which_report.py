@@ -1,0 +1,243 @@
+"""`capplan report --whatif/--compare`: the "Which configuration" section, from a whatif.json
+and compare.json written by the real commands on the report fixture's profile, in English and
+Chinese; its numbers are the JSON's, its lessons state the JSON's costs.
+
+The inputs take a few seconds: a whatif of 2 GPUs x prefix caching in 10-virtual-second levels,
+and one limit search against the engine model (the L40S run that compare sets beside the
+fixture's measured H100 run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pypdf import PdfReader
+from typer.testing import CliRunner
+
+from contracts.limit import LimitResult
+from planner.cli import app
+from planner.engine import build_engine_config
+from planner.limit import write_limit
+from planner.search import build_limit_result
+from planner.slo import parse_slo
+from planner.virtual import virtual_limit
+from profiles.model import load_profile
+from reports.i18n import STRINGS
+from tests.reports.fixtures import FixturePaths, write_fixture
+
+SLO = "ttft:p95<=2s"  # the fixture's limit was searched under it
+PEAK_RPS = "42"  # the fixture plan's peak
+
+
+@dataclass(frozen=True)
+class Inputs:
+    paths: FixturePaths
+    whatif: Path
+    compare: Path
+    forced: Path
+
+
+def _cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
+    root = tmp_path_factory.mktemp("which")
+    paths = write_fixture(root)
+    whatif = root / "whatif.json"
+    _cli(
+        "whatif", "--profile", str(paths.profile), "--slo", SLO, "--gpu", "H100-80GB,L40S-48GB",
+        "--vary", "prefix_caching", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+    )  # fmt: skip
+    profile = load_profile(paths.profile)
+    found = virtual_limit(
+        profile, build_engine_config("L40S-48GB", "llama-3.1-8b"), parse_slo(SLO), level_s=10.0
+    )
+    l40s = root / "runs" / "l40s"
+    l40s.mkdir()
+    digest = profile.source.digest or profile.digest()
+    write_limit(
+        build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest),
+        l40s / "limit.json",
+    )
+    compare = root / "compare.json"
+    runs = (str(paths.run_dir), str(l40s))
+    _cli(
+        "compare", *runs, "--profile", str(paths.profile), "--gpu", "H100-80GB,L40S-48GB",
+        "--label", "measured H100,modelled L40S", "--peak-rps", PEAK_RPS, "-o", str(compare),
+    )  # fmt: skip
+    # a run measured under another SLO: compare refuses it unless forced
+    other = root / "runs" / "other-slo"
+    other.mkdir()
+    measured = LimitResult.model_validate_json((paths.run_dir / "limit.json").read_text())
+    write_limit(measured.model_copy(update={"slo": "ttft:p95<=3s"}), other / "limit.json")
+    forced = root / "forced.json"
+    _cli(
+        "compare", *runs, str(other), "--profile", str(paths.profile),
+        "--gpu", "H100-80GB,L40S-48GB,H100-80GB", "--peak-rps", PEAK_RPS, "--force",
+        "-o", str(forced),
+    )  # fmt: skip
+    return Inputs(paths, whatif, compare, forced)
+
+
+def _text(pdf: Path) -> tuple[str, int]:
+    """The PDF's text with every run of whitespace as one space, and its page count."""
+    reader = PdfReader(pdf)
+    text = " ".join(page.extract_text() for page in reader.pages)
+    return re.sub(r"\s+", " ", text), len(reader.pages)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.0f}" if value >= 100 else f"${value:,.2f}"
+
+
+@pytest.fixture(scope="module")
+def full_en(inputs: Inputs) -> tuple[str, int]:
+    p = inputs.paths
+    out = p.plan.parent.parent / "full-en.pdf"
+    _cli(
+        "report", "--profile", str(p.profile), "--run", str(p.run_dir), "--plan", str(p.plan),
+        "--whatif", str(inputs.whatif), "--compare", str(inputs.compare), "-o", str(out),
+    )  # fmt: skip
+    return _text(out)
+
+
+def test_the_section_sits_between_the_checks_and_the_method(full_en: tuple[str, int]) -> None:
+    text, _ = full_en
+    en = STRINGS["en"]
+    checks = text.index(en["checks_heading"])
+    which = text.index(en["which_heading"])
+    method = text.index(en["method_heading"])
+    assert checks < which < method
+    assert en["which_whatif_heading"] in text and en["which_compare_heading"] in text
+    assert en["which_chart"] in text
+
+
+def test_whatif_numbers_and_lessons_are_the_json_s(
+    inputs: Inputs, full_en: tuple[str, int]
+) -> None:
+    text, _ = full_en
+    data = json.loads(inputs.whatif.read_text())
+    ranked = sorted((c for c in data["candidates"] if c["rank"]), key=lambda c: c["rank"])
+    assert len(ranked) == 4
+    for c in ranked:
+        row = (
+            f"{c['rank']} {c['label']} {c['limit_rps']:.3g} req/s {c['binding']} "
+            f"{c['instances']} {c['gpus']} {_usd(c['monthly_cost_usd'])} "
+            f"{_usd(c['usd_per_million_output_tokens'])}"
+        )
+        assert row in text, row
+    assert sum(1 for c in ranked if c["pareto"]) >= 1
+    best = ranked[0]
+    assert (
+        f"{best['label']} serves the peak of 42 req/s within the SLO for the least: "
+        f"{best['instances']} instance(s), {best['gpus']} GPU(s), "
+        f"{_usd(best['monthly_cost_usd'])} per month." in text
+    )
+    # the other GPU's cheapest fleet, and how much more it costs
+    other = next(c for c in ranked if c["gpu"] != best["gpu"])
+    saving = round(100 * (1 - best["monthly_cost_usd"] / other["monthly_cost_usd"]))
+    assert (
+        f"a fleet of {best['gpu']} costs {saving} % less than one of {other['gpu']} at the same "
+        f"SLO ({best['instances']} × {best['gpu']} for {_usd(best['monthly_cost_usd'])} against "
+        f"{other['instances']} × {other['gpu']} for {_usd(other['monthly_cost_usd'])}" in text
+    )
+    (lesson,) = [x for x in data["lessons"] if x["knob"] == "prefix_caching"]
+    change = f"{lesson['limit_change'] * 100:+.0f} %"
+    assert f"Prefix caching: on instead of off changes the limit by {change}" in text
+    # the fixture's profile has 46 % of its prompt tokens in shared blocks: caching pays
+    assert lesson["limit_change"] > 0.05 and "— it pays off." in text
+    assert re.sub(r"\s+", " ", lesson["figure"]) in text
+
+
+def test_compare_rows_and_saving_are_the_json_s(inputs: Inputs, full_en: tuple[str, int]) -> None:
+    text, _ = full_en
+    data = json.loads(inputs.compare.read_text())
+    assert not data["forced"]
+    rows = sorted(data["rows"], key=lambda r: r["rank"])
+    for r in rows:
+        row = (
+            f"{r['rank']} {r['label']} {r['limit']:.3g} req/s {r['binding']} {r['instances']} "
+            f"{r['gpus']} {_usd(r['monthly_cost_usd'])} {_usd(r['usd_per_million_output_tokens'])}"
+        )
+        assert row in text, row
+    best, other = rows
+    saving = round(100 * (1 - best["monthly_cost_usd"] / other["monthly_cost_usd"]))
+    assert f"{best['label']} costs {saving} % less than {other['label']} at the same SLO" in text
+    assert "NOT COMPARABLE" not in text
+
+
+def test_the_section_alone_in_chinese_marks_a_forced_compare(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    out = tmp_path / "which-zh.pdf"
+    _cli(
+        "report", "--whatif", str(inputs.whatif), "--compare", str(inputs.forced),
+        "--lang", "zh", "-o", str(out),
+    )  # fmt: skip
+    text, pages = _text(out)
+    zh = STRINGS["zh"]
+    for key in ("which_whatif_heading", "which_compare_heading", "which_lessons_heading"):
+        assert zh[key] in text, key
+    assert zh["which_table_heading_forced"] in text
+    assert "不可比较" in text and "SLO 'ttft:p95<=3s' differs" in text
+    assert STRINGS["en"]["which_heading"] not in text
+    data = json.loads(inputs.whatif.read_text())
+    for c in data["candidates"]:
+        assert _usd(c["monthly_cost_usd"]) in text
+    best = min(data["candidates"], key=lambda c: c["rank"])
+    assert f"每月 {_usd(best['monthly_cost_usd'])}" in text
+    # the page renders (pdftoppm) and is not blank
+    tool = shutil.which("pdftoppm")
+    assert tool, "pdftoppm (poppler-utils) is needed; scripts/test.sh installs it"
+    subprocess.run([tool, "-r", "30", "-png", str(out), str(tmp_path / "p")], check=True)
+    pngs = sorted(tmp_path.glob("p-*.png"))
+    assert len(pngs) == pages
+    for png in pngs:
+        with Image.open(png) as image:
+            lo, hi = image.convert("L").getextrema()
+        assert lo < 128 < hi
+
+
+def test_the_section_alone_in_english_names_the_forced_mismatch(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    out = tmp_path / "which-en.pdf"
+    _cli("report", "--compare", str(inputs.forced), "-o", str(out))
+    text, _ = _text(out)
+    assert "Which configuration: chat" in text
+    assert "NOT COMPARABLE" in text and "Ranked candidates (not comparable, --force)" in text
+    assert STRINGS["en"]["which_whatif_heading"] not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "{profile}"], "missing --run, --plan"),
+        (["--whatif", "{compare}"], 'expected "schema": "capplan.whatif/1"'),
+        (["--compare", "{missing}"], "compare not found"),
+        ([], "missing --profile, --run, --plan"),
+    ],
+)
+def test_bad_which_input_exits_2_with_a_message(
+    inputs: Inputs, tmp_path: Path, args: list[str], message: str
+) -> None:
+    values = {
+        "profile": str(inputs.paths.profile),
+        "compare": str(inputs.compare),
+        "missing": str(tmp_path / "nope.json"),
+    }
+    argv = ["report", *(a.format(**values) for a in args), "-o", str(tmp_path / "x.pdf")]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
