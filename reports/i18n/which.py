@@ -13,13 +13,14 @@ WHICH_EN: dict[str, str] = {
         "the planning peak costs per month."
     ),
     "which_whatif_heading": "Predicted by the engine model",
-    "which_compare_heading": "Measured candidates",
+    "which_compare_heading": "Compared runs",
     "which_whatif_source": (
         "Source: {path} (capplan whatif: the limit search against the engine model in virtual "
         "time, before any hardware)."
     ),
     "which_compare_source": (
-        "Source: {path} (capplan compare: measured limits of real runs on the same profile)."
+        "Source: {path} (capplan compare: the limit.json of each run, planned for the same "
+        "profile's peak)."
     ),
     "which_context": "Profile {profile} · SLO {slo} · model {model} · peak {peak}",
     "which_not_comparable": (
@@ -79,9 +80,9 @@ WHICH_ZH: dict[str, str] = {
     "which_heading": "选哪种配置",
     "which_intro": "在相同流量与 SLO 下比较候选配置,按承载规划峰值所需集群的每月成本排名。",
     "which_whatif_heading": "引擎模型的预测",
-    "which_compare_heading": "实测候选配置",
+    "which_compare_heading": "对比的运行",
     "which_whatif_source": "来源:{path}(在虚拟时间中对引擎模型进行上限搜索,无需任何硬件)。",
-    "which_compare_source": "来源:{path}(同一画像下真实运行的实测上限)。",
+    "which_compare_source": "来源:{path}(各次运行的上限结果,按同一流量画像的峰值规划)。",
     "which_context": "流量画像 {profile} · SLO {slo} · 模型 {model} · 峰值 {peak}",
     "which_not_comparable": (
         "不可比较:这些运行测于不同的流量画像或 SLO,仍被强制比较。请谨慎解读排名:"
