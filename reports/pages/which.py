@@ -31,7 +31,7 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     calibrated = any(r.calibration_error is not None for r in section.rows)
     cols: list[tuple[str, float]] = [
         ("which_col_rank", 0.055),
-        ("which_col_candidate", 0.29),
+        ("which_col_candidate", 0.18 if whatif and calibrated else 0.29),
         ("which_col_limit", 0.1),
         ("which_col_binding", 0.1),
         ("which_col_instances", 0.095),
@@ -40,7 +40,7 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
         ("which_col_token_cost", 0.12),
     ]
     if whatif and calibrated:
-        cols.append(("which_col_calibration", 0.09))
+        cols.append(("which_col_calibration", 0.11))
     if whatif:
         cols.append(("which_col_pareto", 0.07))
     rows: list[list[str]] = [[layout.t(key) for key, _ in cols]]

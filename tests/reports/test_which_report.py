@@ -241,3 +241,47 @@ def test_bad_which_input_exits_2_with_a_message(
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_calibration_errors_of_a_calibrated_whatif_are_shown(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    # A calibrated whatif takes minutes; the column is read from whatif.json as it is written.
+    from contracts.whatif import Whatif
+
+    data = Whatif.model_validate_json(inputs.whatif.read_text())
+    errors = [0.123, 0.0456, 0.5, 0.25]
+    calibrated = data.model_copy(
+        update={
+            "candidates": [
+                c.model_copy(update={"calibration_error": e})
+                for c, e in zip(data.candidates, errors, strict=True)
+            ],
+            "calibration_note": "mean relative error 12.3% (uncalibrated 40.0%)",
+        }
+    )
+    path = tmp_path / "calibrated.json"
+    path.write_text(calibrated.model_dump_json(by_alias=True))
+    out = tmp_path / "cal.pdf"
+    _cli("report", "--whatif", str(path), "-o", str(out))
+    text, _ = _text(out)
+    assert "Calibration error" in text
+    for c, e in zip(calibrated.candidates, errors, strict=True):
+        assert f"{_usd(c.usd_per_million_output_tokens or 0)} {e * 100:.1f} %" in text
+    assert "Calibrated on a measured limit: mean relative error 12.3% (uncalibrated 40.0%)" in text
+
+
+def test_a_whatif_where_nothing_meets_the_slo_says_so(inputs: Inputs, tmp_path: Path) -> None:
+    whatif = tmp_path / "none.json"
+    _cli(
+        "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=1ms",
+        "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+    )  # fmt: skip
+    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    assert candidate["limit_rps"] is None and candidate["rank"] is None
+    out = tmp_path / "none.pdf"
+    _cli("report", "--whatif", str(whatif), "-o", str(out))
+    text, _ = _text(out)
+    assert f"{candidate['label']}: the SLO is met at no tested load." in text
+    assert STRINGS["en"]["which_chart"] not in text  # nothing to draw
+    assert "serves the peak" not in text
