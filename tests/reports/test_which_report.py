@@ -152,6 +152,8 @@ def test_whatif_numbers_and_lessons_are_the_json_s(
         f"SLO ({best['instances']} × {best['gpu']} for {_usd(best['monthly_cost_usd'])} against "
         f"{other['instances']} × {other['gpu']} for {_usd(other['monthly_cost_usd'])}" in text
     )
+    # one such sentence per other GPU: candidates on the same GPU are not set against each other
+    assert text.count("For your traffic, a fleet of") == len({c["gpu"] for c in ranked}) - 1
     (lesson,) = [x for x in data["lessons"] if x["knob"] == "prefix_caching"]
     change = f"{lesson['limit_change'] * 100:+.0f} %"
     assert f"Prefix caching: on instead of off changes the limit by {change}" in text
