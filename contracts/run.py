@@ -184,6 +184,18 @@ class StageSummary(_Model):
     server: dict[str, float] = Field(
         default_factory=dict, description="scraped server gauges: means / maxima over the stage"
     )
+    slo: str | None = Field(
+        default=None, description="the SLO that goodput and attainment were judged under"
+    )
+    goodput_rps: float | None = Field(
+        default=None,
+        description="good requests / duration under `slo` (planner.slo.evaluate: succeeded and "
+        "within every per-request threshold)",
+    )
+    attainment: float | None = Field(
+        default=None,
+        description="good / scheduled requests under `slo` (errors and timeouts are not good)",
+    )
 
 
 class LostWorkerReport(_Model):

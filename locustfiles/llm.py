@@ -40,17 +40,13 @@ from locust.env import Environment
 from locust.exception import LocustError
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from contracts.run import SERVER_METRIC_COLUMNS
+from contracts.rundir import metrics_writer
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
 from locustfiles.lost import LostWorker, lost_rows, slot_schedule
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
-from locustfiles.recorder import (
-    METRICS_PARTS,
-    PartWriter,
-)
 from locustfiles.rundir import finish_run, start_run
 from locustfiles.runstate import FLUSH_S, START_DELAY_LOCAL_S, START_DELAY_MASTER_S, RunState
 
@@ -90,7 +86,7 @@ def _flusher(run: RunState) -> None:
 
 
 def _scraper(run: RunState, host: str) -> None:
-    writer = PartWriter(run.out / METRICS_PARTS, SERVER_METRIC_COLUMNS)
+    writer = metrics_writer(run.out)
     url = host.rstrip("/") + "/metrics"
     assert run.clock is not None
     while not run.finished:

@@ -10,46 +10,23 @@ records.parquet and server_metrics.parquet consolidated from their parts, stages
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
 
-from contracts.run import (
-    RECORD_COLUMNS,
-    SERVER_METRIC_COLUMNS,
-    RunInfo,
-    StageSummary,
-)
-from locustfiles.recorder import (
-    METRICS_FILE,
-    METRICS_PARTS,
-    RECORDS_FILE,
-    RECORDS_PARTS,
-    consolidate,
-    read_metrics_table,
-    read_records_table,
+from contracts.run import RunInfo, StageSummary
+from contracts.rundir import (
+    WORK_DIR,
+    consolidate_run,
+    read_records,
+    read_server_metrics,
+    write_run_info,
+    write_stages,
 )
 from locustfiles.stages import LocustPlan
 from locustfiles.summary import summarize_plan
 from profiles.model import Prefix
-
-WORK_DIR = ".work"
-
-
-def holds_run(path: Path) -> bool:
-    return any((path / name).exists() for name in ("run.json", RECORDS_FILE, RECORDS_PARTS))
-
-
-def fresh_dir(base: Path) -> Path:
-    """`base`, or `base-2`, `base-3`, ... when it already holds a run (web UI: one per test)."""
-    path, k = base, 1
-    while holds_run(path):
-        k += 1
-        path = base.with_name(f"{base.name}-{k}")
-    return path
 
 
 def now_iso() -> str:
@@ -61,13 +38,6 @@ def dist_version(dist: str) -> str:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return ""
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def start_run(
@@ -108,7 +78,7 @@ def start_run(
         }
     )
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+    write_run_info(out, info)
     return info
 
 
@@ -128,13 +98,12 @@ def finish_run(
     `stop_s` (run clock): the run was stopped then, so later stages are left out and the
     one running then ends there. A stage that -t cut short carries its planned length.
     """
-    consolidate(out, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
-    consolidate(out, METRICS_FILE, METRICS_PARTS, SERVER_METRIC_COLUMNS)
+    consolidate_run(out)
     summaries = summarize_plan(
-        read_records_table(out),
+        read_records(out),
         info.plan,
         plan_start_s,
-        server=read_metrics_table(out),
+        server=read_server_metrics(out),
         stop_s=stop_s,
         stage_ends_s=stage_ends_s,
         prefix=prefix,
@@ -143,7 +112,7 @@ def finish_run(
         s.model_copy(update={"planned_duration_s": locust_plan.planned_s.get(s.name)})
         for s in summaries
     ]
-    write_atomic(out / "stages.json", json.dumps([s.model_dump() for s in summaries], indent=2))
+    write_stages(out, summaries)
     info = info.model_copy(
         update={
             "ended_at": now_iso(),
@@ -151,6 +120,6 @@ def finish_run(
             "tokens_estimated": any(s.tokens_estimated for s in summaries),
         }
     )
-    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+    write_run_info(out, info)
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
     return summaries

@@ -135,7 +135,11 @@ def timeline(ctx: ReportContext) -> Flowable:
     end = max([st.end_s for st in ctx.inputs.stages] + [float(tl.offered_rps.x[-1]) + 0.5])
     x_axis = Axis(0.0, end, ctx.t("axis_time_s"))
     threshold = ttft_threshold_s(ctx)
-    ttft_vals = list(tl.ttft_p95_rolling_s.y) + ([threshold] if threshold else [])
+    ttft = tl.ttft_p95_rolling_s
+    finite = [float(y) for y in ttft.y if np.isfinite(y)] + ([threshold] if threshold else [])
+    top = max(finite, default=1.0) * 1.15
+    ttft_y = np.minimum(ttft.y, top)  # failures (+inf) drawn at the top edge
+    ttft_vals = [*ttft_y, *([threshold] if threshold else [])]
     panels_spec: list[tuple[str, Axis, float]] = [
         (
             ctx.t("chart_timeline"),
@@ -176,7 +180,7 @@ def timeline(ctx: ReportContext) -> Flowable:
         tl.offered_rps.x, tl.offered_rps.y, GRAY, width=0.8, label=ctx.t("legend_offered")
     )
     panels[0].line(tl.achieved_rps.x, tl.achieved_rps.y, NAVY, label=ctx.t("legend_achieved"))
-    panels[1].line(tl.ttft_p95_rolling_s.x, tl.ttft_p95_rolling_s.y, ORANGE)
+    panels[1].line(ttft.x, ttft_y, ORANGE)
     if threshold is not None:
         panels[1].hline(threshold, RED, text=f"{ctx.t('slo_line')} {ctx.words.seconds(threshold)}")
     panels[2].bars(list(tl.errors_per_s.x), list(tl.errors_per_s.y), RED, width_frac=0.9)
