@@ -232,26 +232,7 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
     if not run.managed and run.info is not None:
         if run.scraper is not None:
             run.scraper.kill()
-        if run.lost_workers:
-            run.info = run.info.model_copy(update={"lost_workers": run.lost_reports()})
-        plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
-        early = run.stop_s is not None and run.stop_s < plan_end_s
-        summaries = finish_run(
-            run.out,
-            run.info,
-            run.locust_plan,
-            run.start_s,
-            stop_s=run.stop_s,
-            interrupted=early and not run.locust_plan.until_stopped,
-            stage_ends_s=run.stage_ends_s,
-            prefix=run.profile.prefix,
-        )
-        log.info(
-            "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",
-            run.out.resolve(),
-            run.total_rows,
-            ", ".join(f"{s.name} {s.duration_s:.1f} s" for s in summaries) or "no stage",
-        )
+        finish_run(run, run.info)
     runner = run.env.runner
     if runner is not None and not stopping:
         headless = bool(getattr(run.env.parsed_options, "headless", True))
@@ -263,23 +244,7 @@ def _begin_writing(run: RunState, env: Environment) -> None:
     for note in run.locust_plan.notes:
         (log.warning if note.startswith("warning:") else log.info)(note)
     if not run.managed:
-        o: Any = env.parsed_options
-        assert run.clock is not None
-        run.info = start_run(
-            run.out,
-            run.locust_plan,
-            host=env.host or "",
-            model=run.options.model,
-            endpoint=run.options.endpoint,
-            profile_source=o.llm_profile or "preset:chat",
-            profile_digest=run.profile.digest(),
-            seed=run.options.seed,
-            workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
-            max_concurrency=run.options.max_concurrency,
-            ignore_eos=run.options.ignore_eos,
-            start_epoch_s=run.clock.start_epoch_s,
-        )
-        log.info("capplan run directory: %s", run.out.resolve())
+        run.info = start_run(run, env)
     run.open_writer()
     assert run.clock is not None
     run.write_json(
