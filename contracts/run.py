@@ -52,7 +52,9 @@ SERVER_METRIC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # +inf (a p95 that failed requests reach) is written as JSON's Infinity, not null: null
+    # means "no sample" in a recovery curve.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
 
 StageKind = Literal["open", "closed"]
@@ -248,4 +250,4 @@ class RunInfo(_Model):
         default_factory=list, description="workers lost mid-run (their requests: class 'lost')"
     )
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="constants")

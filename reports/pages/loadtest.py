@@ -45,24 +45,23 @@ def page_loadtest(ctx: ReportContext) -> list[Flowable]:
 
 
 def stage_table(ctx: ReportContext) -> Table:
+    """One row per stage; with an attainment column when the load test judged its stages
+    under an SLO (StageSummary.attainment, stored in stages.json)."""
     words = ctx.words
-    rows: list[list[str]] = [
-        [
-            ctx.t(k)
-            for k in (
-                "col_stage",
-                "col_role",
-                "col_duration",
-                "col_offered",
-                "col_achieved",
-                "col_ttft_p50",
-                "col_ttft_p95",
-                "col_tpot_p95",
-                "col_errors",
-                "col_recovery",
-            )
-        ]
+    judged = any(st.attainment is not None for st in ctx.inputs.stages)
+    keys = [
+        "col_stage",
+        "col_role",
+        "col_duration",
+        "col_offered",
+        "col_achieved",
+        "col_ttft_p50",
+        "col_ttft_p95",
+        "col_tpot_p95",
+        "col_errors",
+        "col_recovery",
     ]
+    rows: list[list[str]] = [[ctx.t(k) for k in keys + (["col_attainment"] if judged else [])]]
     for st in ctx.inputs.stages:
         if st.recovery_s is not None:
             recovery = words.seconds(st.recovery_s)
@@ -83,8 +82,11 @@ def stage_table(ctx: ReportContext) -> Table:
                 f"{st.errors}",
                 recovery,
             ]
+            + ([words.pct(st.attainment)] if judged else [])
         )
     widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
+    if judged:
+        widths = [w * 0.9 for w in widths] + [0.1]
     return ctx.table(rows, [CONTENT_W * f for f in widths])
 
 
