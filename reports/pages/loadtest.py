@@ -10,6 +10,7 @@ from reportlab.platypus import (
     Table,
 )
 
+from contracts.rundir import RECORDS_FILE
 from reports import charts
 from reports.charts import GRAY, NAVY, ORANGE, RED, TEAL, Axis
 from reports.data import KV_METRIC, QUEUE_METRIC, Series
@@ -133,7 +134,7 @@ def mark_stages(ctx: ReportContext, panel: charts.Panel, label: bool) -> None:
 def timeline(ctx: ReportContext) -> Flowable:
     tl = ctx.inputs.timeline
     if tl is None:
-        return ctx.para(ctx.t("records_none", file="records.parquet"))
+        return ctx.para(ctx.t("records_none", file=RECORDS_FILE))
     end = max([st.end_s for st in ctx.inputs.stages] + [float(tl.offered_rps.x[-1]) + 0.5])
     x_axis = Axis(0.0, end, ctx.t("axis_time_s"))
     threshold = ttft_threshold_s(ctx)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
 from contracts.run import RECORD_COLUMNS, Stage, StagePlan
 from locustfiles.summary import summarize_plan
+from planner.cli import app
 from planner.loadtest import judge_stages
 from planner.slo import parse_slo
 
@@ -69,3 +72,13 @@ def test_percentile_slo_judges_each_request_by_its_thresholds() -> None:
     records = _records()
     (a, _) = judge_stages(records, summarize_plan(records, PLAN, 0.0), parse_slo("ttft:p95<=1s"))
     assert a.attainment == pytest.approx(9 / 10) and a.goodput_rps == pytest.approx(9 / 5.0)
+
+
+def test_a_bad_slo_is_a_clear_error_before_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["loadtest", "--host", "http://127.0.0.1:9", "--model", "m", "--workers", "0"]
+    args += ["--rate", "1", "--duration", "1", "--slo", "ttft:p95<=2 seconds", "-o", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "ttft:p95<=2 seconds" in result.output and "Traceback" not in result.output
+    assert not out.exists()
