@@ -15,6 +15,7 @@ import logging
 import shutil
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from locust.env import Environment
@@ -46,30 +47,39 @@ def dist_version(dist: str) -> str:
         return ""
 
 
+def new_run_info(out: Path, **fields: Any) -> RunInfo:
+    """run.json's account of a run in `out` starting now: its name, this command line, the
+    capplan and Locust versions and the start time, with `fields` (RunInfo's others)."""
+    return RunInfo.model_validate(
+        {
+            "name": out.name,
+            "command": list(sys.argv),
+            "capplan_version": dist_version("llm-capacity-planner"),
+            "locust_version": dist_version("locust"),
+            "started_at": now_iso(),
+            **fields,
+        }
+    )
+
+
 def start_run(run: RunState, env: Environment) -> RunInfo:
     """Write run.json for a plain run about to start (run.clock set); returns it."""
     o: Any = env.parsed_options
     assert run.clock is not None
-    info = RunInfo.model_validate(
-        {
-            "name": run.out.name,
-            "command": list(sys.argv),
-            "capplan_version": dist_version("llm-capacity-planner"),
-            "locust_version": dist_version("locust"),
-            "host": env.host or "",
-            "model": run.options.model,
-            "endpoint": run.options.endpoint,
-            "profile_source": o.llm_profile or "preset:chat",
-            "profile_digest": run.profile.digest(),
-            "seed": run.options.seed,
-            "plan": run.locust_plan.plan,
-            "workers": run.slot.count if isinstance(env.runner, MasterRunner) else 0,
-            "client_concurrency_cap": run.options.max_concurrency,
-            "ignore_eos": run.options.ignore_eos,
-            "started_at": now_iso(),
-            "start_epoch_s": run.clock.start_epoch_s,
-            "run_time_cap_s": run.locust_plan.run_time_cap_s,
-        }
+    info = new_run_info(
+        run.out,
+        host=env.host or "",
+        model=run.options.model,
+        endpoint=run.options.endpoint,
+        profile_source=o.llm_profile or "preset:chat",
+        profile_digest=run.profile.digest(),
+        seed=run.options.seed,
+        plan=run.locust_plan.plan,
+        workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
+        client_concurrency_cap=run.options.max_concurrency,
+        ignore_eos=run.options.ignore_eos,
+        start_epoch_s=run.clock.start_epoch_s,
+        run_time_cap_s=run.locust_plan.run_time_cap_s,
     )
     run.out.mkdir(parents=True, exist_ok=True)
     write_run_info(run.out, info)

@@ -26,10 +26,10 @@ import locustfiles
 from contracts.errors import ConfigError, RunError
 from contracts.run import RunInfo, StagePlan, StageSummary
 from contracts.rundir import (
-    RECORDS_FILE,
     RUN_FILE,
     WORK_DIR,
     consolidate_run,
+    holds_run,
     read_records,
     read_run_info,
     read_server_metrics,
@@ -39,7 +39,7 @@ from contracts.rundir import (
 )
 from locustfiles.metrics import MetricsScraper
 from locustfiles.replay import read_log_table, slice_log
-from locustfiles.rundir import dist_version as _version
+from locustfiles.rundir import new_run_info
 from locustfiles.rundir import now_iso as _now_iso
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from locustfiles.summary import percentiles, summarize_plan, summarize_stage
@@ -225,15 +225,12 @@ def _prepare_run_info(
         info.plan = StagePlan(name=info.plan.name, stages=[*info.plan.stages, *plan.stages])
         info.ended_at = None
         return info
-    if not append and (run_json.exists() or (out_dir / RECORDS_FILE).exists()):
+    if not append and holds_run(out_dir):
         raise ConfigError(
             f"{out_dir}: already holds a run; choose another output folder or remove it"
         )
-    return RunInfo(
-        name=out_dir.name,
-        command=list(sys.argv),
-        capplan_version=_version("llm-capacity-planner"),
-        locust_version=_version("locust"),
+    return new_run_info(
+        out_dir,
         host=config.host,
         model=config.model,
         endpoint=config.endpoint,
@@ -246,7 +243,6 @@ def _prepare_run_info(
         client_concurrency_cap=config.max_concurrency,
         ignore_eos=config.ignore_eos,
         time_scale=config.time_scale,
-        started_at=_now_iso(),
         start_epoch_s=time.time(),
     )
 
