@@ -42,7 +42,16 @@ RECORDS_FILE = "records.parquet"
 RECORDS_PARTS = "records.parts"
 METRICS_FILE = "server_metrics.parquet"
 METRICS_PARTS = "server_metrics.parts"
-WORK_DIR = ".work"  # the running load test's scratch files (live.json, start.json, stop)
+LOG_FILE = "locust.log"
+# The running load test's scratch files under WORK_DIR, between capplan and the Locust
+# process that writes the run; the folder is removed when the run is finished.
+WORK_DIR = ".work"
+LIVE_FILE = "live.json"  # progress, rewritten about every second by the writing process
+START_FILE = "start.json"  # the plan's start on the run clock, written once the plan starts
+STAGE_ENDS_FILE = "stage_ends.json"  # stages ended early (steady, recovered): their end times
+LOST_FILE = "lost_workers.json"  # workers the master lost mid-run
+STOP_FILE = "stop"  # capplan asks the run to stop gracefully (Ctrl-C)
+END_STAGE_FILE = "end-stage"  # capplan asks the run to end the stage named inside
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_COLUMNS)
 METRIC_NAMES: tuple[str, ...] = tuple(SERVER_METRIC_COLUMNS)
@@ -173,6 +182,15 @@ def holds_records(run_dir: Path) -> bool:
     """The run directory has records, consolidated or in parts."""
     path = Path(run_dir)
     return (path / RECORDS_FILE).exists() or any((path / RECORDS_PARTS).glob("part-*.msgpack"))
+
+
+def read_work_json(run_dir: Path, name: str) -> Any:
+    """A scratch JSON file of the running load test (LIVE_FILE, START_FILE, ...), or None
+    while it is absent or being replaced."""
+    try:
+        return json.loads((Path(run_dir) / WORK_DIR / name).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 # --- run.json and stages.json ----------------------------------------------------------------

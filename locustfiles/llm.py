@@ -40,7 +40,15 @@ from locust.env import Environment
 from locust.exception import LocustError
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from contracts.rundir import metrics_writer
+from contracts.rundir import (
+    END_STAGE_FILE,
+    LIVE_FILE,
+    LOST_FILE,
+    STAGE_ENDS_FILE,
+    START_FILE,
+    STOP_FILE,
+    metrics_writer,
+)
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
@@ -82,7 +90,7 @@ def _flusher(run: RunState) -> None:
         gevent.sleep(FLUSH_S)
         run.flush()
         if run.clock is not None:
-            run.write_json("live.json", run.live())
+            run.write_json(LIVE_FILE, run.live())
 
 
 def _scraper(run: RunState, host: str) -> None:
@@ -152,7 +160,7 @@ def _lost_rows(run: RunState) -> list[Row]:
 
 def _write_lost(run: RunState) -> None:
     run.write_json(
-        "lost_workers.json",
+        LOST_FILE,
         {
             w: {
                 "slot": lost.slot.index + 1,
@@ -168,8 +176,8 @@ def _write_lost(run: RunState) -> None:
 def _stop_watcher(run: RunState) -> None:
     """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
     `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
-    stop_file = run.work / "stop"
-    end_file = run.work / "end-stage"
+    stop_file = run.work / STOP_FILE
+    end_file = run.work / END_STAGE_FILE
     while not run.finished:
         if stop_file.exists():
             _stop_everything(run)
@@ -193,7 +201,7 @@ def _end_stage(run: RunState, name: str) -> None:
         ended = run.driver is not None and run.driver.end_stage(name)
     if ended:
         run.stage_ends_s[name] = run.clock.now()
-        run.write_json("stage_ends.json", run.stage_ends_s)
+        run.write_json(STAGE_ENDS_FILE, run.stage_ends_s)
 
 
 def _stop_everything(run: RunState, *, stopping: bool = False) -> None:
@@ -228,7 +236,7 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
     if run.clock is not None:
         live = run.live()
         live["done"] = True
-        run.write_json("live.json", live)
+        run.write_json(LIVE_FILE, live)
     if not run.managed and run.info is not None:
         if run.scraper is not None:
             run.scraper.kill()
@@ -248,7 +256,7 @@ def _begin_writing(run: RunState, env: Environment) -> None:
     run.open_writer()
     assert run.clock is not None
     run.write_json(
-        "start.json",
+        START_FILE,
         {
             "start_epoch_s": run.clock.start_epoch_s,
             "plan_start_s": run.start_s,
@@ -256,7 +264,7 @@ def _begin_writing(run: RunState, env: Environment) -> None:
         },
     )
     np.percentile([0.0, 1.0], 95)  # numpy's first percentile call is slow: not during the plan
-    run.write_json("live.json", run.live())
+    run.write_json(LIVE_FILE, run.live())
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:

@@ -20,7 +20,14 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from contracts.run import LostWorkerReport, RunInfo, StagePlan
-from contracts.rundir import RECORD_NAMES, WORK_DIR, PartWriter, fresh_dir, records_writer
+from contracts.rundir import (
+    RECORD_NAMES,
+    WORK_DIR,
+    PartWriter,
+    fresh_dir,
+    records_writer,
+    write_atomic,
+)
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView
 from locustfiles.lost import LostWorker
@@ -210,9 +217,7 @@ class RunState:
             self.writer.write(rows)
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.work / (name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.work / name)
+        write_atomic(self.work / name, json.dumps(data))
 
     def live(self) -> dict[str, Any]:
         assert self.clock is not None

@@ -10,7 +10,6 @@ call). `summarize_stage` is the pure part: records in, a StageSummary out.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -26,7 +25,10 @@ import locustfiles
 from contracts.errors import ConfigError, RunError
 from contracts.run import RunInfo, StagePlan, StageSummary
 from contracts.rundir import (
+    LOG_FILE,
     RUN_FILE,
+    STAGE_ENDS_FILE,
+    START_FILE,
     WORK_DIR,
     consolidate_run,
     holds_run,
@@ -34,6 +36,7 @@ from contracts.rundir import (
     read_run_info,
     read_server_metrics,
     read_stages,
+    read_work_json,
     write_run_info,
     write_stages,
 )
@@ -308,23 +311,20 @@ def run_loadtest(
     finally:
         if scraper is not None:
             scraper.stop()
-    start_file = work / "start.json"
-    if not start_file.exists():
+    start = read_work_json(out_dir, START_FILE)
+    if not isinstance(start, dict):
         if interrupted:
             raise KeyboardInterrupt
-        tail = log_tail(out_dir / "locust.log")
-        raise RunError(
-            f"Locust did not start the run; last lines of {out_dir / 'locust.log'}:\n{tail}"
-        )
-    plan_start_s = float(json.loads(start_file.read_text())["plan_start_s"])
+        tail = log_tail(out_dir / LOG_FILE)
+        raise RunError(f"Locust did not start the run; last lines of {out_dir / LOG_FILE}:\n{tail}")
+    plan_start_s = float(start["plan_start_s"])
     consolidate_run(out_dir)
     previous = read_stages(out_dir) if append else []
     records = read_records(out_dir)
     stop_s = None
     if interrupted and records.height:
         stop_s = float(records["end_s"].max())  # type: ignore[arg-type]
-    ends_file = work / "stage_ends.json"
-    stage_ends_s = json.loads(ends_file.read_text()) if ends_file.exists() else {}
+    stage_ends_s = read_work_json(out_dir, STAGE_ENDS_FILE) or {}
     summaries = summarize_plan(
         records,
         plan,
@@ -353,6 +353,6 @@ def run_loadtest(
     if returncode != 0:
         raise RunError(
             f"Locust exited with code {returncode} (rows so far are in {out_dir}); "
-            f"last lines of its log:\n{log_tail(out_dir / 'locust.log')}"
+            f"last lines of its log:\n{log_tail(out_dir / LOG_FILE)}"
         )
     return summaries

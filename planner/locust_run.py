@@ -10,7 +10,6 @@ itself; this module only drives the processes.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -27,12 +26,22 @@ import polars as pl
 from contracts.errors import RunError
 from contracts.recovery import RECOVERY_WINDOW_S, recovery_curve
 from contracts.run import StagePlan
-from contracts.rundir import WORK_DIR, read_records
+from contracts.rundir import (
+    END_STAGE_FILE,
+    LIVE_FILE,
+    LOG_FILE,
+    START_FILE,
+    STOP_FILE,
+    WORK_DIR,
+    read_records,
+    read_work_json,
+)
 from locustfiles.summary import RECOVERY_FACTOR, column_values
 from planner.netutil import free_port
 
 
 def format_progress(live: dict[str, Any], offered_rps: float | None) -> str:
+    """One progress line from live.json's numbers and the offered rate."""
     p95 = live.get("ttft_p95_s")
     return (
         f"{live.get('stage', '')}  t={live.get('elapsed_s', 0.0):6.1f}s  "
@@ -45,6 +54,7 @@ def format_progress(live: dict[str, Any], offered_rps: float | None) -> str:
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` lines of Locust's log, for an error message."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -65,7 +75,7 @@ def run_locust(
 
     `remote`: the master's options (planner.remote.master_args); it runs alone and waits up
     to `wait_s` for workers started on other hosts."""
-    log_file = open(out_dir / "locust.log", "ab")  # noqa: SIM115 - closed in finally
+    log_file = open(out_dir / LOG_FILE, "ab")  # noqa: SIM115 - closed in finally
     procs: list[subprocess.Popen[bytes]] = []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     plan_s = sum(s.duration_s for s in plan.stages)
@@ -95,7 +105,7 @@ def run_locust(
         else:
             spawn(args + ["--headless"])
         master_proc = procs[0]
-        reporter = Progress(work, progress)
+        reporter = Progress(out_dir, progress)
         deadline = time.monotonic() + plan_s + 600.0 + (wait_s if remote is not None else 0.0)
         try:
             while True:
@@ -108,7 +118,7 @@ def run_locust(
                     raise RunError("Locust ran far past the plan's length; stopped")
         except KeyboardInterrupt:
             interrupted = True
-            (work / "stop").touch()
+            (work / STOP_FILE).touch()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 master_proc.wait(timeout=20)
         for p in procs[1:]:
@@ -159,12 +169,11 @@ class RecoveryWatcher:
         if self._ended or now - self._last < self.EVERY_S:
             return
         self._last = now
-        work = self.out_dir / WORK_DIR
-        try:
-            live = json.loads((work / "live.json").read_text())
-            plan_start_s = float(json.loads((work / "start.json").read_text())["plan_start_s"])
-        except (OSError, ValueError, KeyError):
+        live = read_work_json(self.out_dir, LIVE_FILE)
+        start = read_work_json(self.out_dir, START_FILE)
+        if not isinstance(live, dict) or not isinstance(start, dict):
             return
+        plan_start_s = float(start["plan_start_s"])
         recovery, burst = self.plan.stages[-1], self.plan.stages[-2]
         if live.get("stage") != recovery.name:
             return
@@ -190,7 +199,7 @@ class RecoveryWatcher:
         margin = RECOVERY_WINDOW_S + 2.0 * (float(np.percentile(e2e, 95)) if e2e.size else 0.0)
         if now_s >= burst_end + curve.recovery_s + margin:
             self._ended = True
-            (work / "end-stage").write_text(recovery.name)
+            (self.out_dir / WORK_DIR / END_STAGE_FILE).write_text(recovery.name)
 
 
 class Progress:
@@ -198,17 +207,16 @@ class Progress:
 
     WINDOW_S = 5.0
 
-    def __init__(self, work: Path, progress: Callable[[str], None] | None) -> None:
-        self._work = work
+    def __init__(self, out_dir: Path, progress: Callable[[str], None] | None) -> None:
+        self._out_dir = out_dir
         self._progress = progress
         self._history: deque[tuple[float, int]] = deque()
 
     def update(self) -> None:
         if self._progress is None:
             return
-        try:
-            live = json.loads((self._work / "live.json").read_text())
-        except (OSError, ValueError):
+        live = read_work_json(self._out_dir, LIVE_FILE)
+        if not isinstance(live, dict):
             return
         now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
         history = self._history
