@@ -1,9 +1,11 @@
-"""The run directory, owned here: its file names, run.json, stages.json, and the per-request
-records and scraped server metrics (msgpack part files while a run writes, Parquet after).
+"""The run directory, owned here: its file names, run.json, stages.json, the per-request
+records and scraped server metrics (msgpack part files while a run writes, Parquet after) and
+the running load test's scratch files.
 
-Every reader and writer of `runs/<name>/` goes through this module: the load generator (its
-part writers and a plain Locust run's end), `capplan loadtest` and the limit search (the
-run's start, consolidation and summaries) and the report (its loaders).
+The load generator (its part writers, a plain Locust run's start and end), `capplan loadtest`
+and the limit search (through planner.loadtest: the run's start, consolidation, summaries)
+and the report (its loaders) read and write the run directory through this module; limit.json
+in it is the limit search's own file (contracts.limit), named here for its readers.
 
 While a run goes, the process that writes (the local runner or the master) appends a part file
 about every second (`records.parts/part-NNNNNN.msgpack`), written to a temporary name and
