@@ -52,7 +52,9 @@ SERVER_METRIC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # +inf (a p95 that failed requests reach) is written as JSON's Infinity, not null: null
+    # means "no sample" in a recovery curve.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
 
 StageKind = Literal["open", "closed"]
@@ -184,6 +186,18 @@ class StageSummary(_Model):
     server: dict[str, float] = Field(
         default_factory=dict, description="scraped server gauges: means / maxima over the stage"
     )
+    slo: str | None = Field(
+        default=None, description="the SLO that goodput and attainment were judged under"
+    )
+    goodput_rps: float | None = Field(
+        default=None,
+        description="good requests / duration under `slo` (planner.slo.evaluate: succeeded and "
+        "within every per-request threshold)",
+    )
+    attainment: float | None = Field(
+        default=None,
+        description="good / scheduled requests under `slo` (errors and timeouts are not good)",
+    )
 
 
 class LostWorkerReport(_Model):
@@ -236,4 +250,4 @@ class RunInfo(_Model):
         default_factory=list, description="workers lost mid-run (their requests: class 'lost')"
     )
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="constants")

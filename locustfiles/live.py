@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.run import Percentiles, StageKind, StagePlan
-from locustfiles.recorder import RECORD_NAMES
+from contracts.rundir import RECORD_NAMES
 from locustfiles.summary import percentiles
 
 WINDOW_S = 10.0

@@ -40,17 +40,21 @@ from locust.env import Environment
 from locust.exception import LocustError
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from contracts.run import SERVER_METRIC_COLUMNS
+from contracts.rundir import (
+    END_STAGE_FILE,
+    LIVE_FILE,
+    LOST_FILE,
+    STAGE_ENDS_FILE,
+    START_FILE,
+    STOP_FILE,
+    metrics_writer,
+)
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
 from locustfiles.lost import LostWorker, lost_rows, slot_schedule
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
-from locustfiles.recorder import (
-    METRICS_PARTS,
-    PartWriter,
-)
 from locustfiles.rundir import finish_run, start_run
 from locustfiles.runstate import FLUSH_S, START_DELAY_LOCAL_S, START_DELAY_MASTER_S, RunState
 
@@ -86,11 +90,11 @@ def _flusher(run: RunState) -> None:
         gevent.sleep(FLUSH_S)
         run.flush()
         if run.clock is not None:
-            run.write_json("live.json", run.live())
+            run.write_json(LIVE_FILE, run.live())
 
 
 def _scraper(run: RunState, host: str) -> None:
-    writer = PartWriter(run.out / METRICS_PARTS, SERVER_METRIC_COLUMNS)
+    writer = metrics_writer(run.out)
     url = host.rstrip("/") + "/metrics"
     assert run.clock is not None
     while not run.finished:
@@ -156,7 +160,7 @@ def _lost_rows(run: RunState) -> list[Row]:
 
 def _write_lost(run: RunState) -> None:
     run.write_json(
-        "lost_workers.json",
+        LOST_FILE,
         {
             w: {
                 "slot": lost.slot.index + 1,
@@ -172,8 +176,8 @@ def _write_lost(run: RunState) -> None:
 def _stop_watcher(run: RunState) -> None:
     """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
     `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
-    stop_file = run.work / "stop"
-    end_file = run.work / "end-stage"
+    stop_file = run.work / STOP_FILE
+    end_file = run.work / END_STAGE_FILE
     while not run.finished:
         if stop_file.exists():
             _stop_everything(run)
@@ -197,7 +201,7 @@ def _end_stage(run: RunState, name: str) -> None:
         ended = run.driver is not None and run.driver.end_stage(name)
     if ended:
         run.stage_ends_s[name] = run.clock.now()
-        run.write_json("stage_ends.json", run.stage_ends_s)
+        run.write_json(STAGE_ENDS_FILE, run.stage_ends_s)
 
 
 def _stop_everything(run: RunState, *, stopping: bool = False) -> None:
@@ -232,30 +236,11 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
     if run.clock is not None:
         live = run.live()
         live["done"] = True
-        run.write_json("live.json", live)
+        run.write_json(LIVE_FILE, live)
     if not run.managed and run.info is not None:
         if run.scraper is not None:
             run.scraper.kill()
-        if run.lost_workers:
-            run.info = run.info.model_copy(update={"lost_workers": run.lost_reports()})
-        plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
-        early = run.stop_s is not None and run.stop_s < plan_end_s
-        summaries = finish_run(
-            run.out,
-            run.info,
-            run.locust_plan,
-            run.start_s,
-            stop_s=run.stop_s,
-            interrupted=early and not run.locust_plan.until_stopped,
-            stage_ends_s=run.stage_ends_s,
-            prefix=run.profile.prefix,
-        )
-        log.info(
-            "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",
-            run.out.resolve(),
-            run.total_rows,
-            ", ".join(f"{s.name} {s.duration_s:.1f} s" for s in summaries) or "no stage",
-        )
+        finish_run(run, run.info)
     runner = run.env.runner
     if runner is not None and not stopping:
         headless = bool(getattr(run.env.parsed_options, "headless", True))
@@ -267,27 +252,11 @@ def _begin_writing(run: RunState, env: Environment) -> None:
     for note in run.locust_plan.notes:
         (log.warning if note.startswith("warning:") else log.info)(note)
     if not run.managed:
-        o: Any = env.parsed_options
-        assert run.clock is not None
-        run.info = start_run(
-            run.out,
-            run.locust_plan,
-            host=env.host or "",
-            model=run.options.model,
-            endpoint=run.options.endpoint,
-            profile_source=o.llm_profile or "preset:chat",
-            profile_digest=run.profile.digest(),
-            seed=run.options.seed,
-            workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
-            max_concurrency=run.options.max_concurrency,
-            ignore_eos=run.options.ignore_eos,
-            start_epoch_s=run.clock.start_epoch_s,
-        )
-        log.info("capplan run directory: %s", run.out.resolve())
+        run.info = start_run(run, env)
     run.open_writer()
     assert run.clock is not None
     run.write_json(
-        "start.json",
+        START_FILE,
         {
             "start_epoch_s": run.clock.start_epoch_s,
             "plan_start_s": run.start_s,
@@ -295,7 +264,7 @@ def _begin_writing(run: RunState, env: Environment) -> None:
         },
     )
     np.percentile([0.0, 1.0], 95)  # numpy's first percentile call is slow: not during the plan
-    run.write_json("live.json", run.live())
+    run.write_json(LIVE_FILE, run.live())
     gevent.spawn(_flusher, run)
     gevent.spawn(_stop_watcher, run)
     if run.scrape and env.host:

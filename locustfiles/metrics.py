@@ -18,8 +18,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contracts.run import SERVER_METRIC_COLUMNS
-from locustfiles.recorder import METRICS_PARTS, PartWriter
+from contracts.rundir import metrics_writer
 
 log = logging.getLogger("capplan.metrics")
 
@@ -53,7 +52,7 @@ class MetricsScraper(threading.Thread):
     ) -> None:
         super().__init__(name="capplan-metrics", daemon=True)
         self._url = host.rstrip("/") + "/metrics"
-        self._writer = PartWriter(run_dir / METRICS_PARTS, SERVER_METRIC_COLUMNS)
+        self._writer = metrics_writer(run_dir)
         self._clock = clock
         self._interval_s = interval_s
         self._stop_event = threading.Event()

@@ -1,7 +1,8 @@
 """The run directory of a plain `locust -f locustfiles/llm.py` run: run.json first, the rest last.
 
 `capplan loadtest` writes run.json and stages.json itself (it passes --llm-managed). A run
-started with Locust directly leaves the same files through `start_run` and `finish_run`:
+started with Locust directly leaves the same files through `start_run` and `finish_run`
+(called by locustfiles/llm.py with its RunState):
 records.parquet and server_metrics.parquet consolidated from their parts, stages.json from
 `summarize_plan`, run.json with its end, so `capplan limit -o DIR` (which appends levels),
 `capplan plan` and `capplan report` read it as they read capplan's own.
@@ -10,46 +11,29 @@ records.parquet and server_metrics.parquet consolidated from their parts, stages
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
+import logging
 import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-from contracts.run import (
-    RECORD_COLUMNS,
-    SERVER_METRIC_COLUMNS,
-    RunInfo,
-    StageSummary,
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from contracts.run import RunInfo, StageSummary
+from contracts.rundir import (
+    WORK_DIR,
+    consolidate_run,
+    read_records,
+    read_server_metrics,
+    write_run_info,
+    write_stages,
 )
-from locustfiles.recorder import (
-    METRICS_FILE,
-    METRICS_PARTS,
-    RECORDS_FILE,
-    RECORDS_PARTS,
-    consolidate,
-    read_metrics_table,
-    read_records_table,
-)
-from locustfiles.stages import LocustPlan
+from locustfiles.runstate import RunState
 from locustfiles.summary import summarize_plan
-from profiles.model import Prefix
 
-WORK_DIR = ".work"
-
-
-def holds_run(path: Path) -> bool:
-    return any((path / name).exists() for name in ("run.json", RECORDS_FILE, RECORDS_PARTS))
-
-
-def fresh_dir(base: Path) -> Path:
-    """`base`, or `base-2`, `base-3`, ... when it already holds a run (web UI: one per test)."""
-    path, k = base, 1
-    while holds_run(path):
-        k += 1
-        path = base.with_name(f"{base.name}-{k}")
-    return path
+log = logging.getLogger("capplan.locust")
 
 
 def now_iso() -> str:
@@ -63,94 +47,84 @@ def dist_version(dist: str) -> str:
         return ""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def start_run(
-    out: Path,
-    locust_plan: LocustPlan,
-    *,
-    host: str,
-    model: str,
-    endpoint: str,
-    profile_source: str,
-    profile_digest: str,
-    seed: int,
-    workers: int,
-    max_concurrency: int | None,
-    ignore_eos: bool,
-    start_epoch_s: float,
-) -> RunInfo:
-    """Write `out/run.json` for a run about to start; returns it."""
-    info = RunInfo.model_validate(
+def new_run_info(out: Path, **fields: Any) -> RunInfo:
+    """run.json's account of a run in `out` starting now: its name, this command line, the
+    capplan and Locust versions and the start time, with `fields` (RunInfo's others)."""
+    return RunInfo.model_validate(
         {
             "name": out.name,
             "command": list(sys.argv),
             "capplan_version": dist_version("llm-capacity-planner"),
             "locust_version": dist_version("locust"),
-            "host": host,
-            "model": model,
-            "endpoint": endpoint,
-            "profile_source": profile_source,
-            "profile_digest": profile_digest,
-            "seed": seed,
-            "plan": locust_plan.plan,
-            "workers": workers,
-            "client_concurrency_cap": max_concurrency,
-            "ignore_eos": ignore_eos,
             "started_at": now_iso(),
-            "start_epoch_s": start_epoch_s,
-            "run_time_cap_s": locust_plan.run_time_cap_s,
+            **fields,
         }
     )
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+
+
+def start_run(run: RunState, env: Environment) -> RunInfo:
+    """Write run.json for a plain run about to start (run.clock set); returns it."""
+    o: Any = env.parsed_options
+    assert run.clock is not None
+    info = new_run_info(
+        run.out,
+        host=env.host or "",
+        model=run.options.model,
+        endpoint=run.options.endpoint,
+        profile_source=o.llm_profile or "preset:chat",
+        profile_digest=run.profile.digest(),
+        seed=run.options.seed,
+        plan=run.locust_plan.plan,
+        workers=run.slot.count if isinstance(env.runner, MasterRunner) else 0,
+        client_concurrency_cap=run.options.max_concurrency,
+        ignore_eos=run.options.ignore_eos,
+        start_epoch_s=run.clock.start_epoch_s,
+        run_time_cap_s=run.locust_plan.run_time_cap_s,
+    )
+    run.out.mkdir(parents=True, exist_ok=True)
+    write_run_info(run.out, info)
+    log.info("capplan run directory: %s", run.out.resolve())
     return info
 
 
-def finish_run(
-    out: Path,
-    info: RunInfo,
-    locust_plan: LocustPlan,
-    plan_start_s: float,
-    *,
-    stop_s: float | None = None,
-    interrupted: bool = False,
-    stage_ends_s: dict[str, float] | None = None,
-    prefix: Prefix | None = None,
-) -> list[StageSummary]:
+def finish_run(run: RunState, info: RunInfo) -> list[StageSummary]:
     """Consolidate the parts, write stages.json and the run's end; returns the summaries.
 
-    `stop_s` (run clock): the run was stopped then, so later stages are left out and the
-    one running then ends there. A stage that -t cut short carries its planned length.
+    A run stopped early (`run.stop_s`, run clock) leaves out the stages not begun by then,
+    and the one running then ends there. A stage that -t cut short carries its planned length.
     """
-    consolidate(out, RECORDS_FILE, RECORDS_PARTS, RECORD_COLUMNS)
-    consolidate(out, METRICS_FILE, METRICS_PARTS, SERVER_METRIC_COLUMNS)
+    out, plan = run.out, run.locust_plan
+    if run.lost_workers:
+        info = info.model_copy(update={"lost_workers": run.lost_reports()})
+    plan_end_s = run.start_s + sum(s.duration_s for s in run.plan.stages)
+    early = run.stop_s is not None and run.stop_s < plan_end_s
+    consolidate_run(out)
     summaries = summarize_plan(
-        read_records_table(out),
+        read_records(out),
         info.plan,
-        plan_start_s,
-        server=read_metrics_table(out),
-        stop_s=stop_s,
-        stage_ends_s=stage_ends_s,
-        prefix=prefix,
+        run.start_s,
+        server=read_server_metrics(out),
+        stop_s=run.stop_s,
+        stage_ends_s=run.stage_ends_s,
+        prefix=run.profile.prefix,
     )
     summaries = [
-        s.model_copy(update={"planned_duration_s": locust_plan.planned_s.get(s.name)})
-        for s in summaries
+        s.model_copy(update={"planned_duration_s": plan.planned_s.get(s.name)}) for s in summaries
     ]
-    write_atomic(out / "stages.json", json.dumps([s.model_dump() for s in summaries], indent=2))
+    write_stages(out, summaries)
     info = info.model_copy(
         update={
             "ended_at": now_iso(),
-            "interrupted": interrupted,
+            "interrupted": early and not plan.until_stopped,
             "tokens_estimated": any(s.tokens_estimated for s in summaries),
         }
     )
-    write_atomic(out / "run.json", info.model_dump_json(by_alias=True, indent=2))
+    write_run_info(out, info)
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
+    log.info(
+        "capplan: wrote %s (run.json, records.parquet, stages.json): %d requests in %s",
+        out.resolve(),
+        run.total_rows,
+        ", ".join(f"{s.name} {s.duration_s:.1f} s" for s in summaries) or "no stage",
+    )
     return summaries

@@ -19,14 +19,20 @@ import numpy as np
 from locust.env import Environment
 from locust.runners import MasterRunner
 
-from contracts.run import RECORD_COLUMNS, LostWorkerReport, RunInfo, StagePlan
+from contracts.run import LostWorkerReport, RunInfo, StagePlan
+from contracts.rundir import (
+    RECORD_NAMES,
+    WORK_DIR,
+    PartWriter,
+    fresh_dir,
+    records_writer,
+    write_atomic,
+)
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView
 from locustfiles.lost import LostWorker
 from locustfiles.options import common_options
-from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from locustfiles.replay import read_log_table, slice_log, to_replay
-from locustfiles.rundir import WORK_DIR, fresh_dir
 from locustfiles.stages import LocustPlan, locust_plan
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
@@ -194,7 +200,7 @@ class RunState:
     def open_writer(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
-        self.writer = PartWriter(self.out / RECORDS_PARTS, RECORD_COLUMNS)
+        self.writer = records_writer(self.out)
 
     def collect(self, rows: list[Row]) -> None:
         self.rows.extend(rows)
@@ -211,9 +217,7 @@ class RunState:
             self.writer.write(rows)
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.work / (name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.work / name)
+        write_atomic(self.work / name, json.dumps(data))
 
     def live(self) -> dict[str, Any]:
         assert self.clock is not None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import RunError
+from contracts.rundir import LIMIT_FILE
 from reports.i18n import Lang
 
 Echo = Callable[[str], None]
@@ -202,7 +203,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
             )
         }
     )
-    write_limit(limit, run_dir / "limit.json")
+    write_limit(limit, run_dir / LIMIT_FILE)
     gap = measured_rps / predicted.feasible_max - 1.0
     step(
         f"      measured {measured_rps:.3g} req/s, engine model {predicted.feasible_max:.3g}"
@@ -212,7 +213,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
     plan = build_plan(
         profile,
-        parse_limit(str(run_dir / "limit.json"), options.slo),
+        parse_limit(str(run_dir / LIMIT_FILE), options.slo),
         PlanOptions(
             profile_path=str(profile_path),
             slo=options.slo,

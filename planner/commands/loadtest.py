@@ -52,6 +52,7 @@ def _ms(p: Percentiles, attr: str) -> str:
 def stage_table(stages: list[StageSummary]) -> Table:
     """The per-stage table printed at the end of a run."""
     table = Table(title="stages", title_justify="left")
+    judged = any(s.attainment is not None for s in stages)  # run with --slo
     for col in (
         "stage",
         "role",
@@ -66,6 +67,7 @@ def stage_table(stages: list[StageSummary]) -> Table:
         "lag p99 ms",
         "errors",
         "recovery s",
+        *(("goodput r/s", "attainment") if judged else ()),
     ):
         table.add_column(col, justify="left" if col in ("stage", "role") else "right")
     for s in stages:
@@ -94,8 +96,15 @@ def stage_table(stages: list[StageSummary]) -> Table:
             _ms(s.schedule_lag_s, "p99"),
             errors,
             recovery,
+            *(_judged(s) if judged else ()),
         )
     return table
+
+
+def _judged(s: StageSummary) -> tuple[str, str]:
+    """Goodput and attainment under the run's --slo."""
+    goodput = "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f}"
+    return goodput, "-" if s.attainment is None else f"{s.attainment:.1%}"
 
 
 @handle_errors
@@ -154,6 +163,12 @@ def loadtest(
     slo_ttft: float | None = typer.Option(
         None, "--slo-ttft", help="TTFT (s) the recovery stage must get back under."
     ),
+    slo: str | None = typer.Option(
+        None,
+        "--slo",
+        help="SLO in capplan limit's grammar, e.g. 'ttft:p95<=2s,tpot:p95<=100ms': each stage "
+        "in stages.json gets its goodput and attainment under it.",
+    ),
     timeout: float = typer.Option(
         300.0, "--timeout", help="Seconds before a request counts as timed out."
     ),
@@ -194,6 +209,7 @@ def loadtest(
             max_concurrency=max_concurrency,
             scrape_metrics=not no_metrics,
             slo_ttft_s=slo_ttft,
+            slo=slo,
             replay_path=replay,
             replay_speed=speed,
             time_scale=time_scale,

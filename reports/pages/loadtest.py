@@ -10,6 +10,7 @@ from reportlab.platypus import (
     Table,
 )
 
+from contracts.rundir import RECORDS_FILE
 from reports import charts
 from reports.charts import GRAY, NAVY, ORANGE, RED, TEAL, Axis
 from reports.data import KV_METRIC, QUEUE_METRIC, Series
@@ -45,24 +46,23 @@ def page_loadtest(ctx: ReportContext) -> list[Flowable]:
 
 
 def stage_table(ctx: ReportContext) -> Table:
+    """One row per stage; with an attainment column when the load test judged its stages
+    under an SLO (StageSummary.attainment, stored in stages.json)."""
     words = ctx.words
-    rows: list[list[str]] = [
-        [
-            ctx.t(k)
-            for k in (
-                "col_stage",
-                "col_role",
-                "col_duration",
-                "col_offered",
-                "col_achieved",
-                "col_ttft_p50",
-                "col_ttft_p95",
-                "col_tpot_p95",
-                "col_errors",
-                "col_recovery",
-            )
-        ]
+    judged = any(st.attainment is not None for st in ctx.inputs.stages)
+    keys = [
+        "col_stage",
+        "col_role",
+        "col_duration",
+        "col_offered",
+        "col_achieved",
+        "col_ttft_p50",
+        "col_ttft_p95",
+        "col_tpot_p95",
+        "col_errors",
+        "col_recovery",
     ]
+    rows: list[list[str]] = [[ctx.t(k) for k in keys + (["col_attainment"] if judged else [])]]
     for st in ctx.inputs.stages:
         if st.recovery_s is not None:
             recovery = words.seconds(st.recovery_s)
@@ -83,8 +83,11 @@ def stage_table(ctx: ReportContext) -> Table:
                 f"{st.errors}",
                 recovery,
             ]
+            + ([words.pct(st.attainment)] if judged else [])
         )
     widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
+    if judged:
+        widths = [w * 0.9 for w in widths] + [0.1]
     return ctx.table(rows, [CONTENT_W * f for f in widths])
 
 
@@ -131,11 +134,15 @@ def mark_stages(ctx: ReportContext, panel: charts.Panel, label: bool) -> None:
 def timeline(ctx: ReportContext) -> Flowable:
     tl = ctx.inputs.timeline
     if tl is None:
-        return ctx.para(ctx.t("records_none", file="records.parquet"))
+        return ctx.para(ctx.t("records_none", file=RECORDS_FILE))
     end = max([st.end_s for st in ctx.inputs.stages] + [float(tl.offered_rps.x[-1]) + 0.5])
     x_axis = Axis(0.0, end, ctx.t("axis_time_s"))
     threshold = ttft_threshold_s(ctx)
-    ttft_vals = list(tl.ttft_p95_rolling_s.y) + ([threshold] if threshold else [])
+    ttft = tl.ttft_p95_rolling_s
+    finite = [float(y) for y in ttft.y if np.isfinite(y)] + ([threshold] if threshold else [])
+    top = max(finite, default=1.0) * 1.15
+    ttft_y = np.minimum(ttft.y, top)  # failures (+inf) drawn at the top edge
+    ttft_vals = [*ttft_y, *([threshold] if threshold else [])]
     panels_spec: list[tuple[str, Axis, float]] = [
         (
             ctx.t("chart_timeline"),
@@ -176,7 +183,7 @@ def timeline(ctx: ReportContext) -> Flowable:
         tl.offered_rps.x, tl.offered_rps.y, GRAY, width=0.8, label=ctx.t("legend_offered")
     )
     panels[0].line(tl.achieved_rps.x, tl.achieved_rps.y, NAVY, label=ctx.t("legend_achieved"))
-    panels[1].line(tl.ttft_p95_rolling_s.x, tl.ttft_p95_rolling_s.y, ORANGE)
+    panels[1].line(ttft.x, ttft_y, ORANGE)
     if threshold is not None:
         panels[1].hline(threshold, RED, text=f"{ctx.t('slo_line')} {ctx.words.seconds(threshold)}")
     panels[2].bars(list(tl.errors_per_s.x), list(tl.errors_per_s.y), RED, width_frac=0.9)
