@@ -15,18 +15,17 @@ import numpy as np
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
+from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
-from tests.helpers.profiles import make_profile
-from tests.helpers.stream_server import start_server
+from tests.helpers.shared_data import AZURE_CONV
 
 pytestmark = pytest.mark.integration
 
-AZURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "AzureLLMInferenceTrace_conv.csv"
-if not AZURE.exists():
-    AZURE = Path("/work/shared/data/AzureLLMInferenceTrace_conv.csv")
+AZURE = AZURE_CONV
 
 
 def _profile(tmp_path: Path, pairs: list[tuple[int, int]]) -> str:

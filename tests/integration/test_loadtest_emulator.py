@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.kit.profiles import make_profile
 from contracts.run import Stage, StagePlan
 from planner.engine import build_engine_config
 from planner.loadtest import LoadTestConfig, read_records, run_loadtest
 from tests.helpers.emulator_timings import emulator_with_timings
-from tests.helpers.profiles import make_profile
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_ttft_and_tpot_match_the_emulators_own_at_50_streams(tmp_path: Path) -> 
     # at the step's end in engine time; the client also sees its own send, the socket, and
     # the emulator's wake-up writing the chunk. With both on the 2-core box the gap measured
     # 3.2-5.1 ms over three runs (it was 8 ms before arrival was stamped at receipt), so the
-    # bound is 8 ms here against 3 ms for tests/helpers/stream_server.py, whose own timings
+    # bound is 8 ms here against 3 ms for bench/kit/stream_server.py, whose own timings
     # are stamped at the socket writes.
     assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.008, (s.ttft_s.p50, own_ttft)
     assert not read_records(tmp_path / "run")["tokens_estimated"].any()

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from bench.kit.stream_server import ROOT, start_server
 from locustfiles.live import JSON_PATH, TAB_KEY
 from planner.loadtest import LOCUSTFILE, read_records, read_run_info, read_stages
 from planner.netutil import free_port
-from tests.helpers.stream_server import ROOT, start_server
 
 pytestmark = pytest.mark.integration
 

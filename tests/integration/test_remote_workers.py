@@ -16,11 +16,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
+from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan, StageSummary
 from locustfiles.arrivals import arrival_times
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
-from tests.helpers.profiles import make_profile
-from tests.helpers.stream_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

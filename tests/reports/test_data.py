@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from bench.kit.report_inputs import write_fixture
 from contracts.errors import InputError
 from reports.data import (
     build_timeline,
@@ -17,7 +18,6 @@ from reports.data import (
     load_server_metrics,
     rolling_p95,
 )
-from tests.reports.fixtures import write_fixture
 
 
 def test_rolling_p95_uses_the_last_ten_seconds_of_sends() -> None:
