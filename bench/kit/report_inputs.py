@@ -9,6 +9,7 @@ steady-burst-recovery run shows a burst the server needs about 18 s to recover f
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,10 @@ STAGES = (
 )
 
 SLO_TTFT_S = 2.0  # the SLO of the fixture: ttft:p95<=2s
+RUN_COMMAND = (
+    "capplan loadtest --host http://127.0.0.1:8000 --plan steady-burst-recovery "
+    "-o runs/chat-h100-sbr"
+)
 
 
 @dataclass(frozen=True)
@@ -279,8 +284,7 @@ def build_run(
     )  # the load test's layout: one row per scraped sample
     run = RunInfo(
         name="chat-h100-sbr",
-        command="capplan loadtest --host http://127.0.0.1:8000 --plan steady-burst-recovery "
-        "-o runs/chat-h100-sbr".split(),
+        command=shlex.split(RUN_COMMAND),
         capplan_version="0.1.0",
         locust_version="2.32.0",
         host="http://127.0.0.1:8000",
