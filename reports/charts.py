@@ -184,6 +184,21 @@ class Panel:
         if x1 > x0:
             self.group.add(Rect(x0, self.y0, x1 - x0, self.h, fillColor=color, strokeColor=None))
 
+    def _rule(
+        self,
+        x0: float,
+        y0: float,
+        x1: float,
+        y1: float,
+        color: Color,
+        width: float,
+        dash: tuple[float, float],
+    ) -> None:
+        """A dashed line in front of the data, from (x0, y0) to (x1, y1) in points."""
+        self.front.add(
+            Line(x0, y0, x1, y1, strokeColor=color, strokeWidth=width, strokeDashArray=list(dash))
+        )
+
     def vline(
         self,
         x: float,
@@ -196,17 +211,7 @@ class Panel:
         xx = self.px(x)
         if xx < self.x0 - 0.1 or xx > self.x0 + self.w + 0.1:
             return
-        self.front.add(
-            Line(
-                xx,
-                self.y0,
-                xx,
-                self.y0 + self.h,
-                strokeColor=color,
-                strokeWidth=width,
-                strokeDashArray=list(dash),
-            )
-        )
+        self._rule(xx, self.y0, xx, self.y0 + self.h, color, width, dash)
         if text:
             self.front.add(
                 label(
@@ -224,17 +229,7 @@ class Panel:
         width: float = 0.9,
     ) -> None:
         yy = self.py(y)
-        self.front.add(
-            Line(
-                self.x0,
-                yy,
-                self.x0 + self.w,
-                yy,
-                strokeColor=color,
-                strokeWidth=width,
-                strokeDashArray=list(dash),
-            )
-        )
+        self._rule(self.x0, yy, self.x0 + self.w, yy, color, width, dash)
         if text:
             self.front.add(
                 label(

@@ -95,17 +95,9 @@ def _histogram(rng: np.random.Generator, mean_log: float, sigma: float) -> Histo
 
 def _length_stats(rng: np.random.Generator, mean_log: float, sigma: float) -> LengthStats:
     values = rng.lognormal(mean_log, sigma, 20_000)
-    q = np.percentile(values, [50, 90, 95, 99])
-    return LengthStats(
-        mean=float(values.mean()),
-        p50=float(q[0]),
-        p90=float(q[1]),
-        p95=float(q[2]),
-        p99=float(q[3]),
-        max=float(values.max()),
-        min=float(values.min()),
-        histogram=_histogram(rng, mean_log, sigma),
-    )
+    summary = _pct(values).model_dump(include={"mean", "p50", "p90", "p95", "p99", "max"})
+    histogram = _histogram(rng, mean_log, sigma)
+    return LengthStats(**summary, min=float(values.min()), histogram=histogram)
 
 
 def build_profile(seed: int = 0) -> Profile:
