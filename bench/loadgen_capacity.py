@@ -10,7 +10,7 @@ next level, so a busy moment of the machine hits them alike. Each client's searc
 from `--start-rate` until a level fails, then bisects until the highest passing and lowest
 failing rates are within `--tolerance` (5 %). A level's p99 is the best of `--tries` runs.
 
-Then a timing check against a server with known timing (tests/helpers/stream_server.py, TTFT
+Then a timing check against a server with known timing (bench/kit/stream_server.py, TTFT
 50 ms): each client's TTFT p50 minus the server's own, at `--ttft-rate` req/s.
 
 Prints the rates, the ratios capplan / asyncio (goal: >= 1.0) and the TTFT errors.
@@ -190,9 +190,9 @@ def aiohttp_level(url: str, rate_rps: float, duration_s: float, tokens: int) -> 
 
 
 def capplan_level(url: str, rate_rps: float, duration_s: float, tokens: int, workers: int) -> Level:
+    from bench.kit.profiles import make_profile
     from contracts.run import Stage, StagePlan
     from planner.loadtest import LoadTestConfig, run_loadtest
-    from tests.helpers.profiles import make_profile
 
     cpu0 = _children_cpu_s()
     with tempfile.TemporaryDirectory() as tmp:
@@ -285,7 +285,7 @@ def search(
 def ttft_check(rate_rps: float, duration_s: float, tokens: int) -> dict[str, tuple[float, float]]:
     """Each client's TTFT p50 and the server's own p50 at `rate_rps`, against a server whose
     first chunk leaves 50 ms after the request arrives (it stamps its own timings)."""
-    from tests.helpers.stream_server import start_server as start_timed_server
+    from bench.kit.stream_server import start_server as start_timed_server
 
     server = start_timed_server(ttft_s=0.05, itl_s=0.005, max_out=tokens)
     out: dict[str, tuple[float, float]] = {}

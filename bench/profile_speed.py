@@ -122,9 +122,9 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float]:
 
 
 def text_throughput(n_requests: int, folder: Path) -> None:
+    from bench.kit.logs import build_openai_log
     from profiles.readers import read_requests
     from profiles.tokenize import ApproxTokenizer, chained_block_hashes
-    from tests.profiles.logs import build_openai_log
 
     path, _, _ = build_openai_log(folder, n=n_requests, seed=2, usage=False)
     t0 = time.perf_counter()

@@ -2,151 +2,66 @@
 
 Charts are reportlab Drawings (vector in the PDF), so their text uses the report's own font
 (for Chinese, the CJK font `reports.fonts` chose) and matplotlib needs no CJK font. A `Panel`
-is one set of axes placed inside a Drawing; `figure()` stacks panels that share an x axis.
+is one set of axes placed inside a Drawing; `single()` holds one, `stacked()` stacks panels that
+share an x axis. The palette, axes and ticks are reports.axes' (re-exported here for the pages).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from reportlab.graphics.shapes import Drawing, Group, Line, Polygon, PolyLine, Rect, String
+from reportlab.graphics.shapes import Drawing, Group, Line, Polygon, PolyLine, Rect
 from reportlab.lib import colors
 from reportlab.lib.colors import Color
-from reportlab.pdfbase.pdfmetrics import stringWidth
 
-from reports.i18n import LATIN_FONT, split_runs
+from reports.axes import (
+    BURST_SHADE,
+    GRAY,
+    GREEN,
+    GRID,
+    INK,
+    LABEL_SIZE,
+    LIGHT,
+    NAVY,
+    ORANGE,
+    RED,
+    TEAL,
+    TICK_SIZE,
+    TITLE_SIZE,
+    Axis,
+    format_tick,
+    label,
+    log_axis,
+    nice_axis,
+    ticks,
+)
+from reports.i18n import LATIN_FONT
 
-# One palette for every chart and table.
-NAVY = colors.HexColor("#1f4e79")
-ORANGE = colors.HexColor("#d9822b")
-TEAL = colors.HexColor("#2a9d8f")
-RED = colors.HexColor("#c0392b")
-GREEN = colors.HexColor("#2e8b57")
-GRAY = colors.HexColor("#7f8c8d")
-LIGHT = colors.HexColor("#eef2f7")
-BURST_SHADE = colors.HexColor("#fbe3d0")
-GRID = colors.HexColor("#d5dbe3")
-INK = colors.HexColor("#222222")
-
-TITLE_SIZE = 9.0
-LABEL_SIZE = 7.0
-TICK_SIZE = 6.5
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One axis: range, scale and label (the label carries the unit)."""
-
-    lo: float
-    hi: float
-    label: str = ""
-    log: bool = False
-
-    def span(self) -> tuple[float, float]:
-        if self.log:
-            return math.log10(self.lo), math.log10(self.hi)
-        return self.lo, self.hi
-
-
-def nice_axis(
-    values: Sequence[float] | np.ndarray,
-    label: str = "",
-    *,
-    zero: bool = True,
-    pad: float = 0.08,
-    min_hi: float = 1e-9,
-) -> Axis:
-    """A linear axis that holds every finite value, starting at 0 unless told otherwise."""
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        return Axis(0.0, 1.0, label)
-    lo = 0.0 if zero else float(arr.min())
-    hi = max(float(arr.max()), min_hi)
-    if hi <= lo:
-        hi = lo + 1.0
-    hi += (hi - lo) * pad
-    return Axis(lo, hi, label)
-
-
-def log_axis(values: Sequence[float] | np.ndarray, label: str = "") -> Axis:
-    """A log axis from the decade below the smallest positive value to the one above the largest."""
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr) & (arr > 0)]
-    if arr.size == 0:
-        return Axis(1.0, 10.0, label, log=True)
-    lo = 10 ** math.floor(math.log10(arr.min()))
-    hi = 10 ** math.ceil(math.log10(arr.max()))
-    if hi <= lo:
-        hi = lo * 10
-    return Axis(lo, hi, label, log=True)
-
-
-def _nice_step(span: float, target: int = 5) -> float:
-    raw = span / max(target, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    for mult in (1, 2, 2.5, 5, 10):
-        if raw <= mult * mag:
-            return mult * mag
-    return 10 * mag
-
-
-def format_tick(value: float) -> str:
-    """Compact tick text: 1, 2.5, 10k, 1.5M."""
-    a = abs(value)
-    if a >= 1e6:
-        return f"{value / 1e6:g}M"
-    if a >= 1e4:
-        return f"{value / 1e3:g}k"
-    if a >= 100 or value == int(value):
-        return f"{value:.0f}"
-    return f"{value:.3g}"
-
-
-def _ticks(axis: Axis) -> list[float]:
-    if axis.log:
-        lo, hi = axis.span()
-        decades = range(int(round(lo)), int(round(hi)) + 1)
-        ticks = [10.0**d for d in decades]
-        return ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
-    step = _nice_step(axis.hi - axis.lo)
-    first = math.ceil(axis.lo / step - 1e-9) * step
-    n = int(math.floor((axis.hi - first) / step + 1e-9)) + 1
-    return [first + i * step for i in range(n)]
-
-
-def label(
-    x: float,
-    y: float,
-    text: str,
-    *,
-    font: str,
-    size: float,
-    color: Color = INK,
-    anchor: str = "start",
-) -> Group:
-    """Text at (x, y); Latin runs in Helvetica, the rest in `font` (e.g. the CJK font)."""
-    runs = [(text, True)] if font == LATIN_FONT else split_runs(text)
-    widths = [stringWidth(run, LATIN_FONT if latin else font, size) for run, latin in runs]
-    total = sum(widths)
-    start = x - total if anchor == "end" else x - total / 2 if anchor == "middle" else x
-    group = Group()
-    for (run, latin), width in zip(runs, widths, strict=True):
-        group.add(
-            String(
-                start,
-                y,
-                run,
-                fontName=LATIN_FONT if latin else font,
-                fontSize=size,
-                fillColor=color,
-            )
-        )
-        start += width
-    return group
+__all__ = [
+    "BURST_SHADE",
+    "GRAY",
+    "GREEN",
+    "GRID",
+    "INK",
+    "LABEL_SIZE",
+    "LIGHT",
+    "NAVY",
+    "ORANGE",
+    "RED",
+    "TEAL",
+    "TICK_SIZE",
+    "TITLE_SIZE",
+    "Axis",
+    "Panel",
+    "format_tick",
+    "label",
+    "log_axis",
+    "nice_axis",
+    "single",
+    "stacked",
+]
 
 
 class Panel:
@@ -171,7 +86,7 @@ class Panel:
         self.group = Group()
         self.front = Group()
         self._legend: list[tuple[str, Color, bool]] = []
-        self._frame(title, show_x_ticks)
+        _draw_frame(self, title, show_x_ticks)
 
     def px(self, value: float) -> float:
         lo, hi = self.x.span()
@@ -183,77 +98,6 @@ class Panel:
         v = math.log10(max(value, 1e-300)) if self.y.log else value
         v = min(max(v, lo), hi)
         return self.y0 + (v - lo) / (hi - lo) * self.h
-
-    def _frame(self, title: str, show_x_ticks: bool) -> None:
-        g = self.group
-        g.add(
-            Rect(
-                self.x0,
-                self.y0,
-                self.w,
-                self.h,
-                fillColor=colors.white,
-                strokeColor=GRID,
-                strokeWidth=0.5,
-            )
-        )
-        for t in _ticks(self.y):
-            yy = self.py(t)
-            g.add(Line(self.x0, yy, self.x0 + self.w, yy, strokeColor=GRID, strokeWidth=0.4))
-            g.add(
-                label(
-                    self.x0 - 3,
-                    yy - 2.2,
-                    format_tick(t),
-                    font=LATIN_FONT,
-                    size=TICK_SIZE,
-                    anchor="end",
-                )
-            )
-        for t in _ticks(self.x):
-            xx = self.px(t)
-            if xx < self.x0 - 0.1 or xx > self.x0 + self.w + 0.1:
-                continue
-            g.add(Line(xx, self.y0, xx, self.y0 + self.h, strokeColor=GRID, strokeWidth=0.4))
-            if show_x_ticks:
-                g.add(
-                    label(
-                        xx,
-                        self.y0 - 8,
-                        format_tick(t),
-                        font=LATIN_FONT,
-                        size=TICK_SIZE,
-                        anchor="middle",
-                    )
-                )
-        if self.x.label and show_x_ticks:
-            g.add(
-                label(
-                    self.x0 + self.w / 2,
-                    self.y0 - 17,
-                    self.x.label,
-                    font=self.font,
-                    size=LABEL_SIZE,
-                    anchor="middle",
-                )
-            )
-        if self.y.label:
-            rotated = Group(
-                label(0, 0, self.y.label, font=self.font, size=LABEL_SIZE, anchor="middle")
-            )
-            rotated.transform = (0, 1, -1, 0, self.x0 - 24, self.y0 + self.h / 2)
-            g.add(rotated)
-        if title:
-            g.add(
-                label(
-                    self.x0,
-                    self.y0 + self.h + 5,
-                    title,
-                    font=self.font,
-                    size=TITLE_SIZE,
-                    color=NAVY,
-                )
-            )
 
     def line(
         self,
@@ -340,6 +184,21 @@ class Panel:
         if x1 > x0:
             self.group.add(Rect(x0, self.y0, x1 - x0, self.h, fillColor=color, strokeColor=None))
 
+    def _rule(
+        self,
+        x0: float,
+        y0: float,
+        x1: float,
+        y1: float,
+        color: Color,
+        width: float,
+        dash: tuple[float, float],
+    ) -> None:
+        """A dashed line in front of the data, from (x0, y0) to (x1, y1) in points."""
+        self.front.add(
+            Line(x0, y0, x1, y1, strokeColor=color, strokeWidth=width, strokeDashArray=list(dash))
+        )
+
     def vline(
         self,
         x: float,
@@ -352,17 +211,7 @@ class Panel:
         xx = self.px(x)
         if xx < self.x0 - 0.1 or xx > self.x0 + self.w + 0.1:
             return
-        self.front.add(
-            Line(
-                xx,
-                self.y0,
-                xx,
-                self.y0 + self.h,
-                strokeColor=color,
-                strokeWidth=width,
-                strokeDashArray=list(dash),
-            )
-        )
+        self._rule(xx, self.y0, xx, self.y0 + self.h, color, width, dash)
         if text:
             self.front.add(
                 label(
@@ -380,17 +229,7 @@ class Panel:
         width: float = 0.9,
     ) -> None:
         yy = self.py(y)
-        self.front.add(
-            Line(
-                self.x0,
-                yy,
-                self.x0 + self.w,
-                yy,
-                strokeColor=color,
-                strokeWidth=width,
-                strokeDashArray=list(dash),
-            )
-        )
+        self._rule(self.x0, yy, self.x0 + self.w, yy, color, width, dash)
         if text:
             self.front.add(
                 label(
@@ -461,6 +300,79 @@ class Panel:
                 out.add(Line(x, yy + 2.5, x + 9, yy + 2.5, strokeColor=color, strokeWidth=1.4))
             out.add(label(x + 11, yy, text, font=self.font, size=TICK_SIZE))
         return out
+
+
+def _draw_frame(panel: Panel, title: str, show_x_ticks: bool) -> None:
+    """The panel's box, grid, tick labels, axis labels and title (behind the data)."""
+    g = panel.group
+    g.add(
+        Rect(
+            panel.x0,
+            panel.y0,
+            panel.w,
+            panel.h,
+            fillColor=colors.white,
+            strokeColor=GRID,
+            strokeWidth=0.5,
+        )
+    )
+    for t in ticks(panel.y):
+        yy = panel.py(t)
+        g.add(Line(panel.x0, yy, panel.x0 + panel.w, yy, strokeColor=GRID, strokeWidth=0.4))
+        g.add(
+            label(
+                panel.x0 - 3,
+                yy - 2.2,
+                format_tick(t),
+                font=LATIN_FONT,
+                size=TICK_SIZE,
+                anchor="end",
+            )
+        )
+    for t in ticks(panel.x):
+        xx = panel.px(t)
+        if xx < panel.x0 - 0.1 or xx > panel.x0 + panel.w + 0.1:
+            continue
+        g.add(Line(xx, panel.y0, xx, panel.y0 + panel.h, strokeColor=GRID, strokeWidth=0.4))
+        if show_x_ticks:
+            g.add(
+                label(
+                    xx,
+                    panel.y0 - 8,
+                    format_tick(t),
+                    font=LATIN_FONT,
+                    size=TICK_SIZE,
+                    anchor="middle",
+                )
+            )
+    if panel.x.label and show_x_ticks:
+        g.add(
+            label(
+                panel.x0 + panel.w / 2,
+                panel.y0 - 17,
+                panel.x.label,
+                font=panel.font,
+                size=LABEL_SIZE,
+                anchor="middle",
+            )
+        )
+    if panel.y.label:
+        rotated = Group(
+            label(0, 0, panel.y.label, font=panel.font, size=LABEL_SIZE, anchor="middle")
+        )
+        rotated.transform = (0, 1, -1, 0, panel.x0 - 24, panel.y0 + panel.h / 2)
+        g.add(rotated)
+    if title:
+        g.add(
+            label(
+                panel.x0,
+                panel.y0 + panel.h + 5,
+                title,
+                font=panel.font,
+                size=TITLE_SIZE,
+                color=NAVY,
+            )
+        )
 
 
 # Room around a panel for tick labels, the axis label and the title.

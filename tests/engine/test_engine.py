@@ -257,6 +257,7 @@ def test_public_figures_llama_8b_h100_decode_throughput() -> None:
                     end = now
         assert start is not None and end is not None
         rates.append(tokens / (end - start))
+    print("decode tokens/s at batch 64 / 128 / 256:", " / ".join(f"{r:,.0f}" for r in rates))
     assert rates == sorted(rates)
     assert all(low < r < high for r in rates), rates
 
@@ -271,5 +272,9 @@ def test_public_figures_sharegpt_like_run_on_one_h100() -> None:
     reqs = [_req(i, int(p), int(o)) for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]
     timelines = simulate(reqs, config)
     rate = outputs.sum() / max(tl.finished_s or 0.0 for tl in timelines)
+    tpots = [t for tl in timelines if (t := tl.tpot_s) is not None]
+    print(
+        f"ShareGPT-sized run: {rate:,.0f} output tokens/s, TPOT p50 {np.median(tpots) * 1e3:.1f} ms"
+    )
     low, high = PUBLISHED_OUTPUT_TOKENS_PER_S
     assert low < rate < high, rate

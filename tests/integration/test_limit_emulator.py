@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from bench.kit.profiles import make_profile
 from planner.cli import app
 from planner.emulator import emulator_subprocess
 from planner.engine import (
@@ -35,7 +36,6 @@ from planner.loadtest import read_records, read_stages
 from planner.netutil import free_port
 from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import save_profile
-from tests.helpers.profiles import make_profile
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bench.kit.profiles import make_profile
 from planner.cli import app
 from planner.limit import load_limit
 from profiles.model import save_profile
-from tests.helpers.profiles import make_profile
 
 # The GGUF builder and server starter come with the load-test tests.
 real_engine = pytest.importorskip("tests.helpers.real_engine")

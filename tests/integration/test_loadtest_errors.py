@@ -8,13 +8,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
+from bench.kit.stream_server import fault_message, start_server
 from contracts.run import Stage, StagePlan
 from planner.emulator import running_emulator
 from planner.emulator.server import Faults
 from planner.engine import build_engine_config
 from planner.loadtest import LoadTestConfig, read_records, read_stages, run_loadtest
-from tests.helpers.profiles import make_profile
-from tests.helpers.stream_server import fault_message, start_server
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
 from locustfiles.stages import builtin_plan
 from planner.loadtest import LoadTestConfig, read_records, read_server_metrics, run_loadtest
-from tests.helpers.profiles import make_profile
 from tests.helpers.real_engine import build_random_llama, start_llama_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

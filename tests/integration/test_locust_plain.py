@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from bench.kit.stream_server import ROOT, start_server
 from locustfiles.live import JSON_PATH, TAB_KEY
 from planner.loadtest import LOCUSTFILE, read_records, read_run_info, read_stages
 from planner.netutil import free_port
-from tests.helpers.stream_server import ROOT, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -61,6 +61,11 @@ def test_headless_users_spawn_rate_and_run_time(tmp_path: Path) -> None:
     # start-up varies on a shared CPU, so the bound that matters is read from the records.
     assert wall_s < 30.0, (wall_s, proc.stderr[-2000:])
     (stage,) = read_stages(out)
+    p50 = stage.ttft_s.p50
+    print(  # the README's figures for this command (pytest -s)
+        f"locust -u 4 -r 4 -t 10s: {wall_s:.1f} s wall, {stage.scheduled} requests, "
+        f"{stage.errors} errors, TTFT p50 {p50 * 1e3 if p50 is not None else float('nan'):.0f} ms"
+    )
     assert stage.kind == "closed" and stage.target_users == 4
     assert 9.0 <= stage.duration_s <= 10.0  # -t 10s bounds the plan, start delay included
     assert stage.errors == 0 and stage.completed == stage.scheduled

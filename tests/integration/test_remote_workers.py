@@ -16,11 +16,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
+from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan, StageSummary
 from locustfiles.arrivals import arrival_times
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
-from tests.helpers.profiles import make_profile
-from tests.helpers.stream_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -104,6 +104,13 @@ def test_three_remote_workers_give_the_asked_poisson_process(tmp_path: Path) -> 
     sent = np.sort(records["sent_s"].to_numpy())
     gaps = np.diff(sent)
     cv = float(np.std(gaps) / np.mean(gaps))
+    lag_p99 = s.schedule_lag_s.p99
+    print(  # the README's figures for this run (pytest -s)
+        f"3 remote workers, Poisson {rate:g} req/s for {duration:g} s: {n} scheduled, "
+        f"{records.height} rows, {records['request_id'].n_unique()} ids, achieved "
+        f"{s.achieved_rps:.2f} req/s, CV {cv:.3f}, lag p99 "
+        f"{lag_p99 * 1e3 if lag_p99 is not None else float('nan'):.0f} ms"
+    )
     assert abs(cv - 1.0) <= 0.10, cv  # Poisson: inter-arrival CV 1
     assert s.schedule_lag_s.p99 is not None and s.schedule_lag_s.p99 < 0.05
     info = read_run_info(out)
@@ -137,6 +144,10 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     assert records.height == s.scheduled == n  # still one row per scheduled request
     assert records["request_id"].n_unique() == n
     (lost,) = read_run_info(out).lost_workers
+    print(  # the README's figures for this run (pytest -s)
+        f"worker killed 4 s in: noticed {lost.lost_at_s - s.start_s:.1f} s into the stage, "
+        f"{lost.lost_requests} lost rows, {records.height} rows for {n} scheduled"
+    )
     # Killed 4 s into the plan, noticed within Locust's heartbeat liveness (about 3 s).
     assert lost.of == N_WORKERS and 4.0 < lost.lost_at_s - s.start_s < duration
     lost_rows = records.filter(pl.col("error_class") == "lost")

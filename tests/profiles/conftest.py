@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.profiles.logs import build_openai_log
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+from bench.kit.logs import build_openai_log
+from tests.helpers.shared_data import SHARED_DATA
 
 
 @pytest.fixture
 def shared_data() -> Path:
-    """../shared/data next to the repository checkout (skips when absent)."""
+    """shared/data beside the checkout (skips when absent)."""
     if not (SHARED_DATA / "AzureLLMInferenceTrace_conv.csv").is_file():
-        pytest.skip(f"shared traces not found at {SHARED_DATA.resolve()} (a sibling of the repo)")
+        pytest.skip(f"shared traces not found at {SHARED_DATA.resolve()} (beside the checkout)")
     return SHARED_DATA
 
 

@@ -21,13 +21,13 @@ import reportlab
 from PIL import Image
 from typer.testing import CliRunner
 
+from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.errors import InputError
 from planner.cli import app
 from reports import render_report
 from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, choose_cjk_font
 from reports.i18n import STRINGS, Words
 from reports.layout import Styles
-from tests.reports.fixtures import FixturePaths, write_fixture
 
 VERA = Path(reportlab.__file__).parent / "fonts" / "Vera.ttf"  # Latin only: no U+4E2D
 TITLE_CJK = STRINGS["zh"]["doc_title"].split("{")[0].rstrip(":")  # 容量基线

@@ -14,9 +14,7 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
-from reports import render_report
-from reports.i18n import STRINGS
-from tests.reports.fixtures import (
+from bench.kit.report_inputs import (
     REFUSED_MESSAGE,
     FixturePaths,
     build_limit,
@@ -25,6 +23,8 @@ from tests.reports.fixtures import (
     build_run,
     write_fixture,
 )
+from reports import render_report
+from reports.i18n import STRINGS
 
 GENERATED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

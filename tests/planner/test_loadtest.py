@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from bench.kit.profiles import make_profile
 from contracts.recovery import recovery_curve
 from contracts.run import RECORD_COLUMNS, Stage, StagePlan
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
@@ -19,7 +20,6 @@ from planner.loadtest import (
     run_loadtest,
     summarize_stage,
 )
-from tests.helpers.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 
@@ -155,7 +155,7 @@ def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:
 def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text("stages:\n  - {name: a, duration_s: 1, rate_rps: 1, arrival: sometimes}\n")
-    from tests.helpers.profiles import make_profile
+    from bench.kit.profiles import make_profile
 
     prof = tmp_path / "p.json"
     prof.write_text(make_profile([(10, 2)]).to_json())

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from bench.kit.report_inputs import write_fixture
 from planner.cli import app
-from tests.reports.fixtures import write_fixture
 
 runner = CliRunner()
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError
 from contracts.plan import Plan
 from planner.capacity import parse_limit
 from planner.engine import build_engine_config
 from planner.plan import PlanOptions, build_plan, gpu_memory, mean_context_tokens
-from tests.plan_profiles import make_profile
 
 
 def test_kv_and_weight_arithmetic_for_llama_8b_on_h100() -> None:
@@ -61,7 +61,9 @@ def test_plan_for_the_seed_example_in_users() -> None:
 
 
 def test_rate_limit_without_e2e_gets_a_simulated_one_and_a_note() -> None:
-    profile = make_profile(window_rates_60s=[float(i) / 10 for i in range(101)])
+    profile = make_profile(
+        window_rates_60s=[float(i) / 10 for i in range(101)], interarrival_cv=1.5
+    )
     plan = build_plan(profile, parse_limit("4rps"), _options(headroom=0.0, redundancy=0))
     assert plan.demand.peak_rps == pytest.approx(9.9)
     assert plan.instances == 3

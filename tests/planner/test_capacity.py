@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitLevel, LimitResult, LittlesLaw
 from planner.capacity import (
@@ -22,7 +23,6 @@ from planner.capacity import (
     sensitivity,
     window_rate_quantile,
 )
-from tests.plan_profiles import make_profile
 
 
 def _limit_json(tmp_path: Path, **overrides: object) -> Path:
@@ -142,7 +142,7 @@ def test_not_a_limit_file(tmp_path: Path) -> None:
 
 
 def test_demand_from_profile_percentiles() -> None:
-    profile = make_profile(window_rates_60s=[float(i) for i in range(101)], peak_10s_rps=120.0)
+    profile = make_profile(window_rates_60s=[float(i) for i in range(101)], peak_to_mean_10s=24.0)
     assert window_rate_quantile(profile, "60s", 0.99) == pytest.approx(99.0)
     assert window_rate_quantile(profile, "60s", 0.995) == pytest.approx(99.5)
     demand = build_demand(profile, mean_e2e_s=4.0)

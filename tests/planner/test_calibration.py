@@ -7,7 +7,7 @@ import pytest
 from contracts.limit import LimitLevel, LimitResult
 from planner.calibration import calibrate, level_metrics, measured_levels
 from planner.engine import EngineConfig, build_engine_config
-from tests.plan_profiles import azure_conv_profile
+from tests.helpers.shared_data import azure_conv_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
 

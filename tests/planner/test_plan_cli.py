@@ -7,13 +7,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from bench.kit.profiles import make_profile
 from contracts.limit import LimitLevel, LimitResult
 from contracts.plan import Plan
 from planner.calibration import level_metrics
 from planner.cli import app
 from planner.engine import build_engine_config
 from profiles.model import save_profile
-from tests.plan_profiles import make_profile
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from planner.fleet import ROUTINGS, FleetRun, judge, simulate_fleet
 from planner.fleet_check import fleet_verdict, min_instances_meeting, single_instance_limit
 from planner.plan import PlanOptions, build_plan
 from planner.slo import parse_slo
-from tests.plan_profiles import azure_conv_profile
+from tests.helpers.shared_data import azure_conv_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
 
