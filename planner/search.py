@@ -45,6 +45,7 @@ from planner.slo import (
     exclude_warmup,
     format_duration,
 )
+from planner.steady import correlation_requests
 
 Method = Literal["isotonic", "bisect"]
 
@@ -209,6 +210,8 @@ class SearchConfig:
     resamples: int = 400
     abandon_error_rate: float = 0.5
     max_lag_share: float = 0.1
+    certain_pass: bool = False
+    correlated_blocks: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -322,6 +325,9 @@ def _judge(
     """
     full = [m for m in measurements if m.abandoned is None]
     records, duration_s = _pool(full or measurements)
+    block = None
+    if config.correlated_blocks:
+        block = _correlated_block(records, config.slo)
     evaluation = evaluate(
         records,
         config.slo,
@@ -329,6 +335,7 @@ def _judge(
         rng=rng,
         resamples=config.resamples,
         confidence=config.confidence,
+        block=block,
     )
     stages = tuple(m.stage for m in measurements)
     steady = measurements[-1].steady
@@ -375,9 +382,20 @@ def _judge(
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
     settled = certain or len(measurements) > config.max_repeats
-    return LevelOutcome(
-        load, stages, evaluation, evaluation.passed, certain, None, settled, steady=steady
-    )
+    passed = evaluation.passed
+    if config.certain_pass and passed and settled and not certain:
+        passed = False
+    return LevelOutcome(load, stages, evaluation, passed, certain, None, settled, steady=steady)
+
+
+def _correlated_block(records: pl.DataFrame, slo: Slo) -> int | None:
+    """Bootstrap blocks of twice the latencies' correlation time in requests (at least
+    sqrt(n)): a queue's busy periods stay whole inside a block."""
+    time_col = next((c for c in TIME_COLUMNS if c in records.columns), None)
+    if time_col is None or records.height < 2:
+        return None
+    tau = correlation_requests(records.sort(time_col, nulls_last=True), slo)
+    return max(math.ceil(math.sqrt(records.height)), math.ceil(2.0 * tau))
 
 
 def _crossing_estimate(

@@ -264,6 +264,7 @@ def evaluate(
     rng: np.random.Generator | None = None,
     resamples: int = 400,
     confidence: float = 0.95,
+    block: int | None = None,
 ) -> SloEvaluation:
     """Judge one stage's per-request records against `slo`.
 
@@ -272,7 +273,9 @@ def evaluate(
     e2e_s / ok). Requests scheduled in the first `warmup_s` seconds of the stage (from
     `start_s`, default the first schedule time) are excluded, and goodput is taken over
     `duration_s - warmup_s`. Each constraint gets a percentile-bootstrap interval at
-    `confidence` drawn with `rng` (seeded default). Raises InputError on missing columns.
+    `confidence` drawn with `rng` (seeded default), a moving-block bootstrap over requests
+    in send order with blocks of `block` requests (default sqrt(n)). Raises InputError on
+    missing columns.
     """
     if duration_s <= 0:
         raise InputError(f"stage duration must be > 0 s, got {duration_s}")
@@ -319,8 +322,8 @@ def evaluate(
             )
             continue
         value = _statistic(values, constraint.quantile)
-        block = _block_length(values.size, ordered)
-        interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence, block)
+        size = block or _block_length(values.size, ordered)
+        interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence, size)
         results.append(
             ConstraintResult(
                 constraint.name,
@@ -333,8 +336,8 @@ def evaluate(
         )
     attainment = n_good / scheduled if scheduled else None
     if slo.min_attainment is not None:
-        block = _block_length(scheduled, ordered)
-        interval = _bootstrap(good.astype(float), None, rng, resamples, confidence, block)
+        size = block or _block_length(scheduled, ordered)
+        interval = _bootstrap(good.astype(float), None, rng, resamples, confidence, size)
         results.append(
             ConstraintResult(
                 "attainment",
@@ -348,8 +351,8 @@ def evaluate(
         )
     error_rate = errors / scheduled if scheduled else None
     if slo.max_error_rate is not None:
-        block = _block_length(scheduled, ordered)
-        interval = _bootstrap(failed.astype(float), None, rng, resamples, confidence, block)
+        size = block or _block_length(scheduled, ordered)
+        interval = _bootstrap(failed.astype(float), None, rng, resamples, confidence, size)
         results.append(
             ConstraintResult(
                 "errors",

@@ -10,9 +10,15 @@ The rules (`SteadyRules`):
 - mean E2E is estimated by Little's law (mean requests in flight / arrival rate) and by the
   finished requests, whichever is larger (early in a level the finished ones are the short
   ones);
-- warm-up: at least `min_warmup_s` and `warmup_e2es` mean E2Es from the level's start;
+- correlation time: the integrated autocorrelation time of the SLO's latencies in send order
+  (Sokal's window), in requests: a queue that builds and drains, or still climbs from the
+  empty start, makes neighbouring requests alike, and a percentile over n of them is as
+  noisy as one over n / tau independent ones;
+- warm-up: at least `min_warmup_s`, `warmup_e2es` mean E2Es and `warmup_taus` correlation
+  times (tau / rate seconds) from the level's start;
 - the measured window then runs at least `min_window_s`, `window_e2es` mean E2Es and holds
-  `min_window_requests` scheduled requests;
+  `min_window_requests` scheduled requests and `effective_requests` independent ones
+  (requests / tau);
 - settled: the window's second half holds no more requests in flight than its first beyond
   noise (`growth_sigmas` Poisson standard deviations and 10 %), and the SLO's verdict does
   not turn from a certain pass in the first half to a certain fail in the second;
@@ -29,6 +35,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import ConfigError
+from contracts.latency import request_values
 from planner.slo import TIME_COLUMNS, Slo, evaluate
 
 
@@ -44,6 +51,10 @@ class SteadyRules(BaseModel):
     min_window_requests: int = Field(default=100, ge=1, description="and this many requests")
     max_level_s: float = Field(default=300.0, gt=0, description="a level runs at most this long")
     growth_sigmas: float = Field(default=3.0, gt=0, description="queue growth beyond noise")
+    effective_requests: float = Field(
+        default=0.0, ge=0, description="window holds this many independent requests"
+    )
+    warmup_taus: float = Field(default=0.0, ge=0, description="warm-up in correlation times")
 
     def model_post_init(self, _context: object) -> None:
         if self.max_level_s < self.min_warmup_s + self.min_window_s:
@@ -73,6 +84,7 @@ class LevelState:
     capped: bool
     in_flight_first: float | None = None
     in_flight_second: float | None = None
+    correlation: float = 1.0  # requests per independent one in the window (1: none)
 
     @property
     def done(self) -> bool:
@@ -85,6 +97,12 @@ class LevelState:
             f"warm-up {self.warmup_s:.0f} s, window {self.window_s:.0f} s "
             f"({self.window_requests} requests), mean e2e {e2e}"
         )
+        if self.correlation > 1.0:
+            independent = self.window_requests / self.correlation
+            text += (
+                f", correlated over {self.correlation:.0f} requests "
+                f"(~{independent:.0f} independent)"
+            )
         if self.in_flight_first is not None and self.in_flight_second is not None:
             text += f", in flight {self.in_flight_first:.1f} -> {self.in_flight_second:.1f}"
         if self.unstable is not None:
@@ -164,15 +182,30 @@ def assess(
     mean_e2e_s = _mean_e2e(records, in_flight_mean, rate_rps)
     e2e = mean_e2e_s or 0.0
     warmup_s = min(max(rules.min_warmup_s, rules.warmup_e2es * e2e), elapsed_s)
+
+    def window_from(warmup_s: float) -> pl.DataFrame:
+        if time_col is None:
+            return records
+        return records.filter(pl.col(time_col) >= start_s + warmup_s)
+
+    in_window = window_from(warmup_s)
+    tau = 1.0
+    if (rules.effective_requests or rules.warmup_taus) and time_col is not None:
+        tau = correlation_requests(in_window.sort(time_col), slo)
+    tau_s = tau / rate_rps if rate_rps else 0.0
+    if rules.warmup_taus and tau_s > 0:
+        longer = min(max(warmup_s, rules.min_warmup_s + rules.warmup_taus * tau_s), elapsed_s)
+        if longer > warmup_s:
+            warmup_s = longer
+            in_window = window_from(warmup_s)
     window_s = max(elapsed_s - warmup_s, 0.0)
     window_start = start_s + warmup_s
-    in_window = records
-    if time_col is not None:
-        in_window = records.filter(pl.col(time_col) >= window_start)
     ready = (
         elapsed_s >= rules.min_warmup_s + rules.warmup_e2es * e2e
+        and elapsed_s >= rules.min_warmup_s + rules.warmup_taus * tau_s
         and window_s >= max(rules.min_window_s, rules.window_e2es * e2e)
         and in_window.height >= rules.min_window_requests
+        and in_window.height >= rules.effective_requests * tau
     )
     capped = elapsed_s >= rules.max_level_s
     first = second = None
@@ -199,6 +232,7 @@ def assess(
         capped=capped,
         in_flight_first=first,
         in_flight_second=second,
+        correlation=tau,
     )
 
 
@@ -228,3 +262,38 @@ def _fmt(value: float | None) -> str:
     if not math.isfinite(value):
         return "inf"
     return f"{value:.3g}"
+
+
+def correlation_requests(window: pl.DataFrame, slo: Slo) -> float:
+    """The integrated autocorrelation time, in requests, of the SLO's latency values in send
+    order (Sokal's self-consistent window): how many consecutive requests carry about one
+    request's worth of independent information. A queue that builds and drains, or still
+    climbs from an empty start, makes neighbours alike and this large."""
+    taus = [1.0]
+    bounds = [(c.metric, c.threshold_s) for c in slo.percentiles]
+    bounds += [(t.metric, t.threshold_s) for t in slo.request_thresholds]
+    for metric, threshold_s in bounds:
+        values = request_values(window, metric, success_only=slo.success_only)
+        values = values[~np.isnan(values)]
+        if values.size < 20:
+            continue
+        values = np.minimum(values, 4.0 * threshold_s)  # misses count, bounded
+        taus.append(_tau_int(values))
+    return max(taus)
+
+
+def _tau_int(x: np.ndarray, c: float = 5.0) -> float:
+    """1 + 2 sum of the autocorrelations up to the first lag m >= c * tau(m) (Sokal)."""
+    x = x - x.mean()
+    n = x.size
+    var = float(np.dot(x, x)) / n
+    if var <= 0:
+        return 1.0
+    f = np.fft.rfft(x, 2 * n)
+    acf = np.fft.irfft(f * np.conj(f))[:n] / (var * n)
+    tau = 1.0
+    for m in range(1, n):
+        tau += 2.0 * acf[m]
+        if m >= c * tau:
+            break
+    return max(tau, 1.0)

@@ -8,9 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("contracts", "profiles", "locustfiles", "planner", "reports")
-# The limit-truth helpers (tests/helpers/limit_truth.py, queue_truth.py, slot_server.py) move
-# to bench/kit/ in a change of their own; until then bench/limit_truth.py imports them.
-NOT_YET_MOVED = {"bench/limit_truth.py"}
 
 
 def _importers_of(top: str, folders: tuple[str, ...]) -> list[str]:
@@ -31,7 +28,7 @@ def _importers_of(top: str, folders: tuple[str, ...]) -> list[str]:
 
 def test_bench_never_imports_tests() -> None:
     found = _importers_of("tests", ("bench",))
-    assert [f for f in found if f.split(":")[0] not in NOT_YET_MOVED] == []
+    assert found == []
 
 
 def test_the_product_never_imports_bench() -> None:

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from tests.helpers.slot_server import SlotServer, start_slot_server
+from bench.kit.slot_server import SlotServer, start_slot_server
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ arrives while N requests are active is answered at once with HTTP 429 and an Ope
 body. GET /timings lists per request its arrival, slot start, first chunk, end (seconds on
 the server's perf_counter clock), tokens and flags; GET /metrics has vLLM's
 `vllm:num_requests_running` and `vllm:num_requests_waiting` gauges. Chunk format and
-process launch come from tests.helpers.stream_server:
-`python -m tests.helpers.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
+process launch come from bench.kit.stream_server:
+`python -m bench.kit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 
 from aiohttp import web
 
+from bench.kit.stream_server import ServerProcess, launch, stream_tokens
 from profiles.tokenize import ApproxTokenizer
-from tests.helpers.stream_server import ServerProcess, launch, stream_tokens
 
 _TOKENIZER = ApproxTokenizer()
 
@@ -252,7 +252,7 @@ def start_slot_server(
     TokenChoice.parse(tokens)  # a bad spec fails here, not in the child
     args = ["--slots", str(slots), "--prefill", str(prefill_s), "--per-token", str(per_token_s)]
     args += ["--tokens", tokens, "--refuse-above", str(refuse_above), "--seed", str(seed)]
-    return SlotServer(launch("tests.helpers.slot_server", args, deadline_s=deadline_s))
+    return SlotServer(launch("bench.kit.slot_server", args, deadline_s=deadline_s))
 
 
 def main() -> None:

@@ -1,0 +1,79 @@
+"""Does the limit search land on the steady-state truth? Many searches, in virtual time.
+
+`bench/limit_truth.py` runs `capplan limit` once per case against the real slot server: one
+draw of a noisy measurement. This runs the same search and steady-state rules (planner.search,
+planner.steady) against a simulated copy of each slot server (bench/kit/slot_probe.py), over
+many seeds, and prints how the found limit spreads around the truth (bench/kit/queue_truth.py:
+M/G/c under Poisson arrivals, or Erlang-B for the refusing server) and how long the levels
+would have taken in wall-clock time. Acceptance (issue 10): within 10 % of the truth and never
+more than 5 % above it.
+
+    .venv/bin/python bench/search_truth.py [--case short|long|refusing ...] [--seeds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.kit.limit_truth import CASES, TruthCase  # noqa: E402
+from bench.kit.queue_truth import loss_max_rate, mgc_max_rate  # noqa: E402
+from bench.kit.slot_probe import SlotQueue, search_slot_queue  # noqa: E402
+
+
+def queue_of(case: TruthCase) -> SlotQueue:
+    low, _, high = case.tokens.partition(":")
+    return SlotQueue(
+        slots=case.refuse_above or case.slots,
+        prefill_s=case.prefill_s,
+        per_token_s=case.per_token_s,
+        tokens=(int(low), int(high or low)),
+        refuse=bool(case.refuse_above),
+    )
+
+
+def truth_of(case: TruthCase, queue: SlotQueue) -> float:
+    service = queue.service_times(np.random.default_rng(12345), 20_000)
+    if queue.refuse:
+        return loss_max_rate(queue.slots, float(service.mean()), case.quantile)
+    first = np.full(service.size, queue.prefill_s)
+    return mgc_max_rate(service, first, queue.slots, case.ttft_threshold_s, case.quantile)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
+    ap.add_argument("--seeds", type=int, default=20)
+    args = ap.parse_args()
+    rows = []
+    for name in args.case or ["short", "refusing", "long"]:
+        case = CASES[name]
+        queue = queue_of(case)
+        truth = truth_of(case, queue)
+        ratios, walls = [], []
+        started = time.perf_counter()
+        for seed in range(args.seeds):
+            found, wall_s = search_slot_queue(queue, case.slo, start_rps=case.start_rps, seed=seed)
+            ratios.append((found or 0.0) / truth)
+            walls.append(wall_s)
+            print(f"{name} seed {seed:2d}: {found} req/s, ratio {ratios[-1]:.3f}, "
+                  f"levels {wall_s / 60:.1f} min", flush=True)  # fmt: skip
+        r = np.array(ratios)
+        rows.append((name, truth, r, float(np.mean(walls)), time.perf_counter() - started))
+    print()
+    print(f"{'case':9} {'truth':>6} {'median':>7} {'min':>6} {'max':>6} {'>1.05':>6} "
+          f"{'<0.90':>6} {'levels min':>10} {'cpu s':>6}")  # fmt: skip
+    for name, truth, r, wall, cpu in rows:
+        high, low = (r > 1.05).mean(), (r < 0.90).mean()
+        print(f"{name:9} {truth:6.3g} {np.median(r):7.3f} {r.min():6.3f} {r.max():6.3f} "
+              f"{high:6.0%} {low:6.0%} {wall / 60:10.1f} {cpu:6.0f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
