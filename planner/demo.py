@@ -125,7 +125,13 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
 
     config = build_engine_config(options.gpu, options.model)
     slo = parse_slo(options.slo)
-    rules = SteadyRules()
+    # The demo's level rules, the same for the prediction and the measurement: the
+    # correlation-time warm-up of `capplan limit`, but windows of 30 independent requests
+    # and no tail rule, so the whole loop fits in about three minutes on two cores
+    # (`capplan limit`'s defaults ask for 100 independent requests and 10 in the tail).
+    rules = SteadyRules(
+        warmup_e2es=3.0, effective_requests=30.0, tail_requests=0.0, max_level_s=300.0
+    )
     predicted = predict_limit(
         profile,
         config,
@@ -170,8 +176,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
                 profile=str(profile_path),
                 dimension="rate",
                 start=start_rps,
-                level_duration_s=rules.min_window_s,
-                max_level_s=rules.max_level_s,
+                steady_rules=rules,
                 tolerance=options.tolerance,
                 growth=options.search_growth,
                 verify_burst=True,

@@ -194,9 +194,12 @@ class LimitOptions:
     max_load: float | None = None
     level_duration_s: float = 30.0  # the shortest measured window of a level
     warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
-    max_level_s: float = 300.0  # a level that has not settled by then fails as unstable
+    max_level_s: float = 900.0  # a level that has not settled by then fails as unstable
     success_only: bool = False
     level_requests: int = 100  # the fewest requests a level's window holds
+    effective_requests: float | None = None  # independent ones (None: SteadyRules' default)
+    tail_requests: float | None = None  # independent ones in the SLO's tail (None: default)
+    steady_rules: SteadyRules | None = None  # all the level rules at once (the demo's)
     growth: float = 2.0  # bracketing factor between levels until one fails
     time_scale: float = 1.0  # the endpoint runs this many times faster than wall time
     arrival: str = "poisson"
@@ -217,14 +220,21 @@ class LimitOptions:
 
     def rules(self) -> SteadyRules:
         """The steady-state rules of each level (planner.steady)."""
+        if self.steady_rules is not None:
+            return self.steady_rules
         rules = SteadyRules(
             min_window_s=self.level_duration_s,
             max_level_s=self.max_level_s,
             min_window_requests=self.level_requests,
         )
-        if self.warmup_s is None:
-            return rules
-        return SteadyRules(**{**rules.model_dump(), "min_warmup_s": self.warmup_s})
+        given: dict[str, float] = {}
+        if self.warmup_s is not None:
+            given["min_warmup_s"] = self.warmup_s
+        if self.effective_requests is not None:
+            given["effective_requests"] = self.effective_requests
+        if self.tail_requests is not None:
+            given["tail_requests"] = self.tail_requests
+        return SteadyRules.model_validate({**rules.model_dump(), **given}) if given else rules
 
 
 class LocustProbe:
@@ -499,6 +509,7 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         master_bind=options.master_bind,
         expect_workers=options.expect_workers,
         slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
+        slo=options.slo,
         drain_s=drain_s,
         time_scale=options.time_scale,
     )

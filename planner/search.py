@@ -210,8 +210,8 @@ class SearchConfig:
     resamples: int = 400
     abandon_error_rate: float = 0.5
     max_lag_share: float = 0.1
-    certain_pass: bool = False
-    correlated_blocks: bool = False
+    certain_pass: bool = True
+    correlated_blocks: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -45,16 +45,19 @@ class SteadyRules(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_warmup_s: float = Field(default=5.0, ge=0, description="warm-up at least this long")
-    warmup_e2es: float = Field(default=3.0, ge=0, description="and this many mean E2Es")
+    warmup_e2es: float = Field(default=10.0, ge=0, description="and this many mean E2Es")
     min_window_s: float = Field(default=30.0, gt=0, description="measured window at least")
     window_e2es: float = Field(default=5.0, ge=0, description="and this many mean E2Es")
     min_window_requests: int = Field(default=100, ge=1, description="and this many requests")
-    max_level_s: float = Field(default=300.0, gt=0, description="a level runs at most this long")
+    max_level_s: float = Field(default=900.0, gt=0, description="a level runs at most this long")
     growth_sigmas: float = Field(default=3.0, gt=0, description="queue growth beyond noise")
     effective_requests: float = Field(
-        default=0.0, ge=0, description="window holds this many independent requests"
+        default=100.0, ge=0, description="window holds this many independent requests"
     )
-    warmup_taus: float = Field(default=0.0, ge=0, description="warm-up in correlation times")
+    tail_requests: float = Field(
+        default=10.0, ge=0, description="and this many independent ones in the SLO's tail"
+    )
+    warmup_taus: float = Field(default=3.0, ge=0, description="warm-up in correlation times")
 
     def model_post_init(self, _context: object) -> None:
         if self.max_level_s < self.min_warmup_s + self.min_window_s:
@@ -190,7 +193,8 @@ def assess(
 
     in_window = window_from(warmup_s)
     tau = 1.0
-    if (rules.effective_requests or rules.warmup_taus) and time_col is not None:
+    independent = max(rules.effective_requests, rules.tail_requests / tail_share(slo))
+    if (independent or rules.warmup_taus) and time_col is not None:
         tau = correlation_requests(in_window.sort(time_col), slo)
     tau_s = tau / rate_rps if rate_rps else 0.0
     if rules.warmup_taus and tau_s > 0:
@@ -200,12 +204,12 @@ def assess(
             in_window = window_from(warmup_s)
     window_s = max(elapsed_s - warmup_s, 0.0)
     window_start = start_s + warmup_s
-    ready = (
+    ready = bool(
         elapsed_s >= rules.min_warmup_s + rules.warmup_e2es * e2e
         and elapsed_s >= rules.min_warmup_s + rules.warmup_taus * tau_s
         and window_s >= max(rules.min_window_s, rules.window_e2es * e2e)
         and in_window.height >= rules.min_window_requests
-        and in_window.height >= rules.effective_requests * tau
+        and in_window.height >= independent * tau
     )
     capped = elapsed_s >= rules.max_level_s
     first = second = None
@@ -232,7 +236,7 @@ def assess(
         capped=capped,
         in_flight_first=first,
         in_flight_second=second,
-        correlation=tau,
+        correlation=float(tau),
     )
 
 
@@ -262,6 +266,15 @@ def _fmt(value: float | None) -> str:
     if not math.isfinite(value):
         return "inf"
     return f"{value:.3g}"
+
+
+def tail_share(slo: Slo) -> float:
+    """The share of requests an SLO lets miss at its strictest: 1 - q of its highest
+    percentile, 1 - the attainment, or 0.5 (the mean, a median-like statistic)."""
+    shares = [1.0 - (c.quantile if c.quantile is not None else 0.5) for c in slo.percentiles]
+    if slo.min_attainment is not None:
+        shares.append(1.0 - slo.min_attainment)
+    return max(min(shares, default=0.5), 1e-4)
 
 
 def correlation_requests(window: pl.DataFrame, slo: Slo) -> float:

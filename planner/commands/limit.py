@@ -15,11 +15,16 @@ HELP = (
     "directory), brackets exponentially until a level fails, narrows until the highest "
     "passing and lowest failing levels are within the tolerance, writes OUT/limit.json and "
     "prints the answer in one sentence.\n\n"
-    "Each level is judged in steady state only: it warms up for at least --warmup seconds "
-    "and 3 mean E2Es, then measures at least --level-duration seconds, 5 mean E2Es and 100 "
-    "requests, and extends itself until requests in flight stop growing (at most "
-    "--max-level-duration; a level that never settles fails as unstable). A level whose "
-    "schedule lag p99 exceeds a tenth of the tightest threshold is invalid (add --workers).\n\n"
+    "Each level is judged in steady state only: it warms up for at least --warmup seconds, "
+    "10 mean E2Es and 3 correlation times of the latencies (a queue still filling from the "
+    "empty start keeps them correlated), then measures at least --level-duration seconds, "
+    "5 mean E2Es, 100 requests and enough for 100 independent ones and 10 independent ones "
+    "in the SLO's tail (--tail-requests; requests / correlation time), and extends itself "
+    "until requests in flight stop growing (at most --max-level-duration; a level that never "
+    "settles fails as unstable). A pass must be certain: its bootstrap interval (blocks of "
+    "two correlation times) inside the SLO, else the level is measured again and, still "
+    "uncertain, does not count as holding. A level whose schedule lag p99 exceeds a tenth "
+    "of the tightest threshold is invalid (add --workers).\n\n"
     "SLO forms: percentile 'ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%' or "
     "attainment 'attainment>=95%:ttft<=2s,tpot<=100ms' (units ms or s, thresholds "
     "inclusive). Every scheduled request counts: a failed one (HTTP error, refusal, timeout, "
@@ -58,8 +63,20 @@ def register(app: typer.Typer) -> None:
         level_requests: int = typer.Option(
             100, "--level-requests", help="Fewest requests a level's measured window holds."
         ),
+        effective_requests: float | None = typer.Option(
+            None,
+            "--effective-requests",
+            help="Fewest independent requests a level's window holds: requests / their "
+            "latencies' correlation time in requests (default 100).",
+        ),
+        tail_requests: float | None = typer.Option(
+            None,
+            "--tail-requests",
+            help="Fewest independent requests in the SLO's tail a level's window holds: "
+            "requests / their latencies' correlation time x (1 - q) (default 20).",
+        ),
         max_level_duration: float = typer.Option(
-            300.0,
+            900.0,
             "--max-level-duration",
             help="Longest a level may run (s); one not steady by then fails as unstable.",
         ),
@@ -144,6 +161,8 @@ def register(app: typer.Typer) -> None:
                 level_duration_s=level_duration,
                 max_level_s=max_level_duration,
                 level_requests=level_requests,
+                effective_requests=effective_requests,
+                tail_requests=tail_requests,
                 warmup_s=warmup,
                 success_only=success_only,
                 arrival=arrival,

@@ -195,6 +195,12 @@ def _run_limit(
             str(LEVEL_S),
             "--warmup",
             str(WARMUP_S),
+            # Short levels of the fixed design above: no correlation-time window rule (the
+            # steady-state accuracy is checked against the queueing truth elsewhere).
+            "--effective-requests",
+            "0",
+            "--tail-requests",
+            "0",
             "-o",
             str(out),
             *extra,

@@ -48,6 +48,8 @@ def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> 
                 "--start", "1",
                 "--level-duration", "8",
                 "--level-requests", "30",
+                "--effective-requests", "10",
+                "--tail-requests", "0",
                 "--warmup", "2",
                 "--min-completed", "20",
                 "-o", str(out),

@@ -6,8 +6,10 @@ settings (first level at half the server's capacity), and computes the truth fro
 service times the server logged during that run (bench/kit/limit_truth.py): an M/G/c
 FCFS simulation under Poisson arrivals, or Erlang-B for the refusing server. The found limit
 must lie within 10 % of the truth and never more than 5 % above it. `pytest -s` prints both.
-The ~10 s and ~0.7 s request cases take 5-10 minutes each: they run with
-CAPPLAN_LONG_TESTS=1 (the refusing server, ~3 minutes, always runs).
+Under the default rules each case takes tens of minutes (levels near the limit run until
+their latencies hold enough independent requests): they run with CAPPLAN_LONG_TESTS=1.
+tests/bench/test_search_truth.py checks the same search and rules against a simulated slot
+server in virtual time on every run.
 """
 
 from __future__ import annotations
@@ -32,23 +34,27 @@ def _check(case: TruthCase, out: Path) -> None:
     assert ratio >= 0.90, f"limit {ratio:.3f} x the steady-state truth: too low"
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(5400)
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",
-    reason="~5 minutes: set CAPPLAN_LONG_TESTS=1 (bench/limit_truth.py --case short)",
+    reason="tens of minutes: set CAPPLAN_LONG_TESTS=1 (bench/limit_truth.py --case short)",
 )
 def test_short_requests_limit_matches_mgc_truth(tmp_path: Path) -> None:
     # 8 slots, ~0.69 s per request, ttft:p95<=0.5s
     _check(SHORT, tmp_path / "short")
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="tens of minutes: set CAPPLAN_LONG_TESTS=1 (bench/limit_truth.py --case refusing)",
+)
 def test_refusing_server_limit_matches_erlang_b(tmp_path: Path) -> None:
     # 429 above 6 active, 0.76 s per request, ttft:p95<=1s: refusals stay within 5 %
     _check(REFUSING, tmp_path / "refusing")
 
 
-@pytest.mark.timeout(7200)
+@pytest.mark.timeout(10800)
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1", reason="~10 s requests: set CAPPLAN_LONG_TESTS=1"
 )
