@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,12 @@ import pytest
 
 from tests.profiles.logs import build_openai_log
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+# ../shared/data next to the checkout, or where CAPPLAN_SHARED_DATA points (a git worktree
+# elsewhere).
+SHARED_DATA = Path(
+    os.environ.get("CAPPLAN_SHARED_DATA")
+    or Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+)
 
 
 @pytest.fixture
