@@ -9,9 +9,11 @@ in-memory one except where `source.read_in_chunks.estimated` says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -29,8 +31,25 @@ from profiles.tokenize import Tokenizer
 STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
 STREAM_ABOVE_BYTES = 256 << 20  # other tabular files this large on disk are read in chunks
 CHUNK_ROWS = 2_000_000  # about 100 MB of canonical columns per chunk
+T = TypeVar("T")
 
 __all__ = ["CHUNK_ROWS", "STREAM_ABOVE_BYTES", "STREAM_ABOVE_ROWS", "profile_in_chunks"]
+
+
+_END = object()
+
+
+def _prefetched(items: Iterator[T]) -> Iterator[T]:
+    """`items`, each next one read on a worker thread while the caller folds this one (polars
+    and numpy release the GIL in their heavy loops, so reading and folding overlap)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(next, items, _END)
+        while True:
+            item = ahead.result()
+            if item is _END:
+                return
+            ahead = pool.submit(next, items, _END)
+            yield item  # type: ignore[misc]
 
 
 class _OutOfOrder(Exception):
@@ -106,7 +125,7 @@ class _Folds:
         steps, first_line = 0, None
         with reading(path):
             spec = TABLE_SPECS[kind](path, ctx)
-            for part in read_table_chunks(path, ctx, spec, chunk_rows):
+            for part in _prefetched(read_table_chunks(path, ctx, spec, chunk_rows)):
                 if self.absolute is None:
                     self.absolute = part.absolute_time
                 elif self.absolute != part.absolute_time:
@@ -138,8 +157,9 @@ class _Folds:
             )
             self.arrivals = ArrivalFold(self.start_epoch_s, self.expected_gaps)
             self.schema = frame.head(0)
-        self.last_raw = float(frame["arrival_s"][-1])
-        t = (frame["arrival_s"] - self.t0).to_numpy()
+        raw = frame["arrival_s"].to_numpy()
+        self.last_raw = float(raw[-1])
+        t = raw - self.t0
         self.arrivals.add(t)
         ins = frame["input_tokens"].to_numpy()
         outs = frame["output_tokens"].to_numpy()

@@ -34,6 +34,11 @@ def far_from_median(seconds: np.ndarray, median_s: float | None = None) -> np.nd
         if float(np.nanmax(seconds) - np.nanmin(seconds)) <= MAX_SPAN_S:
             return np.isnan(seconds)
         median_s = typical(seconds)
+    elif (
+        float(seconds.min()) >= median_s - MAX_SPAN_S
+        and float(seconds.max()) <= median_s + MAX_SPAN_S
+    ):
+        return np.zeros(seconds.size, dtype=bool)  # the usual chunk: no row is far (nor NaN)
     return ~(np.abs(seconds - median_s) <= MAX_SPAN_S)
 
 
