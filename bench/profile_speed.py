@@ -242,7 +242,8 @@ def main() -> None:
                     )
             print(
                 f"ratio: {prof_s / floor_s:.2f}x the floor's wall time, "
-                f"{prof_cpu / floor_cpu:.2f}x its CPU time (goal <= 2x); peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat)"
+                f"{prof_cpu / floor_cpu:.2f}x its CPU time (goal <= 2x); "
+                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat)"
             )
             if "lib" in got:
                 lib_s, _, lib_cpu = got["lib"]
