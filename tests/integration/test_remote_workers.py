@@ -43,14 +43,14 @@ def _worker(port: int) -> subprocess.Popen[bytes]:
 
 
 def _run(
-    tmp_path: Path, plan: StagePlan, seed: int, during: object = None
+    tmp_path: Path, plan: StagePlan, seed: int, during: object = None, ttft_s: float = 0.01
 ) -> tuple[list[StageSummary], list[subprocess.Popen[bytes]], Path]:
     """Run `plan` with a master on 127.0.0.1 and three `capplan worker` processes; `during`
     (out_dir, workers) runs in this thread while the load test runs."""
     profile = tmp_path / "profile.json"
     profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
     port = _free_port()
-    server = start_server(ttft_s=0.01, itl_s=0.002)
+    server = start_server(ttft_s=ttft_s, itl_s=0.002)
     out = tmp_path / "run"
     cfg = LoadTestConfig(
         host=server.url,
@@ -89,6 +89,26 @@ def _run(
     return result["summaries"], workers, out  # type: ignore[return-value]
 
 
+def _kill_one_at(elapsed_s: float) -> object:
+    """A `during` that SIGKILLs the first worker once the plan is `elapsed_s` in."""
+
+    def kill_one(out: Path, workers: list[subprocess.Popen[bytes]]) -> None:
+        deadline = time.monotonic() + 120
+        live = out / ".work" / "live.json"
+        while time.monotonic() < deadline:
+            try:
+                if json.loads(live.read_text()).get("elapsed_s", 0.0) > elapsed_s:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the run did not start")
+        os.killpg(workers[0].pid, signal.SIGKILL)
+
+    return kill_one
+
+
 def test_three_remote_workers_give_the_asked_poisson_process(tmp_path: Path) -> None:
     rate, duration = 40.0, 12.0
     plan = StagePlan(stages=[Stage(name="p", duration_s=duration, rate_rps=rate)])
@@ -117,21 +137,7 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     rate, duration = 30.0, 14.0
     plan = StagePlan(stages=[Stage(name="k", duration_s=duration, rate_rps=rate)])
 
-    def kill_one(out: Path, workers: list[subprocess.Popen[bytes]]) -> None:
-        deadline = time.monotonic() + 120
-        live = out / ".work" / "live.json"
-        while time.monotonic() < deadline:  # until the plan is 4 s in
-            try:
-                if json.loads(live.read_text()).get("elapsed_s", 0.0) > 4.0:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the run did not start")
-        os.killpg(workers[0].pid, signal.SIGKILL)
-
-    (s,), _, out = _run(tmp_path, plan, seed=4, during=kill_one)
+    (s,), _, out = _run(tmp_path, plan, seed=4, during=_kill_one_at(4.0))
     records = read_records(out)
     n = len(arrival_times("poisson", rate, duration, np.random.default_rng([4, 1, 0])))
     assert records.height == s.scheduled == n  # still one row per scheduled request
@@ -151,3 +157,30 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     assert stage.validity is not None
     assert any("lost with a load-generating worker" in w for w in stage.validity.warnings)
     assert "was lost at" in (out / "locust.log").read_text()
+
+
+def test_a_worker_killed_in_a_closed_loop_stage_leaves_its_in_flight_requests_as_lost(
+    tmp_path: Path,
+) -> None:
+    """Closed loop has no schedule to recompute: the killed worker's requests in flight at its
+    last report (every user of it holds one; each lasts about 0.6 s here) become `lost` rows."""
+    users, duration = 6, 10.0
+    plan = StagePlan(stages=[Stage(name="c", kind="closed", users=users, duration_s=duration)])
+    (s,), _, out = _run(tmp_path, plan, seed=5, during=_kill_one_at(4.0), ttft_s=0.6)
+    records = read_records(out)
+    assert records["request_id"].n_unique() == records.height == s.scheduled
+    (lost,) = read_run_info(out).lost_workers
+    lost_rows = records.filter(pl.col("error_class") == "lost")
+    assert lost_rows.height == lost.lost_requests
+    # Slot k of 3 runs users k, k + 3 (2 of the 6) and numbers its requests k, k + 3, ...
+    numbers = [int(r.split("/")[1]) for r in lost_rows["request_id"].to_list()]
+    assert {j % N_WORKERS for j in numbers} == {lost.slot - 1}
+    assert 1 <= lost_rows.height <= 2 * (users // N_WORKERS)
+    assert (lost_rows["intended_send_s"] < lost.lost_at_s).all()
+    # Nothing the killed worker reported is lost, nothing it lost is also recorded.
+    mine = records.filter(
+        pl.col("request_id").str.split("/").list.get(1).cast(pl.Int64) % N_WORKERS == lost.slot - 1
+    )
+    assert mine.filter(pl.col("error_class") != "lost")["ok"].all()
+    (stage,) = read_stages(out)
+    assert stage.errors_by_class.get("lost") == lost.lost_requests
