@@ -18,6 +18,7 @@ import pytest
 
 from contracts.run import Stage, StagePlan, StageSummary
 from locustfiles.arrivals import arrival_times
+from planner.limit import load_limit
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
 from tests.helpers.profiles import make_profile
 from tests.helpers.stream_server import start_server
@@ -184,3 +185,52 @@ def test_a_worker_killed_in_a_closed_loop_stage_leaves_its_in_flight_requests_as
     assert mine.filter(pl.col("error_class") != "lost")["ok"].all()
     (stage,) = read_stages(out)
     assert stage.errors_by_class.get("lost") == lost.lost_requests
+
+
+def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
+    """`capplan limit --master-bind --expect-workers 2` with two `capplan worker` processes
+    (they rejoin for each level): every level's requests are recorded, none lost."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
+    port = _free_port()
+    server = start_server(ttft_s=0.02, itl_s=0.002)
+    out = tmp_path / "limit"
+    code = "import sys; from planner.cli import app; sys.exit(app())"
+    limit_args = [sys.executable, "-c", code, "limit", "--host", server.url, "--model", "m"]
+    # A lax SLO (the schedule-lag bound is a tenth of it): both levels pass on a busy box.
+    limit_args += ["--profile", str(profile), "--slo", "ttft:p95<=5s", "--start", "4"]
+    limit_args += ["--max", "8", "--max-levels", "2", "--level-duration", "2", "--warmup", "0.5"]
+    limit_args += ["--level-requests", "8", "--min-completed", "5", "-o", str(out)]
+    limit_args += ["--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2"]
+    master = subprocess.Popen(limit_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        code_w = "import sys; from planner.cli import app; sys.exit(app())"
+        for _ in range(2):  # without --once: each rejoins the next level's master
+            args = [sys.executable, "-c", code_w, "worker", "--master", f"127.0.0.1:{port}"]
+            workers.append(subprocess.Popen(args, start_new_session=True))
+        output, _ = master.communicate(timeout=150)
+    finally:
+        server.stop()
+        if master.poll() is None:
+            master.kill()
+        for w in workers:
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+            w.wait()
+    assert master.returncode == 0, output.decode()[-3000:]
+    limit = load_limit(out)
+    print(output.decode()[-2000:])
+    assert [lv.load for lv in limit.levels] == [4, 8] and limit.feasible_max == 8
+    records = read_records(out)
+    stages = {s.name: s for s in read_stages(out)}
+    for level in limit.levels:
+        assert level.stages
+        for name in level.stages:
+            mine = records.filter(pl.col("stage") == name)
+            assert mine.height == stages[name].scheduled > 0, name
+            assert mine["request_id"].n_unique() == mine.height
+            # both workers sent load: slot k of 2 numbers its arrivals k, k + 2, ...
+            numbers = {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()}
+            assert numbers == {0, 1}, name
+    assert (records["error_class"] != "lost").all() and read_run_info(out).lost_workers == []
