@@ -234,6 +234,8 @@ def build_profile(
         extra = (group_by,)
     if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
         raise InputError("--cache-tokens sizes must be positive token counts")
+    if group_by is not None and chunk_rows is not None:
+        raise InputError("--chunk-rows does not apply with --group-by (groups are read whole)")
     if group_by is None:
         from profiles.stream import profile_in_chunks
 

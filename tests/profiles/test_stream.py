@@ -141,3 +141,23 @@ def test_chunked_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         build_profile([str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=1)
     with pytest.raises(InputError, match="chunk-rows"):
         build_profile([str(log)], chunk_rows=0)
+    with pytest.raises(InputError, match="--chunk-rows does not apply with --group-by"):
+        build_profile([str(log)], chunk_rows=10, group_by="model")
+
+
+def test_cli_chunk_rows(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+    from profiles.model import load_profile
+
+    log = tmp_path / "log.parquet"
+    _log(log, 5_000, days=0.2)
+    out = tmp_path / "p.json"
+    args = ["profile", str(log), "--columns", COLUMNS, "-o", str(out), "-q"]
+    result = CliRunner().invoke(app, [*args, "--chunk-rows", "1000"])
+    assert result.exit_code == 0, result.output
+    info = load_profile(out).source.read_in_chunks
+    assert info is not None and info.chunks == 5 and info.chunk_rows == 1000
+    result = CliRunner().invoke(app, [*args, "--chunk-rows", "0"])
+    assert result.exit_code == 2 and "--chunk-rows must be at least 1" in result.output
