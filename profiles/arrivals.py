@@ -251,12 +251,56 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
         cv = math.sqrt(var) / mean_gap
     minutes = None
     if start_epoch_s is not None and n:
-        epoch = t + start_epoch_s
-        first_day = math.floor(float(epoch[0]) / 86400.0)
-        minutes = np.bincount(np.floor(epoch / 60.0).astype(np.int64) - first_day * 1440)
+        first_day = math.floor((float(t[0]) + start_epoch_s) / 86400.0)
+        at, counts = day_minute_counts(t, start_epoch_s, first_day)
+        minutes = np.concatenate((np.zeros(at, dtype=np.int64), counts))
     return assemble_arrivals(
         SecondCounts(t), cv, gamma_shape(gaps, cv), start_epoch_s, minutes, float(t[0]) if n else 0
     )
+
+
+def sorted_bin_counts(t: np.ndarray, width: float, offset: float) -> tuple[int, np.ndarray]:
+    """Counts of sorted `t` in the bins [k * width + offset, (k + 1) * width + offset): the
+    first non-empty bin's k and the counts from it to the last one.
+
+    A value's bin is the number of edges at or below it (each edge computed as written), so
+    chunks of a sorted array binned apart add up to the whole array binned at once. Few bins:
+    a binary search per edge; many (a sparse log): a bincount of corrected bin numbers.
+    """
+
+    def edge(k: int) -> float:
+        return k * width + offset
+
+    def bin_of(x: float) -> int:
+        k = math.floor((x - offset) / width)
+        while edge(k) > x:
+            k -= 1
+        while edge(k + 1) <= x:
+            k += 1
+        return k
+
+    k0, k1 = bin_of(float(t[0])), bin_of(float(t[-1]))
+    if k1 - k0 <= 4 * t.size:
+        edges = np.arange(k0 + 1, k1 + 1, dtype=np.float64) * width + offset
+        pos = np.searchsorted(t, edges, side="left")
+        return k0, np.diff(np.concatenate(([0], pos, [t.size]))).astype(np.int64)
+    k = np.floor((t - offset) / width).astype(np.int64)
+    k[t < k * width + offset] -= 1
+    k[t >= (k + 1) * width + offset] += 1
+    return k0, np.bincount(k - k0)
+
+
+def day_minute_counts(
+    t: np.ndarray, start_epoch_s: float, first_day: int
+) -> tuple[int, np.ndarray]:
+    """Arrivals per UTC minute of sorted `t` (s from `start_epoch_s`), as (index of the first
+    count from the start of day `first_day`, counts)."""
+    m0, counts = sorted_bin_counts(t, 60.0, -start_epoch_s)
+    at = m0 - first_day * 1440
+    if at < 0:  # a first arrival on the edge of midnight, by rounding: fold into the day
+        counts = np.concatenate(([counts[: -at + 1].sum()], counts[-at + 1 :]))
+        at = 0
+    return at, counts
 
 
 def assemble_arrivals(

@@ -17,7 +17,14 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.arrivals import MLE_MAX_GAPS, SecondCounts, assemble_arrivals, gamma_of_sums
+from profiles.arrivals import (
+    MLE_MAX_GAPS,
+    SecondCounts,
+    assemble_arrivals,
+    day_minute_counts,
+    gamma_of_sums,
+    sorted_bin_counts,
+)
 from profiles.lengths import _BINCOUNT_MAX, SAMPLER_PAIRS, _Counts, lengths_of, spearman
 from profiles.model import Arrivals, Lengths, Sessions
 from profiles.readers.timeunits import MAX_SPAN_S
@@ -83,18 +90,13 @@ class ArrivalFold:
         self.pos[0] += int(taken.size)
         self.pos[1] += float(taken.sum())
         self.pos[2] += float(np.log(taken).sum())
-        # t - 0.0 is t: the first chunk starts the log at 0, as the in-memory profiler's does.
-        sec = (t - self.first_s if self.first_s else t).astype(np.int64)
-        base = int(sec[0])
-        sec -= base
-        self.per_s = _add_at(self.per_s, base, np.bincount(sec))
+        # The in-memory profiler counts floor(t - t[0]) with t[0] = 0, the first arrival of
+        # the log: whole seconds from it, t >= k exactly, as these bins are.
+        base, per_s = sorted_bin_counts(t - self.first_s if self.first_s else t, 1.0, 0.0)
+        self.per_s = _add_at(self.per_s, base, per_s)
         if self.start_epoch_s is not None:
-            e = t + self.start_epoch_s
-            e /= 60.0
-            minute = np.floor(e, out=e).astype(np.int64)
-            base = int(minute[0])
-            minute -= base
-            self.minutes = _add_at(self.minutes, base - self.first_day * 1440, np.bincount(minute))
+            at, minutes = day_minute_counts(t, self.start_epoch_s, self.first_day)
+            self.minutes = _add_at(self.minutes, at, minutes)
         self.n += int(t.size)
         self.last_s = float(t[-1])
 

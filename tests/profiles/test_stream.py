@@ -161,3 +161,21 @@ def test_cli_chunk_rows(tmp_path: Path) -> None:
     assert info is not None and info.chunks == 5 and info.chunk_rows == 1000
     result = CliRunner().invoke(app, [*args, "--chunk-rows", "0"])
     assert result.exit_code == 2 and "--chunk-rows must be at least 1" in result.output
+
+
+def test_sorted_bin_counts_by_search_and_by_bincount_agree() -> None:
+    from profiles.arrivals import sorted_bin_counts
+
+    rng = np.random.default_rng(1)
+    for scale, offset in ((100.0, 0.0), (1e7, 0.0), (1e5, -1_700_000_000.25)):
+        t = np.sort(rng.random(2_000) * scale)  # dense bins, sparse bins, epoch minutes
+        width = 60.0 if offset else 1.0
+        k0, counts = sorted_bin_counts(t, width, offset)
+        want = np.bincount(np.floor((t - offset) / width).astype(np.int64) - k0)
+        assert counts.sum() == t.size and counts.tolist() == want.tolist()
+        # chunks binned apart add up to the whole
+        parts = [sorted_bin_counts(c, width, offset) for c in np.array_split(t, 7)]
+        total = np.zeros(counts.size, dtype=np.int64)
+        for k, c in parts:
+            total[k - k0 : k - k0 + c.size] += c
+        assert total.tolist() == counts.tolist()
