@@ -222,27 +222,24 @@ class SessionFold:
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept = 0
 
-    def add(self, frame: pl.DataFrame) -> None:
-        self.n_rows += frame.height
-        if "session_id" not in frame.columns:
+    def add(self, ids: pl.Series | None, t: np.ndarray, inputs: np.ndarray) -> None:
+        """Fold a chunk: its session ids (None: the log has none), arrivals and input tokens."""
+        self.n_rows += t.size
+        if ids is None:
             return
         self.seen = True
-        self.n_valid += frame.height - frame["session_id"].null_count()
+        nulls = ids.null_count()
+        self.n_valid += t.size - nulls
         k = sample_bits(self.n_valid)
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        mask = (1 << self.k) - 1
-        got = (
-            frame.lazy()
-            .filter(pl.col("session_id").is_not_null())
-            .select(pl.col("session_id").hash().alias("h"), "arrival_s", "input_tokens")
-            .filter((pl.col("h") & mask) == 0)
-            .collect()
-        )
-        self.parts.append(
-            (got["h"].to_numpy(), got["arrival_s"].to_numpy(), got["input_tokens"].to_numpy())
-        )
+        hs = ids.hash().to_numpy()  # the same hash as session_stats' pl.col().hash()
+        keep = (hs & np.uint64((1 << self.k) - 1)) == 0
+        if nulls:
+            keep &= ids.is_not_null().to_numpy()
+        idx = np.flatnonzero(keep)
+        self.parts.append((hs[idx], t[idx], inputs[idx]))
         self.kept = sum(p[0].size for p in self.parts)
         if self.kept > 4 * SAMPLE_ABOVE_ROWS:  # many chunks since k last grew: compact
             self.parts = [tuple(np.concatenate(c) for c in zip(*self.parts, strict=True))]  # type: ignore[list-item]

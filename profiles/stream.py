@@ -171,14 +171,8 @@ class _Folds:
             self.all_lengths.add(ins, outs)
         else:
             self.lengths.add(ins, outs)
-        if "session_id" in frame.columns:
-            self.sessions.add(
-                pl.DataFrame(
-                    {"session_id": frame["session_id"], "arrival_s": t, "input_tokens": ins}
-                )
-            )
-        else:
-            self.sessions.add(frame.select("input_tokens"))
+        ids = frame["session_id"] if "session_id" in frame.columns else None
+        self.sessions.add(ids, t, ins)
         self.rows += frame.height
         self.chunks += 1
 
