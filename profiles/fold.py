@@ -112,7 +112,7 @@ class ArrivalFold:
             cv = math.sqrt(var) / mean_gap
         count, total, logs = self.pos
         shape = gamma_of_sums(cv, int(count), float(total), float(logs))
-        used = int(math.ceil(duration)) + 1 if self.n else 1
+        used = math.floor(duration) + 1 if self.n else 1  # seconds 0 .. floor(span)
         sc = SecondCounts.of_counts(self.per_s[:used], self.n, duration)
         minutes = self.minutes if self.start_epoch_s is not None else None
         arrivals = assemble_arrivals(sc, cv, shape, self.start_epoch_s, minutes, self.first_s)
