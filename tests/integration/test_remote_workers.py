@@ -3,6 +3,7 @@ over loopback, the master owning plan, schedule and records; one worker killed m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -78,6 +79,10 @@ def _run(
         if callable(during):
             during(out, workers)
         thread.join(timeout=240)
+        deadline = time.monotonic() + 30  # workers leave once the master quits (slow when busy)
+        for w in workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.wait(timeout=max(0.1, deadline - time.monotonic()))
     finally:
         server.stop()
         for w in workers:
