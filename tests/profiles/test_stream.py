@@ -179,3 +179,19 @@ def test_sorted_bin_counts_by_search_and_by_bincount_agree() -> None:
         for k, c in parts:
             total[k - k0 : k - k0 + c.size] += c
         assert total.tolist() == counts.tolist()
+
+
+def test_a_csv_polars_cannot_stream_is_read_whole_line_by_line(tmp_path: Path) -> None:
+    rows = ["ts,prompt,completion"] + [
+        f"{1_700_000_000 + i},{100 + i % 50},{10 + i % 7}" for i in range(3000)
+    ]
+    rows[1500] = '1700001499,"12,5'  # an unclosed quote: polars stops there
+    log = tmp_path / "broken.csv"
+    log.write_text("\n".join(rows) + "\n")
+    p = build_profile(
+        [str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=500
+    )
+    assert p.source.read_in_chunks is None
+    assert p.source.rows == 2999 and p.source.skip_examples == [
+        f"{log}:1501: malformed CSV line: unexpected end of data"
+    ]
