@@ -1,14 +1,19 @@
-"""Speed of `capplan profile` on a 10-million-request log, against a bare polars floor.
+"""Speed and memory of `capplan profile` on large logs, against a bare polars floor.
 
-    python bench/profile_speed.py [--rows 10000000] [--text-requests 2000] [--shards K]
+    python bench/profile_speed.py [--rows 10000000[,30000000,100000000]] [--repeat 5]
+        [--keep DIR] [--text-requests 2000] [--shards K]
 
-1. Generates a Parquet log (arrival, input, output, session) of --rows requests.
+1. Generates a Parquet log (arrival, input, output, session) of each --rows size (in parts of
+   10 M rows, so 100 M rows take bounded memory; with --keep DIR the logs stay there and later
+   runs reuse them).
 2. Runs, each in its own process, (a) the floor: a bare polars scan that reads the same four
-   columns and computes their means, and (b) `capplan profile` on the file; prints wall time
-   and peak RSS of each and the ratios (goal: <= 2x the floor's time, <= 3 GB peak RSS).
+   columns and computes their means, and (b) `capplan profile` on the file; prints wall time,
+   CPU time and peak RSS of each and the ratios. Goals: <= 2x the floor's time at every size,
+   peak RSS <= 4 GB at 100 M rows and flat in N (a log over 4 M rows is profiled in chunks of
+   2 M rows, profiles.stream), time linear in N (the us/row column of the summary).
 With --shards K, also splits the log by time into K Parquet files, profiles each in its own
-process and merges them (`capplan profile --merge`): the way to profile a quarter of logs
-with memory bounded by one shard; prints the total wall time and the largest peak RSS.
+process and merges them (`capplan profile --merge`); prints the total wall time and the
+largest peak RSS.
 3. Prints prefix-hashing throughput (prompt tokens per second) for an OpenAI-style text log:
    the whole reader (JSON, tokenizing, chained block hashes) and the hashing step alone.
 """
@@ -37,6 +42,7 @@ df = pl.scan_parquet(sys.argv[1]).select(
 ).collect()
 print(df)
 """
+COLUMNS = "arrival=arrival,input=input,output=output,session=session"
 PROFILE = "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()"
 LIBRARY = """
 import sys
@@ -48,22 +54,43 @@ save_profile(p, sys.argv[2])
 """
 
 
+GENERATE_PART_ROWS = 10_000_000
+
+
 def generate(path: Path | str, rows: int, seed: int = 0) -> None:
-    """A day of Poisson-ish traffic with a daily cycle; lognormal lengths; sessions."""
+    """A day of Poisson-ish traffic with a daily cycle; lognormal lengths; sessions.
+
+    Written in parts of GENERATE_PART_ROWS rows and joined by polars' streaming sink, so a
+    100-million-row log is made in bounded memory (about 1 GB on disk at that size).
+    """
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(86400.0 / rows, size=rows)
-    arrival = 1_700_000_000.0 + np.cumsum(gaps)
-    inputs = np.minimum(rng.lognormal(6.8, 0.9, size=rows), 128_000).astype(np.int64)
-    outputs = np.minimum(rng.lognormal(4.9, 0.8, size=rows), 8192).astype(np.int64)
-    session = rng.integers(0, rows // 5, size=rows)
-    pl.DataFrame(
-        {
-            "arrival": arrival,
-            "input": inputs,
-            "output": outputs,
-            "session": pl.Series(session).cast(pl.String).str.pad_start(9, "0"),
-        }
-    ).write_parquet(path, row_group_size=1 << 20)
+    parts = []
+    start = 1_700_000_000.0
+    folder = Path(tempfile.mkdtemp(prefix="capplan-gen-", dir=Path(path).parent))
+    for first in range(0, rows, GENERATE_PART_ROWS):
+        n = min(GENERATE_PART_ROWS, rows - first)
+        arrival = start + np.cumsum(rng.exponential(86400.0 / rows, size=n))
+        start = float(arrival[-1])
+        inputs = np.minimum(rng.lognormal(6.8, 0.9, size=n), 128_000).astype(np.int64)
+        outputs = np.minimum(rng.lognormal(4.9, 0.8, size=n), 8192).astype(np.int64)
+        session = rng.integers(0, rows // 5, size=n)
+        part = folder / f"part-{len(parts):04d}.parquet"
+        pl.DataFrame(
+            {
+                "arrival": arrival,
+                "input": inputs,
+                "output": outputs,
+                "session": pl.Series(session).cast(pl.String).str.pad_start(9, "0"),
+            }
+        ).write_parquet(part, row_group_size=1 << 20)
+        parts.append(part)
+    if len(parts) == 1:
+        parts[0].replace(path)
+    else:
+        pl.scan_parquet(parts).sink_parquet(path, row_group_size=1 << 20)
+        for part in parts:
+            part.unlink()
+    folder.rmdir()
 
 
 def sharded(log: Path, folder: Path, shards: int, columns: str) -> None:
@@ -148,61 +175,96 @@ def text_throughput(n_requests: int, folder: Path) -> None:
     print(f"approximate tokenizer alone: {len(ids) / wall:,.0f} tokens/s")
 
 
+def measure(log: Path, folder: Path, repeat: int, lib_too: bool) -> dict[str, tuple[float, ...]]:
+    """Best-of-`repeat` (wall s, peak RSS MB, CPU s) of the floor, the CLI and the library."""
+    cmd = [sys.executable, "-c", PROFILE, "profile", str(log), "-o", str(folder / "p.json")]
+    cmd += ["--columns", COLUMNS, "-q"]
+    runs = {"floor": [sys.executable, "-c", FLOOR, str(log)], "cli": cmd}
+    if lib_too:
+        runs["lib"] = [sys.executable, "-c", LIBRARY, str(log), str(folder / "q.json")]
+    return dict(zip(runs, best_of(repeat, list(runs.values())), strict=True))
+
+
+def log_of(rows: int, folder: Path) -> Path:
+    """The generated log of `rows` requests in `folder`, made once and reused."""
+    log = folder / f"log-{rows}.parquet"
+    if log.is_file():
+        print(f"reusing {log} ({log.stat().st_size / 1e6:.0f} MB)")
+        return log
+    t0 = time.perf_counter()
+    in_child(f"from bench.profile_speed import generate; generate({str(log)!r}, {rows})")
+    print(
+        f"generated {rows:,} requests ({log.stat().st_size / 1e6:.0f} MB Parquet) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    return log
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument(
+        "--rows", default="10000000", help="requests per log; several sizes comma-separated"
+    )
     ap.add_argument("--text-requests", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest counts")
     ap.add_argument("--shards", type=int, default=0, help="also profile K time shards + merge")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="folder for the generated logs, kept and reused by later runs (default: a "
+        "temporary folder, deleted at the end)",
+    )
     args = ap.parse_args()
+    sizes = [int(float(r)) for r in str(args.rows).split(",")]
     with tempfile.TemporaryDirectory(prefix="capplan-bench-") as tmp:
         folder = Path(tmp)
-        log = folder / "log.parquet"
-        t0 = time.perf_counter()
-        in_child(f"from bench.profile_speed import generate; generate({str(log)!r}, {args.rows})")
-        size_mb = log.stat().st_size / 1e6
-        print(
-            f"generated {args.rows:,} requests ({size_mb:.0f} MB Parquet) "
-            f"in {time.perf_counter() - t0:.1f} s"
-        )
-        cmd = [
-            sys.executable,
-            "-c",
-            PROFILE,
-            "profile",
-            str(log),
-            "-o",
-            str(folder / "p.json"),
-            "--columns",
-            "arrival=arrival,input=input,output=output,session=session",
-            "-q",
-        ]
-        lib = [sys.executable, "-c", LIBRARY, str(log), str(folder / "q.json")]
-        floor = [sys.executable, "-c", FLOOR, str(log)]
-        (floor_s, floor_mb, floor_cpu), (prof_s, prof_mb, prof_cpu), (lib_s, lib_mb, lib_cpu) = (
-            best_of(args.repeat, [floor, cmd, lib])
-        )
-        print(
-            f"best of {args.repeat} runs each, every run in a fresh process; "
-            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
-        )
-        for label, wall, mb, cpu in (
-            ("floor (bare polars scan + means)", floor_s, floor_mb, floor_cpu),
-            ("capplan profile", prof_s, prof_mb, prof_cpu),
-            ("build_profile() + save (library)", lib_s, lib_mb, lib_cpu),
-        ):
-            print(f"{label:34s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, peak RSS {mb:6.0f} MB")
-        print(
-            f"ratio: {prof_s / floor_s:.2f}x the floor's time (goal <= 2x); peak RSS "
-            f"{prof_mb / 1024:.2f} GB (goal <= 3 GB)"
-        )
-        print(
-            f"library ratio (without the CLI's start-up: typer, rich and the command's options): "
-            f"{lib_s / floor_s:.2f}x; CPU-time ratios {prof_cpu / floor_cpu:.2f}x (CLI), "
-            f"{lib_cpu / floor_cpu:.2f}x (library)"
-        )
-        if args.shards:
-            sharded(log, folder, args.shards, cmd[cmd.index("--columns") + 1])
+        store = args.keep or folder
+        store.mkdir(parents=True, exist_ok=True)
+        table = []
+        for rows in sizes:
+            log = log_of(rows, store)
+            got = measure(log, folder, args.repeat, lib_too=len(sizes) == 1)
+            (floor_s, floor_mb, floor_cpu), (prof_s, prof_mb, prof_cpu) = got["floor"], got["cli"]
+            print(
+                f"{rows:,} rows, best of {args.repeat} runs each, every run in a fresh process; "
+                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+            )
+            for label, key in (
+                ("floor (bare polars scan + means)", "floor"),
+                ("capplan profile", "cli"),
+                ("build_profile() + save (library)", "lib"),
+            ):
+                if key in got:
+                    wall, mb, cpu = got[key]
+                    print(
+                        f"{label:34s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, peak RSS {mb:6.0f} MB"
+                    )
+            print(
+                f"ratio: {prof_s / floor_s:.2f}x the floor's wall time, "
+                f"{prof_cpu / floor_cpu:.2f}x its CPU time (goal <= 2x); "
+                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat)"
+            )
+            if "lib" in got:
+                lib_s, _, lib_cpu = got["lib"]
+                print(
+                    f"library ratio (without the CLI's start-up: typer, rich and the command's "
+                    f"options): {lib_s / floor_s:.2f}x wall, {lib_cpu / floor_cpu:.2f}x CPU"
+                )
+            table.append((rows, floor_s, floor_cpu, floor_mb, prof_s, prof_cpu, prof_mb))
+            if args.shards:
+                sharded(log, folder, args.shards, COLUMNS)
+        if len(table) > 1:
+            print(
+                "\nrows         floor s (CPU)    profile s (CPU)   ratio wall/CPU   "
+                "peak RSS MB  us/row"
+            )
+            for rows, fs, fc, fm, ps, pc, pm in table:
+                print(
+                    f"{rows:>11,}  {fs:6.2f} ({fc:6.2f})  {ps:6.2f} ({pc:6.2f})    "
+                    f"{ps / fs:4.2f}x / {pc / fc:4.2f}x   {fm:5.0f} / {pm:5.0f}  "
+                    f"{ps / rows * 1e6:.3f}"
+                )
         text_throughput(args.text_requests, folder)
 
 

@@ -168,6 +168,10 @@ class PlanDriver:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    def open_requests(self) -> list[tuple[str, str, float]]:
+        """(stage, request_id, intended_send_s) of every request in flight (see `_spawn`)."""
+        return [(g.args[0], g.args[1], g.args[3]) for g in self._in_flight]
+
     # --- the plan -------------------------------------------------------------------------
 
     def run(self, start_s: float) -> None:

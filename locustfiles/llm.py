@@ -52,7 +52,7 @@ from contracts.rundir import (
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
-from locustfiles.lost import LostWorker, lost_rows, slot_schedule
+from locustfiles.lost import LostWorker, lost_rows, slot_schedule, with_open
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
 from locustfiles.rundir import finish_run, start_run
@@ -152,6 +152,7 @@ def _lost_rows(run: RunState) -> list[Row]:
             stage_ends_s=run.stage_ends_s,
             stop_s=run.stop_s,
         )
+        schedule = with_open(schedule, run.open_requests.get(lost.worker, []))
         mine = lost_rows(lost, schedule, run.recorded_ids.get(lost.worker, set()))
         run.lost_counts[lost.worker] = len(mine)
         rows.extend(mine)
@@ -298,6 +299,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             run.recorded_ids.setdefault(data["worker"], set()).update(r[1] for r in rows)
             run.collect(rows)
             run.worker_stats[data["worker"]] = (data["scheduled"], data["in_flight"])
+            run.open_requests[data["worker"]] = [tuple(r) for r in data.get("open", [])]
 
         def on_done(msg: Any, **_: Any) -> None:
             run = _state(environment)
@@ -457,6 +459,8 @@ def _send_rows(run: RunState, runner: WorkerRunner) -> None:
             "rows": [list(r) for r in rows],
             "scheduled": run.driver.scheduled,
             "in_flight": run.driver.in_flight,
+            # closed-loop requests have no schedule the master could recompute
+            "open": run.driver.open_requests() if run.has_closed_stage else [],
         },
     )
 

@@ -4,8 +4,11 @@ The master knows the plan, the seed and each worker's slot, so it can recompute 
 open-loop or replay arrival a worker was given (the driver's schedule: the same seeded
 `arrival_times` per stage, arrivals with number % count == index). Each one the worker
 never reported becomes a row with `error_class="lost"`, so every scheduled request still
-has exactly one row. Closed-loop stages have no fixed schedule: their unreported requests
-cannot be named, and the lost worker is reported without rows for them.
+has exactly one row. Closed-loop stages have no fixed schedule: each worker's report to
+the master (about every second) lists the requests it has in flight, and those of a lost
+worker's last report without a record become `lost` rows too. A closed-loop request the
+worker started after its last report cannot be named (at most one per user of it, within
+the last report interval).
 """
 
 from __future__ import annotations
@@ -74,6 +77,16 @@ def slot_schedule(
         if stop_s is not None and stage_start >= stop_s:
             break
     return out
+
+
+def with_open(
+    schedule: list[tuple[str, str, float]], open_requests: list[tuple[str, str, float]]
+) -> list[tuple[str, str, float]]:
+    """The schedule plus the requests a worker last reported in flight that it does not hold
+    (closed-loop requests), each request once."""
+    known = {request_id for _, request_id, _ in schedule}
+    extra = [r for r in open_requests if r[1] not in known]
+    return schedule + sorted({r[1]: r for r in extra}.values(), key=lambda r: r[2])
 
 
 def lost_rows(

@@ -114,6 +114,9 @@ class RunState:
         self.worker_stats: dict[str, tuple[int, int]] = {}
         self.order: list[str] = []  # master: worker ids in slot order
         self.recorded_ids: dict[str, set[str]] = {}  # master: request ids each worker sent
+        # master: (stage, request_id, intended_send_s) each worker had in flight at its last
+        # report; a lost worker's closed-loop requests are named from these
+        self.open_requests: dict[str, list[tuple[str, str, float]]] = {}
         self.lost_workers: dict[str, LostWorker] = {}
         self.lost_counts: dict[str, int] = {}  # lost rows written per lost worker
         self.recent: deque[tuple[float, bool, float | None, str]] = deque()
@@ -155,6 +158,10 @@ class RunState:
                 "origin_s": r.origin_s,
             }
         return payload
+
+    @property
+    def has_closed_stage(self) -> bool:
+        return any(s.kind == "closed" for s in self.plan.stages)
 
     def adopt(self, data: dict[str, Any]) -> None:
         """Take the master's plan, profile and options (a worker, from capplan_start)."""

@@ -35,6 +35,13 @@ class SecondCounts:
         self.duration_s = float(t[-1] - t[0]) if self.n else 0.0
         self.per_s = np.bincount((t - t[0]).astype(np.int64)) if self.n else np.zeros(1, np.int64)
 
+    @classmethod
+    def of_counts(cls, per_s: np.ndarray, n: int, duration_s: float) -> SecondCounts:
+        """From requests per whole second already counted (the streaming profiler's fold)."""
+        sc = cls.__new__(cls)
+        sc.n, sc.duration_s, sc.per_s = n, duration_s, per_s
+        return sc
+
     def windows(self, window_s: int) -> tuple[np.ndarray, float]:
         """Requests per full window and the window length used.
 
@@ -93,17 +100,25 @@ def gamma_shape(gaps: np.ndarray, cv: float | None) -> GammaShape:
     """
     if cv is None:
         return GammaShape(moments=None, mle=None)
-    moments = float(1 / cv**2) if cv > 0 else None
     stride = max(1, gaps.size // MLE_MAX_GAPS)
     pos = gaps[::stride]
     pos = pos[pos > 0]
-    if pos.size < 2:
+    return gamma_of_sums(cv, int(pos.size), float(pos.sum()), float(np.log(pos).sum()))
+
+
+def gamma_of_sums(cv: float | None, count: int, total_s: float, log_sum: float) -> GammaShape:
+    """GammaShape from the inter-arrival CV and the count, sum and sum of logs of the positive
+    gaps taken for the MLE."""
+    if cv is None:
+        return GammaShape(moments=None, mle=None)
+    moments = float(1 / cv**2) if cv > 0 else None
+    if count < 2:
         return GammaShape(moments=moments, mle=None)
-    mean, mean_log = float(pos.mean()), float(np.log(pos).mean())
+    mean, mean_log = total_s / count, log_sum / count
     return GammaShape(
         moments=moments,
         mle=gamma_mle(mean, mean_log),
-        positive_gaps=int(pos.size),
+        positive_gaps=count,
         mean_positive_gap_s=mean,
         mean_log_positive_gap=mean_log,
     )
@@ -163,19 +178,21 @@ def rate_series(sc: SecondCounts) -> RateSeries:
     return RateSeries(bin_s=float(bin_s), rates_rps=[round(float(r), 6) for r in rates])
 
 
-def _periodic_shape(
-    epoch_s: np.ndarray, start: float, end: float, bin_s: float, period: int, offset: int = 0
+def periodic_shape(
+    counts: np.ndarray, start: float, end: float, bin_s: float, period: int, offset: int = 0
 ) -> list[float]:
-    """Mean rate per phase (hour of day, weekday): arrivals / covered seconds in that phase."""
+    """Mean rate per phase (hour of day, weekday): arrivals / covered seconds in that phase.
+
+    `counts[i]` is the arrivals in the clock bin floor(start / bin_s) + i (epoch seconds).
+    """
     first_bin = math.floor(start / bin_s)
     last_bin = math.floor(end / bin_s)
     bins = np.arange(first_bin, last_bin + 1)
     lo = np.maximum(bins * bin_s, start)
     hi = np.minimum((bins + 1) * bin_s, end)
     exposure = np.clip(hi - lo, 0, None)
-    counts = np.bincount(
-        (np.floor(epoch_s / bin_s).astype(np.int64) - first_bin), minlength=bins.size
-    )
+    if counts.size < bins.size:
+        counts = np.pad(counts, (0, bins.size - counts.size))
     phase = (bins + offset) % period
     exp_by = np.bincount(phase, weights=exposure, minlength=period)
     cnt_by = np.bincount(phase, weights=counts[: bins.size], minlength=period)
@@ -190,10 +207,18 @@ def clock_hour_peaks(epoch_s: np.ndarray, window_s: int = 60) -> ClockHours:
     """
     start, end = float(epoch_s[0]), float(epoch_s[-1])
     first_hour = math.floor(start / 3600.0)
+    idx = np.floor(epoch_s / window_s).astype(np.int64) - first_hour * (3600 // window_s)
+    return clock_hours_of(np.bincount(idx), start, end, window_s)
+
+
+def clock_hours_of(counts: np.ndarray, start: float, end: float, window_s: int = 60) -> ClockHours:
+    """ClockHours from arrivals per clock-aligned window, `counts[0]` being the first window of
+    the hour of `start` (epoch seconds; `end` is the last arrival's)."""
+    first_hour = math.floor(start / 3600.0)
     n_hours = math.floor(end / 3600.0) - first_hour + 1
     per_hour = 3600 // window_s
-    idx = np.floor(epoch_s / window_s).astype(np.int64) - first_hour * per_hour
-    counts = np.bincount(idx, minlength=n_hours * per_hour)[: n_hours * per_hour]
+    counts = np.pad(counts, (0, max(0, n_hours * per_hour - counts.size)))
+    counts = counts[: n_hours * per_hour]
     peaks = counts.reshape(n_hours, per_hour).max(axis=1) / float(window_s)
     tops = (first_hour + np.arange(n_hours)) * 3600.0
     covered = np.clip(np.minimum(tops + 3600.0, end) - np.maximum(tops, start), 0.0, None)
@@ -218,12 +243,83 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
             f"the requests span {duration / 86400:,.0f} days; check the timestamps' unit "
             "(--time-unit) or split the log"
         )
+    gaps = np.diff(t)
+    mean_gap = float(gaps.mean()) if gaps.size >= 2 else 0.0
+    cv = None
+    if mean_gap > 0:
+        var = max(float(np.dot(gaps, gaps)) / gaps.size - mean_gap * mean_gap, 0.0)
+        cv = math.sqrt(var) / mean_gap
+    minutes = None
+    if start_epoch_s is not None and n:
+        first_day = math.floor((float(t[0]) + start_epoch_s) / 86400.0)
+        at, counts = day_minute_counts(t, start_epoch_s, first_day)
+        minutes = np.concatenate((np.zeros(at, dtype=np.int64), counts))
+    return assemble_arrivals(
+        SecondCounts(t), cv, gamma_shape(gaps, cv), start_epoch_s, minutes, float(t[0]) if n else 0
+    )
+
+
+def sorted_bin_counts(t: np.ndarray, width: float, offset: float) -> tuple[int, np.ndarray]:
+    """Counts of sorted `t` in the bins [k * width + offset, (k + 1) * width + offset): the
+    first non-empty bin's k and the counts from it to the last one.
+
+    A value's bin is the number of edges at or below it (each edge computed as written), so
+    chunks of a sorted array binned apart add up to the whole array binned at once. Few bins:
+    a binary search per edge; many (a sparse log): a bincount of corrected bin numbers.
+    """
+
+    def edge(k: int) -> float:
+        return k * width + offset
+
+    def bin_of(x: float) -> int:
+        k = math.floor((x - offset) / width)
+        while edge(k) > x:
+            k -= 1
+        while edge(k + 1) <= x:
+            k += 1
+        return k
+
+    k0, k1 = bin_of(float(t[0])), bin_of(float(t[-1]))
+    if k1 - k0 <= 4 * t.size:
+        edges = np.arange(k0 + 1, k1 + 1, dtype=np.float64) * width + offset
+        pos = np.searchsorted(t, edges, side="left")
+        return k0, np.diff(np.concatenate(([0], pos, [t.size]))).astype(np.int64)
+    k = np.floor((t - offset) / width).astype(np.int64)
+    k[t < k * width + offset] -= 1
+    k[t >= (k + 1) * width + offset] += 1
+    return k0, np.bincount(k - k0)
+
+
+def day_minute_counts(
+    t: np.ndarray, start_epoch_s: float, first_day: int
+) -> tuple[int, np.ndarray]:
+    """Arrivals per UTC minute of sorted `t` (s from `start_epoch_s`), as (index of the first
+    count from the start of day `first_day`, counts)."""
+    m0, counts = sorted_bin_counts(t, 60.0, -start_epoch_s)
+    at = m0 - first_day * 1440
+    if at < 0:  # a first arrival on the edge of midnight, by rounding: fold into the day
+        counts = np.concatenate(([counts[: -at + 1].sum()], counts[-at + 1 :]))
+        at = 0
+    return at, counts
+
+
+def assemble_arrivals(
+    sc: SecondCounts,
+    cv: float | None,
+    shape: GammaShape,
+    start_epoch_s: float | None,
+    day_minutes: np.ndarray | None,
+    t0: float = 0.0,
+) -> Arrivals:
+    """Arrivals from the per-second counts, the inter-arrival CV and gamma shape, and (for
+    logs with wall-clock times) arrivals per epoch minute counted from the first request's
+    UTC day (`day_minutes`); `t0` is the first arrival (s)."""
+    n, duration = sc.n, sc.duration_s
     mean_rate = n / duration if duration > 0 else 0.0
     peak: dict[str, float] = {}
     p2m: dict[str, float] = {}
     fano: dict[str, float] = {}
     pct: dict[str, list[float]] = {}
-    sc = SecondCounts(t)
     for name in WINDOWS:
         counts, w = sc.windows(WINDOW_S[name])
         rates = counts / w
@@ -231,27 +327,24 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
         p2m[name] = float(rates.max() / mean_rate) if mean_rate > 0 else 0.0
         fano[name] = float(counts.var() / counts.mean()) if counts.mean() > 0 else 0.0
         pct[name] = [round(float(x), 6) for x in np.percentile(rates, np.arange(101))]
-    gaps = np.diff(t)
-    mean_gap = float(gaps.mean()) if gaps.size >= 2 else 0.0
-    cv = None
-    if mean_gap > 0:
-        var = max(float(np.dot(gaps, gaps)) / gaps.size - mean_gap * mean_gap, 0.0)
-        cv = math.sqrt(var) / mean_gap
     hour = weekday = clock = None
-    if start_epoch_s is not None and n:
-        epoch = t + start_epoch_s
-        start, end = float(epoch[0]), float(epoch[-1])
+    if start_epoch_s is not None and day_minutes is not None and n:
+        start, end = t0 + start_epoch_s, t0 + duration + start_epoch_s
+        first_day = math.floor(start / 86400.0)
         if duration >= 86400:
-            hour = _periodic_shape(epoch, start, end, 3600.0, 24)
-            clock = clock_hour_peaks(epoch)
+            hours = _sum_by(day_minutes, 60)
+            skip_h = math.floor(start / 3600.0) - first_day * 24
+            hour = periodic_shape(hours[skip_h:], start, end, 3600.0, 24)
+            clock = clock_hours_of(day_minutes[skip_h * 60 :], start, end)
         if duration >= 7 * 86400:
             # 1970-01-01 was a Thursday: day 0 is weekday 3 when Monday is 0.
-            weekday = _periodic_shape(epoch, start, end, 86400.0, 7, offset=3)
+            days = _sum_by(day_minutes, 1440)
+            weekday = periodic_shape(days, start, end, 86400.0, 7, offset=3)
     return Arrivals(
         duration_s=duration,
         mean_rate_rps=mean_rate,
         interarrival_cv=cv,
-        gamma_shape=gamma_shape(gaps, cv),
+        gamma_shape=shape,
         peak_rate_rps=peak,
         peak_to_mean=p2m,
         fano=fano,
@@ -259,8 +352,14 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
         hour_of_day=hour,
         weekday=weekday,
         clock_hours=clock,
-        bursts=detect_bursts(sc, float(t[0])) if n else [],
+        bursts=detect_bursts(sc, t0) if n else [],
         burst_window_s=float(BURST_WINDOW_S),
         burst_rule=BURST_RULE,
         rate_series=rate_series(sc) if n else RateSeries(bin_s=1.0, rates_rps=[]),
     )
+
+
+def _sum_by(counts: np.ndarray, k: int) -> np.ndarray:
+    """Sums of `counts` over consecutive runs of k (the last run padded with zeros)."""
+    padded = np.pad(counts, (0, -counts.size % k))
+    return padded.reshape(-1, k).sum(axis=1)

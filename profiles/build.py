@@ -17,7 +17,7 @@ from contracts import __version__
 from contracts.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
-from profiles.model import Lengths, Prefix, Profile, ProfileBody, Source
+from profiles.model import Chunked, Lengths, Prefix, Profile, ProfileBody, Source
 from profiles.prefix import prefix_stats
 from profiles.readers import ReadResult, read_requests
 from profiles.sessions import session_stats
@@ -26,7 +26,7 @@ from profiles.tokenize import Tokenizer
 MAX_GROUPS = 50
 GROUPABLE = ("model", "tenant", "session_id")
 
-__all__ = ["build_profile", "body_from_frame", "profile_from_result"]
+__all__ = ["build_profile", "body_from_frame", "prefix_of", "profile_from_result", "wrap_profile"]
 
 
 def body_from_frame(
@@ -48,7 +48,7 @@ def body_from_frame(
     with ThreadPoolExecutor(max_workers=3) as pool:
         arrivals_job = pool.submit(arrival_stats, frame["arrival_s"].to_numpy(), start_epoch_s)
         sessions_job = pool.submit(session_stats, frame)
-        prefix_job = pool.submit(_prefix, frame, block_tokens, cache_tokens, hashes_from)
+        prefix_job = pool.submit(prefix_of, frame, block_tokens, cache_tokens, hashes_from)
         ok_share, lengths = _lengths(frame, seed)
         return ProfileBody(
             arrivals=arrivals_job.result(),
@@ -78,9 +78,10 @@ def _lengths(frame: pl.DataFrame, seed: int) -> tuple[float | None, Lengths]:
     return ok_share, lengths
 
 
-def _prefix(
+def prefix_of(
     frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
 ) -> Prefix:
+    """Prefix-reuse statistics of a frame (unavailable when it has no block hashes)."""
     cached = inputs = None
     if "cached_tokens" in frame.columns:
         cached = frame["cached_tokens"].fill_null(-1).to_numpy()
@@ -155,10 +156,24 @@ def profile_from_result(
         for name in sizes["__g"].head(MAX_GROUPS).to_list():
             sub = frame.filter(key == name)
             groups[str(name)] = body_from_frame(sub, **common)  # type: ignore[arg-type]
+    return wrap_profile(result, body, groups, group_by, warnings, frame.height, now)
+
+
+def wrap_profile(
+    result: ReadResult,
+    body: ProfileBody,
+    groups: dict[str, ProfileBody],
+    group_by: str | None,
+    warnings: list[str],
+    rows: int,
+    now: datetime | None = None,
+    chunked: Chunked | None = None,
+) -> Profile:
+    """The Profile of statistics computed from `result`'s logs (`rows` requests kept)."""
     source = Source(
         files=result.files,
         format=result.format,
-        rows=frame.height,
+        rows=rows,
         rows_skipped=result.rows_skipped,
         skip_reasons=result.skip_reasons,
         skip_examples=result.skip_examples,
@@ -167,6 +182,7 @@ def profile_from_result(
         warnings=warnings,
         first_timestamp=result.first_timestamp.isoformat() if result.first_timestamp else None,
         digest=result.digest,
+        read_in_chunks=chunked,
     )
     return Profile(
         **body.model_dump(),
@@ -201,8 +217,14 @@ def build_profile(
     cache_tokens: list[int] | None = None,
     seed: int = 0,
     time_unit: str = "auto",
+    chunk_rows: int | None = None,
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
+
+    A large tabular log (Parquet over STREAM_ABOVE_ROWS rows, other tables over
+    STREAM_ABOVE_BYTES) without --group-by is read in chunks of `chunk_rows` rows (default
+    CHUNK_ROWS) and folded, so memory stays bounded whatever its length; `chunk_rows` set
+    forces that path for any tabular log (see profiles.stream).
 
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
@@ -212,6 +234,24 @@ def build_profile(
         extra = (group_by,)
     if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
         raise InputError("--cache-tokens sizes must be positive token counts")
+    if group_by is not None and chunk_rows is not None:
+        raise InputError("--chunk-rows does not apply with --group-by (groups are read whole)")
+    if group_by is None:
+        from profiles.stream import profile_in_chunks
+
+        streamed = profile_in_chunks(
+            paths,
+            fmt=fmt,
+            columns=columns,
+            tokenizer=tokenizer,
+            block_tokens=block_tokens,
+            cache_tokens=cache_tokens,
+            seed=seed,
+            time_unit=time_unit,
+            chunk_rows=chunk_rows,
+        )
+        if streamed is not None:
+            return streamed
     result = read_requests(
         paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit, extra_columns=extra
     )

@@ -25,23 +25,52 @@ SAMPLER_WHY = (
 
 
 class _Counts:
-    """Distribution of non-negative integers, from bincount (or a sorted copy if too wide)."""
+    """Distribution of non-negative integers as a count per value.
+
+    Dense (index = value, from bincount) up to _BINCOUNT_MAX, else distinct values with their
+    counts. Built from the values themselves, or from counts folded chunk by chunk
+    (`of_counts`), so the streaming profiler reads the same statistics as the in-memory one.
+    """
 
     def __init__(self, values: np.ndarray) -> None:
-        self.values = values
-        self.n = int(values.size)
-        self.max = int(values.max()) if self.n else 0
-        self.dense = self.max <= _BINCOUNT_MAX
-        if self.dense:
-            self.cum = np.cumsum(np.bincount(values, minlength=self.max + 1))
+        self.values: np.ndarray | None = values
+        top = int(values.max()) if values.size else 0
+        if top <= _BINCOUNT_MAX:
+            self._set(None, np.bincount(values, minlength=top + 1), int(values.sum()))
         else:
-            self.sorted = np.sort(values)
+            self._set(*np.unique(values, return_counts=True), int(values.sum()))
+
+    @classmethod
+    def of_counts(cls, keys: np.ndarray | None, counts: np.ndarray, total: int) -> _Counts:
+        """From counts per value: `keys` None means dense (counts[v] is the count of v);
+        `total` is the sum of all values (for the mean)."""
+        c = cls.__new__(cls)
+        c.values = None
+        c._set(keys, counts, total)
+        return c
+
+    def _set(self, keys: np.ndarray | None, counts: np.ndarray, total: int) -> None:
+        self.dense = keys is None
+        self.keys = np.zeros(0, dtype=np.int64) if keys is None else keys
+        self.cum = np.cumsum(counts.astype(np.int64))
+        self.n = int(self.cum[-1]) if self.cum.size else 0
+        self.total = total
+        if keys is None:
+            nonzero = np.flatnonzero(counts)
+            self.max = int(nonzero[-1]) if nonzero.size else 0
+        else:
+            self.max = int(keys[-1]) if keys.size else 0
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
 
     def kth(self, k: np.ndarray) -> np.ndarray:
         """k-th smallest values (0-based)."""
+        idx = np.searchsorted(self.cum, k + 1, side="left")
         if self.dense:
-            return np.searchsorted(self.cum, k + 1, side="left").astype(np.float64)
-        return self.sorted[k].astype(np.float64)
+            return idx.astype(np.float64)
+        return self.keys[idx].astype(np.float64)
 
     def quantiles(self, qs: np.ndarray) -> np.ndarray:
         """Quantiles with linear interpolation (numpy's default method)."""
@@ -55,22 +84,30 @@ class _Counts:
         """Number of values strictly below each edge."""
         if self.dense:
             idx = np.ceil(edges).astype(np.int64) - 1
-            out = np.where(idx < 0, 0, self.cum[np.clip(idx, 0, self.max)])
+            out = np.where(idx < 0, 0, self.cum[np.clip(idx, 0, self.cum.size - 1)])
             return out.astype(np.int64)
-        return np.searchsorted(self.sorted, edges, side="left").astype(np.int64)
+        pos = np.searchsorted(self.keys, edges, side="left")
+        return np.concatenate(([0], self.cum))[pos].astype(np.int64)
 
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct values and their counts."""
+        counts = np.diff(np.concatenate(([0], self.cum)))
         if self.dense:
-            counts = np.diff(np.concatenate(([0], self.cum)))
             return np.arange(counts.size), counts
-        return np.unique(self.sorted, return_counts=True)
+        return self.keys, counts
 
     def rank_table(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mid-rank (1-based, ties averaged) of each value 0..max, and each value's count."""
+        """Mid-rank (1-based, ties averaged) of each distinct value (each value 0..max when
+        dense), and each one's count."""
         below = np.concatenate(([0], self.cum[:-1]))
         counts = self.cum - below
         return below + (counts + 1) / 2.0, counts
+
+    def ranks_of(self, table: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The mid-ranks (from `rank_table`) of `values`, which must occur in the distribution."""
+        if self.dense:
+            return table[values]
+        return table[np.searchsorted(self.keys, values)]
 
 
 def log_edges(max_value: int) -> np.ndarray:
@@ -89,7 +126,7 @@ def length_stats(c: _Counts) -> LengthStats:
     counts = np.diff(below)
     counts[-1] += c.n - below[-1]  # values equal to the last edge
     return LengthStats(
-        mean=float(c.values.mean()),
+        mean=c.mean,
         p50=float(q[1]),
         p90=float(q[2]),
         p95=float(q[3]),
@@ -101,22 +138,18 @@ def length_stats(c: _Counts) -> LengthStats:
     )
 
 
-def spearman(a: _Counts, b: _Counts) -> float | None:
+def spearman(
+    a: _Counts, b: _Counts, pairs: tuple[np.ndarray, np.ndarray] | None = None
+) -> float | None:
     """Spearman rank correlation (ties averaged) of two paired columns.
 
     Pearson correlation of mid-ranks, with each column's rank mean ((n+1)/2) and variance
-    taken from its value counts, so only the cross term touches every request.
+    taken from its value counts, so only the cross term touches the pairs: every request's
+    (a.values, b.values) by default, or a uniform sample of them (`pairs`), whose mean cross
+    term estimates the whole log's.
     """
     if a.n < 3:
         return None
-    if not (a.dense and b.dense):
-        from scipy.stats import spearmanr
-
-        if np.ptp(a.values) == 0 or np.ptp(b.values) == 0:
-            return None  # a constant column: no correlation (scipy would warn on stderr)
-
-        r = spearmanr(a.values, b.values).statistic
-        return None if not np.isfinite(r) else float(r)
     (ta, ca), (tb, cb) = a.rank_table(), b.rank_table()
     n = a.n
     mean = (n + 1) / 2.0
@@ -124,7 +157,12 @@ def spearman(a: _Counts, b: _Counts) -> float | None:
     var_b = float((cb * tb * tb).sum() / n - mean * mean)
     if var_a <= 1e-12 or var_b <= 1e-12:
         return None
-    cross = float(np.dot(ta[a.values], tb[b.values]) / n - mean * mean)
+    if pairs is None:
+        if a.values is None or b.values is None:
+            raise ValueError("spearman of folded counts needs the sampled pairs")
+        pairs = (a.values, b.values)
+    xa, xb = pairs
+    cross = float(np.dot(a.ranks_of(ta, xa), b.ranks_of(tb, xb)) / xa.size - mean * mean)
     return cross / (var_a * var_b) ** 0.5
 
 
@@ -132,16 +170,25 @@ def length_stats_all(inputs: np.ndarray, outputs: np.ndarray, seed: int) -> Leng
     """Length statistics of paired token counts (one entry per successful request)."""
     ci, co = _Counts(inputs), _Counts(outputs)
     n = ci.n
+    rng = np.random.default_rng(seed)
+    k = min(n, SAMPLER_PAIRS)
+    idx = rng.choice(n, size=k, replace=False) if k < n else rng.permutation(n)
+    pairs = [(int(i), int(o)) for i, o in zip(inputs[idx], outputs[idx], strict=True)]
+    return lengths_of(ci, co, spearman(ci, co), pairs, seed)
+
+
+def lengths_of(
+    ci: _Counts, co: _Counts, rho: float | None, pairs: list[tuple[int, int]], seed: int
+) -> Lengths:
+    """Length statistics from the input and output distributions, their rank correlation and
+    the sampler's pairs."""
+    n = ci.n
     short, below_long = ci.count_below(np.array([SHORT_MAX_TOKENS + 1, LONG_MIN_TOKENS]))
     shares = {
         "short": float(short / n),
         "medium": float((below_long - short) / n),
         "long": float((n - below_long) / n),
     }
-    rng = np.random.default_rng(seed)
-    k = min(n, SAMPLER_PAIRS)
-    idx = rng.choice(n, size=k, replace=False) if k < n else rng.permutation(n)
-    pairs = [(int(i), int(o)) for i, o in zip(inputs[idx], outputs[idx], strict=True)]
     return Lengths(
         input=length_stats(ci),
         output=length_stats(co),
@@ -151,6 +198,6 @@ def length_stats_all(inputs: np.ndarray, outputs: np.ndarray, seed: int) -> Leng
             long_min_tokens=LONG_MIN_TOKENS,
             shares=shares,
         ),
-        io_rank_correlation=spearman(ci, co),
+        io_rank_correlation=rho,
         sampler=Sampler(seed=seed, why=SAMPLER_WHY, pairs=pairs),
     )

@@ -23,6 +23,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Chunked(_Model):
+    """How a log too large to hold was profiled chunk by chunk (streaming, bounded memory)."""
+
+    chunks: int = Field(ge=1, description="chunks of rows read, one after another")
+    chunk_rows: int = Field(ge=1, description="rows per chunk (the last one may hold fewer)")
+    estimated: dict[str, str] = Field(
+        default_factory=dict,
+        description="key path -> how it differs from the in-memory profile's (the rest equal it)",
+    )
+
+
 class Source(_Model):
     files: list[str]
     format: str = Field(description="reader kind, or 'preset' for a profile built from a preset")
@@ -38,6 +49,9 @@ class Source(_Model):
         default="", description="sha256 of the inputs (files' bytes or preset spec)"
     )
     preset: str | None = None
+    read_in_chunks: Chunked | None = Field(
+        default=None, description="set when the log was profiled in chunks (large logs)"
+    )
     derivation: str | None = Field(
         default=None, description="for a preset: where its shape comes from and what was adjusted"
     )

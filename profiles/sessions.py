@@ -39,9 +39,7 @@ def session_stats(frame: pl.DataFrame) -> Sessions:
     n_valid = frame.height - frame["session_id"].null_count()
     if n_valid == 0:
         return Sessions(available=False)
-    k = 0
-    while n_valid / (1 << k) > SAMPLE_ABOVE_ROWS:
-        k += 1
+    k = sample_bits(n_valid)
     keyed = (
         frame.lazy()
         .filter(pl.col("session_id").is_not_null())
@@ -50,9 +48,30 @@ def session_stats(frame: pl.DataFrame) -> Sessions:
     if k:
         keyed = keyed.filter((pl.col("h") & ((1 << k) - 1)) == 0)
     sample = keyed.collect()
-    hs = sample["h"].to_numpy()
-    ts = sample["arrival_s"].to_numpy()
-    ins = sample["input_tokens"].to_numpy()
+    return sessions_of_sample(
+        sample["h"].to_numpy(),
+        sample["arrival_s"].to_numpy(),
+        sample["input_tokens"].to_numpy(),
+        k,
+        n_valid,
+        frame.height,
+    )
+
+
+def sample_bits(n_valid: int) -> int:
+    """k such that 1 in 2^k sessions keeps about SAMPLE_ABOVE_ROWS of `n_valid` requests."""
+    k = 0
+    while n_valid / (1 << k) > SAMPLE_ABOVE_ROWS:
+        k += 1
+    return k
+
+
+def sessions_of_sample(
+    hs: np.ndarray, ts: np.ndarray, ins: np.ndarray, k: int, n_valid: int, n_rows: int
+) -> Sessions:
+    """Sessions from the requests (in arrival order) of the sessions whose id hash `hs` has its
+    low k bits zero: arrival `ts` and input tokens `ins`; `n_valid` requests had a session id
+    out of `n_rows`."""
     order = np.argsort(hs, kind="stable")  # stable: each session's turns stay in arrival order
     hs, ts, ins = hs[order], ts[order], ins[order]
     same = hs[1:] == hs[:-1]
@@ -68,6 +87,6 @@ def session_stats(frame: pl.DataFrame) -> Sessions:
         turns=quantiles(turns.astype(np.float64)),
         think_time_s=quantiles(gaps),
         context_growth_tokens=quantiles(growth),
-        multi_turn_request_share=multi_rows / max(hs.size, 1) * n_valid / frame.height,
+        multi_turn_request_share=multi_rows / max(hs.size, 1) * n_valid / n_rows,
         sample_share=share,
     )

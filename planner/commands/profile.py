@@ -114,6 +114,12 @@ def register(app: typer.Typer) -> None:
         shared_prefix_share: float = typer.Option(
             None, "--shared-prefix-share", help="preset: share of requests that start with it"
         ),
+        chunk_rows: int = typer.Option(
+            None,
+            "--chunk-rows",
+            help="read tabular logs (CSV, Parquet) in chunks of this many rows, in bounded "
+            "memory (default: 2 M-row chunks for logs over 4 M rows; not with --group-by)",
+        ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
         merge: bool = typer.Option(
             False,
@@ -162,6 +168,7 @@ def register(app: typer.Typer) -> None:
                 cache_tokens=parse_cache_tokens(cache_tokens),
                 seed=seed,
                 time_unit=time_unit,
+                chunk_rows=chunk_rows,
             )
         try:
             save_profile(prof, output)

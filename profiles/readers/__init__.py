@@ -154,6 +154,23 @@ def read_requests(
     kept as they are (for --group-by on tables). Raises InputError for an unknown format, a
     missing column, an empty file or no usable rows; bad rows are skipped and counted.
     """
+    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra_columns)
+    files = expand_paths(paths)
+    # hashlib releases the GIL on large buffers: hash the files while polars reads them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(files_digest, files)
+        return _read_all(files, fmt, ctx, digest)
+
+
+def reader_context(
+    fmt: str,
+    columns: dict[str, str] | str | None,
+    tokenizer: Tokenizer | str | None,
+    block_tokens: int,
+    time_unit: str,
+    extra_columns: tuple[str, ...],
+) -> ReaderContext:
+    """The readers' context for these options; InputError for a bad one."""
     if fmt != "auto" and fmt not in READERS:
         raise InputError(f"unknown format {fmt!r}; known formats: {known_formats()}")
     if block_tokens < 1:
@@ -165,30 +182,7 @@ def read_requests(
         if tokenizer is not None and not isinstance(tokenizer, str)
         else load_tokenizer(tokenizer)
     )
-    files = expand_paths(paths)
-    # hashlib releases the GIL on large buffers: hash the files while polars reads them.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        digest = pool.submit(files_digest, files)
-        return _read_all(files, fmt, mapping, tok, block_tokens, time_unit, extra_columns, digest)
-
-
-def _read_all(
-    files: list[Path],
-    fmt: str,
-    mapping: dict[str, str] | None,
-    tok: Tokenizer,
-    block_tokens: int,
-    time_unit: str,
-    extra_columns: tuple[str, ...],
-    digest: Future[str],
-) -> ReadResult:
-    kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
-    distinct = sorted(set(kinds.values()))
-    if len(distinct) > 1:
-        listing = "; ".join(f"{p}: {k}" for p, k in kinds.items())
-        raise InputError(f"the files are in different formats ({listing}); profile them apart")
-    kind = distinct[0]
-    ctx = ReaderContext(
+    return ReaderContext(
         columns=mapping,
         tokenizer=tok,
         block_tokens=block_tokens,
@@ -197,6 +191,31 @@ def _read_all(
         time_unit=time_unit,
         extra_columns=extra_columns,
     )
+
+
+def format_of(files: list[Path], fmt: str) -> str:
+    """The one reader kind of `files`; InputError when they are in different formats."""
+    kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
+    distinct = sorted(set(kinds.values()))
+    if len(distinct) > 1:
+        listing = "; ".join(f"{p}: {k}" for p, k in kinds.items())
+        raise InputError(f"the files are in different formats ({listing}); profile them apart")
+    return distinct[0]
+
+
+def no_usable_rows(files: list[Path], skips: SkipLog) -> InputError:
+    """The error for logs of which no row could be used, with the main reasons."""
+    reasons = ", ".join(f"{why}: {n}" for why, n in skips.reasons.most_common(3))
+    where = "; ".join(skips.examples[:3])
+    return InputError(
+        f"{', '.join(str(p) for p in files)}: no usable rows ({skips.total} skipped"
+        + (f" - {reasons}; e.g. {where}" if reasons else "")
+        + ")"
+    )
+
+
+def _read_all(files: list[Path], fmt: str, ctx: ReaderContext, digest: Future[str]) -> ReadResult:
+    kind = format_of(files, fmt)
     parts: list[FileFrame] = []
     for p in files:
         if p.stat().st_size == 0:
@@ -213,13 +232,7 @@ def _read_all(
         raise InputError("some files have wall-clock timestamps and others relative times")
     frames = [part.frame for part in parts if part.frame.height]
     if not frames:
-        reasons = ", ".join(f"{why}: {n}" for why, n in ctx.skips.reasons.most_common(3))
-        where = "; ".join(ctx.skips.examples[:3])
-        raise InputError(
-            f"{', '.join(kinds)}: no usable rows ({ctx.skips.total} skipped"
-            + (f" - {reasons}; e.g. {where}" if reasons else "")
-            + ")"
-        )
+        raise no_usable_rows(files, ctx.skips)
     frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     if len(frames) > 1 or parts[0].backwards_steps:
         frame = frame.sort("arrival_s", maintain_order=True)
@@ -236,7 +249,7 @@ def _read_all(
         skip_reasons=dict(ctx.skips.reasons),
         skip_examples=list(ctx.skips.examples),
         tokens_estimated=ctx.tokens_estimated,
-        tokenizer=tok.name if ctx.tokens_estimated or ctx.tokenizer_used else None,
+        tokenizer=ctx.tokenizer.name if ctx.tokens_estimated or ctx.tokenizer_used else None,
         warnings=ctx.warnings,
         first_timestamp=first,
         block_tokens=ctx.block_tokens,

@@ -235,96 +235,131 @@ def _arrival_expr(lf: pl.LazyFrame, col: str, dtype: pl.DataType, kind: str) -> 
     return parsed.dt.epoch("us").cast(pl.Float64) / 1e6, "epoch_s"
 
 
+@dataclass
+class TablePlan:
+    """What reading one table needs once its schema is known: the scan, the canonical
+    expressions, and the decisions later chunks must share with the first."""
+
+    path: Path  # the file the user named
+    plain: Path  # the file polars reads (a decompressed copy of a gzip/zstd file)
+    lf: pl.LazyFrame
+    kind: str  # csv, parquet, jsonl
+    names: list[str]
+    exprs: list[pl.Expr]
+    mapping: dict[str, str]
+    arrival_kind: str  # epoch_s or numeric
+    spec: TableSpec
+    unit: str | None = None  # of numeric timestamps, from the first rows read
+    absolute: bool = False
+    median_s: float | None = None  # typical arrival of the first rows (far-row reference)
+
+
+def plan_table(path: Path, plain: Path, ctx: ReaderContext, spec: TableSpec) -> TablePlan:
+    lf, kind = scan_table(plain, ctx.skips, path)
+    try:
+        schema = lf.collect_schema()
+    except pl.exceptions.PolarsError as err:
+        raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
+    names = list(schema.names())
+    shown = [n for n in names if n != "__line"]
+    if not names:
+        raise InputError(f"{path}: empty file (no header)")
+    mapping = spec.mapping
+    for key in ("arrival", "input", "output"):
+        if key not in mapping:
+            raise InputError(
+                f"{path}: no {key} column found among {shown}; pass --columns "
+                "arrival=COL,input=COL,output=COL"
+            )
+    for key, col in mapping.items():
+        if col not in names:
+            raise InputError(
+                f"{path}: missing column {col!r} (the {spec.fmt} format's {key}); "
+                f"found: {_listing(shown)}"
+            )
+    for col in ctx.extra_columns:
+        if col not in names:
+            raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
+    arrival, arrival_kind = _arrival_expr(
+        lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
+    )
+    inp = _count_expr(mapping["input"], schema[mapping["input"]])
+    out = _count_expr(mapping["output"], schema[mapping["output"]])
+    exprs = [
+        pl.when(arrival.is_finite()).then(arrival).alias("arrival_s"),
+        inp.alias("input_tokens"),
+        out.alias("output_tokens"),
+    ]
+    if "__line" in names:
+        exprs.append(pl.col("__line").cast(pl.Int64))
+    for key, canon in (("session", "session_id"), ("model", "model"), ("tenant", "tenant")):
+        if key in mapping:
+            exprs.append(pl.col(mapping[key]).cast(pl.String).alias(canon))
+    if "ok" in mapping:
+        exprs.append(
+            pl.col(mapping["ok"])
+            .cast(pl.String)
+            .str.to_lowercase()
+            .is_in(["true", "1", "ok"])
+            .alias("ok")
+        )
+    elif spec.zero_output_failed:
+        exprs.append((out > 0).fill_null(False).alias("ok"))
+    for col in ctx.extra_columns:
+        if col not in mapping.values():
+            exprs.append(pl.col(col).cast(pl.String).alias(col))
+    return TablePlan(path, plain, lf, kind, names, exprs, mapping, arrival_kind, spec)
+
+
 def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
     """Read one tabular file into canonical columns, recording each bad row in ctx.skips."""
     with plain_file(path) as plain:
-        lf, kind = scan_table(plain, ctx.skips, path)
-        try:
-            schema = lf.collect_schema()
-        except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
-        names = list(schema.names())
-        shown = [n for n in names if n != "__line"]
-        if not names:
-            raise InputError(f"{path}: empty file (no header)")
-        mapping = spec.mapping
-        for key in ("arrival", "input", "output"):
-            if key not in mapping:
-                raise InputError(
-                    f"{path}: no {key} column found among {shown}; pass --columns "
-                    "arrival=COL,input=COL,output=COL"
-                )
-        for key, col in mapping.items():
-            if col not in names:
-                raise InputError(
-                    f"{path}: missing column {col!r} (the {spec.fmt} format's {key}); "
-                    f"found: {_listing(shown)}"
-                )
-        for col in ctx.extra_columns:
-            if col not in names:
-                raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
-        arrival, arrival_kind = _arrival_expr(
-            lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
-        )
-        inp = _count_expr(mapping["input"], schema[mapping["input"]])
-        out = _count_expr(mapping["output"], schema[mapping["output"]])
-        exprs = [
-            pl.when(arrival.is_finite()).then(arrival).alias("arrival_s"),
-            inp.alias("input_tokens"),
-            out.alias("output_tokens"),
-        ]
-        if "__line" in names:
-            exprs.append(pl.col("__line").cast(pl.Int64))
-        for key, canon in (("session", "session_id"), ("model", "model"), ("tenant", "tenant")):
-            if key in mapping:
-                exprs.append(pl.col(mapping[key]).cast(pl.String).alias(canon))
-        if "ok" in mapping:
-            exprs.append(
-                pl.col(mapping["ok"])
-                .cast(pl.String)
-                .str.to_lowercase()
-                .is_in(["true", "1", "ok"])
-                .alias("ok")
-            )
-        elif spec.zero_output_failed:
-            exprs.append((out > 0).fill_null(False).alias("ok"))
-        for col in ctx.extra_columns:
-            if col not in mapping.values():
-                exprs.append(pl.col(col).cast(pl.String).alias(col))
+        plan = plan_table(path, plain, ctx, spec)
         try:
             # The default engine: as lazy (projection and predicate pushdown) and, for a table
             # that fits in memory, faster than the streaming engine, whose many small chunks
             # then cost a rechunk.
-            df = lf.select(exprs).collect()
+            df = plan.lf.select(plan.exprs).collect()
         except pl.exceptions.PolarsError as err:
-            if kind != "csv":
-                raise InputError(f"{path}: cannot read as {kind} ({first_line(err)})") from err
+            if plan.kind != "csv":
+                raise InputError(f"{path}: cannot read as {plan.kind} ({first_line(err)})") from err
             # polars stops at a broken line (an unclosed quote): read line by line instead,
             # so only the broken lines are skipped.
-            lf = _csv_lines_table(plain, names, ctx.skips, path)
-            names = [*names, "__line"]
-            exprs.append(pl.col("__line"))
-            df = lf.select(exprs).collect()
-
+            plan.lf = _csv_lines_table(plain, plan.names, ctx.skips, path)
+            plan.names = [*plan.names, "__line"]
+            plan.exprs.append(pl.col("__line"))
+            df = plan.lf.select(plan.exprs).collect()
     if df.height == 0:
         raise InputError(f"{path}: empty file (a header and no rows)")
-    offset = _line_offset(kind, spec, names)
+    return canonical_rows(df, plan, ctx, 0)
+
+
+def canonical_rows(
+    df: pl.DataFrame, plan: TablePlan, ctx: ReaderContext, first_row: int
+) -> FileFrame:
+    """Skip bad rows, settle the timestamps' unit and drop far rows in rows read from
+    `plan.path`, the first of them its row `first_row` (0-based, for line numbers)."""
+    path, spec = plan.path, plan.spec
+    offset = _line_offset(plan.kind, spec, plan.names) + first_row
     lines = df["__line"].to_numpy() if "__line" in df.columns else None
     required = ("arrival_s", "input_tokens", "output_tokens")
     if sum(df[c].null_count() for c in required):
-        df = _skip_bad_rows(df, path, ctx, mapping, offset)
+        df = _skip_bad_rows(df, path, ctx, plan.mapping, offset)
         lines = df["__line"].to_numpy()
     df = df.drop("__line", strict=False)
     raw = df["arrival_s"].to_numpy()
-    absolute = arrival_kind == "epoch_s"
-    if arrival_kind == "numeric" and raw.size:
-        unit, absolute = numeric_unit(typical(raw), ctx.time_unit, spec.default_unit)
-        if spec.check_units:
-            ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
-        if unit != "s":
-            df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[unit])
-            raw = df["arrival_s"].to_numpy()
-    far = far_from_median(raw)
+    if plan.unit is None:
+        plan.unit, plan.absolute = "s", plan.arrival_kind == "epoch_s"
+        if plan.arrival_kind == "numeric" and raw.size:
+            plan.unit, plan.absolute = numeric_unit(typical(raw), ctx.time_unit, spec.default_unit)
+            if spec.check_units:
+                ctx.warnings.extend(unit_warnings(raw, plan.unit, plan.absolute, str(path)))
+    if plan.unit != "s":
+        df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[plan.unit])
+        raw = df["arrival_s"].to_numpy()
+    far = far_from_median(raw, plan.median_s)
+    if plan.median_s is None and raw.size:
+        plan.median_s = typical(raw[~far])
     if far.any():
         where = np.flatnonzero(far)
         at = lines[where] if lines is not None else where + offset
@@ -337,7 +372,7 @@ def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
         lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
         offset = 0
     steps, first_back = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
-    return FileFrame(df, absolute, steps, first_back)
+    return FileFrame(df, plan.absolute, steps, first_back)
 
 
 def _skip_bad_rows(
@@ -382,20 +417,15 @@ def _backwards(
     return int(down.size), int(down[0] + 1) + line_offset
 
 
-@register_reader("azure")
-def read_azure(path: Path, ctx: ReaderContext) -> FileFrame:
-    """Azure LLM inference traces: TIMESTAMP (2023: 7 fractional digits; 2024: mixed, +00:00)."""
-    spec = TableSpec(
+def _azure_spec(path: Path, ctx: ReaderContext) -> TableSpec:
+    return TableSpec(
         "azure",
         {"arrival": "TIMESTAMP", "input": "ContextTokens", "output": "GeneratedTokens"},
         time_kind="datetime",
     )
-    return read_table(path, ctx, spec)
 
 
-@register_reader("burstgpt")
-def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
-    """BurstGPT v1/v2, read by column name; 0 response tokens marks a failed request."""
+def _burstgpt_spec(path: Path, ctx: ReaderContext) -> TableSpec:
     mapping = {
         "arrival": "Timestamp",
         "input": "Request tokens",
@@ -406,20 +436,38 @@ def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
         names = scan_table(plain, SkipLog(), path)[0].collect_schema().names()
     if "Session ID" in names:
         mapping["session"] = "Session ID"
-    spec = TableSpec(
+    return TableSpec(
         "burstgpt", mapping, time_kind="numeric", check_units=False, zero_output_failed=True
     )
-    return read_table(path, ctx, spec)
 
 
-@register_reader("table")
-def read_generic_table(path: Path, ctx: ReaderContext) -> FileFrame:
-    """A generic CSV, Parquet or JSONL table; columns by --columns or by common names."""
+def _generic_spec(path: Path, ctx: ReaderContext) -> TableSpec:
     with plain_file(path) as plain:
         lf, _ = scan_table(plain, SkipLog(), path)
         try:
             names = lf.collect_schema().names()
         except pl.exceptions.PolarsError as err:
             raise InputError(f"{path}: cannot read as a table ({first_line(err)})") from err
-    spec = TableSpec("table", guess_mapping(list(names), ctx.columns), time_kind="auto")
-    return read_table(path, ctx, spec)
+    return TableSpec("table", guess_mapping(list(names), ctx.columns), time_kind="auto")
+
+
+# The tabular reader kinds and how each maps its columns (read whole or in chunks).
+TABLE_SPECS = {"azure": _azure_spec, "burstgpt": _burstgpt_spec, "table": _generic_spec}
+
+
+@register_reader("azure")
+def read_azure(path: Path, ctx: ReaderContext) -> FileFrame:
+    """Azure LLM inference traces: TIMESTAMP (2023: 7 fractional digits; 2024: mixed, +00:00)."""
+    return read_table(path, ctx, _azure_spec(path, ctx))
+
+
+@register_reader("burstgpt")
+def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
+    """BurstGPT v1/v2, read by column name; 0 response tokens marks a failed request."""
+    return read_table(path, ctx, _burstgpt_spec(path, ctx))
+
+
+@register_reader("table")
+def read_generic_table(path: Path, ctx: ReaderContext) -> FileFrame:
+    """A generic CSV, Parquet or JSONL table; columns by --columns or by common names."""
+    return read_table(path, ctx, _generic_spec(path, ctx))

@@ -25,11 +25,21 @@ def typical(raw: np.ndarray) -> float:
     return float(np.median(raw))
 
 
-def far_from_median(seconds: np.ndarray) -> np.ndarray:
-    """Rows whose time lies more than MAX_SPAN_S from the median: corrupt values."""
-    if seconds.size == 0 or float(np.nanmax(seconds) - np.nanmin(seconds)) <= MAX_SPAN_S:
+def far_from_median(seconds: np.ndarray, median_s: float | None = None) -> np.ndarray:
+    """Rows whose time lies more than MAX_SPAN_S from the median (`median_s`, or the median
+    of `seconds` when None): corrupt values."""
+    if seconds.size == 0:
         return np.isnan(seconds)
-    return ~(np.abs(seconds - typical(seconds)) <= MAX_SPAN_S)
+    if median_s is None:
+        if float(np.nanmax(seconds) - np.nanmin(seconds)) <= MAX_SPAN_S:
+            return np.isnan(seconds)
+        median_s = typical(seconds)
+    elif (
+        float(seconds.min()) >= median_s - MAX_SPAN_S
+        and float(seconds.max()) <= median_s + MAX_SPAN_S
+    ):
+        return np.zeros(seconds.size, dtype=bool)  # the usual chunk: no row is far (nor NaN)
+    return ~(np.abs(seconds - median_s) <= MAX_SPAN_S)
 
 
 FAR_REASON = "timestamp far from the rest of the log (over 15 months from its median)"

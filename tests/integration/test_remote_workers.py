@@ -3,6 +3,7 @@ over loopback, the master owning plan, schedule and records; one worker killed m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from bench.kit.profiles import make_profile
 from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan, StageSummary
 from locustfiles.arrivals import arrival_times
+from planner.limit import load_limit
 from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -43,14 +45,14 @@ def _worker(port: int) -> subprocess.Popen[bytes]:
 
 
 def _run(
-    tmp_path: Path, plan: StagePlan, seed: int, during: object = None
+    tmp_path: Path, plan: StagePlan, seed: int, during: object = None, ttft_s: float = 0.01
 ) -> tuple[list[StageSummary], list[subprocess.Popen[bytes]], Path]:
     """Run `plan` with a master on 127.0.0.1 and three `capplan worker` processes; `during`
     (out_dir, workers) runs in this thread while the load test runs."""
     profile = tmp_path / "profile.json"
     profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
     port = _free_port()
-    server = start_server(ttft_s=0.01, itl_s=0.002)
+    server = start_server(ttft_s=ttft_s, itl_s=0.002)
     out = tmp_path / "run"
     cfg = LoadTestConfig(
         host=server.url,
@@ -77,6 +79,10 @@ def _run(
         if callable(during):
             during(out, workers)
         thread.join(timeout=240)
+        deadline = time.monotonic() + 30  # workers leave once the master quits (slow when busy)
+        for w in workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.wait(timeout=max(0.1, deadline - time.monotonic()))
     finally:
         server.stop()
         for w in workers:
@@ -87,6 +93,26 @@ def _run(
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return result["summaries"], workers, out  # type: ignore[return-value]
+
+
+def _kill_one_at(elapsed_s: float) -> object:
+    """A `during` that SIGKILLs the first worker once the plan is `elapsed_s` in."""
+
+    def kill_one(out: Path, workers: list[subprocess.Popen[bytes]]) -> None:
+        deadline = time.monotonic() + 120
+        live = out / ".work" / "live.json"
+        while time.monotonic() < deadline:
+            try:
+                if json.loads(live.read_text()).get("elapsed_s", 0.0) > elapsed_s:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the run did not start")
+        os.killpg(workers[0].pid, signal.SIGKILL)
+
+    return kill_one
 
 
 def test_three_remote_workers_give_the_asked_poisson_process(tmp_path: Path) -> None:
@@ -124,21 +150,7 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     rate, duration = 30.0, 14.0
     plan = StagePlan(stages=[Stage(name="k", duration_s=duration, rate_rps=rate)])
 
-    def kill_one(out: Path, workers: list[subprocess.Popen[bytes]]) -> None:
-        deadline = time.monotonic() + 120
-        live = out / ".work" / "live.json"
-        while time.monotonic() < deadline:  # until the plan is 4 s in
-            try:
-                if json.loads(live.read_text()).get("elapsed_s", 0.0) > 4.0:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the run did not start")
-        os.killpg(workers[0].pid, signal.SIGKILL)
-
-    (s,), _, out = _run(tmp_path, plan, seed=4, during=kill_one)
+    (s,), _, out = _run(tmp_path, plan, seed=4, during=_kill_one_at(4.0))
     records = read_records(out)
     n = len(arrival_times("poisson", rate, duration, np.random.default_rng([4, 1, 0])))
     assert records.height == s.scheduled == n  # still one row per scheduled request
@@ -162,3 +174,79 @@ def test_a_worker_killed_mid_stage_is_reported_and_its_requests_counted_lost(
     assert stage.validity is not None
     assert any("lost with a load-generating worker" in w for w in stage.validity.warnings)
     assert "was lost at" in (out / "locust.log").read_text()
+
+
+def test_a_worker_killed_in_a_closed_loop_stage_leaves_its_in_flight_requests_as_lost(
+    tmp_path: Path,
+) -> None:
+    """Closed loop has no schedule to recompute: the killed worker's requests in flight at its
+    last report (every user of it holds one; each lasts about 0.6 s here) become `lost` rows."""
+    users, duration = 6, 10.0
+    plan = StagePlan(stages=[Stage(name="c", kind="closed", users=users, duration_s=duration)])
+    (s,), _, out = _run(tmp_path, plan, seed=5, during=_kill_one_at(4.0), ttft_s=0.6)
+    records = read_records(out)
+    assert records["request_id"].n_unique() == records.height == s.scheduled
+    (lost,) = read_run_info(out).lost_workers
+    lost_rows = records.filter(pl.col("error_class") == "lost")
+    assert lost_rows.height == lost.lost_requests
+    # Slot k of 3 runs users k, k + 3 (2 of the 6) and numbers its requests k, k + 3, ...
+    numbers = [int(r.split("/")[1]) for r in lost_rows["request_id"].to_list()]
+    assert {j % N_WORKERS for j in numbers} == {lost.slot - 1}
+    assert 1 <= lost_rows.height <= 2 * (users // N_WORKERS)
+    assert (lost_rows["intended_send_s"] < lost.lost_at_s).all()
+    # Nothing the killed worker reported is lost, nothing it lost is also recorded.
+    mine = records.filter(
+        pl.col("request_id").str.split("/").list.get(1).cast(pl.Int64) % N_WORKERS == lost.slot - 1
+    )
+    assert mine.filter(pl.col("error_class") != "lost")["ok"].all()
+    (stage,) = read_stages(out)
+    assert stage.errors_by_class.get("lost") == lost.lost_requests
+
+
+def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
+    """`capplan limit --master-bind --expect-workers 2` with two `capplan worker` processes
+    (they rejoin for each level): every level's requests are recorded, none lost."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
+    port = _free_port()
+    server = start_server(ttft_s=0.02, itl_s=0.002)
+    out = tmp_path / "limit"
+    code = "import sys; from planner.cli import app; sys.exit(app())"
+    limit_args = [sys.executable, "-c", code, "limit", "--host", server.url, "--model", "m"]
+    # A lax SLO (the schedule-lag bound is a tenth of it): both levels pass on a busy box.
+    limit_args += ["--profile", str(profile), "--slo", "ttft:p95<=5s", "--start", "4"]
+    limit_args += ["--max", "8", "--max-levels", "2", "--level-duration", "2", "--warmup", "0.5"]
+    limit_args += ["--level-requests", "8", "--min-completed", "5", "-o", str(out)]
+    limit_args += ["--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2"]
+    master = subprocess.Popen(limit_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        code_w = "import sys; from planner.cli import app; sys.exit(app())"
+        for _ in range(2):  # without --once: each rejoins the next level's master
+            args = [sys.executable, "-c", code_w, "worker", "--master", f"127.0.0.1:{port}"]
+            workers.append(subprocess.Popen(args, start_new_session=True))
+        output, _ = master.communicate(timeout=150)
+    finally:
+        server.stop()
+        if master.poll() is None:
+            master.kill()
+        for w in workers:
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+            w.wait()
+    assert master.returncode == 0, output.decode()[-3000:]
+    limit = load_limit(out)
+    print(output.decode()[-2000:])
+    assert [lv.load for lv in limit.levels] == [4, 8] and limit.feasible_max == 8
+    records = read_records(out)
+    stages = {s.name: s for s in read_stages(out)}
+    for level in limit.levels:
+        assert level.stages
+        for name in level.stages:
+            mine = records.filter(pl.col("stage") == name)
+            assert mine.height == stages[name].scheduled > 0, name
+            assert mine["request_id"].n_unique() == mine.height
+            # both workers sent load: slot k of 2 numbers its arrivals k, k + 2, ...
+            numbers = {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()}
+            assert numbers == {0, 1}, name
+    assert (records["error_class"] != "lost").all() and read_run_info(out).lost_workers == []

@@ -7,7 +7,7 @@ import numpy as np
 from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times
 from locustfiles.driver import Slot
-from locustfiles.lost import LostWorker, lost_rows, slot_schedule
+from locustfiles.lost import LOST, LostWorker, lost_rows, slot_schedule, with_open
 from locustfiles.recorder import RECORD_NAMES
 
 PLAN = StagePlan(
@@ -48,3 +48,15 @@ def test_lost_rows_are_the_unrecorded_requests_in_record_order() -> None:
     assert row["ok"] is False and row["sent_s"] is None
     assert row["end_s"] == max(schedule[1][2], 1.5)
     assert "slot 2 of 2" in row["error_message"]
+
+
+def test_open_requests_join_the_schedule_once_and_recorded_ones_are_not_lost() -> None:
+    schedule = [("o", "o/1", 1.0), ("o", "o/4", 2.0)]
+    open_requests = [("c", "c/7", 5.0), ("o", "o/4", 2.0), ("c", "c/1", 4.0), ("c", "c/7", 5.0)]
+    merged = with_open(schedule, open_requests)
+    assert merged == [("o", "o/1", 1.0), ("o", "o/4", 2.0), ("c", "c/1", 4.0), ("c", "c/7", 5.0)]
+    lost = LostWorker("w1", Slot(1, 3), lost_at_s=4.5)
+    rows = [dict(zip(RECORD_NAMES, r, strict=True)) for r in lost_rows(lost, merged, {"c/1"})]
+    assert [r["request_id"] for r in rows] == ["o/1", "o/4", "c/7"]
+    assert all(r["error_class"] == LOST and r["ok"] is False for r in rows)
+    assert [r["end_s"] for r in rows] == [4.5, 4.5, 5.0]  # due, or noticed, whichever later

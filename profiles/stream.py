@@ -1,0 +1,232 @@
+"""Profiling a large tabular log in bounded memory: read it in chunks of rows, fold each one.
+
+`profile_in_chunks` reads Azure, BurstGPT and generic tables (CSV, Parquet) a chunk at a
+time through the same row checks as the in-memory reader and folds each chunk into
+profiles.fold; memory is then one chunk plus counts that grow with the log's span (requests
+per second) and its largest token count, not with its rows. The profile equals the
+in-memory one except where `source.read_in_chunks.estimated` says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import polars as pl
+
+from contracts.errors import InputError
+from profiles.build import prefix_of, wrap_profile
+from profiles.fold import ArrivalFold, LengthFold, SessionFold
+from profiles.model import Chunked, Profile, ProfileBody
+from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
+from profiles.readers.base import ReaderContext, ReadResult, files_digest, reading
+from profiles.readers.chunks import BrokenTable, read_table_chunks, table_rows
+from profiles.readers.tabular import TABLE_SPECS
+from profiles.tokenize import Tokenizer
+
+STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
+STREAM_ABOVE_BYTES = 256 << 20  # other tabular files this large on disk are read in chunks
+CHUNK_ROWS = 2_000_000  # about 100 MB of canonical columns per chunk
+T = TypeVar("T")
+
+__all__ = ["CHUNK_ROWS", "STREAM_ABOVE_BYTES", "STREAM_ABOVE_ROWS", "profile_in_chunks"]
+
+
+_END = object()
+
+
+def _prefetched(items: Iterator[T]) -> Iterator[T]:
+    """`items`, each next one read on a worker thread while the caller folds this one (polars
+    and numpy release the GIL in their heavy loops, so reading and folding overlap)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(next, items, _END)
+        while True:
+            item = ahead.result()
+            if item is _END:
+                return
+            ahead = pool.submit(next, items, _END)
+            yield item  # type: ignore[misc]
+
+
+class _OutOfOrder(Exception):
+    """A chunk starts before the previous one ended: only a whole-log sort can order it."""
+
+
+def profile_in_chunks(
+    paths: list[str],
+    *,
+    fmt: str = "auto",
+    columns: dict[str, str] | str | None = None,
+    tokenizer: Tokenizer | str | None = None,
+    block_tokens: int = 16,
+    cache_tokens: list[int] | None = None,
+    seed: int = 0,
+    time_unit: str = "auto",
+    chunk_rows: int | None = None,
+    now: datetime | None = None,
+) -> Profile | None:
+    """The profile of tabular logs read in chunks of `chunk_rows` rows, or None where the
+    in-memory profiler should read them: not a table, small (when `chunk_rows` is None), or
+    with times that go back across chunks (the whole log must be sorted then).
+
+    Raises InputError as the in-memory profiler does (bad options, unreadable files, no
+    usable rows).
+    """
+    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, ())
+    files = expand_paths(paths)
+    for p in files:
+        if p.stat().st_size == 0:
+            raise InputError(f"{p}: empty file")
+    kind = format_of(files, fmt)
+    if kind not in TABLE_SPECS:
+        return None
+    rows = [table_rows(p) for p in files]
+    expected = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None
+    if chunk_rows is None:
+        large = expected is not None and expected > STREAM_ABOVE_ROWS
+        if not large and sum(p.stat().st_size for p in files) <= STREAM_ABOVE_BYTES:
+            return None
+        chunk_rows = CHUNK_ROWS
+    if chunk_rows < 1:
+        raise InputError(f"--chunk-rows must be at least 1 (got {chunk_rows})")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(files_digest, files)
+        try:
+            folded = _Folds(seed, expected)
+            for p in files:
+                folded.read_file(p, kind, ctx, chunk_rows)
+        except (_OutOfOrder, BrokenTable):
+            return None
+        return folded.profile(files, kind, ctx, digest.result(), cache_tokens, chunk_rows, now)
+
+
+class _Folds:
+    """Every statistic's fold, fed one canonical chunk after another."""
+
+    def __init__(self, seed: int, expected_rows: int | None) -> None:
+        self.seed = seed
+        self.expected_gaps = expected_rows - 1 if expected_rows else None
+        self.arrivals: ArrivalFold | None = None
+        self.lengths = LengthFold(seed)
+        self.all_lengths: LengthFold | None = None  # every request, when the log marks failures
+        self.sessions = SessionFold()
+        self.t0 = 0.0
+        self.start_epoch_s: float | None = None
+        self.absolute: bool | None = None
+        self.last_raw = -np.inf
+        self.rows = self.ok_rows = self.chunks = 0
+        self.schema: pl.DataFrame | None = None
+
+    def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
+        steps, first_line = 0, None
+        with reading(path):
+            spec = TABLE_SPECS[kind](path, ctx)
+            for part in _prefetched(read_table_chunks(path, ctx, spec, chunk_rows)):
+                if self.absolute is None:
+                    self.absolute = part.absolute_time
+                elif self.absolute != part.absolute_time:
+                    raise InputError(
+                        "some files have wall-clock timestamps and others relative times"
+                    )
+                frame = part.frame
+                if part.backwards_steps:
+                    steps += part.backwards_steps
+                    first_line = first_line or part.first_backwards_line
+                    frame = frame.sort("arrival_s", maintain_order=True)
+                self._add(frame)
+        if steps:
+            ctx.warnings.append(
+                f"{path}: timestamps go backwards {steps} time(s) (first at line "
+                f"{first_line}); requests were sorted by arrival"
+            )
+
+    def _add(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        first = float(frame["arrival_s"][0])
+        if first < self.last_raw:
+            raise _OutOfOrder
+        if self.arrivals is None:
+            self.t0 = first
+            self.start_epoch_s = (
+                datetime.fromtimestamp(first, tz=UTC).timestamp() if self.absolute else None
+            )
+            self.arrivals = ArrivalFold(self.start_epoch_s, self.expected_gaps)
+            self.schema = frame.head(0)
+        raw = frame["arrival_s"].to_numpy()
+        self.last_raw = float(raw[-1])
+        t = raw - self.t0
+        self.arrivals.add(t)
+        ins = frame["input_tokens"].to_numpy()
+        outs = frame["output_tokens"].to_numpy()
+        if "ok" in frame.columns:
+            ok = frame["ok"].fill_null(True).to_numpy()
+            self.ok_rows += int(ok.sum())
+            self.lengths.add(ins[ok], outs[ok])
+            self.all_lengths = self.all_lengths or LengthFold(self.seed)
+            self.all_lengths.add(ins, outs)
+        else:
+            self.lengths.add(ins, outs)
+        ids = frame["session_id"] if "session_id" in frame.columns else None
+        self.sessions.add(ids, t, ins)
+        self.rows += frame.height
+        self.chunks += 1
+
+    def profile(
+        self,
+        files: list[Path],
+        kind: str,
+        ctx: ReaderContext,
+        digest: str,
+        cache_tokens: list[int] | None,
+        chunk_rows: int,
+        now: datetime | None,
+    ) -> Profile:
+        if self.arrivals is None or self.schema is None:
+            raise no_usable_rows(files, ctx.skips)
+        estimated: dict[str, str] = {}
+        arrivals, note = self.arrivals.finish()
+        if note:
+            estimated["arrivals.gamma_shape.mle"] = note
+        ok_share = None
+        fold = self.lengths
+        if self.all_lengths is not None:
+            ok_share = self.ok_rows / self.rows
+            if self.ok_rows == 0:
+                fold = self.all_lengths  # every request failed: describe what was asked for
+        lengths, note = fold.finish()
+        if note:
+            estimated["lengths.io_rank_correlation"] = note
+        if fold.n > len(lengths.sampler.pairs):
+            estimated["lengths.sampler"] = (
+                "another uniform random sample of the requests than the in-memory profiler's "
+                "(the smallest of a uniform random key per request, drawn with the seed)"
+            )
+        body = ProfileBody(
+            arrivals=arrivals,
+            lengths=lengths,
+            prefix=prefix_of(self.schema, ctx.block_tokens, cache_tokens, None),
+            sessions=self.sessions.finish(),
+            ok_share=ok_share,
+            requests=self.rows,
+        )
+        result = ReadResult(
+            frame=self.schema,
+            format=kind,
+            files=[str(p) for p in files],
+            rows_skipped=ctx.skips.total,
+            skip_reasons=dict(ctx.skips.reasons),
+            skip_examples=list(ctx.skips.examples),
+            tokens_estimated=False,
+            tokenizer=None,
+            warnings=ctx.warnings,
+            first_timestamp=datetime.fromtimestamp(self.t0, tz=UTC) if self.absolute else None,
+            block_tokens=ctx.block_tokens,
+            digest=digest,
+        )
+        chunked = Chunked(chunks=self.chunks, chunk_rows=chunk_rows, estimated=estimated)
+        return wrap_profile(result, body, {}, None, list(ctx.warnings), self.rows, now, chunked)

@@ -1,0 +1,197 @@
+"""A log profiled in chunks (bounded memory) equals the same log profiled in memory: every
+statistic but the two that `source.read_in_chunks.estimated` names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from contracts.errors import InputError
+from profiles.build import build_profile
+from profiles.fold import RANK_SAMPLE_PAIRS
+from profiles.model import Profile
+
+SKIP_KEYS = {"created_at", "read_in_chunks", "sampler"}
+
+
+def _same(a: Any, b: Any, path: str = "") -> None:
+    """Equal, floats to rounding (the folds sum in another order)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            if k not in SKIP_KEYS:
+                _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), path
+    else:
+        assert a == b, path
+
+
+def _log(path: Path, rows: int, days: float, seed: int = 3) -> pl.DataFrame:
+    """A log over `days` with a daily cycle, sessions (some missing), failures and a few bad
+    rows; written as Parquet in row groups smaller than the chunks, or CSV."""
+    rng = np.random.default_rng(seed)
+    span = days * 86400
+    u = np.sort(rng.random(rows))
+    prompt = rng.lognormal(6.0, 1.0, rows)
+    t = 1_700_000_000.0 + span * (u + 0.08 * np.sin(2 * np.pi * u * days) / (2 * np.pi * days))
+    frame = pl.DataFrame(
+        {
+            "ts": np.sort(t),
+            "prompt": prompt.astype(np.int64),
+            "completion": (rng.lognormal(4.5, 0.9, rows) * (prompt / 400) ** 0.3).astype(np.int64),
+            "conv": pl.Series(rng.integers(0, rows // 4, rows)).cast(pl.String),
+            "ok": rng.random(rows) > 0.03,
+        }
+    ).with_columns(
+        pl.when(pl.int_range(pl.len()) % 997 == 5)
+        .then(None)
+        .otherwise(pl.col("conv"))
+        .alias("conv"),
+        pl.when(pl.int_range(pl.len()) % 4999 == 7)
+        .then(-1)
+        .otherwise(pl.col("prompt"))
+        .alias("prompt"),
+    )
+    if path.suffix == ".csv":
+        frame.write_csv(path)
+    else:
+        frame.write_parquet(path, row_group_size=7_000)
+    return frame
+
+
+COLUMNS = "arrival=ts,input=prompt,output=completion,session=conv,ok=ok"
+
+
+def _both(path: Path, chunk_rows: int) -> tuple[Profile, Profile]:
+    whole = build_profile([str(path)], columns=COLUMNS)
+    chunked = build_profile([str(path)], columns=COLUMNS, chunk_rows=chunk_rows)
+    assert whole.source.read_in_chunks is None
+    assert chunked.source.read_in_chunks is not None
+    return whole, chunked
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_chunked_profile_equals_the_in_memory_one(tmp_path: Path, suffix: str) -> None:
+    log = tmp_path / f"log{suffix}"
+    _log(log, 120_000, days=8.3)
+    whole, chunked = _both(log, chunk_rows=25_000)
+    info = chunked.source.read_in_chunks
+    assert info is not None and info.chunks >= 5
+    # 120 k pairs fit the rank sample: the correlation is the whole log's, not an estimate.
+    assert RANK_SAMPLE_PAIRS > 120_000 and "lengths.io_rank_correlation" not in info.estimated
+    assert set(info.estimated) == {"lengths.sampler"}
+    # The multi-day shapes, the skipped rows and the sampled sessions are all there to compare.
+    assert whole.arrivals.weekday and whole.arrivals.clock_hours and whole.sessions.available
+    assert whole.source.rows_skipped == chunked.source.rows_skipped > 0
+    assert whole.sessions.sample_share == 1.0
+    _same(chunked.model_dump(), whole.model_dump())
+    pairs = chunked.lengths.sampler.pairs
+    assert len(pairs) == 2000 and len(set(pairs)) > 1500
+
+
+def test_chunked_sessions_sample_and_gamma_match_when_thinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the session-sample and MLE-thinning thresholds (lowered here) the chunked path
+    keeps the same hash sample of sessions and the same thinned gaps."""
+    import profiles.arrivals as arrivals
+    import profiles.fold as fold
+    import profiles.sessions as sessions
+
+    monkeypatch.setattr(sessions, "SAMPLE_ABOVE_ROWS", 9_000)
+    monkeypatch.setattr(arrivals, "MLE_MAX_GAPS", 7_000)
+    monkeypatch.setattr(fold, "MLE_MAX_GAPS", 7_000)
+    monkeypatch.setattr(fold, "RANK_SAMPLE_PAIRS", 20_000)
+    log = tmp_path / "log.parquet"
+    _log(log, 60_000, days=1.2)
+    whole, chunked = _both(log, chunk_rows=11_000)
+    assert whole.sessions.sample_share < 1 / 4
+    info = chunked.source.read_in_chunks
+    assert info is not None
+    assert set(info.estimated) == {"lengths.sampler", "lengths.io_rank_correlation"}
+    rho_whole, rho_chunked = whole.lengths.io_rank_correlation, chunked.lengths.io_rank_correlation
+    assert rho_whole is not None and rho_chunked is not None
+    assert abs(rho_chunked - rho_whole) < 4 / 20_000**0.5  # four standard errors
+    chunked.lengths.io_rank_correlation = rho_whole
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_times_going_back_across_chunks_fall_back_to_a_whole_read(tmp_path: Path) -> None:
+    log = tmp_path / "log.parquet"
+    frame = _log(log, 30_000, days=0.5)
+    frame.reverse().write_parquet(log)
+    p = build_profile([str(log)], columns=COLUMNS, chunk_rows=10_000)
+    assert p.source.read_in_chunks is None  # read whole: the log had to be sorted
+    assert any("go backwards" in w for w in p.source.warnings)
+
+
+def test_chunked_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    log = tmp_path / "log.csv"
+    log.write_text("ts,prompt,completion\nx,1,2\ny,3,4\n")
+    with pytest.raises(InputError, match="no usable rows"):
+        build_profile([str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=1)
+    with pytest.raises(InputError, match="chunk-rows"):
+        build_profile([str(log)], chunk_rows=0)
+    with pytest.raises(InputError, match="--chunk-rows does not apply with --group-by"):
+        build_profile([str(log)], chunk_rows=10, group_by="model")
+
+
+def test_cli_chunk_rows(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+    from profiles.model import load_profile
+
+    log = tmp_path / "log.parquet"
+    _log(log, 5_000, days=0.2)
+    out = tmp_path / "p.json"
+    args = ["profile", str(log), "--columns", COLUMNS, "-o", str(out), "-q"]
+    result = CliRunner().invoke(app, [*args, "--chunk-rows", "1000"])
+    assert result.exit_code == 0, result.output
+    info = load_profile(out).source.read_in_chunks
+    assert info is not None and info.chunks == 5 and info.chunk_rows == 1000
+    result = CliRunner().invoke(app, [*args, "--chunk-rows", "0"])
+    assert result.exit_code == 2 and "--chunk-rows must be at least 1" in result.output
+
+
+def test_sorted_bin_counts_by_search_and_by_bincount_agree() -> None:
+    from profiles.arrivals import sorted_bin_counts
+
+    rng = np.random.default_rng(1)
+    for scale, offset in ((100.0, 0.0), (1e6, 0.0), (1e5, -1_700_000_000.25)):
+        t = np.sort(rng.random(2_000) * scale)  # dense bins, sparse bins, epoch minutes
+        width = 60.0 if offset else 1.0
+        k0, counts = sorted_bin_counts(t, width, offset)
+        want = np.bincount(np.floor((t - offset) / width).astype(np.int64) - k0)
+        assert counts.sum() == t.size and counts.tolist() == want.tolist()
+        # chunks binned apart add up to the whole
+        parts = [sorted_bin_counts(c, width, offset) for c in np.array_split(t, 7)]
+        total = np.zeros(counts.size, dtype=np.int64)
+        for k, c in parts:
+            total[k - k0 : k - k0 + c.size] += c
+        assert total.tolist() == counts.tolist()
+
+
+def test_a_csv_polars_cannot_stream_is_read_whole_line_by_line(tmp_path: Path) -> None:
+    rows = ["ts,prompt,completion"] + [
+        f"{1_700_000_000 + i},{100 + i % 50},{10 + i % 7}" for i in range(3000)
+    ]
+    rows[1500] = '1700001499,"12,5'  # an unclosed quote: polars stops there
+    log = tmp_path / "broken.csv"
+    log.write_text("\n".join(rows) + "\n")
+    p = build_profile(
+        [str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=500
+    )
+    assert p.source.read_in_chunks is None
+    assert p.source.rows == 2999 and p.source.skip_examples == [
+        f"{log}:1501: malformed CSV line: unexpected end of data"
+    ]
