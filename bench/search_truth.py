@@ -9,6 +9,10 @@ would have taken in wall-clock time. Acceptance (issue 10): within 10 % of the t
 more than 5 % above it.
 
     .venv/bin/python bench/search_truth.py [--case short|long|refusing ...] [--seeds 20]
+        [--rules previous]
+
+`--rules previous`: the rules before correlation times (3 + 5 mean E2Es of warm-up and
+window, 100 requests, levels up to 300 s, any pass counts), for comparison.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.kit.limit_truth import CASES, TruthCase  # noqa: E402
 from bench.kit.queue_truth import loss_max_rate, mgc_max_rate  # noqa: E402
 from bench.kit.slot_probe import SlotQueue, search_slot_queue  # noqa: E402
+from planner.steady import SteadyRules  # noqa: E402
+
+PREVIOUS = SteadyRules(
+    warmup_e2es=3.0, max_level_s=300.0, effective_requests=0.0, tail_requests=0.0, warmup_taus=0.0
+)
+PREVIOUS_SEARCH: dict[str, object] = {"certain_pass": False, "correlated_blocks": False}
 
 
 def queue_of(case: TruthCase) -> SlotQueue:
@@ -50,6 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--rules", choices=["default", "previous"], default="default")
     args = ap.parse_args()
     rows = []
     for name in args.case or ["short", "refusing", "long"]:
@@ -59,7 +70,15 @@ def main() -> None:
         ratios, walls = [], []
         started = time.perf_counter()
         for seed in range(args.seeds):
-            found, wall_s = search_slot_queue(queue, case.slo, start_rps=case.start_rps, seed=seed)
+            previous = args.rules == "previous"
+            found, wall_s = search_slot_queue(
+                queue,
+                case.slo,
+                start_rps=case.start_rps,
+                seed=seed,
+                rules=PREVIOUS if previous else None,
+                search=PREVIOUS_SEARCH if previous else None,
+            )
             ratios.append((found or 0.0) / truth)
             walls.append(wall_s)
             print(f"{name} seed {seed:2d}: {found} req/s, ratio {ratios[-1]:.3f}, "
