@@ -331,10 +331,14 @@ class Engine:
                 hashes = r.req.block_hashes
                 cached_blocks = pool.cached_prefix(hashes, (r.tokens - 1) // bt) if hashes else 0
                 cached = cached_blocks * bt
-                q = r.tokens - cached
+                start = cached
+                ready = r.req.kv_ready_tokens
+                if ready > cached and not r.preempted:
+                    start = min(ready, r.tokens - 1)  # KV transferred with the request
+                q = r.tokens - start
                 if q > budget:
                     q = budget
-                need = -(-(cached + q) // bt) - cached_blocks
+                need = -(-(start + q) // bt) - cached_blocks
                 if self._static_blocks:
                     need = self._static_blocks - cached_blocks
                 reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
@@ -344,7 +348,7 @@ class Engine:
                     pool.take_cached(r.holding, hashes, cached_blocks)
                 pool.allocate(r.holding, need)
                 r.cap = r.holding.blocks * bt
-                r.computed = cached
+                r.computed = start
                 if self.config.prefix_caching:
                     self._queries += r.tokens
                     self._hits += cached
@@ -359,8 +363,8 @@ class Engine:
                 sched.append((r, q, q))
                 budget -= q
                 n_tokens += q
-                kv_read += cached + q
-                attn += q * cached + q * (q + 1) / 2
+                kv_read += start + q
+                attn += q * start + q * (q + 1) / 2
                 prefill += q
 
         if not sched:

@@ -18,6 +18,7 @@ class EngineRequest:
 
     `block_hashes` are the chained hashes of the prompt's full blocks of `block_tokens`
     tokens (profiles.tokenize.chained_block_hashes), used by the prefix cache.
+    `kv_ready_tokens` models prefill/decode disaggregation (see the field).
     """
 
     request_id: str
@@ -26,6 +27,10 @@ class EngineRequest:
     arrival_s: float
     block_hashes: tuple[int, ...] = ()
     min_tokens: int = 0
+    # Prompt tokens whose KV arrives with the request, computed elsewhere (the prefill pool
+    # of a disaggregated fleet): taken as computed at first admission, recomputed after a
+    # preemption. At most prompt_tokens - 1 count: the last is computed to sample the first.
+    kv_ready_tokens: int = 0
 
 
 class TokenEvent(NamedTuple):
