@@ -98,8 +98,10 @@ class Engine:
         self._generation_total = 0
         m = config.model
         per_gpu_flops = config.gpu.bf16_flops * config.mfu * config.tp
+        attn = config.gpu.attention_flops
+        attn_flops = per_gpu_flops if attn is None else attn * config.mfu * config.tp
         self._s_per_linear_token = 2.0 * m.params / per_gpu_flops
-        self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / per_gpu_flops
+        self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / attn_flops
         bandwidth = config.gpu.hbm_bandwidth_bytes_per_s * config.mbu
         self._weight_s = weight_bytes(config) / bandwidth
         self._s_per_kv_token = kv_bytes_per_token(config) / bandwidth
@@ -215,8 +217,9 @@ class Engine:
     ) -> float:
         """Roofline time of one step: max(compute, memory) + overhead + communication + drafts.
 
-        compute = (2 x params x tokens + 4 x layers x heads x head_dim x attention pairs)
-                  / (tp x peak bf16 FLOP/s x mfu)
+        compute = (2 x params x tokens / bf16 FLOP/s + 4 x layers x heads x head_dim x
+                   attention pairs / attention FLOP/s) / (tp x mfu), attention FLOP/s being
+                  the GPU's bf16 FLOP/s unless its spec states another
         memory  = (weight bytes + KV bytes of every context token read) / (bandwidth x mbu),
         overhead = step_overhead_s + seq_overhead_s x sampled positions (one per scheduled
                    request; k + 1 for a speculatively verified decode),
