@@ -67,9 +67,9 @@ N_CTX = 8192
 PREFILL_TOKENS = (128, 1024)
 # A: decode-bound chat; B: prefill-bound (long prompts, short answers). Prompt lengths as
 # the profile asks them; the server counts about 3x as many (see served_lengths).
-PRESET_A = [(48, 192), (64, 160), (32, 224)]
-PRESET_B = [(256, 16), (320, 12), (192, 24)]
-SLO = "e2e:p95<=6s"
+PRESET_A = [(24, 64), (32, 48), (16, 80)]
+PRESET_B = [(96, 8), (128, 6), (64, 12)]
+SLO = "e2e:p95<=4s"
 LEVEL = ["--level-duration", "10", "--level-requests", "24", "--warmup", "3"]
 LEVEL += ["--min-completed", "20"]
 RULES = SteadyRules(min_warmup_s=3.0, min_window_s=10.0, min_window_requests=24)
