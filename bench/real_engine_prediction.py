@@ -21,6 +21,7 @@
    preset B (long prompts, short answers: prefill-bound) with the same search and steady
    rules in virtual time (planner.predict.predict_limit), and measures B with
    `capplan limit`.
+   `--reanalyse DIR` repeats steps 3-4's model side over a finished run's work directory.
 4. Prints both figures of B, the ratio, and the uncalibrated prediction; writes them with
    the hardware entry and the calibration to --result (the model, profiles, catalog and
    both run directories stay in --out, a temporary directory by default).
@@ -47,7 +48,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.calibration import calibrate  # noqa: E402
+from planner.calibration import Calibration, calibrate  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.limit import load_limit  # noqa: E402
 from planner.predict import predict_limit  # noqa: E402
@@ -218,6 +219,45 @@ def run_limit(url: str, model: str, profile: Path, out: Path, start: float) -> N
     subprocess.run(cmd, check=True, cwd=ROOT)
 
 
+def predict_b(out: Path, start_a: float) -> tuple[Calibration, float | None, float | None]:
+    """Calibrate on out/limit_A with out/catalog.yaml; B's limit predicted with and without."""
+    from profiles.model import load_profile
+
+    measured_a = load_limit(out / "limit_A")
+    config = build_engine_config(
+        "this-cpu", "tiny-llama", catalog=out / "catalog.yaml", max_num_seqs=SLOTS,
+        max_num_batched_tokens=2048, gpu_memory_utilization=1.0,
+        activation_reserve_bytes=0, prefix_caching=False,
+    )  # fmt: skip
+    line = served_lengths(out / "limit_A", PRESET_A)
+    print(f"served prompt tokens = {line[0]:.3f} x asked + {line[1]:.1f}", flush=True)
+    prof_a = load_profile(served_profile(PRESET_A, line, out / "served_A.json"))
+    prof_b = load_profile(served_profile(PRESET_B, line, out / "served_B.json"))
+    fitted, cal = calibrate(prof_a, config, measured_a)
+    print(
+        f"calibrated on A ({measured_a.feasible_max} req/s measured): mfu {cal.mfu:.3g}, "
+        f"mbu {cal.mbu:.3g}, step overhead {cal.step_overhead_s * 1e3:.3g} ms; "
+        f"mean level error {cal.mean_rel_error:.1%} (uncalibrated "
+        f"{cal.default_mean_rel_error:.1%}); limit reproduced: {cal.limit_reproduced}",
+        flush=True,
+    )
+    search = SearchConfig(slo=parse_slo(SLO), start=start_a / 2, tolerance=0.05, min_completed=20)
+    predicted = predict_limit(prof_b, fitted, search, RULES).feasible_max
+    uncalibrated = predict_limit(prof_b, config, search, RULES).feasible_max
+    print(f"predicted B: {predicted} req/s (uncalibrated {uncalibrated})", flush=True)
+    return cal, predicted, uncalibrated
+
+
+def reanalyse(out: Path, start_a: float) -> None:
+    """The model's side again over a finished run's work directory (no server, no load)."""
+    cal, predicted, uncalibrated = predict_b(out, start_a)
+    measured = load_limit(out / "limit_B").feasible_max
+    for name, value in (("calibrated", predicted), ("hardware entry only", uncalibrated)):
+        ratio = value / measured if value and measured else None
+        print(f"preset B, {name}: predicted {value} req/s, measured {measured} req/s, ratio "
+              f"{ratio if ratio is None else round(ratio, 3)}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="work directory (default: temp)")
@@ -225,7 +265,13 @@ def main() -> None:
         "--result", type=Path, default=ROOT / "bench/results/real_engine_prediction.json"
     )
     parser.add_argument("--start-a", type=float, default=0.5)
+    parser.add_argument(
+        "--reanalyse", type=Path, help="a finished run's work directory: the model side only"
+    )
     args = parser.parse_args()
+    if args.reanalyse is not None:
+        reanalyse(args.reanalyse, args.start_a)
+        return
     out: Path = args.out or Path(tempfile.mkdtemp(prefix="capplan-real-engine-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"work directory: {out}", flush=True)
@@ -257,31 +303,7 @@ def main() -> None:
             save_profile(make_profile(pairs, rate_rps=5.0), profiles[name])
         run_limit(server.url, server.model, profiles["A"], out / "limit_A", args.start_a)
         measured_a = load_limit(out / "limit_A")
-        config = build_engine_config(
-            "this-cpu", "tiny-llama", catalog=catalog, max_num_seqs=SLOTS,
-            max_num_batched_tokens=2048, gpu_memory_utilization=1.0,
-            activation_reserve_bytes=0, prefix_caching=False,
-        )  # fmt: skip
-        from profiles.model import load_profile
-
-        line = served_lengths(out / "limit_A", PRESET_A)
-        print(f"served prompt tokens = {line[0]:.3f} x asked + {line[1]:.1f}", flush=True)
-        prof_a = load_profile(served_profile(PRESET_A, line, out / "served_A.json"))
-        prof_b = load_profile(served_profile(PRESET_B, line, out / "served_B.json"))
-        fitted, cal = calibrate(prof_a, config, measured_a)
-        print(
-            f"calibrated on A ({measured_a.feasible_max} req/s measured): mfu {cal.mfu:.3g}, "
-            f"mbu {cal.mbu:.3g}, step overhead {cal.step_overhead_s * 1e3:.3g} ms; "
-            f"mean level error {cal.mean_rel_error:.1%} (uncalibrated "
-            f"{cal.default_mean_rel_error:.1%}); limit reproduced: {cal.limit_reproduced}",
-            flush=True,
-        )
-        search = SearchConfig(
-            slo=parse_slo(SLO), start=args.start_a / 2, tolerance=0.05, min_completed=20
-        )
-        predicted_b = predict_limit(prof_b, fitted, search, RULES).feasible_max
-        uncalibrated_b = predict_limit(prof_b, config, search, RULES).feasible_max
-        print(f"predicted B: {predicted_b} req/s (uncalibrated {uncalibrated_b})", flush=True)
+        cal, predicted_b, uncalibrated_b = predict_b(out, args.start_a)
         run_limit(server.url, server.model, profiles["B"], out / "limit_B", predicted_b or 2.0)
         measured_b = load_limit(out / "limit_B").feasible_max
     finally:
