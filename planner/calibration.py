@@ -121,12 +121,13 @@ def measured_levels(result: LimitResult) -> list[MeasuredLevel]:
     """The limit.json levels that carry latency metrics the simulator can reproduce.
 
     Overloaded levels far above the limit (latency dominated by a growing queue) teach the
-    factors nothing, so levels above the lowest failing load are left out.
+    factors nothing, so levels above the lowest failing load are left out; so are invalid
+    levels, whose latencies include a load generator that fell behind its schedule.
     """
     cap = result.infeasible_min if result.infeasible_min is not None else math.inf
     out: list[MeasuredLevel] = []
     for level in result.levels:
-        if level.load > cap or level.load <= 0:
+        if level.load > cap or level.load <= 0 or level.verdict == "invalid" or level.invalid:
             continue
         metrics = {
             k: float(v)

@@ -26,6 +26,7 @@ from planner.predict import EngineProbe
 from planner.search import SearchConfig, SearchResult, run_search
 from planner.slo import Slo
 from planner.steady import SteadyRules
+from planner.whatif_disagg import Disagg, DisaggProbe
 from profiles.model import Profile
 
 
@@ -144,12 +145,15 @@ def virtual_limit(
     start_rps: float | None = None,
     tolerance: float = 0.05,
     seed: int = 0,
+    disagg: Disagg | None = None,
 ) -> VirtualLimit:
-    """Run the limit search (`planner.search.run_search`) against one simulated instance.
+    """Run the limit search (`planner.search.run_search`) against one simulated instance,
+    or one disaggregated unit of prefill and decode instances (`disagg`).
 
-    The search starts at `start_rps` (default: half the roofline's throughput ceiling) and
-    never goes above 8 x that ceiling (an estimate, not a bound): an SLO without a
-    queue-sensitive metric would pass there, and the result then says "passed at the maximum".
+    The search starts at `start_rps` (default: half the roofline's throughput ceiling, times
+    the unit's instances) and never goes above 8 x that ceiling (an estimate, not a bound):
+    an SLO without a queue-sensitive metric would pass there, and the result then says
+    "passed at the maximum".
 
     Raises ConfigError for an SLO the simulator cannot judge or search knobs out of range.
     """
@@ -157,7 +161,7 @@ def virtual_limit(
     if problem is not None:
         raise ConfigError(problem)
     wall0 = time.perf_counter()
-    probe = EngineProbe(
+    probe = DisaggProbe(
         profile,
         config,
         rules,
@@ -166,8 +170,9 @@ def virtual_limit(
         drain_s=(slo.longest_wait_s or 9.0) + 1.0,
         seed=seed,
         level_s=level_s,
+        disagg=disagg,
     )
-    ceiling = throughput_ceiling_rps(profile, config)
+    ceiling = throughput_ceiling_rps(profile, config) * (disagg.instances if disagg else 1)
     start = start_rps if start_rps is not None else 0.5 * ceiling
     start = float(f"{min(start, 8.0 * ceiling):.3g}")
     config_ = search_config(slo, start, tolerance, seed, max_rps=8.0 * ceiling)

@@ -35,6 +35,7 @@ from planner.engine.specs import TP_LINKS
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
 from planner.virtual import latency_split, virtual_limit
+from planner.whatif_disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S, parse_disagg
 from profiles.model import Profile
 
 # Speculative decoding when varied "on": a Llama-3.2-1B-sized draft proposing 4 tokens,
@@ -52,6 +53,7 @@ class Knob:
     values: tuple[str, ...]
     overrides: Callable[[str], dict[str, Any]]
     numeric: bool = False
+    check: Callable[[str], object] | None = None  # validates a value (raises ConfigError)
 
 
 def _spec(value: str) -> dict[str, Any]:
@@ -85,6 +87,9 @@ KNOBS: dict[str, Knob] = {
             lambda v: {"gpu_memory_utilization": float(v)},
             True,
         ),
+        # A fleet-level choice, not an engine knob: planner.whatif_disagg (values `off` or
+        # `<p>p<d>d`, prefill and decode instances per unit).
+        Knob("disaggregation", ("off", "1p1d", "1p3d", "3p1d"), lambda v: {}, check=parse_disagg),
     )
 }
 
@@ -104,7 +109,9 @@ def parse_vary(text: str) -> dict[str, tuple[str, ...]]:
             raise ConfigError(f"--vary: unknown knob {name!r}; known: {', '.join(KNOBS)}")
         chosen = tuple(v.strip() for v in values.split(":")) if values else knob.values
         for v in chosen:
-            if knob.numeric:
+            if knob.check is not None:
+                knob.check(v)
+            elif knob.numeric:
                 try:
                     if not float(v) > 0:
                         raise ValueError
@@ -131,6 +138,7 @@ class WhatifOptions:
     tps: tuple[int, ...] = (1,)
     vary: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tp_link: str = "auto"  # auto: PCIe for GPUs without NVLink (L40S, A10), else NVLink
+    kv_link_bandwidth_bytes_per_s: float = DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S  # P/D only
     max_model_len: int | None = None  # default: the profile's longest request, rounded up
     peak_window: str = "60s"
     peak_quantile: float = 0.99
@@ -219,6 +227,10 @@ def run_candidate(
     """One candidate: its engine config, its virtual-time limit, instances and cost."""
     label = _label(gpu, tp, settings)
     price, _ = gpu_hour_price(gpu, options.gpu_hour_price_usd)
+    disagg = parse_disagg(
+        settings.get("disaggregation", "off"), options.kv_link_bandwidth_bytes_per_s
+    )
+    units = disagg.instances if disagg is not None else 1  # instances per planned unit
     try:
         config = _candidate_config(options, gpu, tp, settings, max_len, factors)
     except ConfigError as err:
@@ -233,6 +245,7 @@ def run_candidate(
         start_rps=start_rps,
         tolerance=options.tolerance,
         seed=options.seed,
+        disagg=disagg,
     )
     at = vl.at_limit
     split = latency_split(at, profile)
@@ -265,15 +278,17 @@ def run_candidate(
         wall_s=vl.wall_s,
     )
     if limit:
+        # A disaggregated candidate is planned in units of p + d instances (tp GPUs each).
         scenario = plan_scenario(
-            peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy, tp, price
-        )
-        candidate.instances = scenario.instances
+            peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy,
+            tp * units, price,
+        )  # fmt: skip
+        candidate.instances = scenario.instances * units
         candidate.gpus = scenario.gpus
         candidate.monthly_cost_usd = scenario.monthly_cost_usd
         if mean_out:
             candidate.usd_per_million_output_tokens = usd_per_million_output_tokens(
-                limit, mean_out, tp, price
+                limit, mean_out, tp * units, price
             )
     return _Run(candidate, config)
 
@@ -413,6 +428,10 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
         f"tensor parallelism: two ring all-reduces per layer per step, not overlapped; {links}",
         "prefix reuse replayed: shared system prompts and session history from the profile "
         "(profiles.workload.WorkloadStream); reuse of other content across requests is not",
+        f"disaggregation '<p>p<d>d': units of p prefill and d decode instances planned "
+        f"together; each prompt's KV crosses a {options.kv_link_bandwidth_bytes_per_s / 1e9:g} "
+        f"GB/s per-GPU link (+20 us) before its decode, which streams every token; a request "
+        f"is never split across units; limit, instances and cost are per unit",
         (
             "search: planner.search in virtual time under capplan limit's steady-state rules "
             f"(warm-up >= 3 mean E2Es, window >= {options.level_s:g} s and 5 mean E2Es, "

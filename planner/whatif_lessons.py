@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from contracts.whatif import Lesson, WhatifCandidate
-from planner.engine import EngineConfig
+from planner.engine import EngineConfig, kv_bytes_per_token
 from planner.plan import mean_context_tokens
 from planner.slo import parse_slo
 from planner.virtual import split_at
+from planner.whatif_disagg import instances_per_unit, parse_disagg
 from profiles.model import Profile
 
 if TYPE_CHECKING:
@@ -143,6 +144,28 @@ def _memory(p: _Pair) -> str:
     return f"KV cache {p.base.kv_capacity_tokens:,} -> {p.alt.kv_capacity_tokens:,} tokens"
 
 
+def _disagg(p: _Pair) -> str:
+    """The KV transfer of the mean prompt, and TTFT / TPOT p95 at each candidate's limit."""
+    spec = parse_disagg(p.alt.settings["disaggregation"], p.options.kv_link_bandwidth_bytes_per_s)
+    pairs = p.profile.lengths.sampler.pairs
+    mean_in = sum(i for i, _ in pairs) / len(pairs)
+    mean_out = sum(o for _, o in pairs) / len(pairs)
+    transfer = (
+        f"the mean prompt ({mean_in:,.0f} tokens, {mean_out:,.0f} out) moves "
+        f"{mean_in * kv_bytes_per_token(p.alt_config) / 1e6:,.1f} MB of KV in "
+        f"{spec.transfer_s(p.alt_config, round(mean_in)) * 1e3:.2f} ms"
+        if spec is not None and p.alt_config is not None
+        else "no KV transfer"
+    )
+
+    def at(c: WhatifCandidate) -> str:
+        return f"TTFT p95 {_fmt_s(c.ttft_p95_s)}, TPOT p95 " + (
+            "-" if c.tpot_p95_s is None else f"{c.tpot_p95_s * 1e3:.0f} ms"
+        )
+
+    return f"{transfer}; at the limits {at(p.base)} -> {at(p.alt)}"
+
+
 FIGURES: dict[str, Figure] = {
     "prefix_caching": _prefix,
     "kv_dtype": _kv_dtype,
@@ -152,6 +175,7 @@ FIGURES: dict[str, Figure] = {
     "max_num_seqs": _seqs,
     "max_num_batched_tokens": _budget,
     "gpu_memory_utilization": _memory,
+    "disaggregation": _disagg,
 }
 
 
@@ -184,8 +208,11 @@ def knob_lessons(
             pairs = _pairs(candidates, knob, values[0], alt_value)
             if not pairs:
                 continue
+            # Per instance: a disaggregated unit of p + d instances against one aggregated.
             changes = [
-                a.limit_rps / b.limit_rps - 1.0
+                (a.limit_rps / instances_per_unit(a.settings))
+                / (b.limit_rps / instances_per_unit(b.settings))
+                - 1.0
                 for b, a in pairs
                 if a.limit_rps is not None and b.limit_rps
             ]
@@ -198,6 +225,7 @@ def knob_lessons(
                 "no prediction"
                 if change is None
                 else f"{change:+.0%} limit"
+                + (" per GPU" if knob == "disaggregation" else "")
                 + (" (pays off)" if change >= 0.05 else " (hurts)" if change <= -0.05 else "")
             )
             out.append(

@@ -21,7 +21,8 @@ Runs the limit search against the engine model in virtual time for every candida
 marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
 why. Knobs: prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative,
 max_num_seqs, max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
-max_num_seqs=64:128:256).
+max_num_seqs=64:128:256), disaggregation (off, or units of p prefill and d decode
+instances: disaggregation=off:1p1d:1p3d; the KV crosses --kv-link-gbps).
 
 Examples:
 
@@ -50,6 +51,9 @@ def whatif_command(
     tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
     vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
     tp_link: str = typer.Option("auto", "--tp-link", help="auto, nvlink or pcie."),
+    kv_link_gbps: float = typer.Option(
+        50.0, "--kv-link-gbps", help="P/D disaggregation: per-GPU KV link, GB/s one way."
+    ),
     max_model_len: int | None = typer.Option(
         None, "--max-model-len", help="Default: the profile's longest request."
     ),
@@ -83,6 +87,8 @@ def whatif_command(
         tps = tuple(int(t) for t in _split(tp))
     except ValueError as err:
         raise ConfigError(f"--tp: expected whole numbers, e.g. 1,2 (got {tp!r})") from err
+    if not kv_link_gbps > 0:
+        raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
     if level_s < 10:
         raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
     options = WhatifOptions(
@@ -93,6 +99,7 @@ def whatif_command(
         tps=tps,
         vary=parse_vary(vary),
         tp_link=tp_link,
+        kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
         max_model_len=max_model_len,
         peak_window=peak_window,
         peak_quantile=peak_quantile,

@@ -4,14 +4,13 @@ Runs in whatever clock its caller passes: real time behind the emulator, virtual
 `simulate` and the fleet simulator.
 """
 
-from planner.engine.engine import (
-    Engine,
+from planner.engine.engine import Engine, simulate
+from planner.engine.requests import (
     EngineGauges,
     EngineRequest,
     RequestTimeline,
     StepResult,
     TokenEvent,
-    simulate,
 )
 from planner.engine.specs import (
     EngineConfig,

@@ -25,119 +25,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
 
 from contracts.errors import InputError
 from planner.engine.kv import BlockHolding, BlockPool
+from planner.engine.requests import (
+    EngineGauges,
+    EngineRequest,
+    RequestTimeline,
+    StepResult,
+    TokenEvent,
+)
 from planner.engine.specs import EngineConfig, kv_bytes_per_token, kv_capacity_blocks, weight_bytes
-
-TokenKind = Literal["first_token", "token", "finished", "preempted"]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineRequest:
-    """One request as the engine sees it: token counts only, never text.
-
-    `block_hashes` are the chained hashes of the prompt's full blocks of `block_tokens`
-    tokens (profiles.tokenize.chained_block_hashes), used by the prefix cache.
-    """
-
-    request_id: str
-    prompt_tokens: int
-    max_tokens: int
-    arrival_s: float
-    block_hashes: tuple[int, ...] = ()
-    min_tokens: int = 0
-
-
-class TokenEvent(NamedTuple):
-    """Something that happened to a request at the end of a step (`n_tokens` new tokens)."""
-
-    request_id: str
-    kind: TokenKind
-    time_s: float
-    n_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    """One scheduler step: when it ran and what it produced."""
-
-    start_s: float
-    duration_s: float
-    end_s: float
-    events: tuple[TokenEvent, ...]
-    prefill_tokens: int = 0
-    decode_tokens: int = 0
-    batch_size: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class EngineGauges:
-    """The engine's state now, as vLLM exports it on /metrics (kv_usage_perc is a 0-1 fraction)."""
-
-    running: int
-    waiting: int
-    kv_usage_perc: float
-    kv_used_blocks: int
-    kv_total_blocks: int
-    prefix_cache_queries_tokens: int
-    prefix_cache_hits_tokens: int
-    num_preemptions: int
-    finished: int
-    prompt_tokens_total: int
-    generation_tokens_total: int
-
-
-@dataclass(slots=True)
-class RequestTimeline:
-    """What happened to one request, in engine seconds.
-
-    `token_times_s` holds every output token's time when the engine records them
-    (EngineConfig.record_token_times); `last_token_s` and `output_tokens` are always kept, so
-    TTFT, E2E and TPOT are exact either way. `cached_tokens` are the prompt tokens the prefix
-    cache served at first admission.
-    """
-
-    request_id: str
-    arrival_s: float
-    prompt_tokens: int
-    scheduled_s: float | None = None
-    first_token_s: float | None = None
-    last_token_s: float | None = None
-    token_times_s: list[float] = field(default_factory=list)
-    finished_s: float | None = None
-    preemptions: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    aborted: bool = False
-
-    @property
-    def queued_s(self) -> float | None:
-        """Arrival to first admission."""
-        return None if self.scheduled_s is None else self.scheduled_s - self.arrival_s
-
-    @property
-    def ttft_s(self) -> float | None:
-        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
-
-    @property
-    def e2e_s(self) -> float | None:
-        return None if self.last_token_s is None else self.last_token_s - self.arrival_s
-
-    @property
-    def tpot_s(self) -> float | None:
-        """(last token - first token) / (output_tokens - 1), for more than one token."""
-        if self.output_tokens < 2 or self.first_token_s is None or self.last_token_s is None:
-            return None
-        return (self.last_token_s - self.first_token_s) / (self.output_tokens - 1)
-
-    @property
-    def itl_s(self) -> list[float]:
-        """Gaps between consecutive tokens (empty when token times were not recorded)."""
-        t = self.token_times_s
-        return [b - a for a, b in zip(t, t[1:], strict=False)]
 
 
 class _Req:
@@ -200,8 +98,10 @@ class Engine:
         self._generation_total = 0
         m = config.model
         per_gpu_flops = config.gpu.bf16_flops * config.mfu * config.tp
+        attn = config.gpu.attention_flops
+        attn_flops = per_gpu_flops if attn is None else attn * config.mfu * config.tp
         self._s_per_linear_token = 2.0 * m.params / per_gpu_flops
-        self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / per_gpu_flops
+        self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / attn_flops
         bandwidth = config.gpu.hbm_bandwidth_bytes_per_s * config.mbu
         self._weight_s = weight_bytes(config) / bandwidth
         self._s_per_kv_token = kv_bytes_per_token(config) / bandwidth
@@ -317,8 +217,9 @@ class Engine:
     ) -> float:
         """Roofline time of one step: max(compute, memory) + overhead + communication + drafts.
 
-        compute = (2 x params x tokens + 4 x layers x heads x head_dim x attention pairs)
-                  / (tp x peak bf16 FLOP/s x mfu)
+        compute = (2 x params x tokens / bf16 FLOP/s + 4 x layers x heads x head_dim x
+                   attention pairs / attention FLOP/s) / (tp x mfu), attention FLOP/s being
+                  the GPU's bf16 FLOP/s unless its spec states another
         memory  = (weight bytes + KV bytes of every context token read) / (bandwidth x mbu),
         overhead = step_overhead_s + seq_overhead_s x sampled positions (one per scheduled
                    request; k + 1 for a speculatively verified decode),
@@ -433,10 +334,14 @@ class Engine:
                 hashes = r.req.block_hashes
                 cached_blocks = pool.cached_prefix(hashes, (r.tokens - 1) // bt) if hashes else 0
                 cached = cached_blocks * bt
-                q = r.tokens - cached
+                start = cached
+                ready = r.req.kv_ready_tokens
+                if ready > cached and not r.preempted:
+                    start = min(ready, r.tokens - 1)  # KV transferred with the request
+                q = r.tokens - start
                 if q > budget:
                     q = budget
-                need = -(-(cached + q) // bt) - cached_blocks
+                need = -(-(start + q) // bt) - cached_blocks
                 if self._static_blocks:
                     need = self._static_blocks - cached_blocks
                 reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
@@ -446,7 +351,7 @@ class Engine:
                     pool.take_cached(r.holding, hashes, cached_blocks)
                 pool.allocate(r.holding, need)
                 r.cap = r.holding.blocks * bt
-                r.computed = cached
+                r.computed = start
                 if self.config.prefix_caching:
                     self._queries += r.tokens
                     self._hits += cached
@@ -461,8 +366,8 @@ class Engine:
                 sched.append((r, q, q))
                 budget -= q
                 n_tokens += q
-                kv_read += cached + q
-                attn += q * cached + q * (q + 1) / 2
+                kv_read += start + q
+                attn += q * start + q * (q + 1) / 2
                 prefill += q
 
         if not sched:

@@ -82,12 +82,18 @@ TP_LINKS: dict[str, TpLink] = {
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU board: total memory, HBM bandwidth and dense bf16 peak."""
+    """One GPU board: total memory, HBM bandwidth and dense bf16 peak.
+
+    `attention_flops`, when given, is the rate of the attention kernels (QK^T and PV)
+    where it differs from the matrix multiplies' `bf16_flops` (a CPU running llama.cpp:
+    its attention reaches a fraction of its GEMM rate); None: the same rate.
+    """
 
     name: str
     memory_bytes: int
     hbm_bandwidth_bytes_per_s: float
     bf16_flops: float
+    attention_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -298,6 +304,7 @@ _FIELD_TYPES: dict[str, type] = {
     "memory_bytes": int,
     "hbm_bandwidth_bytes_per_s": float,
     "bf16_flops": float,
+    "attention_flops": float,
     "params": int,
     "layers": int,
     "hidden_size": int,
