@@ -2,7 +2,7 @@
 
     python bench/real_engine_prediction.py [--out DIR] [--result FILE.json]
 
-1. Builds the random tiny Llama of tests/helpers/real_engine.py and serves it with llama.cpp
+1. Builds the random tiny Llama of bench/kit/real_engine.py and serves it with llama.cpp
    (xllamacpp, SLOTS slots, 1 thread, continuous batching).
 2. A hardware entry of our own for this CPU (`this-cpu`), from measurements, written as a
    catalog (`catalog.yaml` in --out) next to the tiny model's shape (`tiny-llama`):
@@ -48,6 +48,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.kit.profiles import make_profile  # noqa: E402
+from bench.kit.real_engine import (  # noqa: E402
+    LlamaShape,
+    build_random_llama,
+    start_llama_server,
+)
 from planner.calibration import Calibration, calibrate  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.limit import load_limit  # noqa: E402
@@ -56,12 +62,6 @@ from planner.search import SearchConfig  # noqa: E402
 from planner.slo import parse_slo  # noqa: E402
 from planner.steady import SteadyRules  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
-from tests.helpers.profiles import make_profile  # noqa: E402
-from tests.helpers.real_engine import (  # noqa: E402
-    LlamaShape,
-    build_random_llama,
-    start_llama_server,
-)
 
 SLOTS = 4
 N_CTX = 8192

@@ -23,13 +23,9 @@ from contracts.errors import ConfigError
 from contracts.limit import LimitResult
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet import simulate_fleet
-from planner.search import (
-    AbandonRule,
-    LevelMeasurement,
-    SearchConfig,
-    build_limit_result,
-    run_search,
-)
+from planner.limit_result import build_limit_result
+from planner.probe import AbandonRule, LevelMeasurement
+from planner.search import SearchConfig, run_search
 from planner.slo import Slo
 from planner.steady import LevelState, SteadyRules, assess, in_flight_series
 from planner.traffic import ArrivalKind, profile_requests

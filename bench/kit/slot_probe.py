@@ -19,7 +19,8 @@ import polars as pl
 
 from planner.engine import EngineRequest, build_engine_config
 from planner.predict import EngineProbe, _records
-from planner.search import AbandonRule, LevelMeasurement, SearchConfig, run_search
+from planner.probe import AbandonRule, LevelMeasurement
+from planner.search import SearchConfig, run_search
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
 from profiles.presets import preset_profile

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bench.kit.profiles import make_profile
 from planner.cli import app
 from planner.limit import load_limit
 from profiles.model import save_profile
-from tests.helpers.profiles import make_profile
 
-real_engine = pytest.importorskip("tests.helpers.real_engine")
+real_engine = pytest.importorskip("bench.kit.real_engine")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

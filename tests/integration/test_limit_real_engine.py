@@ -18,7 +18,7 @@ from planner.limit import load_limit
 from profiles.model import save_profile
 
 # The GGUF builder and server starter come with the load-test tests.
-real_engine = pytest.importorskip("tests.helpers.real_engine")
+real_engine = pytest.importorskip("bench.kit.real_engine")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 
 from bench.kit.profiles import make_profile
+from bench.kit.real_engine import build_random_llama, start_llama_server
 from locustfiles.stages import builtin_plan
 from planner.loadtest import LoadTestConfig, read_records, read_server_metrics, run_loadtest
-from tests.helpers.real_engine import build_random_llama, start_llama_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

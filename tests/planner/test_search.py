@@ -16,15 +16,9 @@ from contracts.errors import ConfigError, InputError, RunError
 from contracts.limit import LimitResult
 from planner.cli import app
 from planner.limit import load_limit, search_limit
-from planner.search import (
-    AbandonRule,
-    LevelMeasurement,
-    LevelOutcome,
-    SearchConfig,
-    build_limit_result,
-    limit_search,
-    run_search,
-)
+from planner.limit_result import build_limit_result
+from planner.probe import AbandonRule, LevelMeasurement
+from planner.search import LevelOutcome, SearchConfig, limit_search, run_search
 from planner.slo import parse_slo
 
 

@@ -25,7 +25,7 @@ from contracts.limit import LimitResult
 from planner.cli import app
 from planner.engine import build_engine_config
 from planner.limit import write_limit
-from planner.search import build_limit_result
+from planner.limit_result import build_limit_result
 from planner.slo import parse_slo
 from planner.virtual import virtual_limit
 from profiles.model import load_profile
