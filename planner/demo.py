@@ -50,7 +50,7 @@ class DemoOptions:
     # The search starts just below the engine model's prediction and brackets by 1.25x.
     start_share: float = 0.9
     search_growth: float = 1.25
-    tolerance: float = 0.05
+    tolerance: float = 0.08
     max_levels: int = 6
     # steady 120 s, burst 30 s at twice the limit, recovery until it recovers (engine time)
     verify_steady_s: float = 120.0
@@ -126,16 +126,19 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     config = build_engine_config(options.gpu, options.model)
     slo = parse_slo(options.slo)
     # The demo's level rules, the same for the prediction and the measurement: the
-    # correlation-time warm-up of `capplan limit`, but windows of 30 independent requests
-    # and no tail rule, so the whole loop fits in about three minutes on two cores
-    # (`capplan limit`'s defaults ask for 100 independent requests and 10 in the tail).
+    # correlation-time warm-up of `capplan limit`, but windows of 20 independent requests,
+    # no tail rule and levels of at most 150 engine seconds, so the whole loop fits in about
+    # three minutes on two cores (`capplan limit`'s defaults ask for 100 independent
+    # requests, 10 in the tail, and allow 900 s).
     rules = SteadyRules(
-        warmup_e2es=3.0, effective_requests=30.0, tail_requests=0.0, max_level_s=300.0
+        warmup_e2es=3.0, effective_requests=20.0, tail_requests=0.0, max_level_s=150.0
     )
     predicted = predict_limit(
         profile,
         config,
-        SearchConfig(slo=slo, start=8.0, tolerance=options.tolerance, seed=options.seed),
+        SearchConfig(
+            slo=slo, start=8.0, tolerance=options.tolerance, max_repeats=0, seed=options.seed
+        ),
         rules,
         seed=options.seed,
     )
@@ -182,7 +185,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
                 verify_burst=True,
                 verify_steady_s=options.verify_steady_s,
                 seed=options.seed,
-                max_repeats=1,
+                max_repeats=0,
                 max_levels=options.max_levels,
                 time_scale=options.speed,
             ),
