@@ -72,8 +72,17 @@ PRESET_A = [(24, 64), (32, 48), (16, 80)]
 PRESET_B = [(96, 8), (128, 6), (64, 12)]
 SLO = "e2e:p95<=4s"
 LEVEL = ["--level-duration", "10", "--level-requests", "24", "--warmup", "3"]
+LEVEL += ["--effective-requests", "0", "--tail-requests", "0"]
 LEVEL += ["--min-completed", "20"]
-RULES = SteadyRules(min_warmup_s=3.0, min_window_s=10.0, min_window_requests=24)
+# Short windows without the correlation-time window rules (the warm-up rules and certain
+# passes stay at `capplan limit`'s defaults), the same for the prediction and the measurement.
+RULES = SteadyRules(
+    min_warmup_s=3.0,
+    min_window_s=10.0,
+    min_window_requests=24,
+    effective_requests=0.0,
+    tail_requests=0.0,
+)
 
 
 def model_params(shape: LlamaShape) -> int:

@@ -61,6 +61,7 @@ def _measure(model: Path, slots: int, profile: Path, out: Path, slo: str | None)
                 "--profile", str(profile), "--slo", slo, "--dimension", "concurrency",
                 "--start", str(slots), "--max", str(slots + 1), "--level-duration", "4",
                 "--level-requests", "12", "--warmup", "1", "--min-completed", "10",
+                "--effective-requests", "10", "--tail-requests", "0",
                 "-o", str(out),
             ],
         )  # fmt: skip
