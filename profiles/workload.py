@@ -10,10 +10,11 @@ Two layers keep the stream seeded and cheap to share between load-generator proc
   which shared prefix, which session and turn) from one seeded generator: a few microseconds
   a request. Every process that walks the same stream with the same seed sees the same shapes,
   so distributed workers can each take every N-th request without talking to each other.
-- `render_messages` turns a shape into text. Each message's text has its own seed derived
-  from (seed, kind, id), so a shared system prompt is byte-identical in every request that
-  uses it (prefix caches can hit), and an earlier turn's text is reproduced exactly when a
-  later turn of the session repeats it as context.
+- `render_messages` turns a shape into text. Each message's text is keyed by (seed, kind, id)
+  (`profiles.tokenize.keyed_text`: a slice of a precomputed word pool, a few microseconds),
+  so a shared system prompt is byte-identical in every request that uses it (prefix caches
+  can hit), an earlier turn's text is reproduced exactly when a later turn of the session
+  repeats it as context, and messages with different keys share no prompt block.
 
 Prompt text is built on the fly for sending and never stored.
 """
@@ -27,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from profiles.model import Profile
-from profiles.tokenize import synthetic_text
+from profiles.tokenize import keyed_text
 
 Role = Literal["system", "user", "assistant"]
 
@@ -208,14 +209,9 @@ def _follow_up_share(profile: Profile) -> float:
 
 
 def render_messages(shape: RequestShape, seed: int) -> RequestSpec:
-    """Build the text of every message of `shape`; the same (shape, seed) gives the same text."""
-    rendered = tuple(
-        (
-            m.role,
-            synthetic_text(m.tokens, np.random.default_rng([seed, m.text_key[0], m.text_key[1]])),
-        )
-        for m in shape.messages
-    )
+    """Build the text of every message of `shape`; the same (shape, seed) gives the same text,
+    and each message reads as exactly its token count under `ApproxTokenizer`."""
+    rendered = tuple((m.role, keyed_text(m.tokens, (seed, *m.text_key))) for m in shape.messages)
     return RequestSpec(
         shape.index, shape.input_tokens, shape.output_tokens, rendered, shape.session_id, shape.turn
     )
