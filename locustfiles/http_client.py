@@ -12,8 +12,10 @@ same bytes, Host, User-Agent and Content-Length included) and reused: building a
 it anew took 50-90 us a request, a quarter of the load process's time per request. The send
 itself follows `HTTPClient.request` for a POST with a bytes body (one attempt: a POST is never
 retried, as in the library; on a reset during the send, an answer the server sent first is
-still read). These use the library's private names, checked by tests/locustfiles/
-test_http_client.py against the library's own requests.
+still read). `line_reader` reads an answer's lines as `readline(b"\n")` does, but splits all
+the bytes that have arrived at once (18 SSE events are 36 lines: a readline each cost 25 us a
+request). These use the library's private names, checked by tests/locustfiles/
+test_http_client.py against the library's own requests and readline.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from geventhttpclient.client import HTTPClient
-from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 POOL_SIZE = 100_000  # connections kept per host: never a hidden client-side cap on concurrency
@@ -109,6 +111,44 @@ class StreamClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def line_reader(response: HTTPSocketPoolResponse) -> Callable[[], bytes]:
+    """A `readline()` over `response`'s body: the next line with its b"\n", or b"" once the
+    answer is complete (an unterminated last line is dropped, as `response.readline` does).
+
+    Each call that finds no complete line left splits everything the socket has delivered so
+    far; it reads the socket only when that holds no complete line. Socket errors release the
+    response and propagate.
+    """
+    ready: list[bytes] = []  # complete lines, last one first
+    tail = b""  # the start of a line whose end has not arrived
+
+    def readline() -> bytes:
+        nonlocal tail
+        if ready:
+            return ready.pop()
+        while True:
+            buffer = response._body_buffer
+            if buffer:
+                lines = (tail + buffer).split(b"\n")
+                del buffer[:]
+                tail = lines.pop()
+                if lines:
+                    ready.extend(line + b"\n" for line in reversed(lines))
+                    return ready.pop()
+            if response.message_complete:
+                return b""
+            sock = response._sock
+            if sock is None:
+                raise HTTPConnectionClosed("connection closed.")
+            try:
+                response.feed(sock.recv(response.block_size))
+            except BaseException:
+                response.release()
+                raise
+
+    return readline
 
 
 class RequestFailed(Exception):

@@ -11,16 +11,19 @@ from gevent.server import StreamServer
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.url import URL
 
-from locustfiles.http_client import StreamClient
+from locustfiles.http_client import StreamClient, line_reader
 
 ANSWER = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
 HEADERS = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
 
 
 class _Capture:
-    """A keep-alive HTTP server (gevent) that keeps every request's bytes and connection."""
+    """A keep-alive HTTP server (gevent) that keeps every request's bytes and connection and
+    answers with `answer`: byte pieces written one by one, a little apart (so that they
+    arrive in separate reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: list[bytes] | None = None) -> None:
+        self.answer = answer
         self.requests: list[bytes] = []
         self.connections = 0
         self.server = StreamServer(("127.0.0.1", 0), self._handle)
@@ -44,6 +47,11 @@ class _Capture:
                 rest += sock.recv(65536)
             self.requests.append(head + b"\r\n\r\n" + rest[:length])
             buf = rest[length:]
+            if self.answer is not None:
+                for piece in self.answer:
+                    sock.sendall(piece)
+                    gevent.sleep(0.002)  # pacing the pieces, not waiting for anything
+                continue
             sock.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 b"Content-Length: " + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
@@ -51,8 +59,8 @@ class _Capture:
 
 
 @contextmanager
-def _server() -> Iterator[_Capture]:
-    capture = _Capture()
+def _server(answer: list[bytes] | None = None) -> Iterator[_Capture]:
+    capture = _Capture(answer)
     capture.server.start()
     try:
         yield capture
@@ -92,3 +100,48 @@ def test_refused_connection_raises_the_socket_error() -> None:
     with pytest.raises(ConnectionRefusedError):
         client.post("/v1/completions", b"{}", HEADERS)
     client.close()
+
+
+_SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+_EVENTS = b'data: {"a":1}\n\ndata: {"b":2}\r\n\r\n: comment\nevent: x\ndata: [DONE]\n\nend'
+
+
+def _chunked(pieces: list[bytes]) -> list[bytes]:
+    return [b"%x\r\n%s\r\n" % (len(p), p) for p in pieces] + [b"0\r\n\r\n"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Content-Length body in pieces that split lines, a CRLF pair and "[DONE]"
+        [_SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(_EVENTS) + _EVENTS[:9]]
+        + [_EVENTS[i : i + 7] for i in range(9, len(_EVENTS), 7)],
+        # chunked transfer encoding, chunks split mid-line, the head apart from the body
+        [_SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"]
+        + _chunked([_EVENTS[:5], _EVENTS[5:30], _EVENTS[30:31], _EVENTS[31:]]),
+        # everything in one write
+        [_SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(_EVENTS) + _EVENTS],
+    ],
+)
+def test_line_reader_reads_the_lines_readline_reads(answer: list[bytes]) -> None:
+    with _server(answer) as capture:
+        client = StreamClient(
+            f"http://127.0.0.1:{capture.server.server_port}",
+            connection_timeout_s=5,
+            network_timeout_s=5,
+        )
+        try:
+            raw = client.post("/v1/completions", b"{}", HEADERS)
+            readline = line_reader(raw)
+            ours = list(iter(readline, b""))
+            assert readline() == b""
+            raw.release()
+            raw = client.post("/v1/completions", b"{}", HEADERS)
+            theirs = list(iter(lambda: raw.readline(b"\n"), b""))
+            raw.release()
+        finally:
+            client.close()
+    assert ours == theirs
+    assert ours[0] == b'data: {"a":1}\n' and ours[2] == b'data: {"b":2}\r\n'
+    assert ours[-2:] == [b"data: [DONE]\n", b"\n"]  # "end" is unterminated: dropped
+    assert capture.connections == 1  # both answers read to their end: the connection was reused
