@@ -21,10 +21,12 @@ test_http_client.py against the library's own requests and readline.
 from __future__ import annotations
 
 import errno
+import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from geventhttpclient.client import HTTPClient
+from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
@@ -58,6 +60,7 @@ class StreamClient:
             network_timeout=network_timeout_s,
         )
         self._on_request = on_request
+        _resolve_once_if_literal(self._client._connection_pool)
         self._heads: dict[tuple[str, int, tuple[tuple[str, str], ...]], bytes] = {}
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HTTPSocketPoolResponse:
@@ -111,6 +114,17 @@ class StreamClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _resolve_once_if_literal(pool: ConnectionPool) -> None:
+    """An IP-literal host needs no lookup: resolve it once, not per new connection (through
+    gevent's resolver thread pool: a burst of new connections waited on it)."""
+    try:
+        ipaddress.ip_address(pool._connection_host)
+    except ValueError:
+        return  # a name: looked up per new connection, as its addresses may change
+    addresses = pool._resolve()
+    pool._resolve = lambda: addresses  # type: ignore[method-assign]
 
 
 def line_reader(response: HTTPSocketPoolResponse) -> Callable[[], bytes]:

@@ -145,3 +145,29 @@ def test_line_reader_reads_the_lines_readline_reads(answer: list[bytes]) -> None
     assert ours[0] == b'data: {"a":1}\n' and ours[2] == b'data: {"b":2}\r\n'
     assert ours[-2:] == [b"data: [DONE]\n", b"\n"]  # "end" is unterminated: dropped
     assert capture.connections == 1  # both answers read to their end: the connection was reused
+
+
+def test_an_ip_literal_host_is_not_looked_up_per_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _server() as capture:
+        base = f"http://127.0.0.1:{capture.server.server_port}"
+        client = StreamClient(base, connection_timeout_s=5, network_timeout_s=5)
+
+        def no_lookup(*args: object, **kwargs: object) -> None:
+            raise AssertionError(f"looked up {args}")
+
+        monkeypatch.setattr(gevent.socket, "getaddrinfo", no_lookup)
+
+        def one() -> bytes:
+            raw = client.post("/v1/completions", b"{}", HEADERS)
+            body = b"".join(iter(line_reader(raw), b""))
+            raw.release()
+            return body
+
+        try:
+            done = gevent.joinall([gevent.spawn(one) for _ in range(5)], raise_error=True)
+        finally:
+            client.close()
+    assert [g.value for g in done] == [ANSWER] * 5
+    assert capture.connections >= 2  # concurrent requests opened new connections
