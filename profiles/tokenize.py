@@ -161,9 +161,9 @@ def _pool_run(start: int, n_words: int) -> str:
 
 def keyed_text(n_tokens: int, key: tuple[int, ...]) -> str:
     """Text that `ApproxTokenizer` counts as exactly `n_tokens` tokens, the same for the same
-    `key` in every process, and different keys' texts differ from their first words.
+    `key` in every process; two keys' texts almost surely differ in their first four words.
 
-    The first words come from a 64-bit hash of `key` (about 1.5e9 openings), the rest is a run
+    The first four words come from a 64-bit hash of `key` (1.5e9 openings), the rest is a run
     of a fixed random word pool from a hashed start. Two keys' texts share a first 16-token
     block only when both the opening and the start collide (about 1 in 1e14), so prompts built
     from keyed messages share prefix-cache blocks exactly where they share messages.
