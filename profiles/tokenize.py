@@ -5,9 +5,9 @@ Two tokenizers behind one protocol:
   piece as ceil(len / 4) tokens, close to BPE tokenizers on English text (about 4 characters
   a token). It is deterministic, needs no file, and `synthetic_text(n)` builds text that it
   reads as exactly n tokens, so a prompt the load test builds for n tokens reads as n in the
-  emulator and in the profiler. `keyed_text(n, key)` builds such text for an integer key by
-  slicing a precomputed word pool (a few microseconds, against about 50 for a seeded numpy
-  generator): what the load generator sends.
+  emulator and in the profiler. `keyed_text(n, key)` builds such text for a key of integers
+  by slicing a precomputed word pool (a few microseconds, where a numpy generator seeded per
+  message took 30-80: bench/loadgen_parts.py): what the load generator sends.
 - `HFTokenizer`: a Hugging Face `tokenizer.json` through the `tokenizers` package.
 
 Block hashes follow vLLM's prefix caching: a prompt's full blocks of `block_tokens` tokens

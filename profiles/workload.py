@@ -2,16 +2,16 @@
 
 The load test asks for request number i and gets a `RequestSpec`: how many input and output
 tokens, and the chat messages whose text reads as exactly that many tokens under the
-approximate tokenizer (`profiles.tokenize.synthetic_text`), so the emulator and the profiler
+approximate tokenizer (`profiles.tokenize.keyed_text`), so the emulator and the profiler
 count what was sampled.
 
 Two layers keep the stream seeded and cheap to share between load-generator processes:
 - `WorkloadStream` walks the request numbers in order and decides only *shapes* (lengths,
   which shared prefix, which session and turn) from one seeded generator, read a block of
-  uniforms at a time (a scalar numpy draw takes a lock, and a lock under gevent costs about
-  10 us): a few microseconds a request. Every process that walks the same stream with the same
-  seed sees the same shapes, so distributed workers can each take every N-th request without
-  talking to each other.
+  uniforms at a time (a scalar numpy draw takes the generator's lock, pure Python once gevent
+  has patched threading: bench/loadgen_parts.py): a few microseconds a request. Every process
+  that walks the same stream with the same seed sees the same shapes, so distributed workers
+  can each take every N-th request without talking to each other.
 - `render_messages` turns a shape into text. Each message's text is keyed by (seed, kind, id)
   (`profiles.tokenize.keyed_text`: a slice of a precomputed word pool, a few microseconds),
   so a shared system prompt is byte-identical in every request that uses it (prefix caches
