@@ -36,7 +36,7 @@ from gevent import GreenletExit
 
 from contracts.run import Stage, StagePlan
 from locustfiles.arrivals import arrival_times, replay_times
-from locustfiles.http_client import StreamClient
+from locustfiles.http_client import StreamClient, line_reader
 from locustfiles.openai_stream import (
     PATHS,
     Endpoint,
@@ -359,9 +359,7 @@ class PlanDriver:
                         message = error_body_message(raw.read(ERROR_BODY_BYTES))
                     else:
                         partial = StreamResult()
-                        result = read_stream(
-                            lambda: raw.readline(b"\n"), clock, opts.endpoint, partial
-                        )
+                        result = read_stream(line_reader(raw), clock, opts.endpoint, partial)
                         error_class, message = result.error_class, result.error_message
                 finally:
                     raw.release()

@@ -5,7 +5,9 @@ Two tokenizers behind one protocol:
   piece as ceil(len / 4) tokens, close to BPE tokenizers on English text (about 4 characters
   a token). It is deterministic, needs no file, and `synthetic_text(n)` builds text that it
   reads as exactly n tokens, so a prompt the load test builds for n tokens reads as n in the
-  emulator and in the profiler.
+  emulator and in the profiler. `keyed_text(n, key)` builds such text for a key of integers
+  by slicing a precomputed word pool (a few microseconds, where a numpy generator seeded per
+  message took 30-80: bench/loadgen_parts.py): what the load generator sends.
 - `HFTokenizer`: a Hugging Face `tokenizer.json` through the `tokenizers` package.
 
 Block hashes follow vLLM's prefix caching: a prompt's full blocks of `block_tokens` tokens
@@ -15,6 +17,7 @@ so equal hash prefixes mean an equal prompt prefix.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import zlib
@@ -127,3 +130,54 @@ def synthetic_text(n_tokens: int, rng: np.random.Generator) -> str:
         return ""
     idx = rng.integers(0, len(_VOCAB), size=n_tokens)
     return " ".join([_VOCAB[i] for i in idx.tolist()])  # tolist: numpy ints index slowly
+
+
+# keyed_text's pool: _POOL_WORDS random vocabulary words, each followed by one space, stored
+# twice in a row so that any run of up to _POOL_WORDS words from any start is one slice.
+_POOL_WORDS = 1 << 16
+_WORD_CHARS = 5  # four letters and a space
+_TAG_WORDS = 4  # words chosen by the key's hash: 196**4 ~ 1.5e9 distinct openings
+_POOL_SEED = 0x9E3779B9
+
+
+@functools.cache
+def _pool() -> str:
+    idx = np.random.default_rng(_POOL_SEED).integers(0, len(_VOCAB), size=_POOL_WORDS)
+    once = "".join([_VOCAB[i] + " " for i in idx.tolist()])
+    return once + once
+
+
+def _pool_run(start: int, n_words: int) -> str:
+    """`n_words` words of the circular pool from word `start`, single-spaced."""
+    pool = _pool()
+    if n_words <= _POOL_WORDS:
+        return pool[start * _WORD_CHARS : (start + n_words) * _WORD_CHARS - 1]
+    whole, rest = divmod(n_words, _POOL_WORDS)
+    runs = [_pool_run(start, _POOL_WORDS)] * whole
+    if rest:
+        runs.append(_pool_run(start, rest))
+    return " ".join(runs)
+
+
+def keyed_text(n_tokens: int, key: tuple[int, ...]) -> str:
+    """Text that `ApproxTokenizer` counts as exactly `n_tokens` tokens, the same for the same
+    `key` in every process; two keys' texts almost surely differ in their first four words.
+
+    The first four words come from a 64-bit hash of `key` (1.5e9 openings), the rest is a run
+    of a fixed random word pool from a hashed start. Two keys' texts share a first 16-token
+    block only when both the opening and the start collide (about 1 in 1e14), so prompts built
+    from keyed messages share prefix-cache blocks exactly where they share messages.
+    """
+    if n_tokens <= 0:
+        return ""
+    digest = hashlib.blake2b(",".join(map(str, key)).encode(), digest_size=8).digest()
+    h = int.from_bytes(digest, "little")
+    start = (h >> 32) % _POOL_WORDS
+    tag = h & 0xFFFFFFFF
+    words: list[str] = []
+    for _ in range(min(n_tokens, _TAG_WORDS)):
+        tag, i = divmod(tag, len(_VOCAB))
+        words.append(_VOCAB[i])
+    if n_tokens > _TAG_WORDS:
+        words.append(_pool_run(start, n_tokens - _TAG_WORDS))
+    return " ".join(words)

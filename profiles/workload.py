@@ -2,24 +2,29 @@
 
 The load test asks for request number i and gets a `RequestSpec`: how many input and output
 tokens, and the chat messages whose text reads as exactly that many tokens under the
-approximate tokenizer (`profiles.tokenize.synthetic_text`), so the emulator and the profiler
+approximate tokenizer (`profiles.tokenize.keyed_text`), so the emulator and the profiler
 count what was sampled.
 
 Two layers keep the stream seeded and cheap to share between load-generator processes:
 - `WorkloadStream` walks the request numbers in order and decides only *shapes* (lengths,
-  which shared prefix, which session and turn) from one seeded generator: a few microseconds
-  a request. Every process that walks the same stream with the same seed sees the same shapes,
-  so distributed workers can each take every N-th request without talking to each other.
-- `render_messages` turns a shape into text. Each message's text has its own seed derived
-  from (seed, kind, id), so a shared system prompt is byte-identical in every request that
-  uses it (prefix caches can hit), and an earlier turn's text is reproduced exactly when a
-  later turn of the session repeats it as context.
+  which shared prefix, which session and turn) from one seeded generator, read a block of
+  uniforms at a time (a scalar numpy draw takes the generator's lock, pure Python once gevent
+  has patched threading: bench/loadgen_parts.py): a few microseconds a request. Every process
+  that walks the same stream with the same seed sees the same shapes, so distributed workers
+  can each take every N-th request without talking to each other.
+- `render_messages` turns a shape into text. Each message's text is keyed by (seed, kind, id)
+  (`profiles.tokenize.keyed_text`: a slice of a precomputed word pool, a few microseconds),
+  so a shared system prompt is byte-identical in every request that uses it (prefix caches
+  can hit), an earlier turn's text is reproduced exactly when a later turn of the session
+  repeats it as context, and messages with different keys share no prompt block.
 
 Prompt text is built on the fly for sending and never stored.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -27,7 +32,7 @@ from typing import Literal
 import numpy as np
 
 from profiles.model import Profile
-from profiles.tokenize import synthetic_text
+from profiles.tokenize import keyed_text
 
 Role = Literal["system", "user", "assistant"]
 
@@ -37,6 +42,7 @@ _KIND_USER = 2
 _KIND_ASSISTANT = 3
 
 _MAX_OPEN_SESSIONS = 256
+_UNIFORM_BLOCK = 4096  # uniforms drawn at once from the stream's generator
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,16 +113,17 @@ class WorkloadStream:
                 ]
             )
         self._pairs = np.maximum(pairs, 1)
+        self._pair_list = [(int(i), int(o)) for i, o in self._pairs.tolist()]
         self._seed = int(seed)
-        self._rng = np.random.default_rng([self._seed, 0x5EED])
+        self._uniform = _Uniforms(np.random.default_rng([self._seed, 0x5EED]))
         prefixes = profile.prefix.top_prefixes if profile.prefix.available else []
-        self._prefix_tokens = np.array([p.prefix_tokens for p in prefixes], dtype=np.int64)
+        self._prefix_tokens = [int(p.prefix_tokens) for p in prefixes]
         shares = np.array([max(0.0, p.request_share) for p in prefixes], dtype=float)
         total = float(shares.sum())
         if total > 1.0:
             shares = shares / total
         # Cumulative shares; a draw above the last one means "no shared prefix".
-        self._prefix_cum = np.cumsum(shares)
+        self._prefix_cum: list[float] = np.cumsum(shares).tolist()
         self._follow_share = _follow_up_share(profile)
         turns = profile.sessions.turns
         self._max_turns = int(turns.max) if turns is not None else 1
@@ -137,26 +144,24 @@ class WorkloadStream:
     def __next__(self) -> RequestShape:
         index = self._next_index
         self._next_index += 1
-        rng = self._rng
-        in_tokens, out_tokens = (int(x) for x in self._pairs[rng.integers(len(self._pairs))])
-        follow = self._follow_share > 0 and self._open and rng.random() < self._follow_share
+        u = self._uniform
+        in_tokens, out_tokens = self._pair_list[u.below(len(self._pair_list))]
+        follow = self._follow_share > 0 and self._open and u.next() < self._follow_share
         if follow:
-            shape = self._continue_session(index, in_tokens, out_tokens, rng)
+            shape = self._continue_session(index, in_tokens, out_tokens)
             if shape is not None:
                 return shape
-        return self._new_request(index, in_tokens, out_tokens, rng)
+        return self._new_request(index, in_tokens, out_tokens)
 
-    def _new_request(
-        self, index: int, in_tokens: int, out_tokens: int, rng: np.random.Generator
-    ) -> RequestShape:
+    def _new_request(self, index: int, in_tokens: int, out_tokens: int) -> RequestShape:
         prefix_index: int | None = None
         messages: list[MessageShape] = []
-        if len(self._prefix_cum):
-            pos = int(np.searchsorted(self._prefix_cum, rng.random(), side="right"))
+        if self._prefix_cum:
+            pos = bisect.bisect_right(self._prefix_cum, self._uniform.next())
             # The prefix must leave at least one token of user text.
             if pos < len(self._prefix_cum) and self._prefix_tokens[pos] < in_tokens:
                 prefix_index = pos
-                n_prefix = int(self._prefix_tokens[pos])
+                n_prefix = self._prefix_tokens[pos]
                 messages.append(MessageShape("system", n_prefix, (_KIND_SYSTEM, pos)))
         used = sum(m.tokens for m in messages)
         messages.append(MessageShape("user", in_tokens - used, (_KIND_USER, index)))
@@ -171,13 +176,11 @@ class WorkloadStream:
             index, in_tokens, out_tokens, tuple(messages), prefix_index, session_id, 0
         )
 
-    def _continue_session(
-        self, index: int, in_tokens: int, out_tokens: int, rng: np.random.Generator
-    ) -> RequestShape | None:
-        pos = int(rng.integers(len(self._open)))
+    def _continue_session(self, index: int, in_tokens: int, out_tokens: int) -> RequestShape | None:
+        pos = self._uniform.below(len(self._open))
         session = self._open[pos]
         growth = (
-            max(1, int(rng.exponential(self._growth_mean)))
+            max(1, int(self._uniform.exponential(self._growth_mean)))
             if self._growth_mean is not None
             else in_tokens
         )
@@ -198,6 +201,29 @@ class WorkloadStream:
         )
 
 
+class _Uniforms:
+    """Uniform draws in [0, 1) from `rng`, a block at a time, and the draws built on them."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._block: list[float] = []
+        self._pos = 0
+
+    def next(self) -> float:
+        if self._pos == len(self._block):
+            self._block = self._rng.random(_UNIFORM_BLOCK).tolist()
+            self._pos = 0
+        self._pos += 1
+        return self._block[self._pos - 1]
+
+    def below(self, n: int) -> int:
+        """An integer in [0, n), each equally likely (n far below 2**53)."""
+        return min(int(self.next() * n), n - 1)
+
+    def exponential(self, mean: float) -> float:
+        return -mean * math.log1p(-self.next())
+
+
 def _follow_up_share(profile: Profile) -> float:
     """Share of requests that are a later turn of a session (rows minus sessions, over rows)."""
     sessions = profile.sessions
@@ -208,14 +234,9 @@ def _follow_up_share(profile: Profile) -> float:
 
 
 def render_messages(shape: RequestShape, seed: int) -> RequestSpec:
-    """Build the text of every message of `shape`; the same (shape, seed) gives the same text."""
-    rendered = tuple(
-        (
-            m.role,
-            synthetic_text(m.tokens, np.random.default_rng([seed, m.text_key[0], m.text_key[1]])),
-        )
-        for m in shape.messages
-    )
+    """Build the text of every message of `shape`; the same (shape, seed) gives the same text,
+    and each message reads as exactly its token count under `ApproxTokenizer`."""
+    rendered = tuple((m.role, keyed_text(m.tokens, (seed, *m.text_key))) for m in shape.messages)
     return RequestSpec(
         shape.index, shape.input_tokens, shape.output_tokens, rendered, shape.session_id, shape.turn
     )
