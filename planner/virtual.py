@@ -120,7 +120,11 @@ def search_config(
     seed: int = 0,
     max_rps: float = 4096.0,
 ) -> SearchConfig:
-    """The search's knobs for virtual time: few bootstrap draws, one repeat, 20+ completions."""
+    """The search's knobs for virtual time: few bootstrap draws, one repeat, 20+ completions.
+
+    Any pass counts: a what-if ranks candidates by the model's central estimate, where
+    `capplan limit` (and the demo's prediction beside it) keep only certain passes because a
+    plan rests on a measured limit."""
     return SearchConfig(
         slo=slo,
         dimension="rate",
@@ -131,6 +135,7 @@ def search_config(
         max_repeats=1,
         max_levels=16,
         resamples=60,
+        certain_pass=False,
         seed=seed,
     )
 

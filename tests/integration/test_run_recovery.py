@@ -8,12 +8,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from bench.kit.profiles import make_profile
 from bench.kit.slot_server import start_slot_server
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_stages
 from planner.loadtest import LoadTestConfig, run_loadtest
 from planner.timeline import run_timeline
-from tests.helpers.profiles import make_profile
 
 pytestmark = pytest.mark.integration
 

@@ -21,6 +21,7 @@ from PIL import Image
 from pypdf import PdfReader
 from typer.testing import CliRunner
 
+from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.limit import LimitResult
 from planner.cli import app
 from planner.engine import build_engine_config
@@ -30,7 +31,6 @@ from planner.slo import parse_slo
 from planner.virtual import virtual_limit
 from profiles.model import load_profile
 from reports.i18n import STRINGS
-from tests.reports.fixtures import FixturePaths, write_fixture
 
 SLO = "ttft:p95<=2s"  # the fixture's limit was searched under it
 PEAK_RPS = "42"  # the fixture plan's peak
