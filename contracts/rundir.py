@@ -17,9 +17,12 @@ merged, so a run still going (or one that crashed) reads the same as a finished 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +260,29 @@ def read_stages(run_dir: Path, *, required: bool = False) -> list[StageSummary]:
 def write_stages(run_dir: Path, stages: Sequence[StageSummary]) -> None:
     text = json.dumps([s.model_dump() for s in stages], indent=2)
     write_atomic(Path(run_dir) / STAGES_FILE, text)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def dist_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def new_run_info(out: Path, **fields: Any) -> RunInfo:
+    """run.json's account of a run in `out` starting now: its name, this command line, the
+    capplan and Locust versions and the start time, with `fields` (RunInfo's others)."""
+    return RunInfo.model_validate(
+        {
+            "name": out.name,
+            "command": list(sys.argv),
+            "capplan_version": dist_version("llm-capacity-planner"),
+            "locust_version": dist_version("locust"),
+            "started_at": now_iso(),
+            **fields,
+        }
+    )

@@ -10,12 +10,8 @@ records.parquet and server_metrics.parquet consolidated from their parts, stages
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import shutil
-import sys
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from locust.env import Environment
@@ -25,6 +21,8 @@ from contracts.run import RunInfo, StageSummary
 from contracts.rundir import (
     WORK_DIR,
     consolidate_run,
+    new_run_info,
+    now_iso,
     read_records,
     read_server_metrics,
     write_run_info,
@@ -34,32 +32,6 @@ from locustfiles.runstate import RunState
 from locustfiles.summary import summarize_plan
 
 log = logging.getLogger("capplan.locust")
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def dist_version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
-def new_run_info(out: Path, **fields: Any) -> RunInfo:
-    """run.json's account of a run in `out` starting now: its name, this command line, the
-    capplan and Locust versions and the start time, with `fields` (RunInfo's others)."""
-    return RunInfo.model_validate(
-        {
-            "name": out.name,
-            "command": list(sys.argv),
-            "capplan_version": dist_version("llm-capacity-planner"),
-            "locust_version": dist_version("locust"),
-            "started_at": now_iso(),
-            **fields,
-        }
-    )
 
 
 def start_run(run: RunState, env: Environment) -> RunInfo:

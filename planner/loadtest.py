@@ -32,6 +32,7 @@ from contracts.rundir import (
     WORK_DIR,
     consolidate_run,
     holds_run,
+    new_run_info,
     read_records,
     read_run_info,
     read_server_metrics,
@@ -40,10 +41,9 @@ from contracts.rundir import (
     write_run_info,
     write_stages,
 )
+from contracts.rundir import now_iso as _now_iso
 from locustfiles.metrics import MetricsScraper
 from locustfiles.replay import read_log_table, slice_log
-from locustfiles.rundir import new_run_info
-from locustfiles.rundir import now_iso as _now_iso
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from locustfiles.summary import percentiles, summarize_plan, summarize_stage
 from planner.locust_run import RecoveryWatcher, log_tail, run_locust
