@@ -213,19 +213,18 @@ class LimitOptions:
         """The steady-state rules of each level (planner.steady)."""
         if self.steady_rules is not None:
             return self.steady_rules
-        rules = SteadyRules(
-            min_window_s=self.level_duration_s,
-            max_level_s=self.max_level_s,
-            min_window_requests=self.level_requests,
-        )
-        given: dict[str, float] = {}
+        given: dict[str, float] = {
+            "min_window_s": self.level_duration_s,
+            "max_level_s": self.max_level_s,
+            "min_window_requests": self.level_requests,
+        }
         if self.warmup_s is not None:
             given["min_warmup_s"] = self.warmup_s
         if self.effective_requests is not None:
             given["effective_requests"] = self.effective_requests
         if self.tail_requests is not None:
             given["tail_requests"] = self.tail_requests
-        return SteadyRules.model_validate({**rules.model_dump(), **given}) if given else rules
+        return SteadyRules.model_validate(given)
 
 
 def _verify_burst(

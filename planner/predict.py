@@ -157,12 +157,12 @@ class EngineProbe:
     def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
         """One instance serving `requests` (in arrival order), as load-test records."""
         if not requests:
-            return _records(*(np.zeros(0) for _ in range(4))).with_columns(
+            return simulated_records(*(np.zeros(0) for _ in range(4))).with_columns(
                 pl.lit(None, dtype=pl.Int64).alias("input_tokens"),
                 pl.lit(None, dtype=pl.Int64).alias("output_tokens"),
             )
         run = simulate_fleet(requests, self.config, 1)
-        return _records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
+        return simulated_records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
             pl.Series("input_tokens", [r.prompt_tokens for r in requests], dtype=pl.Int64),
             pl.Series("output_tokens", run.output_tokens, dtype=pl.Int64),
         )
@@ -216,7 +216,7 @@ class EngineProbe:
         return span_s, state, None
 
 
-def _records(
+def simulated_records(
     arrival_s: np.ndarray, ttft_s: np.ndarray, e2e_s: np.ndarray, tpot_s: np.ndarray
 ) -> pl.DataFrame:
     """Simulated requests as load-test records (sent when scheduled: no client lag)."""

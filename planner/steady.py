@@ -206,7 +206,6 @@ def assess(
     window_start = start_s + warmup_s
     ready = bool(
         elapsed_s >= rules.min_warmup_s + rules.warmup_e2es * e2e
-        and elapsed_s >= rules.min_warmup_s + rules.warmup_taus * tau_s
         and window_s >= max(rules.min_window_s, rules.window_e2es * e2e)
         and in_window.height >= rules.min_window_requests
         and in_window.height >= independent * tau

@@ -28,7 +28,7 @@ import polars as pl
 from contracts.errors import ConfigError
 from planner.engine import EngineConfig, EngineRequest, kv_bytes_per_token
 from planner.fleet import FleetRun, simulate_fleet
-from planner.predict import EngineProbe, _records
+from planner.predict import EngineProbe, simulated_records
 
 # The KV link when not given: one 400 Gb/s RDMA NIC per GPU (InfiniBand NDR / RoCE, as in a
 # DGX H100: eight ConnectX-7 for eight GPUs), 50 GB/s one way, and about 20 us to set up
@@ -141,7 +141,7 @@ class DisaggProbe(EngineProbe):
         if not requests or self.disagg is None:
             return super()._simulate(requests)
         run = simulate_disaggregated(requests, self.config, self.disagg)
-        return _records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
+        return simulated_records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
             pl.Series("input_tokens", [r.prompt_tokens for r in requests], dtype=pl.Int64),
             pl.Series("output_tokens", run.output_tokens, dtype=pl.Int64),
         )

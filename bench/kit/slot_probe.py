@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from planner.engine import EngineRequest, build_engine_config
-from planner.predict import EngineProbe, _records
+from planner.predict import EngineProbe, simulated_records
 from planner.probe import AbandonRule, LevelMeasurement
 from planner.search import SearchConfig, run_search
 from planner.slo import parse_slo
@@ -69,21 +69,22 @@ class SlotQueueProbe(EngineProbe):
 
     queue: SlotQueue = field(default_factory=lambda: SlotQueue(8, 0.05, 0.01, (32, 96)))
     _service: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    took_s: float = 0.0  # virtual seconds the levels ran, drains included
 
     def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
         # One service time per request of the level, by arrival order: the growing spans the
         # probe simulates see the same requests the same way.
         rng = np.random.default_rng([self.seed, self.levels + 1, 7])
-        self._service = self.queue.service_times(rng, int(load * self.rules_cap_s() * 2) + 1000)
-        return super().measure(load, abandon=abandon)
-
-    def rules_cap_s(self) -> float:
-        return self.rules.max_level_s if self.rules is not None else self.level_s
+        cap_s = self.rules.max_level_s if self.rules is not None else self.level_s
+        self._service = self.queue.service_times(rng, int(load * cap_s * 2) + 1000)
+        measurement = super().measure(load, abandon=abandon)
+        self.took_s += measurement.duration_s + self.drain_s
+        return measurement
 
     def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
         arrival = np.array([r.arrival_s for r in requests], dtype=float)
         ttft, e2e = self.queue.serve(arrival, self._service[: arrival.size])
-        return _records(arrival, ttft, e2e, np.full(arrival.size, self.queue.per_token_s))
+        return simulated_records(arrival, ttft, e2e, np.full(arrival.size, self.queue.per_token_s))
 
 
 def search_slot_queue(
@@ -109,17 +110,12 @@ def search_slot_queue(
         check_every_s=1.0,
         queue=queue,
     )
-    took: list[float] = []
-    measure = probe.measure
-
-    def timed(load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
-        m = measure(load, abandon=abandon)
-        took.append(m.duration_s + probe.drain_s)
-        return m
-
-    probe.measure = timed  # type: ignore[method-assign]
     config = SearchConfig(
-        slo=parsed, dimension="rate", start=start_rps, seed=seed, **(search or {})
-    )  # type: ignore[arg-type]
+        slo=parsed,
+        dimension="rate",
+        start=start_rps,
+        seed=seed,
+        **(search or {}),  # type: ignore[arg-type]
+    )
     result = run_search(probe, config)
-    return result.feasible_max, sum(took)
+    return result.feasible_max, probe.took_s
