@@ -47,7 +47,7 @@ def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> 
                 "--dimension", "concurrency",
                 "--start", "1",
                 "--level-duration", "8",
-                "--level-requests", "30",
+                "--level-requests", "60",
                 "--effective-requests", "10",
                 "--tail-requests", "0",
                 "--warmup", "2",
