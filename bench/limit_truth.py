@@ -33,13 +33,14 @@ def main() -> None:
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
     ap.add_argument("--out", type=Path, default=None, help="keep run directories here")
     ap.add_argument("--verbose", action="store_true", help="print capplan's output")
+    ap.add_argument("--timeout", type=float, default=3 * 3600.0, help="per case, seconds")
     args = ap.parse_args()
     names = args.case or ["short", "refusing", "long"]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.out or Path(tmp)
         results = []
         for name in names:
-            result = run_case(CASES[name], root / name)
+            result = run_case(CASES[name], root / name, timeout_s=args.timeout)
             if args.verbose:
                 print(result.output)
             print(result.line(), flush=True)

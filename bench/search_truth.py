@@ -12,7 +12,8 @@ more than 5 % above it.
         [--rules previous]
 
 `--rules previous`: the rules before correlation times (3 + 5 mean E2Es of warm-up and
-window, 100 requests, levels up to 300 s, any pass counts), for comparison.
+window, 100 requests, levels up to 300 s, any pass counts, 2 repeats of a deciding level,
+95 % intervals), for comparison. `--max-repeats` and `--confidence` override the search's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from planner.steady import SteadyRules  # noqa: E402
 PREVIOUS = SteadyRules(
     warmup_e2es=3.0, max_level_s=300.0, effective_requests=0.0, tail_requests=0.0, warmup_taus=0.0
 )
-PREVIOUS_SEARCH: dict[str, object] = {"certain_pass": False, "correlated_blocks": False}
+PREVIOUS_SEARCH: dict[str, object] = {
+    "certain_pass": False,
+    "correlated_blocks": False,
+    "max_repeats": 2,
+    "max_pooled_s": None,
+    "confidence": 0.95,
+}
 
 
 def queue_of(case: TruthCase) -> SlotQueue:
@@ -61,6 +68,8 @@ def main() -> None:
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--rules", choices=["default", "previous"], default="default")
+    ap.add_argument("--max-repeats", type=int, help="the search's repeats of a deciding level")
+    ap.add_argument("--confidence", type=float, help="of the search's bootstrap intervals")
     args = ap.parse_args()
     rows = []
     for name in args.case or ["short", "refusing", "long"]:
@@ -71,13 +80,18 @@ def main() -> None:
         started = time.perf_counter()
         for seed in range(args.seeds):
             previous = args.rules == "previous"
+            search = dict(PREVIOUS_SEARCH) if previous else {}
+            if args.max_repeats is not None:
+                search["max_repeats"] = args.max_repeats
+            if args.confidence is not None:
+                search["confidence"] = args.confidence
             found, wall_s = search_slot_queue(
                 queue,
                 case.slo,
                 start_rps=case.start_rps,
                 seed=seed,
                 rules=PREVIOUS if previous else None,
-                search=PREVIOUS_SEARCH if previous else None,
+                search=search,
             )
             ratios.append((found or 0.0) / truth)
             walls.append(wall_s)

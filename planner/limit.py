@@ -203,7 +203,7 @@ class LimitOptions:
     endpoint: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = None
     min_completed: int = 50
-    max_repeats: int = 2
+    max_repeats: int = 5
     max_levels: int = 24
     drain_s: float | None = None
     # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
@@ -274,19 +274,6 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
     cannot run.
     """
     slo = parse_slo(options.slo, success_only=options.success_only)
-    default_start = 1.0
-    search_config = SearchConfig(
-        slo=slo,
-        dimension=options.dimension,
-        start=options.start if options.start is not None else default_start,
-        max_load=options.max_load if options.max_load is not None else 4096.0,
-        tolerance=options.tolerance,
-        min_completed=options.min_completed,
-        max_repeats=options.max_repeats,
-        max_levels=options.max_levels,
-        growth=options.growth,
-        seed=options.seed,
-    )
     if options.level_duration_s <= 0:
         raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
     if options.time_scale <= 0:
@@ -297,6 +284,20 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
         rules = options.rules()
     except ValidationError as err:
         raise ConfigError(f"level timing: {first_error(err)}") from err
+    default_start = 1.0
+    search_config = SearchConfig(
+        slo=slo,
+        dimension=options.dimension,
+        start=options.start if options.start is not None else default_start,
+        max_load=options.max_load if options.max_load is not None else 4096.0,
+        tolerance=options.tolerance,
+        min_completed=options.min_completed,
+        max_repeats=options.max_repeats,
+        max_pooled_s=rules.max_level_s,  # a deciding level's runs, all together
+        max_levels=options.max_levels,
+        growth=options.growth,
+        seed=options.seed,
+    )
     if options.arrival == "replay":
         raise ConfigError(
             "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"

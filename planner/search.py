@@ -50,8 +50,13 @@ class SearchConfig:
 
     Brackets from `start` by `growth` (down to `min_load`, default start / 64 or 1 user; up
     to `max_load`), narrows until the pass/fail gap is within `tolerance` (relative), runs at
-    most `max_levels` distinct levels and `max_repeats` extra runs of a deciding level.
-    Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`.
+    most `max_levels` distinct levels. A deciding level is run again while its verdict is
+    uncertain, at most `max_repeats` extra times and until its runs total `max_pooled_s`
+    (None: no time cap): a level whose misses are rare events (refusals) needs many runs to
+    be certain, one whose queue settles slowly has long runs already.
+    Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`: a
+    verdict is certain when its interval lies on its side of the threshold, so the default
+    0.90 makes each verdict a one-sided 95 % bound.
     A level whose schedule lag p99 exceeds `max_lag_share` of the SLO's tightest latency
     threshold is invalid: the client could not offer the load. Raises ConfigError for
     values out of range.
@@ -65,10 +70,11 @@ class SearchConfig:
     growth: float = 2.0
     tolerance: float = 0.05
     min_completed: int = 50
-    max_repeats: int = 2
+    max_repeats: int = 5
+    max_pooled_s: float | None = 900.0
     max_levels: int = 24
     method: Method = "isotonic"
-    confidence: float = 0.95
+    confidence: float = 0.90
     resamples: int = 400
     abandon_error_rate: float = 0.5
     max_lag_share: float = 0.1
@@ -91,6 +97,8 @@ class SearchConfig:
             raise ConfigError(f"max levels must be at least 2, got {self.max_levels}")
         if self.max_repeats < 0 or self.min_completed < 0:
             raise ConfigError("max repeats and min completed requests must be >= 0")
+        if self.max_pooled_s is not None and self.max_pooled_s <= 0:
+            raise ConfigError(f"max pooled time must be > 0 s, got {self.max_pooled_s}")
         if not 0 < self.confidence < 1 or self.resamples < 10:
             raise ConfigError("confidence must be in (0, 1) and resamples at least 10")
         if not 0 < self.abandon_error_rate <= 1:
@@ -237,17 +245,25 @@ def _judge(
             or evaluation.completed == 0
             or (not evaluation.passed and evaluation.certain)
         )
-        settled = certain or len(measurements) > config.max_repeats
+        settled = certain or _out_of_runs(config, measurements)
         return LevelOutcome(
             load, stages, evaluation, False, certain, abandoned, settled, steady=steady
         )
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
-    settled = certain or len(measurements) > config.max_repeats
+    settled = certain or _out_of_runs(config, measurements)
     passed = evaluation.passed
     if config.certain_pass and passed and settled and not certain:
         passed = False
     return LevelOutcome(load, stages, evaluation, passed, certain, None, settled, steady=steady)
+
+
+def _out_of_runs(config: SearchConfig, measurements: list[LevelMeasurement]) -> bool:
+    """No more runs of this level: `max_repeats` done, or its runs total `max_pooled_s`."""
+    if len(measurements) > config.max_repeats:
+        return True
+    held_s = sum(m.duration_s for m in measurements)
+    return config.max_pooled_s is not None and held_s >= config.max_pooled_s
 
 
 def _correlated_block(records: pl.DataFrame, slo: Slo) -> int | None:

@@ -84,7 +84,21 @@ class SlotQueueProbe(EngineProbe):
     def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
         arrival = np.array([r.arrival_s for r in requests], dtype=float)
         ttft, e2e = self.queue.serve(arrival, self._service[: arrival.size])
-        return simulated_records(arrival, ttft, e2e, np.full(arrival.size, self.queue.per_token_s))
+        records = simulated_records(
+            arrival, ttft, e2e, np.full(arrival.size, self.queue.per_token_s)
+        )
+        if not self.queue.refuse:
+            return records
+        # A refusal is an immediate HTTP 429, as the load test records it (class `refused`):
+        # over at once, not a request still running when the window closes.
+        refused = pl.col("e2e_s").is_null()
+        return records.with_columns(
+            pl.when(refused).then(pl.col("sent_s")).otherwise(pl.col("end_s")).alias("end_s"),
+            pl.when(refused)
+            .then(pl.lit("refused"))
+            .otherwise(pl.col("error_class"))
+            .alias("error_class"),
+        )
 
 
 def search_slot_queue(
@@ -115,7 +129,7 @@ def search_slot_queue(
         dimension="rate",
         start=start_rps,
         seed=seed,
-        **(search or {}),  # type: ignore[arg-type]
+        **({"max_pooled_s": rules.max_level_s} | (search or {})),  # type: ignore[arg-type]
     )
     result = run_search(probe, config)
     return result.feasible_max, probe.took_s
