@@ -227,6 +227,28 @@ def test_thin_ends_are_repeated_and_pooled_others_are_not() -> None:
     assert len(seen) == sum(len(o.stages) for o in result.levels)
 
 
+def test_repeats_stop_once_a_levels_runs_total_the_pooled_time_cap() -> None:
+    # The same thin limit level as above: without a time cap it is run again until certain
+    # or out of repeats; with a cap of two 20 s runs it is run at most twice, whatever its
+    # verdict, and a pass still uncertain then does not count as holding.
+    uncapped = SearchConfig(
+        slo=parse_slo("ttft:p95<=1s"), start=0.5, resamples=200, max_repeats=5, max_pooled_s=None
+    )
+    capped = SearchConfig(
+        slo=parse_slo("ttft:p95<=1s"), start=0.5, resamples=200, max_repeats=5, max_pooled_s=40.0
+    )
+    runs = {}
+    for name, config in (("uncapped", uncapped), ("capped", capped)):
+        result = run_search(CurveProbe(np.random.default_rng(4), capacity=2.0), config)
+        runs[name] = max(len(o.stages) for o in result.levels)
+        ends = [result.outcome(result.feasible_max), result.outcome(result.infeasible_min)]
+        assert all(o is not None and o.settled for o in ends)
+        assert all(o.certain or not o.passed for o in result.levels if o.settled)
+    assert runs["capped"] == 2 < runs["uncapped"]
+    with pytest.raises(ConfigError, match="max pooled time"):
+        SearchConfig(slo=parse_slo("ttft:p95<=1s"), max_pooled_s=0.0)
+
+
 def test_hopeless_levels_are_abandoned_early() -> None:
     # Far above capacity the queue explodes: TTFT past 1 s for most requests within 5 s.
     probe = CurveProbe(np.random.default_rng(6), capacity=10.0)
