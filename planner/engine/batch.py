@@ -6,8 +6,6 @@ Plain mutable holders with `__slots__`, kept apart from the scheduling rules
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from planner.engine.kv import BlockHolding
 from planner.engine.requests import EngineRequest, RequestTimeline, TokenEvent
 
@@ -54,49 +52,39 @@ class LiveRequest:
         self.tl.preemptions += 1
 
 
-class StepWork(NamedTuple):
-    """The roofline's inputs for one step (see `planner.engine.roofline.Roofline`)."""
-
-    tokens: int
-    attn_pairs: float
-    kv_read_tokens: int
-    seqs: int  # sampled positions: one per request, k + 1 for a speculative decode
-    drafts: int  # decodes verified speculatively
-    prefill_tokens: int
-
-
 class StepBatch:
-    """What one step schedules, in order: (request, new tokens, verified positions, context
-    tokens already in its KV cache, whether the new tokens count as prompt work); the token
-    budget left; the step's events so far; whether it preempted."""
+    """What one step schedules, in order: (request, new tokens, verified positions: more than
+    new for a speculative decode); the token budget left; the roofline's inputs (tokens,
+    attention pairs, KV tokens read, speculative decodes and their extra sampled positions,
+    prompt tokens); the step's events so far; whether it preempted."""
 
-    __slots__ = ("scheduled", "events", "budget", "preempted")
+    __slots__ = (
+        "scheduled",
+        "events",
+        "budget",
+        "preempted",
+        "tokens",
+        "attn_pairs",
+        "kv_read_tokens",
+        "drafts",
+        "sampled",
+        "prefill_tokens",
+    )
 
     def __init__(self, budget_tokens: int) -> None:
-        self.scheduled: list[tuple[LiveRequest, int, int, int, bool]] = []
+        self.scheduled: list[tuple[LiveRequest, int, int]] = []
         self.events: list[TokenEvent] = []
         self.budget = budget_tokens
         self.preempted = False
+        self.attn_pairs = 0.0
+        self.tokens = self.kv_read_tokens = self.drafts = self.sampled = self.prefill_tokens = 0
 
-    def work(self) -> StepWork:
-        """Sum the scheduled work; a speculative decode (verified > new) verifies k + 1
-        positions over its context, every other entry attends its new tokens causally."""
-        tokens = kv_read = prefill = drafts = sampled = 0
-        attn = 0.0
-        for _, q, v, c, is_prefill in self.scheduled:
-            if v == 1:  # the common case, a decode: one query over its context, plus itself
-                tokens += 1
-                kv_read += c + 1
-                attn += c + 1
-                if is_prefill:
-                    prefill += 1
-                continue
-            tokens += v
-            kv_read += c + v
-            attn += v * c + v * (v + 1) / 2
-            if v > q:
-                drafts += 1
-                sampled += v - 1
-            elif is_prefill:
-                prefill += q
-        return StepWork(tokens, attn, kv_read, len(self.scheduled) + sampled, drafts, prefill)
+    def add_chunk(self, r: LiveRequest, new: int, context: int) -> None:
+        """Schedule a prompt chunk of `new` tokens of `r` after `context` tokens already in
+        its KV cache; each new token attends the context and the new tokens before it."""
+        self.scheduled.append((r, new, new))
+        self.budget -= new
+        self.tokens += new
+        self.kv_read_tokens += context + new
+        self.attn_pairs += new * context + new * (new + 1) / 2
+        self.prefill_tokens += new

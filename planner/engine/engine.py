@@ -15,7 +15,7 @@ One `step(now_s)` does what one vLLM V1 scheduler step does:
    and the budget allow and their blocks fit; the first that does not fit stops admission
    (head-of-line, as in vLLM).
    Prompt blocks found in the prefix cache are not computed again (`_admit`).
-3. The step's duration is the roofline of its work (`StepBatch.work`, planner.engine.roofline).
+3. The step's duration is the roofline (planner.engine.roofline) of the work the batch counted.
 4. `_advance`: at the step's end computed prompt blocks are published to the prefix cache and
    every request whose computed tokens reach its known tokens emits one new token (more
    after a speculative step); those at their target finish and free their blocks.
@@ -170,32 +170,41 @@ class Engine:
     def step(self, now_s: float) -> StepResult:
         """Run one scheduler step starting at `now_s`; events are stamped with the step's end."""
         batch = StepBatch(self.config.max_num_batched_tokens)
-        self._schedule_running(batch, now_s)
-        if not batch.preempted:
+        if self._running:
+            self._schedule_running(batch, now_s)
+        if self._waiting and not batch.preempted:
             self._admit_waiting(batch, now_s)
         if not batch.scheduled:
             return StepResult(now_s, 0.0, now_s, tuple(batch.events))
-        work = batch.work()
+        seqs = len(batch.scheduled) + batch.sampled
         duration = self._roofline.step_time_s(
-            work.tokens, work.attn_pairs, work.kv_read_tokens, work.seqs, work.drafts
+            batch.tokens, batch.attn_pairs, batch.kv_read_tokens, seqs, batch.drafts
         )
         end = now_s + duration
         self._advance(batch, end)
-        prefill = work.prefill_tokens
-        decode = work.tokens - prefill
+        prefill = batch.prefill_tokens
         return StepResult(
-            now_s, duration, end, tuple(batch.events), prefill, decode, len(batch.scheduled)
+            now_s,
+            duration,
+            end,
+            tuple(batch.events),
+            prefill,
+            batch.tokens - prefill,
+            len(batch.scheduled),
         )
 
     # ------------------------------------------------------------------ the step's phases
 
     def _schedule_running(self, batch: StepBatch, now_s: float) -> None:
         """Phase 1: running requests in admission order get their next tokens (a decode,
-        k + 1 verified positions under speculative decoding, or a prefill chunk)."""
+        k + 1 verified positions under speculative decoding, or a prefill chunk), counted
+        into the batch's roofline inputs here, in the loop, as this is the hottest path."""
         running = self._running
         scheduled = batch.scheduled
         spec_k = self._spec_k
         budget = batch.budget
+        tokens = kv_read = prefill = drafts = sampled = 0
+        attn = 0.0
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
@@ -209,10 +218,27 @@ class Engine:
                 v = min(spec_k + 1, budget, r.target - c)
             if c + v > r.cap and not self._grow(r, c + v, batch, now_s):
                 break
-            scheduled.append((r, q, v, c, not (q == 1 and r.tokens - c == 1)))
+            scheduled.append((r, q, v))
             budget -= v
+            tokens += v
+            kv_read += c + v
+            if v > q:
+                drafts += 1
+                sampled += v - 1
+                attn += v * c + v * (v + 1) / 2
+            elif q == 1 and r.tokens - c == 1:
+                attn += c + 1  # a decode: one query over its context and itself
+            else:
+                attn += q * c + q * (q + 1) / 2
+                prefill += q
             i += 1
         batch.budget = budget
+        batch.tokens += tokens
+        batch.attn_pairs += attn
+        batch.kv_read_tokens += kv_read
+        batch.prefill_tokens += prefill
+        batch.drafts += drafts
+        batch.sampled += sampled
 
     def _grow(self, r: LiveRequest, tokens: int, batch: StepBatch, now_s: float) -> bool:
         """Give `r` blocks for `tokens`, preempting the newest running requests while they
@@ -282,8 +308,7 @@ class Engine:
         if r.tl.scheduled_s is None:
             r.tl.scheduled_s = now_s
             r.tl.cached_tokens = cached
-        batch.scheduled.append((r, q, q, start, True))
-        batch.budget -= q
+        batch.add_chunk(r, q, start)
         return True
 
     def _advance(self, batch: StepBatch, end_s: float) -> None:
@@ -297,7 +322,7 @@ class Engine:
         finished_any = False
         prompt_total = 0
         generated = 0
-        for r, q, v, _, _ in batch.scheduled:
+        for r, q, v in batch.scheduled:
             computed = r.computed + q
             r.computed = computed
             if r.registering:
