@@ -10,11 +10,11 @@ One `step(now_s)` does what one vLLM V1 scheduler step does:
    a KV block and none is free, the newest running request is preempted (`_grow`,
    `_preempt`; recompute: its blocks are freed and it goes back to the front of the waiting
    queue), until the block fits or the request itself was the one preempted.
-2. `_admit_waiting`: if nothing was preempted, waiting requests are admitted in queue-policy
-   order (`pick_waiting`: FCFS, or shortest prompt first with aging) while `max_num_seqs`
+2. `Admission` (planner.engine.admission): if nothing was preempted, waiting requests are
+   admitted in queue-policy order (FCFS, or shortest prompt first with aging) while `max_num_seqs`
    and the budget allow and their blocks fit; the first that does not fit stops admission
    (head-of-line, as in vLLM).
-   Prompt blocks found in the prefix cache are not computed again (`_admit`).
+   Prompt blocks found in the prefix cache are not computed again.
 3. The step's duration is the roofline (planner.engine.roofline) of the work the batch counted.
 4. `_advance`: at the step's end computed prompt blocks are published to the prefix cache and
    every request whose computed tokens reach its known tokens emits one new token (more
@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from contracts.errors import InputError
+from planner.engine.admission import Admission
 from planner.engine.batch import LiveRequest, StepBatch
 from planner.engine.kv import BlockPool
 from planner.engine.requests import (
@@ -41,24 +42,7 @@ from planner.engine.requests import (
     check_request,
 )
 from planner.engine.roofline import Roofline
-from planner.engine.specs import EngineConfig, QueuePolicy, kv_capacity_blocks
-
-
-def pick_waiting(
-    waiting: deque[LiveRequest], policy: QueuePolicy, aging_s: float, now_s: float
-) -> LiveRequest:
-    """The waiting request to admit next: the head under FCFS; under SPF the shortest prompt,
-    except that preempted requests and those waiting `aging_s` or longer go first (FCFS)."""
-    if policy == "fcfs" or len(waiting) == 1:
-        return waiting[0]
-
-    def key(r: LiveRequest) -> tuple[int, float, float]:
-        arrival = r.req.arrival_s
-        if r.preempted or now_s - arrival >= aging_s:
-            return (0, arrival, 0.0)
-        return (1, float(r.req.prompt_tokens), arrival)
-
-    return min(waiting, key=key)
+from planner.engine.specs import EngineConfig, kv_capacity_blocks
 
 
 class Engine:
@@ -78,18 +62,13 @@ class Engine:
         self._max_len = config.effective_max_model_len
         self._running: list[LiveRequest] = []
         self._waiting: deque[LiveRequest] = deque()
+        self._admission = Admission(config, self._pool, self._waiting, self._running)
         self._live: dict[str, LiveRequest] = {}
         self._timelines: dict[str, RequestTimeline] = {}
-        self._queries = 0
-        self._hits = 0
         self._preemptions = 0
         self._finished = 0
         self._prompt_total = 0
         self._generation_total = 0
-        # Static reservation: blocks held by every admitted sequence, whatever its length.
-        self._static_blocks = (
-            -(-self._max_len // self._bt) if config.kv_reservation == "static" else 0
-        )
         # Speculative decoding: draft tokens k and expected tokens per step.
         self._spec_k = config.spec_draft_tokens
         self._spec_gain = config.spec_tokens_per_step
@@ -151,8 +130,8 @@ class Engine:
             kv_usage_perc=used / total if total else 0.0,
             kv_used_blocks=used,
             kv_total_blocks=total,
-            prefix_cache_queries_tokens=self._queries,
-            prefix_cache_hits_tokens=self._hits,
+            prefix_cache_queries_tokens=self._admission.queries_tokens,
+            prefix_cache_hits_tokens=self._admission.hits_tokens,
             num_preemptions=self._preemptions,
             finished=self._finished,
             prompt_tokens_total=self._prompt_total,
@@ -173,7 +152,7 @@ class Engine:
         if self._running:
             self._schedule_running(batch, now_s)
         if self._waiting and not batch.preempted:
-            self._admit_waiting(batch, now_s)
+            self._admission.admit(batch, now_s)
         if not batch.scheduled:
             return StepResult(now_s, 0.0, now_s, tuple(batch.events))
         seqs = len(batch.scheduled) + batch.sampled
@@ -260,57 +239,6 @@ class Engine:
         self._waiting.appendleft(r)
         events.append(TokenEvent(r.id, "preempted", now_s, 0))
 
-    def _admit_waiting(self, batch: StepBatch, now_s: float) -> None:
-        """Phase 2: waiting requests in queue-policy order join while seats, budget and
-        blocks allow; the first that does not fit stops admission (head-of-line)."""
-        waiting = self._waiting
-        running = self._running
-        max_seqs = self.config.max_num_seqs
-        while waiting and len(running) < max_seqs and batch.budget > 0:
-            r = pick_waiting(waiting, self.config.queue_policy, self.config.spf_aging_s, now_s)
-            if not self._admit(r, batch, now_s):
-                break
-            if waiting[0] is r:
-                waiting.popleft()
-            else:
-                waiting.remove(r)
-            running.append(r)
-
-    def _admit(self, r: LiveRequest, batch: StepBatch, now_s: float) -> bool:
-        """Give `r` its prompt's cached blocks and fresh ones for its first chunk, and
-        schedule the chunk; False (nothing taken) when the blocks do not fit."""
-        bt = self._bt
-        pool = self._pool
-        hashes = r.req.block_hashes
-        cached_blocks = pool.cached_prefix(hashes, (r.tokens - 1) // bt) if hashes else 0
-        cached = cached_blocks * bt
-        start = cached
-        ready = r.req.kv_ready_tokens
-        if ready > cached and not r.preempted:
-            start = min(ready, r.tokens - 1)  # KV transferred with the request
-        q = r.tokens - start
-        if q > batch.budget:
-            q = batch.budget
-        need = -(-(start + q) // bt) - cached_blocks
-        if self._static_blocks:
-            need = self._static_blocks - cached_blocks
-        reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
-        if need + reused_free > pool.free_blocks:
-            return False
-        if cached_blocks:
-            pool.take_cached(r.holding, hashes, cached_blocks)
-        pool.allocate(r.holding, need)
-        r.cap = r.holding.blocks * bt
-        r.computed = start
-        if self.config.prefix_caching:
-            self._queries += r.tokens
-            self._hits += cached
-        if r.tl.scheduled_s is None:
-            r.tl.scheduled_s = now_s
-            r.tl.cached_tokens = cached
-        batch.add_chunk(r, q, start)
-        return True
-
     def _advance(self, batch: StepBatch, end_s: float) -> None:
         """Phase 3, at the step's end: scheduled tokens are computed (full prompt blocks go
         to the prefix cache), requests that reached their known tokens emit, some finish."""
@@ -351,7 +279,8 @@ class Engine:
                 finished_any = True
                 self._finish(r, end_s, events)
         if finished_any:
-            self._running = [r for r in self._running if r.tokens < r.target]
+            # In place: the admission holds the same list.
+            self._running[:] = [r for r in self._running if r.tokens < r.target]
         self._prompt_total += prompt_total
         self._generation_total += generated
 
