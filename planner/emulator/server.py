@@ -204,108 +204,123 @@ class EmulatorServer:
         # server: reading, parsing and tokenizing the body count towards its TTFT.
         received_s = self.engine_now()
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._error(RequestRejected("request body is not valid JSON"))
-        try:
-            parsed = parse_request(body, kind, self.config.block_tokens)
-            if parsed.model is not None and parsed.model != self.model_name:
-                raise RequestRejected(
-                    f"The model `{parsed.model}` does not exist.",
-                    status=404,
-                    error_type="NotFoundError",
-                    param="model",
-                    code="model_not_found",
-                )
-            target, finish_reason = self._output_length(parsed)
+            parsed, target, finish_reason = await self._parse(request, kind)
+            self._injected_rejection()
+            s = self._enqueue(kind, parsed, target, received_s)
         except RequestRejected as err:
             return self._error(err)
+        created = int(self._wall_clock())
+        offset = self._counter * 7
+        try:
+            if parsed.stream:
+                return await self._stream_reply(request, s, kind, finish_reason, created, offset)
+            self.driver.wake()
+            outcome = await s.done
+            if outcome != "finished":
+                raise ConnectionResetError(outcome)
+            tl = self.engine.timeline(s.rid)
+            self.metrics.finished(tl, finish_reason)
+            text = filler_text(offset, tl.output_tokens)
+            usage = self._usage(s.rid)
+            return web.json_response(
+                completion_body(kind, s.rid, created, self.model_name, text, finish_reason, usage)
+            )
+        finally:
+            if not s.finished:
+                self.engine.abort(s.rid, self.engine_now())
+            elif parsed.stream:
+                self.metrics.finished(self.engine.timeline(s.rid), finish_reason)
+            self.driver.streams.pop(s.rid, None)
+            if not self.keep_timelines:
+                self.engine.forget(s.rid)
 
+    async def _parse(self, request: web.Request, kind: Kind) -> tuple[ParsedRequest, int, str]:
+        """The request, its output length and finish reason; RequestRejected when invalid."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RequestRejected("request body is not valid JSON") from err
+        parsed = parse_request(body, kind, self.config.block_tokens)
+        if parsed.model is not None and parsed.model != self.model_name:
+            raise RequestRejected(
+                f"The model `{parsed.model}` does not exist.",
+                status=404,
+                error_type="NotFoundError",
+                param="model",
+                code="model_not_found",
+            )
+        target, finish_reason = self._output_length(parsed)
+        return parsed, target, finish_reason
+
+    def _injected_rejection(self) -> None:
+        """Raise the HTTP 500 or 429 a fault injection answers this request with, if any."""
         faults = self.faults
         if faults.error_rate and self._rng.random() < faults.error_rate:
-            return self._error(
-                RequestRejected("injected fault: internal error", 500, "InternalServerError")
-            )
+            raise RequestRejected("injected fault: internal error", 500, "InternalServerError")
         if (
             faults.reject_when_waiting is not None
             and self.engine.gauges().waiting >= faults.reject_when_waiting
         ):
-            return self._error(
-                RequestRejected("injected fault: too many requests waiting", 429, "RateLimitError")
+            raise RequestRejected(
+                "injected fault: too many requests waiting", 429, "RateLimitError"
             )
 
+    def _enqueue(self, kind: Kind, parsed: ParsedRequest, target: int, received_s: float) -> Stream:
+        """Add the request to the engine and its stream to the driver (with a drop or stall
+        cut drawn by the faults); RequestRejected when the engine refuses it."""
         self._counter += 1
         prefix = "chatcmpl" if kind == "chat" else "cmpl"
         rid = f"{prefix}-{self._counter:010d}"
         now = self.driver.join_time_s()
         arrival_s = min(received_s, now)
+        engine_request = EngineRequest(
+            rid, parsed.prompt_tokens, target, arrival_s, parsed.block_hashes, parsed.min_tokens
+        )
         try:
-            self.engine.add_request(
-                EngineRequest(
-                    rid,
-                    parsed.prompt_tokens,
-                    target,
-                    arrival_s,
-                    parsed.block_hashes,
-                    parsed.min_tokens,
-                ),
-                now,
-            )
+            self.engine.add_request(engine_request, now)
         except InputError as err:
-            return self._error(RequestRejected(str(err)))
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        s = Stream(rid, parsed, target, done)
+            raise RequestRejected(str(err)) from err
+        s = Stream(rid, parsed, target, asyncio.get_running_loop().create_future())
+        faults = self.faults
         if parsed.stream and target > 1:
             if faults.drop_rate and self._rng.random() < faults.drop_rate:
                 s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "drop"
             elif faults.stall_rate and self._rng.random() < faults.stall_rate:
                 s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "stall"
         self.driver.streams[rid] = s
-        created = int(self._wall_clock())
-        offset = self._counter * 7
-        try:
-            if parsed.stream:
-                response = web.StreamResponse(
-                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-                )
-                response.enable_chunked_encoding()
-                await response.prepare(request)
-                writer = ChunkWriter(kind, rid, created, self.model_name, offset)
-                first = writer.first()
-                if first:
-                    await response.write(first)
-                s.writer = writer
-                s.transport = request.transport
-                self.driver.wake()
-                outcome = await done
-                if outcome != "finished":
-                    return response
-                tail = writer.finish(finish_reason)
-                if parsed.include_usage:
-                    tail += writer.usage(self._usage(rid))
-                await response.write(tail + writer.done())
-                await response.write_eof()
-                return response
-            self.driver.wake()
-            outcome = await done
-            if outcome != "finished":
-                raise ConnectionResetError(outcome)
-            tl = self.engine.timeline(rid)
-            self.metrics.finished(tl, finish_reason)
-            text = filler_text(offset, tl.output_tokens)
-            return web.json_response(
-                completion_body(
-                    kind, rid, created, self.model_name, text, finish_reason, self._usage(rid)
-                )
-            )
-        finally:
-            if not s.finished:
-                self.engine.abort(rid, self.engine_now())
-            elif parsed.stream:
-                self.metrics.finished(self.engine.timeline(rid), finish_reason)
-            self.driver.streams.pop(rid, None)
-            if not self.keep_timelines:
-                self.engine.forget(rid)
+        return s
+
+    async def _stream_reply(
+        self,
+        request: web.Request,
+        s: Stream,
+        kind: Kind,
+        finish_reason: str,
+        created: int,
+        offset: int,
+    ) -> web.StreamResponse:
+        """Open the event stream, let the driver write the tokens, then close it with the
+        finish reason, the usage chunk (when asked) and [DONE]."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        writer = ChunkWriter(kind, s.rid, created, self.model_name, offset)
+        first = writer.first()
+        if first:
+            await response.write(first)
+        s.writer = writer
+        s.transport = request.transport
+        self.driver.wake()
+        if await s.done != "finished":
+            return response
+        tail = writer.finish(finish_reason)
+        if s.parsed.include_usage:
+            tail += writer.usage(self._usage(s.rid))
+        await response.write(tail + writer.done())
+        await response.write_eof()
+        return response
 
     def _usage(self, rid: str) -> dict[str, Any]:
         tl = self.engine.timeline(rid)
