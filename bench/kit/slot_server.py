@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 from aiohttp import web
 
+from bench.kit.server_app import Sample, server_app
 from bench.kit.stream_server import ServerProcess, launch, stream_tokens
 from profiles.tokenize import ApproxTokenizer
 
@@ -192,32 +193,25 @@ def make_app(
                 state["running"] -= 1
                 line.release()
 
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await generate(request, "chat")
+    def metrics() -> list[Sample]:
+        return [
+            Sample(
+                "vllm:num_requests_running",
+                "Number of requests in model execution batches.",
+                "gauge",
+                state["running"],
+                '{model_name="x"}',
+            ),
+            Sample(
+                "vllm:num_requests_waiting",
+                "Number of requests waiting to be processed.",
+                "gauge",
+                line.waiting,
+                '{model_name="x"}',
+            ),
+        ]
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await generate(request, "completions")
-
-    async def get_timings(request: web.Request) -> web.Response:
-        return web.json_response([asdict(t) for t in timings])
-
-    async def metrics(request: web.Request) -> web.Response:
-        text = (
-            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-            "# TYPE vllm:num_requests_running gauge\n"
-            f'vllm:num_requests_running{{model_name="x"}} {state["running"]}\n'
-            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-            "# TYPE vllm:num_requests_waiting gauge\n"
-            f'vllm:num_requests_waiting{{model_name="x"}} {line.waiting}\n'
-        )
-        return web.Response(text=text, content_type="text/plain")
-
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/timings", get_timings)
-    app.router.add_get("/metrics", metrics)
-    return app
+    return server_app(generate, metrics, {"timings": lambda: [asdict(t) for t in timings]})
 
 
 @dataclass

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from bench.kit.server_app import Sample, server_app
 from planner.netutil import free_port
 from profiles.tokenize import ApproxTokenizer
 
@@ -153,36 +154,13 @@ def make_app(
             state["running"] -= 1
         return resp
 
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await generate(request, "chat")
+    def metrics() -> list[Sample]:
+        return [
+            Sample("test_requests_running", "Requests in progress.", "gauge", state["running"]),
+            Sample("test_requests_total", "Requests received.", "counter", state["total"]),
+        ]
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await generate(request, "completions")
-
-    async def get_timings(request: web.Request) -> web.Response:
-        return web.json_response(timings)
-
-    async def get_faults(request: web.Request) -> web.Response:
-        return web.json_response(taken)
-
-    async def metrics(request: web.Request) -> web.Response:
-        text = (
-            "# HELP test_requests_running Requests in progress.\n"
-            "# TYPE test_requests_running gauge\n"
-            f"test_requests_running {state['running']}\n"
-            "# HELP test_requests_total Requests received.\n"
-            "# TYPE test_requests_total counter\n"
-            f"test_requests_total {state['total']}\n"
-        )
-        return web.Response(text=text, content_type="text/plain")
-
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/timings", get_timings)
-    app.router.add_get("/faults", get_faults)
-    app.router.add_get("/metrics", metrics)
-    return app
+    return server_app(generate, metrics, {"timings": lambda: timings, "faults": lambda: taken})
 
 
 @dataclass

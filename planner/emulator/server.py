@@ -1,12 +1,8 @@
 """The emulator's HTTP server: the engine model behind an OpenAI-compatible API in real time.
 
-One asyncio loop runs both the aiohttp handlers and the engine. The engine loop takes a step,
-sleeps until the step's end in wall time (engine time / speed), then writes every token of
-that step straight to its stream's socket; steps run back to back in engine time, so a late
-wake-up delays a chunk but never stretches the engine's clock (a lag of up to
-RESYNC_AFTER_S is caught up by skipping the sleeps; a longer one resyncs the clock and is
-counted on /metrics). A client that disconnects has
-its request aborted and its KV blocks freed.
+One asyncio loop runs both the aiohttp handlers (here) and the engine driver
+(planner.emulator.driver), which steps the engine in real time and writes each step's tokens
+to the streams the handlers register; /metrics comes from planner.emulator.metrics.
 
 Output lengths: with `ignore_eos` a request generates `max_tokens`; otherwise it stops at a
 natural length drawn (seeded) from a lognormal fitted to the Azure LLM conversation trace
@@ -16,7 +12,6 @@ natural length drawn (seeded) from a lognormal fitted to the Azure LLM conversat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import time
@@ -28,6 +23,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import InputError
+from planner.emulator.driver import EngineDriver, Stream
 from planner.emulator.metrics import EmulatorMetrics
 from planner.emulator.protocol import (
     ChunkWriter,
@@ -44,7 +40,6 @@ from planner.engine import Engine, EngineConfig, EngineRequest
 NATURAL_OUTPUT_MEDIAN_TOKENS = 129.0
 NATURAL_OUTPUT_SIGMA = 0.99  # lognormal sigma giving mean/median = 211/129
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
-RESYNC_AFTER_S = 0.25  # wall seconds behind schedule before the engine clock is resynced
 
 
 class Faults(BaseModel):
@@ -60,42 +55,6 @@ class Faults(BaseModel):
         default=0.0, ge=0.0, le=1.0, description="cut the connection mid-stream"
     )
     stall_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="stop sending mid-stream")
-
-
-class _Stream:
-    """A live request on the server side."""
-
-    __slots__ = (
-        "rid",
-        "parsed",
-        "transport",
-        "writer",
-        "sent",
-        "target",
-        "finished",
-        "done",
-        "cut_at",
-        "cut_kind",
-        "offset",
-    )
-
-    def __init__(self, rid: str, parsed: ParsedRequest, target: int, done: asyncio.Future[str]):
-        self.rid = rid
-        self.parsed = parsed
-        self.transport: asyncio.Transport | None = None
-        self.writer: ChunkWriter | None = None
-        self.sent = 0
-        self.target = target
-        self.finished = False
-        self.done = done
-        self.cut_at = 0  # token count after which a drop/stall fault fires (0: never)
-        self.cut_kind = ""
-        self.offset = 0
-
-
-def _frame(data: bytes) -> bytes:
-    """One HTTP/1.1 chunked-transfer frame."""
-    return b"%x\r\n%b\r\n" % (len(data), data)
 
 
 class EmulatorServer:
@@ -134,23 +93,22 @@ class EmulatorServer:
         self.model_name = model_name or config.model.name
         self.keep_timelines = keep_timelines
         self.engine = Engine(config)
-        self.behind_s = 0.0  # engine seconds lost because this process fell behind
-        self._next_start_s: float | None = None
-        self.resyncs = 0
+        self.driver = EngineDriver(
+            self.engine,
+            speed=speed,
+            stream_interval=stream_interval,
+            clock=clock,
+            on_first_token=lambda tl: self.metrics.first_token(tl),
+        )
         self.metrics = EmulatorMetrics(
             self.engine.gauges,
             self.model_name,
-            lambda: (self.behind_s, self.resyncs),
+            lambda: (self.driver.behind_s, self.driver.resyncs),
             block_tokens=config.block_tokens,
         )
         self._rng = np.random.default_rng(seed)
-        self._clock = clock
         self._wall_clock = wall_clock
-        self._t0 = clock()
-        self._streams: dict[str, _Stream] = {}
         self._counter = 0
-        self._wake: asyncio.Event | None = None
-        self._engine_task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.app = web.Application(client_max_size=64 * 1024**2)
         self.app.router.add_post("/v1/completions", self._completions)
@@ -163,13 +121,11 @@ class EmulatorServer:
 
     def engine_now(self) -> float:
         """Engine seconds since the server started."""
-        return (self._clock() - self._t0) * self.speed
+        return self.driver.engine_now()
 
     async def start(self, host: str = "127.0.0.1", port: int = 8000) -> int:
         """Start serving; returns the bound port (pass 0 for a free one)."""
-        self._t0 = self._clock()
-        self._wake = asyncio.Event()
-        self._engine_task = asyncio.create_task(self._engine_loop())
+        self.driver.start()
         self._runner = web.AppRunner(
             self.app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
         )
@@ -182,89 +138,9 @@ class EmulatorServer:
 
     async def stop(self) -> None:
         """Stop the engine loop and the HTTP server (open streams are cancelled)."""
-        if self._engine_task is not None:
-            self._engine_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._engine_task
+        await self.driver.stop()
         if self._runner is not None:
             await self._runner.cleanup()
-
-    # ------------------------------------------------------------------ the engine loop
-
-    async def _engine_loop(self) -> None:
-        assert self._wake is not None
-        engine = self.engine
-        streams = self._streams
-        metrics = self.metrics
-        speed = self.speed
-        clock = self._clock
-        next_start: float | None = None  # engine time of the next step while busy
-        while True:
-            if not engine.has_work():
-                next_start = self._next_start_s = None
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            now = self.engine_now()
-            if next_start is not None:
-                if now - next_start < RESYNC_AFTER_S * speed:
-                    now = next_start  # back to back in engine time
-                else:
-                    # This process fell behind the engine (CPU-bound): the lost time shows
-                    # up as a slower engine, and is counted so a load test can tell.
-                    self.behind_s += now - next_start
-                    self.resyncs += 1
-            result = engine.step(now)
-            next_start = self._next_start_s = result.end_s
-            delay = self._t0 + result.end_s / speed - clock()
-            await asyncio.sleep(delay if delay > 0 else 0)
-            touched: dict[str, _Stream] = {}
-            for event in result.events:
-                s = streams.get(event.request_id)
-                if s is None:
-                    continue
-                kind = event.kind
-                if kind == "first_token" or kind == "token":
-                    s.sent += event.n_tokens
-                    touched[s.rid] = s
-                    if kind == "first_token":
-                        metrics.first_token(engine.timeline(s.rid))
-                elif kind == "finished":
-                    s.finished = True
-                    touched[s.rid] = s
-            for s in touched.values():
-                self._deliver(s)
-
-    def _deliver(self, s: _Stream) -> None:
-        """Write the step's tokens of `s` to its socket; fire faults; resolve it when done."""
-        if s.done.done():
-            return
-        new = s.sent - s.offset
-        cut = bool(s.cut_at) and s.sent >= s.cut_at
-        if cut:
-            new -= s.sent - s.cut_at
-            s.sent = s.cut_at
-        if 0 < new < self.stream_interval and s.offset > 0 and not (s.finished or cut):
-            return  # hold tokens until a full interval (the first token goes at once)
-        if s.transport is not None and s.writer is not None and new > 0:
-            if s.transport.is_closing():
-                self._abort(s, "disconnected")
-                return
-            chunk = s.writer.tokens(new) if self.stream_interval == 1 else s.writer.joined(new)
-            s.transport.write(_frame(chunk))
-        s.offset = s.sent
-        if s.cut_at and s.sent >= s.cut_at:
-            self._abort(s, s.cut_kind)
-            if s.cut_kind == "drop" and s.transport is not None:
-                s.transport.abort()
-            return
-        if s.finished:
-            s.done.set_result("finished")
-
-    def _abort(self, s: _Stream, reason: str) -> None:
-        self.engine.abort(s.rid, self.engine_now())
-        if reason != "stall" and not s.done.done():
-            s.done.set_result(reason)
 
     # ------------------------------------------------------------------ handlers
 
@@ -328,114 +204,123 @@ class EmulatorServer:
         # server: reading, parsing and tokenizing the body count towards its TTFT.
         received_s = self.engine_now()
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._error(RequestRejected("request body is not valid JSON"))
-        try:
-            parsed = parse_request(body, kind, self.config.block_tokens)
-            if parsed.model is not None and parsed.model != self.model_name:
-                raise RequestRejected(
-                    f"The model `{parsed.model}` does not exist.",
-                    status=404,
-                    error_type="NotFoundError",
-                    param="model",
-                    code="model_not_found",
-                )
-            target, finish_reason = self._output_length(parsed)
+            parsed, target, finish_reason = await self._parse(request, kind)
+            self._injected_rejection()
+            s = self._enqueue(kind, parsed, target, received_s)
         except RequestRejected as err:
             return self._error(err)
+        created = int(self._wall_clock())
+        offset = self._counter * 7
+        try:
+            if parsed.stream:
+                return await self._stream_reply(request, s, kind, finish_reason, created, offset)
+            self.driver.wake()
+            outcome = await s.done
+            if outcome != "finished":
+                raise ConnectionResetError(outcome)
+            tl = self.engine.timeline(s.rid)
+            self.metrics.finished(tl, finish_reason)
+            text = filler_text(offset, tl.output_tokens)
+            usage = self._usage(s.rid)
+            return web.json_response(
+                completion_body(kind, s.rid, created, self.model_name, text, finish_reason, usage)
+            )
+        finally:
+            if not s.finished:
+                self.engine.abort(s.rid, self.engine_now())
+            elif parsed.stream:
+                self.metrics.finished(self.engine.timeline(s.rid), finish_reason)
+            self.driver.streams.pop(s.rid, None)
+            if not self.keep_timelines:
+                self.engine.forget(s.rid)
 
+    async def _parse(self, request: web.Request, kind: Kind) -> tuple[ParsedRequest, int, str]:
+        """The request, its output length and finish reason; RequestRejected when invalid."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RequestRejected("request body is not valid JSON") from err
+        parsed = parse_request(body, kind, self.config.block_tokens)
+        if parsed.model is not None and parsed.model != self.model_name:
+            raise RequestRejected(
+                f"The model `{parsed.model}` does not exist.",
+                status=404,
+                error_type="NotFoundError",
+                param="model",
+                code="model_not_found",
+            )
+        target, finish_reason = self._output_length(parsed)
+        return parsed, target, finish_reason
+
+    def _injected_rejection(self) -> None:
+        """Raise the HTTP 500 or 429 a fault injection answers this request with, if any."""
         faults = self.faults
         if faults.error_rate and self._rng.random() < faults.error_rate:
-            return self._error(
-                RequestRejected("injected fault: internal error", 500, "InternalServerError")
-            )
+            raise RequestRejected("injected fault: internal error", 500, "InternalServerError")
         if (
             faults.reject_when_waiting is not None
             and self.engine.gauges().waiting >= faults.reject_when_waiting
         ):
-            return self._error(
-                RequestRejected("injected fault: too many requests waiting", 429, "RateLimitError")
+            raise RequestRejected(
+                "injected fault: too many requests waiting", 429, "RateLimitError"
             )
 
+    def _enqueue(self, kind: Kind, parsed: ParsedRequest, target: int, received_s: float) -> Stream:
+        """Add the request to the engine and its stream to the driver (with a drop or stall
+        cut drawn by the faults); RequestRejected when the engine refuses it."""
         self._counter += 1
         prefix = "chatcmpl" if kind == "chat" else "cmpl"
         rid = f"{prefix}-{self._counter:010d}"
-        now = self.engine_now()
-        if self._next_start_s is not None and self._next_start_s < now:
-            # The engine loop runs late: the request joins at the engine's own clock, so no
-            # engine timing can come out before its arrival.
-            now = self._next_start_s
+        now = self.driver.join_time_s()
         arrival_s = min(received_s, now)
+        engine_request = EngineRequest(
+            rid, parsed.prompt_tokens, target, arrival_s, parsed.block_hashes, parsed.min_tokens
+        )
         try:
-            self.engine.add_request(
-                EngineRequest(
-                    rid,
-                    parsed.prompt_tokens,
-                    target,
-                    arrival_s,
-                    parsed.block_hashes,
-                    parsed.min_tokens,
-                ),
-                now,
-            )
+            self.engine.add_request(engine_request, now)
         except InputError as err:
-            return self._error(RequestRejected(str(err)))
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        s = _Stream(rid, parsed, target, done)
+            raise RequestRejected(str(err)) from err
+        s = Stream(rid, parsed, target, asyncio.get_running_loop().create_future())
+        faults = self.faults
         if parsed.stream and target > 1:
             if faults.drop_rate and self._rng.random() < faults.drop_rate:
                 s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "drop"
             elif faults.stall_rate and self._rng.random() < faults.stall_rate:
                 s.cut_at, s.cut_kind = int(self._rng.integers(1, target)), "stall"
-        self._streams[rid] = s
-        created = int(self._wall_clock())
-        offset = self._counter * 7
-        try:
-            if parsed.stream:
-                response = web.StreamResponse(
-                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-                )
-                response.enable_chunked_encoding()
-                await response.prepare(request)
-                writer = ChunkWriter(kind, rid, created, self.model_name, offset)
-                first = writer.first()
-                if first:
-                    await response.write(first)
-                s.writer = writer
-                s.transport = request.transport
-                assert self._wake is not None
-                self._wake.set()
-                outcome = await done
-                if outcome != "finished":
-                    return response
-                tail = writer.finish(finish_reason)
-                if parsed.include_usage:
-                    tail += writer.usage(self._usage(rid))
-                await response.write(tail + writer.done())
-                await response.write_eof()
-                return response
-            assert self._wake is not None
-            self._wake.set()
-            outcome = await done
-            if outcome != "finished":
-                raise ConnectionResetError(outcome)
-            tl = self.engine.timeline(rid)
-            self.metrics.finished(tl, finish_reason)
-            text = filler_text(offset, tl.output_tokens)
-            return web.json_response(
-                completion_body(
-                    kind, rid, created, self.model_name, text, finish_reason, self._usage(rid)
-                )
-            )
-        finally:
-            if not s.finished:
-                self.engine.abort(rid, self.engine_now())
-            elif parsed.stream:
-                self.metrics.finished(self.engine.timeline(rid), finish_reason)
-            self._streams.pop(rid, None)
-            if not self.keep_timelines:
-                self.engine.forget(rid)
+        self.driver.streams[rid] = s
+        return s
+
+    async def _stream_reply(
+        self,
+        request: web.Request,
+        s: Stream,
+        kind: Kind,
+        finish_reason: str,
+        created: int,
+        offset: int,
+    ) -> web.StreamResponse:
+        """Open the event stream, let the driver write the tokens, then close it with the
+        finish reason, the usage chunk (when asked) and [DONE]."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        writer = ChunkWriter(kind, s.rid, created, self.model_name, offset)
+        first = writer.first()
+        if first:
+            await response.write(first)
+        s.writer = writer
+        s.transport = request.transport
+        self.driver.wake()
+        if await s.done != "finished":
+            return response
+        tail = writer.finish(finish_reason)
+        if s.parsed.include_usage:
+            tail += writer.usage(self._usage(s.rid))
+        await response.write(tail + writer.done())
+        await response.write_eof()
+        return response
 
     def _usage(self, rid: str) -> dict[str, Any]:
         tl = self.engine.timeline(rid)

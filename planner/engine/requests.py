@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from contracts.errors import InputError
+
 TokenKind = Literal["first_token", "token", "finished", "preempted"]
 
 
@@ -31,6 +33,29 @@ class EngineRequest:
     # of a disaggregated fleet): taken as computed at first admission, recomputed after a
     # preemption. At most prompt_tokens - 1 count: the last is computed to sample the first.
     kv_ready_tokens: int = 0
+
+
+def check_request(request: EngineRequest, max_model_len: int) -> None:
+    """Raise InputError for non-positive lengths, min_tokens > max_tokens, or prompt +
+    max_tokens beyond `max_model_len`."""
+    rid = request.request_id
+    if request.prompt_tokens < 1 or request.max_tokens < 1:
+        raise InputError(
+            f"request {rid!r}: prompt_tokens and max_tokens must be >= 1 "
+            f"(got {request.prompt_tokens}, {request.max_tokens})"
+        )
+    if request.min_tokens > request.max_tokens:
+        raise InputError(
+            f"request {rid!r}: min_tokens ({request.min_tokens}) > max_tokens "
+            f"({request.max_tokens})"
+        )
+    total = request.prompt_tokens + request.max_tokens
+    if total > max_model_len:
+        raise InputError(
+            f"request {rid!r}: prompt ({request.prompt_tokens}) + max_tokens "
+            f"({request.max_tokens}) = {total} tokens exceeds the engine's maximum "
+            f"model length of {max_model_len} tokens"
+        )
 
 
 class TokenEvent(NamedTuple):

@@ -51,6 +51,8 @@ DEFAULT_STEP_OVERHEAD_S = 0.001
 DEFAULT_SEQ_OVERHEAD_S = 40e-6
 DEFAULT_ACTIVATION_RESERVE_BYTES = 2 * 1024**3
 
+QueuePolicy = Literal["fcfs", "spf"]  # first come first served; shortest prompt first
+
 
 @dataclass(frozen=True)
 class TpLink:
@@ -136,7 +138,7 @@ class EngineConfig(BaseModel):
     max_num_batched_tokens: int = Field(8192, ge=1)
     block_tokens: int = Field(16, ge=1)
     prefix_caching: bool = True
-    queue_policy: Literal["fcfs", "spf"] = "fcfs"
+    queue_policy: QueuePolicy = "fcfs"
     spf_aging_s: float = Field(
         30.0, gt=0.0, description="under spf, a request waiting this long goes ahead of the rest"
     )

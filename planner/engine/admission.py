@@ -1,0 +1,109 @@
+"""Admission, phase 2 of an engine step: waiting requests join the running batch.
+
+The queue policy picks who goes next (`pick_waiting`); a request joins when a seat, the
+step's token budget and its KV blocks allow, reusing the prompt blocks the prefix cache
+holds (or the KV handed over with it, under prefill/decode disaggregation) and reserving
+fresh blocks for its first chunk (or max_model_len of them under static reservation).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from planner.engine.batch import LiveRequest, StepBatch
+from planner.engine.kv import BlockPool
+from planner.engine.specs import EngineConfig, QueuePolicy
+
+
+def pick_waiting(
+    waiting: deque[LiveRequest], policy: QueuePolicy, aging_s: float, now_s: float
+) -> LiveRequest:
+    """The waiting request to admit next: the head under FCFS; under SPF the shortest prompt,
+    except that preempted requests and those waiting `aging_s` or longer go first (FCFS)."""
+    if policy == "fcfs" or len(waiting) == 1:
+        return waiting[0]
+
+    def key(r: LiveRequest) -> tuple[int, float, float]:
+        arrival = r.req.arrival_s
+        if r.preempted or now_s - arrival >= aging_s:
+            return (0, arrival, 0.0)
+        return (1, float(r.req.prompt_tokens), arrival)
+
+    return min(waiting, key=key)
+
+
+class Admission:
+    """Admits from `waiting` into `running` (the engine's own queue and list, shared) over
+    `pool`; counts the prefix cache's queried and hit prompt tokens."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        pool: BlockPool,
+        waiting: deque[LiveRequest],
+        running: list[LiveRequest],
+    ) -> None:
+        self._config = config
+        self._pool = pool
+        self._waiting = waiting
+        self._running = running
+        self._bt = config.block_tokens
+        # Static reservation: blocks held by every admitted sequence, whatever its length.
+        self._static_blocks = (
+            -(-config.effective_max_model_len // self._bt)
+            if config.kv_reservation == "static"
+            else 0
+        )
+        self.queries_tokens = 0
+        self.hits_tokens = 0
+
+    def admit(self, batch: StepBatch, now_s: float) -> None:
+        """Waiting requests in queue-policy order join while seats, budget and blocks
+        allow; the first that does not fit stops admission (head-of-line)."""
+        waiting = self._waiting
+        running = self._running
+        max_seqs = self._config.max_num_seqs
+        while waiting and len(running) < max_seqs and batch.budget > 0:
+            r = pick_waiting(waiting, self._config.queue_policy, self._config.spf_aging_s, now_s)
+            if not self._admit(r, batch, now_s):
+                break
+            if waiting[0] is r:
+                waiting.popleft()
+            else:
+                waiting.remove(r)
+            running.append(r)
+
+    def _admit(self, r: LiveRequest, batch: StepBatch, now_s: float) -> bool:
+        """Give `r` its prompt's cached blocks and fresh ones for its first chunk, and
+        schedule the chunk; False (nothing taken) when the blocks do not fit."""
+        bt = self._bt
+        pool = self._pool
+        hashes = r.req.block_hashes
+        cached_blocks = pool.cached_prefix(hashes, (r.tokens - 1) // bt) if hashes else 0
+        cached = cached_blocks * bt
+        start = cached
+        ready = r.req.kv_ready_tokens
+        if ready > cached and not r.preempted:
+            start = min(ready, r.tokens - 1)  # KV transferred with the request
+        q = r.tokens - start
+        if q > batch.budget:
+            q = batch.budget
+        need = -(-(start + q) // bt) - cached_blocks
+        if self._static_blocks:
+            need = self._static_blocks - cached_blocks
+        reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
+        if need + reused_free > pool.free_blocks:
+            return False
+        if cached_blocks:
+            pool.take_cached(r.holding, hashes, cached_blocks)
+        pool.allocate(r.holding, need)
+        r.cap = r.holding.blocks * bt
+        r.computed = start
+        if self._config.prefix_caching:
+            self.queries_tokens += r.tokens
+            self.hits_tokens += cached
+        if r.tl.scheduled_s is None:
+            r.tl.scheduled_s = now_s
+            r.tl.cached_tokens = cached
+        batch.add_chunk(r, q, start)
+        return True
