@@ -153,11 +153,29 @@ class _ColumnFold:
         )
 
 
+def _bernoulli_positions(rng: np.random.Generator, n: int, p: float) -> np.ndarray:
+    """Indices below `n`, each taken with probability `p` independently of the others: the
+    same law as `rng.random(n) < p`, drawn as geometric gaps in time proportional to the
+    indices taken rather than to `n`."""
+    out: list[np.ndarray] = []
+    at = -1  # the last index taken
+    while True:
+        expect = (n - 1 - at) * p
+        gaps = rng.geometric(p, int(expect + 6.0 * math.sqrt(expect) + 16.0))
+        pos = at + np.cumsum(gaps)
+        out.append(pos[pos < n])
+        if pos[-1] >= n:
+            return np.concatenate(out)
+        at = int(pos[-1])
+
+
 class LengthFold:
     """Length statistics of (input, output) token pairs, chunk by chunk.
 
     Every pair gets a uniform random key; the RANK_SAMPLE_PAIRS smallest keys are a uniform
     sample without replacement (bottom-k sampling), and its SAMPLER_PAIRS smallest the sampler.
+    Once the sample is full, keys are drawn only for the pairs that fall below its largest
+    key (which ones is itself drawn), so a chunk costs its counts, not a key per pair.
     """
 
     def __init__(self, seed: int) -> None:
@@ -172,19 +190,41 @@ class LengthFold:
         self.ins.add(inputs)
         self.outs.add(outputs)
         self.n += int(inputs.size)
-        keys = self.rng.random(inputs.size)
         if self.keys.size >= RANK_SAMPLE_PAIRS:
-            take = np.flatnonzero(keys < self.keys.max())
-            keys, inputs, outputs = keys[take], inputs[take], outputs[take]
-        self.keys = np.concatenate((self.keys, keys))
-        self.sample = (
+            # Only a pair whose key falls below the sample's largest key can enter: draw
+            # which ones (each with that probability) and their keys (uniform below it).
+            top = float(self.keys.max())
+            take = _bernoulli_positions(self.rng, inputs.size, top)
+            keys = top * self.rng.random(take.size)
+            inputs, outputs = inputs[take], outputs[take]
+        else:
+            keys = self.rng.random(inputs.size)
+        keys, ins, outs = self._bottom(
+            np.concatenate((self.keys, keys)),
             np.concatenate((self.sample[0], inputs)),
             np.concatenate((self.sample[1], outputs)),
         )
-        if self.keys.size > RANK_SAMPLE_PAIRS:
-            keep = np.argpartition(self.keys, RANK_SAMPLE_PAIRS - 1)[:RANK_SAMPLE_PAIRS]
-            self.keys = self.keys[keep]
-            self.sample = (self.sample[0][keep], self.sample[1][keep])
+        self.keys, self.sample = keys, (ins, outs)
+
+    @staticmethod
+    def _bottom(
+        keys: np.ndarray, ins: np.ndarray, outs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The RANK_SAMPLE_PAIRS entries of smallest key (all of them when fewer).
+
+        The keys are uniform, so the k-th smallest of m lies near k/m of the largest: a
+        partition over only the keys below a margin of six standard deviations above that
+        is the same selection, found without partitioning all m (a whole first chunk)."""
+        k, m = RANK_SAMPLE_PAIRS, keys.size
+        if m <= k:
+            return keys, ins, outs
+        top = float(keys.max())
+        bound = top * min(1.0, (k + 6.0 * math.sqrt(k) + 16.0) / m)
+        near = np.flatnonzero(keys <= bound)
+        if near.size < k:  # a six-sigma miss: partition everything
+            near = np.arange(m)
+        keep = near[np.argpartition(keys[near], k - 1)[:k]]
+        return keys[keep], ins[keep], outs[keep]
 
     def finish(self) -> tuple[Lengths, str | None]:
         """Length statistics, and a note when the rank correlation is a sample's estimate."""
@@ -222,22 +262,23 @@ class SessionFold:
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept = 0
 
-    def add(self, ids: pl.Series | None, t: np.ndarray, inputs: np.ndarray) -> None:
-        """Fold a chunk: its session ids (None: the log has none), arrivals and input tokens."""
+    def add(self, hashes: pl.Series | None, t: np.ndarray, inputs: np.ndarray) -> None:
+        """Fold a chunk: its session ids' hashes (u64, `pl.col("session_id").hash()`, null
+        where a request has no id; None: the log has no ids), arrivals and input tokens."""
         self.n_rows += t.size
-        if ids is None:
+        if hashes is None:
             return
         self.seen = True
-        nulls = ids.null_count()
+        nulls = hashes.null_count()
         self.n_valid += t.size - nulls
         k = sample_bits(self.n_valid)
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        hs = ids.hash().to_numpy()  # the same hash as session_stats' pl.col().hash()
+        hs = hashes.fill_null(0).to_numpy() if nulls else hashes.to_numpy()
         keep = (hs & np.uint64((1 << self.k) - 1)) == 0
         if nulls:
-            keep &= ids.is_not_null().to_numpy()
+            keep &= hashes.is_not_null().to_numpy()
         idx = np.flatnonzero(keep)
         self.parts.append((hs[idx], t[idx], inputs[idx]))
         self.kept = sum(p[0].size for p in self.parts)

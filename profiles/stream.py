@@ -24,7 +24,7 @@ from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import ReaderContext, ReadResult, files_digest, reading
-from profiles.readers.chunks import BrokenTable, read_table_chunks, table_rows
+from profiles.readers.chunks import SESSION_HASH, BrokenTable, read_table_chunks, table_rows
 from profiles.readers.tabular import TABLE_SPECS
 from profiles.tokenize import Tokenizer
 
@@ -171,8 +171,8 @@ class _Folds:
             self.all_lengths.add(ins, outs)
         else:
             self.lengths.add(ins, outs)
-        ids = frame["session_id"] if "session_id" in frame.columns else None
-        self.sessions.add(ids, t, ins)
+        hashes = frame[SESSION_HASH] if SESSION_HASH in frame.columns else None
+        self.sessions.add(hashes, t, ins)
         self.rows += frame.height
         self.chunks += 1
 

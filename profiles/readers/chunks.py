@@ -15,6 +15,10 @@ from contracts.errors import InputError
 from profiles.readers.base import FileFrame, ReaderContext, first_line, plain_file
 from profiles.readers.tabular import TableSpec, canonical_rows, plan_table
 
+# The chunks carry this u64 column (null where the id is) instead of `session_id`: the same
+# hash as `pl.col("session_id").hash()` in profiles.sessions.
+SESSION_HASH = "session_hash"
+
 
 class BrokenTable(Exception):
     """polars cannot stream this CSV (a broken line): read it whole, line by line, instead."""
@@ -25,11 +29,18 @@ def read_table_chunks(
 ) -> Iterator[FileFrame]:
     """One tabular file as canonical chunks of about `chunk_rows` rows, in file order, each
     checked as `read_table` checks the whole file (units and the far-row reference come from
-    the first chunk). Parquet is read by row slices, CSV by polars' streaming batches.
+    the first chunk), with SESSION_HASH in place of `session_id`. Parquet is read by row
+    slices, CSV by polars' streaming batches.
     Raises BrokenTable where only the line-by-line reader can read the file."""
     with plain_file(path) as plain:
         plan = plan_table(path, plain, ctx, spec)
         selected = plan.lf.select(plan.exprs)
+        if "session_id" in selected.collect_schema().names():
+            # The folds need only each session id's hash: hashed in the scan, on polars'
+            # threads, the ids' strings are never gathered into a chunk.
+            sid = pl.col("session_id")
+            hashed = pl.when(sid.is_not_null()).then(sid.hash()).alias(SESSION_HASH)
+            selected = selected.with_columns(hashed).drop("session_id")
         rows = 0
         try:
             if plan.kind == "parquet":
