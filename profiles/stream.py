@@ -9,8 +9,10 @@ in-memory one except where `source.read_in_chunks.estimated` says otherwise.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -68,13 +70,15 @@ def profile_in_chunks(
     time_unit: str = "auto",
     chunk_rows: int | None = None,
     now: datetime | None = None,
+    phase_s: dict[str, float] | None = None,
 ) -> Profile | None:
     """The profile of tabular logs read in chunks of `chunk_rows` rows, or None where the
     in-memory profiler should read them: not a table, small (when `chunk_rows` is None), or
     with times that go back across chunks (the whole log must be sorted then).
 
     Raises InputError as the in-memory profiler does (bad options, unreadable files, no
-    usable rows).
+    usable rows). `phase_s`, when given, receives the seconds this thread spent in each phase
+    (waiting for the next chunk, each fold, finishing; bench/profile_speed.py --breakdown).
     """
     ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, ())
     files = expand_paths(paths)
@@ -96,18 +100,22 @@ def profile_in_chunks(
     with ThreadPoolExecutor(max_workers=1) as pool:
         digest = pool.submit(files_digest, files)
         try:
-            folded = _Folds(seed, expected)
+            folded = _Folds(seed, expected, phase_s if phase_s is not None else {})
             for p in files:
                 folded.read_file(p, kind, ctx, chunk_rows)
         except (_OutOfOrder, BrokenTable):
             return None
-        return folded.profile(files, kind, ctx, digest.result(), cache_tokens, chunk_rows, now)
+        with folded.timed("sha256 (waiting)"):
+            hexdigest = digest.result()
+        with folded.timed("finish"):
+            return folded.profile(files, kind, ctx, hexdigest, cache_tokens, chunk_rows, now)
 
 
 class _Folds:
     """Every statistic's fold, fed one canonical chunk after another."""
 
-    def __init__(self, seed: int, expected_rows: int | None) -> None:
+    def __init__(self, seed: int, expected_rows: int | None, phase_s: dict[str, float]) -> None:
+        self.phase_s = phase_s
         self.seed = seed
         self.expected_gaps = expected_rows - 1 if expected_rows else None
         self.arrivals: ArrivalFold | None = None
@@ -125,7 +133,12 @@ class _Folds:
         steps, first_line = 0, None
         with reading(path):
             spec = TABLE_SPECS[kind](path, ctx)
-            for part in _prefetched(read_table_chunks(path, ctx, spec, chunk_rows)):
+            chunks = _prefetched(read_table_chunks(path, ctx, spec, chunk_rows))
+            while True:
+                with self.timed("read (waiting)"):
+                    part = next(chunks, None)
+                if part is None:
+                    break
                 if self.absolute is None:
                     self.absolute = part.absolute_time
                 elif self.absolute != part.absolute_time:
@@ -144,6 +157,14 @@ class _Folds:
                 f"{first_line}); requests were sorted by arrival"
             )
 
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.perf_counter() - t0
+
     def _add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
@@ -159,20 +180,23 @@ class _Folds:
             self.schema = frame.head(0)
         raw = frame["arrival_s"].to_numpy()
         self.last_raw = float(raw[-1])
-        t = raw - self.t0
-        self.arrivals.add(t)
-        ins = frame["input_tokens"].to_numpy()
-        outs = frame["output_tokens"].to_numpy()
-        if "ok" in frame.columns:
-            ok = frame["ok"].fill_null(True).to_numpy()
-            self.ok_rows += int(ok.sum())
-            self.lengths.add(ins[ok], outs[ok])
-            self.all_lengths = self.all_lengths or LengthFold(self.seed)
-            self.all_lengths.add(ins, outs)
-        else:
-            self.lengths.add(ins, outs)
-        hashes = frame[SESSION_HASH] if SESSION_HASH in frame.columns else None
-        self.sessions.add(hashes, t, ins)
+        with self.timed("fold arrivals"):
+            t = raw - self.t0
+            self.arrivals.add(t)
+        with self.timed("fold lengths"):
+            ins = frame["input_tokens"].to_numpy()
+            outs = frame["output_tokens"].to_numpy()
+            if "ok" in frame.columns:
+                ok = frame["ok"].fill_null(True).to_numpy()
+                self.ok_rows += int(ok.sum())
+                self.lengths.add(ins[ok], outs[ok])
+                self.all_lengths = self.all_lengths or LengthFold(self.seed)
+                self.all_lengths.add(ins, outs)
+            else:
+                self.lengths.add(ins, outs)
+        with self.timed("fold sessions"):
+            hashes = frame[SESSION_HASH] if SESSION_HASH in frame.columns else None
+            self.sessions.add(hashes, t, ins)
         self.rows += frame.height
         self.chunks += 1
 
