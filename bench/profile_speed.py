@@ -166,7 +166,6 @@ from pathlib import Path
 from profiles.readers import reader_context
 from profiles.readers.base import files_digest
 from profiles.readers.chunks import read_table_chunks
-from profiles.readers.tabular import TABLE_SPECS
 from profiles.stream import CHUNK_ROWS, profile_in_chunks
 from profiles.model import save_profile
 import planner.commands.profile
@@ -182,14 +181,14 @@ t = show("floor: bare scan + means (file cached)", t)
 files_digest([log])
 t = show("sha256 of the file (alone)", t)
 ctx = reader_context("auto", COLUMNS, None, 16, "auto", ())
-chunks = read_table_chunks(log, ctx, TABLE_SPECS["table"](log, ctx), CHUNK_ROWS)
+chunks = read_table_chunks(log, ctx, "table", CHUNK_ROWS)
 n = sum(f.frame.height for f in chunks)
 t = show("read + row checks (alone, no folds)", t, f"  ({n:,} rows)")
 phases = {}
 p = profile_in_chunks([str(log)], columns=COLUMNS, phase_s=phases)
 t = show("profile_in_chunks (all, overlapped)", t)
 for k, v in phases.items():
-    print(f"    {k:42s} {v:6.2f} s wall on the main thread")
+    print(f"    {k:42s} {'':6s}        {v:6.2f} s CPU on the main thread")
 save_profile(p, sys.argv[2])
 show("write the profile JSON", t)
 """

@@ -174,14 +174,17 @@ class LengthFold:
 
     Every pair gets a uniform random key; the RANK_SAMPLE_PAIRS smallest keys are a uniform
     sample without replacement (bottom-k sampling), and its SAMPLER_PAIRS smallest the sampler.
-    Once the sample is full, keys are drawn only for the pairs that fall below its largest
-    key (which ones is itself drawn), so a chunk costs its counts, not a key per pair.
+    The fold keeps every pair with a key below `top` (at least RANK_SAMPLE_PAIRS of them once
+    there are that many pairs, at most twice as many) and draws keys only for the pairs that
+    can fall below it: which ones is itself drawn, with the same law, so a chunk costs its
+    counts, not a key per pair.
     """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.ins, self.outs = _ColumnFold(), _ColumnFold()
+        self.top = 1.0
         self.keys = np.zeros(0)
         self.sample = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self.n = 0
@@ -189,51 +192,47 @@ class LengthFold:
     def add(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
         self.ins.add(inputs)
         self.outs.add(outputs)
-        self.n += int(inputs.size)
-        if self.keys.size >= RANK_SAMPLE_PAIRS:
-            # Only a pair whose key falls below the sample's largest key can enter: draw
-            # which ones (each with that probability) and their keys (uniform below it).
-            top = float(self.keys.max())
-            take = _bernoulli_positions(self.rng, inputs.size, top)
-            keys = top * self.rng.random(take.size)
-            inputs, outputs = inputs[take], outputs[take]
-        else:
-            keys = self.rng.random(inputs.size)
-        keys, ins, outs = self._bottom(
-            np.concatenate((self.keys, keys)),
-            np.concatenate((self.sample[0], inputs)),
-            np.concatenate((self.sample[1], outputs)),
-        )
-        self.keys, self.sample = keys, (ins, outs)
-
-    @staticmethod
-    def _bottom(
-        keys: np.ndarray, ins: np.ndarray, outs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The RANK_SAMPLE_PAIRS entries of smallest key (all of them when fewer).
-
-        The keys are uniform, so the k-th smallest of m lies near k/m of the largest: a
-        partition over only the keys below a margin of six standard deviations above that
-        is the same selection, found without partitioning all m (a whole first chunk)."""
-        k, m = RANK_SAMPLE_PAIRS, keys.size
-        if m <= k:
-            return keys, ins, outs
-        top = float(keys.max())
-        bound = top * min(1.0, (k + 6.0 * math.sqrt(k) + 16.0) / m)
-        near = np.flatnonzero(keys <= bound)
-        if near.size < k:  # a six-sigma miss: partition everything
-            near = np.arange(m)
-        keep = near[np.argpartition(keys[near], k - 1)[:k]]
-        return keys[keep], ins[keep], outs[keep]
+        n, have, top, k = int(inputs.size), int(self.keys.size), self.top, RANK_SAMPLE_PAIRS
+        self.n += n
+        cut = top
+        if have + n * top > 2 * k:
+            # Draw keys only below a lower cut, under which about k keys plus six standard
+            # deviations are expected (the pairs kept and the new ones together).
+            cut = min(top, (k + 6.0 * math.sqrt(k) + 16.0) / (have / top + n))
+        take = _bernoulli_positions(self.rng, n, cut) if cut < 1.0 else np.arange(n)
+        keys = cut * self.rng.random(take.size)
+        if cut < top:
+            if np.count_nonzero(self.keys < cut) + take.size >= k:
+                top = cut  # the other new pairs' keys lie above the cut, unknown
+            else:  # a six-sigma shortfall: draw the other pairs' keys too, from the cut up
+                rest = np.ones(n, dtype=bool)
+                rest[take] = False
+                at = np.flatnonzero(rest)
+                more = cut + (1.0 - cut) * self.rng.random(at.size)
+                take, keys = np.concatenate((take, at)), np.concatenate((keys, more))
+        keys = np.concatenate((self.keys, keys))
+        ins = np.concatenate((self.sample[0], inputs[take]))
+        outs = np.concatenate((self.sample[1], outputs[take]))
+        keep = np.flatnonzero(keys < top)
+        if keep.size > 2 * k:
+            keep = keep[np.argpartition(keys[keep], k)[: k + 1]]
+            top = float(keys[keep].max())  # the (k + 1)-th smallest: the k below it stay
+            keep = keep[keys[keep] < top]
+        if keep.size < keys.size:
+            keys, ins, outs = keys[keep], ins[keep], outs[keep]
+        self.top, self.keys, self.sample = top, keys, (ins, outs)
 
     def finish(self) -> tuple[Lengths, str | None]:
         """Length statistics, and a note when the rank correlation is a sample's estimate."""
         ci, co = self.ins.counts(), self.outs.counts()
-        s_in, s_out = self.sample
-        first = np.arange(self.keys.size)
-        if self.keys.size > SAMPLER_PAIRS:
-            first = np.argpartition(self.keys, SAMPLER_PAIRS - 1)[:SAMPLER_PAIRS]
-        first = first[np.argsort(self.keys[first])]
+        keys, (s_in, s_out) = self.keys, self.sample
+        if keys.size > RANK_SAMPLE_PAIRS:
+            bottom = np.argpartition(keys, RANK_SAMPLE_PAIRS - 1)[:RANK_SAMPLE_PAIRS]
+            keys, s_in, s_out = keys[bottom], s_in[bottom], s_out[bottom]
+        first = np.arange(keys.size)
+        if keys.size > SAMPLER_PAIRS:
+            first = np.argpartition(keys, SAMPLER_PAIRS - 1)[:SAMPLER_PAIRS]
+        first = first[np.argsort(keys[first])]
         pairs = [(int(i), int(o)) for i, o in zip(s_in[first], s_out[first], strict=True)]
         rho = spearman(ci, co, (s_in, s_out)) if self.n else None
         lengths = lengths_of(ci, co, rho, pairs, self.seed).model_copy(update={"requests": self.n})

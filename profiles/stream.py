@@ -77,8 +77,8 @@ def profile_in_chunks(
     with times that go back across chunks (the whole log must be sorted then).
 
     Raises InputError as the in-memory profiler does (bad options, unreadable files, no
-    usable rows). `phase_s`, when given, receives the seconds this thread spent in each phase
-    (waiting for the next chunk, each fold, finishing; bench/profile_speed.py --breakdown).
+    usable rows). `phase_s`, when given, receives this thread's CPU seconds in each phase
+    (taking the next chunk, each fold, finishing; bench/profile_speed.py --breakdown).
     """
     ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, ())
     files = expand_paths(paths)
@@ -105,7 +105,7 @@ def profile_in_chunks(
                 folded.read_file(p, kind, ctx, chunk_rows)
         except (_OutOfOrder, BrokenTable):
             return None
-        with folded.timed("sha256 (waiting)"):
+        with folded.timed("sha256 (waiting for it)"):
             hexdigest = digest.result()
         with folded.timed("finish"):
             return folded.profile(files, kind, ctx, hexdigest, cache_tokens, chunk_rows, now)
@@ -132,10 +132,9 @@ class _Folds:
     def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
         steps, first_line = 0, None
         with reading(path):
-            spec = TABLE_SPECS[kind](path, ctx)
-            chunks = _prefetched(read_table_chunks(path, ctx, spec, chunk_rows))
+            chunks = _prefetched(read_table_chunks(path, ctx, kind, chunk_rows))
             while True:
-                with self.timed("read (waiting)"):
+                with self.timed("take the next chunk"):
                     part = next(chunks, None)
                 if part is None:
                     break
@@ -159,11 +158,11 @@ class _Folds:
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
+        t0 = time.thread_time()  # CPU time of this thread: the other threads' work and
+        try:  # a busy machine's waits do not count
             yield
         finally:
-            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.perf_counter() - t0
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.thread_time() - t0
 
     def _add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
