@@ -1,10 +1,12 @@
-"""Profiling a large tabular log in bounded memory: read it in chunks of rows, fold each one.
+"""Profiling a large log in bounded memory: read it in chunks of rows, fold each one.
 
-`profile_in_chunks` reads Azure, BurstGPT and generic tables (CSV, Parquet) a chunk at a
-time through the same row checks as the in-memory reader and folds each chunk into
-profiles.fold; memory is then one chunk plus counts that grow with the log's span (requests
-per second) and its largest token count, not with its rows. The profile equals the
-in-memory one except where `source.read_in_chunks.estimated` says otherwise.
+`profile_in_chunks` reads Azure, BurstGPT and generic tables (CSV, Parquet, JSONL) and
+Mooncake traces a chunk at a time through the same row checks as the in-memory reader and
+folds each chunk into profiles.fold; memory is then one chunk plus counts that grow with the
+log's span (requests per second) and its largest token count, not with its rows, plus, for
+a log with block hashes (Mooncake), every request's hashes (the exact prefix statistics
+need them all). The profile equals the in-memory one except where
+`source.read_in_chunks.estimated` says otherwise.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import polars as pl
 from contracts.errors import InputError
 from profiles.build import prefix_of, wrap_profile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
-from profiles.model import Chunked, Profile, ProfileBody
+from profiles.model import Chunked, Prefix, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import ReaderContext, ReadResult, files_digest, reading
 from profiles.readers.chunks import SESSION_HASH, BrokenTable, read_table_chunks, table_rows
+from profiles.readers.jsonl import mooncake_chunks
 from profiles.readers.tabular import TABLE_SPECS
 from profiles.tokenize import Tokenizer
 
@@ -34,6 +37,7 @@ STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
 STREAM_ABOVE_BYTES = 256 << 20  # other tabular files this large on disk are read in chunks
 CHUNK_ROWS = 2_000_000  # about 100 MB of canonical columns per chunk
 T = TypeVar("T")
+CHUNKED_KINDS = (*TABLE_SPECS, "mooncake")  # reader kinds read in chunks
 
 __all__ = ["CHUNK_ROWS", "STREAM_ABOVE_BYTES", "STREAM_ABOVE_ROWS", "profile_in_chunks"]
 
@@ -86,7 +90,7 @@ def profile_in_chunks(
         if p.stat().st_size == 0:
             raise InputError(f"{p}: empty file")
     kind = format_of(files, fmt)
-    if kind not in TABLE_SPECS:
+    if kind not in CHUNKED_KINDS:
         return None
     rows = [table_rows(p) for p in files]
     expected = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None
@@ -128,11 +132,18 @@ class _Folds:
         self.last_raw = -np.inf
         self.rows = self.ok_rows = self.chunks = 0
         self.schema: pl.DataFrame | None = None
+        # Every request's block hashes, kept for the exact prefix statistics (8 bytes a block
+        # and 16 a request: the LRU curve needs every access's stack distance).
+        self.hashed: list[pl.DataFrame] = []
 
     def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
         steps, first_line = 0, None
         with reading(path):
-            chunks = _prefetched(read_table_chunks(path, ctx, kind, chunk_rows))
+            if kind == "mooncake":
+                parts = mooncake_chunks(path, ctx, chunk_rows)
+            else:
+                parts = read_table_chunks(path, ctx, kind, chunk_rows)
+            chunks = _prefetched(parts)
             while True:
                 with self.timed("take the next chunk"):
                     part = next(chunks, None)
@@ -196,8 +207,19 @@ class _Folds:
         with self.timed("fold sessions"):
             hashes = frame[SESSION_HASH] if SESSION_HASH in frame.columns else None
             self.sessions.add(hashes, t, ins)
+        if "block_hashes" in frame.columns:
+            self.hashed.append(frame.select("block_hashes", "hash_tokens"))
         self.rows += frame.height
         self.chunks += 1
+
+    def _prefix(
+        self, schema: pl.DataFrame, kind: str, ctx: ReaderContext, cache_tokens: list[int] | None
+    ) -> Prefix:
+        if not self.hashed:
+            return prefix_of(schema, ctx.block_tokens, cache_tokens, None)
+        frame = pl.concat(self.hashed, rechunk=False)
+        hashes_from = "prompt text" if kind == "openai-jsonl" else "hash_ids"
+        return prefix_of(frame, ctx.block_tokens, cache_tokens, hashes_from)
 
     def profile(
         self,
@@ -232,7 +254,7 @@ class _Folds:
         body = ProfileBody(
             arrivals=arrivals,
             lengths=lengths,
-            prefix=prefix_of(self.schema, ctx.block_tokens, cache_tokens, None),
+            prefix=self._prefix(self.schema, kind, ctx, cache_tokens),
             sessions=self.sessions.finish(),
             ok_share=ok_share,
             requests=self.rows,

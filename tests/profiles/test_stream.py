@@ -3,6 +3,7 @@ statistic but the two that `source.read_in_chunks.estimated` names."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def _same(a: Any, b: Any, path: str = "") -> None:
 
 def _log(path: Path, rows: int, days: float, seed: int = 3) -> pl.DataFrame:
     """A log over `days` with a daily cycle, sessions (some missing), failures and a few bad
-    rows; written as Parquet in row groups smaller than the chunks, or CSV."""
+    rows; written as Parquet in row groups smaller than the chunks, CSV or JSON lines."""
     rng = np.random.default_rng(seed)
     span = days * 86400
     u = np.sort(rng.random(rows))
@@ -63,6 +64,8 @@ def _log(path: Path, rows: int, days: float, seed: int = 3) -> pl.DataFrame:
     )
     if path.suffix == ".csv":
         frame.write_csv(path)
+    elif path.suffix == ".jsonl":
+        frame.write_ndjson(path)
     else:
         frame.write_parquet(path, row_group_size=7_000)
     return frame
@@ -72,14 +75,16 @@ COLUMNS = "arrival=ts,input=prompt,output=completion,session=conv,ok=ok"
 
 
 def _both(path: Path, chunk_rows: int) -> tuple[Profile, Profile]:
-    whole = build_profile([str(path)], columns=COLUMNS)
-    chunked = build_profile([str(path)], columns=COLUMNS, chunk_rows=chunk_rows)
+    # A JSON object with a "prompt" key would pass for an OpenAI-style request log.
+    fmt = "table" if path.suffix == ".jsonl" else "auto"
+    whole = build_profile([str(path)], fmt=fmt, columns=COLUMNS)
+    chunked = build_profile([str(path)], fmt=fmt, columns=COLUMNS, chunk_rows=chunk_rows)
     assert whole.source.read_in_chunks is None
     assert chunked.source.read_in_chunks is not None
     return whole, chunked
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
 def test_chunked_profile_equals_the_in_memory_one(tmp_path: Path, suffix: str) -> None:
     log = tmp_path / f"log{suffix}"
     _log(log, 120_000, days=8.3)
@@ -195,3 +200,64 @@ def test_a_csv_polars_cannot_stream_is_read_whole_line_by_line(tmp_path: Path) -
     assert p.source.rows == 2999 and p.source.skip_examples == [
         f"{log}:1501: malformed CSV line: unexpected end of data"
     ]
+
+
+def _mooncake(path: Path, rows: int, seed: int = 5) -> None:
+    """A Mooncake trace (ms timestamps, 512-token blocks from a few shared prefixes) with a
+    malformed line, a bad field and a timestamp far from the rest."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(40.0, rows)).astype(np.int64)
+    lines = []
+    for i in range(rows):
+        shared = [int(x) for x in range(1000 * (i % 7), 1000 * (i % 7) + rng.integers(1, 6))]
+        own = [int(x) for x in rng.integers(10**6, 10**9, rng.integers(0, 4))]
+        ids = shared + own
+        record = {
+            "timestamp": int(t[i]),
+            "input_length": 512 * len(ids) - int(rng.integers(0, 512)),
+            "output_length": int(rng.integers(1, 400)),
+            "hash_ids": ids,
+        }
+        lines.append(json.dumps(record))
+    lines[100] = '{"timestamp": 5, "input_length": '  # malformed JSON
+    lines[2000] = json.dumps({"timestamp": 9, "input_length": -3, "output_length": 1})
+    lines[3000] = json.dumps({"timestamp": 10**14, "input_length": 3, "output_length": 1})
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_chunked_mooncake_profile_equals_the_in_memory_one(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    _mooncake(log, 6000)
+    whole = build_profile([str(log)])
+    chunked = build_profile([str(log)], chunk_rows=1000)
+    info = chunked.source.read_in_chunks
+    assert whole.source.format == "mooncake" and info is not None and info.chunks == 6
+    assert whole.prefix.available and whole.prefix.top_prefixes
+    assert whole.source.rows_skipped == 3 and chunked.source.skip_examples
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_chunked_mooncake_published_trace(shared_data: Path) -> None:
+    log = shared_data / "mooncake_synthetic_trace.jsonl"
+    whole = build_profile([str(log)])
+    chunked = build_profile([str(log)], chunk_rows=1000)
+    assert chunked.source.read_in_chunks is not None
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_a_jsonl_column_that_appears_late_makes_a_whole_read(tmp_path: Path) -> None:
+    """The mapping is guessed from the first batch of lines; a later line bringing a column
+    the guess would have taken (here a session id) sends the log to the whole reader."""
+    rows = [{"ts": 1_700_000_000 + i, "input": 100 + i % 9, "output": 20} for i in range(3000)]
+    for i, row in enumerate(rows[1500:]):
+        row["session_id"] = f"s{i % 40}"
+    log = tmp_path / "late.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = build_profile([str(log)], chunk_rows=1000)
+    assert p.source.read_in_chunks is None and p.sessions.available
+    # a late column the mapping does not take changes nothing: read in chunks
+    for row in rows[1500:]:
+        row["note"] = row.pop("session_id")
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = build_profile([str(log)], chunk_rows=1000)
+    assert p.source.read_in_chunks is not None and p.source.rows == 3000
