@@ -142,12 +142,14 @@ def test_times_going_back_across_chunks_fall_back_to_a_whole_read(tmp_path: Path
 def test_chunked_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     log = tmp_path / "log.csv"
     log.write_text("ts,prompt,completion\nx,1,2\ny,3,4\n")
+    cols = "arrival=ts,input=prompt,output=completion"
     with pytest.raises(InputError, match="no usable rows"):
-        build_profile([str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=1)
+        build_profile([str(log)], columns=cols, chunk_rows=1)
     with pytest.raises(InputError, match="chunk-rows"):
         build_profile([str(log)], chunk_rows=0)
-    with pytest.raises(InputError, match="--chunk-rows does not apply with --group-by"):
-        build_profile([str(log)], chunk_rows=10, group_by="model")
+    log.write_text("ts,prompt,completion\n1,1,2\n2,3,4\n")
+    with pytest.raises(InputError, match="--group-by 'model': this log has no such column"):
+        build_profile([str(log)], columns=cols, chunk_rows=1, group_by="model")
 
 
 def test_cli_chunk_rows(tmp_path: Path) -> None:
@@ -261,3 +263,39 @@ def test_a_jsonl_column_that_appears_late_makes_a_whole_read(tmp_path: Path) -> 
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     p = build_profile([str(log)], chunk_rows=1000)
     assert p.source.read_in_chunks is not None and p.source.rows == 3000
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_chunked_group_by_equals_the_in_memory_one(tmp_path: Path, suffix: str) -> None:
+    """Each --group-by value's body folds apart: a table column (three tenants with other
+    traffic each, one of them null in places) and a canonical one (model)."""
+    log = tmp_path / f"log{suffix}"
+    frame = _log(tmp_path / "base.parquet", 40_000, days=1.5)
+    rng = np.random.default_rng(8)
+    tenant = rng.choice(["acme", "globex", "initech"], frame.height, p=[0.6, 0.3, 0.1])
+    frame = frame.with_columns(
+        pl.Series("team", tenant).scatter(np.arange(0, frame.height, 501), None),
+        pl.Series("model", rng.choice(["small", "large"], frame.height)),
+    )
+    frame.write_csv(log) if suffix == ".csv" else frame.write_parquet(log, row_group_size=7_000)
+    for group_by, columns in (("team", COLUMNS), ("model", COLUMNS + ",model=model")):
+        whole = build_profile([str(log)], columns=columns, group_by=group_by)
+        chunked = build_profile([str(log)], columns=columns, group_by=group_by, chunk_rows=9_000)
+        assert chunked.source.read_in_chunks is not None and whole.source.read_in_chunks is None
+        assert len(whole.groups) == (4 if group_by == "team" else 2)
+        assert list(chunked.groups) == list(whole.groups)  # the same order: largest first
+        _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_group_by_with_many_values_reads_the_log_whole(tmp_path: Path) -> None:
+    import profiles.stream as stream
+
+    log = tmp_path / "log.parquet"
+    frame = _log(tmp_path / "base.parquet", 6_000, days=0.2)
+    frame.with_columns((pl.int_range(pl.len()) % 300).cast(pl.String).alias("team")).write_parquet(
+        log
+    )
+    assert stream.GROUP_FOLDS < 300
+    p = build_profile([str(log)], columns=COLUMNS, group_by="team", chunk_rows=1_000)
+    assert p.source.read_in_chunks is None and len(p.groups) == 50
+    assert any("300 groups; profiled the 50 largest" in w for w in p.source.warnings)
