@@ -358,7 +358,10 @@ def canonical_rows(
         raw = df["arrival_s"].to_numpy()
         lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
         offset = 0
-    steps, first_back = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
+    steps, first_back = _backwards(raw, lines, offset)
+    # Readers of the frame take the arrivals as numpy: give them this contiguous array (a
+    # polars column of many chunks would be copied again for each).
+    df = df.with_columns(pl.Series("arrival_s", raw))
     return FileFrame(df, plan.absolute, steps, first_back)
 
 
