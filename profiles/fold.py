@@ -261,25 +261,28 @@ class SessionFold:
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept = 0
 
-    def add(self, hashes: pl.Series | None, t: np.ndarray, inputs: np.ndarray) -> None:
-        """Fold a chunk: its session ids' hashes (u64, `pl.col("session_id").hash()`, null
-        where a request has no id; None: the log has no ids), arrivals and input tokens."""
+    def add(self, hashes: pl.Series | None, valid: int, t: np.ndarray, inputs: np.ndarray) -> None:
+        """Fold a chunk: the hashes of its session ids (u64, `pl.col("session_id").hash()`;
+        null for a row without one, and may be null for a row whose hash has some of the
+        current k low bits set: it is out of the sample; None: the log has no ids), how
+        many of its rows have an id, their arrivals and input tokens."""
         self.n_rows += t.size
         if hashes is None:
             return
         self.seen = True
-        nulls = hashes.null_count()
-        self.n_valid += t.size - nulls
+        self.n_valid += valid
         k = sample_bits(self.n_valid)
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        hs = hashes.fill_null(0).to_numpy() if nulls else hashes.to_numpy()
+        if hashes.null_count():
+            at = hashes.is_not_null().arg_true().to_numpy()
+            hs = hashes.gather(at).to_numpy()
+        else:
+            at, hs = None, hashes.to_numpy()
         keep = (hs & np.uint64((1 << self.k) - 1)) == 0
-        if nulls:
-            keep &= hashes.is_not_null().to_numpy()
-        idx = np.flatnonzero(keep)
-        self.parts.append((hs[idx], t[idx], inputs[idx]))
+        idx = np.flatnonzero(keep) if at is None else at[keep]
+        self.parts.append((hs[keep], t[idx], inputs[idx]))
         self.kept = sum(p[0].size for p in self.parts)
         if self.kept > 4 * SAMPLE_ABOVE_ROWS:  # many chunks since k last grew: compact
             self.parts = [tuple(np.concatenate(c) for c in zip(*self.parts, strict=True))]  # type: ignore[list-item]

@@ -28,7 +28,13 @@ from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import ReaderContext, ReadResult, files_digest, reading
-from profiles.readers.chunks import SESSION_HASH, BrokenTable, read_table_chunks, table_rows
+from profiles.readers.chunks import (
+    SESSION_HASH,
+    SESSION_SEEN,
+    BrokenTable,
+    read_table_chunks,
+    table_rows,
+)
 from profiles.readers.jsonl import mooncake_chunks
 from profiles.readers.tabular import TABLE_SPECS
 from profiles.tokenize import Tokenizer
@@ -154,8 +160,11 @@ class _BodyFold:
             else:
                 self.lengths.add(ins, outs)
         with timed("fold sessions"):
-            hashes = frame[SESSION_HASH] if SESSION_HASH in frame.columns else None
-            self.sessions.add(hashes, t, ins)
+            if SESSION_HASH in frame.columns:
+                seen = int(frame[SESSION_SEEN].sum())
+                self.sessions.add(frame[SESSION_HASH], seen, t, ins)
+            else:
+                self.sessions.add(None, 0, t, ins)
         if "block_hashes" in frame.columns:
             self.hashed.append(frame.select("block_hashes", "hash_tokens"))
         self.rows += frame.height
@@ -232,7 +241,7 @@ class _Folds:
             if kind == "mooncake":
                 parts = mooncake_chunks(path, ctx, chunk_rows)
             else:
-                parts = read_table_chunks(path, ctx, kind, chunk_rows)
+                parts = read_table_chunks(path, ctx, kind, chunk_rows, self._session_bits)
             chunks = _prefetched(parts)
             while True:
                 with self.timed("take the next chunk"):
@@ -256,6 +265,14 @@ class _Folds:
                 f"{path}: timestamps go backwards {steps} time(s) (first at line "
                 f"{first_line}); requests were sorted by arrival"
             )
+
+    def _session_bits(self) -> int:
+        """Low hash bits a row's session must have zero to stay in the session sample from
+        now on (read on the reader's thread; it only grows). Groups keep their own, smaller
+        samples, so with --group-by every row with a session id is kept."""
+        if self.group_by is not None or self.body is None:
+            return 0
+        return self.body.sessions.k
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
