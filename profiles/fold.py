@@ -131,25 +131,28 @@ class _ColumnFold:
     def __init__(self) -> None:
         self.dense = np.zeros(1 << 12, dtype=np.int64)
         self.big: list[np.ndarray] = []  # values above _BINCOUNT_MAX, kept as they are (rare)
-        self.total = 0
+        self.big_total = 0  # sum of the values kept in `big`
 
     def add(self, v: np.ndarray) -> None:
         if v.size == 0:
             return
-        self.total += int(v.sum())
         if int(v.max()) > _BINCOUNT_MAX:
             big = v > _BINCOUNT_MAX
             self.big.append(v[big])
+            self.big_total += int(v[big].sum())
             v = v[~big]
         self.dense = _add_at(self.dense, 0, np.bincount(v))
 
     def counts(self) -> _Counts:
+        # The sum of the values from their counts (each below 2^24: exact in int64 up to
+        # 5e11 requests of the largest).
+        total = self.big_total + int(np.dot(np.arange(self.dense.size, dtype=np.int64), self.dense))
         if not self.big:
-            return _Counts.of_counts(None, self.dense, self.total)
+            return _Counts.of_counts(None, self.dense, total)
         keys, counts = np.unique(np.concatenate(self.big), return_counts=True)
         small = np.flatnonzero(self.dense)
         return _Counts.of_counts(
-            np.concatenate((small, keys)), np.concatenate((self.dense[small], counts)), self.total
+            np.concatenate((small, keys)), np.concatenate((self.dense[small], counts)), total
         )
 
 

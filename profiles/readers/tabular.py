@@ -28,6 +28,7 @@ from profiles.readers.base import (
 )
 from profiles.readers.timeunits import (
     FAR_REASON,
+    MAX_SPAN_S,
     UNIT_SECONDS,
     far_from_median,
     numeric_unit,
@@ -344,6 +345,9 @@ def canonical_rows(
     if plan.unit != "s":
         df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[plan.unit])
         raw = df["arrival_s"].to_numpy()
+    if _sorted_and_near(raw, plan.median_s):  # the usual chunk: one pass over it
+        df = df.with_columns(pl.Series("arrival_s", raw))
+        return FileFrame(df, plan.absolute, 0, None)
     far = far_from_median(raw, plan.median_s)
     if plan.median_s is None and raw.size:
         plan.median_s = typical(raw[~far])
@@ -363,6 +367,14 @@ def canonical_rows(
     # polars column of many chunks would be copied again for each).
     df = df.with_columns(pl.Series("arrival_s", raw))
     return FileFrame(df, plan.absolute, steps, first_back)
+
+
+def _sorted_and_near(raw: np.ndarray, median_s: float | None) -> bool:
+    """`raw` never goes down and all of it lies within MAX_SPAN_S of `median_s` (then its
+    ends say so): no row is far, and none goes back."""
+    if median_s is None or raw.size == 0 or bool(np.any(raw[1:] < raw[:-1])):
+        return False
+    return median_s - MAX_SPAN_S <= float(raw[0]) and float(raw[-1]) <= median_s + MAX_SPAN_S
 
 
 def _skip_bad_rows(

@@ -53,3 +53,22 @@ def test_pair_sample_holds_every_pair_of_a_small_log() -> None:
     assert sorted(f.sample[0].tolist()) == list(range(4000))
     assert np.array_equal(f.sample[1], f.sample[0] + 1)
     assert f.finish()[1] is None  # the rank correlation is exact
+
+
+def test_column_counts_add_up_across_chunks_with_values_past_the_dense_range() -> None:
+    from profiles.fold import _ColumnFold
+    from profiles.lengths import _BINCOUNT_MAX, _Counts
+
+    chunks = [np.array([0, 3, 3, 7]), np.array([_BINCOUNT_MAX + 5, 2, 3]), np.array([9])]
+    fold = _ColumnFold()
+    for c in chunks:
+        fold.add(c)
+    got, want = fold.counts(), _Counts(np.concatenate(chunks))
+    assert (
+        (got.n, got.total, got.max)
+        == (want.n, want.total, want.max)
+        == (8, 27 + _BINCOUNT_MAX + 5, _BINCOUNT_MAX + 5)
+    )
+    assert fold.counts().total == got.total  # reading the counts twice changes nothing
+    ks = np.arange(8)
+    assert got.kth(ks).tolist() == want.kth(ks).tolist() == sorted(np.concatenate(chunks).tolist())
