@@ -1,7 +1,7 @@
 """Speed and memory of `capplan profile` on large logs, against a bare polars floor.
 
     python bench/profile_speed.py [--rows 10000000[,30000000,100000000]] [--repeat 5]
-        [--keep DIR] [--text-requests 2000] [--shards K]
+        [--keep DIR] [--text-requests 2000] [--shards K] [--breakdown]
 
 1. Generates a Parquet log (arrival, input, output, session) of each --rows size (in parts of
    10 M rows, so 100 M rows take bounded memory; with --keep DIR the logs stay there and later
@@ -14,6 +14,8 @@
 With --shards K, also splits the log by time into K Parquet files, profiles each in its own
 process and merges them (`capplan profile --merge`); prints the total wall time and the
 largest peak RSS.
+With --breakdown, also prints where the time goes, phase by phase, in one process (see
+`breakdown`).
 3. Prints prefix-hashing throughput (prompt tokens per second) for an OpenAI-style text log:
    the whole reader (JSON, tokenizing, chained block hashes) and the hashing step alone.
 """
@@ -116,10 +118,10 @@ def sharded(log: Path, folder: Path, shards: int, columns: str) -> None:
     )
 
 
-def in_child(code: str) -> None:
+def in_child(code: str, *args: str) -> None:
     """Run `code` in a fresh process: a child forked from a parent that held a large table
     would report the parent's resident memory as its own peak RSS (Linux keeps it over exec)."""
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, check=True)
 
 
 def best_of(n: int, cmds: list[list[str]]) -> list[tuple[float, float, float]]:
@@ -146,6 +148,60 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{out}")
     return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
+
+
+BREAKDOWN = """
+import resource, sys, time
+def now():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), r.ru_utime + r.ru_stime
+def show(label, t0, extra=""):
+    w, c = now()
+    print(f"  {label:44s} {w - t0[0]:6.2f} s wall {c - t0[1]:6.2f} s CPU{extra}", flush=True)
+    return w, c
+t = now()
+import polars as pl
+t = show("import polars", t)
+from pathlib import Path
+from profiles.readers import reader_context
+from profiles.readers.base import files_digest
+from profiles.readers.chunks import read_table_chunks
+from profiles.stream import CHUNK_ROWS, profile_in_chunks
+from profiles.model import save_profile
+import planner.commands.profile
+t = show("import the profile command's modules", t)
+log = Path(sys.argv[1])
+COLUMNS = sys.argv[3]
+t = now()
+pl.scan_parquet(log).select(
+    pl.col("arrival").mean(), pl.col("input").mean(), pl.col("output").mean(),
+    pl.col("session").str.len_bytes().mean(),
+).collect()
+t = show("floor: bare scan + means (file cached)", t)
+files_digest([log])
+t = show("sha256 of the file (alone)", t)
+ctx = reader_context("auto", COLUMNS, None, 16, "auto", ())
+chunks = read_table_chunks(log, ctx, "table", CHUNK_ROWS)
+n = sum(f.frame.height for f in chunks)
+t = show("read + row checks (alone, no folds)", t, f"  ({n:,} rows)")
+phases = {}
+p = profile_in_chunks([str(log)], columns=COLUMNS, phase_s=phases)
+t = show("profile_in_chunks (all, overlapped)", t)
+for k, v in phases.items():
+    print(f"    {k:42s} {'':6s}        {v:6.2f} s CPU on the main thread")
+save_profile(p, sys.argv[2])
+show("write the profile JSON", t)
+"""
+
+
+def breakdown(log: Path, folder: Path) -> None:
+    """Where `capplan profile`'s time goes, phase by phase, in one fresh process: imports, the
+    floor's scan, the file's sha256, reading and checking the rows alone, then the whole
+    chunked profile (read on a worker thread while the main thread folds, sha256 on another)
+    with the main thread's time per phase, and writing the JSON. Phases run one after another
+    here, so their sum exceeds the real run's wall time (which overlaps them)."""
+    print(f"breakdown of {log.name} (one process; the file is in the page cache):")
+    in_child(BREAKDOWN, str(log), str(folder / "bd.json"), COLUMNS)
 
 
 def text_throughput(n_requests: int, folder: Path) -> None:
@@ -208,6 +264,7 @@ def main() -> None:
     ap.add_argument("--text-requests", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest counts")
     ap.add_argument("--shards", type=int, default=0, help="also profile K time shards + merge")
+    ap.add_argument("--breakdown", action="store_true", help="also print the time of each phase")
     ap.add_argument(
         "--keep",
         type=Path,
@@ -254,6 +311,8 @@ def main() -> None:
             table.append((rows, floor_s, floor_cpu, floor_mb, prof_s, prof_cpu, prof_mb))
             if args.shards:
                 sharded(log, folder, args.shards, COLUMNS)
+            if args.breakdown:
+                breakdown(log, folder)
         if len(table) > 1:
             print(
                 "\nrows         floor s (CPU)    profile s (CPU)   ratio wall/CPU   "

@@ -221,10 +221,10 @@ def build_profile(
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
 
-    A large tabular log (Parquet over STREAM_ABOVE_ROWS rows, other tables over
-    STREAM_ABOVE_BYTES) without --group-by is read in chunks of `chunk_rows` rows (default
-    CHUNK_ROWS) and folded, so memory stays bounded whatever its length; `chunk_rows` set
-    forces that path for any tabular log (see profiles.stream).
+    A large tabular log or Mooncake trace (Parquet over STREAM_ABOVE_ROWS rows, other files
+    over STREAM_ABOVE_BYTES) is read in chunks of `chunk_rows` rows (default CHUNK_ROWS) and
+    folded, so memory stays bounded whatever its length; `chunk_rows` set forces that path
+    for any such log (see profiles.stream for when it still reads the log whole).
 
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
@@ -234,24 +234,22 @@ def build_profile(
         extra = (group_by,)
     if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
         raise InputError("--cache-tokens sizes must be positive token counts")
-    if group_by is not None and chunk_rows is not None:
-        raise InputError("--chunk-rows does not apply with --group-by (groups are read whole)")
-    if group_by is None:
-        from profiles.stream import profile_in_chunks
+    from profiles.stream import profile_in_chunks
 
-        streamed = profile_in_chunks(
-            paths,
-            fmt=fmt,
-            columns=columns,
-            tokenizer=tokenizer,
-            block_tokens=block_tokens,
-            cache_tokens=cache_tokens,
-            seed=seed,
-            time_unit=time_unit,
-            chunk_rows=chunk_rows,
-        )
-        if streamed is not None:
-            return streamed
+    streamed = profile_in_chunks(
+        paths,
+        fmt=fmt,
+        columns=columns,
+        group_by=group_by,
+        tokenizer=tokenizer,
+        block_tokens=block_tokens,
+        cache_tokens=cache_tokens,
+        seed=seed,
+        time_unit=time_unit,
+        chunk_rows=chunk_rows,
+    )
+    if streamed is not None:
+        return streamed
     result = read_requests(
         paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit, extra_columns=extra
     )

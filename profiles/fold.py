@@ -131,26 +131,45 @@ class _ColumnFold:
     def __init__(self) -> None:
         self.dense = np.zeros(1 << 12, dtype=np.int64)
         self.big: list[np.ndarray] = []  # values above _BINCOUNT_MAX, kept as they are (rare)
-        self.total = 0
+        self.big_total = 0  # sum of the values kept in `big`
 
     def add(self, v: np.ndarray) -> None:
         if v.size == 0:
             return
-        self.total += int(v.sum())
         if int(v.max()) > _BINCOUNT_MAX:
             big = v > _BINCOUNT_MAX
             self.big.append(v[big])
+            self.big_total += int(v[big].sum())
             v = v[~big]
         self.dense = _add_at(self.dense, 0, np.bincount(v))
 
     def counts(self) -> _Counts:
+        # The sum of the values from their counts (each below 2^24: exact in int64 up to
+        # 5e11 requests of the largest).
+        total = self.big_total + int(np.dot(np.arange(self.dense.size, dtype=np.int64), self.dense))
         if not self.big:
-            return _Counts.of_counts(None, self.dense, self.total)
+            return _Counts.of_counts(None, self.dense, total)
         keys, counts = np.unique(np.concatenate(self.big), return_counts=True)
         small = np.flatnonzero(self.dense)
         return _Counts.of_counts(
-            np.concatenate((small, keys)), np.concatenate((self.dense[small], counts)), self.total
+            np.concatenate((small, keys)), np.concatenate((self.dense[small], counts)), total
         )
+
+
+def _bernoulli_positions(rng: np.random.Generator, n: int, p: float) -> np.ndarray:
+    """Indices below `n`, each taken with probability `p` independently of the others: the
+    same law as `rng.random(n) < p`, drawn as geometric gaps in time proportional to the
+    indices taken rather than to `n`."""
+    out: list[np.ndarray] = []
+    at = -1  # the last index taken
+    while True:
+        expect = (n - 1 - at) * p
+        gaps = rng.geometric(p, int(expect + 6.0 * math.sqrt(expect) + 16.0))
+        pos = at + np.cumsum(gaps)
+        out.append(pos[pos < n])
+        if pos[-1] >= n:
+            return np.concatenate(out)
+        at = int(pos[-1])
 
 
 class LengthFold:
@@ -158,12 +177,17 @@ class LengthFold:
 
     Every pair gets a uniform random key; the RANK_SAMPLE_PAIRS smallest keys are a uniform
     sample without replacement (bottom-k sampling), and its SAMPLER_PAIRS smallest the sampler.
+    The fold keeps every pair with a key below `top` (at least RANK_SAMPLE_PAIRS of them once
+    there are that many pairs, at most twice as many) and draws keys only for the pairs that
+    can fall below it: which ones is itself drawn, with the same law, so a chunk costs its
+    counts, not a key per pair.
     """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.ins, self.outs = _ColumnFold(), _ColumnFold()
+        self.top = 1.0
         self.keys = np.zeros(0)
         self.sample = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self.n = 0
@@ -171,29 +195,47 @@ class LengthFold:
     def add(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
         self.ins.add(inputs)
         self.outs.add(outputs)
-        self.n += int(inputs.size)
-        keys = self.rng.random(inputs.size)
-        if self.keys.size >= RANK_SAMPLE_PAIRS:
-            take = np.flatnonzero(keys < self.keys.max())
-            keys, inputs, outputs = keys[take], inputs[take], outputs[take]
-        self.keys = np.concatenate((self.keys, keys))
-        self.sample = (
-            np.concatenate((self.sample[0], inputs)),
-            np.concatenate((self.sample[1], outputs)),
-        )
-        if self.keys.size > RANK_SAMPLE_PAIRS:
-            keep = np.argpartition(self.keys, RANK_SAMPLE_PAIRS - 1)[:RANK_SAMPLE_PAIRS]
-            self.keys = self.keys[keep]
-            self.sample = (self.sample[0][keep], self.sample[1][keep])
+        n, have, top, k = int(inputs.size), int(self.keys.size), self.top, RANK_SAMPLE_PAIRS
+        self.n += n
+        cut = top
+        if have + n * top > 2 * k:
+            # Draw keys only below a lower cut, under which about k keys plus six standard
+            # deviations are expected (the pairs kept and the new ones together).
+            cut = min(top, (k + 6.0 * math.sqrt(k) + 16.0) / (have / top + n))
+        take = _bernoulli_positions(self.rng, n, cut) if cut < 1.0 else np.arange(n)
+        keys = cut * self.rng.random(take.size)
+        if cut < top:
+            if np.count_nonzero(self.keys < cut) + take.size >= k:
+                top = cut  # the other new pairs' keys lie above the cut, unknown
+            else:  # a six-sigma shortfall: draw the other pairs' keys too, from the cut up
+                rest = np.ones(n, dtype=bool)
+                rest[take] = False
+                at = np.flatnonzero(rest)
+                more = cut + (1.0 - cut) * self.rng.random(at.size)
+                take, keys = np.concatenate((take, at)), np.concatenate((keys, more))
+        keys = np.concatenate((self.keys, keys))
+        ins = np.concatenate((self.sample[0], inputs[take]))
+        outs = np.concatenate((self.sample[1], outputs[take]))
+        keep = np.flatnonzero(keys < top)
+        if keep.size > 2 * k:
+            keep = keep[np.argpartition(keys[keep], k)[: k + 1]]
+            top = float(keys[keep].max())  # the (k + 1)-th smallest: the k below it stay
+            keep = keep[keys[keep] < top]
+        if keep.size < keys.size:
+            keys, ins, outs = keys[keep], ins[keep], outs[keep]
+        self.top, self.keys, self.sample = top, keys, (ins, outs)
 
     def finish(self) -> tuple[Lengths, str | None]:
         """Length statistics, and a note when the rank correlation is a sample's estimate."""
         ci, co = self.ins.counts(), self.outs.counts()
-        s_in, s_out = self.sample
-        first = np.arange(self.keys.size)
-        if self.keys.size > SAMPLER_PAIRS:
-            first = np.argpartition(self.keys, SAMPLER_PAIRS - 1)[:SAMPLER_PAIRS]
-        first = first[np.argsort(self.keys[first])]
+        keys, (s_in, s_out) = self.keys, self.sample
+        if keys.size > RANK_SAMPLE_PAIRS:
+            bottom = np.argpartition(keys, RANK_SAMPLE_PAIRS - 1)[:RANK_SAMPLE_PAIRS]
+            keys, s_in, s_out = keys[bottom], s_in[bottom], s_out[bottom]
+        first = np.arange(keys.size)
+        if keys.size > SAMPLER_PAIRS:
+            first = np.argpartition(keys, SAMPLER_PAIRS - 1)[:SAMPLER_PAIRS]
+        first = first[np.argsort(keys[first])]
         pairs = [(int(i), int(o)) for i, o in zip(s_in[first], s_out[first], strict=True)]
         rho = spearman(ci, co, (s_in, s_out)) if self.n else None
         lengths = lengths_of(ci, co, rho, pairs, self.seed).model_copy(update={"requests": self.n})
@@ -222,24 +264,28 @@ class SessionFold:
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept = 0
 
-    def add(self, ids: pl.Series | None, t: np.ndarray, inputs: np.ndarray) -> None:
-        """Fold a chunk: its session ids (None: the log has none), arrivals and input tokens."""
+    def add(self, hashes: pl.Series | None, valid: int, t: np.ndarray, inputs: np.ndarray) -> None:
+        """Fold a chunk: the hashes of its session ids (u64, `pl.col("session_id").hash()`;
+        null for a row without one, and may be null for a row whose hash has some of the
+        current k low bits set: it is out of the sample; None: the log has no ids), how
+        many of its rows have an id, their arrivals and input tokens."""
         self.n_rows += t.size
-        if ids is None:
+        if hashes is None:
             return
         self.seen = True
-        nulls = ids.null_count()
-        self.n_valid += t.size - nulls
+        self.n_valid += valid
         k = sample_bits(self.n_valid)
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        hs = ids.hash().to_numpy()  # the same hash as session_stats' pl.col().hash()
+        if hashes.null_count():
+            at = hashes.is_not_null().arg_true().to_numpy()
+            hs = hashes.gather(at).to_numpy()
+        else:
+            at, hs = None, hashes.to_numpy()
         keep = (hs & np.uint64((1 << self.k) - 1)) == 0
-        if nulls:
-            keep &= ids.is_not_null().to_numpy()
-        idx = np.flatnonzero(keep)
-        self.parts.append((hs[idx], t[idx], inputs[idx]))
+        idx = np.flatnonzero(keep) if at is None else at[keep]
+        self.parts.append((hs[keep], t[idx], inputs[idx]))
         self.kept = sum(p[0].size for p in self.parts)
         if self.kept > 4 * SAMPLE_ABOVE_ROWS:  # many chunks since k last grew: compact
             self.parts = [tuple(np.concatenate(c) for c in zip(*self.parts, strict=True))]  # type: ignore[list-item]

@@ -1,30 +1,41 @@
-"""Profiling a large tabular log in bounded memory: read it in chunks of rows, fold each one.
+"""Profiling a large log in bounded memory: read it in chunks of rows, fold each one.
 
-`profile_in_chunks` reads Azure, BurstGPT and generic tables (CSV, Parquet) a chunk at a
-time through the same row checks as the in-memory reader and folds each chunk into
-profiles.fold; memory is then one chunk plus counts that grow with the log's span (requests
-per second) and its largest token count, not with its rows. The profile equals the
-in-memory one except where `source.read_in_chunks.estimated` says otherwise.
+`profile_in_chunks` reads Azure, BurstGPT and generic tables (CSV, Parquet, JSONL) and
+Mooncake traces a chunk at a time through the same row checks as the in-memory reader and
+folds each chunk into profiles.fold; memory is then one chunk plus counts that grow with the
+log's span (requests per second) and its largest token count, not with its rows, plus, for
+a log with block hashes (Mooncake), every request's hashes (the exact prefix statistics
+need them all). The profile equals the in-memory one except where
+`source.read_in_chunks.estimated` says otherwise.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.build import prefix_of, wrap_profile
+from profiles.build import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import ReaderContext, ReadResult, files_digest, reading
-from profiles.readers.chunks import BrokenTable, read_table_chunks, table_rows
+from profiles.readers.chunks import (
+    SESSION_HASH,
+    SESSION_SEEN,
+    BrokenTable,
+    read_table_chunks,
+    table_rows,
+)
+from profiles.readers.jsonl import mooncake_chunks
 from profiles.readers.tabular import TABLE_SPECS
 from profiles.tokenize import Tokenizer
 
@@ -32,6 +43,7 @@ STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
 STREAM_ABOVE_BYTES = 256 << 20  # other tabular files this large on disk are read in chunks
 CHUNK_ROWS = 2_000_000  # about 100 MB of canonical columns per chunk
 T = TypeVar("T")
+CHUNKED_KINDS = (*TABLE_SPECS, "mooncake")  # reader kinds read in chunks
 
 __all__ = ["CHUNK_ROWS", "STREAM_ABOVE_BYTES", "STREAM_ABOVE_ROWS", "profile_in_chunks"]
 
@@ -52,8 +64,13 @@ def _prefetched(items: Iterator[T]) -> Iterator[T]:
             yield item  # type: ignore[misc]
 
 
-class _OutOfOrder(Exception):
-    """A chunk starts before the previous one ended: only a whole-log sort can order it."""
+class _WholeRead(Exception):
+    """Only a whole read profiles this log as the in-memory profiler does: a chunk starts
+    before the previous one ended (a whole-log sort orders it), or --group-by names a column
+    the chunks lack or has more than GROUP_FOLDS values."""
+
+
+GROUP_FOLDS = 4 * MAX_GROUPS  # most --group-by values folded apart before a whole read
 
 
 def profile_in_chunks(
@@ -61,6 +78,7 @@ def profile_in_chunks(
     *,
     fmt: str = "auto",
     columns: dict[str, str] | str | None = None,
+    group_by: str | None = None,
     tokenizer: Tokenizer | str | None = None,
     block_tokens: int = 16,
     cache_tokens: list[int] | None = None,
@@ -68,21 +86,26 @@ def profile_in_chunks(
     time_unit: str = "auto",
     chunk_rows: int | None = None,
     now: datetime | None = None,
+    phase_s: dict[str, float] | None = None,
 ) -> Profile | None:
-    """The profile of tabular logs read in chunks of `chunk_rows` rows, or None where the
-    in-memory profiler should read them: not a table, small (when `chunk_rows` is None), or
-    with times that go back across chunks (the whole log must be sorted then).
+    """The profile of tabular logs and Mooncake traces read in chunks of `chunk_rows` rows
+    (with a body per `group_by` value, as the in-memory profiler's), or None where the
+    in-memory profiler should read them: another format, small (when `chunk_rows` is None),
+    times that go back across chunks, or a `group_by` column with more than GROUP_FOLDS
+    values (or `session_id`).
 
     Raises InputError as the in-memory profiler does (bad options, unreadable files, no
-    usable rows).
+    usable rows). `phase_s`, when given, receives this thread's CPU seconds in each phase
+    (taking the next chunk, each fold, finishing; bench/profile_speed.py --breakdown).
     """
-    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, ())
+    extra = (group_by,) if group_by is not None and group_by not in GROUPABLE else ()
+    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra)
     files = expand_paths(paths)
     for p in files:
         if p.stat().st_size == 0:
             raise InputError(f"{p}: empty file")
     kind = format_of(files, fmt)
-    if kind not in TABLE_SPECS:
+    if kind not in CHUNKED_KINDS or group_by == "session_id":
         return None
     rows = [table_rows(p) for p in files]
     expected = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None
@@ -96,98 +119,60 @@ def profile_in_chunks(
     with ThreadPoolExecutor(max_workers=1) as pool:
         digest = pool.submit(files_digest, files)
         try:
-            folded = _Folds(seed, expected)
+            folded = _Folds(seed, expected, group_by, phase_s if phase_s is not None else {})
             for p in files:
                 folded.read_file(p, kind, ctx, chunk_rows)
-        except (_OutOfOrder, BrokenTable):
+        except (_WholeRead, BrokenTable):
             return None
-        return folded.profile(files, kind, ctx, digest.result(), cache_tokens, chunk_rows, now)
+        with folded.timed("sha256 (waiting for it)"):
+            hexdigest = digest.result()
+        with folded.timed("finish"):
+            return folded.profile(files, kind, ctx, hexdigest, cache_tokens, chunk_rows, now)
 
 
-class _Folds:
-    """Every statistic's fold, fed one canonical chunk after another."""
+class _BodyFold:
+    """The folds of one profile body (the whole log's, or one --group-by value's)."""
 
-    def __init__(self, seed: int, expected_rows: int | None) -> None:
+    def __init__(self, seed: int, start_epoch_s: float | None, expected_gaps: int | None) -> None:
         self.seed = seed
-        self.expected_gaps = expected_rows - 1 if expected_rows else None
-        self.arrivals: ArrivalFold | None = None
+        self.arrivals = ArrivalFold(start_epoch_s, expected_gaps)
         self.lengths = LengthFold(seed)
         self.all_lengths: LengthFold | None = None  # every request, when the log marks failures
         self.sessions = SessionFold()
-        self.t0 = 0.0
-        self.start_epoch_s: float | None = None
-        self.absolute: bool | None = None
-        self.last_raw = -np.inf
-        self.rows = self.ok_rows = self.chunks = 0
-        self.schema: pl.DataFrame | None = None
+        self.rows = self.ok_rows = 0
+        # Every request's block hashes, kept for the exact prefix statistics (8 bytes a block
+        # and 16 a request: the LRU curve needs every access's stack distance).
+        self.hashed: list[pl.DataFrame] = []
 
-    def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
-        steps, first_line = 0, None
-        with reading(path):
-            spec = TABLE_SPECS[kind](path, ctx)
-            for part in _prefetched(read_table_chunks(path, ctx, spec, chunk_rows)):
-                if self.absolute is None:
-                    self.absolute = part.absolute_time
-                elif self.absolute != part.absolute_time:
-                    raise InputError(
-                        "some files have wall-clock timestamps and others relative times"
-                    )
-                frame = part.frame
-                if part.backwards_steps:
-                    steps += part.backwards_steps
-                    first_line = first_line or part.first_backwards_line
-                    frame = frame.sort("arrival_s", maintain_order=True)
-                self._add(frame)
-        if steps:
-            ctx.warnings.append(
-                f"{path}: timestamps go backwards {steps} time(s) (first at line "
-                f"{first_line}); requests were sorted by arrival"
-            )
-
-    def _add(self, frame: pl.DataFrame) -> None:
-        if frame.height == 0:
-            return
-        first = float(frame["arrival_s"][0])
-        if first < self.last_raw:
-            raise _OutOfOrder
-        if self.arrivals is None:
-            self.t0 = first
-            self.start_epoch_s = (
-                datetime.fromtimestamp(first, tz=UTC).timestamp() if self.absolute else None
-            )
-            self.arrivals = ArrivalFold(self.start_epoch_s, self.expected_gaps)
-            self.schema = frame.head(0)
-        raw = frame["arrival_s"].to_numpy()
-        self.last_raw = float(raw[-1])
-        t = raw - self.t0
-        self.arrivals.add(t)
-        ins = frame["input_tokens"].to_numpy()
-        outs = frame["output_tokens"].to_numpy()
-        if "ok" in frame.columns:
-            ok = frame["ok"].fill_null(True).to_numpy()
-            self.ok_rows += int(ok.sum())
-            self.lengths.add(ins[ok], outs[ok])
-            self.all_lengths = self.all_lengths or LengthFold(self.seed)
-            self.all_lengths.add(ins, outs)
-        else:
-            self.lengths.add(ins, outs)
-        ids = frame["session_id"] if "session_id" in frame.columns else None
-        self.sessions.add(ids, t, ins)
+    def add(self, t: np.ndarray, frame: pl.DataFrame, timed: _Timer) -> None:
+        """Fold a chunk: its arrivals `t` (s from the log's first) and canonical `frame`."""
+        with timed("fold arrivals"):
+            self.arrivals.add(t)
+        with timed("fold lengths"):
+            ins = frame["input_tokens"].to_numpy()
+            outs = frame["output_tokens"].to_numpy()
+            if "ok" in frame.columns:
+                ok = frame["ok"].fill_null(True).to_numpy()
+                self.ok_rows += int(ok.sum())
+                self.lengths.add(ins[ok], outs[ok])
+                self.all_lengths = self.all_lengths or LengthFold(self.seed)
+                self.all_lengths.add(ins, outs)
+            else:
+                self.lengths.add(ins, outs)
+        with timed("fold sessions"):
+            if SESSION_HASH in frame.columns:
+                seen = int(frame[SESSION_SEEN].sum())
+                self.sessions.add(frame[SESSION_HASH], seen, t, ins)
+            else:
+                self.sessions.add(None, 0, t, ins)
+        if "block_hashes" in frame.columns:
+            self.hashed.append(frame.select("block_hashes", "hash_tokens"))
         self.rows += frame.height
-        self.chunks += 1
 
-    def profile(
-        self,
-        files: list[Path],
-        kind: str,
-        ctx: ReaderContext,
-        digest: str,
-        cache_tokens: list[int] | None,
-        chunk_rows: int,
-        now: datetime | None,
-    ) -> Profile:
-        if self.arrivals is None or self.schema is None:
-            raise no_usable_rows(files, ctx.skips)
+    def finish(
+        self, schema: pl.DataFrame, kind: str, ctx: ReaderContext, cache_tokens: list[int] | None
+    ) -> tuple[ProfileBody, dict[str, str]]:
+        """The body, and what in it differs from the in-memory profiler's (key -> how)."""
         estimated: dict[str, str] = {}
         arrivals, note = self.arrivals.finish()
         if note:
@@ -206,14 +191,159 @@ class _Folds:
                 "another uniform random sample of the requests than the in-memory profiler's "
                 "(the smallest of a uniform random key per request, drawn with the seed)"
             )
+        if self.hashed:
+            hashes_from = "prompt text" if kind == "openai-jsonl" else "hash_ids"
+            hashed = pl.concat(self.hashed, rechunk=False)
+            prefix = prefix_of(hashed, ctx.block_tokens, cache_tokens, hashes_from)
+        else:
+            prefix = prefix_of(schema, ctx.block_tokens, cache_tokens, None)
         body = ProfileBody(
             arrivals=arrivals,
             lengths=lengths,
-            prefix=prefix_of(self.schema, ctx.block_tokens, cache_tokens, None),
+            prefix=prefix,
             sessions=self.sessions.finish(),
             ok_share=ok_share,
             requests=self.rows,
         )
+        return body, estimated
+
+
+class _Timer(Protocol):
+    def __call__(self, phase: str) -> AbstractContextManager[None]: ...
+
+
+class _Folds:
+    """Every statistic's fold, fed one canonical chunk after another."""
+
+    def __init__(
+        self,
+        seed: int,
+        expected_rows: int | None,
+        group_by: str | None,
+        phase_s: dict[str, float],
+    ) -> None:
+        self.phase_s = phase_s
+        self.seed = seed
+        self.expected_gaps = expected_rows - 1 if expected_rows else None
+        self.group_by = group_by
+        self.body: _BodyFold | None = None
+        self.groups: dict[str, _BodyFold] = {}
+        self.t0 = 0.0
+        self.start_epoch_s: float | None = None
+        self.absolute: bool | None = None
+        self.last_raw = -np.inf
+        self.rows = self.chunks = 0
+        self.schema: pl.DataFrame | None = None
+
+    def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
+        steps, first_line = 0, None
+        with reading(path):
+            if kind == "mooncake":
+                parts = mooncake_chunks(path, ctx, chunk_rows)
+            else:
+                parts = read_table_chunks(path, ctx, kind, chunk_rows, self._session_bits)
+            chunks = _prefetched(parts)
+            while True:
+                with self.timed("take the next chunk"):
+                    part = next(chunks, None)
+                if part is None:
+                    break
+                if self.absolute is None:
+                    self.absolute = part.absolute_time
+                elif self.absolute != part.absolute_time:
+                    raise InputError(
+                        "some files have wall-clock timestamps and others relative times"
+                    )
+                frame = part.frame
+                if part.backwards_steps:
+                    steps += part.backwards_steps
+                    first_line = first_line or part.first_backwards_line
+                    frame = frame.sort("arrival_s", maintain_order=True)
+                self._add(frame)
+        if steps:
+            ctx.warnings.append(
+                f"{path}: timestamps go backwards {steps} time(s) (first at line "
+                f"{first_line}); requests were sorted by arrival"
+            )
+
+    def _session_bits(self) -> int:
+        """Low hash bits a row's session must have zero to stay in the session sample from
+        now on (read on the reader's thread; it only grows). Groups keep their own, smaller
+        samples, so with --group-by every row with a session id is kept."""
+        if self.group_by is not None or self.body is None:
+            return 0
+        return self.body.sessions.k
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        t0 = time.thread_time()  # CPU time of this thread: the other threads' work and
+        try:  # a busy machine's waits do not count
+            yield
+        finally:
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.thread_time() - t0
+
+    def _add(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        first = float(frame["arrival_s"][0])
+        if first < self.last_raw:
+            raise _WholeRead
+        if self.body is None:
+            if self.group_by is not None and self.group_by not in frame.columns:
+                raise _WholeRead  # the whole reader says which columns it could group by
+            self.t0 = first
+            self.start_epoch_s = (
+                datetime.fromtimestamp(first, tz=UTC).timestamp() if self.absolute else None
+            )
+            self.body = _BodyFold(self.seed, self.start_epoch_s, self.expected_gaps)
+            self.schema = frame.head(0)
+        raw = frame["arrival_s"].to_numpy()
+        self.last_raw = float(raw[-1])
+        t = raw - self.t0
+        self.body.add(t, frame, self.timed)
+        if self.group_by is not None:
+            self._add_groups(t, frame, self.group_by)
+        self.rows += frame.height
+        self.chunks += 1
+
+    def _add_groups(self, t: np.ndarray, frame: pl.DataFrame, column: str) -> None:
+        """Fold each --group-by value's rows of the chunk into its own body."""
+        key = frame[column].cast(pl.String).fill_null("(none)")
+        with_t = frame.with_columns(key.alias(_GROUP), pl.Series(_T, t))
+        for (name,), part in with_t.group_by(_GROUP, maintain_order=True):
+            fold = self.groups.get(str(name))
+            if fold is None:
+                if len(self.groups) >= GROUP_FOLDS:
+                    raise _WholeRead
+                fold = self.groups[str(name)] = _BodyFold(self.seed, self.start_epoch_s, None)
+            fold.add(part[_T].to_numpy(), part, self.timed)
+
+    def profile(
+        self,
+        files: list[Path],
+        kind: str,
+        ctx: ReaderContext,
+        digest: str,
+        cache_tokens: list[int] | None,
+        chunk_rows: int,
+        now: datetime | None,
+    ) -> Profile:
+        if self.body is None or self.schema is None:
+            raise no_usable_rows(files, ctx.skips)
+        body, estimated = self.body.finish(self.schema, kind, ctx, cache_tokens)
+        warnings = list(ctx.warnings)
+        groups: dict[str, ProfileBody] = {}
+        if self.group_by is not None:
+            # The largest groups first, ties by name: the in-memory profiler's order.
+            ranked = sorted(self.groups.items(), key=lambda g: (-g[1].rows, g[0]))
+            if len(ranked) > MAX_GROUPS:
+                warnings.append(
+                    f"--group-by {self.group_by}: {len(ranked)} groups; profiled the "
+                    f"{MAX_GROUPS} largest"
+                )
+            for name, fold in ranked[:MAX_GROUPS]:
+                groups[name], notes = fold.finish(self.schema, kind, ctx, cache_tokens)
+                estimated.update({f"groups.{name}.{k}": v for k, v in notes.items()})
         result = ReadResult(
             frame=self.schema,
             format=kind,
@@ -229,4 +359,7 @@ class _Folds:
             digest=digest,
         )
         chunked = Chunked(chunks=self.chunks, chunk_rows=chunk_rows, estimated=estimated)
-        return wrap_profile(result, body, {}, None, list(ctx.warnings), self.rows, now, chunked)
+        return wrap_profile(result, body, groups, self.group_by, warnings, self.rows, now, chunked)
+
+
+_GROUP, _T = "__group", "__t"  # columns added to a chunk to split it by group

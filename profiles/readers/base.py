@@ -347,3 +347,40 @@ def files_digest(paths: list[Path]) -> str:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def json_table_batches(
+    path: Path, skips: SkipLog, source: Path | None = None, rows: int | None = None
+) -> Iterator[pl.DataFrame]:
+    """The JSON objects of `path` as frames of `rows` objects (all of them in one frame when
+    None): a String column per scalar key (nested values are left out), null where an object
+    lacks the key, and `__line`, the file line. Bad lines are skipped into `skips`."""
+    columns: dict[str, list[object]] = {"__line": []}
+    n = yielded = 0
+    for lineno, obj in json_objects(path, skips, source):
+        for key, value in obj.items():
+            if isinstance(value, dict | list) or key == "__line":
+                continue
+            col = columns.get(key)
+            if col is None:
+                col = columns[key] = [None] * n
+            col.append(None if value is None else str(value))
+        columns["__line"].append(lineno)
+        n += 1
+        for col in columns.values():
+            if len(col) < n:
+                col.append(None)
+        if rows is not None and n >= rows:
+            yield _string_frame(columns)
+            columns, n, yielded = {"__line": []}, 0, yielded + 1
+    if n or not yielded:
+        yield _string_frame(columns)
+
+
+def _string_frame(columns: dict[str, list[object]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            k: pl.Series(k, v, dtype=pl.Int64 if k == "__line" else pl.String)
+            for k, v in columns.items()
+        }
+    )

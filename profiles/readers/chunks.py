@@ -6,41 +6,69 @@ skipped row is counted and located the same way; only the memory differs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import chain
 from pathlib import Path
 
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.readers.base import FileFrame, ReaderContext, first_line, plain_file
-from profiles.readers.tabular import TableSpec, canonical_rows, plan_table
+from profiles.readers.base import (
+    FileFrame,
+    ReaderContext,
+    first_line,
+    json_table_batches,
+    plain_file,
+)
+from profiles.readers.tabular import (
+    TABLE_SPECS,
+    TablePlan,
+    canonical_rows,
+    guess_mapping,
+    plan_table,
+)
+
+# The chunks carry, instead of `session_id`, whether a row has one (SESSION_SEEN) and its
+# hash (SESSION_HASH, `pl.col("session_id").hash()` as in profiles.sessions), null where it
+# has none or where the hash's low `session_bits()` bits are not all zero (a row the hash
+# sample of sessions leaves out: its bits only grow).
+SESSION_HASH = "session_hash"
+SESSION_SEEN = "session_seen"
 
 
 class BrokenTable(Exception):
-    """polars cannot stream this CSV (a broken line): read it whole, line by line, instead."""
+    """Only a whole read can read this table as the in-memory profiler does: polars cannot
+    stream this CSV (a broken line), or a JSONL table's later lines bring a column that
+    would have changed the guessed column mapping."""
 
 
 def read_table_chunks(
-    path: Path, ctx: ReaderContext, spec: TableSpec, chunk_rows: int
+    path: Path,
+    ctx: ReaderContext,
+    kind: str,
+    chunk_rows: int,
+    session_bits: Callable[[], int] = lambda: 0,
 ) -> Iterator[FileFrame]:
-    """One tabular file as canonical chunks of about `chunk_rows` rows, in file order, each
-    checked as `read_table` checks the whole file (units and the far-row reference come from
-    the first chunk). Parquet is read by row slices, CSV by polars' streaming batches.
-    Raises BrokenTable where only the line-by-line reader can read the file."""
+    """One tabular file of reader kind `kind` as canonical chunks of about `chunk_rows` rows,
+    in file order, each checked as `read_table` checks the whole file (units and the far-row
+    reference come from the first chunk), with SESSION_SEEN and SESSION_HASH in place of
+    `session_id` (`session_bits()` read as each chunk's query is made).
+    Parquet is read by row slices, CSV by polars' streaming batches, JSONL tables by batches
+    of lines. Raises BrokenTable where only a whole read can read the file."""
     with plain_file(path) as plain:
-        plan = plan_table(path, plain, ctx, spec)
-        selected = plan.lf.select(plan.exprs)
+        if _is_jsonl(plain):
+            yield from _jsonl_chunks(path, plain, ctx, kind, chunk_rows, session_bits)
+            return
+        plan = plan_table(path, plain, ctx, TABLE_SPECS[kind](path, ctx))
         rows = 0
         try:
             if plan.kind == "parquet":
                 batches: Iterator[pl.DataFrame] = (
-                    selected.slice(start, chunk_rows).collect()
+                    _canonical(plan.lf, plan, session_bits()).slice(start, chunk_rows).collect()
                     for start in range(0, _parquet_rows(plain), chunk_rows)
                 )
-            elif plan.kind == "csv":
-                batches = iter(selected.collect_batches(chunk_size=chunk_rows))
             else:
-                batches = iter([selected.collect()])
+                batches = iter(_canonical(plan.lf, plan, 0).collect_batches(chunk_size=chunk_rows))
             for df in batches:
                 if df.height:
                     yield canonical_rows(df, plan, ctx, rows)
@@ -51,6 +79,59 @@ def read_table_chunks(
             raise InputError(f"{path}: cannot read as {plan.kind} ({first_line(err)})") from err
     if rows == 0:
         raise InputError(f"{path}: empty file (a header and no rows)")
+
+
+def _canonical(lf: pl.LazyFrame, plan: TablePlan, bits: int) -> pl.LazyFrame:
+    """The canonical columns of `lf`, with the session ids hashed and sampled (the hashes
+    whose low `bits` bits are zero) in the same query: on polars' threads, and the ids'
+    strings are never gathered into a chunk."""
+    selected = lf.select(plan.exprs)
+    if "session_id" not in selected.collect_schema().names():
+        return selected
+    sid, h = pl.col("session_id"), pl.col("session_id").hash()
+    sampled = sid.is_not_null()
+    if bits:
+        sampled = sampled & ((h & pl.lit((1 << bits) - 1, dtype=pl.UInt64)) == 0)
+    return selected.with_columns(
+        sid.is_not_null().alias(SESSION_SEEN), pl.when(sampled).then(h).alias(SESSION_HASH)
+    ).drop("session_id")
+
+
+def _jsonl_chunks(
+    path: Path,
+    plain: Path,
+    ctx: ReaderContext,
+    kind: str,
+    chunk_rows: int,
+    session_bits: Callable[[], int],
+) -> Iterator[FileFrame]:
+    """A JSONL table in batches of `chunk_rows` objects, planned from the first batch."""
+    batches = json_table_batches(plain, ctx.skips, path, chunk_rows)
+    first = next(batches)
+    names = first.columns
+    spec = TABLE_SPECS[kind](path, ctx, names)
+    plan = plan_table(path, plain, ctx, spec, (first.lazy(), "jsonl"))
+    seen = set(names)
+    rows = 0
+    for df in chain([first], batches):
+        if df.height:
+            new = set(df.columns) - seen
+            if new:
+                seen |= new
+                if kind == "table" and guess_mapping(sorted(seen), ctx.columns) != spec.mapping:
+                    raise BrokenTable(str(path))
+            missing = [pl.lit(None, pl.String).alias(c) for c in plan.names if c not in df.columns]
+            lf = df.lazy().with_columns(missing)
+            frame = _canonical(lf, plan, session_bits()).collect()
+            yield canonical_rows(frame, plan, ctx, 0)
+            rows += df.height
+    if rows == 0:
+        raise InputError(f"{path}: empty file (no usable line)")
+
+
+def _is_jsonl(plain: Path) -> bool:
+    with plain.open("rb") as fh:
+        return fh.read(64).lstrip()[:1] == b"{"
 
 
 def _parquet_rows(path: Path) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,59 +59,86 @@ def _backwards(times: np.ndarray, lines: list[int]) -> tuple[int, int | None]:
 @register_reader("mooncake")
 def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
     """Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)."""
+    return next(mooncake_chunks(path, ctx, None))
+
+
+def mooncake_chunks(path: Path, ctx: ReaderContext, chunk_rows: int | None) -> Iterator[FileFrame]:
+    """A Mooncake trace as frames of `chunk_rows` requests (one frame when None), in file
+    order. The timestamps' unit and the reference for far rows come from the first frame."""
     ctx.block_tokens = MOONCAKE_BLOCK_TOKENS
-    times: list[float] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
-    hashes: list[list[int]] = []
-    lines: list[int] = []
+    frames = _MooncakeFrames(path, ctx)
     any_line = False
+    rows: list[_MooncakeRow] = []
     for lineno, obj in json_objects(path, ctx.skips):
         any_line = True
         try:
-            ts = obj.get("timestamp")
-            if isinstance(ts, bool) or not isinstance(ts, int | float):
-                raise _RowError(f"timestamp is missing or not a number ({ts!r})")
-            n_in = _int_count(obj.get("input_length"), "input_length")
-            n_out = _int_count(obj.get("output_length"), "output_length")
-            ids = obj.get("hash_ids", [])
-            if not isinstance(ids, list) or not all(
-                isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 1 << 64 for h in ids
-            ):
-                raise _RowError("hash_ids is not a list of whole numbers from 0 to 2^64-1")
+            rows.append(_mooncake_row(obj, lineno))
         except _RowError as err:
             ctx.skips.skip(str(path), lineno, "bad field", str(err))
             continue
-        times.append(float(ts))
-        inputs.append(n_in)
-        outputs.append(n_out)
-        hashes.append(ids)
-        lines.append(lineno)
+        if chunk_rows is not None and len(rows) >= chunk_rows:
+            yield frames.of(rows)
+            rows = []
     if not any_line and ctx.skips.total == 0:
         raise InputError(f"{path}: empty file")
-    raw = np.asarray(times, dtype=np.float64)
-    unit, absolute = numeric_unit(typical(raw), ctx.time_unit, "ms")
-    ctx.warnings.extend(unit_warnings(raw, unit, absolute, str(path)))
-    far = far_from_median(raw * UNIT_SECONDS[unit])
-    if far.any():
-        keep = ~far
-        for i in np.flatnonzero(far):
-            ctx.skips.skip(str(path), lines[i], FAR_REASON)
-        raw, lines = raw[keep], [line for line, k in zip(lines, keep, strict=True) if k]
-        inputs = [v for v, k in zip(inputs, keep, strict=True) if k]
-        outputs = [v for v, k in zip(outputs, keep, strict=True) if k]
-        hashes = [v for v, k in zip(hashes, keep, strict=True) if k]
-    frame = pl.DataFrame(
-        {
-            "arrival_s": raw * UNIT_SECONDS[unit],
-            "input_tokens": pl.Series(inputs, dtype=pl.Int64),
-            "output_tokens": pl.Series(outputs, dtype=pl.Int64),
-            "block_hashes": pl.Series(hashes, dtype=pl.List(pl.UInt64)),
-            "hash_tokens": pl.Series(inputs, dtype=pl.Int64),
-        }
-    )
-    steps, first = _backwards(raw, lines)
-    return FileFrame(frame, absolute, steps, first)
+    if rows or frames.unit is None:
+        yield frames.of(rows)
+
+
+_MooncakeRow = tuple[float, int, int, list[int], int]  # timestamp, input, output, ids, line
+
+
+class _MooncakeFrames:
+    """Canonical frames of parsed Mooncake rows; the first one settles the timestamps' unit
+    and the far-row reference (the median) for the rest."""
+
+    def __init__(self, path: Path, ctx: ReaderContext) -> None:
+        self.path, self.ctx = path, ctx
+        self.unit: str | None = None
+        self.absolute = False
+        self.median_s: float | None = None
+
+    def of(self, rows: list[_MooncakeRow]) -> FileFrame:
+        raw = np.asarray([r[0] for r in rows], dtype=np.float64)
+        if self.unit is None:
+            self.unit, self.absolute = numeric_unit(typical(raw), self.ctx.time_unit, "ms")
+            self.ctx.warnings.extend(unit_warnings(raw, self.unit, self.absolute, str(self.path)))
+        seconds = raw * UNIT_SECONDS[self.unit]
+        far = far_from_median(seconds, self.median_s)
+        if far.any():
+            for i in np.flatnonzero(far):
+                self.ctx.skips.skip(str(self.path), rows[i][4], FAR_REASON)
+            rows = [r for r, f in zip(rows, far, strict=True) if not f]
+            seconds = seconds[~far]
+        if self.median_s is None:
+            self.median_s = typical(seconds)
+        inputs = pl.Series([r[1] for r in rows], dtype=pl.Int64)
+        frame = pl.DataFrame(
+            {
+                "arrival_s": seconds,
+                "input_tokens": inputs,
+                "output_tokens": pl.Series([r[2] for r in rows], dtype=pl.Int64),
+                "block_hashes": pl.Series([r[3] for r in rows], dtype=pl.List(pl.UInt64)),
+                "hash_tokens": inputs,
+            }
+        )
+        steps, first = _backwards(seconds, [r[4] for r in rows])
+        return FileFrame(frame, self.absolute, steps, first)
+
+
+def _mooncake_row(obj: dict[str, Any], lineno: int) -> _MooncakeRow:
+    """(timestamp, input, output, hash ids, line) of one request; _RowError for a bad one."""
+    ts = obj.get("timestamp")
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        raise _RowError(f"timestamp is missing or not a number ({ts!r})")
+    n_in = _int_count(obj.get("input_length"), "input_length")
+    n_out = _int_count(obj.get("output_length"), "output_length")
+    ids = obj.get("hash_ids", [])
+    if not isinstance(ids, list) or not all(
+        isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 1 << 64 for h in ids
+    ):
+        raise _RowError("hash_ids is not a list of whole numbers from 0 to 2^64-1")
+    return float(ts), n_in, n_out, ids, lineno
 
 
 def _seconds(value: Any) -> tuple[float, bool]:

@@ -21,13 +21,14 @@ from profiles.readers.base import (
     ReaderContext,
     SkipLog,
     first_line,
-    json_objects,
+    json_table_batches,
     plain_file,
     read_lines,
     register_reader,
 )
 from profiles.readers.timeunits import (
     FAR_REASON,
+    MAX_SPAN_S,
     UNIT_SECONDS,
     far_from_median,
     numeric_unit,
@@ -98,7 +99,8 @@ def scan_table(
             check_parquet_footer(path, shown)
             return pl.scan_parquet(path), "parquet"
         if head.lstrip()[:1] == b"{":
-            return _jsonl_table(path, skips or SkipLog(), shown), "jsonl"
+            frame = next(json_table_batches(path, skips or SkipLog(), shown))
+            return frame.lazy(), "jsonl"
         lf = pl.scan_csv(
             path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
         )
@@ -152,29 +154,6 @@ def _csv_lines_table(path: Path, names: list[str], skips: SkipLog, source: Path)
         lines.append(lineno)
     data = {n: pl.Series(n, c, dtype=pl.String) for n, c in zip(names, columns, strict=True)}
     data["__line"] = pl.Series("__line", lines, dtype=pl.Int64)
-    return pl.DataFrame(data).lazy()
-
-
-def _jsonl_table(path: Path, skips: SkipLog, source: Path) -> pl.LazyFrame:
-    columns: dict[str, list[object]] = {"__line": []}
-    n = 0
-    for lineno, obj in json_objects(path, skips, source):
-        for key, value in obj.items():
-            if isinstance(value, dict | list) or key == "__line":
-                continue
-            col = columns.get(key)
-            if col is None:
-                col = columns[key] = [None] * n
-            col.append(None if value is None else str(value))
-        columns["__line"].append(lineno)
-        n += 1
-        for col in columns.values():
-            if len(col) < n:
-                col.append(None)
-    data = {
-        k: pl.Series(k, v, dtype=pl.Int64 if k == "__line" else pl.String)
-        for k, v in columns.items()
-    }
     return pl.DataFrame(data).lazy()
 
 
@@ -254,8 +233,17 @@ class TablePlan:
     median_s: float | None = None  # typical arrival of the first rows (far-row reference)
 
 
-def plan_table(path: Path, plain: Path, ctx: ReaderContext, spec: TableSpec) -> TablePlan:
-    lf, kind = scan_table(plain, ctx.skips, path)
+def plan_table(
+    path: Path,
+    plain: Path,
+    ctx: ReaderContext,
+    spec: TableSpec,
+    scanned: tuple[pl.LazyFrame, str] | None = None,
+) -> TablePlan:
+    """How to read `plain` (the file `path` names, decompressed) as canonical columns:
+    InputError for a missing column. `scanned` is the scan to plan from when not the whole
+    file's (a JSONL table's first batch)."""
+    lf, kind = scanned or scan_table(plain, ctx.skips, path)
     try:
         schema = lf.collect_schema()
     except pl.exceptions.PolarsError as err:
@@ -357,6 +345,9 @@ def canonical_rows(
     if plan.unit != "s":
         df = df.with_columns(pl.col("arrival_s") * UNIT_SECONDS[plan.unit])
         raw = df["arrival_s"].to_numpy()
+    if _sorted_and_near(raw, plan.median_s):  # the usual chunk: one pass over it
+        df = df.with_columns(pl.Series("arrival_s", raw))
+        return FileFrame(df, plan.absolute, 0, None)
     far = far_from_median(raw, plan.median_s)
     if plan.median_s is None and raw.size:
         plan.median_s = typical(raw[~far])
@@ -371,8 +362,19 @@ def canonical_rows(
         raw = df["arrival_s"].to_numpy()
         lines = lines[~far] if lines is not None else np.flatnonzero(~far) + offset
         offset = 0
-    steps, first_back = (0, None) if df["arrival_s"].is_sorted() else _backwards(raw, lines, offset)
+    steps, first_back = _backwards(raw, lines, offset)
+    # Readers of the frame take the arrivals as numpy: give them this contiguous array (a
+    # polars column of many chunks would be copied again for each).
+    df = df.with_columns(pl.Series("arrival_s", raw))
     return FileFrame(df, plan.absolute, steps, first_back)
+
+
+def _sorted_and_near(raw: np.ndarray, median_s: float | None) -> bool:
+    """`raw` never goes down and all of it lies within MAX_SPAN_S of `median_s` (then its
+    ends say so): no row is far, and none goes back."""
+    if median_s is None or raw.size == 0 or bool(np.any(raw[1:] < raw[:-1])):
+        return False
+    return median_s - MAX_SPAN_S <= float(raw[0]) and float(raw[-1]) <= median_s + MAX_SPAN_S
 
 
 def _skip_bad_rows(
@@ -417,7 +419,7 @@ def _backwards(
     return int(down.size), int(down[0] + 1) + line_offset
 
 
-def _azure_spec(path: Path, ctx: ReaderContext) -> TableSpec:
+def _azure_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
     return TableSpec(
         "azure",
         {"arrival": "TIMESTAMP", "input": "ContextTokens", "output": "GeneratedTokens"},
@@ -425,15 +427,16 @@ def _azure_spec(path: Path, ctx: ReaderContext) -> TableSpec:
     )
 
 
-def _burstgpt_spec(path: Path, ctx: ReaderContext) -> TableSpec:
+def _burstgpt_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
     mapping = {
         "arrival": "Timestamp",
         "input": "Request tokens",
         "output": "Response tokens",
         "model": "Model",
     }
-    with plain_file(path) as plain:
-        names = scan_table(plain, SkipLog(), path)[0].collect_schema().names()
+    if names is None:
+        with plain_file(path) as plain:
+            names = scan_table(plain, SkipLog(), path)[0].collect_schema().names()
     if "Session ID" in names:
         mapping["session"] = "Session ID"
     return TableSpec(
@@ -441,17 +444,19 @@ def _burstgpt_spec(path: Path, ctx: ReaderContext) -> TableSpec:
     )
 
 
-def _generic_spec(path: Path, ctx: ReaderContext) -> TableSpec:
-    with plain_file(path) as plain:
-        lf, _ = scan_table(plain, SkipLog(), path)
-        try:
-            names = lf.collect_schema().names()
-        except pl.exceptions.PolarsError as err:
-            raise InputError(f"{path}: cannot read as a table ({first_line(err)})") from err
+def _generic_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
+    if names is None:
+        with plain_file(path) as plain:
+            lf, _ = scan_table(plain, SkipLog(), path)
+            try:
+                names = lf.collect_schema().names()
+            except pl.exceptions.PolarsError as err:
+                raise InputError(f"{path}: cannot read as a table ({first_line(err)})") from err
     return TableSpec("table", guess_mapping(list(names), ctx.columns), time_kind="auto")
 
 
-# The tabular reader kinds and how each maps its columns (read whole or in chunks).
+# The tabular reader kinds and how each maps its columns (read whole or in chunks), from the
+# file's column names (read from the file when not given).
 TABLE_SPECS = {"azure": _azure_spec, "burstgpt": _burstgpt_spec, "table": _generic_spec}
 
 

@@ -3,6 +3,7 @@ statistic but the two that `source.read_in_chunks.estimated` names."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def _same(a: Any, b: Any, path: str = "") -> None:
 
 def _log(path: Path, rows: int, days: float, seed: int = 3) -> pl.DataFrame:
     """A log over `days` with a daily cycle, sessions (some missing), failures and a few bad
-    rows; written as Parquet in row groups smaller than the chunks, or CSV."""
+    rows; written as Parquet in row groups smaller than the chunks, CSV or JSON lines."""
     rng = np.random.default_rng(seed)
     span = days * 86400
     u = np.sort(rng.random(rows))
@@ -63,6 +64,8 @@ def _log(path: Path, rows: int, days: float, seed: int = 3) -> pl.DataFrame:
     )
     if path.suffix == ".csv":
         frame.write_csv(path)
+    elif path.suffix == ".jsonl":
+        frame.write_ndjson(path)
     else:
         frame.write_parquet(path, row_group_size=7_000)
     return frame
@@ -72,14 +75,16 @@ COLUMNS = "arrival=ts,input=prompt,output=completion,session=conv,ok=ok"
 
 
 def _both(path: Path, chunk_rows: int) -> tuple[Profile, Profile]:
-    whole = build_profile([str(path)], columns=COLUMNS)
-    chunked = build_profile([str(path)], columns=COLUMNS, chunk_rows=chunk_rows)
+    # A JSON object with a "prompt" key would pass for an OpenAI-style request log.
+    fmt = "table" if path.suffix == ".jsonl" else "auto"
+    whole = build_profile([str(path)], fmt=fmt, columns=COLUMNS)
+    chunked = build_profile([str(path)], fmt=fmt, columns=COLUMNS, chunk_rows=chunk_rows)
     assert whole.source.read_in_chunks is None
     assert chunked.source.read_in_chunks is not None
     return whole, chunked
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
 def test_chunked_profile_equals_the_in_memory_one(tmp_path: Path, suffix: str) -> None:
     log = tmp_path / f"log{suffix}"
     _log(log, 120_000, days=8.3)
@@ -137,12 +142,14 @@ def test_times_going_back_across_chunks_fall_back_to_a_whole_read(tmp_path: Path
 def test_chunked_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     log = tmp_path / "log.csv"
     log.write_text("ts,prompt,completion\nx,1,2\ny,3,4\n")
+    cols = "arrival=ts,input=prompt,output=completion"
     with pytest.raises(InputError, match="no usable rows"):
-        build_profile([str(log)], columns="arrival=ts,input=prompt,output=completion", chunk_rows=1)
+        build_profile([str(log)], columns=cols, chunk_rows=1)
     with pytest.raises(InputError, match="chunk-rows"):
         build_profile([str(log)], chunk_rows=0)
-    with pytest.raises(InputError, match="--chunk-rows does not apply with --group-by"):
-        build_profile([str(log)], chunk_rows=10, group_by="model")
+    log.write_text("ts,prompt,completion\n1,1,2\n2,3,4\n")
+    with pytest.raises(InputError, match="--group-by 'model': this log has no such column"):
+        build_profile([str(log)], columns=cols, chunk_rows=1, group_by="model")
 
 
 def test_cli_chunk_rows(tmp_path: Path) -> None:
@@ -195,3 +202,100 @@ def test_a_csv_polars_cannot_stream_is_read_whole_line_by_line(tmp_path: Path) -
     assert p.source.rows == 2999 and p.source.skip_examples == [
         f"{log}:1501: malformed CSV line: unexpected end of data"
     ]
+
+
+def _mooncake(path: Path, rows: int, seed: int = 5) -> None:
+    """A Mooncake trace (ms timestamps, 512-token blocks from a few shared prefixes) with a
+    malformed line, a bad field and a timestamp far from the rest."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(40.0, rows)).astype(np.int64)
+    lines = []
+    for i in range(rows):
+        shared = [int(x) for x in range(1000 * (i % 7), 1000 * (i % 7) + rng.integers(1, 6))]
+        own = [int(x) for x in rng.integers(10**6, 10**9, rng.integers(0, 4))]
+        ids = shared + own
+        record = {
+            "timestamp": int(t[i]),
+            "input_length": 512 * len(ids) - int(rng.integers(0, 512)),
+            "output_length": int(rng.integers(1, 400)),
+            "hash_ids": ids,
+        }
+        lines.append(json.dumps(record))
+    lines[100] = '{"timestamp": 5, "input_length": '  # malformed JSON
+    lines[2000] = json.dumps({"timestamp": 9, "input_length": -3, "output_length": 1})
+    lines[3000] = json.dumps({"timestamp": 10**14, "input_length": 3, "output_length": 1})
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_chunked_mooncake_profile_equals_the_in_memory_one(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    _mooncake(log, 6000)
+    whole = build_profile([str(log)])
+    chunked = build_profile([str(log)], chunk_rows=1000)
+    info = chunked.source.read_in_chunks
+    assert whole.source.format == "mooncake" and info is not None and info.chunks == 6
+    assert whole.prefix.available and whole.prefix.top_prefixes
+    assert whole.source.rows_skipped == 3 and chunked.source.skip_examples
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_chunked_mooncake_published_trace(shared_data: Path) -> None:
+    log = shared_data / "mooncake_synthetic_trace.jsonl"
+    whole = build_profile([str(log)])
+    chunked = build_profile([str(log)], chunk_rows=1000)
+    assert chunked.source.read_in_chunks is not None
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_a_jsonl_column_that_appears_late_makes_a_whole_read(tmp_path: Path) -> None:
+    """The mapping is guessed from the first batch of lines; a later line bringing a column
+    the guess would have taken (here a session id) sends the log to the whole reader."""
+    rows = [{"ts": 1_700_000_000 + i, "input": 100 + i % 9, "output": 20} for i in range(3000)]
+    for i, row in enumerate(rows[1500:]):
+        row["session_id"] = f"s{i % 40}"
+    log = tmp_path / "late.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = build_profile([str(log)], chunk_rows=1000)
+    assert p.source.read_in_chunks is None and p.sessions.available
+    # a late column the mapping does not take changes nothing: read in chunks
+    for row in rows[1500:]:
+        row["note"] = row.pop("session_id")
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = build_profile([str(log)], chunk_rows=1000)
+    assert p.source.read_in_chunks is not None and p.source.rows == 3000
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_chunked_group_by_equals_the_in_memory_one(tmp_path: Path, suffix: str) -> None:
+    """Each --group-by value's body folds apart: a table column (three tenants with other
+    traffic each, one of them null in places) and a canonical one (model)."""
+    log = tmp_path / f"log{suffix}"
+    frame = _log(tmp_path / "base.parquet", 40_000, days=1.5)
+    rng = np.random.default_rng(8)
+    tenant = rng.choice(["acme", "globex", "initech"], frame.height, p=[0.6, 0.3, 0.1])
+    frame = frame.with_columns(
+        pl.Series("team", tenant).scatter(np.arange(0, frame.height, 501), None),
+        pl.Series("model", rng.choice(["small", "large"], frame.height)),
+    )
+    frame.write_csv(log) if suffix == ".csv" else frame.write_parquet(log, row_group_size=7_000)
+    for group_by, columns in (("team", COLUMNS), ("model", COLUMNS + ",model=model")):
+        whole = build_profile([str(log)], columns=columns, group_by=group_by)
+        chunked = build_profile([str(log)], columns=columns, group_by=group_by, chunk_rows=9_000)
+        assert chunked.source.read_in_chunks is not None and whole.source.read_in_chunks is None
+        assert len(whole.groups) == (4 if group_by == "team" else 2)
+        assert list(chunked.groups) == list(whole.groups)  # the same order: largest first
+        _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_group_by_with_many_values_reads_the_log_whole(tmp_path: Path) -> None:
+    import profiles.stream as stream
+
+    log = tmp_path / "log.parquet"
+    frame = _log(tmp_path / "base.parquet", 6_000, days=0.2)
+    frame.with_columns((pl.int_range(pl.len()) % 300).cast(pl.String).alias("team")).write_parquet(
+        log
+    )
+    assert stream.GROUP_FOLDS < 300
+    p = build_profile([str(log)], columns=COLUMNS, group_by="team", chunk_rows=1_000)
+    assert p.source.read_in_chunks is None and len(p.groups) == 50
+    assert any("300 groups; profiled the 50 largest" in w for w in p.source.warnings)
