@@ -117,8 +117,9 @@ def register(app: typer.Typer) -> None:
         chunk_rows: int = typer.Option(
             None,
             "--chunk-rows",
-            help="read tabular logs (CSV, Parquet) in chunks of this many rows, in bounded "
-            "memory (default: 2 M-row chunks for logs over 4 M rows; not with --group-by)",
+            help="read tabular logs (CSV, Parquet, JSONL) and Mooncake traces in chunks of this "
+            "many rows, in bounded memory (default: 2 M-row chunks for logs over 4 M rows; "
+            "--group-by too, up to 200 values)",
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
         merge: bool = typer.Option(
