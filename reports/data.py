@@ -6,10 +6,10 @@ validated here; the run's timeline series come from planner.timeline. Nothing is
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.digest import sha256_of
 from contracts.errors import InputError
 from contracts.jsonio import read_json, validate
 from contracts.limit import LIMIT_SCHEMA, LimitResult
@@ -66,15 +66,6 @@ def load_plan(path: Path) -> Plan:
 def load_limit(path: Path) -> LimitResult:
     """Read limit.json; raises InputError naming the file and the first bad field."""
     return validate(LimitResult, read_json(path, "limit"), path, LIMIT_SCHEMA)
-
-
-def sha256_of(path: Path) -> str:
-    """sha256 of a file's bytes (streamed)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_inputs(

@@ -8,13 +8,13 @@ reading each service's profile and limit (at the edge, through the project's own
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from contracts import __version__
+from contracts.digest import sha256_of
 from contracts.errors import InputError
 from contracts.jsonio import read_json, validate
 from contracts.plan import Plan
@@ -42,14 +42,6 @@ from planner.review.schema import (
 from profiles.model import Profile, load_profile
 
 WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
@@ -288,7 +280,7 @@ def build_review(
     rng = np.random.default_rng(spec.seed)
     old = load_previous(previous) if previous is not None else None
     services: list[ServiceReview] = []
-    digests = [InputDigest(role="review", path=str(review_path), sha256=_sha256(review_path))]
+    digests = [InputDigest(role="review", path=str(review_path), sha256=sha256_of(review_path))]
     for s in spec.services:
         if progress is not None:
             progress(f"service {s.name}: profile, limit, plan ...")
@@ -307,7 +299,7 @@ def build_review(
         for role, given in (("profile", s.profile), ("limit", s.limit)):
             if given is not None and (base / given).is_file():
                 digests.append(
-                    InputDigest(role=f"{s.name}:{role}", path=given, sha256=_sha256(base / given))
+                    InputDigest(role=f"{s.name}:{role}", path=given, sha256=sha256_of(base / given))
                 )
         digests.append(
             InputDigest(
@@ -335,7 +327,7 @@ def build_review(
         sentence="",
     )
     if old is not None and previous is not None:
-        digests.append(InputDigest(role="previous", path=str(previous), sha256=_sha256(previous)))
+        digests.append(InputDigest(role="previous", path=str(previous), sha256=sha256_of(previous)))
         review = compare(review.model_copy(update={"inputs": digests}), old)
     return review.model_copy(update={"sentence": _sentence(review.fleet, review.change)})
 
