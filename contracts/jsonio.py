@@ -1,4 +1,4 @@
-"""Reading capplan's JSON files into their typed models, with one error message shape.
+"""Reading capplan's JSON files into their typed models, and writing them, with one error shape.
 
 Every loader (profile, limit, run, stages, plan) reports a bad file the same way: the path,
 then either why it cannot be read or the first field that fails validation.
@@ -42,3 +42,14 @@ def validate(model: type[M], data: Any, path: Path, schema: str | None = None) -
         return model.model_validate(data)
     except ValidationError as err:
         raise InputError(f"{path}: {first_error(err)}") from err
+
+
+def write_model(path: Path, model: BaseModel, what: str = "") -> None:
+    """Write `model` as indented JSON (by alias) to `path`, making its folder; InputError
+    '<path>: cannot write[ <what>] (<reason>)' when the file cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(model.model_dump_json(by_alias=True, indent=2))
+    except OSError as err:
+        named = f" {what}" if what else ""
+        raise InputError(f"{path}: cannot write{named} ({err.strerror})") from err

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from contracts.errors import InputError
+from contracts.jsonio import write_model
 from contracts.whatif import Compare
 from planner.cli import handle_errors
 from planner.compare import CompareOptions, compare_runs
@@ -68,11 +68,7 @@ def compare_command(
         force=force,
     )
     result = compare_runs(load_profile(profile), options)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(result.model_dump_json(by_alias=True, indent=2))
-    except OSError as e:
-        raise InputError(f"{output}: cannot write ({e.strerror})") from e
+    write_model(output, result)
     print_compare(result, Console())
     typer.echo(f"wrote {output}")
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.errors import InputError
+from contracts.jsonio import write_model
 from contracts.plan import Plan
 from planner.capacity import HostRule, parse_float_list, parse_limit
 from planner.cli import handle_errors
@@ -116,11 +117,7 @@ def plan_command(
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(plan.model_dump_json(by_alias=True, indent=2))
-    except OSError as err:
-        raise InputError(f"{output}: cannot write the plan ({err.strerror})") from err
+    write_model(output, plan, "the plan")
     print_plan(plan, Console())
     typer.echo(f"wrote {output}")
 

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from contracts.errors import InputError
+from contracts.jsonio import write_model
 from planner.cli import handle_errors
 from profiles.model import Profile
 
@@ -57,11 +58,7 @@ def review_command(
         profiles_out=profiles,
     )
     target = json_out or output.with_suffix(".json")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(review.model_dump_json(by_alias=True, indent=2))
-    except OSError as err:
-        raise InputError(f"{target}: cannot write review.json ({err.strerror})") from err
+    write_model(target, review, "review.json")
     from reports.review import render_review
 
     render_review(review, output, lang, profiles)

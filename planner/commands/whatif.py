@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.errors import ConfigError, InputError
+from contracts.jsonio import write_model
 from contracts.whatif import Whatif
 from planner.cli import handle_errors
 from planner.whatif import WhatifOptions, parse_vary, run_whatif
@@ -121,11 +122,7 @@ def whatif_command(
         calibration=measured,
         progress=lambda m: stderr.print(f"[dim]{m}[/dim]"),
     )
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(result.model_dump_json(by_alias=True, indent=2))
-    except OSError as e:
-        raise InputError(f"{output}: cannot write ({e.strerror})") from e
+    write_model(output, result)
     print_whatif(result, Console())
     typer.echo(f"wrote {output}")
 
