@@ -78,18 +78,7 @@ class EngineProbe:
             return self._fixed_level(load, rng)
         rules = self.rules
         cap_s = rules.max_level_s
-        requests = sorted(
-            profile_requests(
-                self.profile,
-                load,
-                cap_s,
-                rng,
-                self.config.effective_max_model_len,
-                self.arrival_kind,
-                block_tokens=self.config.block_tokens,
-            ),
-            key=lambda r: r.arrival_s,
-        )
+        requests = self._requests(load, cap_s, rng)
         span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
         while True:
             full = self._simulate([r for r in requests if r.arrival_s < span_s])
@@ -110,28 +99,30 @@ class EngineProbe:
                 rules=rules,
                 slo=self.slo,
             )
-        warmup_s = min(state.warmup_s, 0.5 * stop_s)
-        self.judged_by_load.setdefault(load, []).append(
-            records.filter(pl.col("intended_send_s") >= warmup_s)
-        )
-        return LevelMeasurement(
-            load=load,
-            stage=f"virtual-{self.levels:02d}",
-            records=records,
-            duration_s=stop_s,
-            warmup_s=warmup_s,
-            start_s=0.0,
+        return self._measured(
+            load,
+            records,
+            stop_s,
+            min(state.warmup_s, 0.5 * stop_s),
             abandoned=reason,
             unstable=state.unstable if state.capped else None,
             steady=state.evidence(),
         )
 
     def _fixed_level(self, load: float, rng: np.random.Generator) -> LevelMeasurement:
-        requests = sorted(
+        requests = self._requests(load, self.level_s, rng)
+        self._count(requests)
+        return self._measured(load, self._simulate(requests), self.level_s, 0.2 * self.level_s)
+
+    def _requests(
+        self, load: float, span_s: float, rng: np.random.Generator
+    ) -> list[EngineRequest]:
+        """The profile's requests at `load` over `span_s`, in arrival order."""
+        return sorted(
             profile_requests(
                 self.profile,
                 load,
-                self.level_s,
+                span_s,
                 rng,
                 self.config.effective_max_model_len,
                 self.arrival_kind,
@@ -139,9 +130,19 @@ class EngineProbe:
             ),
             key=lambda r: r.arrival_s,
         )
-        self._count(requests)
-        records = self._simulate(requests)
-        warmup_s = 0.2 * self.level_s
+
+    def _measured(
+        self,
+        load: float,
+        records: pl.DataFrame,
+        duration_s: float,
+        warmup_s: float,
+        *,
+        abandoned: str | None = None,
+        unstable: str | None = None,
+        steady: str | None = None,
+    ) -> LevelMeasurement:
+        """The level's measurement; keeps its records after warm-up for the prediction."""
         self.judged_by_load.setdefault(load, []).append(
             records.filter(pl.col("intended_send_s") >= warmup_s)
         )
@@ -149,9 +150,12 @@ class EngineProbe:
             load=load,
             stage=f"virtual-{self.levels:02d}",
             records=records,
-            duration_s=self.level_s,
+            duration_s=duration_s,
             warmup_s=warmup_s,
             start_s=0.0,
+            abandoned=abandoned,
+            unstable=unstable,
+            steady=steady,
         )
 
     def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
