@@ -41,6 +41,13 @@ def split_runs(text: str) -> list[tuple[str, bool]]:
     return runs
 
 
+def _not_finite(value: float | None) -> str:
+    """How every number format shows None, NaN and infinities."""
+    if value == math.inf:
+        return "inf"  # a percentile reached by failed requests
+    return "–"
+
+
 @dataclass(frozen=True)
 class Words:
     """The strings, fonts and number formats of one language.
@@ -80,10 +87,8 @@ class Words:
     # number formats (same in both languages: units and digits are not translated)
     @staticmethod
     def num(value: float | None, digits: int = 3) -> str:
-        if value is not None and value == math.inf:
-            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
-            return "–"
+            return _not_finite(value)
         if abs(value) >= 1000:
             return f"{value:,.0f}"
         return f"{value:.{digits}g}"
@@ -102,28 +107,22 @@ class Words:
 
     @staticmethod
     def seconds(value: float | None) -> str:
-        if value is not None and value == math.inf:
-            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
-            return "–"
+            return _not_finite(value)
         if abs(value) < 1.0:
             return f"{value * 1000:.0f} ms"
         return f"{value:.3g} s"
 
     @staticmethod
     def pct(value: float | None, digits: int = 1) -> str:
-        if value is not None and value == math.inf:
-            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
-            return "–"
+            return _not_finite(value)
         return f"{value * 100:.{digits}f} %"
 
     @staticmethod
     def usd(value: float | None) -> str:
-        if value is not None and value == math.inf:
-            return "inf"  # a percentile reached by failed requests
         if value is None or not math.isfinite(value):
-            return "–"
+            return _not_finite(value)
         return f"${value:,.0f}" if abs(value) >= 100 or value == 0 else f"${value:,.2f}"
 
     @staticmethod
