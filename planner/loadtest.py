@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-import locustfiles
 from contracts.errors import ConfigError, RunError
 from contracts.run import RunInfo, StagePlan, StageSummary
 from contracts.rundir import (
@@ -47,7 +45,7 @@ from locustfiles.replay import read_log_table, slice_log
 from locustfiles.stages import builtin_plan, load_plan, resolve_plan, validate_plan
 from locustfiles.summary import percentiles, summarize_plan, summarize_stage
 from planner.locust_run import RecoveryWatcher, log_tail, run_locust
-from planner.remote import master_args, note_lost, read_lost
+from planner.remote import LOCUSTFILE, locust_command, master_args, note_lost, read_lost
 from planner.slo import Slo, evaluate, parse_slo
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
@@ -67,8 +65,6 @@ __all__ = [
     "percentiles",
     "LOCUSTFILE",
 ]
-
-LOCUSTFILE = Path(locustfiles.__file__).parent / "llm.py"
 
 
 class LoadTestConfig(BaseModel):
@@ -154,12 +150,7 @@ def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
 
 
 def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path) -> list[str]:
-    args = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(LOCUSTFILE),
+    args = locust_command(
         "--host",
         config.host,
         "--llm-profile",
@@ -190,7 +181,7 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         "--exit-code-on-error",
         "0",
         "--llm-managed",  # this process writes run.json and stages.json
-    ]
+    )
     if config.api_key_env:
         args += ["--llm-api-key-env", config.api_key_env]
     if not config.ignore_eos:

@@ -48,15 +48,15 @@ def master_args(bind: str, expect_workers: int, wait_s: float) -> list[str]:
     ]
 
 
+def locust_command(*args: str) -> list[str]:
+    """`python -m locust -f <capplan's locustfile>` followed by `args`."""
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+
+
 def worker_command(master: str) -> list[str]:
     """The Locust command line of one worker joining the master at `master` (HOST:PORT)."""
     host, port = parse_address(master, "--master")
-    return [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(LOCUSTFILE),
+    return locust_command(
         "--worker",
         "--master-host",
         host,
@@ -64,7 +64,7 @@ def worker_command(master: str) -> list[str]:
         str(port),
         "--loglevel",
         "WARNING",
-    ]
+    )
 
 
 def run_worker(master: str, *, once: bool = False) -> int:

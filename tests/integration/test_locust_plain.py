@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -16,29 +15,17 @@ import pytest
 
 from bench.kit.stream_server import ROOT, start_server
 from locustfiles.live import JSON_PATH, TAB_KEY
-from planner.loadtest import LOCUSTFILE, read_records, read_run_info, read_stages
+from planner.loadtest import read_records, read_run_info, read_stages
 from planner.netutil import free_port
+from planner.remote import locust_command
 
 pytestmark = pytest.mark.integration
 
 
 def _locust(url: str, out: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(LOCUSTFILE),
-        "--host",
-        url,
-        "--llm-model",
-        "m",
-        "--llm-out",
-        str(out),
-        "--llm-drain",
-        "5",
-        *args,
-    ]
+    return locust_command(
+        "--host", url, "--llm-model", "m", "--llm-out", str(out), "--llm-drain", "5", *args
+    )
 
 
 def test_headless_users_spawn_rate_and_run_time(tmp_path: Path) -> None:
