@@ -335,34 +335,19 @@ def evaluate(
             )
         )
     attainment = n_good / scheduled if scheduled else None
-    if slo.min_attainment is not None:
-        size = block or _block_length(scheduled, ordered)
-        interval = _bootstrap(good.astype(float), None, rng, resamples, confidence, size)
-        results.append(
-            ConstraintResult(
-                "attainment",
-                attainment,
-                slo.min_attainment,
-                None if attainment is None else attainment - slo.min_attainment,
-                attainment is not None and attainment >= slo.min_attainment,
-                interval,
-                higher_is_better=True,
-            )
-        )
     error_rate = errors / scheduled if scheduled else None
-    if slo.max_error_rate is not None:
+    shares = (
+        ("attainment", good, attainment, slo.min_attainment, True),
+        ("errors", failed, error_rate, slo.max_error_rate, False),
+    )
+    for name, flags, share, bound, at_least in shares:
+        if bound is None:
+            continue
         size = block or _block_length(scheduled, ordered)
-        interval = _bootstrap(failed.astype(float), None, rng, resamples, confidence, size)
-        results.append(
-            ConstraintResult(
-                "errors",
-                error_rate,
-                slo.max_error_rate,
-                None if error_rate is None else slo.max_error_rate - error_rate,
-                error_rate is not None and error_rate <= slo.max_error_rate,
-                interval,
-            )
-        )
+        interval = _bootstrap(flags.astype(float), None, rng, resamples, confidence, size)
+        margin = None if share is None else (share - bound if at_least else bound - share)
+        passed = share is not None and (share >= bound if at_least else share <= bound)
+        results.append(ConstraintResult(name, share, bound, margin, passed, interval, at_least))
 
     metrics: dict[str, float | None] = {}
     for name, col in METRIC_COLUMNS.items():
