@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from contracts.errors import RunError
 from planner.emulator.server import EmulatorServer, Faults
@@ -223,15 +224,8 @@ class EmulatorProcess:
         return self.base_url
 
     def stop(self) -> None:
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
         if self._proc is not None:
+            stop_process(self._proc, timeout_s=10.0)
             self._stderr.close()
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -292,3 +286,15 @@ def _read_url(proc: subprocess.Popen[str], timeout_s: float, stderr_path: Path) 
         err = stderr_path.read_text(errors="replace").strip()
         raise RunError(f"the emulator subprocess did not start: {err[-2000:]}")
     return found[0]
+
+
+def stop_process(proc: subprocess.Popen[Any], *, timeout_s: float) -> None:
+    """SIGTERM a child process (a server finishing its log), then kill it after `timeout_s`."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from planner.emulator.runner import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -72,12 +74,7 @@ def emulator_with_timings(config_json: str, workdir: Path) -> Iterator[tuple[str
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port_file.read_text()}", timings
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout_s=30.0)
 
 
 if __name__ == "__main__":
