@@ -278,9 +278,9 @@ class SessionFold:
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        if hashes.null_count():
-            at = hashes.is_not_null().arg_true().to_numpy()
-            hs = hashes.gather(at).to_numpy()
+        if hashes.null_count():  # most rows, once the sample thins: polars finds the others
+            rows = hashes.to_frame("h").with_row_index("at").drop_nulls("h")
+            at, hs = rows["at"].to_numpy(), rows["h"].to_numpy()
         else:
             at, hs = None, hashes.to_numpy()
         keep = (hs & np.uint64((1 << self.k) - 1)) == 0
