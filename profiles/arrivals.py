@@ -12,6 +12,7 @@ import numpy as np
 from contracts.errors import InputError
 from profiles.model import WINDOWS, Arrivals, Burst, ClockHours, GammaShape, RateSeries
 from profiles.readers.timeunits import MAX_SPAN_S
+from profiles.vector import dot
 
 WINDOW_S = {"1s": 1, "10s": 10, "60s": 60}
 BURST_WINDOW_S = 10
@@ -247,7 +248,7 @@ def arrival_stats(t: np.ndarray, start_epoch_s: float | None) -> Arrivals:
     mean_gap = float(gaps.mean()) if gaps.size >= 2 else 0.0
     cv = None
     if mean_gap > 0:
-        var = max(float(np.dot(gaps, gaps)) / gaps.size - mean_gap * mean_gap, 0.0)
+        var = max(dot(gaps, gaps) / gaps.size - mean_gap * mean_gap, 0.0)
         cv = math.sqrt(var) / mean_gap
     minutes = None
     if start_epoch_s is not None and n:

@@ -29,6 +29,7 @@ from profiles.lengths import _BINCOUNT_MAX, SAMPLER_PAIRS, _Counts, lengths_of, 
 from profiles.model import Arrivals, Lengths, Sessions
 from profiles.readers.timeunits import MAX_SPAN_S
 from profiles.sessions import SAMPLE_ABOVE_ROWS, sample_bits, sessions_of_sample
+from profiles.vector import dot
 
 # Pairs kept for the rank correlation: its standard error from a uniform sample of this many
 # is about 1 / sqrt(2^18) = 0.002, far below the differences between workloads it tells apart.
@@ -84,7 +85,7 @@ class ArrivalFold:
                 f"the requests span more than {MAX_SPAN_S / 86400:,.0f} days; check the "
                 "timestamps' unit (--time-unit) or split the log"
             )
-        self.sq_sum += float(np.dot(gaps, gaps))
+        self.sq_sum += dot(gaps, gaps)
         taken = gaps[(-g0) % self.stride :: self.stride]
         taken = taken[taken > 0]
         self.pos[0] += int(taken.size)
@@ -278,9 +279,9 @@ class SessionFold:
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        if hashes.null_count():
-            at = hashes.is_not_null().arg_true().to_numpy()
-            hs = hashes.gather(at).to_numpy()
+        if hashes.null_count():  # most rows, once the sample thins: polars finds the others
+            rows = hashes.to_frame("h").with_row_index("at").drop_nulls("h")
+            at, hs = rows["at"].to_numpy(), rows["h"].to_numpy()
         else:
             at, hs = None, hashes.to_numpy()
         keep = (hs & np.uint64((1 << self.k) - 1)) == 0

@@ -11,6 +11,7 @@ import numpy as np
 
 from profiles.model import Histogram, LengthClasses, Lengths, LengthStats, Sampler
 from profiles.sketch import sketch_from_counts
+from profiles.vector import dot
 
 SHORT_MAX_TOKENS = 512
 LONG_MIN_TOKENS = 8192
@@ -162,7 +163,7 @@ def spearman(
             raise ValueError("spearman of folded counts needs the sampled pairs")
         pairs = (a.values, b.values)
     xa, xb = pairs
-    cross = float(np.dot(a.ranks_of(ta, xa), b.ranks_of(tb, xb)) / xa.size - mean * mean)
+    cross = dot(a.ranks_of(ta, xa), b.ranks_of(tb, xb)) / xa.size - mean * mean
     return cross / (var_a * var_b) ** 0.5
 
 
