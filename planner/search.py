@@ -9,9 +9,10 @@ the constraint's value against load (bisection as the fallback and safeguard), u
 highest passing and the lowest failing level are within a relative tolerance.
 
 Noise handling: each level is measured once; the two levels the answer rests on (the highest
-pass and the lowest fail) are measured again, up to `max_repeats` times, and pooled while
-their verdict sits inside the bootstrap intervals or a pass has fewer than `min_completed`
-completed requests — a flipped verdict reopens the search. A probe may stop a level early
+pass and the lowest fail) are measured again, up to `max_repeats` times and while their runs
+total under `max_pooled_s`, and pooled while their verdict sits inside the bootstrap
+intervals or a pass has fewer than `min_completed` completed requests — a flipped verdict
+reopens the search. A probe may stop a level early
 when `AbandonRule` finds it hopeless (the error rate, or requests already past a latency
 threshold because the queue grows); a level where half of the requests failed never passes.
 """
