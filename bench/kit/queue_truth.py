@@ -48,16 +48,21 @@ def simulate_ttft(
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1.0, arrivals)
     picks = rng.integers(0, service_s.size, arrivals)
-    times = (np.cumsum(gaps) / rate_rps).tolist()
-    services = service_s[picks].tolist()
+    waits = fcfs_waits(np.cumsum(gaps) / rate_rps, service_s[picks], servers)
+    skip = int(warmup_share * arrivals)
+    return waits[skip:] + first_token_s[picks[skip:]]
+
+
+def fcfs_waits(arrival_s: np.ndarray, service_s: np.ndarray, servers: int) -> np.ndarray:
+    """Each arrival's wait for a free server in a c-server FCFS queue that starts empty
+    (arrivals in time order, `service_s` the service time of each)."""
     free_at = [0.0] * servers  # a heap of the times each server becomes free
-    waits = [0.0] * arrivals
-    for i, (t, s) in enumerate(zip(times, services, strict=True)):
+    waits = [0.0] * len(arrival_s)
+    for i, (t, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist(), strict=True)):
         start = t if t >= free_at[0] else free_at[0]
         waits[i] = start - t
         heapq.heapreplace(free_at, start + s)
-    skip = int(warmup_share * arrivals)
-    return np.asarray(waits[skip:]) + first_token_s[picks[skip:]]
+    return np.asarray(waits)
 
 
 def ttft_quantile(

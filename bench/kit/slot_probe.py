@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from bench.kit.queue_truth import fcfs_waits
 from planner.engine import EngineRequest, build_engine_config
 from planner.predict import EngineProbe, simulated_records
 from planner.probe import AbandonRule, LevelMeasurement
@@ -43,10 +44,9 @@ class SlotQueue:
 
     def serve(self, arrival_s: np.ndarray, service_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(TTFT, E2E) of each arrival in order; NaN for a refused one."""
-        n = arrival_s.size
-        ttft = np.full(n, np.nan)
-        e2e = np.full(n, np.nan)
         if self.refuse:
+            ttft = np.full(arrival_s.size, np.nan)
+            e2e = np.full(arrival_s.size, np.nan)
             active: list[float] = []
             for i, (t, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist(), strict=True)):
                 while active and active[0] <= t:
@@ -55,12 +55,8 @@ class SlotQueue:
                     heapq.heappush(active, t + s)
                     ttft[i], e2e[i] = self.prefill_s, s
             return ttft, e2e
-        free = [0.0] * self.slots
-        for i, (t, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist(), strict=True)):
-            start = t if t >= free[0] else free[0]
-            heapq.heapreplace(free, start + s)
-            ttft[i], e2e[i] = start - t + self.prefill_s, start - t + s
-        return ttft, e2e
+        wait = fcfs_waits(arrival_s, service_s, self.slots)
+        return wait + self.prefill_s, wait + service_s
 
 
 @dataclass
