@@ -72,7 +72,7 @@ def sessions_of_sample(
     """Sessions from the requests (in arrival order) of the sessions whose id hash `hs` has its
     low k bits zero: arrival `ts` and input tokens `ins`; `n_valid` requests had a session id
     out of `n_rows`."""
-    order = np.argsort(hs, kind="stable")  # stable: each session's turns stay in arrival order
+    order = _grouped_order(hs)
     hs, ts, ins = hs[order], ts[order], ins[order]
     same = hs[1:] == hs[:-1]
     gaps = np.diff(ts)[same]
@@ -90,3 +90,18 @@ def sessions_of_sample(
         multi_turn_request_share=multi_rows / max(hs.size, 1) * n_valid / n_rows,
         sample_share=share,
     )
+
+
+def _grouped_order(hs: np.ndarray) -> np.ndarray:
+    """`np.argsort(hs, kind="stable")` (each session's turns stay in arrival order), in about
+    half its time: numpy's unstable sort of 64-bit keys is vectorised, its stable one is not.
+    Sorts by hash, then within each run of equal hashes by position, as one int64 key."""
+    if hs.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(hs)
+    ranked = hs[order]
+    run = np.zeros(hs.size, dtype=np.int64)
+    np.cumsum(ranked[1:] != ranked[:-1], out=run[1:])
+    key = run * hs.size + order  # below n^2: exact in int64 for any sample that fits in memory
+    key.sort()
+    return key % hs.size

@@ -28,7 +28,6 @@ from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import (
-    FileFrame,
     ReaderContext,
     ReadResult,
     files_digest,
@@ -37,13 +36,13 @@ from profiles.readers.base import (
 from profiles.readers.chunks import (
     SESSION_HASH,
     SESSION_SEEN,
+    SESSION_ZEROS,
     BrokenTable,
     read_table_chunks,
     table_rows,
 )
 from profiles.readers.jsonl import mooncake_chunks
 from profiles.readers.tabular import TABLE_SPECS
-from profiles.sessions import sample_bits
 from profiles.tokenize import Tokenizer
 
 STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
@@ -168,8 +167,8 @@ class _BodyFold:
                 self.lengths.add(ins, outs)
         with timed("fold sessions"):
             if SESSION_HASH in frame.columns:
-                seen = int(frame[SESSION_SEEN].sum())
-                self.sessions.add(frame[SESSION_HASH], seen, t, ins)
+                ids = frame.select(SESSION_HASH, SESSION_ZEROS)
+                self.sessions.add(ids, int(frame[SESSION_SEEN].sum()), t, ins)
             else:
                 self.sessions.add(None, 0, t, ins)
         if "block_hashes" in frame.columns:
@@ -240,7 +239,6 @@ class _Folds:
         self.absolute: bool | None = None
         self.last_raw = -np.inf
         self.rows = self.chunks = 0
-        self.seen_read = 0  # rows with a session id in the chunks read so far
         self.schema: pl.DataFrame | None = None
 
     def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
@@ -249,8 +247,8 @@ class _Folds:
             if kind == "mooncake":
                 parts = mooncake_chunks(path, ctx, chunk_rows)
             else:
-                parts = read_table_chunks(path, ctx, kind, chunk_rows, self._session_bits)
-            chunks = _prefetched(self._counted(parts))
+                parts = read_table_chunks(path, ctx, kind, chunk_rows)
+            chunks = _prefetched(parts)
             while True:
                 with self.timed("take the next chunk"):
                     part = next(chunks, None)
@@ -273,24 +271,6 @@ class _Folds:
                 f"{path}: timestamps go backwards {steps} time(s) (first at line "
                 f"{first_line}); requests were sorted by arrival"
             )
-
-    def _counted(self, parts: Iterator[FileFrame]) -> Iterator[FileFrame]:
-        """`parts`, counting the rows with a session id as each is read (on the reader's
-        thread, ahead of the folds)."""
-        for part in parts:
-            if SESSION_SEEN in part.frame.columns:
-                self.seen_read += int(part.frame[SESSION_SEEN].sum())
-            yield part
-
-    def _session_bits(self) -> int:
-        """Low hash bits a row's session must have zero to stay in the session sample from
-        now on (read on the reader's thread; it only grows). The sample's final k is that of
-        every row with a session id, so the k of the rows read so far (not only those folded:
-        the chunk read ahead counts too) already leaves out only rows the fold would drop.
-        Groups keep their own, smaller samples, so with --group-by every row is kept."""
-        if self.group_by is not None:
-            return 0
-        return sample_bits(self.seen_read)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:

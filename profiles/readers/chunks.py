@@ -6,7 +6,7 @@ skipped row is counted and located the same way; only the memory differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
 
@@ -28,12 +28,14 @@ from profiles.readers.tabular import (
     plan_table,
 )
 
-# The chunks carry, instead of `session_id`, whether a row has one (SESSION_SEEN) and its
-# hash (SESSION_HASH, `pl.col("session_id").hash()` as in profiles.sessions), null where it
-# has none or where the hash's low `session_bits()` bits are not all zero (a row the hash
-# sample of sessions leaves out: its bits only grow).
+# The chunks carry, instead of `session_id`, whether a row has one (SESSION_SEEN), its hash
+# (SESSION_HASH, `pl.col("session_id").hash()` as in profiles.sessions; null where it has
+# none) and the number of trailing zero bits of that hash (SESSION_ZEROS, Int8; -1 where it
+# has none): the hash sample of sessions keeps the rows whose hash has its low k bits zero,
+# which a fold finds in SESSION_ZEROS (one byte a row) without reading the hashes.
 SESSION_HASH = "session_hash"
 SESSION_SEEN = "session_seen"
+SESSION_ZEROS = "session_zeros"
 
 
 class BrokenTable(Exception):
@@ -47,28 +49,21 @@ def read_table_chunks(
     ctx: ReaderContext,
     kind: str,
     chunk_rows: int,
-    session_bits: Callable[[], int] = lambda: 0,
 ) -> Iterator[FileFrame]:
     """One tabular file of reader kind `kind` as canonical chunks of about `chunk_rows` rows,
     in file order, each checked as `read_table` checks the whole file (units and the far-row
-    reference come from the first chunk), with SESSION_SEEN and SESSION_HASH in place of
-    `session_id` (`session_bits()` read as each chunk's query is made).
-    Parquet is read by row slices, CSV by polars' streaming batches, JSONL tables by batches
-    of lines. Raises BrokenTable where only a whole read can read the file."""
+    reference come from the first chunk), with SESSION_SEEN, SESSION_HASH and SESSION_ZEROS
+    in place of `session_id`. Parquet and CSV are read by polars' streaming engine in batches,
+    JSONL tables by batches of lines. Raises BrokenTable where only a whole read can read the
+    file."""
     with plain_file(path) as plain:
         if _is_jsonl(plain):
-            yield from _jsonl_chunks(path, plain, ctx, kind, chunk_rows, session_bits)
+            yield from _jsonl_chunks(path, plain, ctx, kind, chunk_rows)
             return
         plan = plan_table(path, plain, ctx, TABLE_SPECS[kind](path, ctx))
         rows = 0
         try:
-            if plan.kind == "parquet":
-                batches: Iterator[pl.DataFrame] = (
-                    _canonical(plan.lf, plan, session_bits()).slice(start, chunk_rows).collect()
-                    for start in range(0, _parquet_rows(plain), chunk_rows)
-                )
-            else:
-                batches = iter(_canonical(plan.lf, plan, 0).collect_batches(chunk_size=chunk_rows))
+            batches = iter(_canonical(plan.lf, plan).collect_batches(chunk_size=chunk_rows))
             for df in batches:
                 if df.height:
                     yield canonical_rows(df, plan, ctx, rows)
@@ -81,19 +76,17 @@ def read_table_chunks(
         raise InputError(f"{path}: empty file (a header and no rows)")
 
 
-def _canonical(lf: pl.LazyFrame, plan: TablePlan, bits: int) -> pl.LazyFrame:
-    """The canonical columns of `lf`, with the session ids hashed and sampled (the hashes
-    whose low `bits` bits are zero) in the same query: on polars' threads, and the ids'
-    strings are never gathered into a chunk."""
+def _canonical(lf: pl.LazyFrame, plan: TablePlan) -> pl.LazyFrame:
+    """The canonical columns of `lf`, with the session ids hashed in the same query (on
+    polars' threads: the ids' strings are never gathered into a chunk)."""
     selected = lf.select(plan.exprs)
     if "session_id" not in selected.collect_schema().names():
         return selected
-    sid, h = pl.col("session_id"), pl.col("session_id").hash()
-    sampled = sid.is_not_null()
-    if bits:
-        sampled = sampled & ((h & pl.lit((1 << bits) - 1, dtype=pl.UInt64)) == 0)
+    sid = pl.col("session_id")
+    h = pl.when(sid.is_not_null()).then(sid.hash())
+    zeros = h.bitwise_trailing_zeros().cast(pl.Int8).fill_null(-1)
     return selected.with_columns(
-        sid.is_not_null().alias(SESSION_SEEN), pl.when(sampled).then(h).alias(SESSION_HASH)
+        sid.is_not_null().alias(SESSION_SEEN), h.alias(SESSION_HASH), zeros.alias(SESSION_ZEROS)
     ).drop("session_id")
 
 
@@ -103,7 +96,6 @@ def _jsonl_chunks(
     ctx: ReaderContext,
     kind: str,
     chunk_rows: int,
-    session_bits: Callable[[], int],
 ) -> Iterator[FileFrame]:
     """A JSONL table in batches of `chunk_rows` objects, planned from the first batch."""
     batches = json_table_batches(plain, ctx.skips, path, chunk_rows)
@@ -122,7 +114,7 @@ def _jsonl_chunks(
                     raise BrokenTable(str(path))
             missing = [pl.lit(None, pl.String).alias(c) for c in plan.names if c not in df.columns]
             lf = df.lazy().with_columns(missing)
-            frame = _canonical(lf, plan, session_bits()).collect()
+            frame = _canonical(lf, plan).collect()
             yield canonical_rows(frame, plan, ctx, 0)
             rows += df.height
     if rows == 0:
@@ -134,16 +126,12 @@ def _is_jsonl(plain: Path) -> bool:
         return fh.read(64).lstrip()[:1] == b"{"
 
 
-def _parquet_rows(path: Path) -> int:
-    return int(pl.scan_parquet(path).select(pl.len()).collect().item())
-
-
 def table_rows(path: Path) -> int | None:
     """Rows of a plain Parquet file from its footer (None for other files)."""
     with path.open("rb") as fh:
         if fh.read(4) != b"PAR1":
             return None
     try:
-        return _parquet_rows(path)
+        return int(pl.scan_parquet(path).select(pl.len()).collect().item())
     except pl.exceptions.PolarsError:
         return None

@@ -134,3 +134,15 @@ def test_lru_curve_matches_a_simulated_prefix_cache() -> None:
                 _lru_brute(reqs, bt, pt.cache_tokens // bt, ht), abs=1e-12
             )
         assert p.ideal_hit_ratio == pytest.approx(_lru_brute(reqs, bt, 10**9, ht), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 50_000])
+def test_session_grouping_order_is_numpys_stable_argsort(n: int) -> None:
+    """The sessions' grouping sort (by hash, turns in arrival order) against numpy's own
+    stable argsort, on hashes with many ties (sessions of several turns)."""
+    from profiles.sessions import _grouped_order
+
+    rng = np.random.default_rng(n)
+    ids = rng.integers(0, 2**58, size=max(n // 4, 1), dtype=np.uint64) << np.uint64(6)
+    hs = ids[rng.integers(0, ids.size, size=n)]
+    assert np.array_equal(_grouped_order(hs), np.argsort(hs, kind="stable"))
