@@ -82,12 +82,17 @@ def _canonical(lf: pl.LazyFrame, plan: TablePlan) -> pl.LazyFrame:
     selected = lf.select(plan.exprs)
     if "session_id" not in selected.collect_schema().names():
         return selected
-    sid = pl.col("session_id")
-    h = pl.when(sid.is_not_null()).then(sid.hash())
-    zeros = h.bitwise_trailing_zeros().cast(pl.Int8).fill_null(-1)
-    return selected.with_columns(
-        sid.is_not_null().alias(SESSION_SEEN), h.alias(SESSION_HASH), zeros.alias(SESSION_ZEROS)
-    ).drop("session_id")
+    sid, h = pl.col("session_id"), pl.col(SESSION_HASH)
+    # 0 to 64 zero bits: a wrapping cast never wraps, and skips the strict cast's checks.
+    zeros = h.bitwise_trailing_zeros().cast(pl.Int8, wrap_numerical=True).fill_null(-1)
+    return (
+        selected.with_columns(
+            sid.is_not_null().alias(SESSION_SEEN),
+            pl.when(sid.is_not_null()).then(sid.hash()).alias(SESSION_HASH),
+        )
+        .with_columns(zeros.alias(SESSION_ZEROS))
+        .drop("session_id")
+    )
 
 
 def _jsonl_chunks(
