@@ -47,7 +47,8 @@ print(df)
 COLUMNS = "arrival=arrival,input=input,output=output,session=session"
 PROFILE = "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()"
 LIBRARY = """
-import sys
+import os, sys
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (planner/cli.py)
 from profiles.build import build_profile
 from profiles.model import save_profile
 cols = "arrival=arrival,input=input,output=output,session=session"
@@ -151,7 +152,8 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float]:
 
 
 BREAKDOWN = """
-import resource, sys, time
+import os, resource, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (planner/cli.py)
 def now():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return time.perf_counter(), r.ru_utime + r.ru_stime
@@ -324,7 +326,8 @@ def main() -> None:
                     f"{ps / fs:4.2f}x / {pc / fc:4.2f}x   {fm:5.0f} / {pm:5.0f}  "
                     f"{ps / rows * 1e6:.3f}"
                 )
-        text_throughput(args.text_requests, folder)
+        if args.text_requests > 0:
+            text_throughput(args.text_requests, folder)
 
 
 if __name__ == "__main__":
