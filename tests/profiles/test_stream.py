@@ -378,4 +378,4 @@ def test_a_large_openai_log_is_chunked_by_default(
     assert build_profile([str(path)]).source.read_in_chunks is None
     monkeypatch.setattr(stream, "STREAM_ABOVE_BYTES", path.stat().st_size - 1)
     info = build_profile([str(path)]).source.read_in_chunks
-    assert info is not None and info.chunks == 1 and info.chunk_rows == stream.CHUNK_ROWS
+    assert info is not None and info.chunks == 1 and info.chunk_rows == stream.TEXT_CHUNK_ROWS
