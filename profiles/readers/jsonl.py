@@ -258,7 +258,9 @@ def openai_chunks(path: Path, ctx: ReaderContext, chunk_rows: int | None) -> Ite
     rather than its first ones), and the relative-time unit warnings look at it alone. A
     later frame keeps the first one's optional columns (null where it fills none) and adds
     those it fills itself, so no value is dropped; a consumer that needs one set of columns
-    (a --group-by column) takes the first frame's.
+    (a --group-by column) takes the first frame's. The skip counts are the same; the first
+    few skip examples come chunk by chunk (read whole, every unparsable line comes before
+    the timestamps skipped).
     """
     enc = _PromptEncoder(ctx.tokenizer)
     frames = _OpenAIFrames(path, ctx)
