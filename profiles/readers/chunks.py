@@ -79,14 +79,19 @@ def read_table_chunks(
 def _canonical(lf: pl.LazyFrame, plan: TablePlan) -> pl.LazyFrame:
     """The canonical columns of `lf`, with the session ids hashed in the same query (on
     polars' threads: the ids' strings are never gathered into a chunk)."""
-    selected = lf.select(plan.exprs)
-    if "session_id" not in selected.collect_schema().names():
-        return selected
+    return with_session_hashes(lf.select(plan.exprs))
+
+
+def with_session_hashes(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """`lf` with SESSION_SEEN, SESSION_HASH and SESSION_ZEROS in place of `session_id` (as
+    it is when it has no `session_id`)."""
+    if "session_id" not in lf.collect_schema().names():
+        return lf
     sid, h = pl.col("session_id"), pl.col(SESSION_HASH)
     # 0 to 64 zero bits: a wrapping cast never wraps, and skips the strict cast's checks.
     zeros = h.bitwise_trailing_zeros().cast(pl.Int8, wrap_numerical=True).fill_null(-1)
     return (
-        selected.with_columns(
+        lf.with_columns(
             sid.is_not_null().alias(SESSION_SEEN),
             pl.when(sid.is_not_null()).then(sid.hash()).alias(SESSION_HASH),
         )

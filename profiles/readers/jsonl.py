@@ -17,7 +17,13 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.readers.base import FileFrame, ReaderContext, json_objects, register_reader
+from profiles.readers.base import (
+    CANONICAL_COLUMNS,
+    FileFrame,
+    ReaderContext,
+    json_objects,
+    register_reader,
+)
 from profiles.readers.timeunits import (
     FAR_REASON,
     UNIT_SECONDS,
@@ -237,24 +243,29 @@ def _response_text(resp: dict[str, Any]) -> str | None:
 @register_reader("openai-jsonl")
 def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
     """OpenAI-style request logs: timestamp, request body, response usage, one object a line."""
+    return next(openai_chunks(path, ctx, None))
+
+
+def openai_chunks(path: Path, ctx: ReaderContext, chunk_rows: int | None) -> Iterator[FileFrame]:
+    """An OpenAI-style request log as frames of `chunk_rows` requests (one frame when None),
+    in file order; each frame holds its requests' values and block hashes, nothing more.
+
+    Read whole (one frame), the file's majority settles whether timestamps are epoch or
+    relative times (the other rows are skipped as corrupt), rows far from the median of all
+    times are skipped, and optional columns no row fills are dropped. In chunks, the first
+    frame with a usable row settles the first two for the rest: its majority and its median
+    are the file's (so a file whose later rows disagree with its first rows skips those
+    rather than its first ones), and the relative-time unit warnings look at it alone. A
+    later frame keeps the first one's optional columns (null where it fills none) and adds
+    those it fills itself, so no value is dropped; a consumer that needs one set of columns
+    (a --group-by column) takes the first frame's. The skip counts are the same; the first
+    few skip examples come chunk by chunk (read whole, every unparsable line comes before
+    the timestamps skipped).
+    """
     enc = _PromptEncoder(ctx.tokenizer)
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "arrival_s",
-            "input_tokens",
-            "output_tokens",
-            "session_id",
-            "model",
-            "tenant",
-            "ok",
-            "block_hashes",
-            "hash_tokens",
-            "cached_tokens",
-        )
-    }
-    lines: list[int] = []
-    absolute_flags: list[bool] = []
+    frames = _OpenAIFrames(path, ctx)
+    cols: dict[str, list[Any]] = {k: [] for k in (*CANONICAL_COLUMNS, "absolute", "line")}
+    rows = 0
     any_line = False
     for lineno, obj in json_objects(path, ctx.skips):
         any_line = True
@@ -263,64 +274,76 @@ def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
         except _RowError as err:
             ctx.skips.skip(str(path), lineno, "bad request record", str(err))
             continue
-        absolute_flags.append(bool(row.pop("absolute")))
+        row["line"] = lineno
         for k, v in row.items():
             cols[k].append(v)
-        lines.append(lineno)
+        rows += 1
+        if chunk_rows is not None and rows >= chunk_rows:
+            yield frames.of(cols)
+            cols = {k: [] for k in cols}
+            rows = 0
     if not any_line and ctx.skips.total == 0:
         raise InputError(f"{path}: empty file")
-    absolute_all = sum(absolute_flags) * 2 >= len(absolute_flags)
-    if any(f != absolute_all for f in absolute_flags):
-        # A few relative times among epoch times (or the reverse) are corrupt rows.
-        keep = [f == absolute_all for f in absolute_flags]
-        for ok_row, line in zip(keep, lines, strict=True):
-            if not ok_row:
-                ctx.skips.skip(
-                    str(path),
-                    line,
-                    "bad request record",
-                    "timestamp is not an epoch time like the rest of the file"
-                    if absolute_all
-                    else "timestamp is an epoch time among relative times",
-                )
-        cols = {
-            k: [v for v, ok_row in zip(vs, keep, strict=True) if ok_row] for k, vs in cols.items()
-        }
-        lines = [line for line, ok_row in zip(lines, keep, strict=True) if ok_row]
-    far = far_from_median(np.asarray(cols["arrival_s"], dtype=np.float64))
-    if far.any():
-        for i in np.flatnonzero(far):
-            ctx.skips.skip(str(path), lines[i], FAR_REASON)
-        cols = {k: [v for v, f in zip(vs, far, strict=True) if not f] for k, vs in cols.items()}
-        lines = [line for line, f in zip(lines, far, strict=True) if not f]
-    frame = pl.DataFrame(
-        {
-            "arrival_s": pl.Series(cols["arrival_s"], dtype=pl.Float64),
-            "input_tokens": pl.Series(cols["input_tokens"], dtype=pl.Int64),
-            "output_tokens": pl.Series(cols["output_tokens"], dtype=pl.Int64),
-            "session_id": pl.Series(cols["session_id"], dtype=pl.String),
-            "model": pl.Series(cols["model"], dtype=pl.String),
-            "tenant": pl.Series(cols["tenant"], dtype=pl.String),
-            "ok": pl.Series(cols["ok"], dtype=pl.Boolean),
-            "block_hashes": pl.Series(cols["block_hashes"], dtype=pl.List(pl.UInt64)),
-            "hash_tokens": pl.Series(cols["hash_tokens"], dtype=pl.Int64),
-            "cached_tokens": pl.Series(cols["cached_tokens"], dtype=pl.Int64),
-        }
-    )
-    # Drop optional columns the log never filled, so the profile says "not available".
-    frame = frame.select(
-        [
+    if rows or frames.columns is None:
+        yield frames.of(cols)
+
+
+class _OpenAIFrames:
+    """Canonical frames of parsed OpenAI-style rows (columns of values); the first one with a
+    usable row settles epoch against relative times, the far-row reference (the median) and
+    the optional columns for the rest."""
+
+    def __init__(self, path: Path, ctx: ReaderContext) -> None:
+        self.path, self.ctx = path, ctx
+        self.absolute: bool | None = None
+        self.median_s: float | None = None
+        self.columns: list[str] | None = None
+
+    def of(self, cols: dict[str, list[Any]]) -> FileFrame:
+        flags = cols["absolute"]
+        absolute = self.absolute
+        if absolute is None:
+            absolute = sum(flags) * 2 >= len(flags)
+        keep = [f == absolute for f in flags]
+        if not all(keep):
+            # A few relative times among epoch times (or the reverse) are corrupt rows.
+            why = (
+                "timestamp is not an epoch time like the rest of the file"
+                if absolute
+                else "timestamp is an epoch time among relative times"
+            )
+            for ok_row, line in zip(keep, cols["line"], strict=True):
+                if not ok_row:
+                    self.ctx.skips.skip(str(self.path), line, "bad request record", why)
+            cols = {
+                k: [v for v, ok_row in zip(vs, keep, strict=True) if ok_row]
+                for k, vs in cols.items()
+            }
+        seconds = np.asarray(cols["arrival_s"], dtype=np.float64)
+        far = far_from_median(seconds, self.median_s)
+        if far.any():
+            for i in np.flatnonzero(far):
+                self.ctx.skips.skip(str(self.path), cols["line"][i], FAR_REASON)
+            cols = {k: [v for v, f in zip(vs, far, strict=True) if not f] for k, vs in cols.items()}
+            seconds = seconds[~far]
+        frame = pl.DataFrame(
+            {k: pl.Series(cols[k], dtype=dtype) for k, dtype in CANONICAL_COLUMNS.items()}
+        )
+        # Drop optional columns the log never filled, so the profile says "not available".
+        filled = [
             c
             for c in frame.columns
             if c in ("arrival_s", "input_tokens", "output_tokens")
             or frame[c].null_count() < frame.height
+            or c in (self.columns or ())
         ]
-    )
-    times = frame["arrival_s"].to_numpy()
-    if not absolute_all:
-        ctx.warnings.extend(unit_warnings(times, "s", False, str(path)))
-    steps, first = _backwards(times, lines)
-    return FileFrame(frame, absolute_all, steps, first)
+        frame = frame.select(filled)
+        if self.columns is None and frame.height:
+            self.absolute, self.median_s, self.columns = absolute, typical(seconds), filled
+            if not absolute:
+                self.ctx.warnings.extend(unit_warnings(seconds, "s", False, str(self.path)))
+        steps, first = _backwards(seconds, cols["line"])
+        return FileFrame(frame, absolute, steps, first)
 
 
 def _openai_row(obj: dict[str, Any], enc: _PromptEncoder, ctx: ReaderContext) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from bench.kit.logs import build_openai_log
 from contracts.errors import InputError
 from profiles.build import build_profile
 from profiles.fold import RANK_SAMPLE_PAIRS
@@ -299,3 +300,82 @@ def test_group_by_with_many_values_reads_the_log_whole(tmp_path: Path) -> None:
     p = build_profile([str(log)], columns=COLUMNS, group_by="team", chunk_rows=1_000)
     assert p.source.read_in_chunks is None and len(p.groups) == 50
     assert any("300 groups; profiled the 50 largest" in w for w in p.source.warnings)
+
+
+def _openai(folder: Path, n: int) -> Path:
+    """An OpenAI-style log (build_openai_log: three shared system prompts, two models, seven
+    users as sessions) with sessions missing in places, failures by status code, server-
+    reported cached tokens on most rows, a row without usage (counted from its text) and
+    bad lines: malformed JSON, a negative count, a relative time among epoch times and a
+    time far from the rest."""
+    path, _, _ = build_openai_log(folder, n=n, seed=4)
+    objs = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, obj in enumerate(objs):
+        usage = obj["response"]["usage"]
+        if i % 5 == 0:
+            del usage["prompt_tokens_details"]
+        else:
+            usage["prompt_tokens_details"]["cached_tokens"] = (i * 37) % usage["prompt_tokens"]
+        if i % 11 == 0:
+            del obj["request"]["user"]
+        if i % 13 == 0:
+            obj["status_code"] = 500 if i % 2 else 429
+    del objs[77]["response"]["usage"]
+    objs[900]["response"]["usage"]["prompt_tokens"] = -3
+    objs[1300]["timestamp"] = 5
+    objs[1700]["timestamp"] = 1_700_000_000 + 10**8
+    lines = [json.dumps(o) for o in objs]
+    lines[400] = '{"timestamp": 1700000200, "request": {'
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_chunked_openai_log_equals_the_in_memory_one(tmp_path: Path) -> None:
+    log = _openai(tmp_path, 2400)
+    whole = build_profile([str(log)], group_by="model")
+    chunked = build_profile([str(log)], group_by="model", chunk_rows=500)
+    info = chunked.source.read_in_chunks
+    assert whole.source.read_in_chunks is None  # under STREAM_ABOVE_BYTES: read whole
+    assert chunked.source.format == "openai-jsonl" and info is not None and info.chunks == 5
+    assert set(info.estimated) == {"lengths.sampler"}  # each model's requests fit its sampler
+    # Everything to compare is there: skips of each kind, failures, sessions, prefix reuse
+    # from the prompt text, the server's cached tokens, estimated counts, two models.
+    assert whole.source.rows_skipped == 4 and len(whole.source.skip_reasons) == 3
+    assert whole.source.tokens_estimated and whole.source.tokenizer
+    assert whole.ok_share is not None and 0.9 < whole.ok_share < 0.95
+    assert whole.sessions.available and whole.prefix.top_prefixes
+    assert whole.prefix.hashes_from == "prompt text" and whole.prefix.ideal_hit_ratio
+    assert whole.prefix.reported_cached_token_ratio
+    assert list(whole.groups) == ["m1", "m2"] and list(chunked.groups) == ["m1", "m2"]
+    _same(chunked.model_dump(), whole.model_dump())
+
+
+def test_chunked_openai_log_with_values_that_start_late(tmp_path: Path) -> None:
+    """Sessions and cached tokens only after the first chunk: the later chunks' values are
+    kept, as the whole reader keeps them. A --group-by column the first chunk lacks sends
+    the log to the whole reader."""
+    path, _, _ = build_openai_log(tmp_path, n=900, seed=6)
+    objs = [json.loads(line) for line in path.read_text().splitlines()]
+    for obj in objs[:400]:
+        del obj["request"]["user"], obj["request"]["model"]
+        del obj["response"]["usage"]["prompt_tokens_details"]
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    whole = build_profile([str(path)])
+    chunked = build_profile([str(path)], chunk_rows=300)
+    assert chunked.source.read_in_chunks is not None
+    assert whole.sessions.available and whole.prefix.reported_cached_token_ratio == 0.0
+    _same(chunked.model_dump(), whole.model_dump())
+    grouped = build_profile([str(path)], chunk_rows=300, group_by="model")
+    assert grouped.source.read_in_chunks is None and list(grouped.groups) == ["(none)", "m1", "m2"]
+
+
+def test_a_large_openai_log_is_chunked_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import profiles.stream as stream
+
+    path, _, _ = build_openai_log(tmp_path, n=300, seed=2)
+    assert build_profile([str(path)]).source.read_in_chunks is None
+    monkeypatch.setattr(stream, "STREAM_ABOVE_BYTES", path.stat().st_size - 1)
+    info = build_profile([str(path)]).source.read_in_chunks
+    assert info is not None and info.chunks == 1 and info.chunk_rows == stream.TEXT_CHUNK_ROWS
