@@ -221,10 +221,12 @@ def build_profile(
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
 
-    A large tabular log or Mooncake trace (Parquet over STREAM_ABOVE_ROWS rows, other files
-    over STREAM_ABOVE_BYTES) is read in chunks of `chunk_rows` rows (default CHUNK_ROWS) and
-    folded, so memory stays bounded whatever its length; `chunk_rows` set forces that path
-    for any such log (see profiles.stream for when it still reads the log whole).
+    A large tabular log, Mooncake trace or OpenAI-style log (Parquet over STREAM_ABOVE_ROWS
+    rows, other files over STREAM_ABOVE_BYTES) is read in chunks of `chunk_rows` rows
+    (default CHUNK_ROWS, TEXT_CHUNK_ROWS for OpenAI-style logs) and folded, so memory stays
+    bounded whatever its length, but for the block hashes the prefix statistics keep;
+    `chunk_rows` set forces that path for any such log (see profiles.stream for when it
+    still reads the log whole).
 
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.

@@ -118,9 +118,10 @@ def register(app: typer.Typer) -> None:
         chunk_rows: int = typer.Option(
             None,
             "--chunk-rows",
-            help="read tabular logs (CSV, Parquet, JSONL) and Mooncake traces in chunks of this "
-            "many rows, in bounded memory (default: 2 M-row chunks for logs over 4 M rows; "
-            "--group-by too, up to 200 values)",
+            help="read tabular logs (CSV, Parquet, JSONL), Mooncake traces and OpenAI-style logs "
+            "in chunks of this many rows, in bounded memory (default: 2 M-row chunks for "
+            "Parquet logs over 4 M rows and other files over 256 MB, 50 k for OpenAI-style "
+            "logs; --group-by too, up to 200 values)",
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
         merge: bool = typer.Option(
