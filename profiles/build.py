@@ -100,7 +100,9 @@ def prefix_of(
     hashed = frame.select("block_hashes", "hash_tokens").filter(
         pl.col("block_hashes").is_not_null()
     )
-    flat = hashed["block_hashes"].explode().drop_nulls().to_numpy().astype(np.uint64)
+    flat = (
+        hashed["block_hashes"].explode(empty_as_null=False).to_numpy().astype(np.uint64, copy=False)
+    )
     lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
     hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
     p = prefix_stats(flat, lengths, hash_tokens, block_tokens, cache_tokens, cached, inputs)

@@ -33,11 +33,18 @@ def default_cache_tokens(block_tokens: int, distinct_tokens: int) -> list[int]:
         size *= 2
 
 
+def _index_dtype(n: int) -> type[np.signedinteger]:
+    """int32 for indices below n (and n itself) where they fit: half the memory of int64."""
+    return np.int32 if n < np.iinfo(np.int32).max else np.int64
+
+
 def _prefix_counts_below(y: np.ndarray, prefix_len: np.ndarray, thresh: np.ndarray) -> np.ndarray:
     """For each query q: #{j < prefix_len[q] : y[j] > thresh[q]} (offline, merge-sort levels).
 
     A prefix [0, m) splits into aligned power-of-two blocks (the bits of m); each level keeps
-    y sorted within its blocks, so each block's count is one binary search.
+    y sorted within its blocks, so each block's count is one binary search. Three arrays of
+    len(y) int64 live at once (positions, this level's sorted values, a work buffer for the
+    keys), plus the sort's own.
     """
     n = y.size
     out = np.zeros(prefix_len.size, dtype=np.int64)
@@ -45,11 +52,18 @@ def _prefix_counts_below(y: np.ndarray, prefix_len: np.ndarray, thresh: np.ndarr
         return out
     big = np.int64(int(y.max()) + 2)
     pos = np.arange(n, dtype=np.int64)
+    work = np.empty(n, dtype=np.int64)
     level_sorted = y.astype(np.int64)
+
+    def block_offsets(size: int) -> np.ndarray:  # (j // size) * big for every j, into `work`
+        np.floor_divide(pos, size, out=work)
+        np.multiply(work, big, out=work)
+        return work
+
     size = 1
     while size <= n:
-        block = pos // size
-        keys = block * big + level_sorted  # sorted: blocks in order, y sorted inside each
+        keys = block_offsets(size)
+        keys += level_sorted  # sorted: blocks in order, y sorted inside each
         has = (prefix_len & size) != 0
         if has.any():
             m = prefix_len[has]
@@ -59,27 +73,34 @@ def _prefix_counts_below(y: np.ndarray, prefix_len: np.ndarray, thresh: np.ndarr
             out[has] += (start + size) - idx
         # Next level: merge pairs of sorted runs (timsort on two runs is a linear merge).
         size *= 2
-        offsets = (pos // size) * big
-        level_sorted = np.sort(offsets + level_sorted, kind="stable") - offsets
+        merged = block_offsets(size)
+        merged += level_sorted
+        level_sorted = np.sort(merged, kind="stable")
+        level_sorted -= block_offsets(size)
     return out
 
 
 def stack_distances(items: np.ndarray) -> np.ndarray:
     """LRU stack distance of each access (distinct items since its last access); -1 if first."""
     n = items.size
-    order = np.argsort(items, kind="stable")
-    same = items[order][1:] == items[order][:-1]
-    prev = np.full(n, -1, dtype=np.int64)
+    ix = _index_dtype(n)
+    order = np.argsort(items, kind="stable").astype(ix)
+    ranked = items[order]
+    same = ranked[1:] == ranked[:-1]
+    del ranked
+    prev = np.full(n, -1, dtype=ix)
     prev[order[1:][same]] = order[:-1][same]
-    nxt = np.full(n, n, dtype=np.int64)  # n stands for "never again"
+    nxt = np.full(n, n, dtype=ix)  # n stands for "never again"
     nxt[order[:-1][same]] = order[1:][same]
+    del order, same
     first = prev < 0
-    distinct_before = np.concatenate(([0], np.cumsum(first)[:-1]))
-    t = np.arange(n, dtype=np.int64)
-    seen = ~first
+    distinct_before = np.cumsum(first, dtype=ix) - first  # first accesses before each t
+    seen = np.flatnonzero(~first).astype(ix)
+    del first
     # Distinct items in (p, t) = #{j < t: next(j) > t} - #{j <= p: next(j) > t}.
     a = distinct_before[seen] - 1
-    b = _prefix_counts_below(nxt, prev[seen] + 1, t[seen])
+    del distinct_before
+    b = _prefix_counts_below(nxt, prev[seen] + 1, seen)
     dist = np.full(n, -1, dtype=np.int64)
     dist[seen] = a - b
     return dist
@@ -114,29 +135,39 @@ def prefix_stats(
             reported_cached_token_ratio=reported,
         )
     n_req = lengths.size
-    req = np.repeat(np.arange(n_req, dtype=np.int64), lengths)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    pos = np.arange(flat.size, dtype=np.int64) - np.repeat(starts, lengths)
-    tokens = np.clip(
-        np.minimum(block_tokens, np.repeat(hash_tokens, lengths) - pos * block_tokens), 0, None
-    )
-    cum_tokens = np.minimum((pos + 1) * block_tokens, np.repeat(hash_tokens, lengths))
+    ix = _index_dtype(flat.size)
+    req = np.repeat(np.arange(n_req, dtype=ix), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(ix)
+    pos = np.arange(flat.size, dtype=ix) - np.repeat(
+        starts, lengths
+    )  # block's place in its request
+    del starts
+    own_tokens = np.repeat(hash_tokens, lengths)
+    tokens = np.clip(np.minimum(block_tokens, own_tokens - pos * np.int64(block_tokens)), 0, None)
 
     uniq, first_idx, inv, counts = np.unique(
         flat, return_index=True, return_inverse=True, return_counts=True
     )
+    distinct = int(uniq.size)
+    del uniq
+    inv = inv.astype(ix)
     hit = req[first_idx][inv] < req
     ideal = float(tokens[hit].sum() / total_tokens)
+    del hit, first_idx
 
     # LRU: touch each request's blocks last-first, then correct for the request's own blocks
     # touched just before (they cannot have been touched since this block's last access).
-    rev = np.argsort(req * (int(lengths.max()) + 1) - pos, kind="stable")
-    dist_rev = stack_distances(inv[rev])
-    dist = np.empty_like(dist_rev)
-    dist[rev] = dist_rev
-    own_before = np.repeat(lengths, lengths) - 1 - pos
-    dist = np.where(dist >= 0, np.maximum(dist - own_before, 0), -1)
-    sizes = cache_tokens or default_cache_tokens(block_tokens, int(uniq.size) * block_tokens)
+    # Block k, the p-th of a request of L blocks, is touched (L - 1 - 2p) places from k: the
+    # order is its own inverse.
+    own_before = np.repeat(lengths.astype(ix), lengths) - 1 - pos
+    rev = np.arange(flat.size, dtype=ix) + own_before - pos
+    dist = stack_distances(inv[rev])[rev]
+    del rev
+    seen = dist >= 0
+    np.subtract(dist, own_before, out=dist, where=seen)
+    np.maximum(dist, 0, out=dist, where=seen)
+    del own_before, seen
+    sizes = cache_tokens or default_cache_tokens(block_tokens, distinct * block_tokens)
     curve = []
     for size in sorted(set(sizes)):
         cap_blocks = size // block_tokens
@@ -144,7 +175,10 @@ def prefix_stats(
         curve.append(
             LruPoint(cache_tokens=int(size), hit_ratio=float(tokens[ok].sum() / total_tokens))
         )
+    del dist, tokens
 
+    cum_tokens = np.minimum((pos + 1) * np.int64(block_tokens), own_tokens)
+    del own_tokens
     top, req_share, tok_share = _top_prefixes(
         inv, req, pos, counts, cum_tokens, n_req, total_tokens
     )
