@@ -1,7 +1,7 @@
 """Speed and memory of `capplan profile` on large logs, against a bare polars floor.
 
     python bench/profile_speed.py [--rows 10000000[,30000000,100000000]] [--repeat 5]
-        [--keep DIR] [--text-requests 2000] [--shards K] [--breakdown]
+        [--keep DIR] [--text-requests 2000] [--text-log N] [--shards K] [--breakdown]
 
 1. Generates a Parquet log (arrival, input, output, session) of each --rows size (in parts of
    10 M rows, so 100 M rows take bounded memory; with --keep DIR the logs stay there and later
@@ -18,11 +18,14 @@ With --breakdown, also prints where the time goes, phase by phase, in one proces
 `breakdown`).
 3. Prints prefix-hashing throughput (prompt tokens per second) for an OpenAI-style text log:
    the whole reader (JSON, tokenizing, chained block hashes) and the hashing step alone.
+With --text-log N, also profiles an OpenAI-style log of N requests whole and in chunks of
+N/10 (wall time, peak RSS) and prints the prefix statistics' peak memory per block.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -233,6 +236,54 @@ def text_throughput(n_requests: int, folder: Path) -> None:
     print(f"approximate tokenizer alone: {len(ids) / wall:,.0f} tokens/s")
 
 
+PREFIX_MEMORY = """
+import resource, sys, time
+import numpy as np
+from profiles.prefix import prefix_stats
+rng = np.random.default_rng(0)
+n_req = int(sys.argv[1]) // 10
+lengths = rng.integers(1, 20, size=n_req).astype(np.int64)  # 10 blocks a request on average
+flat = rng.integers(0, 2**63, size=int(lengths.sum()), dtype=np.uint64)
+firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+flat[firsts] = rng.integers(0, 50, size=n_req).astype(np.uint64)  # 50 shared first blocks
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+p = prefix_stats(flat, lengths, lengths * 16, 16, None)
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+print(f"prefix statistics of {flat.size:,} blocks: {time.perf_counter() - t0:.2f} s, peak RSS "
+      f"+{grown / 2**20:,.0f} MB = {grown / flat.size:.0f} bytes a block")
+"""
+
+
+PREFIX_BLOCKS = 10_000_000
+
+
+def text_log_memory(n_requests: int, folder: Path) -> None:
+    """Wall time and peak RSS of `capplan profile` on an OpenAI-style log with prompt text
+    (bench/kit/logs.py), read whole and in chunks of a tenth of it; then the prefix
+    statistics' own peak memory per block on PREFIX_BLOCKS synthetic blocks."""
+    # Built in a child: the parent's resident memory would count as each later child's peak.
+    in_child(
+        "import sys; from pathlib import Path; from bench.kit.logs import build_openai_log; "
+        "build_openai_log(Path(sys.argv[1]), n=int(sys.argv[2]), seed=3)",
+        str(folder),
+        str(n_requests),
+    )
+    path = folder / "openai_3.jsonl"
+    out = folder / "text.json"
+    cmd = [sys.executable, "-c", PROFILE, "profile", str(path), "-o", str(out), "-q"]
+    chunk = str(max(n_requests // 10, 1))
+    (w_s, w_mb, _), (c_s, c_mb, _) = best_of(1, [cmd, [*cmd, "--chunk-rows", chunk]])
+    prefix = json.loads(out.read_text())["prefix"]
+    blocks = prefix["hashed_tokens"] / prefix["block_tokens"]
+    print(
+        f"text log of {n_requests:,} requests ({path.stat().st_size / 1e6:,.0f} MB, about "
+        f"{blocks:,.0f} blocks): whole {w_s:.1f} s, {w_mb:,.0f} MB peak RSS; "
+        f"--chunk-rows {chunk}: {c_s:.1f} s, {c_mb:,.0f} MB"
+    )
+    in_child(PREFIX_MEMORY, str(PREFIX_BLOCKS))
+
+
 def measure(log: Path, folder: Path, repeat: int, lib_too: bool) -> dict[str, tuple[float, ...]]:
     """Best-of-`repeat` (wall s, peak RSS MB, CPU s) of the floor, the CLI and the library."""
     cmd = [sys.executable, "-c", PROFILE, "profile", str(log), "-o", str(folder / "p.json")]
@@ -264,6 +315,13 @@ def main() -> None:
         "--rows", default="10000000", help="requests per log; several sizes comma-separated"
     )
     ap.add_argument("--text-requests", type=int, default=2000)
+    ap.add_argument(
+        "--text-log",
+        type=int,
+        default=0,
+        help="also profile an OpenAI-style log of this many requests whole and in chunks "
+        "(wall time, peak RSS) and measure the prefix statistics' memory per block",
+    )
     ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest counts")
     ap.add_argument("--shards", type=int, default=0, help="also profile K time shards + merge")
     ap.add_argument("--breakdown", action="store_true", help="also print the time of each phase")
@@ -328,6 +386,8 @@ def main() -> None:
                 )
         if args.text_requests > 0:
             text_throughput(args.text_requests, folder)
+        if args.text_log > 0:
+            text_log_memory(args.text_log, folder)
 
 
 if __name__ == "__main__":
