@@ -280,9 +280,9 @@ class SessionFold:
         if k != self.k:
             self.k = k
             self.parts = [self._thin(*p) for p in self.parts]
-        idx = np.flatnonzero(ids[SESSION_ZEROS].to_numpy() >= k)
-        kept = pl.col(SESSION_HASH).filter(pl.col(SESSION_ZEROS) >= k)
-        self.parts.append((ids.select(kept).to_series().to_numpy(), t[idx], inputs[idx]))
+        kept = ids.with_row_index("at").filter(pl.col(SESSION_ZEROS) >= k)
+        idx = kept["at"].to_numpy()
+        self.parts.append((kept[SESSION_HASH].to_numpy(), t[idx], inputs[idx]))
         self.kept = sum(p[0].size for p in self.parts)
         if self.kept > 4 * SAMPLE_ABOVE_ROWS:  # many chunks since k last grew: compact
             self.parts = [tuple(np.concatenate(c) for c in zip(*self.parts, strict=True))]  # type: ignore[list-item]
