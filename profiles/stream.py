@@ -161,7 +161,7 @@ class _BodyFold:
         self.rows = self.ok_rows = 0
         # Sums of usage cached_tokens and of input tokens over the rows that report it: the
         # server-reported cached-token ratio.
-        self.cached = [0, 0, 0]  # rows, cached tokens, input tokens
+        self.cached = [0, 0]  # cached tokens, input tokens
         # Every request's block hashes, kept for the exact prefix statistics (8 bytes a block
         # and 16 a request: the LRU curve needs every access's stack distance).
         self.hashed: list[pl.DataFrame] = []
@@ -183,9 +183,8 @@ class _BodyFold:
                 self.lengths.add(ins, outs)
             if "cached_tokens" in frame.columns:
                 has = frame["cached_tokens"].is_not_null().to_numpy()
-                self.cached[0] += int(has.sum())
-                self.cached[1] += int(frame["cached_tokens"].sum())
-                self.cached[2] += int(ins[has].sum())
+                self.cached[0] += int(frame["cached_tokens"].sum())
+                self.cached[1] += int(ins[has].sum())
         with timed("fold sessions"):
             if SESSION_HASH in frame.columns:
                 ids = frame.select(SESSION_HASH, SESSION_ZEROS)
@@ -224,8 +223,8 @@ class _BodyFold:
             prefix = prefix_of(hashed, ctx.block_tokens, cache_tokens, hashes_from)
         else:
             prefix = prefix_of(schema, ctx.block_tokens, cache_tokens, None)
-        rows, cached, inputs = self.cached
-        if rows and inputs > 0:  # as prefix_stats reports it from the whole frame
+        cached, inputs = self.cached
+        if inputs > 0:  # as prefix_stats reports it from the whole frame (no row: no inputs)
             prefix = prefix.model_copy(update={"reported_cached_token_ratio": cached / inputs})
         body = ProfileBody(
             arrivals=arrivals,
