@@ -35,7 +35,7 @@ import numpy as np
 
 from contracts.errors import InputError
 from profiles.model import SharedPrefix
-from profiles.prefix import TOP_PREFIXES
+from profiles.prefix import TOP_PREFIXES, _index_dtype
 
 _MAX_TOKENS = int(np.iinfo(np.int32).max)
 
@@ -76,21 +76,23 @@ class TopPrefixFold:
         if np.size(flat) == 0:
             return
         flat = np.asarray(flat, dtype=np.uint64)
-        # Position of each block in its request, and the prompt tokens up to its end.
-        pos = np.arange(flat.size, dtype=np.int64) - np.repeat(
-            np.cumsum(lengths) - lengths, lengths
-        )
+        # Unique first, while nothing else of the run's size is held (its sort is the peak).
+        uniq, inv, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        ix = _index_dtype(flat.size)
+        pos = np.arange(flat.size, dtype=ix)  # of each block in its request
+        pos -= np.repeat((np.cumsum(lengths) - lengths).astype(ix), lengths)
         cum = np.minimum((pos + 1) * np.int64(block_tokens), np.repeat(hash_tokens, lengths))
         if int(cum.max()) > _MAX_TOKENS:
             raise InputError(f"a prompt's hashes cover {int(cum.max())} tokens (2**31 at most)")
-        uniq, inv, counts = np.unique(flat, return_inverse=True, return_counts=True)
         tokens = np.zeros(uniq.size, dtype=np.int32)
         tokens[inv] = cum  # the last access's, as _top_prefixes keeps it
-        parent = np.zeros(uniq.size, dtype=np.uint64)
-        child = np.flatnonzero(pos > 0)
-        parent[inv[child]] = flat[child - 1]
+        del cum
         root = np.zeros(uniq.size, dtype=bool)
         root[inv[pos == 0]] = True
+        parent = np.zeros(uniq.size, dtype=np.uint64)
+        child = pos > 0
+        del pos
+        parent[inv[child]] = flat[:-1][child[1:]]
         self.blocks += int(flat.size)
         self._merge(uniq, counts.astype(np.int64), tokens, parent, root)
 

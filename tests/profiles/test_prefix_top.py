@@ -148,6 +148,16 @@ def test_ties_in_score_go_to_the_smaller_hash_across_runs_and_empty_requests() -
         _check_exact(reqs, ht, 4, cuts)
 
 
+def test_a_prefix_takes_its_last_access_tokens_as_top_prefixes_lists_it() -> None:
+    # Hash 2 ends a full 8-token prompt and a partial 7-token one (not chained hashing: the
+    # documented exception, where only the listed prefixes, not the shares, stay exact).
+    reqs, ht = [[1, 2, 3], [1, 2], [1, 2, 3], [1, 2]], [12, 8, 12, 7]
+    for cuts in ([], [2], [1, 3]):
+        top = _fold(reqs, ht, 4, cuts).finish(len(reqs), float(sum(ht)))[0]
+        assert [p.prefix_tokens for p in top] == [7, 12]
+        assert top == _whole(reqs, ht, 4)[0]
+
+
 def test_unpruned_fold_is_exact_on_the_mooncake_trace(shared_data: Path) -> None:
     reqs: Requests = []
     ht: list[int] = []
