@@ -191,21 +191,27 @@ class TopPrefixFold:
                 inner[a] -= int(count[best[k]])
         requests = sum(int(count[i]) for i, a in zip(best, nearest, strict=True) if a < 0)
         tokens = sum(int(node_tokens[i]) * max(c, 0) for i, c in zip(best, inner, strict=True))
-        return top, float(requests / n_req), float(tokens / total_tokens), self.count_error
+        # At most 1: a hash repeated inside a prompt (not chained) counts twice in its request.
+        shares = min(requests / n_req, 1.0), min(tokens / total_tokens, 1.0)
+        return top, float(shares[0]), float(shares[1]), self.count_error
 
 
 def _nearest_top_ancestor(best: np.ndarray, up: np.ndarray, linked: np.ndarray) -> list[int]:
     """For each top node, the index in `best` of its nearest top ancestor (-1: none), walking
-    every chain up through the table (`up`: a node's parent's row where `linked`)."""
+    every chain up through the table (`up`: a node's parent's row where `linked`). Hashes that
+    are not chained (a hash repeated inside a prompt) can link in a cycle: no walk takes more
+    steps than the table has rows."""
     place = {int(node): k for k, node in enumerate(best)}
     nearest = np.full(best.size, -1, dtype=np.int64)
     cur = best.copy()
     active = linked[cur].copy()
-    while active.any():
+    for _ in range(up.size):
+        if not active.any():
+            break
         cur[active] = up[cur[active]]
         for k in np.flatnonzero(active):
             if int(cur[k]) in place:
-                nearest[k] = place[int(cur[k])]
+                nearest[k] = place[int(cur[k])] if cur[k] != best[k] else -1
                 active[k] = False
         active &= linked[cur]
     return nearest.tolist()

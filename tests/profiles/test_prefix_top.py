@@ -201,6 +201,22 @@ def test_pruned_counts_stay_within_the_misra_gries_bound_and_heavy_prefixes_surv
     assert [p.prefix_tokens for p in top[: len(heavy)]] == [p.prefix_tokens for p in heavy]
     for got, want in zip(top, heavy, strict=False):
         assert want.request_share - error / len(reqs) <= got.request_share <= want.request_share
+    # Two summaries merged keep the same bounds (Agarwal et al.'s mergeability).
+    first = _fold(reqs[:1800], ht[:1800], bt, list(range(300, 1800, 300)), capacity)
+    first.merge(_fold(reqs[1800:], ht[1800:], bt, [2400], capacity))
+    merged_top, _, _, merged_error = first.finish(len(reqs), float(sum(ht)))
+    assert len(first) <= capacity and 0 < merged_error <= sum(truth.values()) / (capacity + 1)
+    est = first.counts(nodes)
+    assert (est <= true).all() and (true <= est + merged_error).all()
+    assert [p.prefix_tokens for p in merged_top[: len(heavy)]] == [p.prefix_tokens for p in heavy]
+
+
+def test_hashes_that_repeat_inside_a_prompt_end_in_a_result() -> None:
+    # Parents 1 -> 2 -> 1 ...: a cycle that holds no top prefix, above the top prefix 3.
+    reqs, ht = [[5, 1, 2, 1, 2, 3]] * 3, [24] * 3
+    top, req_share, tok_share, error = _fold(reqs, ht, 4, [1]).finish(len(reqs), 72.0)
+    assert top and 0 < req_share <= 1 and 0 < tok_share <= 1 and error == 0
+    assert TopPrefixFold().finish(0, 0.0) == ([], 0.0, 0.0, 0)
 
 
 def test_mismatched_arrays_are_an_input_error() -> None:
