@@ -78,6 +78,20 @@ def _lengths(frame: pl.DataFrame, seed: int) -> tuple[float | None, Lengths]:
     return ok_share, lengths
 
 
+def hashed_arrays(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows with block hashes as profiles.prefix takes them: every hash back to back
+    (uint64), blocks per request and the prompt tokens each request's hashes cover."""
+    hashed = frame.select("block_hashes", "hash_tokens").filter(
+        pl.col("block_hashes").is_not_null()
+    )
+    flat = (
+        hashed["block_hashes"].explode(empty_as_null=False).to_numpy().astype(np.uint64, copy=False)
+    )
+    lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
+    hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
+    return flat, lengths, hash_tokens
+
+
 def prefix_of(
     frame: pl.DataFrame, block_tokens: int, cache_tokens: list[int] | None, hashes_from: str | None
 ) -> Prefix:
@@ -97,19 +111,12 @@ def prefix_of(
             inputs,
         )
         return p.model_copy(update={"available": False})
-    hashed = frame.select("block_hashes", "hash_tokens").filter(
-        pl.col("block_hashes").is_not_null()
-    )
-    flat = (
-        hashed["block_hashes"].explode(empty_as_null=False).to_numpy().astype(np.uint64, copy=False)
-    )
-    lengths = hashed["block_hashes"].list.len().to_numpy().astype(np.int64)
-    hash_tokens = hashed["hash_tokens"].fill_null(0).to_numpy().astype(np.int64)
+    flat, lengths, hash_tokens = hashed_arrays(frame)
     p = prefix_stats(flat, lengths, hash_tokens, block_tokens, cache_tokens, cached, inputs)
     return p.model_copy(
         update={
             "hashes_from": hashes_from,
-            "requests": hashed.height,
+            "requests": lengths.size,
             "hashed_tokens": int(hash_tokens.sum()),
         }
     )

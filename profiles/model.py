@@ -23,6 +23,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Bound(_Model):
+    """Where the whole-log value of a merged statistic lies."""
+
+    low: float
+    high: float
+    method: str
+
+
 class Chunked(_Model):
     """How a log too large to hold was profiled chunk by chunk (streaming, bounded memory)."""
 
@@ -31,6 +39,10 @@ class Chunked(_Model):
     estimated: dict[str, str] = Field(
         default_factory=dict,
         description="key path -> how it differs from the in-memory profile's (the rest equal it)",
+    )
+    bounds: dict[str, Bound] = Field(
+        default_factory=dict,
+        description="key path -> interval holding the exact value, where a statistic is sampled",
     )
 
 
@@ -238,14 +250,6 @@ class ProfileBody(_Model):
     sessions: Sessions
     ok_share: float | None = Field(default=None, description="share of requests the log marks ok")
     requests: int = Field(default=0, ge=0, description="requests these statistics describe")
-
-
-class Bound(_Model):
-    """Where the whole-log value of a merged statistic lies."""
-
-    low: float
-    high: float
-    method: str
 
 
 class MergeInfo(_Model):

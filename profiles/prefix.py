@@ -106,6 +106,51 @@ def stack_distances(items: np.ndarray) -> np.ndarray:
     return dist
 
 
+def block_layout(
+    lengths: np.ndarray, hash_tokens: np.ndarray, block_tokens: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each block's request, place in its request, and prompt tokens (a request's last block
+    may be partial), for requests of `lengths` blocks covering `hash_tokens` tokens."""
+    n = int(lengths.sum())
+    ix = _index_dtype(n)
+    req = np.repeat(np.arange(lengths.size, dtype=ix), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(ix)
+    pos = np.arange(n, dtype=ix) - np.repeat(starts, lengths)
+    del starts
+    own_tokens = np.repeat(hash_tokens, lengths)
+    tokens = np.clip(np.minimum(block_tokens, own_tokens - pos * np.int64(block_tokens)), 0, None)
+    return req, pos, tokens
+
+
+def touch_order(lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Where each touch comes from when each request's blocks are touched last block first.
+
+    Block k, the p-th of a request of L blocks, is touched (L - 1 - 2p) places from k: the
+    order is its own inverse (touched = items[order], and items = touched[order]).
+    """
+    ix = _index_dtype(pos.size)
+    own_before = np.repeat(lengths.astype(ix), lengths) - 1 - pos
+    return np.arange(pos.size, dtype=ix) + own_before - pos
+
+
+def lru_distances(items: np.ndarray, lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """LRU stack distance of each block access of requests in order; -1 for a first touch.
+
+    Each request's blocks are touched last first, so a parent is always more recent than its
+    children and an LRU cache stays prefix-closed. Then each distance is corrected for the
+    request's own blocks touched just before: they cannot have been touched since this
+    block's last access, and a server allocates them with it.
+    """
+    rev = touch_order(lengths, pos)
+    dist = stack_distances(items[rev])[rev]
+    del rev
+    own_before = np.repeat(lengths.astype(pos.dtype), lengths) - 1 - pos
+    seen = dist >= 0
+    np.subtract(dist, own_before, out=dist, where=seen)
+    np.maximum(dist, 0, out=dist, where=seen)
+    return dist
+
+
 def prefix_stats(
     flat: np.ndarray,
     lengths: np.ndarray,
@@ -136,15 +181,7 @@ def prefix_stats(
         )
     n_req = lengths.size
     ix = _index_dtype(flat.size)
-    req = np.repeat(np.arange(n_req, dtype=ix), lengths)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(ix)
-    pos = np.arange(flat.size, dtype=ix) - np.repeat(
-        starts, lengths
-    )  # block's place in its request
-    del starts
-    own_tokens = np.repeat(hash_tokens, lengths)
-    tokens = np.clip(np.minimum(block_tokens, own_tokens - pos * np.int64(block_tokens)), 0, None)
-
+    req, pos, tokens = block_layout(lengths, hash_tokens, block_tokens)
     uniq, first_idx, inv, counts = np.unique(
         flat, return_index=True, return_inverse=True, return_counts=True
     )
@@ -154,19 +191,7 @@ def prefix_stats(
     hit = req[first_idx][inv] < req
     ideal = float(tokens[hit].sum() / total_tokens)
     del hit, first_idx
-
-    # LRU: touch each request's blocks last-first, then correct for the request's own blocks
-    # touched just before (they cannot have been touched since this block's last access).
-    # Block k, the p-th of a request of L blocks, is touched (L - 1 - 2p) places from k: the
-    # order is its own inverse.
-    own_before = np.repeat(lengths.astype(ix), lengths) - 1 - pos
-    rev = np.arange(flat.size, dtype=ix) + own_before - pos
-    dist = stack_distances(inv[rev])[rev]
-    del rev
-    seen = dist >= 0
-    np.subtract(dist, own_before, out=dist, where=seen)
-    np.maximum(dist, 0, out=dist, where=seen)
-    del own_before, seen
+    dist = lru_distances(inv, lengths, pos)
     sizes = cache_tokens or default_cache_tokens(block_tokens, distinct * block_tokens)
     curve = []
     for size in sorted(set(sizes)):
@@ -177,8 +202,7 @@ def prefix_stats(
         )
     del dist, tokens
 
-    cum_tokens = np.minimum((pos + 1) * np.int64(block_tokens), own_tokens)
-    del own_tokens
+    cum_tokens = np.minimum((pos + 1) * np.int64(block_tokens), np.repeat(hash_tokens, lengths))
     top, req_share, tok_share = _top_prefixes(
         inv, req, pos, counts, cum_tokens, n_req, total_tokens
     )

@@ -27,7 +27,8 @@ import polars as pl
 from contracts.errors import InputError
 from profiles.build import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
-from profiles.model import Chunked, Profile, ProfileBody
+from profiles.model import Bound, Chunked, Profile, ProfileBody
+from profiles.prefix_bounded import PrefixFold
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import (
     FileFrame,
@@ -138,7 +139,8 @@ def profile_in_chunks(
     with ThreadPoolExecutor(max_workers=1) as pool:
         digest = pool.submit(files_digest, files)
         try:
-            folded = _Folds(seed, expected, group_by, phase_s if phase_s is not None else {})
+            phases = phase_s if phase_s is not None else {}
+            folded = _Folds(seed, expected, group_by, phases, (ctx, cache_tokens))
             for p in files:
                 folded.read_file(p, kind, ctx, chunk_rows)
         except (_WholeRead, BrokenTable):
@@ -152,7 +154,13 @@ def profile_in_chunks(
 class _BodyFold:
     """The folds of one profile body (the whole log's, or one --group-by value's)."""
 
-    def __init__(self, seed: int, start_epoch_s: float | None, expected_gaps: int | None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        start_epoch_s: float | None,
+        expected_gaps: int | None,
+        prefix: tuple[ReaderContext, list[int] | None],
+    ) -> None:
         self.seed = seed
         self.arrivals = ArrivalFold(start_epoch_s, expected_gaps)
         self.lengths = LengthFold(seed)
@@ -162,9 +170,8 @@ class _BodyFold:
         # Sums of usage cached_tokens and of input tokens over the rows that report it: the
         # server-reported cached-token ratio.
         self.cached = [0, 0]  # cached tokens, input tokens
-        # Every request's block hashes, kept for the exact prefix statistics (8 bytes a block
-        # and 16 a request: the LRU curve needs every access's stack distance).
-        self.hashed: list[pl.DataFrame] = []
+        self.prefix_options = prefix  # the block size is the reader's once it has read
+        self.prefix: PrefixFold | None = None
 
     def add(self, t: np.ndarray, frame: pl.DataFrame, timed: _Timer) -> None:
         """Fold a chunk: its arrivals `t` (s from the log's first) and canonical `frame`."""
@@ -192,14 +199,20 @@ class _BodyFold:
             else:
                 self.sessions.add(None, 0, t, ins)
         if "block_hashes" in frame.columns:
-            self.hashed.append(frame.select("block_hashes", "hash_tokens"))
+            with timed("fold prefix reuse"):
+                if self.prefix is None:
+                    ctx, cache_tokens = self.prefix_options
+                    self.prefix = PrefixFold(ctx.block_tokens, cache_tokens)
+                self.prefix.add(frame)
         self.rows += frame.height
 
     def finish(
         self, schema: pl.DataFrame, kind: str, ctx: ReaderContext, cache_tokens: list[int] | None
-    ) -> tuple[ProfileBody, dict[str, str]]:
-        """The body, and what in it differs from the in-memory profiler's (key -> how)."""
+    ) -> tuple[ProfileBody, dict[str, str], dict[str, Bound]]:
+        """The body, what in it differs from the in-memory profiler's (key -> how), and the
+        bounds of what is sampled."""
         estimated: dict[str, str] = {}
+        bounds: dict[str, Bound] = {}
         arrivals, note = self.arrivals.finish()
         if note:
             estimated["arrivals.gamma_shape.mle"] = note
@@ -217,10 +230,10 @@ class _BodyFold:
                 "another uniform random sample of the requests than the in-memory profiler's "
                 "(the smallest of a uniform random key per request, drawn with the seed)"
             )
-        if self.hashed:
+        if self.prefix is not None:
             hashes_from = "prompt text" if kind == "openai-jsonl" else "hash_ids"
-            hashed = pl.concat(self.hashed, rechunk=False)
-            prefix = prefix_of(hashed, ctx.block_tokens, cache_tokens, hashes_from)
+            prefix, notes, bounds = self.prefix.finish(hashes_from)
+            estimated.update(notes)
         else:
             prefix = prefix_of(schema, ctx.block_tokens, cache_tokens, None)
         cached, inputs = self.cached
@@ -234,7 +247,7 @@ class _BodyFold:
             ok_share=ok_share,
             requests=self.rows,
         )
-        return body, estimated
+        return body, estimated, bounds
 
 
 class _Timer(Protocol):
@@ -250,8 +263,10 @@ class _Folds:
         expected_rows: int | None,
         group_by: str | None,
         phase_s: dict[str, float],
+        prefix: tuple[ReaderContext, list[int] | None],
     ) -> None:
         self.phase_s = phase_s
+        self.prefix = prefix  # what the prefix folds need: the reader's context, cache sizes
         self.seed = seed
         self.expected_gaps = expected_rows - 1 if expected_rows else None
         self.group_by = group_by
@@ -318,7 +333,7 @@ class _Folds:
             self.start_epoch_s = (
                 datetime.fromtimestamp(first, tz=UTC).timestamp() if self.absolute else None
             )
-            self.body = _BodyFold(self.seed, self.start_epoch_s, self.expected_gaps)
+            self.body = _BodyFold(self.seed, self.start_epoch_s, self.expected_gaps, self.prefix)
             self.schema = frame.head(0)
         raw = frame["arrival_s"].to_numpy()
         self.last_raw = float(raw[-1])
@@ -338,7 +353,8 @@ class _Folds:
             if fold is None:
                 if len(self.groups) >= GROUP_FOLDS:
                     raise _WholeRead
-                fold = self.groups[str(name)] = _BodyFold(self.seed, self.start_epoch_s, None)
+                fold = _BodyFold(self.seed, self.start_epoch_s, None, self.prefix)
+                self.groups[str(name)] = fold
             fold.add(part[_T].to_numpy(), part, self.timed)
 
     def profile(
@@ -353,7 +369,7 @@ class _Folds:
     ) -> Profile:
         if self.body is None or self.schema is None:
             raise no_usable_rows(files, ctx.skips)
-        body, estimated = self.body.finish(self.schema, kind, ctx, cache_tokens)
+        body, estimated, bounds = self.body.finish(self.schema, kind, ctx, cache_tokens)
         warnings = list(ctx.warnings)
         groups: dict[str, ProfileBody] = {}
         if self.group_by is not None:
@@ -365,8 +381,9 @@ class _Folds:
                     f"{MAX_GROUPS} largest"
                 )
             for name, fold in ranked[:MAX_GROUPS]:
-                groups[name], notes = fold.finish(self.schema, kind, ctx, cache_tokens)
+                groups[name], notes, more = fold.finish(self.schema, kind, ctx, cache_tokens)
                 estimated.update({f"groups.{name}.{k}": v for k, v in notes.items()})
+                bounds.update({f"groups.{name}.{k}": v for k, v in more.items()})
         result = ReadResult(
             frame=self.schema,
             format=kind,
@@ -381,7 +398,9 @@ class _Folds:
             block_tokens=ctx.block_tokens,
             digest=digest,
         )
-        chunked = Chunked(chunks=self.chunks, chunk_rows=chunk_rows, estimated=estimated)
+        chunked = Chunked(
+            chunks=self.chunks, chunk_rows=chunk_rows, estimated=estimated, bounds=bounds
+        )
         return wrap_profile(result, body, groups, self.group_by, warnings, self.rows, now, chunked)
 
 
