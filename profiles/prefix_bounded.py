@@ -35,6 +35,7 @@ windows, in memory bounded whatever the log's length:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,18 +136,13 @@ class LruFold:
         self.hashed_tokens += float(hash_tokens.sum())
         self.block_tokens_total += float(tokens.sum())
         near_hit = np.zeros(flat.size, dtype=bool)  # a hit in every cache of the exact part
-        ends = np.cumsum(lengths)
-        first = start = 0
-        while first < lengths.size:  # windows of whole requests, about window_blocks each
-            stop = max(first + 1, int(np.searchsorted(ends, start + self.window_blocks, "right")))
-            end = int(ends[stop - 1])
+        for first, stop, start, end in request_runs(lengths, self.window_blocks):
             dist = self.near.feed(flat[start:end], lengths[first:stop], pos[start:end])
             near = (dist >= 0) & (dist < self.near_hits.size)
             near_hit[start:end] = near
             self.near_hits += np.bincount(
                 dist[near], weights=tokens[start:end][near], minlength=self.near_hits.size
             )
-            first, start = stop, end
         mixed = mix(flat)
         keep = (mixed & self._mask()) == 0
         runs = (req[keep] + self.runs).astype(np.int64)
@@ -232,6 +228,18 @@ class LruFold:
         return total, float(np.sqrt(spread))
 
 
+def request_runs(lengths: np.ndarray, blocks: int) -> Iterator[tuple[int, int, int, int]]:
+    """Runs of whole requests of about `blocks` blocks each (a longer request is a run of its
+    own): (first request, stop request, first block, stop block)."""
+    ends = np.cumsum(lengths)
+    first = start = 0
+    while first < lengths.size:
+        stop = max(first + 1, int(np.searchsorted(ends, start + blocks, "right")))
+        end = int(ends[stop - 1])
+        yield first, stop, start, end
+        first, start = stop, end
+
+
 def _edges(cap_blocks: float, rate: float) -> tuple[float, float, float]:
     """Where a sampled distance (over R) counts as a hit in a cache of `cap_blocks`: for the
     low bound, the estimate, and the high bound."""
@@ -282,8 +290,10 @@ class PrefixFold:
     def _fold(self, frame: pl.DataFrame) -> None:
         assert self.lru is not None
         flat, lengths, hash_tokens = hashed_arrays(frame)
-        self.lru.add(flat, lengths, hash_tokens)
-        self.top.add(flat, lengths, hash_tokens, self.block_tokens)
+        for first, stop, start, end in request_runs(lengths, self.lru.window_blocks):
+            run = flat[start:end], lengths[first:stop], hash_tokens[first:stop]
+            self.lru.add(*run)
+            self.top.add(*run, self.block_tokens)
         self.requests += lengths.size
 
     def finish(self, hashes_from: str) -> tuple[Prefix, dict[str, str], dict[str, Bound]]:

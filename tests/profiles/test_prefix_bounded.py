@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.kit.logs import chained_workload
 from profiles import prefix_bounded
 from profiles.build import build_profile
 from profiles.prefix import prefix_stats
@@ -21,39 +22,6 @@ from tests.profiles.test_stats import _lru_brute
 BT = 16
 SIZES = [BT << k for k in range(0, 16)]
 ODD = [7 * BT, 20 * BT, 21 * BT, 300 * BT]  # around the exact part's edge in the first test
-
-
-def _workload(seed: int, n_req: int) -> tuple[list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
-    """Chained requests: a few system prompts (Zipf-popular), follow-up turns extending a
-    live conversation, and fresh prompts; each with its own tail of new blocks."""
-    rng = np.random.default_rng(seed)
-    next_id = 1
-    systems = []
-    for _ in range(5):
-        n = int(rng.integers(3, 40))
-        systems.append(list(range(next_id, next_id + n)))
-        next_id += n
-    live: list[list[int]] = []
-    reqs: list[list[int]] = []
-    for _ in range(n_req):
-        u = rng.random()
-        if live and u < 0.3:
-            base = live[int(rng.integers(len(live)))]
-        elif u < 0.9:
-            base = systems[(int(rng.zipf(1.5)) - 1) % len(systems)]
-        else:
-            base = []
-        tail = int(rng.integers(0 if base else 1, 25))
-        req = base + list(range(next_id, next_id + tail))
-        next_id += tail
-        reqs.append(req)
-        live.append(req)
-        if len(live) > 100:
-            live.pop(int(rng.integers(len(live))))
-    flat = np.array([h for r in reqs for h in r], dtype=np.uint64)
-    lengths = np.array([len(r) for r in reqs], dtype=np.int64)
-    hash_tokens = lengths * BT - rng.integers(0, BT, size=lengths.size)
-    return reqs, flat, lengths, hash_tokens
 
 
 def _fold(flat: np.ndarray, lengths: np.ndarray, ht: np.ndarray, run: int, **kw: int) -> LruFold:
@@ -69,7 +37,7 @@ def test_an_unthinned_fold_equals_the_exact_statistics_and_a_simulated_cache() -
     """Windows of a few dozen blocks, an exact part up to 20 blocks and a sample that keeps
     every block: the same numbers as the exact statistics, and as a simulated LRU cache."""
     for seed in range(4):
-        reqs, flat, lengths, ht = _workload(seed, 300)
+        reqs, flat, lengths, ht = chained_workload(seed, 300)
         est = _fold(flat, lengths, ht, run=37, near_tokens=20 * BT, window_blocks=50).finish()
         exact = prefix_stats(flat, lengths, ht, BT, SIZES)
         assert est.sample_rate == 1.0
@@ -87,7 +55,7 @@ def test_a_thinned_sample_holds_the_exact_values_within_its_bounds(seed: int) ->
     """20 k requests (about 500 k block accesses) with at most 3000 distinct blocks sampled:
     the rate falls to 1/16 or below. Caches up to 512 blocks stay exact; beyond, the exact
     values lie inside the written bounds."""
-    _, flat, lengths, ht = _workload(100 + seed, 20_000)
+    _, flat, lengths, ht = chained_workload(100 + seed, 20_000)
     est = _fold(
         flat, lengths, ht, run=2000, near_tokens=512 * BT, window_blocks=20_000, sample_blocks=3000
     ).finish()
