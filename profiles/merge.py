@@ -105,13 +105,18 @@ def merge_profiles(
     profiles = [profiles[i] for i in order]
     names = [names[i] for i in order]
     notes = MergeNotes()
-    body = _merge_body(profiles, offsets, "", notes, seed)
+    body = _merge_body(profiles, offsets, "", notes, seed, [_sampled(p, "") for p in profiles])
     groups = {}
     for g in sorted({g for p in profiles for g in p.groups}):
-        have = [(p.groups[g], o) for p, o in zip(profiles, offsets, strict=True) if g in p.groups]
+        have = [(p, o) for p, o in zip(profiles, offsets, strict=True) if g in p.groups]
         gnotes = MergeNotes()
         groups[g] = _merge_body(
-            [b for b, _ in have], [o for _, o in have], f"groups.{g}.", gnotes, seed
+            [p.groups[g] for p, _ in have],
+            [o for _, o in have],
+            f"groups.{g}.",
+            gnotes,
+            seed,
+            [_sampled(p, f"groups.{g}.") for p, _ in have],
         )
         gnotes.estimated[f"groups.{g}.arrivals"] = (
             "joined at the shards' starts (a group's first request is not stored)"
@@ -159,8 +164,22 @@ def _merge_source(sources: list[Source], names: list[str], notes: MergeNotes) ->
     )
 
 
+def _sampled(profile: Profile, key: str) -> dict[str, Bound]:
+    """The bounds a shard's profile gives its sampled statistics under `key` (a body's key
+    prefix), by the rest of their key path."""
+    chunked = profile.source.read_in_chunks
+    if chunked is None:
+        return {}
+    return {k[len(key) :]: b for k, b in chunked.bounds.items() if k.startswith(key)}
+
+
 def _merge_body(
-    bodies: Sequence[ProfileBody], offsets: list[float], key: str, notes: MergeNotes, seed: int
+    bodies: Sequence[ProfileBody],
+    offsets: list[float],
+    key: str,
+    notes: MergeNotes,
+    seed: int,
+    sampled: list[dict[str, Bound]],
 ) -> ProfileBody:
     n = [b.requests for b in bodies]
     total = sum(n)
@@ -172,7 +191,7 @@ def _merge_body(
     return ProfileBody(
         arrivals=merge_arrivals([b.arrivals for b in bodies], n, offsets, f"{key}arrivals", notes),
         lengths=_merge_lengths([b.lengths for b in bodies], f"{key}lengths", notes, seed),
-        prefix=_merge_prefix([b.prefix for b in bodies], f"{key}prefix", notes),
+        prefix=_merge_prefix([b.prefix for b in bodies], f"{key}prefix", notes, sampled),
         sessions=_merge_sessions([b.sessions for b in bodies], f"{key}sessions", notes),
         ok_share=ok_share,
         requests=total,
@@ -255,11 +274,14 @@ def _lru_at(p: Prefix, size: int) -> float | None:
     return None
 
 
-def _merge_prefix(parts: list[Prefix], key: str, notes: MergeNotes) -> Prefix:
+def _merge_prefix(
+    parts: list[Prefix], key: str, notes: MergeNotes, sampled: list[dict[str, Bound]]
+) -> Prefix:
     """Reuse inside a shard stays a hit in the whole log (an LRU stack distance between two
     accesses of one shard is the same); a shard's first touches of a block may hit blocks of
     earlier shards. So the whole-log ratio lies between the shards' hits alone and those plus
-    every first touch in the second shard onwards."""
+    every first touch in the second shard onwards. Where a shard's ratio was sampled (a
+    shard past the exact budget, profiles.prefix_bounded), its own bounds widen these."""
     req = [p.requests for p in parts]
     reported = None
     with_ratio = [(p.reported_cached_token_ratio, r) for p, r in zip(parts, req, strict=True)]
@@ -274,22 +296,39 @@ def _merge_prefix(parts: list[Prefix], key: str, notes: MergeNotes) -> Prefix:
         return Prefix(available=False, block_tokens=block, reported_cached_token_ratio=reported)
     tokens = np.array([p.hashed_tokens for p in parts], dtype=np.float64)
     total = float(tokens.sum())
-    ideal = np.array([p.ideal_hit_ratio or 0.0 for p in parts])
-    first_touch = float((tokens[1:] * (1 - ideal[1:])).sum())
+
+    def ratios(name: str, values: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each shard's value of a ratio and its low and high bounds."""
+        bounds = [s.get(f"prefix.{name}") for s in sampled]
+        low = [b.low if b else v for b, v in zip(bounds, values, strict=True)]
+        high = [b.high if b else v for b, v in zip(bounds, values, strict=True)]
+        return np.array(values), np.array(low), np.array(high)
+
+    ideal, ideal_low, ideal_high = ratios(
+        "ideal_hit_ratio", [p.ideal_hit_ratio or 0.0 for p in parts]
+    )
+    first_touch = float((tokens[1:] * (1 - ideal_low[1:])).sum())
     hits = float((tokens * ideal).sum())
     method = "shards' own hits (low) plus every first touch after the first shard (high)"
+    if any(sampled):
+        method += "; sampled shards' own bounds"
     notes.bounds[f"{key}.ideal_hit_ratio"] = Bound(
-        low=hits / total, high=min(1.0, (hits + first_touch) / total), method=method
+        low=float((tokens * ideal_low).sum()) / total,
+        high=min(1.0, (float((tokens * ideal_high).sum()) + first_touch) / total),
+        method=method,
     )
     curve = []
     for size in sorted({pt.cache_tokens for p in parts for pt in p.lru_hit_ratio}):
         at = [_lru_at(p, size) for p in parts]
         if any(a is None for a in at):
             continue
-        lru_hits = float((tokens * np.array(at)).sum())
+        value, low, high = ratios(f"lru_hit_ratio[{size}]", [float(a or 0.0) for a in at])
+        lru_hits = float((tokens * value).sum())
         curve.append(LruPoint(cache_tokens=size, hit_ratio=lru_hits / total))
         notes.bounds[f"{key}.lru_hit_ratio[{size}]"] = Bound(
-            low=lru_hits / total, high=min(1.0, (lru_hits + first_touch) / total), method=method
+            low=float((tokens * low).sum()) / total,
+            high=min(1.0, (float((tokens * high).sum()) + first_touch) / total),
+            method=method,
         )
     n_req = sum(req)
     by_len: dict[int, list[float]] = {}

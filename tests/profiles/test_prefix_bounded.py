@@ -15,6 +15,7 @@ import pytest
 from bench.kit.logs import chained_workload
 from profiles import prefix_bounded
 from profiles.build import build_profile
+from profiles.merge import merge_profiles
 from profiles.prefix import prefix_stats
 from profiles.prefix_bounded import LruFold
 from tests.profiles.test_stats import _lru_brute
@@ -107,3 +108,35 @@ def test_a_log_past_the_exact_budget_is_profiled_with_bounds(
         elif pt.cache_tokens in exact:
             bound = info.bounds[key]
             assert bound.low <= exact[pt.cache_tokens] <= bound.high
+
+
+def test_shards_past_the_budget_merge_within_their_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path
+) -> None:
+    """The published Mooncake trace split in two by time, each half profiled past a small
+    exact budget (sampled), then merged: the whole log's exact ratios lie within the merged
+    bounds, which take in the halves' own."""
+    lines = (shared_data / "mooncake_synthetic_trace.jsonl").read_text().splitlines(True)
+    halves = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    halves[0].write_text("".join(lines[: len(lines) // 2]))
+    halves[1].write_text("".join(lines[len(lines) // 2 :]))
+    whole = build_profile([str(shared_data / "mooncake_synthetic_trace.jsonl")])
+    monkeypatch.setattr(prefix_bounded, "EXACT_BLOCKS", 3000)
+    monkeypatch.setattr(prefix_bounded, "NEAR_TOKENS", 16 * 512)
+    monkeypatch.setattr(prefix_bounded, "SAMPLE_BLOCKS", 1500)
+    shards = [build_profile([str(h)], chunk_rows=400) for h in halves]
+    assert all(s.source.read_in_chunks and s.source.read_in_chunks.bounds for s in shards)
+    merged = merge_profiles(shards, [str(h) for h in halves])
+    assert merged.merge is not None
+    bounds = merged.merge.bounds
+    assert "sampled shards' own bounds" in bounds["prefix.ideal_hit_ratio"].method
+    exact = {
+        f"prefix.lru_hit_ratio[{p.cache_tokens}]": p.hit_ratio for p in whole.prefix.lru_hit_ratio
+    }
+    exact["prefix.ideal_hit_ratio"] = whole.prefix.ideal_hit_ratio or 0.0
+    checked = 0
+    for key, bound in bounds.items():
+        if key in exact:
+            assert bound.low <= exact[key] <= bound.high, key
+            checked += 1
+    assert checked >= 10
