@@ -66,10 +66,11 @@ def compare(log: Path, folder: Path) -> None:
     bounded, exact = runs["bounded (as shipped)"], runs["exact (every hash kept)"]
     b, e = bounded["prefix"], exact["prefix"]
     info = bounded["source"]["read_in_chunks"]
-    print(
-        f"blocks: {e['hashed_tokens'] / e['block_tokens']:,.0f}; {info['estimated'].get('prefix', 'exact')}"
-    )
+    how = info["estimated"].get("prefix", "exact")
+    print(f"blocks: {e['hashed_tokens'] / e['block_tokens']:,.0f}; {how}")
     bounds = info["bounds"]
+    if "prefix.ideal_hit_ratio" in bounds:
+        print(f"bounds: {bounds['prefix.ideal_hit_ratio']['method']}")
     truth = {p["cache_tokens"]: p["hit_ratio"] for p in e["lru_hit_ratio"]}
     rows = [
         ("ideal", e["ideal_hit_ratio"], b["ideal_hit_ratio"], bounds.get("prefix.ideal_hit_ratio"))
@@ -85,8 +86,15 @@ def compare(log: Path, folder: Path) -> None:
         lo, hi = (bound["low"], bound["high"]) if bound else (est, est)
         inside = "exact" if bound is None else ("yes" if lo <= x <= hi else "NO")
         print(f"{size!s:>12}   {x:.4f}   {est:.4f}   [{lo:.4f}, {hi:.4f}]   {inside}")
-    same = b["top_prefixes"] == e["top_prefixes"]
-    print(f"top prefixes equal: {same}")
+    note = info["estimated"].get("prefix.top_prefixes", "exact counts")
+    print(f"top prefixes ({note}): (tokens, request share) exact / bounded")
+    for x, y in zip(e["top_prefixes"], b["top_prefixes"], strict=False):
+        print(
+            f"  {x['prefix_tokens']:>7} {x['request_share']:.5f}   "
+            f"{y['prefix_tokens']:>7} {y['request_share']:.5f}"
+        )
+    for k in ("top_prefixes_request_share", "top_prefixes_token_share"):
+        print(f"  {k}: {e[k]:.5f} / {b[k]:.5f}")
 
 
 def coverage(salts: int) -> None:

@@ -53,7 +53,6 @@ SAMPLE_BLOCKS = 1 << 20  # distinct sampled blocks at most, for caches beyond NE
 GROUPS = 16  # independent subsamples by the top hash bits, for the sampling error
 Z = 3.0  # standard deviations each bound is wide
 _GROUP_SHIFT = np.uint64(64 - 4)  # 2**4 == GROUPS
-_COLD = np.iinfo(np.int64).max
 
 
 def mix(hashes: np.ndarray) -> np.ndarray:
@@ -241,8 +240,8 @@ def request_runs(lengths: np.ndarray, blocks: int) -> Iterator[tuple[int, int, i
 
 
 def _edges(cap_blocks: float, rate: float) -> tuple[float, float, float]:
-    """Where a sampled distance (over R) counts as a hit in a cache of `cap_blocks`: for the
-    low bound, the estimate, and the high bound."""
+    """The sampled distance (over R) from which an access is a miss in a cache of
+    `cap_blocks`: for the low bound (the most misses), the estimate, and the high bound."""
     if rate >= 1.0:
         return cap_blocks, cap_blocks, cap_blocks
     spread = Z * math.sqrt(cap_blocks * (1 - rate) / rate)
