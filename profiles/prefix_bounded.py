@@ -71,7 +71,7 @@ class LruEstimate:
     distinct_blocks: float  # estimated from the sample when it was thinned
     ideal: tuple[float, float, float]
     curve: dict[int, tuple[float, float, float]]  # cache tokens -> hit ratio
-    sample_rate: float  # R: the share of distinct blocks sampled at the end
+    sample_rate: float  # the lowest share of distinct blocks sampled (1: all, exact)
 
 
 class _Stacks:
@@ -116,6 +116,7 @@ class LruFold:
         self.hashed_tokens = 0.0  # the ratios' denominator, as profiles.prefix has it
         self.block_tokens_total = 0.0  # every block access's tokens
         self.zeros = 0  # k: sampled blocks have their k low mixed-hash bits zero
+        self.rate = 1.0  # the lowest rate any access was measured at (1: exact)
         self.sample = _Stacks(None)
         # Sampled accesses not yet measured: mixed hash, request number, tokens, near hit.
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -148,7 +149,8 @@ class LruFold:
         self.pending.append((mixed[keep], runs, tokens[keep], near_hit[keep]))
         self.pending_blocks += int(keep.sum())
         self.runs += lengths.size
-        if self.pending_blocks >= max(self.sample.carry.size, 1 << 16):
+        # Measured once as many as the sample's blocks are pending: each carry is fed twice.
+        if self.pending_blocks >= max(self.sample.carry.size, self.sample_blocks // 16):
             self._flush()
 
     def _mask(self) -> np.uint64:
@@ -177,6 +179,7 @@ class LruFold:
         are first touches (one a block: a uniform sample of the distinct blocks) and far
         accesses beyond a cache (none of them near hits, which are counted exactly)."""
         rate = 2.0**-self.zeros
+        self.rate = min(self.rate, rate)
         g = group.astype(np.int64)
         first = dist < 0
         self.first += np.bincount(g[first], minlength=GROUPS) / rate
@@ -215,14 +218,14 @@ class LruFold:
             high = max(min(high, ideal[2]), low)
             curve[size] = (min(max((hits - mid) / denom, low), high), low, high)
         distinct = float(self.first.sum())
-        return LruEstimate(distinct, ideal, curve, 2.0**-self.zeros)
+        return LruEstimate(distinct, ideal, curve, self.rate)
 
     def _sum(self, groups: np.ndarray) -> tuple[float, float]:
         """A sampled sum and its standard error, from the spread of the G subsamples' sums
         (each G times its own is an estimate from an independent sample of rate R / G)."""
         total = float(groups.sum())
-        if self.zeros == 0:
-            return total, 0.0  # every block sampled: exact
+        if self.rate == 1.0:
+            return total, 0.0  # every access measured: exact
         spread = ((GROUPS * groups - total) ** 2).sum() / (GROUPS * (GROUPS - 1))
         return total, float(np.sqrt(spread))
 
@@ -306,26 +309,29 @@ class PrefixFold:
         sizes = self.cache_tokens or default_cache_tokens(
             self.block_tokens, int(lru.distinct_blocks) * self.block_tokens
         )
-        method = (
-            f"SHARDS sample of {lru.sample_rate:.3g} of the distinct blocks: +-{Z:g} standard "
-            f"deviations of the sampled stack distance and of the sampling error "
-            f"(profiles/prefix_bounded.py)"
-        )
-        bounds = {
-            "prefix.ideal_hit_ratio": Bound(low=lru.ideal[1], high=lru.ideal[2], method=method)
-        }
-        for size in sizes:
-            _, low, high = lru.curve[size]
-            if size // self.block_tokens > self.lru.near_hits.size:
-                bounds[f"prefix.lru_hit_ratio[{size}]"] = Bound(low=low, high=high, method=method)
-        top, req_share, tok_share, count_error = self.top.finish(self.requests, total)
-        estimated = {
-            "prefix": (
+        bounds: dict[str, Bound] = {}
+        estimated: dict[str, str] = {}
+        if lru.sample_rate < 1.0:
+            method = (
+                f"SHARDS sample of {lru.sample_rate:.3g} of the distinct blocks: +-{Z:g} "
+                f"standard deviations of the sampled stack distance and of the sampling error "
+                f"(profiles/prefix_bounded.py)"
+            )
+            bounds["prefix.ideal_hit_ratio"] = Bound(
+                low=lru.ideal[1], high=lru.ideal[2], method=method
+            )
+            for size in sizes:
+                _, low, high = lru.curve[size]
+                if size // self.block_tokens > self.lru.near_hits.size:
+                    bounds[f"prefix.lru_hit_ratio[{size}]"] = Bound(
+                        low=low, high=high, method=method
+                    )
+            estimated["prefix"] = (
                 f"more than {self.exact_blocks} block hashes: LRU hit ratios exact for caches "
                 f"up to {near} tokens; larger caches and the ideal hit ratio from a sample "
                 f"(see bounds)"
-            ),
-        }
+            )
+        top, req_share, tok_share, count_error = self.top.finish(self.requests, total)
         if count_error:
             estimated["prefix.top_prefixes"] = (
                 f"frequent-items summary: a prefix's request count is under by at most "
