@@ -10,10 +10,11 @@ windows, in memory bounded whatever the log's length:
   than such a cache holds: a miss in every cache that small.
 - **Larger caches and the ideal hit ratio: spatially hashed sampling** (SHARDS, Waldspurger et
   al., FAST 2015). Every access of a block whose mixed hash has its k low bits zero is kept
-  (rate R = 2^-k). k is raised, and the sample thinned to the new rate, whenever the distinct
-  blocks sampled outgrow `sample_blocks`; what was already measured stays, weighted 1/R of
-  its own time (Horvitz-Thompson sums over windows). The sample's stack distances over R
-  estimate the stream's.
+  (rate R = 2^-k). k is raised, and the sample thinned to the new rate, whenever R times the
+  far accesses so far (those not near hits: at least the distinct blocks, so about the
+  distinct blocks sampled) would exceed `sample_blocks`; what was already measured stays,
+  weighted 1/R of its own time (Horvitz-Thompson sums over windows). The sample's stack
+  distances over R estimate the stream's.
 - **What is estimated is misses, not hits.** Every access but a block's first touch is an
   ideal hit, so the ideal hit ratio needs only the first touches' tokens: one a block, a
   uniform sample of the distinct blocks with a small, well-estimated variance. Hits in a
@@ -49,7 +50,7 @@ from profiles.prefix_top import TopPrefixFold
 EXACT_BLOCKS = 1 << 24  # block hashes kept for the exact statistics (about 1.6 GB at the end)
 NEAR_TOKENS = 1 << 24  # caches up to 16 Mi tokens are measured exactly (KV caches are smaller)
 WINDOW_BLOCKS = 1 << 21  # requests are folded about this many blocks at a time
-SAMPLE_BLOCKS = 1 << 20  # distinct sampled blocks at most, for caches beyond NEAR_TOKENS
+SAMPLE_BLOCKS = 1 << 20  # far accesses sampled at most (so distinct blocks), beyond NEAR_TOKENS
 GROUPS = 16  # independent subsamples by the top hash bits, for the sampling error
 Z = 3.0  # standard deviations each bound is wide
 _GROUP_SHIFT = np.uint64(64 - 4)  # 2**4 == GROUPS
@@ -116,6 +117,7 @@ class LruFold:
         self.hashed_tokens = 0.0  # the ratios' denominator, as profiles.prefix has it
         self.block_tokens_total = 0.0  # every block access's tokens
         self.zeros = 0  # k: sampled blocks have their k low mixed-hash bits zero
+        self.far_accesses = 0  # accesses that were not near hits
         self.rate = 1.0  # the lowest rate any access was measured at (1: exact)
         self.sample = _Stacks(None)
         # Sampled accesses not yet measured: mixed hash, request number, tokens, near hit.
@@ -143,6 +145,15 @@ class LruFold:
             self.near_hits += np.bincount(
                 dist[near], weights=tokens[start:end][near], minlength=self.near_hits.size
             )
+        # The rate follows the far accesses so far (at least the distinct blocks: every first
+        # touch is one), never the sample itself: a rate lowered by the sample's own size
+        # makes its error larger than its subsamples show (bench/prefix_bounded.py --salts).
+        self.far_accesses += int((~near_hit).sum())
+        zeros = max(0, math.ceil(math.log2(max(self.far_accesses, 1) / self.sample_blocks)))
+        if zeros > self.zeros:
+            self._flush()  # what is pending was sampled at the rate before
+            self.zeros = zeros
+            self.sample.carry = self.sample.carry[(self.sample.carry & self._mask()) == 0]
         mixed = mix(flat)
         keep = (mixed & self._mask()) == 0
         runs = (req[keep] + self.runs).astype(np.int64)
@@ -157,7 +168,7 @@ class LruFold:
         return np.uint64((1 << self.zeros) - 1)
 
     def _flush(self) -> None:
-        """Measure the pending sampled accesses, then thin the sample if it grew too large."""
+        """Measure the pending sampled accesses."""
         if not self.pending:
             return
         mixed, runs, tokens, near_hit = (np.concatenate(c) for c in zip(*self.pending, strict=True))
@@ -168,9 +179,6 @@ class LruFold:
             pos = np.arange(runs.size) - np.repeat(starts, lengths)
             dist = self.sample.feed(mixed, lengths, pos)
             self._tally(mixed >> _GROUP_SHIFT, dist, tokens, near_hit)
-        while self.sample.carry.size > self.sample_blocks:
-            self.zeros += 1
-            self.sample.carry = self.sample.carry[(self.sample.carry & self._mask()) == 0]
 
     def _tally(
         self, group: np.ndarray, dist: np.ndarray, tokens: np.ndarray, near_hit: np.ndarray

@@ -64,13 +64,15 @@ def test_a_thinned_sample_holds_the_exact_values_within_its_bounds(seed: int) ->
     assert est.sample_rate <= 1 / 16
     ideal = exact.ideal_hit_ratio
     assert ideal is not None and est.ideal[1] <= ideal <= est.ideal[2]
+    assert est.ideal[2] - est.ideal[1] < 0.05  # a bound that says something
     for pt in exact.lru_hit_ratio:
         value, low, high = est.curve[pt.cache_tokens]
         if pt.cache_tokens <= 512 * BT:
             assert value == low == high == pytest.approx(pt.hit_ratio, abs=1e-12)
         else:
             assert low <= pt.hit_ratio <= high, pt.cache_tokens
-            assert high - low < 0.1  # a bound that says something
+            if pt.cache_tokens // BT * est.sample_rate >= 100:  # 10 % sampled-distance error
+                assert high - low < 0.1
     distinct = np.unique(flat).size
     assert est.distinct_blocks == pytest.approx(distinct, rel=0.25)
 
