@@ -24,7 +24,8 @@ class _Model(BaseModel):
 
 
 class Bound(_Model):
-    """Where the whole-log value of a merged statistic lies."""
+    """Where the exact value of an estimated statistic lies: a merged profile's whole-log
+    value, or a sampled one's (a chunked read past the exact prefix budget)."""
 
     low: float
     high: float

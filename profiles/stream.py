@@ -4,9 +4,10 @@
 Mooncake traces and OpenAI-style request logs a chunk at a time through the same row checks
 as the in-memory reader and folds each chunk into profiles.fold; memory is then one chunk
 plus counts that grow with the log's span (requests per second) and its largest token count,
-not with its rows, plus, for a log with block hashes (Mooncake, or prompt text), every
-request's hashes (the exact prefix statistics need them all). The profile equals the
-in-memory one except where `source.read_in_chunks.estimated` says otherwise, and except
+not with its rows, plus, for a log with block hashes (Mooncake, or prompt text), its
+hashes: every one up to 16 Mi of them (the exact prefix statistics), bounded past that
+(profiles.prefix_bounded). The profile equals the in-memory one except where
+`source.read_in_chunks.estimated` says otherwise (with `bounds` where sampled), and except
 that the file-wide choices (epoch or relative times, the far-row reference) are the first
 chunk's (see the chunk readers).
 """
