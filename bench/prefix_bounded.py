@@ -24,14 +24,13 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.profile_speed import in_child, run_measured  # noqa: E402
+from bench.profile_speed import made_once, run_measured  # noqa: E402
 
 CLI = "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()"
 EXACT = (
@@ -40,19 +39,11 @@ EXACT = (
 
 
 def build(requests: int, store: Path) -> Path:
-    log = store / f"mooncake-{requests}.jsonl"
-    if log.is_file():
-        print(f"reusing {log} ({log.stat().st_size / 1e6:.0f} MB)")
-        return log
-    t0 = time.perf_counter()
-    in_child(
+    code = (
         "import sys; from pathlib import Path; from bench.kit.logs import build_mooncake_log; "
-        "print(f'{build_mooncake_log(Path(sys.argv[1]), int(sys.argv[2])):,} blocks')",
-        str(log),
-        str(requests),
+        f"print(f'{{build_mooncake_log(Path(sys.argv[1]), {requests}):,}} blocks')"
     )
-    print(f"built {log} ({log.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.0f} s")
-    return log
+    return made_once(store / f"mooncake-{requests}.jsonl", code)
 
 
 def compare(log: Path, folder: Path) -> None:

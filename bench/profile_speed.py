@@ -296,16 +296,18 @@ def measure(log: Path, folder: Path, repeat: int, lib_too: bool) -> dict[str, tu
 
 def log_of(rows: int, folder: Path) -> Path:
     """The generated log of `rows` requests in `folder`, made once and reused."""
-    log = folder / f"log-{rows}.parquet"
+    code = f"import sys; from bench.profile_speed import generate; generate(sys.argv[1], {rows})"
+    return made_once(folder / f"log-{rows}.parquet", code)
+
+
+def made_once(log: Path, code: str) -> Path:
+    """`log`, made by `code` (given its path as sys.argv[1]) in a child unless it exists."""
     if log.is_file():
         print(f"reusing {log} ({log.stat().st_size / 1e6:.0f} MB)")
         return log
     t0 = time.perf_counter()
-    in_child(f"from bench.profile_speed import generate; generate({str(log)!r}, {rows})")
-    print(
-        f"generated {rows:,} requests ({log.stat().st_size / 1e6:.0f} MB Parquet) "
-        f"in {time.perf_counter() - t0:.1f} s"
-    )
+    in_child(code, str(log))
+    print(f"made {log} ({log.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
     return log
 
 

@@ -233,9 +233,28 @@ def _top_prefixes(
     max_child = np.zeros(n_items, dtype=np.int64)
     child = np.flatnonzero(pos > 0)
     np.maximum.at(max_child, inv[child - 1], counts[inv[child]])
-    maximal = np.flatnonzero((counts >= 2) & (counts > max_child))
-    if maximal.size == 0:
+    best, top = ranked_prefixes(counts, max_child, node_tokens, n_req, total_tokens)
+    if best.size == 0:
         return [], 0.0, 0.0
+    is_top = np.zeros(n_items, dtype=bool)
+    is_top[best] = True
+    deepest = np.zeros(n_req, dtype=np.int64)
+    mark = is_top[inv]
+    np.maximum.at(deepest, req[mark], cum_tokens[mark])
+    return top, float((deepest > 0).sum() / n_req), float(deepest.sum() / total_tokens)
+
+
+def ranked_prefixes(
+    counts: np.ndarray,
+    max_child: np.ndarray,
+    node_tokens: np.ndarray,
+    n_req: int,
+    total_tokens: float,
+) -> tuple[np.ndarray, list[SharedPrefix]]:
+    """The top chain nodes (indices, and as SharedPrefix): shared by 2+ requests and more
+    than any child (where the sharing drops), ranked by the tokens they cover in all; ties
+    in the nodes' order."""
+    maximal = np.flatnonzero((counts >= 2) & (counts > max_child))
     score = counts[maximal] * node_tokens[maximal]
     best = maximal[np.argsort(-score, kind="stable")[:TOP_PREFIXES]]
     top = [
@@ -246,9 +265,4 @@ def _top_prefixes(
         )
         for i in best
     ]
-    is_top = np.zeros(n_items, dtype=bool)
-    is_top[best] = True
-    deepest = np.zeros(n_req, dtype=np.int64)
-    mark = is_top[inv]
-    np.maximum.at(deepest, req[mark], cum_tokens[mark])
-    return top, float((deepest > 0).sum() / n_req), float(deepest.sum() / total_tokens)
+    return best, top

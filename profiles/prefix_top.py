@@ -35,7 +35,7 @@ import numpy as np
 
 from contracts.errors import InputError
 from profiles.model import SharedPrefix
-from profiles.prefix import TOP_PREFIXES, _index_dtype
+from profiles.prefix import _index_dtype, ranked_prefixes
 
 _MAX_TOKENS = int(np.iinfo(np.int32).max)
 
@@ -170,20 +170,10 @@ class TopPrefixFold:
         linked = ~self._root & (self._hash[up] == self._parent) if n else np.zeros(0, dtype=bool)
         max_child = np.zeros(n, dtype=np.int64)
         np.maximum.at(max_child, up[linked], count[linked])
-        maximal = np.flatnonzero((count >= 2) & (count > max_child))
-        if maximal.size == 0:
-            return [], 0.0, 0.0, self.count_error
         node_tokens = self._tokens.astype(np.int64)
-        score = count[maximal] * node_tokens[maximal]
-        best = maximal[np.argsort(-score, kind="stable")[:TOP_PREFIXES]]
-        top = [
-            SharedPrefix(
-                prefix_tokens=int(node_tokens[i]),
-                request_share=float(count[i] / n_req),
-                token_share=float(count[i] * node_tokens[i] / total_tokens),
-            )
-            for i in best
-        ]
+        best, top = ranked_prefixes(count, max_child, node_tokens, n_req, total_tokens)
+        if best.size == 0:
+            return [], 0.0, 0.0, self.count_error
         nearest = _nearest_top_ancestor(best, up, linked)
         inner = [int(count[i]) for i in best]  # requests whose deepest top node is best[k]
         for k, a in enumerate(nearest):
