@@ -31,8 +31,11 @@ def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> 
         model, n_parallel=SLOTS, log_path=tmp_path / "llama.log"
     )
     profile_path = tmp_path / "profile.json"
-    # Short prompts, long answers: a queued request waits for an answer to end (~0.5 s),
-    # far above the TTFT of one that gets a slot at once.
+    # Short prompts, long answers: a queued request waits for an answer to end (a mean E2E
+    # of 0.8 to 1.4 s at one user), far above the TTFT of one that gets a slot at once. The
+    # SLO sits between the two with room on both sides: with 2 users on their slots the
+    # TTFT p95 was 129 to 167 ms alone and failed 200 ms in a CI run (CPU shared with the
+    # load generator); 3 users measured 2.3 s.
     save_profile(make_profile([(64, 768)]), profile_path)
     out = tmp_path / "run"
     try:
@@ -43,7 +46,7 @@ def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> 
                 "--host", server.url,
                 "--model", server.model,
                 "--profile", str(profile_path),
-                "--slo", "ttft:p95<=200ms",
+                "--slo", "ttft:p95<=400ms",
                 "--dimension", "concurrency",
                 "--start", "1",
                 "--level-duration", "8",
