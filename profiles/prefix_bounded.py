@@ -262,20 +262,13 @@ def _edges(cap_blocks: float, rate: float) -> tuple[float, float, float]:
 
 class PrefixFold:
     """A log's prefix statistics, folded chunk by chunk: exact (profiles.prefix) while its
-    block hashes number at most `exact_blocks`, then bounded (`LruFold` for the hit ratios,
+    block hashes number at most EXACT_BLOCKS, then bounded (`LruFold` for the hit ratios,
     profiles.prefix_top's frequent-items summary for the top shared prefixes)."""
 
-    def __init__(
-        self,
-        block_tokens: int,
-        cache_tokens: list[int] | None,
-        exact_blocks: int | None = None,
-        **options: int,
-    ) -> None:
+    def __init__(self, block_tokens: int, cache_tokens: list[int] | None) -> None:
         self.block_tokens = block_tokens
         self.cache_tokens = cache_tokens
-        self.exact_blocks = EXACT_BLOCKS if exact_blocks is None else exact_blocks
-        self.options = options
+        self.exact_blocks = EXACT_BLOCKS  # read here, so that a test can lower it
         self.kept: list[pl.DataFrame] = []  # block_hashes, hash_tokens: 8 bytes a block
         self.kept_blocks = 0
         self.lru: LruFold | None = None
@@ -290,7 +283,7 @@ class PrefixFold:
             if self.kept_blocks <= self.exact_blocks:
                 return
             sizes = self.cache_tokens or default_cache_tokens(self.block_tokens, 1 << 34)
-            self.lru = LruFold(self.block_tokens, sizes, **self.options)
+            self.lru = LruFold(self.block_tokens, sizes)
             kept, self.kept = self.kept, []
             for part in kept:
                 self._fold(part)
