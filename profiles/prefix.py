@@ -106,20 +106,36 @@ def stack_distances(items: np.ndarray) -> np.ndarray:
     return dist
 
 
+def block_places(lengths: np.ndarray) -> np.ndarray:
+    """Each block's place in its request (0 for its first), for requests of `lengths` blocks."""
+    n = int(lengths.sum())
+    ix = _index_dtype(n)
+    starts = (np.cumsum(lengths) - lengths).astype(ix)
+    return np.arange(n, dtype=ix) - np.repeat(starts, lengths)
+
+
+def prefix_tokens(
+    pos: np.ndarray, lengths: np.ndarray, hash_tokens: np.ndarray, block_tokens: int
+) -> np.ndarray:
+    """The prompt tokens up to each block's end (a request's last block may be partial)."""
+    return np.minimum((pos + 1) * np.int64(block_tokens), np.repeat(hash_tokens, lengths))
+
+
 def block_layout(
     lengths: np.ndarray, hash_tokens: np.ndarray, block_tokens: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each block's request, place in its request, and prompt tokens (a request's last block
     may be partial), for requests of `lengths` blocks covering `hash_tokens` tokens."""
-    n = int(lengths.sum())
-    ix = _index_dtype(n)
-    req = np.repeat(np.arange(lengths.size, dtype=ix), lengths)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(ix)
-    pos = np.arange(n, dtype=ix) - np.repeat(starts, lengths)
-    del starts
+    pos = block_places(lengths)
+    req = np.repeat(np.arange(lengths.size, dtype=pos.dtype), lengths)
     own_tokens = np.repeat(hash_tokens, lengths)
     tokens = np.clip(np.minimum(block_tokens, own_tokens - pos * np.int64(block_tokens)), 0, None)
     return req, pos, tokens
+
+
+def _own_before(lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The blocks of each block's request touched before it, last block first: L - 1 - p."""
+    return np.repeat(lengths.astype(pos.dtype), lengths) - 1 - pos
 
 
 def touch_order(lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -128,9 +144,7 @@ def touch_order(lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
     Block k, the p-th of a request of L blocks, is touched (L - 1 - 2p) places from k: the
     order is its own inverse (touched = items[order], and items = touched[order]).
     """
-    ix = _index_dtype(pos.size)
-    own_before = np.repeat(lengths.astype(ix), lengths) - 1 - pos
-    return np.arange(pos.size, dtype=ix) + own_before - pos
+    return np.arange(pos.size, dtype=pos.dtype) + _own_before(lengths, pos) - pos
 
 
 def lru_distances(items: np.ndarray, lengths: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -144,9 +158,8 @@ def lru_distances(items: np.ndarray, lengths: np.ndarray, pos: np.ndarray) -> np
     rev = touch_order(lengths, pos)
     dist = stack_distances(items[rev])[rev]
     del rev
-    own_before = np.repeat(lengths.astype(pos.dtype), lengths) - 1 - pos
     seen = dist >= 0
-    np.subtract(dist, own_before, out=dist, where=seen)
+    np.subtract(dist, _own_before(lengths, pos), out=dist, where=seen)
     np.maximum(dist, 0, out=dist, where=seen)
     return dist
 
@@ -202,7 +215,7 @@ def prefix_stats(
         )
     del dist, tokens
 
-    cum_tokens = np.minimum((pos + 1) * np.int64(block_tokens), np.repeat(hash_tokens, lengths))
+    cum_tokens = prefix_tokens(pos, lengths, hash_tokens, block_tokens)
     top, req_share, tok_share = _top_prefixes(
         inv, req, pos, counts, cum_tokens, n_req, total_tokens
     )

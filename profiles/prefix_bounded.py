@@ -47,7 +47,7 @@ from profiles.model import Bound, LruPoint, Prefix
 from profiles.prefix import block_layout, default_cache_tokens, lru_distances, touch_order
 from profiles.prefix_top import TopPrefixFold
 
-EXACT_BLOCKS = 1 << 24  # block hashes kept for the exact statistics (about 1.6 GB at the end)
+EXACT_BLOCKS = 1 << 24  # hashes kept for the exact statistics (x 94 B at the end: 1.6 GB)
 NEAR_TOKENS = 1 << 24  # caches up to 16 Mi tokens are measured exactly (KV caches are smaller)
 WINDOW_BLOCKS = 1 << 21  # requests are folded about this many blocks at a time
 SAMPLE_BLOCKS = 1 << 20  # far accesses sampled at most (so distinct blocks), beyond NEAR_TOKENS
@@ -124,11 +124,10 @@ class LruFold:
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.pending_blocks = 0
         self.runs = 0  # requests folded, numbering the sample's runs
-        # Per subsample, 1/R-weighted sums over the sampled accesses: first touches (blocks,
-        # and their tokens: every other access is an ideal hit), and for each size, tokens
-        # of the far accesses touched before at or beyond C - 3s, C, C + 3s (misses; columns
-        # 3i, 3i+1, 3i+2).
-        self.first = np.zeros(GROUPS)
+        self.distinct = 0.0  # 1/R-weighted first touches: distinct blocks
+        # Per subsample, 1/R-weighted token sums over the sampled accesses: first touches
+        # (every other access is an ideal hit), and for each size, the far accesses touched
+        # before at or beyond C - 3s, C, C + 3s (misses; columns 3i, 3i+1, 3i+2).
         self.cold = np.zeros(GROUPS)
         self.beyond = np.zeros((GROUPS, 3 * len(self.sizes)))
 
@@ -190,7 +189,7 @@ class LruFold:
         self.rate = min(self.rate, rate)
         g = group.astype(np.int64)
         first = dist < 0
-        self.first += np.bincount(g[first], minlength=GROUPS) / rate
+        self.distinct += float(first.sum()) / rate
         self.cold += np.bincount(g[first], weights=tokens[first] / rate, minlength=GROUPS)
         far = ~near_hit & ~first
         g, weight, scaled = g[far], tokens[far] / rate, dist[far] / rate
@@ -225,8 +224,7 @@ class LruFold:
             high = (hits + Z * cold_se - max(0.0, least - Z * least_se)) / denom
             high = max(min(high, ideal[2]), low)
             curve[size] = (min(max((hits - mid) / denom, low), high), low, high)
-        distinct = float(self.first.sum())
-        return LruEstimate(distinct, ideal, curve, self.rate)
+        return LruEstimate(self.distinct, ideal, curve, self.rate)
 
     def _sum(self, groups: np.ndarray) -> tuple[float, float]:
         """A sampled sum and its standard error, from the spread of the G subsamples' sums

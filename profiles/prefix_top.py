@@ -35,7 +35,7 @@ import numpy as np
 
 from contracts.errors import InputError
 from profiles.model import SharedPrefix
-from profiles.prefix import _index_dtype, ranked_prefixes
+from profiles.prefix import block_places, prefix_tokens, ranked_prefixes
 
 _MAX_TOKENS = int(np.iinfo(np.int32).max)
 
@@ -78,10 +78,8 @@ class TopPrefixFold:
         flat = np.asarray(flat, dtype=np.uint64)
         # Unique first, while nothing else of the run's size is held (its sort is the peak).
         uniq, inv, counts = np.unique(flat, return_inverse=True, return_counts=True)
-        ix = _index_dtype(flat.size)
-        pos = np.arange(flat.size, dtype=ix)  # of each block in its request
-        pos -= np.repeat((np.cumsum(lengths) - lengths).astype(ix), lengths)
-        cum = np.minimum((pos + 1) * np.int64(block_tokens), np.repeat(hash_tokens, lengths))
+        pos = block_places(lengths)
+        cum = prefix_tokens(pos, lengths, hash_tokens, block_tokens)
         if int(cum.max()) > _MAX_TOKENS:
             raise InputError(f"a prompt's hashes cover {int(cum.max())} tokens (2**31 at most)")
         tokens = np.zeros(uniq.size, dtype=np.int32)
