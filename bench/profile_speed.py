@@ -10,7 +10,7 @@
    columns and computes their means, and (b) `capplan profile` on the file; prints wall time,
    CPU time and peak RSS of each and the ratios. Goals: <= 2x the floor's time at every size,
    peak RSS <= 4 GB at 100 M rows and flat in N (a log over 4 M rows is profiled in chunks of
-   2 M rows, profiles.stream), time linear in N (the us/row column of the summary).
+   1 M rows, profiles.stream), time linear in N (the us/row column of the summary).
 With --shards K, also splits the log by time into K Parquet files, profiles each in its own
 process and merges them (`capplan profile --merge`); prints the total wall time and the
 largest peak RSS.
@@ -27,11 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -128,17 +130,54 @@ def in_child(code: str, *args: str) -> None:
     subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, check=True)
 
 
-def best_of(n: int, cmds: list[list[str]]) -> list[tuple[float, float, float]]:
-    """Per command, the fastest wall time, the largest peak RSS and the least CPU time of `n` runs.
+def cache_bytecode(folder: Path) -> None:
+    """Let the children this process starts cache their compiled bytecode, in `folder`.
 
-    The commands take turns (a, b, c, a, b, c, ...) so that a busy spell on a shared machine
-    falls on all of them alike.
+    An installed package runs from bytecode compiled at install time, and an editable install
+    (`pip install -e .`) writes it beside the sources at the first run. Where the environment
+    sets PYTHONDONTWRITEBYTECODE (as some sandboxes and containers do), every run would
+    compile capplan's own modules anew, which no user's run does: about 50 ms here. Compiled
+    files go to a folder of the benchmark's own (PYTHONPYCACHEPREFIX), not into the sources.
     """
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+
+
+class Timing(NamedTuple):
+    """A command's runs: the fastest wall time, the largest peak RSS, the least CPU time, and
+    the median wall and CPU times (less moved by one lucky or unlucky run on a shared machine)."""
+
+    wall: float
+    mb: float
+    cpu: float
+    wall_median: float
+    cpu_median: float
+
+
+def best_of(n: int, cmds: list[list[str]], warm_up: bool = True) -> list[Timing]:
+    """The Timing of each command over `n` runs.
+
+    With `warm_up`, one untimed run of each first (it compiles the bytecode and reads the file
+    into the page cache). The commands take turns (a, b, c, a, b, c, ...) so that a busy spell
+    on a shared machine falls on all of them alike.
+    """
+    if warm_up:
+        for cmd in cmds:
+            run_measured(cmd)
     runs: list[list[tuple[float, float, float]]] = [[] for _ in cmds]
     for _ in range(n):
         for i, cmd in enumerate(cmds):
             runs[i].append(run_measured(cmd))
-    return [(min(r[0] for r in rs), max(r[1] for r in rs), min(r[2] for r in rs)) for rs in runs]
+    return [
+        Timing(
+            min(r[0] for r in rs),
+            max(r[1] for r in rs),
+            min(r[2] for r in rs),
+            statistics.median(r[0] for r in rs),
+            statistics.median(r[2] for r in rs),
+        )
+        for rs in runs
+    ]
 
 
 def run_measured(cmd: list[str]) -> tuple[float, float, float]:
@@ -273,7 +312,8 @@ def text_log_memory(n_requests: int, folder: Path) -> None:
     out = folder / "text.json"
     cmd = [sys.executable, "-c", PROFILE, "profile", str(path), "-o", str(out), "-q"]
     chunk = str(max(n_requests // 10, 1))
-    (w_s, w_mb, _), (c_s, c_mb, _) = best_of(1, [cmd, [*cmd, "--chunk-rows", chunk]])
+    whole, chunked = best_of(1, [cmd, [*cmd, "--chunk-rows", chunk]], warm_up=False)
+    w_s, w_mb, c_s, c_mb = whole.wall, whole.mb, chunked.wall, chunked.mb
     prefix = json.loads(out.read_text())["prefix"]
     blocks = prefix["hashed_tokens"] / prefix["block_tokens"]
     print(
@@ -284,8 +324,8 @@ def text_log_memory(n_requests: int, folder: Path) -> None:
     in_child(PREFIX_MEMORY, str(PREFIX_BLOCKS))
 
 
-def measure(log: Path, folder: Path, repeat: int, lib_too: bool) -> dict[str, tuple[float, ...]]:
-    """Best-of-`repeat` (wall s, peak RSS MB, CPU s) of the floor, the CLI and the library."""
+def measure(log: Path, folder: Path, repeat: int, lib_too: bool) -> dict[str, Timing]:
+    """The Timing over `repeat` runs of the floor, the CLI and the library."""
     cmd = [sys.executable, "-c", PROFILE, "profile", str(log), "-o", str(folder / "p.json")]
     cmd += ["--columns", COLUMNS, "-q"]
     runs = {"floor": [sys.executable, "-c", FLOOR, str(log)], "cli": cmd}
@@ -338,16 +378,20 @@ def main() -> None:
     sizes = [int(float(r)) for r in str(args.rows).split(",")]
     with tempfile.TemporaryDirectory(prefix="capplan-bench-") as tmp:
         folder = Path(tmp)
+        cache_bytecode(folder / "pycache")
         store = args.keep or folder
         store.mkdir(parents=True, exist_ok=True)
         table = []
         for rows in sizes:
             log = log_of(rows, store)
             got = measure(log, folder, args.repeat, lib_too=len(sizes) == 1)
-            (floor_s, floor_mb, floor_cpu), (prof_s, prof_mb, prof_cpu) = got["floor"], got["cli"]
+            floor, prof = got["floor"], got["cli"]
+            floor_s, floor_mb, floor_cpu = floor.wall, floor.mb, floor.cpu
+            prof_s, prof_mb, prof_cpu = prof.wall, prof.mb, prof.cpu
             print(
-                f"{rows:,} rows, best of {args.repeat} runs each, every run in a fresh process; "
-                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+                f"{rows:,} rows, best of {args.repeat} runs each after one untimed, every run in "
+                f"a fresh process (bytecode cached); load average {os.getloadavg()[0]:.1f} on "
+                f"{os.cpu_count()} CPUs"
             )
             for label, key in (
                 ("floor (bare polars scan + means)", "floor"),
@@ -355,17 +399,20 @@ def main() -> None:
                 ("build_profile() + save (library)", "lib"),
             ):
                 if key in got:
-                    wall, mb, cpu = got[key]
+                    t = got[key]
                     print(
-                        f"{label:34s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, peak RSS {mb:6.0f} MB"
+                        f"{label:34s} {t.wall:6.2f} s wall, {t.cpu:6.2f} s CPU, peak RSS "
+                        f"{t.mb:6.0f} MB (medians {t.wall_median:.2f} s, {t.cpu_median:.2f} s)"
                     )
             print(
                 f"ratio: {prof_s / floor_s:.2f}x the floor's wall time, "
                 f"{prof_cpu / floor_cpu:.2f}x its CPU time (goal <= 2x); "
-                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat)"
+                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat); of the medians: "
+                f"{prof.wall_median / floor.wall_median:.2f}x wall, "
+                f"{prof.cpu_median / floor.cpu_median:.2f}x CPU"
             )
             if "lib" in got:
-                lib_s, _, lib_cpu = got["lib"]
+                lib_s, lib_cpu = got["lib"].wall, got["lib"].cpu
                 print(
                     f"library ratio (without the CLI's start-up: typer, rich and the command's "
                     f"options): {lib_s / floor_s:.2f}x wall, {lib_cpu / floor_cpu:.2f}x CPU"

@@ -179,10 +179,11 @@ class LengthFold:
 
     Every pair gets a uniform random key; the RANK_SAMPLE_PAIRS smallest keys are a uniform
     sample without replacement (bottom-k sampling), and its SAMPLER_PAIRS smallest the sampler.
-    The fold keeps every pair with a key below `top` (at least RANK_SAMPLE_PAIRS of them once
-    there are that many pairs, at most twice as many) and draws keys only for the pairs that
-    can fall below it: which ones is itself drawn, with the same law, so a chunk costs its
-    counts, not a key per pair.
+    The fold keeps every pair with a key below `top` and draws keys only for the pairs that
+    can fall below it: which ones is itself drawn, with the same law, so a chunk costs the
+    pairs it adds, not a key per pair. The pairs kept are held in parts, one per chunk, and
+    cut back to the k smallest only when they pass 2k: a chunk costs its own pairs, not the
+    whole sample's.
     """
 
     def __init__(self, seed: int) -> None:
@@ -190,24 +191,26 @@ class LengthFold:
         self.rng = np.random.default_rng(seed)
         self.ins, self.outs = _ColumnFold(), _ColumnFold()
         self.top = 1.0
-        self.keys = np.zeros(0)
-        self.sample = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # keys, ins, outs
+        self.kept = 0  # pairs in `parts`, every key below `top`
         self.n = 0
 
     def add(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
         self.ins.add(inputs)
         self.outs.add(outputs)
-        n, have, top, k = int(inputs.size), int(self.keys.size), self.top, RANK_SAMPLE_PAIRS
+        n, top, k = int(inputs.size), self.top, RANK_SAMPLE_PAIRS
         self.n += n
         cut = top
-        if have + n * top > 2 * k:
+        if self.kept + n * top > 2 * k:
             # Draw keys only below a lower cut, under which about k keys plus six standard
             # deviations are expected (the pairs kept and the new ones together).
-            cut = min(top, (k + 6.0 * math.sqrt(k) + 16.0) / (have / top + n))
+            cut = min(top, (k + 6.0 * math.sqrt(k) + 16.0) / (self.kept / top + n))
         take = _bernoulli_positions(self.rng, n, cut) if cut < 1.0 else np.arange(n)
         keys = cut * self.rng.random(take.size)
+        drawn_above = False  # keys drawn above `top` too: to be cut off
         if cut < top:
-            if np.count_nonzero(self.keys < cut) + take.size >= k:
+            below = sum(int(np.count_nonzero(p[0] < cut)) for p in self.parts)
+            if below + take.size >= k:
                 top = cut  # the other new pairs' keys lie above the cut, unknown
             else:  # a six-sigma shortfall: draw the other pairs' keys too, from the cut up
                 rest = np.ones(n, dtype=bool)
@@ -215,22 +218,38 @@ class LengthFold:
                 at = np.flatnonzero(rest)
                 more = cut + (1.0 - cut) * self.rng.random(at.size)
                 take, keys = np.concatenate((take, at)), np.concatenate((keys, more))
-        keys = np.concatenate((self.keys, keys))
-        ins = np.concatenate((self.sample[0], inputs[take]))
-        outs = np.concatenate((self.sample[1], outputs[take]))
-        keep = np.flatnonzero(keys < top)
+                drawn_above = True
+        self.parts.append((keys, inputs[take], outputs[take]))
+        self.kept += int(take.size)
+        if top < self.top or drawn_above or self.kept > 2 * k:
+            self.top = top
+            self._compact()
+
+    def _compact(self) -> None:
+        """One part: the pairs with a key below `top`, the k smallest once there are more
+        than 2k (`top` then the (k + 1)-th smallest key). Every kept key is below `top` after."""
+        keys, ins, outs = self.pairs()
+        keep = np.flatnonzero(keys < self.top)
+        k = RANK_SAMPLE_PAIRS
         if keep.size > 2 * k:
             keep = keep[np.argpartition(keys[keep], k)[: k + 1]]
-            top = float(keys[keep].max())  # the (k + 1)-th smallest: the k below it stay
-            keep = keep[keys[keep] < top]
-        if keep.size < keys.size:
-            keys, ins, outs = keys[keep], ins[keep], outs[keep]
-        self.top, self.keys, self.sample = top, keys, (ins, outs)
+            self.top = float(keys[keep].max())  # the (k + 1)-th smallest: the k below it stay
+            keep = keep[keys[keep] < self.top]
+        self.parts = [(keys[keep], ins[keep], outs[keep])]
+        self.kept = int(keep.size)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The keys and (input, output) pairs kept, in one array each."""
+        if len(self.parts) != 1:
+            empty = np.zeros(0, dtype=np.int64)
+            parts = self.parts or [(np.zeros(0), empty, empty)]
+            self.parts = [tuple(np.concatenate(c) for c in zip(*parts, strict=True))]  # type: ignore[list-item]
+        return self.parts[0]
 
     def finish(self) -> tuple[Lengths, str | None]:
         """Length statistics, and a note when the rank correlation is a sample's estimate."""
         ci, co = self.ins.counts(), self.outs.counts()
-        keys, (s_in, s_out) = self.keys, self.sample
+        keys, s_in, s_out = self.pairs()
         if keys.size > RANK_SAMPLE_PAIRS:
             bottom = np.argpartition(keys, RANK_SAMPLE_PAIRS - 1)[:RANK_SAMPLE_PAIRS]
             keys, s_in, s_out = keys[bottom], s_in[bottom], s_out[bottom]

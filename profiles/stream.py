@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -29,7 +29,6 @@ from contracts.errors import InputError
 from profiles.build import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Bound, Chunked, Profile, ProfileBody
-from profiles.prefix_bounded import PrefixFold
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import (
     FileFrame,
@@ -51,9 +50,12 @@ from profiles.readers.jsonl import mooncake_chunks, openai_chunks
 from profiles.readers.tabular import TABLE_SPECS
 from profiles.tokenize import Tokenizer
 
+if TYPE_CHECKING:
+    from profiles.prefix_bounded import PrefixFold
+
 STREAM_ABOVE_ROWS = 4_000_000  # Parquet logs with more rows are read in chunks
 STREAM_ABOVE_BYTES = 256 << 20  # other tabular files this large on disk are read in chunks
-CHUNK_ROWS = 2_000_000  # about 100 MB of canonical columns per chunk
+CHUNK_ROWS = 1_000_000  # about 50 MB of canonical columns per chunk
 # An OpenAI-style log's chunk is parsed into Python lists first (about 1.8 KB a request with
 # its block hashes, measured on 200k requests of 1.3 KB of JSON each): about 90 MB a chunk.
 TEXT_CHUNK_ROWS = 50_000
@@ -202,6 +204,8 @@ class _BodyFold:
         if "block_hashes" in frame.columns:
             with timed("fold prefix reuse"):
                 if self.prefix is None:
+                    from profiles.prefix_bounded import PrefixFold  # only logs with hashes
+
                     ctx, cache_tokens = self.prefix_options
                     self.prefix = PrefixFold(ctx.block_tokens, cache_tokens)
                 self.prefix.add(frame)
@@ -212,42 +216,47 @@ class _BodyFold:
     ) -> tuple[ProfileBody, dict[str, str], dict[str, Bound]]:
         """The body, what in it differs from the in-memory profiler's (key -> how), and the
         bounds of what is sampled."""
-        estimated: dict[str, str] = {}
-        bounds: dict[str, Bound] = {}
-        arrivals, note = self.arrivals.finish()
-        if note:
-            estimated["arrivals.gamma_shape.mle"] = note
-        ok_share = None
-        fold = self.lengths
-        if self.all_lengths is not None:
-            ok_share = self.ok_rows / self.rows
-            if self.ok_rows == 0:
-                fold = self.all_lengths  # every request failed: describe what was asked for
-        lengths, note = fold.finish()
-        if note:
-            estimated["lengths.io_rank_correlation"] = note
-        if fold.n > len(lengths.sampler.pairs):
-            estimated["lengths.sampler"] = (
-                "another uniform random sample of the requests than the in-memory profiler's "
-                "(the smallest of a uniform random key per request, drawn with the seed)"
+        # The sessions' sorts run on another thread while this one finishes the rest (numpy
+        # releases the GIL in them; the read is over, so a core is free): 0.04 s less wall
+        # time at 10 M rows on 2 cores.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sessions = pool.submit(self.sessions.finish)
+            estimated: dict[str, str] = {}
+            bounds: dict[str, Bound] = {}
+            arrivals, note = self.arrivals.finish()
+            if note:
+                estimated["arrivals.gamma_shape.mle"] = note
+            ok_share = None
+            fold = self.lengths
+            if self.all_lengths is not None:
+                ok_share = self.ok_rows / self.rows
+                if self.ok_rows == 0:
+                    fold = self.all_lengths  # every request failed: describe what was asked for
+            lengths, note = fold.finish()
+            if note:
+                estimated["lengths.io_rank_correlation"] = note
+            if fold.n > len(lengths.sampler.pairs):
+                estimated["lengths.sampler"] = (
+                    "another uniform random sample of the requests than the in-memory profiler's "
+                    "(the smallest of a uniform random key per request, drawn with the seed)"
+                )
+            if self.prefix is not None:
+                hashes_from = "prompt text" if kind == "openai-jsonl" else "hash_ids"
+                prefix, notes, bounds = self.prefix.finish(hashes_from)
+                estimated.update(notes)
+            else:
+                prefix = prefix_of(schema, ctx.block_tokens, cache_tokens, None)
+            cached, inputs = self.cached
+            if inputs > 0:  # as prefix_stats reports it from the whole frame (no row: no inputs)
+                prefix = prefix.model_copy(update={"reported_cached_token_ratio": cached / inputs})
+            body = ProfileBody(
+                arrivals=arrivals,
+                lengths=lengths,
+                prefix=prefix,
+                sessions=sessions.result(),
+                ok_share=ok_share,
+                requests=self.rows,
             )
-        if self.prefix is not None:
-            hashes_from = "prompt text" if kind == "openai-jsonl" else "hash_ids"
-            prefix, notes, bounds = self.prefix.finish(hashes_from)
-            estimated.update(notes)
-        else:
-            prefix = prefix_of(schema, ctx.block_tokens, cache_tokens, None)
-        cached, inputs = self.cached
-        if inputs > 0:  # as prefix_stats reports it from the whole frame (no row: no inputs)
-            prefix = prefix.model_copy(update={"reported_cached_token_ratio": cached / inputs})
-        body = ProfileBody(
-            arrivals=arrivals,
-            lengths=lengths,
-            prefix=prefix,
-            sessions=self.sessions.finish(),
-            ok_share=ok_share,
-            requests=self.rows,
-        )
         return body, estimated, bounds
 
 

@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--chunk-rows",
             help="read tabular logs (CSV, Parquet, JSONL), Mooncake traces and OpenAI-style logs "
-            "in chunks of this many rows, in bounded memory (default: 2 M-row chunks for "
+            "in chunks of this many rows, in bounded memory (default: 1 M-row chunks for "
             "Parquet logs over 4 M rows and other files over 256 MB, 50 k for OpenAI-style "
             "logs; --group-by too, up to 200 values)",
         ),

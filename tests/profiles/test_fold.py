@@ -33,9 +33,10 @@ def test_pair_sample_is_uniform_across_chunks(monkeypatch: pytest.MonkeyPatch) -
         for c in range(3):
             ids = np.arange(c * 100, (c + 1) * 100)
             f.add(ids, ids)
-        bottom = np.argsort(f.keys)[:50]
-        assert len(set(f.sample[0][bottom].tolist())) == 50
-        hits[f.sample[0][bottom]] += 1
+        keys, ins, _ = f.pairs()
+        bottom = np.argsort(keys)[:50]
+        assert len(set(ins[bottom].tolist())) == 50
+        hits[ins[bottom]] += 1
     note = f.finish()[1]
     assert note is not None and "50 of the 300 pairs" in note
     share = hits / runs
@@ -50,8 +51,9 @@ def test_pair_sample_holds_every_pair_of_a_small_log() -> None:
     for c in range(4):
         ids = np.arange(c * 1000, (c + 1) * 1000)
         f.add(ids, ids + 1)
-    assert sorted(f.sample[0].tolist()) == list(range(4000))
-    assert np.array_equal(f.sample[1], f.sample[0] + 1)
+    _, ins, outs = f.pairs()
+    assert sorted(ins.tolist()) == list(range(4000))
+    assert np.array_equal(outs, ins + 1)
     assert f.finish()[1] is None  # the rank correlation is exact
 
 
@@ -72,3 +74,21 @@ def test_column_counts_add_up_across_chunks_with_values_past_the_dense_range() -
     assert fold.counts().total == got.total  # reading the counts twice changes nothing
     ks = np.arange(8)
     assert got.kth(ks).tolist() == want.kth(ks).tolist() == sorted(np.concatenate(chunks).tolist())
+
+
+def test_a_shortfall_below_the_cut_draws_the_other_keys_and_keeps_those_below_the_top(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When fewer than k keys fall below the lowered cut (a six-sigma event, forced here by a
+    draw that takes no pair), the other pairs' keys are drawn above the cut and the sample
+    keeps exactly the pairs below its top."""
+    monkeypatch.setattr(fold, "RANK_SAMPLE_PAIRS", 50)
+    f = LengthFold(0)
+    f.add(np.arange(60), np.arange(60))  # every pair kept (fewer than 2k); the cut below
+    # is then about 0.68, with about 41 of these keys under it
+    monkeypatch.setattr(fold, "_bernoulli_positions", lambda rng, n, p: np.zeros(0, np.int64))
+    ids = np.arange(100, 200)
+    f.add(ids, ids)
+    keys, ins, _ = f.pairs()
+    assert f.top < 1.0 and np.all(keys < f.top) and keys.size == 50
+    assert len(set(ins.tolist())) == 50 and ins.max() >= 100  # the second chunk is in the draw
