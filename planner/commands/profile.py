@@ -131,6 +131,12 @@ def register(app: typer.Typer) -> None:
             "merged profile's 'merge' section says which statistics are exact and bounds the rest",
         ),
     ) -> None:
+        if logs and not merge and preset is None:
+            # The files' sha256 (source.digest) starts now, on a thread of its own, while the
+            # profiler's modules import on this one (profiles.digest).
+            from profiles.digest import start_digest
+
+            start_digest(_resolve_samples(logs))
         from profiles.model import save_profile
 
         preset_opts = {

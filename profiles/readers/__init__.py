@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import glob
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from contracts.errors import InputError
+from profiles.digest import expand_paths
 from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
 from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
 from profiles.readers.base import (
@@ -50,26 +50,6 @@ DETECT_LINES = 1000  # JSONL detection looks for a JSON object in this many firs
 _AZURE = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
 _BURSTGPT = {"Timestamp", "Request tokens", "Response tokens"}
 _OPENAI_KEYS = {"messages", "prompt", "request", "response", "usage", "body"}
-
-
-def expand_paths(paths: list[str]) -> list[Path]:
-    """Files named by `paths`, with globs expanded (sorted); InputError for a missing one."""
-    if not paths:
-        raise InputError("no log files given")
-    out: list[Path] = []
-    for spec in paths:
-        if any(ch in spec for ch in "*?["):
-            matches = sorted(glob.glob(spec, recursive=True))
-            files = [Path(m) for m in matches if Path(m).is_file()]
-            if not files:
-                raise InputError(f"{spec}: no file matches this pattern")
-            out.extend(files)
-        else:
-            p = Path(spec)
-            if not p.is_file():
-                raise InputError(f"{p}: file not found")
-            out.append(p)
-    return out
 
 
 def detect_format(path: Path) -> str:

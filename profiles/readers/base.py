@@ -25,6 +25,7 @@ from typing import IO, Any, Protocol
 import polars as pl
 
 from contracts.errors import InputError
+from profiles.digest import hash_file, started_digest
 from profiles.tokenize import Tokenizer
 
 # Column order and dtypes of the canonical request table.
@@ -340,12 +341,15 @@ def plain_file(path: Path) -> Iterator[Path]:
 
 
 def files_digest(paths: list[Path]) -> str:
-    """sha256 over the files' bytes, in order; InputError naming a file that cannot be read."""
+    """sha256 over the files' bytes, in order (the one `capplan profile` started as it
+    started, where it did: profiles.digest); InputError naming a file that cannot be read."""
+    early = started_digest(paths)
+    if early is not None:
+        return early
     h = hashlib.sha256()
     for p in paths:
-        with reading(p), p.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
+        with reading(p):
+            hash_file(h, p)
     return h.hexdigest()
 
 
