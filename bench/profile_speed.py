@@ -145,13 +145,23 @@ def cache_bytecode(folder: Path) -> None:
 
 class Timing(NamedTuple):
     """A command's runs: the fastest wall time, the largest peak RSS, the least CPU time, and
-    the median wall and CPU times (less moved by one lucky or unlucky run on a shared machine)."""
+    every run's wall and CPU times in the order they ran."""
 
     wall: float
     mb: float
     cpu: float
-    wall_median: float
-    cpu_median: float
+    walls: tuple[float, ...]
+    cpus: tuple[float, ...]
+
+    def paired(self, base: Timing) -> tuple[float, float]:
+        """The medians of this command's wall and CPU times over `base`'s, run by run: each
+        run against the `base` run of the same turn, just before it. A slow spell on a shared
+        machine moves both runs of a turn; it moves the fastest of each apart (one lucky
+        floor run sets its best) and their medians by its length."""
+        return (
+            statistics.median(a / b for a, b in zip(self.walls, base.walls, strict=True)),
+            statistics.median(a / b for a, b in zip(self.cpus, base.cpus, strict=True)),
+        )
 
 
 def best_of(n: int, cmds: list[list[str]], warm_up: bool = True) -> list[Timing]:
@@ -173,8 +183,8 @@ def best_of(n: int, cmds: list[list[str]], warm_up: bool = True) -> list[Timing]
             min(r[0] for r in rs),
             max(r[1] for r in rs),
             min(r[2] for r in rs),
-            statistics.median(r[0] for r in rs),
-            statistics.median(r[2] for r in rs),
+            tuple(r[0] for r in rs),
+            tuple(r[2] for r in rs),
         )
         for rs in runs
     ]
@@ -402,14 +412,18 @@ def main() -> None:
                     t = got[key]
                     print(
                         f"{label:34s} {t.wall:6.2f} s wall, {t.cpu:6.2f} s CPU, peak RSS "
-                        f"{t.mb:6.0f} MB (medians {t.wall_median:.2f} s, {t.cpu_median:.2f} s)"
+                        f"{t.mb:6.0f} MB (medians {statistics.median(t.walls):.2f} s, "
+                        f"{statistics.median(t.cpus):.2f} s)"
                     )
             print(
                 f"ratio: {prof_s / floor_s:.2f}x the floor's wall time, "
                 f"{prof_cpu / floor_cpu:.2f}x its CPU time (goal <= 2x); "
-                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat); of the medians: "
-                f"{prof.wall_median / floor.wall_median:.2f}x wall, "
-                f"{prof.cpu_median / floor.cpu_median:.2f}x CPU"
+                f"peak RSS {prof_mb / 1024:.2f} GB (goal <= 4 GB, flat)"
+            )
+            paired_wall, paired_cpu = prof.paired(floor)
+            print(
+                f"run by run (each profile run over the floor run of its turn), median: "
+                f"{paired_wall:.2f}x wall, {paired_cpu:.2f}x CPU"
             )
             if "lib" in got:
                 lib_s, lib_cpu = got["lib"].wall, got["lib"].cpu
@@ -417,7 +431,9 @@ def main() -> None:
                     f"library ratio (without the CLI's start-up: typer, rich and the command's "
                     f"options): {lib_s / floor_s:.2f}x wall, {lib_cpu / floor_cpu:.2f}x CPU"
                 )
-            table.append((rows, floor_s, floor_cpu, floor_mb, prof_s, prof_cpu, prof_mb))
+            table.append(
+                (rows, floor_s, floor_cpu, floor_mb, prof_s, prof_cpu, prof_mb, paired_wall)
+            )
             if args.shards:
                 sharded(log, folder, args.shards, COLUMNS)
             if args.breakdown:
@@ -425,12 +441,12 @@ def main() -> None:
         if len(table) > 1:
             print(
                 "\nrows         floor s (CPU)    profile s (CPU)   ratio wall/CPU   "
-                "peak RSS MB  us/row"
+                "run by run  peak RSS MB  us/row"
             )
-            for rows, fs, fc, fm, ps, pc, pm in table:
+            for rows, fs, fc, fm, ps, pc, pm, pw in table:
                 print(
                     f"{rows:>11,}  {fs:6.2f} ({fc:6.2f})  {ps:6.2f} ({pc:6.2f})    "
-                    f"{ps / fs:4.2f}x / {pc / fc:4.2f}x   {fm:5.0f} / {pm:5.0f}  "
+                    f"{ps / fs:4.2f}x / {pc / fc:4.2f}x   {pw:4.2f}x       {fm:5.0f} / {pm:5.0f}  "
                     f"{ps / rows * 1e6:.3f}"
                 )
         if args.text_requests > 0:
