@@ -156,8 +156,8 @@ class Timing(NamedTuple):
     def paired(self, base: Timing) -> tuple[float, float]:
         """The medians of this command's wall and CPU times over `base`'s, run by run: each
         run against the `base` run of the same turn, just before it. A slow spell on a shared
-        machine moves both runs of a turn; it moves the fastest of each apart (one lucky
-        floor run sets its best) and their medians by its length."""
+        machine slows both runs of a turn alike, where the ratio of the fastest runs is set by
+        each command's single luckiest run."""
         return (
             statistics.median(a / b for a, b in zip(self.walls, base.walls, strict=True)),
             statistics.median(a / b for a, b in zip(self.cpus, base.cpus, strict=True)),
