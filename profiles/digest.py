@@ -73,8 +73,8 @@ def start_digest(paths: list[str]) -> None:
     def run() -> None:
         try:
             done.set_result(sha256_of(files))
-        except OSError:
-            done.set_result(None)  # the reader's own digest names the file and the error
+        except Exception:  # whatever it is, the reader hashes again and reports its own error
+            done.set_result(None)  # (left unset, the reader would wait for it forever)
 
     with _lock:
         _started[:] = [(key, done)]

@@ -57,16 +57,20 @@ def test_a_digest_of_other_files_is_not_taken_and_not_kept(tmp_path: Path) -> No
     assert started_digest([a]) is None
 
 
+@pytest.mark.parametrize(
+    "error", [PermissionError(13, "Permission denied"), ValueError("a library's own failure")]
+)
 def test_a_digest_that_failed_leaves_the_error_to_the_reader(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
     a = _log(tmp_path / "a.csv")
 
     def unreadable(*_: object) -> None:
-        raise PermissionError(13, "Permission denied", str(a))
+        raise error
 
     monkeypatch.setattr(digest, "hash_file", unreadable)
     start_digest([str(a)])
+    assert digest._started[0][1].result(timeout=10) is None  # settled: no reader waits forever
     assert started_digest([a]) is None  # the reader's own digest names the file and error
 
 
