@@ -192,8 +192,12 @@ class LengthFold:
         self.ins, self.outs = _ColumnFold(), _ColumnFold()
         self.top = 1.0
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # keys, ins, outs
-        self.kept = 0  # pairs in `parts`, every key below `top`
         self.n = 0
+
+    @property
+    def kept(self) -> int:
+        """Pairs in `parts`, every key below `top` (one part a chunk since the last cut)."""
+        return sum(int(p[0].size) for p in self.parts)
 
     def add(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
         self.ins.add(inputs)
@@ -220,7 +224,6 @@ class LengthFold:
                 take, keys = np.concatenate((take, at)), np.concatenate((keys, more))
                 drawn_above = True
         self.parts.append((keys, inputs[take], outputs[take]))
-        self.kept += int(take.size)
         if top < self.top or drawn_above or self.kept > 2 * k:
             self.top = top
             self._compact()
@@ -236,7 +239,6 @@ class LengthFold:
             self.top = float(keys[keep].max())  # the (k + 1)-th smallest: the k below it stay
             keep = keep[keys[keep] < self.top]
         self.parts = [(keys[keep], ins[keep], outs[keep])]
-        self.kept = int(keep.size)
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The keys and (input, output) pairs kept, in one array each."""
