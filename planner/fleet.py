@@ -124,10 +124,10 @@ def simulate_fleet(
             if ev.kind == "finished":
                 tl = engine.timeline(ev.request_id)
                 j = index[ev.request_id]
-                ttft[j] = tl.first_token_s - tl.arrival_s  # type: ignore[operator]
-                e2e[j] = tl.last_token_s - tl.arrival_s  # type: ignore[operator]
+                ttft[j] = tl.ttft_s
+                e2e[j] = tl.e2e_s
                 if tl.output_tokens > 1:
-                    tpot[j] = (tl.last_token_s - tl.first_token_s) / (tl.output_tokens - 1)  # type: ignore[operator]
+                    tpot[j] = tl.tpot_s
                 out_tokens[j] = tl.output_tokens
                 outstanding[i] -= 1
                 engine.forget(ev.request_id)

@@ -31,7 +31,7 @@ from planner.capacity import (
     usd_per_million_output_tokens,
 )
 from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
-from planner.engine.specs import TP_LINKS
+from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
 from planner.virtual import latency_split, virtual_limit
@@ -137,7 +137,7 @@ class WhatifOptions:
     gpus: tuple[str, ...] = ("H100-80GB",)
     tps: tuple[int, ...] = (1,)
     vary: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    tp_link: str = "auto"  # auto: PCIe for GPUs without NVLink (L40S, A10), else NVLink
+    tp_link: str = "auto"  # auto: each board's own link (catalog.yaml); or force one
     kv_link_bandwidth_bytes_per_s: float = DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S  # P/D only
     max_model_len: int | None = None  # default: the profile's longest request, rounded up
     peak_window: str = "60s"
@@ -158,16 +158,13 @@ class WhatifOptions:
         return SteadyRules(min_window_s=self.level_s) if self.steady else None
 
 
-_PCIE_ONLY = ("L40S", "A10")
-
-
-def tp_link_for(gpu: str, choice: str) -> str:
-    """The link name for `gpu`: the given one, or PCIe for boards without NVLink."""
-    if choice != "auto":
-        if choice not in TP_LINKS:
-            raise ConfigError(f"--tp-link: unknown {choice!r}; known: auto, {', '.join(TP_LINKS)}")
-        return choice
-    return "pcie" if gpu.upper().startswith(_PCIE_ONLY) else "nvlink"
+def tp_link_for(choice: str) -> str | None:
+    """The link name forced by `--tp-link`, or None for `auto` (each board's own link)."""
+    if choice == "auto":
+        return None
+    if choice not in TP_LINKS:
+        raise ConfigError(f"--tp-link: unknown {choice!r}; known: auto, {', '.join(TP_LINKS)}")
+    return choice
 
 
 def default_max_model_len(profile: Profile, model_context: int) -> int:
@@ -191,10 +188,11 @@ def _candidate_config(
     factors: dict[str, Any],
 ) -> EngineConfig:
     overrides: dict[str, Any] = {"max_model_len": max_len, **factors}
-    if tp > 1:
-        link = TP_LINKS[tp_link_for(gpu, options.tp_link)]
+    forced = tp_link_for(options.tp_link)
+    if tp > 1 and forced is not None:
+        link = TP_LINKS[forced]
         overrides["tp_link_bandwidth_bytes_per_s"] = link.bandwidth_bytes_per_s
-        overrides["tp_allreduce_latency_s"] = link.allreduce_latency_s
+        overrides["tp_allreduce_latency_s"] = allreduce_latency_s(link.hop_latency_s, tp)
     for name, value in settings.items():
         overrides.update(KNOBS[name].overrides(value))
     return build_engine_config(gpu, options.model, tp, **overrides)

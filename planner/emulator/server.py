@@ -92,7 +92,8 @@ class EmulatorServer:
         self.faults = faults or Faults()
         self.model_name = model_name or config.model.name
         self.keep_timelines = keep_timelines
-        self.engine = Engine(config)
+        # The front end's time is waited out for real before a request reaches the engine.
+        self.engine = Engine(config, charge_frontend=False)
         self.driver = EngineDriver(
             self.engine,
             speed=speed,
@@ -206,6 +207,7 @@ class EmulatorServer:
         try:
             parsed, target, finish_reason = await self._parse(request, kind)
             self._injected_rejection()
+            await self._front_end(parsed.prompt_tokens)
             s = self._enqueue(kind, parsed, target, received_s)
         except RequestRejected as err:
             return self._error(err)
@@ -233,6 +235,13 @@ class EmulatorServer:
             self.driver.streams.pop(s.rid, None)
             if not self.keep_timelines:
                 self.engine.forget(s.rid)
+
+    async def _front_end(self, prompt_tokens: int) -> None:
+        """Wait the engine profile's front-end time (HTTP, tokenisation, hand-over)."""
+        c = self.config
+        delay_s = c.frontend_s + c.frontend_s_per_prompt_token * prompt_tokens
+        if delay_s > 0:
+            await asyncio.sleep(delay_s / self.driver.speed)
 
     async def _parse(self, request: web.Request, kind: Kind) -> tuple[ParsedRequest, int, str]:
         """The request, its output length and finish reason; RequestRejected when invalid."""

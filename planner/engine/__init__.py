@@ -4,6 +4,7 @@ Runs in whatever clock its caller passes: real time behind the emulator, virtual
 `simulate` and the fleet simulator.
 """
 
+from planner.engine.build import build_engine_config, calibration_path, load_calibration
 from planner.engine.engine import Engine, simulate
 from planner.engine.requests import (
     EngineGauges,
@@ -12,22 +13,23 @@ from planner.engine.requests import (
     StepResult,
     TokenEvent,
 )
+from planner.engine.runtimes import ENGINE_PROFILES, EngineProfile, engine_profile
 from planner.engine.specs import (
     EngineConfig,
     GpuSpec,
     ModelSpec,
-    build_engine_config,
-    calibration_path,
     gpu_catalog,
     kv_bytes_per_token,
     kv_capacity_blocks,
     kv_capacity_tokens,
-    load_calibration,
     model_catalog,
     weight_bytes,
 )
 
 __all__ = [
+    "ENGINE_PROFILES",
+    "EngineProfile",
+    "engine_profile",
     "Engine",
     "EngineConfig",
     "EngineGauges",

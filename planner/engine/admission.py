@@ -48,12 +48,14 @@ class Admission:
         self._waiting = waiting
         self._running = running
         self._bt = config.block_tokens
-        # Static reservation: blocks held by every admitted sequence, whatever its length.
+        # Static reservation: blocks held by every admitted sequence, whatever its length;
+        # request reservation: its prompt + max_tokens, held from admission.
         self._static_blocks = (
             -(-config.effective_max_model_len // self._bt)
             if config.kv_reservation == "static"
             else 0
         )
+        self._whole_request = config.kv_reservation == "request"
         self.queries_tokens = 0
         self.hits_tokens = 0
 
@@ -91,6 +93,8 @@ class Admission:
         need = -(-(start + q) // bt) - cached_blocks
         if self._static_blocks:
             need = self._static_blocks - cached_blocks
+        elif self._whole_request:
+            need = -(-r.target // bt) - cached_blocks
         reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
         if need + reused_free > pool.free_blocks:
             return False

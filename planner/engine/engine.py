@@ -52,9 +52,19 @@ class Engine:
     finishes and preemptions still come), for simulations that only read timelines.
     """
 
-    def __init__(self, config: EngineConfig, token_events: bool = True) -> None:
+    def __init__(
+        self, config: EngineConfig, token_events: bool = True, charge_frontend: bool = True
+    ) -> None:
         self.config = config
         self._token_events = token_events
+        # The front end's time goes into each timeline unless the caller spends it for real
+        # (the emulator waits it out before adding a request).
+        self._frontend = charge_frontend and (
+            config.frontend_s > 0 or config.frontend_s_per_prompt_token > 0
+        )
+        self._prefill_first = config.prefill_first
+        self._group = config.scheduler_steps
+        self._decode_streak = 0  # decode-only steps since the last step with a prefill
         self._record = config.record_token_times
         self._pool = BlockPool(kv_capacity_blocks(config), config.prefix_caching)
         self._roofline = Roofline(config)
@@ -86,6 +96,9 @@ class Engine:
             raise InputError(f"request id {rid!r} already used")
         check_request(request, self._max_len)
         tl = RequestTimeline(rid, request.arrival_s, request.prompt_tokens)
+        if self._frontend:
+            c = self.config
+            tl.frontend_s = c.frontend_s + c.frontend_s_per_prompt_token * request.prompt_tokens
         r = LiveRequest(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
@@ -141,21 +154,35 @@ class Engine:
     # ------------------------------------------------------------------ the step
 
     def step_time_s(
-        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: int = 1, drafts: int = 0
+        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: float = 1, drafts: int = 0
     ) -> float:
         """The roofline time of one step of this work (`Roofline.step_time_s`)."""
         return self._roofline.step_time_s(tokens, attn_pairs, kv_tokens_read, seqs, drafts)
 
     def step(self, now_s: float) -> StepResult:
-        """Run one scheduler step starting at `now_s`; events are stamped with the step's end."""
+        """Run one scheduler step starting at `now_s`; events are stamped with the step's end.
+
+        Under `prefill_first` a step that can admit waiting requests runs their prefills
+        alone; under multi-step scheduling (`scheduler_steps` N) waiting requests join only
+        between groups of N decode-only steps, and a decode-only step pays the per-request
+        CPU cost over N (it is spent once a group)."""
         batch = StepBatch(self.config.max_num_batched_tokens)
-        if self._running:
-            self._schedule_running(batch, now_s)
-        if self._waiting and not batch.preempted:
+        may_admit = not self._running or self._decode_streak % self._group == 0
+        if self._prefill_first and self._waiting and may_admit:
             self._admission.admit(batch, now_s)
         if not batch.scheduled:
+            if self._running:
+                self._schedule_running(batch, now_s)
+            if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
+                self._admission.admit(batch, now_s)
+        if not batch.scheduled:
             return StepResult(now_s, 0.0, now_s, tuple(batch.events))
-        seqs = len(batch.scheduled) + batch.sampled
+        seqs: float = len(batch.scheduled) + batch.sampled
+        if batch.prefill_tokens:
+            self._decode_streak = 0
+        else:
+            self._decode_streak += 1
+            seqs /= self._group
         duration = self._roofline.step_time_s(
             batch.tokens, batch.attn_pairs, batch.kv_read_tokens, seqs, batch.drafts
         )

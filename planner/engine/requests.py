@@ -104,7 +104,8 @@ class RequestTimeline:
     `token_times_s` holds every output token's time when the engine records them
     (EngineConfig.record_token_times); `last_token_s` and `output_tokens` are always kept, so
     TTFT, E2E and TPOT are exact either way. `cached_tokens` are the prompt tokens the prefix
-    cache served at first admission.
+    cache served at first admission. `frontend_s` is the API server's time (HTTP,
+    tokenisation, hand-over) that TTFT and E2E include and the GPU does not see.
     """
 
     request_id: str
@@ -119,6 +120,7 @@ class RequestTimeline:
     cached_tokens: int = 0
     output_tokens: int = 0
     aborted: bool = False
+    frontend_s: float = 0.0
 
     @property
     def queued_s(self) -> float | None:
@@ -127,11 +129,17 @@ class RequestTimeline:
 
     @property
     def ttft_s(self) -> float | None:
-        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+        """First token - arrival + the front end's time."""
+        if self.first_token_s is None:
+            return None
+        return self.first_token_s - self.arrival_s + self.frontend_s
 
     @property
     def e2e_s(self) -> float | None:
-        return None if self.last_token_s is None else self.last_token_s - self.arrival_s
+        """Last token - arrival + the front end's time."""
+        if self.last_token_s is None:
+            return None
+        return self.last_token_s - self.arrival_s + self.frontend_s
 
     @property
     def tpot_s(self) -> float | None:

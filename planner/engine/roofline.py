@@ -7,6 +7,7 @@ multiplications.
 
 from __future__ import annotations
 
+from planner.engine.parallel import DEFAULT_LINK, allreduce_latency_s, ring_share
 from planner.engine.specs import EngineConfig, kv_bytes_per_token, weight_bytes
 
 
@@ -15,12 +16,16 @@ class Roofline:
 
     def __init__(self, config: EngineConfig) -> None:
         m = config.model
-        per_gpu_flops = config.gpu.bf16_flops * config.mfu * config.tp
-        attn = config.gpu.attention_flops
-        attn_flops = per_gpu_flops if attn is None else attn * config.mfu * config.tp
-        self._s_per_linear_token = 2.0 * m.params / per_gpu_flops
+        gpu = config.gpu
+        bf16 = gpu.bf16_flops * config.mfu * config.tp
+        # FP8 weights run their matrix multiplies at the FP8 rate where the board has one.
+        fp8 = config.dtype_bytes == 1 and gpu.fp8_flops is not None
+        linear_flops = gpu.fp8_flops * config.mfu * config.tp if fp8 else bf16  # type: ignore[operator]
+        attn = gpu.attention_flops
+        attn_flops = bf16 if attn is None else attn * config.mfu * config.tp
+        self._s_per_linear_token = 2.0 * m.params / linear_flops
         self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / attn_flops
-        bandwidth = config.gpu.hbm_bandwidth_bytes_per_s * config.mbu
+        bandwidth = gpu.hbm_bandwidth_bytes_per_s * config.mbu
         self._weight_s = weight_bytes(config) / bandwidth
         self._s_per_kv_token = kv_bytes_per_token(config) / bandwidth
         self._overhead_s = config.step_overhead_s
@@ -29,33 +34,39 @@ class Roofline:
         self._spec_k = config.spec_draft_tokens
         draft = config.spec_draft_params
         self._draft_weight_s = draft * config.dtype_bytes / config.tp / bandwidth
-        self._draft_s_per_token = 2.0 * draft / per_gpu_flops
-        # Tensor parallelism: two all-reduces per layer of each token's hidden state; a ring
-        # all-reduce moves 2 (tp - 1) / tp of the message through each GPU's link.
-        link = config.tp_link_bandwidth_bytes_per_s
-        if config.tp > 1 and link is not None:
-            ring = 2.0 * (config.tp - 1) / config.tp
+        self._draft_s_per_token = 2.0 * draft / bf16
+        # Tensor parallelism: two all-reduces per layer of each token's hidden state (bf16
+        # activations), over the config's link if it names one, else the board's own.
+        self._comm_s_per_token = 0.0
+        self._comm_fixed_s = 0.0
+        if config.tp > 1:
+            link_bw = config.tp_link_bandwidth_bytes_per_s
+            if link_bw is not None:
+                latency = config.tp_allreduce_latency_s
+            else:
+                link_bw = gpu.link_bandwidth_bytes_per_s or DEFAULT_LINK.bandwidth_bytes_per_s
+                hop = gpu.link_latency_s or DEFAULT_LINK.hop_latency_s
+                latency = allreduce_latency_s(hop, config.tp)
             calls = 2 * m.layers
-            self._comm_s_per_token = calls * ring * m.hidden_size * config.dtype_bytes / link
-            self._comm_fixed_s = calls * config.tp_allreduce_latency_s
-        else:
-            self._comm_s_per_token = 0.0
-            self._comm_fixed_s = 0.0
+            self._comm_s_per_token = calls * ring_share(config.tp) * m.hidden_size * 2 / link_bw
+            self._comm_fixed_s = calls * latency
 
     def step_time_s(
-        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: int = 1, drafts: int = 0
+        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: float = 1, drafts: int = 0
     ) -> float:
         """Roofline time of one step: max(compute, memory) + overhead + communication + drafts.
 
-        compute = (2 x params x tokens / bf16 FLOP/s + 4 x layers x heads x head_dim x
-                   attention pairs / attention FLOP/s) / (tp x mfu), attention FLOP/s being
-                  the GPU's bf16 FLOP/s unless its spec states another
+        compute = (2 x params x tokens / linear FLOP/s + 4 x layers x heads x head_dim x
+                   attention pairs / attention FLOP/s) / (tp x mfu), the linear rate being
+                  the board's FP8 peak for 1-byte weights where it has one, else bf16, and
+                  attention's the bf16 rate unless the GPU's spec states another
         memory  = (weight bytes + KV bytes of every context token read) / (bandwidth x mbu),
         overhead = step_overhead_s + seq_overhead_s x sampled positions (one per scheduled
                    request; k + 1 for a speculatively verified decode),
         per GPU under tensor parallelism. `attn_pairs` counts (query, key) token pairs.
-        communication (tp > 1 with a stated link) = 2 x layers x (ring share x tokens x
-        hidden x dtype / link bandwidth + all-reduce latency), not overlapped with compute.
+        communication (tp > 1) = 2 x layers x (ring share x tokens x hidden x 2 bytes / link
+        bandwidth + all-reduce latency), not overlapped with compute; the latency grows
+        with tp (planner.engine.parallel).
         drafts (speculative decoding) = k sequential draft forwards over `drafts` sequences,
         each max(draft weights / bandwidth, 2 x draft params x drafts / FLOP/s).
         """

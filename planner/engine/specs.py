@@ -6,25 +6,12 @@ overrides it. Names are matched case-insensitively; a short name matches when it
 (`h100` -> `H100-80GB`), and a Hugging Face id such as `meta-llama/Llama-3.1-8B-Instruct`
 matches its base model.
 
-Default efficiency factors of the step-time roofline (override per config, or drop a
-calibration file `calibration/<gpu>_<model>.json` next to this module):
-- `mbu = 0.8`: memory-bandwidth utilisation of decode. A public single-stream vLLM run of
-  Llama-3.1-8B bf16 on one A100 40GB measured about 75 tokens/s, 77 % of the HBM roofline
-  including per-step overhead (johnmusgrave.com, "vLLM throughput-latency sweep on NVIDIA
-  A100"); decode kernels of vLLM typically reach 75-85 % of peak bandwidth.
-- `mfu = 0.5`: model-FLOPs utilisation of prefill-heavy steps, the usual range of dense bf16
-  GEMMs at thousands of tokens per step on A100/H100 (40-60 %).
-- `step_overhead_s = 0.001`: kernel-launch and synchronisation time per step that neither
-  roofline covers (vLLM with CUDA graphs: about 1 ms).
-- `seq_overhead_s = 40e-6`: CPU time per scheduled request per step (scheduling, sampling,
-  detokenising and streaming its output). Fitted so that a ShareGPT-sized run of
-  Llama-3.1-8B on one H100 at max-num-seqs 256 gives about 8,100 output tokens/s and a
-  median TPOT near 25-30 ms, as Lambda Labs' published vLLM benchmark reports (8,088
-  tokens/s and 25.6 ms with vLLM 0.6.0; github.com/LambdaLabsML/vllm-benchmark,
-  benchmark_v0.md).
-
-A measured calibration (`calibration/<gpu>_<model>.json`) replaces `mfu`, `mbu` and
-`step_overhead_s` (and `seq_overhead_s` when it gives one).
+Default efficiency factors of the step-time roofline when nothing better is known:
+`mfu = 0.5` (dense bf16 GEMMs at thousands of tokens per step reach 40-60 % of peak),
+`mbu = 0.8` (decode kernels reach 75-85 % of peak bandwidth), `step_overhead_s = 1 ms`
+(kernel launches under CUDA graphs), `seq_overhead_s = 40 us` (CPU per scheduled request).
+`planner.engine.build` replaces them with an engine profile's CPU costs, the per-GPU
+factors fitted on published figures (`efficiency.yaml`) and a user's calibration.
 """
 
 from __future__ import annotations
@@ -38,12 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.errors import ConfigError, InputError
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
-CALIBRATION_DIR = Path(__file__).with_name("calibration")
 
 DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.8
@@ -55,40 +41,15 @@ QueuePolicy = Literal["fcfs", "spf"]  # first come first served; shortest prompt
 
 
 @dataclass(frozen=True)
-class TpLink:
-    """The link tensor-parallel all-reduces cross: per-GPU bandwidth one way, latency per call."""
-
-    name: str
-    bandwidth_bytes_per_s: float
-    allreduce_latency_s: float
-    source: str
-
-
-# Figures for the TP communication term (stated assumptions, not measurements):
-TP_LINKS: dict[str, TpLink] = {
-    "nvlink": TpLink(
-        "nvlink",
-        450e9,
-        10e-6,
-        "NVLink 4 (H100 SXM): 900 GB/s per GPU both ways, 450 GB/s one way; ~10 us per "
-        "small all-reduce (NCCL)",
-    ),
-    "pcie": TpLink(
-        "pcie",
-        32e9,
-        25e-6,
-        "PCIe Gen4 x16 (L40S, A100 PCIe): 32 GB/s one way; ~25 us per small all-reduce",
-    ),
-}
-
-
-@dataclass(frozen=True)
 class GpuSpec:
-    """One GPU board: total memory, HBM bandwidth and dense bf16 peak.
+    """One GPU board: total memory, HBM bandwidth, dense bf16 (and fp8) peak, its TP link.
 
     `attention_flops`, when given, is the rate of the attention kernels (QK^T and PV)
     where it differs from the matrix multiplies' `bf16_flops` (a CPU running llama.cpp:
-    its attention reaches a fraction of its GEMM rate); None: the same rate.
+    its attention reaches a fraction of its GEMM rate); None: the same rate. `fp8_flops`:
+    the dense FP8 peak of boards with FP8 tensor cores (None: FP8 weights are computed at the
+    bf16 rate, as weight-only quantisation). `link_*`: the board's link for tensor-parallel
+    all-reduces (per-GPU bus bandwidth one way, latency per ring hop); None: PCIe defaults.
     """
 
     name: str
@@ -96,6 +57,9 @@ class GpuSpec:
     hbm_bandwidth_bytes_per_s: float
     bf16_flops: float
     attention_flops: float | None = None
+    fp8_flops: float | None = None
+    link_bandwidth_bytes_per_s: float | None = None
+    link_latency_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -156,10 +120,34 @@ class EngineConfig(BaseModel):
     kv_dtype_bytes: int | None = Field(
         None, ge=1, le=4, description="bytes per KV-cache element (1 = fp8); default dtype_bytes"
     )
-    kv_reservation: Literal["paged", "static"] = Field(
+    kv_reservation: Literal["paged", "request", "static"] = Field(
         "paged",
-        description="paged: blocks as tokens arrive (vLLM); static: max_model_len tokens "
-        "reserved per sequence at admission (engines without paged attention)",
+        description="paged: blocks as tokens arrive (vLLM); request: prompt + max_tokens "
+        "reserved at admission, never preempted (TensorRT-LLM's guaranteed-no-evict); static: "
+        "max_model_len tokens reserved per sequence (engines without paged attention)",
+    )
+    kv_free_fraction: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="KV cache = this share of the memory left after weights and activations "
+        "(TensorRT-LLM's rule); None: vLLM's rule (memory x gpu_memory_utilization - weights "
+        "- activations)",
+    )
+    engine: str = Field("vllm", description="the engine profile the defaults came from")
+    frontend_s: float = Field(
+        0.0, ge=0.0, description="API-server time in TTFT: HTTP, tokenisation, hand-over"
+    )
+    frontend_s_per_prompt_token: float = Field(
+        0.0, ge=0.0, description="API-server time per prompt token (tokenisation)"
+    )
+    scheduler_steps: int = Field(
+        1, ge=1, le=64, description="decode steps per scheduler call (vLLM multi-step)"
+    )
+    prefill_first: bool = Field(
+        False,
+        description="a step with admissible waiting requests runs their prefills alone "
+        "(vLLM 0.5/0.6 without chunked prefill); False: prefills and decodes mixed",
     )
     spec_draft_tokens: int = Field(
         0, ge=0, le=16, description="speculative decoding: draft tokens per step (0 = off)"
@@ -234,12 +222,13 @@ def weight_bytes(config: EngineConfig) -> int:
 
 
 def kv_capacity_blocks(config: EngineConfig) -> int:
-    """KV blocks: (memory x utilisation - weights - activation reserve) / block bytes."""
-    free = (
-        config.gpu.memory_bytes * config.gpu_memory_utilization
-        - weight_bytes(config)
-        - config.activation_reserve_bytes
-    )
+    """KV blocks: (memory x utilisation - weights - activation reserve) / block bytes, or
+    under `kv_free_fraction` (memory - weights - activation reserve) x fraction / block bytes."""
+    rest = config.gpu.memory_bytes - weight_bytes(config) - config.activation_reserve_bytes
+    if config.kv_free_fraction is not None:
+        free = rest * config.kv_free_fraction
+    else:
+        free = rest - config.gpu.memory_bytes * (1.0 - config.gpu_memory_utilization)
     block_bytes = kv_bytes_per_token(config) * config.block_tokens
     return max(0, int(free // block_bytes))
 
@@ -303,6 +292,9 @@ def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dic
 
 
 _FIELD_TYPES: dict[str, type] = {
+    "fp8_flops": float,
+    "link_bandwidth_bytes_per_s": float,
+    "link_latency_s": float,
     "memory_bytes": int,
     "hbm_bandwidth_bytes_per_s": float,
     "bf16_flops": float,
@@ -345,15 +337,15 @@ def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
     return specs
 
 
-def _normal(name: str) -> str:
+def normal_name(name: str) -> str:
     name = name.strip().lower().split("/")[-1]
     name = re.sub(r"[\s_]+", "-", name)
     return re.sub(r"-(instruct|chat|hf)$", "", name)
 
 
-def _lookup(catalog: dict[str, Any], name: str, kind: str) -> Any:
-    wanted = _normal(name)
-    by_normal = {_normal(k): v for k, v in catalog.items()}
+def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
+    wanted = normal_name(name)
+    by_normal = {normal_name(k): v for k, v in catalog.items()}
     if wanted in by_normal:
         return by_normal[wanted]
     prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
@@ -361,67 +353,3 @@ def _lookup(catalog: dict[str, Any], name: str, kind: str) -> Any:
         return prefixed[0]
     known = ", ".join(sorted(catalog))
     raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
-
-
-def calibration_path(gpu: str, model: str) -> Path:
-    """Where a measured calibration of `gpu` x `model` lives (it may not exist)."""
-    return CALIBRATION_DIR / f"{_normal(gpu)}_{_normal(model)}.json"
-
-
-def load_calibration(gpu: str, model: str) -> dict[str, Any] | None:
-    """The calibration file's factors for this pair, as EngineConfig fields, or None.
-
-    Format: {"gpu": ..., "model": ..., "mfu": ..., "mbu": ..., "step_overhead_s": ...,
-    "source": "..."} with an optional "seq_overhead_s". Raises InputError when the file
-    exists but is malformed.
-    """
-    path = calibration_path(gpu, model)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not a readable calibration JSON ({err})") from err
-    missing = [k for k in ("mfu", "mbu", "step_overhead_s") if k not in data]
-    if missing:
-        raise InputError(f"{path}: missing field(s) {', '.join(missing)}")
-    try:
-        factors: dict[str, Any] = {
-            k: float(data[k])
-            for k in ("mfu", "mbu", "step_overhead_s", "seq_overhead_s")
-            if k in data
-        }
-    except (TypeError, ValueError) as err:
-        raise InputError(f"{path}: factors must be numbers ({err})") from err
-    factors["calibration_source"] = f"{path.name}: {data.get('source', 'no source given')}"
-    return factors
-
-
-def build_engine_config(
-    gpu: str,
-    model: str,
-    tp: int = 1,
-    catalog: Path | str | None = None,
-    **overrides: Any,
-) -> EngineConfig:
-    """An EngineConfig for `gpu` x `model` by catalog name, with keyword overrides.
-
-    Efficiency factors come from, in order: `overrides`, a calibration file for the pair,
-    the defaults. Raises ConfigError for an unknown name (listing the known ones) or an
-    invalid field.
-    """
-    gpu_spec: GpuSpec = _lookup(gpu_catalog(catalog), gpu, "GPU")
-    model_spec: ModelSpec = _lookup(model_catalog(catalog), model, "model")
-    fields: dict[str, Any] = {}
-    calibration = load_calibration(gpu_spec.name, model_spec.name)
-    if calibration is not None:
-        fields.update(calibration)
-    fields.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
-        )
-        where = f"{gpu_spec.name} x {model_spec.name}"
-        raise ConfigError(f"engine config for {where}: {problems}") from err

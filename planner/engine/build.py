@@ -1,0 +1,120 @@
+"""An engine configuration by name: GPU x model x engine, with fitted and calibrated factors.
+
+`build_engine_config` layers, lowest first: EngineConfig's defaults; the engine profile's
+scheduler and CPU costs (`planner.engine.runtimes`); the GPU's efficiency factors fitted on
+published figures (`efficiency.yaml` next to this module, written by
+`bench/engine_published.py --fit`, which names the rows each factor was fitted on); a
+calibration file for the GPU x model pair (`calibration/<gpu>_<model>.json`); the caller's
+overrides.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from contracts.errors import ConfigError, InputError
+from planner.engine.runtimes import engine_profile
+from planner.engine.specs import (
+    EngineConfig,
+    GpuSpec,
+    ModelSpec,
+    gpu_catalog,
+    lookup_spec,
+    model_catalog,
+    normal_name,
+)
+
+CALIBRATION_DIR = Path(__file__).with_name("calibration")
+EFFICIENCY_PATH = Path(__file__).with_name("efficiency.yaml")
+DEFAULT_ENGINE = "vllm"
+_EFFICIENCY_FIELDS = ("mfu", "mbu")
+
+
+@cache
+def gpu_efficiency() -> dict[str, dict[str, float]]:
+    """Per-GPU roofline factors fitted on published figures: {gpu name: {mfu, mbu}}."""
+    if not EFFICIENCY_PATH.is_file():
+        return {}
+    data = yaml.safe_load(EFFICIENCY_PATH.read_text(encoding="utf-8")) or {}
+    return {
+        str(gpu): {k: float(v) for k, v in fields.items() if k in _EFFICIENCY_FIELDS}
+        for gpu, fields in (data.get("gpus") or {}).items()
+    }
+
+
+def calibration_path(gpu: str, model: str) -> Path:
+    """Where a measured calibration of `gpu` x `model` lives (it may not exist)."""
+    return CALIBRATION_DIR / f"{normal_name(gpu)}_{normal_name(model)}.json"
+
+
+def load_calibration(gpu: str, model: str) -> dict[str, Any] | None:
+    """The calibration file's factors for this pair, as EngineConfig fields, or None.
+
+    Format: {"gpu": ..., "model": ..., "mfu": ..., "mbu": ..., "step_overhead_s": ...,
+    "source": "..."} with an optional "seq_overhead_s". Raises InputError when the file
+    exists but is malformed.
+    """
+    path = calibration_path(gpu, model)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not a readable calibration JSON ({err})") from err
+    missing = [k for k in ("mfu", "mbu", "step_overhead_s") if k not in data]
+    if missing:
+        raise InputError(f"{path}: missing field(s) {', '.join(missing)}")
+    try:
+        factors: dict[str, Any] = {
+            k: float(data[k])
+            for k in ("mfu", "mbu", "step_overhead_s", "seq_overhead_s")
+            if k in data
+        }
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{path}: factors must be numbers ({err})") from err
+    factors["calibration_source"] = f"{path.name}: {data.get('source', 'no source given')}"
+    return factors
+
+
+def build_engine_config(
+    gpu: str,
+    model: str,
+    tp: int = 1,
+    catalog: Path | str | None = None,
+    engine: str | None = None,
+    **overrides: Any,
+) -> EngineConfig:
+    """An EngineConfig for `gpu` x `model` served by `engine` (default: vLLM), by catalog
+    name, with keyword overrides (None values are ignored).
+
+    Raises ConfigError for an unknown name (listing the known ones) or an invalid field.
+    """
+    gpu_spec: GpuSpec = lookup_spec(gpu_catalog(catalog), gpu, "GPU")
+    model_spec: ModelSpec = lookup_spec(model_catalog(catalog), model, "model")
+    profile = engine_profile(engine or DEFAULT_ENGINE)
+    fields: dict[str, Any] = profile.overrides()
+    sources = [f"engine {profile.name}"]
+    fitted = gpu_efficiency().get(gpu_spec.name)
+    if fitted:
+        fields.update(fitted)
+        sources.append(f"{gpu_spec.name} factors fitted on published figures (efficiency.yaml)")
+    calibration = load_calibration(gpu_spec.name, model_spec.name)
+    if calibration is not None:
+        sources.append(calibration.pop("calibration_source"))
+        fields.update(calibration)
+    fields["calibration_source"] = "; ".join(sources)
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
+        )
+        where = f"{gpu_spec.name} x {model_spec.name} x tp={tp}"
+        raise ConfigError(f"engine config for {where}: {problems}") from err

@@ -1,0 +1,204 @@
+"""Engine profiles: how each serving engine schedules, holds its KV cache and spends CPU time.
+
+The engine model's scheduler is one; what differs between vLLM, SGLang, TensorRT-LLM, TGI
+and llama.cpp is a handful of published behaviours, each a field of `EngineProfile`:
+- how the KV cache is sized (vLLM: `gpu_memory_utilization` of the whole board minus
+  weights and activations; TensorRT-LLM: a share of the memory left after them);
+- how it is reserved (paged as tokens arrive, with recompute preemption when blocks run
+  out; or a request's prompt + max_tokens up front, never preempted; or a fixed slot);
+- how prefills and decodes share a step (mixed, with chunked prefill; or prefill-first:
+  a step with admissible waiting requests runs their prefills alone, vLLM 0.5/0.6's default
+  without chunked prefill);
+- CPU time per step and per scheduled request (scheduling, sampling, detokenising), and
+  multi-step scheduling, which pays it once per `scheduler_steps` decode steps;
+- the front end in TTFT: HTTP, tokenisation and hand-over to the engine.
+
+`profile_overrides(name)` gives an `EngineConfig`'s fields for an engine; names take an
+optional version (`vllm@0.6`). Each profile names its sources. The CPU costs that no
+source states are fitted on published figures by `bench/engine_published.py --fit`, on the
+rows that bench names as fitting rows, and checked on the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineProfile:
+    """One serving engine's published behaviour, as EngineConfig defaults."""
+
+    name: str
+    label: str
+    kv_reservation: str = "paged"
+    kv_free_fraction: float | None = None
+    gpu_memory_utilization: float = 0.9
+    prefill_first: bool = False
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    prefix_caching: bool = True
+    scheduler_steps: int = 1
+    step_overhead_s: float = 1e-3
+    seq_overhead_s: float = 40e-6
+    frontend_s: float = 5e-3
+    frontend_s_per_prompt_token: float = 2e-6
+    sources: tuple[str, ...] = ()
+
+    def overrides(self) -> dict[str, Any]:
+        """The EngineConfig fields this profile sets."""
+        return {
+            "engine": self.name,
+            "kv_reservation": self.kv_reservation,
+            "kv_free_fraction": self.kv_free_fraction,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "prefill_first": self.prefill_first,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "prefix_caching": self.prefix_caching,
+            "scheduler_steps": self.scheduler_steps,
+            "step_overhead_s": self.step_overhead_s,
+            "seq_overhead_s": self.seq_overhead_s,
+            "frontend_s": self.frontend_s,
+            "frontend_s_per_prompt_token": self.frontend_s_per_prompt_token,
+        }
+
+
+_VLLM_V1 = EngineProfile(
+    name="vllm@0.10",
+    label="vLLM V1 (0.8 and later)",
+    step_overhead_s=1e-3,
+    seq_overhead_s=15e-6,
+    sources=(
+        "vLLM V1 engine (blog 'vLLM V1: A Major Upgrade', 2025-01): chunked prefill always "
+        "on, prefill and decode mixed in one step, scheduling overlapped with the GPU",
+        "gpu_memory_utilization 0.9, max_num_seqs 256, max_num_batched_tokens 8192: vLLM's "
+        "engine argument defaults for online serving on large GPUs",
+    ),
+)
+
+_VLLM_06 = EngineProfile(
+    name="vllm@0.6",
+    label="vLLM 0.6 (V0 scheduler)",
+    prefill_first=True,
+    step_overhead_s=1e-3,
+    seq_overhead_s=190e-6,
+    sources=(
+        "vLLM 0.6 V0 scheduler without chunked prefill: waiting prompts are prefilled in a "
+        "step of their own before running decodes continue (vllm/core/scheduler.py "
+        "_schedule_default); recompute preemption",
+        "vLLM blog 'vLLM v0.6.0: 2.7x Throughput Improvement' (2024-09-05): the CPU side "
+        "(API server about 33 %, scheduling about 29 %) of a step; --num-scheduler-steps "
+        "amortises it over several decode steps",
+        "seq_overhead_s fitted by bench/engine_published.py --fit on LambdaLabsML's "
+        "'vLLM v0.6.0 steps=1' throughput row (benchmark_v0.md)",
+    ),
+)
+
+_VLLM_05 = EngineProfile(
+    name="vllm@0.5",
+    label="vLLM 0.5 (V0 scheduler, no multi-step)",
+    prefill_first=True,
+    step_overhead_s=1e-3,
+    seq_overhead_s=250e-6,
+    sources=(
+        "as vllm@0.6, before its CPU optimisations; seq_overhead_s fitted by "
+        "bench/engine_published.py --fit on LambdaLabsML's 'vLLM v0.5.4' throughput row",
+    ),
+)
+
+_TRTLLM = EngineProfile(
+    name="trtllm@0.14",
+    label="TensorRT-LLM 0.14 (C++ runtime, in-flight batching)",
+    kv_reservation="request",
+    kv_free_fraction=0.9,
+    max_num_seqs=2048,
+    max_num_batched_tokens=8192,
+    step_overhead_s=0.5e-3,
+    seq_overhead_s=3e-6,
+    sources=(
+        "TensorRT-LLM docs, 'Scheduler policy': GUARANTEED_NO_EVICT reserves each request's "
+        "input + output KV at admission and never evicts",
+        "kv_cache_free_gpu_mem_fraction (default 0.9): the KV cache takes this share of the "
+        "memory free after the engine's weights and activations are loaded",
+        "max_num_tokens 8192: trtllm-build's default; max batch size 2048 (trtllm-build)",
+        "C++ batch manager: per-request CPU cost of microseconds (no Python in the loop)",
+    ),
+)
+
+_SGLANG = EngineProfile(
+    name="sglang@0.4",
+    label="SGLang 0.4 (RadixAttention, overlap scheduler)",
+    gpu_memory_utilization=0.88,
+    max_num_seqs=1024,
+    max_num_batched_tokens=8192,
+    step_overhead_s=0.8e-3,
+    seq_overhead_s=10e-6,
+    sources=(
+        "SGLang server arguments: mem_fraction_static 0.88 (weights + KV cache as a share of "
+        "the board), chunked_prefill_size 8192, radix prefix cache on",
+        "SGLang v0.4 blog (2024-12): the zero-overhead batch scheduler overlaps CPU "
+        "scheduling with the GPU's step",
+    ),
+)
+
+_TGI = EngineProfile(
+    name="tgi@3",
+    label="Text Generation Inference 3 (Rust router)",
+    kv_reservation="request",
+    max_num_seqs=1024,
+    max_num_batched_tokens=4096,
+    step_overhead_s=1e-3,
+    seq_overhead_s=20e-6,
+    sources=(
+        "TGI launcher: max_batch_prefill_tokens 4096; the router admits a request while its "
+        "input plus max_new_tokens fit the token budget (max_batch_total_tokens, inferred "
+        "from free memory), so running requests are not preempted",
+    ),
+)
+
+_LLAMACPP = EngineProfile(
+    name="llamacpp",
+    label="llama.cpp server (slots)",
+    kv_reservation="static",
+    gpu_memory_utilization=1.0,
+    max_num_seqs=4,
+    max_num_batched_tokens=2048,
+    prefix_caching=False,
+    step_overhead_s=1e-3,
+    seq_overhead_s=50e-6,
+    frontend_s=1e-3,
+    frontend_s_per_prompt_token=1e-6,
+    sources=(
+        "llama.cpp tools/server: n_parallel slots, each holding n_ctx / n_parallel KV cells "
+        "(a fixed slot per sequence), prompt and decode tokens of all slots in one batch of "
+        "up to n_batch (2048) tokens; the prompt cache is per slot, not shared",
+    ),
+)
+
+ENGINE_PROFILES: dict[str, EngineProfile] = {
+    p.name: p for p in (_VLLM_V1, _VLLM_06, _VLLM_05, _TRTLLM, _SGLANG, _TGI, _LLAMACPP)
+}
+# A bare name means the newest profile of that engine.
+_LATEST = {"vllm": "vllm@0.10", "trtllm": "trtllm@0.14", "sglang": "sglang@0.4", "tgi": "tgi@3"}
+_ALIASES = {"tensorrt-llm": "trtllm", "llama.cpp": "llamacpp", "llama-cpp": "llamacpp"}
+
+
+def engine_profile(name: str) -> EngineProfile:
+    """The profile called `name` (`vllm`, `vllm@0.6`, `trtllm`, ...); ConfigError lists the
+    known ones for an unknown name."""
+    key = name.strip().lower()
+    base, _, version = key.partition("@")
+    base = _ALIASES.get(base, base)
+    key = f"{base}@{version}" if version else _LATEST.get(base, base)
+    if key not in ENGINE_PROFILES:
+        known = ", ".join([*_LATEST, *ENGINE_PROFILES])
+        raise ConfigError(f"unknown engine {name!r}; known engines: {known}")
+    return ENGINE_PROFILES[key]
+
+
+def profile_overrides(name: str) -> dict[str, Any]:
+    """EngineConfig fields of the engine called `name` (see `engine_profile`)."""
+    return engine_profile(name).overrides()
