@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from planner.engine import Engine, build_engine_config
-from planner.engine.specs import calibration_path
+from planner.engine.build import calibration_path
 
 # Prefill ran eagerly (no CUDA graph): below ~1k tokens its time is kernel-launch bound
 # (18 ms for 128 to 512 tokens alike), which a served engine hides; those points are left out.

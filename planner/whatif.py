@@ -30,7 +30,7 @@ from planner.capacity import (
     plan_scenario,
     usd_per_million_output_tokens,
 )
-from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
+from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
@@ -69,6 +69,13 @@ def _spec(value: str) -> dict[str, Any]:
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
+        # The serving engine: its scheduler, KV rules and CPU costs (planner.engine.runtimes).
+        Knob(
+            "engine",
+            ("vllm", "trtllm", "sglang", "tgi"),
+            lambda v: {"engine": v},
+            check=engine_profile,
+        ),  # fmt: skip
         Knob("prefix_caching", ("off", "on"), lambda v: {"prefix_caching": v == "on"}),
         Knob("kv_dtype", ("fp16", "fp8"), lambda v: {"kv_dtype_bytes": 1 if v == "fp8" else 2}),
         Knob("kv_reservation", ("paged", "static"), lambda v: {"kv_reservation": v}),
@@ -134,6 +141,7 @@ class WhatifOptions:
     profile_path: str
     slo: str
     model: str = "llama-3.1-8b"
+    engine: str = "vllm"  # every candidate's engine, unless `vary` holds `engine`
     gpus: tuple[str, ...] = ("H100-80GB",)
     tps: tuple[int, ...] = (1,)
     vary: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -187,7 +195,7 @@ def _candidate_config(
     max_len: int,
     factors: dict[str, Any],
 ) -> EngineConfig:
-    overrides: dict[str, Any] = {"max_model_len": max_len, **factors}
+    overrides: dict[str, Any] = {"max_model_len": max_len, "engine": options.engine, **factors}
     forced = tp_link_for(options.tp_link)
     if tp > 1 and forced is not None:
         link = TP_LINKS[forced]

@@ -166,7 +166,33 @@ def _disagg(p: _Pair) -> str:
     return f"{transfer}; at the limits {at(p.base)} -> {at(p.alt)}"
 
 
+def _engine(p: _Pair) -> str:
+    """What sets the two engines apart on this traffic: KV held per request, CPU per step,
+    and what that did at the baseline's limit."""
+
+    def traits(c: WhatifCandidate, cfg: EngineConfig | None) -> str:
+        if cfg is None:
+            return f"{c.settings['engine']}: no configuration"
+        reserve = {
+            "paged": "pages its KV as tokens arrive (recompute preemption)",
+            "request": "reserves prompt + output KV at admission (no preemption)",
+            "static": f"reserves {cfg.effective_max_model_len:,} tokens per sequence",
+        }[cfg.kv_reservation]
+        return (
+            f"{cfg.engine} {reserve}, {c.kv_capacity_tokens:,} KV tokens, "
+            f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step"
+            + (", prefills alone" if cfg.prefill_first else "")
+        )
+
+    ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
+    return (
+        f"{traits(p.base, p.base_config)}; {traits(p.alt, p.alt_config)}; a request holds "
+        f"{ctx:,.0f} tokens on average"
+    )
+
+
 FIGURES: dict[str, Figure] = {
+    "engine": _engine,
     "prefix_caching": _prefix,
     "kv_dtype": _kv_dtype,
     "kv_reservation": _reservation,
@@ -278,6 +304,65 @@ def gpu_lessons(candidates: list[WhatifCandidate]) -> list[Lesson]:
     return out
 
 
+def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -> str:
+    """One engine at its limit on one configuration: what it holds and spends."""
+    if cfg is None or c.limit_rps is None:
+        return f"{c.settings['engine']} has no limit here"
+    held = (
+        f"reserves prompt + output ({c.kv_capacity_tokens:,} KV tokens)"
+        if cfg.kv_reservation == "request"
+        else f"pages {c.kv_capacity_tokens:,} KV tokens"
+    )
+    running = c.concurrency_at_limit
+    use = f", {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
+    return (
+        f"{cfg.engine} {c.limit_rps:.3g} req/s ({held}{use}; "
+        f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step)"
+    )
+
+
+def engine_rankings(
+    profile: Profile,
+    candidates: list[WhatifCandidate],
+    configs: Mapping[str, EngineConfig | None],
+) -> list[Lesson]:
+    """Where the engines' order changes with the configuration: one sentence for each GPU,
+    tp and other knobs on which a different engine carries the most, with each engine's
+    limit and what it holds and spends there (only when the winner is not the same
+    everywhere)."""
+    groups: dict[str, dict[str, WhatifCandidate]] = {}
+    for c in candidates:
+        if "engine" in c.settings:
+            rest = " ".join([f"{c.gpu} tp{c.tp}"] + [
+                f"{k}={v}" for k, v in c.settings.items() if k != "engine"
+            ])  # fmt: skip
+            groups.setdefault(rest, {})[c.settings["engine"]] = c
+    winners = {
+        rest: max(by.values(), key=lambda c: c.limit_rps or 0.0).settings["engine"]
+        for rest, by in groups.items()
+        if len(by) > 1 and any(c.limit_rps for c in by.values())
+    }
+    if len(set(winners.values())) < 2:
+        return []
+    mean_ctx = mean_context_tokens(profile.lengths.sampler.pairs)
+    out = []
+    for rest, winner in winners.items():
+        ranked = sorted(groups[rest].values(), key=lambda c: -(c.limit_rps or 0.0))
+        why = "; ".join(_engine_why(c, configs.get(c.label), mean_ctx) for c in ranked)
+        out.append(
+            Lesson(
+                knob="engine ranking",
+                baseline=ranked[-1].settings["engine"],
+                alternative=winner,
+                limit_change=None,
+                pairs=len(ranked),
+                figure=why,
+                sentence=f"on {rest}, {winner} ranks first: {why}",
+            )
+        )
+    return out
+
+
 def lessons_for(
     profile: Profile,
     options: WhatifOptions,
@@ -285,5 +370,9 @@ def lessons_for(
     configs: Mapping[str, EngineConfig | None],
     max_len: int,
 ) -> list[Lesson]:
-    """Knob lessons, then the GPU comparison."""
-    return knob_lessons(profile, options, candidates, configs, max_len) + gpu_lessons(candidates)
+    """Knob lessons, where engines rank configurations differently, the GPU comparison."""
+    return (
+        knob_lessons(profile, options, candidates, configs, max_len)
+        + engine_rankings(profile, candidates, configs)
+        + gpu_lessons(candidates)
+    )

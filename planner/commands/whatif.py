@@ -20,8 +20,9 @@ HELP = """Which engine configuration serves this traffic best, before any hardwa
 Runs the limit search against the engine model in virtual time for every candidate (GPUs x
 --tp x the values of each --vary knob), plans instances and cost for the profile's peak,
 marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
-why. Knobs: prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative,
-max_num_seqs, max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
+why. Knobs: engine (vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp; or --engine a,b),
+prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative, max_num_seqs,
+max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
 max_num_seqs=64:128:256), disaggregation (off, or units of p prefill and d decode
 instances: disaggregation=off:1p1d:1p3d; the KV crosses --kv-link-gbps).
 
@@ -32,6 +33,9 @@ Examples:
 
   capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB --tp 1,2 \\
       --calibrate runs/h100/limit.json -o whatif.json
+
+  capplan whatif --profile rag.json --slo "ttft:p95<=3s" --gpu H100-80GB,A100-80GB \\
+      --engine trtllm,vllm -o engines.json
 """
 
 
@@ -48,6 +52,12 @@ def whatif_command(
     slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write whatif.json."),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
+    engine: str = typer.Option(
+        "vllm",
+        "--engine",
+        help="Serving engine(s), comma-separated: vllm, vllm@0.6, trtllm, sglang, tgi, "
+        "llamacpp. Several are compared like a varied knob.",
+    ),
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPUs, comma-separated."),
     tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
     vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
@@ -92,13 +102,23 @@ def whatif_command(
         raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
     if level_s < 10:
         raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
+    engines = _split(engine)
+    if not engines:
+        raise ConfigError("--engine: give at least one engine, e.g. vllm or trtllm,vllm")
+    varied = parse_vary(vary)
+    if len(engines) > 1:
+        if "engine" in varied:
+            raise ConfigError("give the engines either with --engine or with --vary engine=...")
+        varied = {"engine": tuple(engines), **varied}
+        parse_vary("engine=" + ":".join(engines))  # checks each name
     options = WhatifOptions(
         profile_path=str(profile),
         slo=slo,
         model=model,
+        engine=engines[0],
         gpus=_split(gpu),
         tps=tps,
-        vary=parse_vary(vary),
+        vary=varied,
         tp_link=tp_link,
         kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
         max_model_len=max_model_len,

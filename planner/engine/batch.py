@@ -26,6 +26,7 @@ class LiveRequest:
         "prompt",
         "registering",
         "spec_credit",
+        "riding",
     )
 
     def __init__(self, req: EngineRequest, tl: RequestTimeline, prefix_caching: bool) -> None:
@@ -42,6 +43,7 @@ class LiveRequest:
         # Whether computed prompt blocks still have to be published to the prefix cache.
         self.registering = prefix_caching and bool(req.block_hashes)
         self.spec_credit = 0.0  # expected tokens from speculative steps not yet emitted
+        self.riding = False  # done inside a multi-step group, computed until the group ends
 
     def reset_for_recompute(self, prefix_caching: bool) -> None:
         """Forget the computed KV after a preemption (its blocks are freed by the pool)."""

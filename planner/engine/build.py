@@ -33,19 +33,34 @@ from planner.engine.specs import (
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
 EFFICIENCY_PATH = Path(__file__).with_name("efficiency.yaml")
 DEFAULT_ENGINE = "vllm"
-_EFFICIENCY_FIELDS = ("mfu", "mbu")
+_FITTED_FIELDS = (
+    "mfu",
+    "mbu",
+    "fp8_efficiency",
+    "step_overhead_s",
+    "seq_overhead_s",
+    "frontend_s",
+    "tp_link_efficiency",
+    "tp_hop_latency_s",
+)
 
 
 @cache
-def gpu_efficiency() -> dict[str, dict[str, float]]:
-    """Per-GPU roofline factors fitted on published figures: {gpu name: {mfu, mbu}}."""
+def _fitted_table() -> dict[str, Any]:
     if not EFFICIENCY_PATH.is_file():
         return {}
-    data = yaml.safe_load(EFFICIENCY_PATH.read_text(encoding="utf-8")) or {}
-    return {
-        str(gpu): {k: float(v) for k, v in fields.items() if k in _EFFICIENCY_FIELDS}
-        for gpu, fields in (data.get("gpus") or {}).items()
-    }
+    return yaml.safe_load(EFFICIENCY_PATH.read_text(encoding="utf-8")) or {}
+
+
+def fitted_factors(gpu: str, engine: str) -> dict[str, float]:
+    """The factors `efficiency.yaml` holds for this GPU (mfu, mbu) and engine profile (CPU
+    and front-end costs), fitted on published figures; empty where it has none."""
+    table = _fitted_table()
+    out: dict[str, float] = {}
+    for section, name in (("gpus", gpu), ("engines", engine)):
+        entry = (table.get(section) or {}).get(name) or {}
+        out.update({k: float(v) for k, v in entry.items() if k in _FITTED_FIELDS})
+    return out
 
 
 def calibration_path(gpu: str, model: str) -> Path:
@@ -100,10 +115,10 @@ def build_engine_config(
     profile = engine_profile(engine or DEFAULT_ENGINE)
     fields: dict[str, Any] = profile.overrides()
     sources = [f"engine {profile.name}"]
-    fitted = gpu_efficiency().get(gpu_spec.name)
+    fitted = fitted_factors(gpu_spec.name, profile.name)
     if fitted:
         fields.update(fitted)
-        sources.append(f"{gpu_spec.name} factors fitted on published figures (efficiency.yaml)")
+        sources.append(f"{', '.join(fitted)} fitted on published figures (efficiency.yaml)")
     calibration = load_calibration(gpu_spec.name, model_spec.name)
     if calibration is not None:
         sources.append(calibration.pop("calibration_source"))

@@ -57,11 +57,14 @@ class Engine:
     ) -> None:
         self.config = config
         self._token_events = token_events
-        # The front end's time goes into each timeline unless the caller spends it for real
-        # (the emulator waits it out before adding a request).
+        # The front end: a tokenisation queue and a fixed delay in front of the scheduler
+        # (FIFO, so requests leave it in arrival order), unless the caller spends that time
+        # for real (the emulator waits it out before adding a request).
         self._frontend = charge_frontend and (
             config.frontend_s > 0 or config.frontend_s_per_prompt_token > 0
         )
+        self._arriving: deque[tuple[float, LiveRequest]] = deque()
+        self._frontend_free_s = 0.0
         self._prefill_first = config.prefill_first
         self._group = config.scheduler_steps
         self._decode_streak = 0  # decode-only steps since the last step with a prefill
@@ -96,13 +99,25 @@ class Engine:
             raise InputError(f"request id {rid!r} already used")
         check_request(request, self._max_len)
         tl = RequestTimeline(rid, request.arrival_s, request.prompt_tokens)
-        if self._frontend:
-            c = self.config
-            tl.frontend_s = c.frontend_s + c.frontend_s_per_prompt_token * request.prompt_tokens
         r = LiveRequest(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
-        self._waiting.append(r)
+        if self._frontend:
+            c = self.config
+            # Tokenisation queues (one API-server thread); the rest of the front end's
+            # time (HTTP, hand-over) is a delay every request pays in parallel.
+            tokenised = max(request.arrival_s, self._frontend_free_s)
+            tokenised += c.frontend_s_per_prompt_token * request.prompt_tokens
+            self._frontend_free_s = tokenised
+            ready = tokenised + c.frontend_s
+            tl.frontend_s = ready - request.arrival_s
+            self._arriving.append((ready, r))
+        else:
+            self._waiting.append(r)
+
+    def next_ready_s(self) -> float | None:
+        """When the next request leaves the front end for the scheduler (None: none inside)."""
+        return self._arriving[0][0] if self._arriving else None
 
     def abort(self, request_id: str, now_s: float) -> None:
         """Cancel a live request and free its blocks (unknown or finished ids are ignored)."""
@@ -111,8 +126,10 @@ class Engine:
             return
         if r in self._waiting:
             self._waiting.remove(r)
-        else:
+        elif r in self._running:
             self._running.remove(r)
+        else:
+            self._arriving = deque(a for a in self._arriving if a[1] is not r)
         self._pool.free(r.holding)
         r.tl.finished_s = now_s
         r.tl.aborted = True
@@ -166,6 +183,9 @@ class Engine:
         alone; under multi-step scheduling (`scheduler_steps` N) waiting requests join only
         between groups of N decode-only steps, and a decode-only step pays the per-request
         CPU cost over N (it is spent once a group)."""
+        arriving = self._arriving
+        while arriving and arriving[0][0] <= now_s:
+            self._waiting.append(arriving.popleft()[1])
         batch = StepBatch(self.config.max_num_batched_tokens)
         may_admit = not self._running or self._decode_streak % self._group == 0
         if self._prefill_first and self._waiting and may_admit:
@@ -176,8 +196,13 @@ class Engine:
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
                 self._admission.admit(batch, now_s)
         if not batch.scheduled:
+            if arriving:  # idle until the next request leaves the front end
+                ready = arriving[0][0]
+                return StepResult(now_s, ready - now_s, ready, tuple(batch.events))
             return StepResult(now_s, 0.0, now_s, tuple(batch.events))
-        seqs: float = len(batch.scheduled) + batch.sampled
+        # CPU time goes to every running request each step (the scheduler walks them all and
+        # the API server streams their outputs), also in a step that prefills others.
+        seqs: float = max(len(self._running), len(batch.scheduled)) + batch.sampled
         if batch.prefill_tokens:
             self._decode_streak = 0
         else:
@@ -187,7 +212,8 @@ class Engine:
             batch.tokens, batch.attn_pairs, batch.kv_read_tokens, seqs, batch.drafts
         )
         end = now_s + duration
-        self._advance(batch, end)
+        group_end = self._group == 1 or self._decode_streak % self._group == 0
+        self._advance(batch, end, group_end)
         prefill = batch.prefill_tokens
         return StepResult(
             now_s,
@@ -266,9 +292,13 @@ class Engine:
         self._waiting.appendleft(r)
         events.append(TokenEvent(r.id, "preempted", now_s, 0))
 
-    def _advance(self, batch: StepBatch, end_s: float) -> None:
+    def _advance(self, batch: StepBatch, end_s: float, group_end: bool = True) -> None:
         """Phase 3, at the step's end: scheduled tokens are computed (full prompt blocks go
-        to the prefix cache), requests that reached their known tokens emit, some finish."""
+        to the prefix cache), requests that reached their known tokens emit, some finish.
+
+        Under multi-step scheduling a request that reaches its target inside a group rides
+        along (computed, its tokens thrown away) and finishes at the group's end, when the
+        engine next looks at its outputs."""
         pool = self._pool
         bt = self._bt
         events = batch.events
@@ -277,7 +307,15 @@ class Engine:
         finished_any = False
         prompt_total = 0
         generated = 0
+        live = self._live
         for r, q, v in batch.scheduled:
+            if r.riding:
+                r.computed = r.tokens - 1
+                if group_end:
+                    finished_any = True
+                    r.tl.last_token_s = end_s
+                    self._finish(r, end_s, events)
+                continue
             computed = r.computed + q
             r.computed = computed
             if r.registering:
@@ -303,11 +341,15 @@ class Engine:
             elif token_events:
                 events.append(TokenEvent(r.id, "token", end_s, n))
             if r.tokens >= r.target:
+                if not group_end:
+                    r.riding = True
+                    r.computed = r.tokens - 1
+                    continue
                 finished_any = True
                 self._finish(r, end_s, events)
         if finished_any:
             # In place: the admission holds the same list.
-            self._running[:] = [r for r in self._running if r.tokens < r.target]
+            self._running[:] = [r for r in self._running if r.id in live]
         self._prompt_total += prompt_total
         self._generation_total += generated
 
@@ -348,4 +390,10 @@ def simulate(requests: Sequence[EngineRequest], config: EngineConfig) -> list[Re
             k += 1
         result = engine.step(now)
         now = result.end_s
+        if result.duration_s == 0:  # idle until the next arrival or front-end exit
+            ready = engine.next_ready_s()
+            upcoming = requests[order[k]].arrival_s if k < n else None
+            if ready is None and upcoming is None:
+                break  # nothing can be scheduled, ever: leave those requests unfinished
+            now = min(t for t in (ready, upcoming) if t is not None)
     return [engine.timeline(r.request_id) for r in requests]

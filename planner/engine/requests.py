@@ -104,8 +104,9 @@ class RequestTimeline:
     `token_times_s` holds every output token's time when the engine records them
     (EngineConfig.record_token_times); `last_token_s` and `output_tokens` are always kept, so
     TTFT, E2E and TPOT are exact either way. `cached_tokens` are the prompt tokens the prefix
-    cache served at first admission. `frontend_s` is the API server's time (HTTP,
-    tokenisation, hand-over) that TTFT and E2E include and the GPU does not see.
+    cache served at first admission. `frontend_s` is the time the request spent in the
+    engine's front end (API server: HTTP, tokenisation, queueing for it) before the scheduler
+    saw it; TTFT and E2E include it, as they are measured from arrival.
     """
 
     request_id: str
@@ -129,17 +130,11 @@ class RequestTimeline:
 
     @property
     def ttft_s(self) -> float | None:
-        """First token - arrival + the front end's time."""
-        if self.first_token_s is None:
-            return None
-        return self.first_token_s - self.arrival_s + self.frontend_s
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
 
     @property
     def e2e_s(self) -> float | None:
-        """Last token - arrival + the front end's time."""
-        if self.last_token_s is None:
-            return None
-        return self.last_token_s - self.arrival_s + self.frontend_s
+        return None if self.last_token_s is None else self.last_token_s - self.arrival_s
 
     @property
     def tpot_s(self) -> float | None:

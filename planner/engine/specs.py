@@ -108,6 +108,12 @@ class EngineConfig(BaseModel):
     )
     mfu: float = Field(DEFAULT_MFU, gt=0.0, le=1.0)
     mbu: float = Field(DEFAULT_MBU, gt=0.0, le=1.0)
+    fp8_efficiency: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="share of mfu and mbu that 1-byte (FP8) weights' matrix multiplies reach",
+    )
     step_overhead_s: float = Field(DEFAULT_STEP_OVERHEAD_S, ge=0.0)
     seq_overhead_s: float = Field(
         DEFAULT_SEQ_OVERHEAD_S,
@@ -136,10 +142,10 @@ class EngineConfig(BaseModel):
     )
     engine: str = Field("vllm", description="the engine profile the defaults came from")
     frontend_s: float = Field(
-        0.0, ge=0.0, description="API-server time in TTFT: HTTP, tokenisation, hand-over"
+        0.0, ge=0.0, description="API-server delay in TTFT every request pays (HTTP, hand-over)"
     )
     frontend_s_per_prompt_token: float = Field(
-        0.0, ge=0.0, description="API-server time per prompt token (tokenisation)"
+        0.0, ge=0.0, description="tokenisation time per prompt token, queued in one thread"
     )
     scheduler_steps: int = Field(
         1, ge=1, le=64, description="decode steps per scheduler call (vLLM multi-step)"
@@ -165,6 +171,12 @@ class EngineConfig(BaseModel):
     )
     tp_allreduce_latency_s: float = Field(
         0.0, ge=0.0, description="fixed latency of one all-reduce (two per layer per step)"
+    )
+    tp_link_efficiency: float = Field(
+        1.0, gt=0.0, le=1.0, description="share of the board's link bandwidth all-reduces reach"
+    )
+    tp_hop_latency_s: float | None = Field(
+        None, ge=0.0, description="latency per ring hop of an all-reduce; None: the board's"
     )
     record_token_times: bool = True
     calibration_source: str = "defaults (see planner/engine/specs.py)"

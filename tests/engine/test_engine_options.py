@@ -19,7 +19,9 @@ from planner.engine import (
 
 
 def _h100(**overrides: Any) -> EngineConfig:
-    return build_engine_config("H100-80GB", "llama-3.1-8b", **overrides)
+    # The scheduler's options alone: no front end in front of it.
+    no_front_end = {"frontend_s": 0.0, "frontend_s_per_prompt_token": 0.0}
+    return build_engine_config("H100-80GB", "llama-3.1-8b", **{**no_front_end, **overrides})
 
 
 def _reqs(n: int, prompt: int, out: int) -> list[EngineRequest]:
@@ -86,7 +88,7 @@ def test_speculative_decoding_helps_one_stream_and_hurts_a_full_batch() -> None:
 
 def test_tp_communication_term_matches_the_ring_all_reduce_by_hand() -> None:
     base = dict(tp=2, spec_draft_tokens=0)
-    none = Engine(_h100(**base))
+    none = Engine(_h100(tp_link_bandwidth_bytes_per_s=1e30, tp_allreduce_latency_s=0.0, **base))
     pcie = Engine(_h100(tp_link_bandwidth_bytes_per_s=32e9, tp_allreduce_latency_s=25e-6, **base))
     # 2 all-reduces x 32 layers, each 2 (tp-1)/tp = 1 x 1000 tokens x 4096 x 2 bytes / 32 GB/s
     # = 256 us, plus 25 us latency: 64 x 281 us = 17.984 ms.

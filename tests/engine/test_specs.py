@@ -9,15 +9,16 @@ import pytest
 
 from contracts.errors import ConfigError, InputError
 from planner.engine import (
+    build,
     build_engine_config,
     gpu_catalog,
     kv_bytes_per_token,
     kv_capacity_blocks,
     kv_capacity_tokens,
     model_catalog,
-    specs,
     weight_bytes,
 )
+from planner.engine.specs import DEFAULT_MFU
 
 
 def test_builtin_catalog_has_the_required_entries() -> None:
@@ -114,7 +115,7 @@ def test_bad_catalog_names_file_entry_and_field(tmp_path: Path) -> None:
 
 
 def test_calibration_file_sets_the_factors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(specs, "CALIBRATION_DIR", tmp_path)
+    monkeypatch.setattr(build, "CALIBRATION_DIR", tmp_path)
     (tmp_path / "h100-80gb_llama-3.1-8b.json").write_text(
         json.dumps(
             {
@@ -132,5 +133,5 @@ def test_calibration_file_sets_the_factors(tmp_path: Path, monkeypatch: pytest.M
     assert "test run" in config.calibration_source
     # An explicit override still wins over the calibration.
     assert build_engine_config("h100", "llama-3.1-8b", mfu=0.3).mfu == 0.3
-    # Other pairs keep the defaults.
-    assert build_engine_config("h200", "llama-3.1-8b").mfu == specs.DEFAULT_MFU
+    # Other pairs keep theirs (no published fit for the L40S: the defaults).
+    assert build_engine_config("l40s", "llama-3.1-8b").mfu == DEFAULT_MFU

@@ -1,0 +1,326 @@
+"""How close is the engine model to real engines on real GPUs? Every published figure it can
+represent, predicted and compared.
+
+    python bench/engine_published.py [TABLE.csv ...] [--json FILE] [--fit] [--max-requests N]
+
+TABLE: published tables in the format of `../shared/data/engine_published/published.csv`
+(per-request length files beside them); default: that table and
+`bench/data/engine_published/trtllm_v014.csv` (more rows of the same TensorRT-LLM source:
+70B at tp 1-8, FP8, online serving). For each row it builds the engine, GPU, precision and
+workload the source describes (bench/kit/published.py), runs the engine model in virtual
+time and prints published, predicted and error (predicted / published - 1); then per metric
+the median and worst |error| over the rows NOT used for fitting, and the rows it cannot
+represent, with the reason. `--json FILE` writes one record per row: the row's fields,
+`role` (fit or check), `predicted` and `error`, or `why_not`.
+
+Fitting (`--fit`) is kept apart from checking: each factor in FITS is fitted on the one row
+it names (its role is `fit`), every other row is a check. The fitted factors go to
+planner/engine/efficiency.yaml with the rows they came from; H200 takes H100's factors (the
+same GH100 die; its own bandwidth and memory from the catalog), so every H200 row is a check.
+A run takes about 10 minutes on two cores (`--max-requests 1000` for a quicker, rougher one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.kit.published import Row, metric_value, read_table, scenario  # noqa: E402
+from planner.engine import simulate  # noqa: E402
+from planner.engine.build import EFFICIENCY_PATH, _fitted_table  # noqa: E402
+
+SHARED_TABLE = ROOT.parent / "shared/data/engine_published/published.csv"
+OWN_TABLE = ROOT / "bench/data/engine_published/trtllm_v014.csv"
+GROUPS = {
+    "throughput": ("output tok/s", "200 ShareGPT req/s"),
+    "TPOT/ITL": ("TPOT p50 ms", "TPOT mean ms", "ITL mean ms", "batch-8 32->128 latency ms"),
+    "TTFT": ("TTFT p50 ms", "TTFT p99 ms", "TTFT mean ms"),
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One factor (`section`/`name`/`field` of efficiency.yaml) fitted on the one row
+    `matches` accepts, searched on a log scale between `low` and `high`."""
+
+    section: str
+    name: str
+    field: str
+    low: float
+    high: float
+    matches: Callable[[Row], bool]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.field}"
+
+
+def _row(**want: Any) -> Callable[[Row], bool]:
+    return lambda r: all(
+        (re.search(v, getattr(r, k)) if isinstance(v, str) else getattr(r, k) == v)
+        for k, v in want.items()
+    )
+
+
+_TRT_8B = {"source": "^trtllm_v014$", "model": "llama-3.1-8b", "precision": "FP16"}
+_TRT_8B_FP8 = {"source": "^trtllm_v014_8b_fp8$", "model": "llama-3.1-8b"}
+FITS = (
+    Fit("gpus", "H100-80GB", "mfu", 0.2, 1.0,
+        _row(**_TRT_8B, gpu="H100-80GB", workload="fixed 2048/128$")),
+    Fit("gpus", "H100-80GB", "mbu", 0.3, 1.0,
+        _row(**_TRT_8B, gpu="H100-80GB", workload="fixed 128/2048$")),
+    Fit("gpus", "H100-80GB", "fp8_efficiency", 0.3, 1.0,
+        _row(**_TRT_8B_FP8, gpu="H100-80GB", workload="fixed 2048/128$")),
+    Fit("gpus", "H200-141GB", "mbu", 0.3, 1.0,
+        _row(**_TRT_8B_FP8, gpu="H200-141GB", workload="fixed 128/2048$")),
+    Fit("gpus", "A100-80GB", "mfu", 0.2, 1.0,
+        _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 2048/128$")),
+    Fit("gpus", "A100-80GB", "mbu", 0.3, 1.0,
+        _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 128/2048$")),
+    Fit("gpus", "H100-80GB", "tp_hop_latency_s", 1e-7, 1e-4,
+        _row(source="online", gpu="H100-80GB", model="70b", workload="^online 2 QPS.*467/256",
+             metric="ITL mean")),
+    Fit("gpus", "H100-80GB", "tp_link_efficiency", 0.05, 1.0,
+        _row(source="trtllm_v014_70b", gpu="H100-80GB", precision="FP16", tp=8,
+             workload="fixed 128/2048$")),
+    Fit("engines", "vllm@0.6", "seq_overhead_s", 1e-6, 1e-3,
+        _row(source="lambda_v0", engine="steps=1$", metric="output tok/s")),
+    Fit("engines", "vllm@0.6", "frontend_s", 1e-4, 0.1,
+        _row(source="lambda_h100_8b_10", metric="TTFT p50")),
+    Fit("engines", "vllm@0.5", "seq_overhead_s", 1e-6, 1e-3,
+        _row(source="lambda_v0", engine="v0.5.4", metric="output tok/s")),
+    Fit("engines", "vllm@0.10", "seq_overhead_s", 1e-6, 1e-3,
+        _row(source="vllm_ci_h100", metric="req/s")),
+    Fit("engines", "trtllm@0.14", "frontend_s", 1e-4, 0.1,
+        _row(source="online", gpu="H100-80GB", model="8b", workload="^online 2 QPS.*467/256",
+             metric="TTFT mean")),
+)  # fmt: skip
+# The H200 has the H100's compute die and NVLink: it takes the H100's compute and link
+# factors and has its own bandwidth factor (mbu), fitted on an H200 row. The A100 takes the
+# H100's link factors (share of the board's NVLink bandwidth, latency per hop: the same NCCL
+# over an NVSwitch fabric), an assumption its tensor-parallel rows check.
+INHERIT = {
+    "H200-141GB": (
+        "H100-80GB",
+        ("mfu", "fp8_efficiency", "tp_link_efficiency", "tp_hop_latency_s"),
+    ),
+    "A100-80GB": ("H100-80GB", ("tp_link_efficiency", "tp_hop_latency_s")),
+}
+
+
+def _profile(row: Row, folder: Path) -> str | None:
+    sc = scenario(row, folder, max_requests=1)
+    return sc.config.engine if sc.config else None
+
+
+class Model:
+    """Runs rows through the engine model; one simulation per distinct scenario."""
+
+    def __init__(self, folder_of: dict[int, Path], max_requests: int | None) -> None:
+        self._folder_of = folder_of
+        self._max = max_requests
+        self._cache: dict[str, Any] = {}
+        self.simulations = 0
+
+    def predict(self, row: Row, factors: dict[str, Any]) -> tuple[float | None, str | None]:
+        sc = scenario(row, self._folder_of[row.index], factors, self._max)
+        if sc.config is None:
+            return None, sc.why_not
+        key = repr((sc.config, [(r.prompt_tokens, r.max_tokens, r.arrival_s) for r in sc.requests]))
+        if key not in self._cache:
+            self._cache[key] = simulate(list(sc.requests), sc.config)
+            self.simulations += 1
+        return metric_value(row.metric, self._cache[key]), None
+
+
+def factors_for(
+    row: Row, table: dict[str, dict[str, dict[str, float]]], engine: str | None
+) -> dict[str, float]:
+    """The fitted factors that apply to `row`: its GPU's (over those of the GPU it inherits
+    from) and its engine profile's."""
+    gpus = table.get("gpus", {})
+    parent, fields = INHERIT.get(row.gpu, ("", ()))
+    inherited = {k: v for k, v in gpus.get(parent, {}).items() if k in fields}
+    gpu = {**inherited, **gpus.get(row.gpu, {})}
+    eng = table.get("engines", {}).get(engine or "", {})
+    return {**gpu, **eng}
+
+
+def fit(rows: list[Row], model: Model, folders: dict[int, Path]) -> dict[str, Any]:
+    """Each factor of FITS on its row, in turn, three rounds (the factors interact)."""
+    table: dict[str, dict[str, dict[str, float]]] = {"gpus": {}, "engines": {}}
+    fitted_on: dict[str, str] = {}
+    engines = {r.index: _profile(r, folders[r.index]) for r in rows}
+    for round_ in range(3):
+        for f in FITS:
+            row = next(r for r in rows if f.matches(r))
+            fitted_on[f.label] = row.key
+
+            def error(x: float, f: Fit = f, row: Row = row) -> float:
+                table[f.section].setdefault(f.name, {})[f.field] = x
+                got, _ = model.predict(row, factors_for(row, table, engines[row.index]))
+                assert got is not None, row.key
+                return math.log(got / row.published)
+
+            x = _solve(error, f.low, f.high)
+            table[f.section][f.name][f.field] = x
+            print(f"  round {round_ + 1}: {f.label} = {x:.4g}  (on {row.key})", flush=True)
+    return {"table": table, "fitted_on": fitted_on}
+
+
+def _solve(error: Callable[[float], float], low: float, high: float, steps: int = 14) -> float:
+    """The x in [low, high] (log scale) where error(x) crosses 0, by bisection; the nearer
+    bound when it does not cross."""
+    a, b = math.log(low), math.log(high)
+    ea, eb = error(low), error(high)
+    if ea * eb > 0:
+        return low if abs(ea) < abs(eb) else high
+    for _ in range(steps):
+        m = (a + b) / 2
+        em = error(math.exp(m))
+        if em * ea > 0:
+            a, ea = m, em
+        else:
+            b = m
+    return math.exp((a + b) / 2)
+
+
+def _predict_group(
+    task: tuple[list[Row], dict[int, Path], int | None],
+) -> list[tuple[int, tuple[float | None, str | None]]]:
+    """Predictions of rows that share a measurement (run in a worker process)."""
+    group, folders, max_requests = task
+    model = Model(folders, max_requests)
+    return [(r.index, model.predict(r, {})) for r in group]
+
+
+def write_efficiency(fitted: dict[str, Any]) -> None:
+    lines = [
+        "# Written by `python bench/engine_published.py --fit`: each factor fitted on the one",
+        "# published row named after it (rows listed in that bench as FITS); all other rows",
+        "# of the tables are checks. H200 uses H100's factors (same die). Do not edit by hand.",
+    ]
+    doc: dict[str, Any] = {}
+    table = fitted["table"]
+    for child, (parent, fields) in INHERIT.items():
+        own = table["gpus"].get(child, {})
+        inherited = {
+            k: v for k, v in table["gpus"].get(parent, {}).items() if k in fields and k not in own
+        }
+        table["gpus"][child] = {**inherited, **own}
+        for k in inherited:
+            fitted["fitted_on"][f"{child} {k}"] = f"{parent}'s"
+    for section, entries in table.items():
+        doc[section] = {}
+        for name, fields in entries.items():
+            doc[section][name] = {k: float(f"{v:.4g}") for k, v in fields.items()}
+            for k in fields:
+                doc[section][name].setdefault("fitted_on", {})[k] = fitted["fitted_on"][
+                    f"{name} {k}"
+                ]
+    EFFICIENCY_PATH.write_text("\n".join(lines) + "\n" + yaml.safe_dump(doc, sort_keys=False))
+
+
+def _summary(records: list[dict[str, Any]], role: str) -> list[str]:
+    out = []
+    for group, metrics in GROUPS.items():
+        errs = np.array(
+            [abs(r["error"]) for r in records
+             if r.get("error") is not None and r["metric"] in metrics and r["role"] == role]
+        )  # fmt: skip
+        if len(errs):
+            out.append(
+                f"  {group:<10} {len(errs):>4} rows  median |error| {np.median(errs):6.1%}  "
+                f"worst {errs.max():6.1%}  within 20 %: {np.mean(errs <= 0.2):4.0%}  "
+                f"beyond 35 %: {int(np.sum(errs > 0.35))}"
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tables", nargs="*", type=Path, help="published tables (CSV)")
+    ap.add_argument("--json", type=Path, help="write one record per row here")
+    ap.add_argument("--fit", action="store_true", help="refit efficiency.yaml first")
+    ap.add_argument(
+        "--max-requests",
+        type=int,
+        default=1000,
+        help="cap each workload's request count (default 1000; 0: as published)",
+    )
+    ap.add_argument("--only", help="regular expression over row keys")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes for the check")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    tables = args.tables or [SHARED_TABLE, OWN_TABLE]
+    rows: list[Row] = []
+    folders: dict[int, Path] = {}
+    for path in tables:
+        for r in read_table(path):
+            r = Row(**{**r.__dict__, "index": len(rows)})
+            rows.append(r)
+            folders[r.index] = path.parent
+    args.max_requests = args.max_requests or None
+    model = Model(folders, args.max_requests)
+    if args.fit:
+        print("fitting (FITS):")
+        fitted = fit(rows, model, folders)
+        write_efficiency(fitted)
+        _fitted_table.cache_clear()
+        print(f"  wrote {EFFICIENCY_PATH.relative_to(ROOT)}")
+    fit_rows = {r.index for r in rows for f in FITS if f.matches(r)}
+    records: list[dict[str, Any]] = []
+    if args.only:
+        rows = [r for r in rows if re.search(args.only, r.key)]
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:  # rows of one measurement share one simulation
+        groups.setdefault((r.source, r.engine, r.gpu, r.precision, r.model, r.tp, r.workload), [])
+        groups[(r.source, r.engine, r.gpu, r.precision, r.model, r.tp, r.workload)].append(r)
+    tasks = [(g, folders, args.max_requests) for g in groups.values()]
+    with multiprocessing.Pool(args.jobs) as pool:
+        results = dict(x for part in pool.imap(_predict_group, tasks) for x in part)
+    print(f"{'row':<100} {'published':>10} {'predicted':>10} {'error':>7}  role")
+    for r in rows:
+        role = "fit" if r.index in fit_rows else "check"
+        got, why = results[r.index]
+        rec = {**r.fields(), "role": role}
+        if got is None:
+            rec["why_not"] = why
+        else:
+            rec["predicted"] = got
+            rec["error"] = got / r.published - 1
+            print(f"{r.key[:100]:<100} {r.published:>10.4g} {got:>10.4g} {rec['error']:>+7.1%}  "
+                  f"{role}", flush=True)  # fmt: skip
+        records.append(rec)
+    print("\nerror on rows not used for fitting (check):")
+    print("\n".join(_summary(records, "check")))
+    print("error on the fitting rows (fit; not evidence):")
+    print("\n".join(_summary(records, "fit")))
+    missing = [r for r in records if "why_not" in r]
+    if missing:
+        print(f"\n{len(missing)} rows not represented:")
+        for r in missing:
+            print(f"  {r['source']} {r['gpu']} {r['workload']} {r['metric']}: {r['why_not']}")
+    print(f"\n{len(records)} rows, {len(groups)} measurements simulated, "
+          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

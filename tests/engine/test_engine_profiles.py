@@ -1,0 +1,164 @@
+"""Engine profiles and the physics they bring: KV reservation and sizing, the front-end
+queue, prefill-first and multi-step scheduling, FP8 compute, tensor-parallel links."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.errors import ConfigError
+from planner.engine import (
+    Engine,
+    EngineConfig,
+    EngineRequest,
+    build_engine_config,
+    engine_profile,
+    kv_capacity_tokens,
+    simulate,
+    weight_bytes,
+)
+
+NO_FRONT_END = {"frontend_s": 0.0, "frontend_s_per_prompt_token": 0.0}
+
+
+def _cfg(gpu: str = "H100-80GB", engine: str = "vllm", **kw: Any) -> EngineConfig:
+    return build_engine_config(gpu, kw.pop("model", "llama-3.1-8b"), engine=engine, **kw)
+
+
+def _reqs(n: int, prompt: int, out: int, gap_s: float = 0.0) -> list[EngineRequest]:
+    return [EngineRequest(f"r{i}", prompt, out, i * gap_s) for i in range(n)]
+
+
+def test_engine_names_resolve_and_unknown_ones_list_the_known() -> None:
+    assert engine_profile("TensorRT-LLM").name == engine_profile("trtllm").name
+    assert engine_profile("vllm@0.6").prefill_first
+    assert not engine_profile("vllm").prefill_first
+    with pytest.raises(ConfigError, match="known engines: vllm, trtllm"):
+        engine_profile("deepspeed")
+
+
+def test_every_profile_builds_and_names_its_sources() -> None:
+    from planner.engine import ENGINE_PROFILES
+
+    for name, profile in ENGINE_PROFILES.items():
+        assert profile.sources, name
+        gpu = "H100-80GB"
+        config = _cfg(gpu, name, max_model_len=4096)
+        assert config.engine == name
+        assert f"engine {name}" in config.calibration_source
+
+
+def test_request_reservation_never_preempts_where_paged_does() -> None:
+    """Long answers on a small KV cache: vLLM's paged blocks run out mid-generation and
+    preempt; TensorRT-LLM's prompt + output reservation admits fewer and never preempts.
+    Fails if reservation is not enforced at admission (both would preempt)."""
+    reqs = _reqs(40, 1500, 1500)
+    gauges = {}
+    for engine in ("vllm", "trtllm"):
+        config = _cfg("A10-24GB", engine, max_model_len=4096, **NO_FRONT_END)
+        eng = Engine(config, token_events=False)
+        for r in reqs:
+            eng.add_request(r, 0.0)
+        now = 0.0
+        while eng.has_work():
+            now = eng.step(now).end_s
+        gauges[engine] = eng.gauges()
+    assert gauges["vllm"].num_preemptions > 0
+    assert gauges["trtllm"].num_preemptions == 0
+    assert gauges["trtllm"].finished == gauges["vllm"].finished == 40
+
+
+def test_tensorrt_llm_sizes_kv_from_the_memory_left_after_weights() -> None:
+    """80 GiB board, 16 GB of weights, 2 GiB reserve: vLLM keeps 0.9 of the board minus
+    weights; TensorRT-LLM 0.9 of what is left (more KV on the same board)."""
+    vllm = _cfg(engine="vllm", gpu_memory_utilization=0.9)
+    trt = _cfg(engine="trtllm")
+    board = vllm.gpu.memory_bytes
+    left = board - weight_bytes(vllm) - vllm.activation_reserve_bytes
+    assert kv_capacity_tokens(vllm) == pytest.approx((left - 0.1 * board) / 131072, rel=1e-3)
+    assert kv_capacity_tokens(trt) == pytest.approx(0.9 * left / 131072, rel=1e-3)
+    assert kv_capacity_tokens(trt) > kv_capacity_tokens(vllm)
+
+
+def test_front_end_queues_tokenisation_and_delays_every_request() -> None:
+    """Ten 100-token prompts at once: tokenising at 100 us a token (10 ms a prompt) is one
+    queue, so the k-th leaves it after k x 10 ms, then pays the 5 ms delay every request
+    pays in parallel. Fails if tokenisation does not queue, or if the delay does."""
+    config = _cfg(frontend_s=0.005, frontend_s_per_prompt_token=1e-4)
+    tls = simulate(_reqs(10, 100, 4), config)
+    for k, tl in enumerate(tls, 1):
+        assert tl.frontend_s == pytest.approx(k * 0.010 + 0.005)
+        assert tl.ttft_s is not None and tl.ttft_s > tl.frontend_s
+    delay = _cfg(frontend_s=0.005, frontend_s_per_prompt_token=0)
+    assert {round(tl.frontend_s, 9) for tl in simulate(_reqs(10, 100, 4), delay)} == {0.005}
+    alone = simulate(_reqs(1, 100, 4), _cfg(**NO_FRONT_END))[0].ttft_s
+    delayed = simulate(_reqs(1, 100, 4), delay)[0].ttft_s
+    assert alone is not None and delayed == pytest.approx(alone + 0.005, rel=1e-6)
+
+
+def test_prefill_first_stops_decodes_for_a_new_prompt() -> None:
+    """vLLM 0.6 (no chunked prefill) runs a newcomer's prefill in a step of its own; V1
+    mixes it into the running decodes."""
+    for engine, decodes_in_prefill_step in (("vllm@0.6", 0), ("vllm", 4)):
+        eng = Engine(_cfg(engine=engine, **NO_FRONT_END), token_events=False)
+        for r in _reqs(4, 64, 50):
+            eng.add_request(r, 0.0)
+        now = 0.0
+        for _ in range(5):
+            now = eng.step(now).end_s
+        eng.add_request(EngineRequest("new", 2000, 5, now), now)
+        res = eng.step(now)
+        assert res.prefill_tokens > 0
+        assert res.decode_tokens == decodes_in_prefill_step, engine
+
+
+def test_multi_step_finishes_at_the_end_of_its_group() -> None:
+    """With 10 scheduler steps per group, a request of 3 tokens ends with its group (its
+    extra steps are computed and thrown away); one step per group ends it after 3."""
+    out = {}
+    for steps in (1, 10):
+        config = _cfg(engine="vllm@0.6", scheduler_steps=steps, **NO_FRONT_END)
+        eng = Engine(config, token_events=False)
+        eng.add_request(EngineRequest("long", 64, 40, 0.0), 0.0)
+        eng.add_request(EngineRequest("short", 64, 3, 0.0), 0.0)
+        now, n = 0.0, 0
+        while eng.has_work():
+            now = eng.step(now).end_s
+            n += 1
+            if eng.timeline("short").finished_s is not None and "short" not in out:
+                out[steps] = n
+                break
+        assert eng.timeline("short").output_tokens == 3
+    assert out[1] == 3  # prefill (first token) + 2 decode steps
+    assert out[10] == 11  # prefill + a group of 10 decode steps
+
+
+def test_fp8_weights_use_the_fp8_rate_where_the_board_has_one() -> None:
+    """A prefill of 8k tokens is compute-bound: FP8 on an H100 halves its linear part
+    (scaled by the fitted FP8 efficiency); an A100 has no FP8 tensor cores."""
+    for gpu, fp8_rate in (("H100-80GB", True), ("A100-80GB", False)):
+        bf16 = Engine(_cfg(gpu, dtype_bytes=2, **NO_FRONT_END))
+        fp8 = Engine(_cfg(gpu, dtype_bytes=1, **NO_FRONT_END))
+        n = 8192
+        ratio = fp8.step_time_s(n, 0.0, n) / bf16.step_time_s(n, 0.0, n)
+        eff = fp8.config.fp8_efficiency
+        if fp8_rate:
+            assert ratio == pytest.approx(1 / (2 * eff), rel=0.05)
+        else:
+            assert ratio == pytest.approx(1 / eff, rel=0.05)
+
+
+def test_tensor_parallel_pays_an_all_reduce_that_grows_with_the_gpu_count() -> None:
+    """A single-token decode of a 70B model: eight GPUs read an eighth of the weights each,
+    but pay 160 all-reduces whose latency grows with tp, so the step is far from 8x faster
+    than on one; over PCIe (L40S) it gains less than over NVLink."""
+
+    def decode_s(gpu: str, tp: int) -> float:
+        cfg = _cfg(gpu, model="llama-3.1-70b", tp=tp, dtype_bytes=1, **NO_FRONT_END)
+        return Engine(cfg).step_time_s(1, 1024.0, 1024)
+
+    nv = decode_s("H100-80GB", 2) / decode_s("H100-80GB", 8)
+    pcie = decode_s("L40S-48GB", 2) / decode_s("L40S-48GB", 8)
+    assert 1.5 < nv < 3.5
+    assert pcie < nv
