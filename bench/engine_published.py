@@ -252,6 +252,28 @@ def _summary(records: list[dict[str, Any]], role: str) -> list[str]:
     return out
 
 
+def write_markdown(path: Path, records: list[dict[str, Any]], header: list[str]) -> None:
+    """Every row as a table: figure, source, published, predicted, error, role."""
+    refs: dict[str, int] = {}
+    lines = [*header, "", "| # | figure | published | predicted | error | role | source |",
+             "|---:|---|---:|---:|---:|---|---|"]  # fmt: skip
+    for i, r in enumerate(records, 1):
+        ref = refs.setdefault(r["reference"], len(refs) + 1)
+        key = (f"{r['engine']}, {r['gpu']} {r['precision']} {r['model']} tp{r['tp']}, "
+               f"{r['workload']}: {r['metric']}")  # fmt: skip
+        if "why_not" in r:
+            lines.append(
+                f"| {i} | {key} | {r['published']:.4g} | - | - | {r['why_not']} | [{ref}] |"
+            )
+            continue
+        lines.append(
+            f"| {i} | {key} | {r['published']:.4g} | {r['predicted']:.4g} | "
+            f"{r['error']:+.1%} | {r['role']} | [{ref}] |"
+        )
+    lines += ["", "Sources:", ""] + [f"[{n}] {ref}  " for ref, n in refs.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tables", nargs="*", type=Path, help="published tables (CSV)")
@@ -265,6 +287,7 @@ def main() -> None:
     )
     ap.add_argument("--only", help="regular expression over row keys")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes for the check")
+    ap.add_argument("--markdown", type=Path, help="write every row as a Markdown table here")
     args = ap.parse_args()
     t0 = time.perf_counter()
     tables = args.tables or [SHARED_TABLE, OWN_TABLE]
@@ -307,10 +330,13 @@ def main() -> None:
             print(f"{r.key[:100]:<100} {r.published:>10.4g} {got:>10.4g} {rec['error']:>+7.1%}  "
                   f"{role}", flush=True)  # fmt: skip
         records.append(rec)
-    print("\nerror on rows not used for fitting (check):")
-    print("\n".join(_summary(records, "check")))
-    print("error on the fitting rows (fit; not evidence):")
-    print("\n".join(_summary(records, "fit")))
+    summary = [
+        "error on rows not used for fitting (check):",
+        *_summary(records, "check"),
+        "error on the fitting rows (fit; not evidence):",
+        *_summary(records, "fit"),
+    ]
+    print("\n" + "\n".join(summary))
     missing = [r for r in records if "why_not" in r]
     if missing:
         print(f"\n{len(missing)} rows not represented:")
@@ -320,6 +346,20 @@ def main() -> None:
           f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(records, indent=1) + "\n")
+    if args.markdown:
+        cap = f"capped at {args.max_requests} requests" if args.max_requests else "as published"
+        header = [
+            "# The engine model against published figures",
+            "",
+            f"Written by `python bench/engine_published.py --markdown` (workloads {cap}).",
+            "`fit` rows were used to fit one factor each (planner/engine/efficiency.yaml); ",
+            "every `check` row is evidence. error = predicted / published - 1.",
+            "",
+            "```",
+            *summary,
+            "```",
+        ]
+        write_markdown(args.markdown, records, header)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,35 @@ def test_shortest_first_with_aging_cuts_short_prompt_p99_on_a_mixed_workload() -
 
 
 def test_vary_rejects_unknown_knobs_and_values() -> None:
-    with pytest.raises(ConfigError, match="known: prefix_caching"):
+    with pytest.raises(ConfigError, match="known: engine, prefix_caching"):
         parse_vary("prefix_cache")
     with pytest.raises(ConfigError, match="unknown value 'int4'"):
         parse_vary("kv_dtype=fp16:int4")
     assert parse_vary("max_num_seqs=64:256") == {"max_num_seqs": ("64", "256")}
+
+
+def test_engines_compared_on_long_prompts_say_where_their_order_changes() -> None:
+    """rag (long prompts, up to the model's whole context) on two GPUs under TensorRT-LLM and
+    vLLM: each candidate is built from its engine's profile, the engine lesson names both
+    engines' KV rules and CPU costs, and any configuration where a different engine ranks
+    first gets its own sentence. Fails if the engine knob does not reach the config."""
+    options = WhatifOptions(
+        "rag", "ttft:p95<=3s", gpus=("H100-80GB", "A100-80GB"),
+        vary=parse_vary("engine=trtllm:vllm"), level_s=LEVEL_S,
+    )  # fmt: skip
+    result = run_whatif(preset_profile("rag"), options)
+    assert {c.settings["engine"] for c in result.candidates} == {"trtllm", "vllm"}
+    (engine,) = [lesson for lesson in result.lessons if lesson.knob == "engine"]
+    assert "reserves prompt + output KV" in engine.figure and "pages its KV" in engine.figure
+    limits = {(c.gpu, c.settings["engine"]): c.limit_rps for c in result.candidates}
+    assert all(limits.values())
+    ranking = [lesson for lesson in result.lessons if lesson.knob == "engine ranking"]
+    winners = {
+        gpu: max(("trtllm", "vllm"), key=lambda e, g=gpu: limits[(g, e)] or 0.0)  # type: ignore[misc]
+        for gpu in ("H100-80GB", "A100-80GB")
+    }
+    if len(set(winners.values())) > 1:
+        assert len(ranking) == 2
+        assert all(lesson.sentence.startswith("on ") for lesson in ranking)
+    else:
+        assert ranking == []

@@ -1,0 +1,77 @@
+"""The engine model against published figures it was not fitted on: the quick check rows of
+bench/engine_published.py (Lambda's vLLM 0.6 runs of 10 and 160 requests, TensorRT-LLM's
+online runs of Llama-3.1-8B at 4 and 8 requests/s). A row used to fit a factor (FITS) would
+prove nothing and is refused here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.engine_published import FITS
+from bench.kit.published import Row, metric_value, read_table, scenario
+from planner.engine import RequestTimeline, simulate
+from tests.helpers.shared_data import SHARED_DATA
+
+OWN_TABLE = Path(__file__).resolve().parents[2] / "bench/data/engine_published/trtllm_v014.csv"
+TOLERANCE = 0.25
+
+
+def _quick_rows() -> list[tuple[Row, Path]]:
+    folder = SHARED_DATA / "engine_published"
+    if not (folder / "published.csv").is_file():
+        pytest.skip(f"published figures not found at {folder}")
+    lambda_rows = [
+        (r, folder)
+        for r in read_table(folder / "published.csv")
+        if r.source.startswith("lambda_raw:") and r.metric in ("output tok/s", "TPOT p50 ms")
+    ]
+    online = [
+        (r, OWN_TABLE.parent)
+        for r in read_table(OWN_TABLE)
+        if r.source == "trtllm_v014_online"
+        and r.model == "llama-3.1-8b"
+        and r.gpu == "H100-80GB"
+        and r.workload.startswith(("online 4 QPS", "online 8 QPS"))
+    ]
+    return lambda_rows + online
+
+
+def test_quick_check_rows_within_a_quarter() -> None:
+    """Fails if any of these published figures is missed by more than 25 % (the issue's
+    bound for TTFT is 20 % in the median; 35 % for any one figure)."""
+    rows = _quick_rows()
+    assert len(rows) >= 20
+    misses = []
+    runs: dict[tuple[str, str, str], list[RequestTimeline]] = {}
+    for row, folder in rows:
+        assert not any(f.matches(row) for f in FITS), f"{row.key} is a fitting row"
+        sc = scenario(row, folder)
+        assert sc.config is not None, sc.why_not
+        key = (row.source, row.gpu, row.workload)
+        if key not in runs:
+            runs[key] = simulate(list(sc.requests), sc.config)
+        error = metric_value(row.metric, runs[key]) / row.published - 1
+        if abs(error) > TOLERANCE:
+            misses.append(f"{row.key}: {error:+.1%}")
+    assert not misses, misses
+
+
+@pytest.mark.parametrize("metric", ["output tok/s", "TTFT p50 ms"])
+def test_a_row_the_model_cannot_represent_says_why(metric: str, tmp_path: Path) -> None:
+    row = Row(
+        index=0,
+        source="x",
+        engine="DeepSpeed-MII",
+        gpu="H100-80GB",
+        precision="BF16",
+        model="llama-3.1-8b",
+        tp=1,
+        workload="offline fixed 128/128",
+        metric=metric,
+        published=1.0,
+        reference="",
+    )
+    sc = scenario(row, tmp_path)
+    assert sc.config is None and sc.why_not is not None and "DeepSpeed-MII" in sc.why_not
