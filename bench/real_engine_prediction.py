@@ -43,11 +43,11 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.kit.cpu_catalog import model_params, write_cpu_catalog  # noqa: E402
 from bench.kit.profiles import make_profile  # noqa: E402
 from bench.kit.real_engine import (  # noqa: E402
     LlamaShape,
@@ -83,14 +83,6 @@ RULES = SteadyRules(
     effective_requests=0.0,
     tail_requests=0.0,
 )
-
-
-def model_params(shape: LlamaShape) -> int:
-    """Parameters of the GGUF that build_random_llama writes (embeddings and head included)."""
-    h, f, v = shape.hidden, shape.ffn, shape.vocab
-    kv = shape.kv_heads * (h // shape.heads)
-    per_layer = 2 * h * h + 2 * kv * h + 3 * f * h + 2 * h
-    return 2 * v * h + shape.layers * per_layer + h
 
 
 def _post(url: str, body: dict[str, object]) -> dict[str, object]:
@@ -163,32 +155,13 @@ def measured_copy_bandwidth(nbytes: int) -> float:
 def write_catalog(
     path: Path, shape: LlamaShape, compute: dict[str, float], bandwidth: float
 ) -> None:
-    params = model_params(shape)
-    head_dim = shape.hidden // shape.heads
-    kv_bytes = 2 * shape.layers * shape.kv_heads * head_dim * 2  # f16 K and V
-    catalog = {
-        "gpus": {
-            "this-cpu": {
-                "memory_bytes": params * 2 + N_CTX * kv_bytes,
-                "hbm_bandwidth_bytes_per_s": bandwidth,
-                "bf16_flops": compute["bf16_flops"],
-                "attention_flops": compute["attention_flops"],
-            }
-        },
-        "models": {
-            "tiny-llama": {
-                "params": params,
-                "layers": shape.layers,
-                "hidden_size": shape.hidden,
-                "attention_heads": shape.heads,
-                "kv_heads": shape.kv_heads,
-                "head_dim": head_dim,
-                "vocab_size": shape.vocab,
-                "max_context_tokens": N_CTX // SLOTS,
-            }
-        },
-    }
-    path.write_text(yaml.safe_dump(catalog, sort_keys=False))
+    """The measured `this-cpu` entry beside `tiny-llama` (no activation reserve: see
+    predict_b's config)."""
+    write_cpu_catalog(
+        path, shape, N_CTX, SLOTS, flops=compute["bf16_flops"],
+        attention_flops=compute["attention_flops"], bandwidth_bytes_per_s=bandwidth,
+        reserve_bytes=0,
+    )  # fmt: skip
 
 
 def served_lengths(limit_dir: Path, asked: list[tuple[int, int]]) -> np.ndarray:

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "loadtest",
     "limit",
     "worker",
+    "calibrate",
     "plan",
     "whatif",
     "compare",

@@ -11,6 +11,7 @@ import datetime as dt
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,6 +81,8 @@ class PlanOptions:
     seed: int = 0
     host_rule: HostRule = field(default_factory=HostRule)
     name: str = ""
+    # build_engine_config overrides (a cal.json's factors)
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
 
 
 def mean_context_tokens(pairs: list[tuple[int, int]]) -> float:
@@ -159,7 +162,7 @@ def build_plan(
         raise ConfigError(f"--tp must be >= 1, got {options.tp}")
     slo_text = options.slo or limit.slo
     slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
-    config = build_engine_config(options.gpu, options.model, options.tp)
+    config = build_engine_config(options.gpu, options.model, options.tp, **options.engine_overrides)
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
     notes: list[str] = []

@@ -159,6 +159,8 @@ class WhatifOptions:
     steady: bool = False  # capplan limit's steady-state rules (slower, truer)
     tolerance: float = 0.05
     seed: int = 0
+    # build_engine_config overrides for every candidate (a cal.json's factors)
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
 
     def rules(self) -> SteadyRules | None:
         """capplan limit's steady-state rules with `level_s` as the shortest window, or None
@@ -350,17 +352,17 @@ def run_whatif(
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
     model_ctx = build_engine_config(options.gpus[0], options.model).model.max_context_tokens
     max_len = options.max_model_len or default_max_model_len(profile, model_ctx)
-    factors: dict[str, Any] = {}
+    factors: dict[str, Any] = dict(options.engine_overrides)
     cal_dict: dict[str, float] | None = None
-    cal_note = None
+    cal_note = factors.get("calibration_source")
     if calibration is not None:
         from planner.calibration import calibrate
 
-        base = build_engine_config(options.gpus[0], options.model, options.tps[0])
+        base = build_engine_config(options.gpus[0], options.model, options.tps[0], **factors)
         if progress:
             progress(f"calibrating the engine model to {calibration.target or 'the limit.json'}")
         fitted, cal = calibrate(profile, base, calibration, rng_seed=options.seed)
-        factors = {"mfu": fitted.mfu, "mbu": fitted.mbu, "step_overhead_s": fitted.step_overhead_s}
+        factors.update(mfu=fitted.mfu, mbu=fitted.mbu, step_overhead_s=fitted.step_overhead_s)
         cal_dict = cal.as_dict()
         cal_note = (
             f"calibrated to {cal.levels} measured levels on {base.gpu.name}: mfu {cal.mfu:.3g}, "

@@ -8,9 +8,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
 from contracts.plan import Plan
+from planner.calibrate import calibration_overrides
 from planner.capacity import HostRule, parse_float_list, parse_limit
 from planner.cli import handle_errors
 from planner.plan import PlanOptions, build_plan
@@ -28,6 +30,9 @@ Examples:
   capplan plan --profile conv.json --limit runs/h100/limit.json --growth 1.0,1.3 -o plans/q3.json
 
   capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" -o plans/quick.json
+
+  capplan plan --profile conv.json --limit runs/h100/limit.json --calibration cal.json \\
+      -o plans/cal.json
 """
 
 
@@ -79,6 +84,11 @@ def plan_command(
         "--no-calibrate",
         help="Simulate with the engine's catalog factors, not ones fitted to the limit.json.",
     ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="cal.json of `capplan calibrate`: the engine model's factors (no limit.json fit).",
+    ),
     fleet_span_s: float = typer.Option(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
@@ -106,13 +116,16 @@ def plan_command(
         tp=tp,
         gpu_hour_price_usd=gpu_hour_price,
         fleet=not no_fleet_check,
-        calibrate=not no_calibrate,
+        calibrate=not no_calibrate and calibration is None,
         fleet_span_s=fleet_span_s,
         seed=seed,
         host_rule=HostRule(
             cpu_cores_per_gpu=cpu_cores_per_gpu, host_ram_per_gpu_memory=host_ram_per_gpu_memory
         ),
         name=output.stem,
+        engine_overrides=calibration_overrides(
+            load_calibration_file(calibration) if calibration else None, model
+        ),
     )
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")

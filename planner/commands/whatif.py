@@ -36,6 +36,9 @@ Examples:
 
   capplan whatif --profile rag.json --slo "ttft:p95<=3s" --gpu H100-80GB,A100-80GB \\
       --engine trtllm,vllm -o engines.json
+
+  capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB,H200-141GB \\
+      --calibration cal.json -o whatif.json
 """
 
 
@@ -80,6 +83,9 @@ def whatif_command(
     calibrate: Path | None = typer.Option(
         None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
     ),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="cal.json of `capplan calibrate`: its factors for every GPU."
+    ),
     level_s: float = typer.Option(
         60.0,
         "--level-s",
@@ -92,6 +98,8 @@ def whatif_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
 ) -> None:
+    from contracts.calibration import load_calibration_file
+    from planner.calibrate import calibration_overrides
     from planner.limit import load_limit
 
     try:
@@ -132,6 +140,9 @@ def whatif_command(
         level_s=level_s,
         steady=steady,
         seed=seed,
+        engine_overrides=calibration_overrides(
+            load_calibration_file(calibration) if calibration else None, model
+        ),
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None

@@ -1,0 +1,302 @@
+"""One calibration from start to file: read the server's KV figures, run the probe rounds,
+check drift, fit prefill and decode apart, check the held-out probes, build cal.json's model.
+
+`fit_measured` is the pure half (measured repeats in, `CalibrationFile` out), so the fitting
+is tested on synthetic probes; `run_calibration` adds the server. `calibrated_config` is how
+a prediction uses a cal.json: its overrides on build_engine_config, its measured hardware
+figures on the GPU spec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from contracts.calibration import (
+    CALIBRATION_SCHEMA,
+    CalibrationFile,
+    Factor,
+    HeldOut,
+    KvCapacity,
+    PrefixEffect,
+    ProbeResult,
+)
+from contracts.errors import ConfigError, RunError
+from planner.calibrate.fit import (
+    DecodeFit,
+    DecodePoint,
+    PrefillFit,
+    PrefillPoint,
+    decode_step_s,
+    fit_decode,
+    fit_prefill,
+    frontend_s,
+    predicted_ttft_s,
+    with_attention,
+)
+from planner.calibrate.measure import (
+    DEFAULT_MAX_DRIFT,
+    Measured,
+    check_drift,
+    drift_of,
+    probe_plan,
+    run_rounds,
+    spread,
+)
+from planner.calibrate.probes import Target, server_kv
+from planner.engine import (
+    EngineConfig,
+    build_engine_config,
+    kv_bytes_per_token,
+    model_catalog,
+    weight_bytes,
+)
+from planner.engine.specs import lookup_spec
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateOptions:
+    """What `capplan calibrate` was asked: the server, the catalog entries, the limits."""
+
+    target: Target
+    gpu: str
+    model: str
+    tp: int = 1
+    catalog: str | None = None
+    engine: str = "vllm"
+    budget_s: float = 300.0
+    max_drift: float = DEFAULT_MAX_DRIFT
+    seed: int = 0
+
+
+def base_config(options: CalibrateOptions) -> EngineConfig:
+    """The uncalibrated engine config of the options' GPU x model x engine (ConfigError for
+    unknown names, before any request is sent)."""
+    return build_engine_config(
+        options.gpu, options.model, options.tp, options.catalog, engine=options.engine
+    )
+
+
+def kv_factors(config: EngineConfig, kv: KvCapacity) -> dict[str, Factor]:
+    """EngineConfig fields that make the model's KV cache the server's: sequences at once and
+    tokens per sequence from slots, the memory share that holds the reported tokens."""
+    out: dict[str, Factor] = {}
+    if kv.slots and kv.tokens:
+        out["max_num_seqs"] = Factor(value=kv.slots, source=kv.source)
+        out["max_model_len"] = Factor(value=kv.tokens // kv.slots, source=kv.source)
+    if kv.tokens:
+        need = kv.tokens * kv_bytes_per_token(config)
+        room = config.gpu.memory_bytes - weight_bytes(config) - config.activation_reserve_bytes
+        if config.kv_free_fraction is not None and 0 < need <= room:
+            out["kv_free_fraction"] = Factor(value=need / room, source=kv.source)
+        elif config.kv_free_fraction is None and need <= room:
+            used = (weight_bytes(config) + config.activation_reserve_bytes + need) * 1.0001
+            share = min(1.0, used / config.gpu.memory_bytes)
+            out["gpu_memory_utilization"] = Factor(value=share, source=kv.source)
+    return out
+
+
+def fit_measured(
+    options: CalibrateOptions,
+    base: EngineConfig,
+    measured: list[Measured],
+    kv: KvCapacity,
+    kv_fields: dict[str, Factor],
+    duration_s: float,
+) -> CalibrationFile:
+    """The calibration of `base` to the measured probes (pure: no server, no clock).
+
+    Raises RunError when the repeats drift beyond `options.max_drift` or a fit lacks probes.
+    """
+    drift = drift_of(measured, options.max_drift)
+    check_drift(drift)
+    med = {m.spec.name: float(np.median(m.values_s)) for m in measured}
+    fit_on = [m for m in measured if not m.spec.held_out]
+    pre = [
+        PrefillPoint(prompt_tokens=m.spec.prompt_tokens, ttft_s=med[m.spec.name])
+        for m in fit_on
+        if m.spec.kind in ("prefill", "frontend")
+    ]
+    dec = [
+        DecodePoint(batch=m.spec.batch, context_tokens=m.context_tokens, step_s=med[m.spec.name])
+        for m in fit_on
+        if m.spec.kind == "decode"
+    ]
+    one = next(m for m in measured if m.spec.kind == "frontend")
+    try:
+        p, d = _fit_apart(base, pre, dec, med[one.spec.name])
+    except ValueError as err:
+        raise RunError(f"calibration: {err}") from err
+    names = lambda kind: ", ".join(m.spec.name for m in fit_on if m.spec.kind == kind)  # noqa: E731
+    factors = dict(kv_fields)
+    factors["mfu"] = Factor(value=p.mfu, source=f"prefill fit on {names('prefill')}")
+    mbu_src = f"decode fit on {names('decode')}"
+    if not d.mbu_identified:
+        mbu_src = "not identified by the decode probes (compute- or overhead-bound): kept"
+    factors["mbu"] = Factor(value=d.mbu, source=mbu_src)
+    for key, value in (
+        ("step_overhead_s", d.step_overhead_s),
+        ("seq_overhead_s", d.seq_overhead_s),
+    ):
+        factors[key] = Factor(value=value, source=f"decode fit on {names('decode')}")
+    fitted = with_attention(
+        base.model_copy(update={k: f.value for k, f in factors.items()}), p.attention_flops
+    )
+    front = frontend_s(fitted.model_copy(update={"frontend_s": 0.0}), med[one.spec.name])
+    factors["frontend_s"] = Factor(
+        value=front, source=f"{one.spec.name} TTFT minus the fitted model's step for it"
+    )
+    factors["frontend_s_per_prompt_token"] = Factor(
+        value=base.frontend_s_per_prompt_token,
+        source=f"engine profile {base.engine} (not measured: the probes send token ids)",
+    )
+    fitted = fitted.model_copy(update={"frontend_s": front})
+    probes = [_result(m, fitted) for m in measured]
+    return CalibrationFile(
+        schema=CALIBRATION_SCHEMA,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        host=options.target.host,
+        served_model=options.target.model,
+        engine=base.engine,
+        gpu=base.gpu.name,
+        model=base.model.name,
+        tp=options.tp,
+        catalog=options.catalog,
+        hardware={} if p.attention_flops is None else {"attention_flops": p.attention_flops},
+        factors=factors,
+        kv=kv,
+        prefix_cache=_prefix(measured),
+        drift=drift,
+        held_out=_held_out(probes),
+        probes=probes,
+        duration_s=duration_s,
+    )
+
+
+def _fit_apart(
+    base: EngineConfig, pre: list[PrefillPoint], dec: list[DecodePoint], one_token_ttft_s: float
+) -> tuple[PrefillFit, DecodeFit]:
+    """Prefill first (mfu, attention), then decode at that mfu (mbu, overheads), anchored by
+    the one-token prompt's bare step (its TTFT minus the prefill intercept)."""
+    p = fit_prefill(base, pre)
+    config = with_attention(base.model_copy(update={"mfu": p.mfu, "mbu": p.mbu}), p.attention_flops)
+    d = fit_decode(config, dec, one_token_ttft_s - p.intercept_s)
+    return p, d
+
+
+def _predicted(config: EngineConfig, m: Measured) -> float | None:
+    if m.spec.kind in ("prefill", "frontend"):
+        return predicted_ttft_s(config, m.spec.prompt_tokens)
+    if m.spec.kind == "decode":
+        return decode_step_s(config, m.spec.batch, m.context_tokens)
+    return None
+
+
+def _result(m: Measured, config: EngineConfig) -> ProbeResult:
+    median = float(np.median(m.values_s))
+    pred = _predicted(config, m)
+    return ProbeResult(
+        name=m.spec.name,
+        kind=m.spec.kind,  # type: ignore[arg-type]
+        prompt_tokens=m.spec.prompt_tokens,
+        batch=m.spec.batch,
+        context_tokens=m.context_tokens,
+        measured_s=m.values_s,
+        median_s=median,
+        spread=spread(m.values_s),
+        held_out=m.spec.held_out,
+        predicted_s=pred,
+        error=None if pred is None else pred / median - 1,
+    )
+
+
+def _held_out(probes: list[ProbeResult]) -> HeldOut:
+    held = [p for p in probes if p.held_out and p.error is not None]
+    if not held:
+        raise RunError("calibration: no probe was held out of the fit")
+    errors = [abs(p.error) for p in held if p.error is not None]
+    return HeldOut(
+        probes=[p.name for p in held],
+        median_abs_error=float(np.median(errors)),
+        worst_abs_error=max(errors),
+    )
+
+
+def _prefix(measured: list[Measured]) -> PrefixEffect | None:
+    m = next((m for m in measured if m.spec.kind == "prefix" and m.firsts_s), None)
+    if m is None:
+        return None
+    first, again = float(np.median(m.firsts_s)), float(np.median(m.values_s))
+    return PrefixEffect(
+        prompt_tokens=m.spec.prompt_tokens,
+        first_ttft_s=first,
+        repeat_ttft_s=again,
+        ratio=again / first if first > 0 else 1.0,
+    )
+
+
+def run_calibration(
+    options: CalibrateOptions, echo: Callable[[str], None] = lambda _: None
+) -> CalibrationFile:
+    """Characterise the live server and fit the engine model to it (see the module docstring).
+
+    Raises ConfigError for bad options or catalog names, TargetError when the server fails a
+    request, RunError when the calibration is refused (drift) or cannot be fitted.
+    """
+    if options.budget_s <= 0:
+        raise ConfigError(f"--budget-s must be > 0, got {options.budget_s}")
+    if options.max_drift <= 0:
+        raise ConfigError(f"--max-drift must be > 0, got {options.max_drift}")
+    t0 = time.perf_counter()
+    config = base_config(options)
+    kv = server_kv(options.target)
+    kv_fields = kv_factors(config, kv)
+    base = config.model_copy(update={k: f.value for k, f in kv_fields.items()})
+    echo(f"KV cache: {kv.tokens or 'unknown'} tokens, {kv.slots or 'unknown'} slots ({kv.source})")
+    specs = probe_plan(base.effective_max_model_len, kv.slots or min(base.max_num_seqs, 8))
+    measured = run_rounds(
+        options.target,
+        specs,
+        budget_s=options.budget_s,
+        vocab=base.model.vocab_size,
+        rng=np.random.default_rng(options.seed),
+        echo=echo,
+    )
+    return fit_measured(options, base, measured, kv, kv_fields, time.perf_counter() - t0)
+
+
+def calibrated_config(
+    cal: CalibrationFile, catalog: str | None = None, **overrides: Any
+) -> EngineConfig:
+    """The engine config a cal.json describes: its GPU x model x engine, its factors, its
+    measured hardware figures, then `overrides`. `catalog` defaults to the one it was made with."""
+    fields = {**cal.engine_overrides(), **overrides}
+    config = build_engine_config(cal.gpu, cal.model, cal.tp, catalog or cal.catalog, **fields)
+    return with_attention(config, cal.hardware.get("attention_flops"))
+
+
+def calibration_overrides(
+    cal: CalibrationFile | None, model: str, catalog: str | None = None
+) -> dict[str, Any]:
+    """build_engine_config overrides of a cal.json for `model` on any GPU ({} without one).
+
+    Raises ConfigError when the file calibrates another model (its factors say nothing of
+    this one). A calibration of another GPU is applied as it is (the same utilisation
+    factors assumed, as `whatif` does across GPUs); measured hardware figures are not (they
+    belong to the GPU the file was made on: see `calibrated_config`).
+    """
+    if cal is None:
+        return {}
+    wanted = lookup_spec(model_catalog(catalog), model, "model").name
+    if wanted != cal.model:
+        raise ConfigError(
+            f"the calibration is of {cal.model} ({cal.served_model} at {cal.host}), "
+            f"not {wanted}: calibrate this model, or drop --calibration"
+        )
+    source = f"capplan calibrate of {cal.host} on {cal.gpu}, {cal.created}"
+    return {**cal.engine_overrides(), "calibration_source": source}
