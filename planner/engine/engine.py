@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from contracts.errors import InputError
 from planner.engine.admission import Admission
 from planner.engine.batch import LiveRequest, StepBatch
+from planner.engine.frontend import FrontEnd
 from planner.engine.kv import BlockPool
 from planner.engine.requests import (
     EngineGauges,
@@ -57,14 +58,9 @@ class Engine:
     ) -> None:
         self.config = config
         self._token_events = token_events
-        # The front end: a tokenisation queue and a fixed delay in front of the scheduler
-        # (FIFO, so requests leave it in arrival order), unless the caller spends that time
-        # for real (the emulator waits it out before adding a request).
-        self._frontend = charge_frontend and (
-            config.frontend_s > 0 or config.frontend_s_per_prompt_token > 0
-        )
-        self._arriving: deque[tuple[float, LiveRequest]] = deque()
-        self._frontend_free_s = 0.0
+        # The front end, unless the caller spends it for real (the emulator waits it out).
+        charged = config.frontend_s > 0 or config.frontend_s_per_prompt_token > 0
+        self._frontend = FrontEnd(config) if charge_frontend and charged else None
         self._prefill_first = config.prefill_first
         self._group = config.scheduler_steps
         self._decode_streak = 0  # decode-only steps since the last step with a prefill
@@ -102,22 +98,14 @@ class Engine:
         r = LiveRequest(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
-        if self._frontend:
-            c = self.config
-            # Tokenisation queues (one API-server thread); the rest of the front end's
-            # time (HTTP, hand-over) is a delay every request pays in parallel.
-            tokenised = max(request.arrival_s, self._frontend_free_s)
-            tokenised += c.frontend_s_per_prompt_token * request.prompt_tokens
-            self._frontend_free_s = tokenised
-            ready = tokenised + c.frontend_s
-            tl.frontend_s = ready - request.arrival_s
-            self._arriving.append((ready, r))
+        if self._frontend is not None:
+            self._frontend.enter(r)
         else:
             self._waiting.append(r)
 
     def next_ready_s(self) -> float | None:
         """When the next request leaves the front end for the scheduler (None: none inside)."""
-        return self._arriving[0][0] if self._arriving else None
+        return self._frontend.next_ready_s() if self._frontend is not None else None
 
     def abort(self, request_id: str, now_s: float) -> None:
         """Cancel a live request and free its blocks (unknown or finished ids are ignored)."""
@@ -128,8 +116,8 @@ class Engine:
             self._waiting.remove(r)
         elif r in self._running:
             self._running.remove(r)
-        else:
-            self._arriving = deque(a for a in self._arriving if a[1] is not r)
+        elif self._frontend is not None:
+            self._frontend.drop(r)
         self._pool.free(r.holding)
         r.tl.finished_s = now_s
         r.tl.aborted = True
@@ -183,9 +171,8 @@ class Engine:
         alone; under multi-step scheduling (`scheduler_steps` N) waiting requests join only
         between groups of N decode-only steps, and a decode-only step pays the per-request
         CPU cost over N (it is spent once a group)."""
-        arriving = self._arriving
-        while arriving and arriving[0][0] <= now_s:
-            self._waiting.append(arriving.popleft()[1])
+        if self._frontend is not None:
+            self._frontend.leave(now_s, self._waiting)
         batch = StepBatch(self.config.max_num_batched_tokens)
         may_admit = not self._running or self._decode_streak % self._group == 0
         if self._prefill_first and self._waiting and may_admit:
@@ -196,8 +183,8 @@ class Engine:
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
                 self._admission.admit(batch, now_s)
         if not batch.scheduled:
-            if arriving:  # idle until the next request leaves the front end
-                ready = arriving[0][0]
+            ready = self.next_ready_s()
+            if ready is not None:  # idle until the next request leaves the front end
                 return StepResult(now_s, ready - now_s, ready, tuple(batch.events))
             return StepResult(now_s, 0.0, now_s, tuple(batch.events))
         # CPU time goes to every running request each step (the scheduler walks them all and
