@@ -10,7 +10,9 @@ import functools
 import gc
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -49,19 +51,54 @@ _app = typer.Typer(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Signals:
+    """SIGTERM read as Ctrl-C while a command runs, and which of the two came first.
+
+    Python's default SIGTERM ends the process at once: no `finally` runs, so a load test's
+    Locust processes (each in its own process group) would keep loading the target and the
+    run directory would stay unfinished. Raised as KeyboardInterrupt, SIGTERM takes the path
+    Ctrl-C takes: stop Locust, write what was measured, exit 128 + the signal's number.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self._saved: Any = None
+
+    def _raise(self, signum: int, frame: object) -> None:
+        if self.first is None:
+            self.first = signum
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Signals:
+        self.first = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGTERM, self._saved)
+
+    def exit_code(self) -> int:
+        """128 + the number of the first signal (SIGINT: 130, SIGTERM: 143)."""
+        return 128 + (self.first or signal.SIGINT)
+
+
 def handle_errors(func: F) -> F:
-    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code."""
+    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code,
+    and Ctrl-C or SIGTERM prints `interrupted` and exits 130 or 143."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except CapplanError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(err.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
+        with _Signals() as signals:
+            try:
+                return func(*args, **kwargs)
+            except CapplanError as err:
+                typer.echo(f"error: {err}", err=True)
+                raise typer.Exit(err.exit_code) from None
+            except KeyboardInterrupt:
+                typer.echo("interrupted", err=True)
+                raise typer.Exit(signals.exit_code()) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -42,7 +42,12 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def limit(
         host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
-        model: str = typer.Option(..., "--model", help="Model name sent in each request."),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            help="Model name sent in each request (default: the first one the target's "
+            "/v1/models lists).",
+        ),
         slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
         out: Path = typer.Option(..., "-o", "--out", help="Run directory to write."),
         profile: str | None = typer.Option(
@@ -131,6 +136,12 @@ def register(app: typer.Typer) -> None:
             help="The endpoint runs this many times faster than wall time (capplan emulate "
             "--speed S): levels, loads and latencies are in its time.",
         ),
+        no_preflight: bool = typer.Option(
+            False,
+            "--no-preflight",
+            help="Skip the check before load (the target answers, lists --model, streams one "
+            "request); --model is then required.",
+        ),
     ) -> None:
         from contracts.errors import ConfigError
         from planner.limit import LimitOptions, run_limit
@@ -148,10 +159,18 @@ def register(app: typer.Typer) -> None:
             n_workers = choice.workers
             typer.echo(f"--workers auto: {choice.reason}", err=True)
         ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
+        if no_preflight and not model:
+            raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
+
+        def check_target(options: LimitOptions) -> str:
+            from planner.preflight import checked_model
+
+            return checked_model(options, lambda line: typer.echo(line, err=True))
+
         run_limit(
             LimitOptions(
                 host=host,
-                model=model,
+                model=model or "",
                 slo=slo,
                 out_dir=out,
                 profile=profile,
@@ -179,4 +198,5 @@ def register(app: typer.Typer) -> None:
                 expect_workers=expect_workers,
             ),
             echo=typer.echo,
+            check_target=None if no_preflight else check_target,
         )

@@ -112,7 +112,12 @@ def loadtest(
     host: str = typer.Option(
         ..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."
     ),
-    model: str = typer.Option(..., "--model", help="Model name sent in each request."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model name sent in each request (default: the first one the target's "
+        "/v1/models lists).",
+    ),
     out: Path = typer.Option(..., "-o", "--out", help="Run folder to write (runs/NAME)."),
     profile: str | None = typer.Option(
         None, "--profile", help="Profile JSON (default: built-in chat preset)."
@@ -181,6 +186,12 @@ def loadtest(
         help="The endpoint runs this many times faster than wall time (capplan emulate "
         "--speed S): plans and records are kept in its time.",
     ),
+    no_preflight: bool = typer.Option(
+        False,
+        "--no-preflight",
+        help="Skip the check before load (the target answers, lists --model, streams one "
+        "request); --model is then required.",
+    ),
 ) -> None:
     from contracts.run import Stage, StagePlan
     from planner.loadgen import parse_workers
@@ -198,7 +209,7 @@ def loadtest(
     try:
         config = LoadTestConfig(
             host=host,
-            model=model,
+            model=model or "",
             endpoint=kind,
             profile_path=profile,
             api_key_env=api_key_env,
@@ -226,6 +237,8 @@ def loadtest(
         stage_plan = resolve_plan(
             plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
         )
+    if no_preflight and not model:
+        raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
     console = Console(stderr=True)
     if n_workers is None:
         config = _auto_workers(config, stage_plan)
@@ -233,7 +246,11 @@ def loadtest(
         Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
     ) as live:
         summaries = run_loadtest(
-            config, stage_plan, out, progress=lambda line: live.update(Text(line))
+            config,
+            stage_plan,
+            out,
+            progress=lambda line: live.update(Text(line)),
+            check_target=None if no_preflight else _check_target,
         )
     # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
     out_console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -247,6 +264,26 @@ def loadtest(
             err=True,
         )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
+    _end_with_errors(summaries)
+
+
+def _end_with_errors(summaries: list[StageSummary]) -> None:
+    """Raise FailedRunError (exit 3) when no request succeeded; else name any errors on stderr."""
+    from planner.preflight import error_line, failed_run
+
+    failed = failed_run(summaries)
+    if failed is not None:
+        raise failed
+    line = error_line(summaries)
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+
+def _check_target(config: LoadTestConfig) -> str:
+    """The preflight (planner.preflight): the model to send, said on stderr."""
+    from planner.preflight import checked_model
+
+    return checked_model(config, lambda line: typer.echo(line, err=True))
 
 
 def _auto_workers(config: LoadTestConfig, plan: StagePlan) -> LoadTestConfig:
