@@ -29,6 +29,7 @@ from planner.limit_result import build_limit_result
 from planner.loadtest import (
     LoadTestConfig,
     builtin_plan,
+    check_out_dir,
     config_profile,
     run_loadtest,
 )
@@ -320,6 +321,7 @@ def run_limit(
             "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
         )
     validate_arrival(options.arrival)
+    check_out_dir(Path(options.out_dir))
     if check_target is not None:
         options = replace(options, model=check_target(options))
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]

@@ -142,6 +142,12 @@ def judge_stages(
     return out
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Raise ConfigError when `out_dir`, the run folder to write, is an existing file."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"-o {out_dir}: a file exists there; expected a folder for the run")
+
+
 def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
     """The profile to draw requests from and how run.json names it (path or preset:chat)."""
     if config.profile_path:
@@ -275,6 +281,7 @@ def run_loadtest(
         remote = master_args(config.master_bind, config.expect_workers, config.workers_wait_s)
     slo = parse_slo(config.slo) if config.slo else None
     profile, source = config_profile(config)
+    check_out_dir(out_dir)
     if check_target is not None:
         config = config.model_copy(update={"model": check_target(config)})
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import Literal
 
 import typer
 
-from planner.cli import handle_errors
+from planner.cli import check_number, handle_errors
 
 HELP = (
     "Find the highest load one instance carries while the SLO still holds.\n\n"
@@ -147,6 +147,22 @@ def register(app: typer.Typer) -> None:
         from planner.limit import LimitOptions, run_limit
         from planner.loadgen import choose_workers, load_capacity, parse_workers
 
+        for option, value in (
+            ("--level-duration", level_duration),
+            ("--max-level-duration", max_level_duration),
+            ("--start", start),
+            ("--max", max_load),
+            ("--effective-requests", effective_requests),
+            ("--tail-requests", tail_requests),
+            ("--time-scale", time_scale),
+        ):
+            check_number(option, value, gt=0)
+        check_number("--tolerance", tolerance, gt=0, lt=1)
+        check_number("--warmup", warmup, ge=0)
+        check_number("--max-levels", max_levels, ge=1)
+        check_number("--level-requests", level_requests, ge=1)
+        check_number("--min-completed", min_completed, ge=0)
+        check_number("--expect-workers", expect_workers, ge=0)
         if dimension not in ("rate", "concurrency"):
             raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
         if endpoint not in ("chat", "completions"):

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
-from planner.cli import handle_errors
+from planner.cli import check_number, handle_errors
 
 if TYPE_CHECKING:
     from contracts.run import StagePlan
@@ -197,6 +197,15 @@ def loadtest(
     from planner.loadgen import parse_workers
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
 
+    check_number("--rate", rate, gt=0)
+    check_number("--users", users, ge=1)
+    check_number("--duration", duration, gt=0)
+    check_number("--speed", speed, gt=0)
+    check_number("--timeout", timeout, gt=0)
+    check_number("--max-concurrency", max_concurrency, ge=1)
+    check_number("--time-scale", time_scale, gt=0)
+    check_number("--expect-workers", expect_workers, ge=0)
+    check_number("--slo-ttft", slo_ttft, gt=0)
     n_workers = parse_workers(workers)
 
     if endpoint not in ("chat", "completions"):
@@ -230,7 +239,12 @@ def loadtest(
     except ValidationError as err:
         raise ConfigError(f"loadtest options: {first_error(err)}") from err
     if replay and plan is None:
-        stage = Stage(name="replay", role="replay", duration_s=duration or 60.0, arrival="replay")
+        stage = Stage(
+            name="replay",
+            role="replay",
+            duration_s=60.0 if duration is None else duration,
+            arrival="replay",
+        )
         stage_plan = StagePlan(name="replay", stages=[stage])
     else:
         prof, _ = config_profile(config)
