@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -42,6 +43,34 @@ Examples:
   capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
   --duration 30 -o runs/replay
 """
+
+
+class StageLines:
+    """Progress for a pipe or a CI log (no terminal): one plain line per stage (and one for
+    the drain of requests in flight after the last), the stage's last progress line, written
+    as the run moves past it; other lines (waiting for workers) at once. `close` writes the
+    last stage's line."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self._echo = echo
+        self._stage: str | None = None
+        self._last: str | None = None
+
+    def __call__(self, line: str) -> None:
+        stage, sep, _ = line.partition("  t=")  # planner.locust_run.format_progress
+        if not sep:
+            self._echo(line)
+            return
+        if not stage:  # before the first stage starts
+            return
+        if self._last is not None and stage != self._stage:
+            self._echo(self._last)
+        self._stage, self._last = stage, line
+
+    def close(self) -> None:
+        if self._last is not None:
+            self._echo(self._last)
+            self._last = None
 
 
 def _ms(p: Percentiles, attr: str) -> str:
@@ -256,16 +285,20 @@ def loadtest(
     console = Console(stderr=True)
     if n_workers is None:
         config = _auto_workers(config, stage_plan)
-    with Live(
-        Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
-    ) as live:
-        summaries = run_loadtest(
-            config,
-            stage_plan,
-            out,
-            progress=lambda line: live.update(Text(line)),
-            check_target=None if no_preflight else _check_target,
-        )
+    check = None if no_preflight else _check_target
+    if console.is_terminal:
+        with Live(
+            Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
+        ) as live:
+            summaries = run_loadtest(
+                config, stage_plan, out, progress=lambda s: live.update(Text(s)), check_target=check
+            )
+    else:
+        plain = StageLines(lambda line: typer.echo(line, err=True))
+        try:
+            summaries = run_loadtest(config, stage_plan, out, progress=plain, check_target=check)
+        finally:
+            plain.close()
     # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
     out_console = Console() if sys.stdout.isatty() else Console(width=200)
     out_console.print(stage_table(summaries))
