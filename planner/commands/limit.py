@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--tail-requests",
             help="Fewest independent requests in the SLO's tail a level's window holds: "
-            "requests / their latencies' correlation time x (1 - q) (default 20).",
+            "requests / their latencies' correlation time x (1 - q) (default 10).",
         ),
         max_level_duration: float = typer.Option(
             900.0,
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         warmup: float | None = typer.Option(
             None,
             "--warmup",
-            help="Shortest warm-up excluded at a level's start (s; default 5, and 3 mean E2Es).",
+            help="Shortest warm-up excluded at a level's start (s; default 5, and 10 mean E2Es).",
         ),
         success_only: bool = typer.Option(
             False,
