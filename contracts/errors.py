@@ -37,6 +37,7 @@ class PreflightError(InputError):
 
 
 class FailedRunError(RunError):
-    """The run finished and its directory was written, but no request succeeded (exit code 3)."""
+    """The run finished and its directory was written, but no request succeeded, or more
+    failed than the share the user allowed (exit code 3)."""
 
     exit_code = 3

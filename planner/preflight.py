@@ -6,7 +6,7 @@ a run in which every request failed: the base URL is an http(s) URL, the endpoin
 guidellm does; a server without `/v1/models` is let through to the next check), and one
 request streams content. Each failure is one line naming what to fix (PreflightError,
 exit 2). `failed_run` reads a finished run's stage summaries: with no successful request at
-all it says so, by error class (FailedRunError, exit 3).
+all, or failures above a stated share, it says so by error class (FailedRunError, exit 3).
 """
 
 from __future__ import annotations
@@ -179,16 +179,25 @@ def error_line(stages: Iterable[StageSummary]) -> str | None:
     return f"{sum(by_class.values())} of {scheduled} requests failed ({classes})"
 
 
-def failed_run(stages: Iterable[StageSummary]) -> FailedRunError | None:
-    """The error to end a run with when no request of it succeeded, else None.
+def failed_run(
+    stages: Iterable[StageSummary], max_error_share: float | None = None
+) -> FailedRunError | None:
+    """The error to end a run with when no request of it succeeded, or when failed requests
+    are more than `max_error_share` of the scheduled ones (when given); else None.
 
     Its message is a summary by error class (most frequent first) with each class's first
     message, for stderr; the run directory is written either way.
     """
     stages = list(stages)
     scheduled = sum(s.scheduled for s in stages)
-    if scheduled == 0 or any(s.completed for s in stages):
+    if scheduled == 0:
         return None
+    if any(s.completed for s in stages):
+        line = error_line(stages)
+        failed = sum(s.errors for s in stages)
+        if max_error_share is None or line is None or failed <= max_error_share * scheduled:
+            return None
+        return FailedRunError(f"{line}: more than --max-errors {max_error_share:.3g}")
     messages: dict[str, str] = {}
     for s in stages:
         for cls, message in s.error_messages.items():

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
-from planner.cli import check_number, handle_errors
+from planner.cli import check_number, handle_errors, parse_share
 
 if TYPE_CHECKING:
     from contracts.run import StagePlan
@@ -215,6 +215,12 @@ def loadtest(
         help="The endpoint runs this many times faster than wall time (capplan emulate "
         "--speed S): plans and records are kept in its time.",
     ),
+    max_errors: str | None = typer.Option(
+        None,
+        "--max-errors",
+        help="Exit 3 when more than this share of the scheduled requests failed, e.g. 1% or "
+        "0.01 (default: only when none succeeded). The run folder is written either way.",
+    ),
     no_preflight: bool = typer.Option(
         False,
         "--no-preflight",
@@ -226,6 +232,7 @@ def loadtest(
     from planner.loadgen import parse_workers
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
 
+    max_error_share = None if max_errors is None else parse_share("--max-errors", max_errors)
     check_number("--rate", rate, gt=0)
     check_number("--users", users, ge=1)
     check_number("--duration", duration, gt=0)
@@ -311,14 +318,15 @@ def loadtest(
             err=True,
         )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
-    _end_with_errors(summaries)
+    _end_with_errors(summaries, max_error_share)
 
 
-def _end_with_errors(summaries: list[StageSummary]) -> None:
-    """Raise FailedRunError (exit 3) when no request succeeded; else name any errors on stderr."""
+def _end_with_errors(summaries: list[StageSummary], max_error_share: float | None) -> None:
+    """Raise FailedRunError (exit 3) when no request succeeded or failures passed
+    `max_error_share`; else name any errors on stderr."""
     from planner.preflight import error_line, failed_run
 
-    failed = failed_run(summaries)
+    failed = failed_run(summaries, max_error_share)
     if failed is not None:
         raise failed
     line = error_line(summaries)

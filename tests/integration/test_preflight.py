@@ -94,13 +94,24 @@ def test_a_run_where_no_request_succeeded_exits_3_with_errors_by_class(tmp_path:
 
 
 def test_a_run_with_some_successes_exits_0_and_names_its_errors(tmp_path: Path) -> None:
-    server = start_server(ttft_s=0.01, itl_s=0.002, faults=("ok", "ok", "500", "ok"))
+    """One request in four fails (each run takes five: the preflight's and four): a warning
+    and exit 0; with --max-errors below that share, exit 3; at it, exit 0 (inclusive)."""
+    server = start_server(ttft_s=0.01, itl_s=0.002, faults=("ok", "ok", "ok", "500", "ok"))
+    args = ["--model", "m", "--rate", "4", "--duration", "1", "--arrival", "constant"]
     try:
-        args = ["--model", "m", "--rate", "4", "--duration", "1", "--arrival", "constant"]
-        result = CliRunner().invoke(
-            app, ["loadtest", "--host", server.url, *args, "-o", str(tmp_path / "run")]
-        )
+        runs = [
+            CliRunner().invoke(
+                app, ["loadtest", "--host", server.url, *args, *extra, "-o", f"{tmp_path}/{i}"]
+            )
+            for i, extra in enumerate(([], ["--max-errors", "20%"], ["--max-errors", "0.25"]))
+        ]
     finally:
         server.stop()
-    assert result.exit_code == 0, result.output
-    assert "warning: 1 of 4 requests failed (server_error: 1)" in result.output
+    plain, strict, inclusive = runs
+    assert plain.exit_code == 0, plain.output
+    assert "warning: 1 of 4 requests failed (server_error: 1)" in plain.output
+    assert strict.exit_code == 3, strict.output
+    assert "error: 1 of 4 requests failed (server_error: 1): more than --max-errors 0.2" in (
+        strict.output
+    )
+    assert inclusive.exit_code == 0, inclusive.output

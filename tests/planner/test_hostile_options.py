@@ -40,6 +40,8 @@ CASES = [
     ("loadtest", "--time-scale", "-1"),
     ("loadtest", "--expect-workers", "-1"),
     ("loadtest", "--slo-ttft", "-1"),
+    ("loadtest", "--max-errors", "5"),
+    ("loadtest", "--max-errors", "-1%"),
     ("limit", "--level-duration", "-1"),
     ("limit", "--level-duration", "nan"),
     ("limit", "--start", "0"),
