@@ -10,7 +10,7 @@ from rich.table import Table
 
 from contracts.errors import InputError
 from contracts.jsonio import write_model
-from contracts.plan import Plan
+from contracts.plan import LimitInput, Plan
 from planner.capacity import HostRule, parse_float_list, parse_limit
 from planner.cli import check_number, check_planning, handle_errors, parse_share
 from planner.plan import PlanOptions, build_plan
@@ -132,9 +132,21 @@ def plan_command(
     typer.echo(f"wrote {output}")
 
 
+def limit_line(limit: LimitInput) -> str:
+    """Where the per-instance limit came from: a limit.json capplan measured, or a number
+    given with --limit (from vLLM bench, guidellm or elsewhere), named as such."""
+    per = f"[bold]Limit[/bold]: {limit.value:g} {limit.unit} per instance"
+    if Path(limit.source).is_file():
+        return f"{per}, measured by capplan limit ({limit.source}) under {limit.slo}"
+    slo = f" for {limit.slo}" if limit.slo else ""
+    return f"{per}, given as --limit {limit.source}{slo}: measured elsewhere, not checked here"
+
+
 def print_plan(plan: Plan, console: Console) -> None:
-    """The plan as rich tables: scenarios, resources, checks, then the sentence."""
+    """The plan as rich tables: the limit's source, scenarios, resources, checks, then the
+    sentence."""
     d = plan.demand
+    console.print(limit_line(plan.inputs.limit))
     console.print(
         f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
         + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")
