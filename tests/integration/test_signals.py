@@ -95,3 +95,35 @@ def test_sigterm_stops_every_locust_process_and_closes_the_run(tmp_path: Path) -
     result = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "baseline.pdf")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "baseline.pdf").stat().st_size > 0
+
+
+def test_locust_stops_by_itself_when_capplan_is_killed(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer, a grace period run out) leaves capplan no time to clean up:
+    its Locust master sees itself re-parented and stops the plan, workers included. Would
+    fail if the master and workers went on sending the rest of the 30 s plan."""
+    server = start_server(ttft_s=0.05, itl_s=0.05, faults=("ok",))
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, 20)]).to_json())
+    out = tmp_path / "run"
+    cmd = [CAPPLAN, "loadtest", "--host", server.url, "--model", "m", "--profile", str(profile)]
+    cmd += ["--rate", "10", "--duration", "30", "--workers", "2", "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        _wait_for_rows(out, proc, 60.0)
+        proc.kill()
+        proc.wait(timeout=10)
+        end = time.monotonic() + 25.0  # the graceful stop waits for streams in flight
+        while _processes_naming(str(out)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert _processes_naming(str(out)) == []
+        received = len(server.faults())
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            assert len(server.faults()) == received
+            time.sleep(0.1)
+    finally:
+        for pid in _processes_naming(str(out)):  # a failed check must not leave load running
+            os.kill(pid, signal.SIGKILL)
+        server.stop()
+    assert received < 10 * 30  # far from the whole plan
