@@ -49,18 +49,25 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[bytes], deadline_s: float) 
     raise AssertionError(f"no rows were written (exit code {proc.poll()})")
 
 
+def _start_loadtest(
+    url: str, tmp_path: Path, output_tokens: int, out: Path
+) -> subprocess.Popen[bytes]:
+    """`capplan loadtest` in its own process: 10 req/s for 30 s from a master and 2 workers."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, output_tokens)]).to_json())
+    cmd = [CAPPLAN, "loadtest", "--host", url, "--model", "m", "--profile", str(profile)]
+    cmd += ["--rate", "10", "--duration", "30", "--workers", "2", "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
 def test_sigterm_stops_every_locust_process_and_closes_the_run(tmp_path: Path) -> None:
     """Would fail if SIGTERM killed capplan alone (its exit status would be -15, the Locust
     master and two workers would go on sending the 30 s plan, and the run would be left
     without stages.json and with `interrupted: false`)."""
     server = start_server(ttft_s=0.05, itl_s=0.05, faults=("ok",))  # /faults: one per request
-    profile = tmp_path / "profile.json"
-    profile.write_text(make_profile([(32, 100)]).to_json())  # 5 s streams: some in flight
     out = tmp_path / "run"
-    cmd = [CAPPLAN, "loadtest", "--host", server.url, "--model", "m", "--profile", str(profile)]
-    cmd += ["--rate", "10", "--duration", "30", "--workers", "2", "-o", str(out)]
-    env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = _start_loadtest(server.url, tmp_path, 100, out)  # 5 s streams: some in flight
     try:
         _wait_for_rows(out, proc, 60.0)
         assert len(_processes_naming(str(out))) == 4  # capplan, the master, two workers
@@ -102,13 +109,8 @@ def test_locust_stops_by_itself_when_capplan_is_killed(tmp_path: Path) -> None:
     its Locust master sees itself re-parented and stops the plan, workers included. Would
     fail if the master and workers went on sending the rest of the 30 s plan."""
     server = start_server(ttft_s=0.05, itl_s=0.05, faults=("ok",))
-    profile = tmp_path / "profile.json"
-    profile.write_text(make_profile([(32, 20)]).to_json())
     out = tmp_path / "run"
-    cmd = [CAPPLAN, "loadtest", "--host", server.url, "--model", "m", "--profile", str(profile)]
-    cmd += ["--rate", "10", "--duration", "30", "--workers", "2", "-o", str(out)]
-    env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = _start_loadtest(server.url, tmp_path, 20, out)
     try:
         _wait_for_rows(out, proc, 60.0)
         proc.kill()
