@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
             "/v1/models lists).",
         ),
         slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
-        out: Path = typer.Option(..., "-o", "--out", help="Run directory to write."),
+        out: Path = typer.Option(..., "-o", "--output", "--out", help="Run directory to write."),
         profile: str | None = typer.Option(
             None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
         ),
@@ -152,13 +152,13 @@ def register(app: typer.Typer) -> None:
             ("--max-level-duration", max_level_duration),
             ("--start", start),
             ("--max", max_load),
-            ("--effective-requests", effective_requests),
-            ("--tail-requests", tail_requests),
             ("--time-scale", time_scale),
         ):
             check_number(option, value, gt=0)
         check_number("--tolerance", tolerance, gt=0, lt=1)
         check_number("--warmup", warmup, ge=0)
+        check_number("--effective-requests", effective_requests, ge=0)  # 0: no such rule
+        check_number("--tail-requests", tail_requests, ge=0)
         check_number("--max-levels", max_levels, ge=1)
         check_number("--level-requests", level_requests, ge=1)
         check_number("--min-completed", min_completed, ge=0)

@@ -147,12 +147,17 @@ def loadtest(
         help="Model name sent in each request (default: the first one the target's "
         "/v1/models lists).",
     ),
-    out: Path = typer.Option(..., "-o", "--out", help="Run folder to write (runs/NAME)."),
+    out: Path = typer.Option(
+        ..., "-o", "--output", "--out", help="Run folder to write (runs/NAME)."
+    ),
     profile: str | None = typer.Option(
         None, "--profile", help="Profile JSON (default: built-in chat preset)."
     ),
     plan: str | None = typer.Option(
-        None, "--plan", help="steady-burst-recovery | steps | steady | a YAML/JSON plan file."
+        None,
+        "--stage-plan",
+        "--plan",
+        help="steady-burst-recovery | steps | steady | a YAML/JSON stage plan file.",
     ),
     rate: float | None = typer.Option(
         None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."

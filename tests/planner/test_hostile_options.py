@@ -52,6 +52,8 @@ CASES = [
     ("limit", "--level-requests", "0"),
     ("limit", "--min-completed", "-1"),
     ("limit", "--warmup", "-1"),
+    ("limit", "--tail-requests", "-1"),
+    ("limit", "--effective-requests", "nan"),
     ("limit", "--max-level-duration", "0"),
     ("limit", "--time-scale", "0"),
     ("limit", "--expect-workers", "-1"),
