@@ -29,3 +29,15 @@ class TargetError(CapplanError):
 
 class RunError(CapplanError):
     """A run, search or simulation could not produce its result (exit code 1)."""
+
+
+class PreflightError(InputError):
+    """The target as given cannot be load-tested: a bad URL, no answer, a model it does not
+    serve, a test request that streams nothing (exit code 2: fix --host, --model or the key)."""
+
+
+class FailedRunError(RunError):
+    """The run finished and its directory was written, but no request succeeded, or more
+    failed than the share the user allowed (exit code 3)."""
+
+    exit_code = 3

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import time
 import urllib.error
 from typing import Any
@@ -176,11 +177,16 @@ def _write_lost(run: RunState) -> None:
 
 def _stop_watcher(run: RunState) -> None:
     """A `.work/stop` file (written by capplan on Ctrl-C) ends the run gracefully; an
-    `.work/end-stage` file naming a stage ends that stage early (steady state reached)."""
+    `.work/end-stage` file naming a stage ends that stage early (steady state reached).
+
+    Run by capplan (`--llm-managed`), the run also ends when capplan itself is gone (killed
+    with SIGKILL, out of memory): this process is re-parented, and load nobody asked for
+    any more must not go on reaching the target."""
     stop_file = run.work / STOP_FILE
     end_file = run.work / END_STAGE_FILE
+    parent = os.getppid()
     while not run.finished:
-        if stop_file.exists():
+        if stop_file.exists() or (run.managed and os.getppid() != parent):
             _stop_everything(run)
             return
         if end_file.exists():

@@ -21,6 +21,7 @@ from contracts.errors import ConfigError, InputError
 from contracts.jsonio import validate
 from contracts.limit import LIMIT_SCHEMA, LimitResult
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
+from planner.slo_spec import parse_slo
 from profiles.model import Profile
 
 Unit = Literal["rps", "users"]
@@ -66,8 +67,10 @@ class Limit:
 
 
 def normalise_slo(spec: str) -> str:
-    """An SLO spec without spaces and case, so `ttft:p95 <= 2s` and `TTFT:p95<=2s` compare equal."""
-    return re.sub(r"\s+", "", spec).lower()
+    """The SLO's meaning (planner.slo_spec.Slo.canonical), so `ttft:p95<=2s` and
+    `TTFT:p95 <= 2000ms`, or one SLO's constraints in another order, compare equal.
+    Raises ConfigError for a spec that does not parse."""
+    return parse_slo(spec).canonical
 
 
 def parse_limit(text: str, slo: str | None = None) -> Limit:

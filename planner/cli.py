@@ -9,15 +9,19 @@ from __future__ import annotations
 import functools
 import gc
 import importlib
+import math
+import operator
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import typer
 
 from contracts import __version__
-from contracts.errors import CapplanError
+from contracts.errors import CapplanError, ConfigError
 
 # The order here is the order in `capplan --help`.
 COMMAND_MODULES = (
@@ -50,21 +54,130 @@ _app = typer.Typer(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Signals:
+    """SIGTERM read as Ctrl-C while a command runs, and which of the two came first.
+
+    Python's default SIGTERM ends the process at once: no `finally` runs, so a load test's
+    Locust processes (each in its own process group) would keep loading the target and the
+    run directory would stay unfinished. Raised as KeyboardInterrupt, SIGTERM takes the path
+    Ctrl-C takes: stop Locust, write what was measured, exit 128 + the signal's number.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self._saved: Any = None
+
+    def _raise(self, signum: int, frame: object) -> None:
+        if self.first is None:
+            self.first = signum
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Signals:
+        self.first = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGTERM, self._saved)
+
+    def exit_code(self) -> int:
+        """128 + the number of the first signal (SIGINT: 130, SIGTERM: 143)."""
+        return 128 + (self.first or signal.SIGINT)
+
+
 def handle_errors(func: F) -> F:
-    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code."""
+    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code,
+    and Ctrl-C or SIGTERM prints `interrupted` and exits 130 or 143."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except CapplanError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(err.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
+        with _Signals() as signals:
+            try:
+                return func(*args, **kwargs)
+            except CapplanError as err:
+                typer.echo(f"error: {err}", err=True)
+                raise typer.Exit(err.exit_code) from None
+            except KeyboardInterrupt:
+                typer.echo("interrupted", err=True)
+                raise typer.Exit(signals.exit_code()) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_number(
+    option: str,
+    value: float | None,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> None:
+    """Raise ConfigError `OPTION VALUE: expected a finite number > GT ...` unless `value` is
+    None (not given) or finite and within every bound given (NaN and infinities never are)."""
+    if value is None:
+        return
+    bounds = [
+        f"{op} {bound:g}"
+        for op, bound in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+        if bound is not None
+    ]
+    inside = math.isfinite(value) and all(
+        bound is None or test(value, bound)
+        for bound, test in (
+            (gt, operator.gt),
+            (ge, operator.ge),
+            (lt, operator.lt),
+            (le, operator.le),
+        )
+    )
+    if not inside:
+        kind = "a whole number" if isinstance(value, int) else "a finite number"
+        raise ConfigError(f"{option} {value:g}: expected {kind} {' and '.join(bounds)}".rstrip())
+
+
+def check_planning(
+    *,
+    redundancy: int,
+    peak_rps: float | None,
+    peak_quantile: float,
+    gpu_hour_price: float | None,
+    tps: Iterable[int],
+) -> None:
+    """The options plan, whatif and compare share, checked alike (ConfigError, exit 2)."""
+    for tp in tps:
+        check_number("--tp", tp, ge=1)
+    check_number("--redundancy", redundancy, ge=0)
+    check_number("--peak-rps", peak_rps, gt=0)
+    check_number("--peak-quantile", peak_quantile, gt=0, le=1)
+    check_number("--gpu-hour-price", gpu_hour_price, ge=0)
+
+
+def parse_share(option: str, text: str) -> float:
+    """A share given as a fraction (`0.2`, at most 1) or a percent (`20%`, any size >= 0).
+
+    A bare number above 1 is refused with a hint (`--headroom 20` meant 20 %, not 2000 %):
+    raises ConfigError naming the option and both accepted forms.
+    """
+    given = text.strip()
+    percent = given.endswith("%")
+    try:
+        value = float(given[:-1] if percent else given)
+    except ValueError:
+        raise ConfigError(
+            f"{option} {text!r}: expected a fraction such as 0.2 or a percent such as 20%"
+        ) from None
+    share = value / 100.0 if percent else value
+    if not math.isfinite(share) or share < 0:
+        raise ConfigError(f"{option} {text}: expected a share >= 0, e.g. 0.2 or 20%")
+    if not percent and share > 1:
+        raise ConfigError(
+            f"{option} {text}: a fraction is at most 1; for {value:g} percent write {value:g}% "
+            f"(or {value / 100:g})"
+        )
+    return share
 
 
 def _version_callback(value: bool) -> None:

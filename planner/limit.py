@@ -14,7 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -29,9 +29,11 @@ from planner.limit_result import build_limit_result
 from planner.loadtest import (
     LoadTestConfig,
     builtin_plan,
+    check_out_dir,
     config_profile,
     run_loadtest,
 )
+from planner.preflight import nothing_succeeded
 from planner.probe import Probe
 from planner.search import LevelOutcome, SearchConfig, run_search
 from planner.slo import ConstraintResult, format_duration, format_share, parse_slo
@@ -127,15 +129,24 @@ def search_limit(
 
     `verify`, when given, is called with the result once the limit is known and returns the
     recovery time in seconds (None when the endpoint did not recover); it is recorded in
-    limit.json. Raises RunError when the search measured nothing.
+    limit.json. Raises RunError when the search measured nothing, FailedRunError (exit 3) as
+    soon as a level ends without one successful request while none has succeeded before: a
+    target that fails everything (a wrong model, a dead endpoint) has no limit to search for.
     """
     started = clock()
     count = 0
+    seen_success = False
 
     def on_level(outcome: LevelOutcome) -> None:
-        nonlocal count
+        nonlocal count, seen_success
         count += 1
         echo(format_level(count, outcome, config))
+        ev = outcome.evaluation
+        seen_success = seen_success or ev.completed > 0
+        if not seen_success and ev.scheduled:
+            raise nothing_succeeded(
+                f" at level {outcome.load:g}", ev.scheduled, ev.errors, ev.errors_by_class, {}
+            )
 
     result = run_search(probe, config, on_level=on_level)
     if not result.levels:
@@ -267,11 +278,18 @@ def _verify_burst(
     return verify
 
 
-def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
+def run_limit(
+    options: LimitOptions,
+    *,
+    echo: Echo = print,
+    check_target: Callable[[LimitOptions], str] | None = None,
+) -> LimitResult:
     """Find the per-instance SLO limit of a live endpoint; writes `<out_dir>/limit.json`.
 
+    `check_target`, once every option is valid and before any load, checks the endpoint and
+    returns the model to send (planner.preflight.checked_model; its errors propagate).
     Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
-    cannot run.
+    cannot run, FailedRunError when no request of the first levels succeeded.
     """
     slo = parse_slo(options.slo, success_only=options.success_only)
     if options.level_duration_s <= 0:
@@ -303,6 +321,9 @@ def run_limit(options: LimitOptions, *, echo: Echo = print) -> LimitResult:
             "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
         )
     validate_arrival(options.arrival)
+    check_out_dir(Path(options.out_dir))
+    if check_target is not None:
+        options = replace(options, model=check_target(options))
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
     ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
     # After a level ends, in-flight requests get as long as the SLO's longest wait: past it

@@ -142,6 +142,12 @@ def judge_stages(
     return out
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Raise ConfigError when `out_dir`, the run folder to write, is an existing file."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"-o {out_dir}: a file exists there; expected a folder for the run")
+
+
 def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
     """The profile to draw requests from and how run.json names it (path or preset:chat)."""
     if config.profile_path:
@@ -248,12 +254,16 @@ def run_loadtest(
     *,
     append: bool = False,
     progress: Callable[[str], None] | None = None,
+    check_target: Callable[[LoadTestConfig], str] | None = None,
 ) -> list[StageSummary]:
     """Run `plan` against `config.host` with Locust and write the run directory `out_dir`.
 
     Returns the summaries of this call's stages. With `append`, adds the stages to an
-    existing run (names must be new). On Ctrl-C the run stops gracefully, everything measured
-    so far is written (run.json marked interrupted) and KeyboardInterrupt is re-raised.
+    existing run (names must be new). `check_target`, once the inputs are valid and before
+    anything is written, checks the endpoint and returns the model to send
+    (planner.preflight.checked_model; its errors propagate). On Ctrl-C (or SIGTERM, which
+    the CLI raises as KeyboardInterrupt) the run stops gracefully, everything measured so far
+    is written (run.json marked interrupted) and KeyboardInterrupt is re-raised.
     Raises ConfigError/InputError for bad input, RunError when Locust fails to run.
     """
     out_dir = Path(out_dir)
@@ -271,6 +281,9 @@ def run_loadtest(
         remote = master_args(config.master_bind, config.expect_workers, config.workers_wait_s)
     slo = parse_slo(config.slo) if config.slo else None
     profile, source = config_profile(config)
+    check_out_dir(out_dir)
+    if check_target is not None:
+        config = config.model_copy(update={"model": check_target(config)})
     out_dir.mkdir(parents=True, exist_ok=True)
     info = _prepare_run_info(config, plan, out_dir, append, profile, source)
     work = out_dir / WORK_DIR

@@ -119,17 +119,21 @@ def run_locust(
         except KeyboardInterrupt:
             interrupted = True
             (work / STOP_FILE).touch()
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            # A second Ctrl-C or SIGTERM while Locust stops: stop it at once (below).
+            with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                 master_proc.wait(timeout=20)
         for p in procs[1:]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=10)
     finally:
+        # Every process group is killed before any is waited for, so a signal arriving
+        # during a wait cannot leave a later group running.
         for p in procs:
             if p.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        for p in procs:
+            p.wait()
         log_file.close()
     return interrupted, 0 if interrupted else int(procs[0].returncode or 0)
 

@@ -117,6 +117,23 @@ class Slo:
         return ", ".join(parts)
 
     @property
+    def canonical(self) -> str:
+        """The SLO's meaning as one string: two specs that judge every run alike have the same
+        one (`ttft:p95<=2s` and `TTFT:p95 <= 2000ms`; constraints in any order; `p95.0`
+        and `p95`), and `--success-only` is part of it. Thresholds are in seconds and shares
+        as fractions, to 9 significant digits (so `0.1ms` and `0.0001s` agree)."""
+        latency = sorted(
+            f"{c.metric}:{_stat_key(c)}<={c.threshold_s:.9g}s" for c in self.percentiles
+        )
+        if self.min_attainment is not None:
+            within = sorted(f"{t.metric}<={t.threshold_s:.9g}s" for t in self.request_thresholds)
+            latency = [f"attainment>={self.min_attainment:.9g}:" + ",".join(within)]
+        parts = [*latency]
+        if self.max_error_rate is not None:
+            parts.append(f"errors<={self.max_error_rate:.9g}")
+        return ",".join(parts) + (" (success only)" if self.success_only else "")
+
+    @property
     def constraint_names(self) -> tuple[str, ...]:
         names = [c.name for c in self.percentiles]
         if self.min_attainment is not None:
@@ -124,6 +141,14 @@ class Slo:
         if self.max_error_rate is not None:
             names.append("errors")
         return tuple(names)
+
+
+def _stat_key(constraint: PercentileConstraint) -> str:
+    """`p95.0` and `p95` as `p95`; mean and max as they are."""
+    q = constraint.quantile
+    if q is None or constraint.stat == "max":
+        return constraint.stat
+    return f"p{q * 100:.9g}"
 
 
 def format_duration(seconds: float) -> str:

@@ -37,6 +37,10 @@ def expand_paths(paths: list[str]) -> list[Path]:
             out.extend(files)
         else:
             p = Path(spec)
+            if p.is_dir():
+                raise InputError(
+                    f"{p}: is a directory; give its log files, e.g. '{p / '*.jsonl'}' (quoted)"
+                )
             if not p.is_file():
                 raise InputError(f"{p}: file not found")
             out.append(p)

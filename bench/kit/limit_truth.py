@@ -134,6 +134,7 @@ def run_case(
             "limit",
             "--host", server.url,
             "--model", "x",
+            "--no-preflight",  # the truth is read from the server's log: nothing else in it
             "--slo", case.slo,
             "--dimension", "rate",
             "--start", f"{case.start_rps:g}",

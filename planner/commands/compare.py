@@ -10,7 +10,7 @@ from rich.table import Table
 
 from contracts.jsonio import write_model
 from contracts.whatif import Compare
-from planner.cli import handle_errors
+from planner.cli import check_number, check_planning, handle_errors, parse_share
 from planner.compare import CompareOptions, compare_runs
 from profiles.model import load_profile
 
@@ -48,10 +48,20 @@ def compare_command(
     peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
     peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
     growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
-    headroom: float = typer.Option(0.2, "--headroom", help="Spare fraction above the peak."),
+    headroom: str = typer.Option(
+        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
     redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
     force: bool = typer.Option(False, "--force", help="Compare mismatched runs anyway."),
 ) -> None:
+    check_planning(
+        redundancy=redundancy,
+        peak_rps=peak_rps,
+        peak_quantile=peak_quantile,
+        gpu_hour_price=gpu_hour_price,
+        tps=(tp,),
+    )
+    check_number("--growth", growth, gt=0)
     options = CompareOptions(
         profile_path=str(profile),
         runs=tuple(str(r) for r in runs),
@@ -63,7 +73,7 @@ def compare_command(
         peak_quantile=peak_quantile,
         peak_rps=peak_rps,
         growth=growth,
-        headroom=headroom,
+        headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         force=force,
     )

@@ -7,7 +7,7 @@ from typing import Literal
 
 import typer
 
-from planner.cli import handle_errors
+from planner.cli import check_number, handle_errors
 
 HELP = (
     "Find the highest load one instance carries while the SLO still holds.\n\n"
@@ -42,9 +42,14 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def limit(
         host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
-        model: str = typer.Option(..., "--model", help="Model name sent in each request."),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            help="Model name sent in each request (default: the first one the target's "
+            "/v1/models lists).",
+        ),
         slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
-        out: Path = typer.Option(..., "-o", "--out", help="Run directory to write."),
+        out: Path = typer.Option(..., "-o", "--output", "--out", help="Run directory to write."),
         profile: str | None = typer.Option(
             None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
         ),
@@ -73,7 +78,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--tail-requests",
             help="Fewest independent requests in the SLO's tail a level's window holds: "
-            "requests / their latencies' correlation time x (1 - q) (default 20).",
+            "requests / their latencies' correlation time x (1 - q) (default 10).",
         ),
         max_level_duration: float = typer.Option(
             900.0,
@@ -86,7 +91,7 @@ def register(app: typer.Typer) -> None:
         warmup: float | None = typer.Option(
             None,
             "--warmup",
-            help="Shortest warm-up excluded at a level's start (s; default 5, and 3 mean E2Es).",
+            help="Shortest warm-up excluded at a level's start (s; default 5, and 10 mean E2Es).",
         ),
         success_only: bool = typer.Option(
             False,
@@ -131,11 +136,33 @@ def register(app: typer.Typer) -> None:
             help="The endpoint runs this many times faster than wall time (capplan emulate "
             "--speed S): levels, loads and latencies are in its time.",
         ),
+        no_preflight: bool = typer.Option(
+            False,
+            "--no-preflight",
+            help="Skip the check before load (the target answers, lists --model, streams one "
+            "request); --model is then required.",
+        ),
     ) -> None:
         from contracts.errors import ConfigError
         from planner.limit import LimitOptions, run_limit
         from planner.loadgen import choose_workers, load_capacity, parse_workers
 
+        for option, value in (
+            ("--level-duration", level_duration),
+            ("--max-level-duration", max_level_duration),
+            ("--start", start),
+            ("--max", max_load),
+            ("--time-scale", time_scale),
+        ):
+            check_number(option, value, gt=0)
+        check_number("--tolerance", tolerance, gt=0, lt=1)
+        check_number("--warmup", warmup, ge=0)
+        check_number("--effective-requests", effective_requests, ge=0)  # 0: no such rule
+        check_number("--tail-requests", tail_requests, ge=0)
+        check_number("--max-levels", max_levels, ge=1)
+        check_number("--level-requests", level_requests, ge=1)
+        check_number("--min-completed", min_completed, ge=0)
+        check_number("--expect-workers", expect_workers, ge=0)
         if dimension not in ("rate", "concurrency"):
             raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
         if endpoint not in ("chat", "completions"):
@@ -148,10 +175,18 @@ def register(app: typer.Typer) -> None:
             n_workers = choice.workers
             typer.echo(f"--workers auto: {choice.reason}", err=True)
         ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
+        if no_preflight and not model:
+            raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
+
+        def check_target(options: LimitOptions) -> str:
+            from planner.preflight import checked_model
+
+            return checked_model(options, lambda line: typer.echo(line, err=True))
+
         run_limit(
             LimitOptions(
                 host=host,
-                model=model,
+                model=model or "",
                 slo=slo,
                 out_dir=out,
                 profile=profile,
@@ -179,4 +214,5 @@ def register(app: typer.Typer) -> None:
                 expect_workers=expect_workers,
             ),
             echo=typer.echo,
+            check_target=None if no_preflight else check_target,
         )

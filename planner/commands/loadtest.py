@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -14,7 +15,7 @@ from rich.text import Text
 
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
-from planner.cli import handle_errors
+from planner.cli import check_number, handle_errors, parse_share
 
 if TYPE_CHECKING:
     from contracts.run import StagePlan
@@ -42,6 +43,34 @@ Examples:
   capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
   --duration 30 -o runs/replay
 """
+
+
+class StageLines:
+    """Progress for a pipe or a CI log (no terminal): one plain line per stage (and one for
+    the drain of requests in flight after the last), the stage's last progress line, written
+    as the run moves past it; other lines (waiting for workers) at once. `close` writes the
+    last stage's line."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self._echo = echo
+        self._stage: str | None = None
+        self._last: str | None = None
+
+    def __call__(self, line: str) -> None:
+        stage, sep, _ = line.partition("  t=")  # planner.locust_run.format_progress
+        if not sep:
+            self._echo(line)
+            return
+        if not stage:  # before the first stage starts
+            return
+        if self._last is not None and stage != self._stage:
+            self._echo(self._last)
+        self._stage, self._last = stage, line
+
+    def close(self) -> None:
+        if self._last is not None:
+            self._echo(self._last)
+            self._last = None
 
 
 def _ms(p: Percentiles, attr: str) -> str:
@@ -112,13 +141,23 @@ def loadtest(
     host: str = typer.Option(
         ..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."
     ),
-    model: str = typer.Option(..., "--model", help="Model name sent in each request."),
-    out: Path = typer.Option(..., "-o", "--out", help="Run folder to write (runs/NAME)."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model name sent in each request (default: the first one the target's "
+        "/v1/models lists).",
+    ),
+    out: Path = typer.Option(
+        ..., "-o", "--output", "--out", help="Run folder to write (runs/NAME)."
+    ),
     profile: str | None = typer.Option(
         None, "--profile", help="Profile JSON (default: built-in chat preset)."
     ),
     plan: str | None = typer.Option(
-        None, "--plan", help="steady-burst-recovery | steps | steady | a YAML/JSON plan file."
+        None,
+        "--stage-plan",
+        "--plan",
+        help="steady-burst-recovery | steps | steady | a YAML/JSON stage plan file.",
     ),
     rate: float | None = typer.Option(
         None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."
@@ -181,11 +220,33 @@ def loadtest(
         help="The endpoint runs this many times faster than wall time (capplan emulate "
         "--speed S): plans and records are kept in its time.",
     ),
+    max_errors: str | None = typer.Option(
+        None,
+        "--max-errors",
+        help="Exit 3 when more than this share of the scheduled requests failed, e.g. 1% or "
+        "0.01 (default: only when none succeeded). The run folder is written either way.",
+    ),
+    no_preflight: bool = typer.Option(
+        False,
+        "--no-preflight",
+        help="Skip the check before load (the target answers, lists --model, streams one "
+        "request); --model is then required.",
+    ),
 ) -> None:
     from contracts.run import Stage, StagePlan
     from planner.loadgen import parse_workers
     from planner.loadtest import LoadTestConfig, config_profile, resolve_plan, run_loadtest
 
+    max_error_share = None if max_errors is None else parse_share("--max-errors", max_errors)
+    check_number("--rate", rate, gt=0)
+    check_number("--users", users, ge=1)
+    check_number("--duration", duration, gt=0)
+    check_number("--speed", speed, gt=0)
+    check_number("--timeout", timeout, gt=0)
+    check_number("--max-concurrency", max_concurrency, ge=1)
+    check_number("--time-scale", time_scale, gt=0)
+    check_number("--expect-workers", expect_workers, ge=0)
+    check_number("--slo-ttft", slo_ttft, gt=0)
     n_workers = parse_workers(workers)
 
     if endpoint not in ("chat", "completions"):
@@ -198,7 +259,7 @@ def loadtest(
     try:
         config = LoadTestConfig(
             host=host,
-            model=model,
+            model=model or "",
             endpoint=kind,
             profile_path=profile,
             api_key_env=api_key_env,
@@ -219,22 +280,37 @@ def loadtest(
     except ValidationError as err:
         raise ConfigError(f"loadtest options: {first_error(err)}") from err
     if replay and plan is None:
-        stage = Stage(name="replay", role="replay", duration_s=duration or 60.0, arrival="replay")
+        stage = Stage(
+            name="replay",
+            role="replay",
+            duration_s=60.0 if duration is None else duration,
+            arrival="replay",
+        )
         stage_plan = StagePlan(name="replay", stages=[stage])
     else:
         prof, _ = config_profile(config)
         stage_plan = resolve_plan(
             plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
         )
+    if no_preflight and not model:
+        raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
     console = Console(stderr=True)
     if n_workers is None:
         config = _auto_workers(config, stage_plan)
-    with Live(
-        Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
-    ) as live:
-        summaries = run_loadtest(
-            config, stage_plan, out, progress=lambda line: live.update(Text(line))
-        )
+    check = None if no_preflight else _check_target
+    if console.is_terminal:
+        with Live(
+            Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
+        ) as live:
+            summaries = run_loadtest(
+                config, stage_plan, out, progress=lambda s: live.update(Text(s)), check_target=check
+            )
+    else:
+        plain = StageLines(lambda line: typer.echo(line, err=True))
+        try:
+            summaries = run_loadtest(config, stage_plan, out, progress=plain, check_target=check)
+        finally:
+            plain.close()
     # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
     out_console = Console() if sys.stdout.isatty() else Console(width=200)
     out_console.print(stage_table(summaries))
@@ -247,6 +323,27 @@ def loadtest(
             err=True,
         )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
+    _end_with_errors(summaries, max_error_share)
+
+
+def _end_with_errors(summaries: list[StageSummary], max_error_share: float | None) -> None:
+    """Raise FailedRunError (exit 3) when no request succeeded or failures passed
+    `max_error_share`; else name any errors on stderr."""
+    from planner.preflight import error_line, failed_run
+
+    failed = failed_run(summaries, max_error_share)
+    if failed is not None:
+        raise failed
+    line = error_line(summaries)
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+
+def _check_target(config: LoadTestConfig) -> str:
+    """The preflight (planner.preflight): the model to send, said on stderr."""
+    from planner.preflight import checked_model
+
+    return checked_model(config, lambda line: typer.echo(line, err=True))
 
 
 def _auto_workers(config: LoadTestConfig, plan: StagePlan) -> LoadTestConfig:

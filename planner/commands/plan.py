@@ -11,10 +11,10 @@ from rich.table import Table
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
-from contracts.plan import Plan
+from contracts.plan import LimitInput, Plan
 from planner.calibrate import calibration_overrides
 from planner.capacity import HostRule, parse_float_list, parse_limit
-from planner.cli import handle_errors
+from planner.cli import check_number, check_planning, handle_errors, parse_share
 from planner.plan import PlanOptions, build_plan
 from profiles.model import load_profile
 
@@ -60,7 +60,9 @@ def plan_command(
         0.99, "--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."
     ),
     growth: str = typer.Option("1.0", "--growth", help="Growth factors, e.g. 1.0,1.3,2.0."),
-    headroom: float = typer.Option(0.2, "--headroom", help="Spare fraction above the peak."),
+    headroom: str = typer.Option(
+        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
     redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
@@ -94,6 +96,14 @@ def plan_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
 ) -> None:
+    check_planning(
+        redundancy=redundancy,
+        peak_rps=peak_rps,
+        peak_quantile=peak_quantile,
+        gpu_hour_price=gpu_hour_price,
+        tps=(tp,),
+    )
+    check_number("--peak-users", peak_users, gt=0)
     if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
         raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
     if fleet_span_s <= 0:
@@ -109,7 +119,7 @@ def plan_command(
         peak_rps=peak_rps,
         peak_users=peak_users,
         growth=tuple(parse_float_list(growth, "--growth")),
-        headroom=headroom,
+        headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         gpu=gpu,
         model=model,
@@ -135,9 +145,21 @@ def plan_command(
     typer.echo(f"wrote {output}")
 
 
+def limit_line(limit: LimitInput) -> str:
+    """Where the per-instance limit came from: a limit.json capplan measured, or a number
+    given with --limit (from vLLM bench, guidellm or elsewhere), named as such."""
+    per = f"[bold]Limit[/bold]: {limit.value:g} {limit.unit} per instance"
+    if Path(limit.source).is_file():
+        return f"{per}, measured by capplan limit ({limit.source}) under {limit.slo}"
+    slo = f" for {limit.slo}" if limit.slo else ""
+    return f"{per}, given as --limit {limit.source}{slo}: measured elsewhere, not checked here"
+
+
 def print_plan(plan: Plan, console: Console) -> None:
-    """The plan as rich tables: scenarios, resources, checks, then the sentence."""
+    """The plan as rich tables: the limit's source, scenarios, resources, checks, then the
+    sentence."""
     d = plan.demand
+    console.print(limit_line(plan.inputs.limit))
     console.print(
         f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
         + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")

@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
             None, "--run", help="Run directory (capplan loadtest / limit)."
         ),
         plan: Path | None = typer.Option(None, "--plan", help="Plan JSON (capplan plan)."),
-        out: Path = typer.Option(..., "-o", "--out", help="Where to write the PDF."),
+        out: Path = typer.Option(..., "-o", "--output", "--out", help="Where to write the PDF."),
         previous: Path | None = typer.Option(
             None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
         ),

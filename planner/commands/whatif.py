@@ -11,7 +11,7 @@ from rich.table import Table
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
-from planner.cli import handle_errors
+from planner.cli import check_number, check_planning, handle_errors, parse_share
 from planner.whatif import WhatifOptions, parse_vary, run_whatif
 from profiles.model import load_profile
 
@@ -75,7 +75,9 @@ def whatif_command(
     peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
     peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
     growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
-    headroom: float = typer.Option(0.2, "--headroom", help="Spare fraction above the peak."),
+    headroom: str = typer.Option(
+        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
     redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
     gpu_hour_price: float | None = typer.Option(
         None, "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: price table)."
@@ -106,6 +108,15 @@ def whatif_command(
         tps = tuple(int(t) for t in _split(tp))
     except ValueError as err:
         raise ConfigError(f"--tp: expected whole numbers, e.g. 1,2 (got {tp!r})") from err
+    check_planning(
+        redundancy=redundancy,
+        peak_rps=peak_rps,
+        peak_quantile=peak_quantile,
+        gpu_hour_price=gpu_hour_price,
+        tps=tps,
+    )
+    check_number("--growth", growth, gt=0)
+    check_number("--max-model-len", max_model_len, ge=1)
     if not kv_link_gbps > 0:
         raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
     if level_s < 10:
@@ -134,7 +145,7 @@ def whatif_command(
         peak_quantile=peak_quantile,
         peak_rps=peak_rps,
         growth=growth,
-        headroom=headroom,
+        headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         gpu_hour_price_usd=gpu_hour_price,
         level_s=level_s,

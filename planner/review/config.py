@@ -42,7 +42,9 @@ class ServiceSpec(_Model):
     growth: float | None = Field(
         default=None, gt=0, description="growth factor; default: the trend of the logs, else 1"
     )
-    headroom: float = Field(default=0.2, ge=0)
+    headroom: float = Field(
+        default=0.2, ge=0, description="spare share above the peak: a fraction (0.2) or '20%'"
+    )
     redundancy: int = Field(default=1, ge=0, description="spare instances (N+k)")
     gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     peak_window: str = "60s"
@@ -53,6 +55,20 @@ class ServiceSpec(_Model):
     def _limit_text(cls, value: Any) -> Any:
         # YAML reads `limit: 2` as a number; parse_limit then asks for its unit.
         return str(value) if isinstance(value, int | float) else value
+
+    @field_validator("headroom", mode="before")
+    @classmethod
+    def _headroom_share(cls, value: Any) -> Any:
+        # `headroom: 20` meant 20 %, not 2000 %: as `capplan plan --headroom`, a bare number
+        # is a fraction (at most 1) and a percent says so.
+        if isinstance(value, str) and value.strip().endswith("%"):
+            return float(value.strip()[:-1]) / 100.0  # a ValueError names the field
+        if isinstance(value, int | float) and value > 1:
+            raise ValueError(
+                f"a fraction is at most 1; for {value:g} percent write '{value:g}%' "
+                f"(or {value / 100:g})"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> ServiceSpec:

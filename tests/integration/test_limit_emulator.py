@@ -257,20 +257,24 @@ def test_concurrency_limit_matches_engine_model(
 
 
 def test_unreachable_endpoint_is_a_target_error(profile_path: Path, tmp_path: Path) -> None:
+    """The preflight refuses it at once (exit 2); past a skipped preflight, the first level
+    that reaches nothing stops the search (exit 1)."""
     port = free_port()  # a port nobody listens on
-    result = CliRunner().invoke(
-        app,
-        [
-            "limit",
-            "--host", f"http://127.0.0.1:{port}",
-            "--model", "m",
-            "--profile", str(profile_path),
-            "--slo", "ttft:p95<=1s",
-            "--level-duration", "2",
-            "--start", "4",
-            "-o", str(tmp_path / "run"),
-        ],
-    )  # fmt: skip
+    args = [
+        "limit",
+        "--host", f"http://127.0.0.1:{port}",
+        "--model", "m",
+        "--profile", str(profile_path),
+        "--slo", "ttft:p95<=1s",
+        "--level-duration", "2",
+        "--start", "4",
+        "-o", str(tmp_path / "run"),
+    ]  # fmt: skip
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2, refused.output
+    assert "the target does not answer" in refused.output
+    assert not (tmp_path / "run").exists()
+    result = CliRunner().invoke(app, [*args, "--no-preflight"])
     assert result.exit_code == 1, result.output
     assert "no request of level-01 reached the endpoint" in result.output
     assert "connect_refused" in result.output

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import norm
 from typer.testing import CliRunner
 
-from contracts.errors import ConfigError, InputError, RunError
+from contracts.errors import ConfigError, FailedRunError, InputError, RunError
 from contracts.limit import LimitResult
 from planner.cli import app
 from planner.limit import load_limit, search_limit
@@ -411,3 +411,17 @@ def test_ctrl_c_keeps_the_levels_measured_so_far(tmp_path: Path) -> None:
     assert limit.sentence.startswith("interrupted before the limit was found: ")
     assert "interrupted" in limit.confidence and limit.stopped == "interrupted"
     assert lines[-1] == limit.sentence
+
+
+def test_a_search_where_nothing_succeeds_stops_at_its_first_level(tmp_path: Path) -> None:
+    """Every request fails (a dead endpoint, a wrong model): the search stops after one level
+    with FailedRunError instead of walking the loads down; it would fail if the search went
+    on to a second level or ended with a limit.json."""
+    probe = CurveProbe(np.random.default_rng(15), error_share=1.0)
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=100)
+    lines: list[str] = []
+    with pytest.raises(FailedRunError, match=r"^no request succeeded at level 4: \d+ scheduled"):
+        search_limit(probe, config, tmp_path, echo=lines.append)
+    assert len(lines) == 1 and lines[0].startswith("run  1")
+    assert not (tmp_path / "limit.json").exists()
+    assert FailedRunError("").exit_code == 3

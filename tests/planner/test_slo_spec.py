@@ -75,3 +75,39 @@ def test_bad_tokens_are_quoted_with_the_grammar(spec: str, token: str, why: str)
 def test_empty_slo_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="empty"):
         parse_slo("  ")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("ttft:p95<=2s", "ttft:p95<=2000ms"),
+        ("ttft:p95<=2s,tpot:p95<=100ms", "TPOT:p95 <= 0.1s, ttft:p95.0<=2000ms"),
+        (
+            "attainment>=95%:ttft<=2s,tpot<=100ms,errors<=1%",
+            "attainment>=95.0%:tpot<=.1s,ttft<=2s,errors<=1.0%",
+        ),
+        ("e2e:p99<=0.1ms", "e2e:p99<=0.0001s"),
+    ],
+)
+def test_two_spellings_of_one_slo_have_one_canonical_form(a: str, b: str) -> None:
+    assert parse_slo(a).canonical == parse_slo(b).canonical
+    assert parse_slo(a).text != parse_slo(b).text  # the spec as given is kept
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("ttft:p95<=2s", "ttft:p99<=2s"),
+        ("ttft:p95<=2s", "ttft:p95<=2.001s"),
+        ("ttft:p95<=2s", "ttft:p95<=2s,errors<=1%"),
+        ("ttft:p95<=2s", "attainment>=95%:ttft<=2s"),
+        ("ttft:max<=2s", "ttft:mean<=2s"),
+    ],
+)
+def test_different_slos_keep_different_canonical_forms(a: str, b: str) -> None:
+    assert parse_slo(a).canonical != parse_slo(b).canonical
+
+
+def test_success_only_is_part_of_the_canonical_form() -> None:
+    spec = "ttft:p95<=2s"
+    assert parse_slo(spec).canonical != parse_slo(spec, success_only=True).canonical

@@ -25,6 +25,11 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def test_headroom_as_a_percent_is_the_same_fraction(tmp_path: Path) -> None:
+    spec = load_review(_write(tmp_path, GOOD + "    headroom: 20%\n"))
+    assert spec.services[0].headroom == 0.2
+
+
 def test_good_file_defaults(tmp_path: Path) -> None:
     spec = load_review(_write(tmp_path, GOOD))
     assert spec.services[0].headroom == 0.2
@@ -36,6 +41,11 @@ def test_good_file_defaults(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         (GOOD + "    headroom: -1\n", "service 'chat', field headroom"),
+        (
+            GOOD + "    headroom: 20\n",
+            "field headroom: a fraction is at most 1; for 20 percent write '20%'",
+        ),
+        (GOOD + "    headroom: 2x%\n", "service 'chat', field headroom"),
         (GOOD + "    gpus: 4\n", "service 'chat', field gpus: Extra inputs"),
         (GOOD.replace("    profile: preset:chat\n", ""), "give exactly one of profile or logs"),
         (GOOD.replace("    limit: 2rps\n", ""), "service 'chat', field limit: Field required"),
