@@ -32,6 +32,7 @@ from planner.capacity import (
 )
 from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
+from planner.engine.specs import lookup_spec, model_catalog
 from planner.slo import parse_slo
 from planner.steady import SteadyRules
 from planner.virtual import latency_split, virtual_limit
@@ -350,7 +351,9 @@ def run_whatif(
         raise ConfigError("give at least one --gpu and one --tp")
     slo = parse_slo(options.slo)
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
-    model_ctx = build_engine_config(options.gpus[0], options.model).model.max_context_tokens
+    # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
+    # not fit one H100, and the candidates may all be tp > 1).
+    model_ctx = lookup_spec(model_catalog(), options.model, "model").max_context_tokens
     max_len = options.max_model_len or default_max_model_len(profile, model_ctx)
     factors: dict[str, Any] = dict(options.engine_overrides)
     cal_dict: dict[str, float] | None = None

@@ -304,6 +304,9 @@ def gpu_lessons(candidates: list[WhatifCandidate]) -> list[Lesson]:
     return out
 
 
+RANKING_MARGIN = 0.10  # twice the limit search's 5 % tolerance
+
+
 def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -> str:
     """One engine at its limit on one configuration: what it holds and spends."""
     if cfg is None or c.limit_rps is None:
@@ -327,9 +330,9 @@ def engine_rankings(
     configs: Mapping[str, EngineConfig | None],
 ) -> list[Lesson]:
     """Where the engines' order changes with the configuration: one sentence for each GPU,
-    tp and other knobs on which a different engine carries the most, with each engine's
-    limit and what it holds and spends there (only when the winner is not the same
-    everywhere)."""
+    tp and other knobs on which an engine carries over RANKING_MARGIN more than the next,
+    with each engine's limit and what it holds and spends there (only when such winners
+    are not the same engine everywhere)."""
     groups: dict[str, dict[str, WhatifCandidate]] = {}
     for c in candidates:
         if "engine" in c.settings:
@@ -337,11 +340,13 @@ def engine_rankings(
                 f"{k}={v}" for k, v in c.settings.items() if k != "engine"
             ])  # fmt: skip
             groups.setdefault(rest, {})[c.settings["engine"]] = c
-    winners = {
-        rest: max(by.values(), key=lambda c: c.limit_rps or 0.0).settings["engine"]
-        for rest, by in groups.items()
-        if len(by) > 1 and any(c.limit_rps for c in by.values())
-    }
+    winners: dict[str, str] = {}
+    for rest, by in groups.items():
+        limits = sorted((c.limit_rps or 0.0 for c in by.values()), reverse=True)
+        # A lead inside twice the search's tolerance is no ranking: the limits are estimates.
+        if len(limits) > 1 and limits[0] > (1.0 + RANKING_MARGIN) * limits[1]:
+            top = max(by.values(), key=lambda c: c.limit_rps or 0.0)
+            winners[rest] = top.settings["engine"]
     if len(set(winners.values())) < 2:
         return []
     mean_ctx = mean_context_tokens(profile.lengths.sampler.pairs)

@@ -36,11 +36,22 @@ def register(app: typer.Typer) -> None:
         tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs per instance)."),
         host: str = typer.Option("127.0.0.1", help="Address to bind."),
         port: int = typer.Option(8000, help="Port to bind (0: a free one)."),
-        max_num_seqs: int = typer.Option(256, help="Most requests running at once."),
-        max_num_batched_tokens: int = typer.Option(8192, help="Token budget of one step."),
-        prefix_caching: bool = typer.Option(True, help="Reuse cached prompt blocks."),
+        engine: str = typer.Option(
+            "vllm", help="Engine profile: vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp."
+        ),
+        max_num_seqs: int | None = typer.Option(
+            None, help="Most requests running at once (default: the engine's, vLLM 256)."
+        ),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, help="Token budget of one step (default: the engine's, vLLM 8192)."
+        ),
+        prefix_caching: bool | None = typer.Option(
+            None, help="Reuse cached prompt blocks (default: the engine's, on for vLLM)."
+        ),
         queue_policy: str = typer.Option("fcfs", help="Waiting-queue order: fcfs or spf."),
-        gpu_memory_utilization: float = typer.Option(0.9, help="Share of GPU memory used."),
+        gpu_memory_utilization: float | None = typer.Option(
+            None, help="Share of GPU memory used (default: the engine's, vLLM 0.9)."
+        ),
         speed: float = typer.Option(1.0, help="Engine seconds per wall second (demos: 10)."),
         stream_interval: int = typer.Option(
             1, help="Tokens per streamed chunk after the first (as vLLM's --stream-interval)."
@@ -77,6 +88,7 @@ def register(app: typer.Typer) -> None:
                 model,
                 tp=tp,
                 catalog=catalog,
+                engine=engine,
                 max_num_seqs=max_num_seqs,
                 max_num_batched_tokens=max_num_batched_tokens,
                 prefix_caching=prefix_caching,
