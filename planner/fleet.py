@@ -25,7 +25,7 @@ import polars as pl
 
 from contracts.errors import ConfigError
 from contracts.limit import Dimension
-from planner.engine import Engine, EngineConfig, EngineRequest, StepResult
+from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.slo import Slo, evaluate
 from planner.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from profiles.model import Profile
@@ -90,15 +90,10 @@ def simulate_fleet(
     def start_step(i: int, now: float) -> None:
         nonlocal steps
         res = engines[i].step(now)
-        ready = engines[i].next_ready_s()
-        if res.duration_s > 0:
-            steps += 1
+        if res.duration_s > 0:  # a step, or a wait for the engine's front end
+            steps += res.batch_size > 0
             results[i] = res
             heapq.heappush(pending, (res.end_s, i))
-        elif ready is not None:
-            # Nothing schedulable until a request leaves the front end: wake then.
-            results[i] = StepResult(now, 0.0, ready, ())
-            heapq.heappush(pending, (ready, i))
         else:
             results[i] = None  # nothing schedulable: idle until the next arrival
 
@@ -192,12 +187,8 @@ def closed_loop_run(
     while now < duration_s:
         res = engine.step(now)
         if res.duration_s <= 0:
-            ready = engine.next_ready_s()
-            if ready is None:
-                break  # nothing schedulable: cannot happen with requests that fit
-            now = ready  # waiting on the front end
-            continue
-        steps += 1
+            break  # nothing schedulable: cannot happen with requests that fit
+        steps += res.batch_size > 0  # not the waits for the engine's front end
         now = res.end_s
         for ev in res.events:
             if ev.kind == "finished":

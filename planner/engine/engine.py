@@ -103,10 +103,6 @@ class Engine:
         else:
             self._waiting.append(r)
 
-    def next_ready_s(self) -> float | None:
-        """When the next request leaves the front end for the scheduler (None: none inside)."""
-        return self._frontend.next_ready_s() if self._frontend is not None else None
-
     def abort(self, request_id: str, now_s: float) -> None:
         """Cancel a live request and free its blocks (unknown or finished ids are ignored)."""
         r = self._live.pop(request_id, None)
@@ -183,10 +179,11 @@ class Engine:
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
                 self._admission.admit(batch, now_s)
         if not batch.scheduled:
-            ready = self.next_ready_s()
-            if ready is not None:  # idle until the next request leaves the front end
-                return StepResult(now_s, ready - now_s, ready, tuple(batch.events))
-            return StepResult(now_s, 0.0, now_s, tuple(batch.events))
+            # Idle until the next request leaves the front end (callers see a step without
+            # work that lasts until then), or no step at all.
+            ready = self._frontend.next_ready_s() if self._frontend is not None else None
+            end = now_s if ready is None else ready
+            return StepResult(now_s, end - now_s, end, tuple(batch.events))
         # CPU time goes to every running request each step (the scheduler walks them all and
         # the API server streams their outputs), also in a step that prefills others.
         seqs: float = max(len(self._running), len(batch.scheduled)) + batch.sampled
@@ -377,10 +374,8 @@ def simulate(requests: Sequence[EngineRequest], config: EngineConfig) -> list[Re
             k += 1
         result = engine.step(now)
         now = result.end_s
-        if result.duration_s == 0:  # idle until the next arrival or front-end exit
-            ready = engine.next_ready_s()
-            upcoming = requests[order[k]].arrival_s if k < n else None
-            if ready is None and upcoming is None:
+        if result.duration_s == 0:  # nothing schedulable: wait for the next arrival
+            if k == n:
                 break  # nothing can be scheduled, ever: leave those requests unfinished
-            now = min(t for t in (ready, upcoming) if t is not None)
+            now = max(now, requests[order[k]].arrival_s)
     return [engine.timeline(r.request_id) for r in requests]
