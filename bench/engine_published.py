@@ -236,6 +236,16 @@ def write_efficiency(fitted: dict[str, Any]) -> None:
     EFFICIENCY_PATH.write_text("\n".join(lines) + "\n" + yaml.safe_dump(doc, sort_keys=False))
 
 
+# Slices of the check rows the README reports apart.
+SLICES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "Llama-3.1-8B": lambda r: r["model"] == "llama-3.1-8b",
+    "Llama-3.1-70B": lambda r: r["model"] == "llama-3.1-70b",
+    "vLLM": lambda r: r["engine"].startswith("vLLM"),
+    "TensorRT-LLM offline": lambda r: r["engine"] == "TensorRT-LLM 0.14",
+    "TensorRT-LLM online": lambda r: "Triton" in r["engine"],
+}
+
+
 def _summary(records: list[dict[str, Any]], role: str) -> list[str]:
     out = []
     for group, metrics in GROUPS.items():
@@ -333,6 +343,11 @@ def main() -> None:
     summary = [
         "error on rows not used for fitting (check):",
         *_summary(records, "check"),
+        *(
+            line
+            for name, keep in SLICES.items()
+            for line in [f" {name}:", *_summary([r for r in records if keep(r)], "check")]
+        ),
         "error on the fitting rows (fit; not evidence):",
         *_summary(records, "fit"),
     ]

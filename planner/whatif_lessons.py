@@ -166,28 +166,28 @@ def _disagg(p: _Pair) -> str:
     return f"{transfer}; at the limits {at(p.base)} -> {at(p.alt)}"
 
 
+def _engine_traits(c: WhatifCandidate, cfg: EngineConfig | None) -> str:
+    """One engine on one candidate: how it holds its KV, how much, its CPU per request."""
+    if cfg is None:
+        return f"{c.settings['engine']}: no configuration"
+    reserve = {
+        "paged": "pages its KV as tokens arrive (recompute preemption)",
+        "request": "reserves prompt + output KV at admission (no preemption)",
+        "static": f"reserves {cfg.effective_max_model_len:,} tokens per sequence",
+    }[cfg.kv_reservation]
+    return (
+        f"{cfg.engine} {reserve}, {c.kv_capacity_tokens:,} KV tokens, "
+        f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step"
+        + (", prefills alone" if cfg.prefill_first else "")
+    )
+
+
 def _engine(p: _Pair) -> str:
-    """What sets the two engines apart on this traffic: KV held per request, CPU per step,
-    and what that did at the baseline's limit."""
-
-    def traits(c: WhatifCandidate, cfg: EngineConfig | None) -> str:
-        if cfg is None:
-            return f"{c.settings['engine']}: no configuration"
-        reserve = {
-            "paged": "pages its KV as tokens arrive (recompute preemption)",
-            "request": "reserves prompt + output KV at admission (no preemption)",
-            "static": f"reserves {cfg.effective_max_model_len:,} tokens per sequence",
-        }[cfg.kv_reservation]
-        return (
-            f"{cfg.engine} {reserve}, {c.kv_capacity_tokens:,} KV tokens, "
-            f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step"
-            + (", prefills alone" if cfg.prefill_first else "")
-        )
-
+    """What sets the two engines apart on this traffic: KV held per request, CPU per step."""
     ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
     return (
-        f"{traits(p.base, p.base_config)}; {traits(p.alt, p.alt_config)}; a request holds "
-        f"{ctx:,.0f} tokens on average"
+        f"{_engine_traits(p.base, p.base_config)}; {_engine_traits(p.alt, p.alt_config)}; "
+        f"a request holds {ctx:,.0f} tokens on average"
     )
 
 
@@ -311,17 +311,9 @@ def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -
     """One engine at its limit on one configuration: what it holds and spends."""
     if cfg is None or c.limit_rps is None:
         return f"{c.settings['engine']} has no limit here"
-    held = (
-        f"reserves prompt + output ({c.kv_capacity_tokens:,} KV tokens)"
-        if cfg.kv_reservation == "request"
-        else f"pages {c.kv_capacity_tokens:,} KV tokens"
-    )
     running = c.concurrency_at_limit
-    use = f", {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
-    return (
-        f"{cfg.engine} {c.limit_rps:.3g} req/s ({held}{use}; "
-        f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step)"
-    )
+    use = f"; {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
+    return f"{c.limit_rps:.3g} req/s: {_engine_traits(c, cfg)}{use}"
 
 
 def engine_rankings(

@@ -94,6 +94,7 @@ class EmulatorServer:
         self.keep_timelines = keep_timelines
         # The front end's time is waited out for real before a request reaches the engine.
         self.engine = Engine(config, charge_frontend=False)
+        self._tokeniser = asyncio.Lock()
         self.driver = EngineDriver(
             self.engine,
             speed=speed,
@@ -237,11 +238,16 @@ class EmulatorServer:
                 self.engine.forget(s.rid)
 
     async def _front_end(self, prompt_tokens: int) -> None:
-        """Wait the engine profile's front-end time (HTTP, tokenisation, hand-over)."""
+        """Spend the engine profile's front-end time as the engine model charges it
+        (planner.engine.frontend): tokenisation one request at a time, then a delay every
+        request pays in parallel (HTTP, hand-over)."""
         c = self.config
-        delay_s = c.frontend_s + c.frontend_s_per_prompt_token * prompt_tokens
-        if delay_s > 0:
-            await asyncio.sleep(delay_s / self.driver.speed)
+        speed = self.driver.speed
+        if c.frontend_s_per_prompt_token > 0:
+            async with self._tokeniser:
+                await asyncio.sleep(c.frontend_s_per_prompt_token * prompt_tokens / speed)
+        if c.frontend_s > 0:
+            await asyncio.sleep(c.frontend_s / speed)
 
     async def _parse(self, request: web.Request, kind: Kind) -> tuple[ParsedRequest, int, str]:
         """The request, its output length and finish reason; RequestRejected when invalid."""
