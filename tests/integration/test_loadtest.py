@@ -106,6 +106,8 @@ def test_gamma_stage_shows_the_requested_cv(tmp_path: Path) -> None:
 
 
 def test_replay_at_10x_reproduces_inter_arrivals(tmp_path: Path) -> None:
+    if not AZURE.is_file():
+        pytest.skip(f"shared traces not found at {AZURE.parent} (beside the checkout)")
     server = start_server(ttft_s=0.005, itl_s=0.001, max_out=8)
     try:
         plan = StagePlan(
