@@ -41,7 +41,7 @@ class DemoOptions:
     out_pdf: Path = Path("reports/demo.pdf")
     lang: Lang = "en"
     seed: int = 0
-    cjk_font: Path | None = None  # None: CAPPLAN_CJK_FONT, then fontconfig (reports.fonts)
+    cjk_font: Path | None = None  # None: CAPPLAN_CJK_FONT, fontconfig, shipped (reports.fonts)
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO

@@ -71,7 +71,8 @@ def render_report(
     server_metrics.parquet when present), limit.json (run_dir/limit.json unless limit_path is
     given), plan.json and, optionally, the previous plan for the comparison table. `lang` is
     "en" or "zh". A Chinese report embeds a subset of its CJK font (`words_for`: `cjk_font`
-    or the system's; `warn` hears about a fallback to the non-embedded STSong-Light). Raises
+    or the system's, else the one shipped in the package; `warn` hears about a fallback to the
+    non-embedded STSong-Light, which only a broken install gets). Raises
     InputError (exit code 2 in the CLI) for a missing or malformed input, an unusable
     `cjk_font` or an unknown language. `whatif` (capplan whatif's JSON) and `compare` (capplan
     compare's) add the "Which configuration" section before the method page.

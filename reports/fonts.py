@@ -1,16 +1,22 @@
-"""The font Chinese reports are set in: an embedded subset of a CJK TrueType font, or STSong-Light.
+"""The font Chinese reports are set in: an embedded subset of a CJK TrueType font.
 
 Lookup order: an explicit path (`--cjk-font`, else the CAPPLAN_CJK_FONT environment variable),
 then the system's fonts in fontconfig's order of preference for Simplified Chinese
-(`fc-match -s :lang=zh-cn`). A candidate is kept only when reportlab can read it (TrueType
-outlines; a face of a .ttc collection by its index; OpenType with CFF outlines, such as Noto
-Sans CJK, is refused) and it really holds Chinese glyphs: U+4E2D must be in its cmap, because
-fontconfig answers with a Latin font such as DejaVu Sans when no CJK font is installed.
-reportlab embeds only the glyphs a document uses (a subset), so the PDF stays small.
+(`fc-match -s :lang=zh-cn`), then the font shipped inside the package (`SHIPPED_CJK_FONT`: a
+subset of WenQuanYi Micro Hei, Apache-2.0, holding GB2312 and every character of the report's
+Chinese words; `scripts/build_cjk_font.py` makes it), so a Chinese PDF renders wherever it is
+opened, from any install. A system font comes first because it may cover the rare characters
+of a service's own name that the shipped subset lacks. A candidate is kept only when reportlab
+can read it (TrueType outlines; a face of a .ttc collection by its index; OpenType with CFF
+outlines, such as Noto Sans CJK, is refused) and it really holds Chinese glyphs: U+4E2D must be
+in its cmap, because fontconfig answers with a Latin font such as DejaVu Sans when no CJK font
+is installed. reportlab embeds only the glyphs a document uses (a subset), so the PDF stays
+small.
 
-Without such a font, reportlab's built-in CID font STSong-Light is used with one warning: it is
-not embedded, and viewers without Adobe's Asian font pack show its characters blank or as
-boxes. Latin runs inside Chinese text stay in Helvetica either way (`reports.i18n.split_runs`).
+Only when the shipped font is missing too (a broken install) is reportlab's built-in CID font
+STSong-Light used, with one warning: it is not embedded, and viewers without Adobe's Asian font
+pack show its characters blank or as boxes. Latin runs inside Chinese text stay in Helvetica
+either way (`reports.i18n.split_runs`).
 """
 
 from __future__ import annotations
@@ -36,13 +42,16 @@ PROBE_CHAR = "中"  # U+4E2D: a font without it cannot set Chinese
 FC_PATTERN = ":lang=zh-cn"  # plain ":lang=zh" matches no CJK font's langset in fontconfig
 MAX_CANDIDATES = 12  # fontconfig lists every font; only the first few claiming zh-cn are tried
 FC_TIMEOUT_S = 20.0
+SHIPPED_CJK_FONT = Path(__file__).resolve().parent / "fontdata" / "wqy-microhei-gb2312.ttf"
 
 FALLBACK_WARNING = (
-    "no CJK TrueType font found ({tried}); Chinese text falls back to STSong-Light, which is "
-    "not embedded: viewers without Adobe's Asian font pack (browser PDF viewers, poppler-based "
-    "Linux viewers such as Evince and Okular, many mobile apps) show it blank or as boxes. "
-    "Fix: install a CJK TrueType font (Debian/Ubuntu: apt-get install fonts-wqy-microhei) or "
-    f"pass --cjk-font PATH (or set {ENV_VAR}) to a .ttf/.ttc font with Chinese glyphs."
+    "no CJK TrueType font found ({tried}; the font shipped with capplan, {shipped}: {problem}); "
+    "Chinese text falls back to STSong-Light, which is not embedded: viewers without Adobe's "
+    "Asian font pack (browser PDF viewers, poppler-based Linux viewers such as Evince and "
+    "Okular, many mobile apps) show it blank or as boxes. "
+    "Fix: reinstall capplan, install a CJK TrueType font (Debian/Ubuntu: apt-get install "
+    f"fonts-wqy-microhei) or pass --cjk-font PATH (or set {ENV_VAR}) to a .ttf/.ttc font with "
+    "Chinese glyphs."
 )
 
 
@@ -79,8 +88,9 @@ def choose_cjk_font(
 
     `path` is the --cjk-font option; `environ` defaults to os.environ. An explicit font (option
     or environment variable) that is missing, unreadable by reportlab or without Chinese glyphs
-    raises InputError naming it; a system font that fails the same checks is skipped. Without
-    any usable font, returns STSong-Light with `warning` set (the caller shows it).
+    raises InputError naming it; a system font that fails the same checks is skipped, and
+    without one the shipped font is used. Only when that is unusable too, returns STSong-Light
+    with `warning` set (the caller shows it).
     """
     env = os.environ if environ is None else environ
     explicit, origin = (
@@ -97,13 +107,17 @@ def choose_cjk_font(
         font, _ = _load(file, index)
         if font is not None:
             return font
+    font, problem = _load(SHIPPED_CJK_FONT, 0)
+    if font is not None:
+        return font
     if shutil.which("fc-match") is None:
         tried = "fontconfig's fc-match is not installed"
     elif candidates:
         tried = f"fontconfig offered {', '.join(str(f) for f, _ in candidates)}, none usable"
     else:
         tried = "fontconfig knows no font that covers zh-cn"
-    return builtin_cjk_font(FALLBACK_WARNING.format(tried=tried))
+    warning = FALLBACK_WARNING.format(tried=tried, shipped=SHIPPED_CJK_FONT, problem=problem)
+    return builtin_cjk_font(warning)
 
 
 def _load(path: Path, index: int) -> tuple[CjkFont | None, str]:

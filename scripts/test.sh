@@ -12,12 +12,11 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
-# pdftoppm, pdftotext and pdffonts (poppler-utils) check report pages in the report tests; the
-# Chinese report embeds a subset of WenQuanYi Micro Hei (fonts-wqy-microhei: Apache-2.0 or
-# GPL-3+ with the font exception, so embedding is allowed), found through fontconfig.
+# pdftoppm, pdftotext and pdffonts (poppler-utils) check report pages in the report tests. No
+# system CJK font is needed: the Chinese report embeds the subset of WenQuanYi Micro Hei that
+# ships inside the package (reports/fontdata/) when fontconfig finds no better one.
 missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
-[ -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing+=(fonts-wqy-microhei fontconfig)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -13,7 +13,7 @@ from planner.cli import handle_errors
 CJK_FONT_HELP = (
     "TrueType font (.ttf, or .ttc: its first face) whose subset a Chinese report embeds. "
     "Default: $CAPPLAN_CJK_FONT, else the system's Chinese font found by fontconfig, else "
-    "STSong-Light (not embedded; a warning says which viewers show it blank)."
+    "the subset of WenQuanYi Micro Hei shipped with capplan (GB2312 and the report's words)."
 )
 
 

@@ -1,5 +1,6 @@
-"""The Chinese report's font: an embedded CJK subset that poppler renders, the lookup order, and
-the STSong-Light fallback with its warning on a machine without a CJK font.
+"""The Chinese report's font: an embedded CJK subset that poppler renders, the lookup order, the
+font shipped inside the package on a machine without a CJK font, and the STSong-Light fallback
+with its warning when even that one is missing.
 
 "A machine without a CJK font" is real here, not mocked: FONTCONFIG_FILE points fontconfig
 (for capplan's lookup and for poppler's rendering alike) at a folder holding only reportlab's
@@ -19,13 +20,14 @@ import numpy as np
 import pytest
 import reportlab
 from PIL import Image
+from reportlab.pdfbase.ttfonts import TTFontFile
 from typer.testing import CliRunner
 
 from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.errors import InputError
 from planner.cli import app
-from reports import render_report
-from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, choose_cjk_font
+from reports import fonts, render_report
+from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, SHIPPED_CJK_FONT, choose_cjk_font
 from reports.i18n import STRINGS, Words
 from reports.layout import Styles
 
@@ -122,33 +124,69 @@ def test_chinese_report_embeds_a_cjk_subset_that_renders(
 ) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
     font = choose_cjk_font()
-    assert font.embedded, (
-        f"no CJK TrueType font on this machine ({font.warning}); scripts/test.sh installs "
-        "fonts-wqy-microhei"
-    )
+    assert font.embedded, font.warning
     warnings: list[str] = []
     pdf = _render_zh(fixture_dir, tmp_path / "zh.pdf", warn=warnings.append)
     assert warnings == []
+    _assert_cjk_subset_embedded(pdf)
+    assert _title_is_visible(_title_cells(pdf))
+
+
+def _assert_cjk_subset_embedded(pdf: Path) -> list[list[str]]:
+    """The PDF's embedded subsets (pdffonts rows); fails on STSong-Light or a whole font."""
     rows = _pdffonts(pdf)
     assert not [r for r in rows if r[0] == BUILTIN_CJK_FONT]
     embedded = [r for r in rows if re.fullmatch(r"[A-Z]{6}\+.+", r[0])]
     assert embedded, rows
     for row in embedded:  # name, type, encoding, emb, sub, uni, object id
         assert row[-5:-3] == ["yes", "yes"], row
-    assert _title_is_visible(_title_cells(pdf))
+    return embedded
 
 
-def test_without_a_cjk_font_the_report_warns_once_and_still_renders(
-    fixture_dir: FixturePaths, tmp_path: Path, no_cjk_fontconfig: dict[str, str]
-) -> None:
-    out = tmp_path / "fallback.pdf"
-    inputs = ["--profile", str(fixture_dir.profile), "--run", str(fixture_dir.run_dir)]
-    args = [*inputs, "--plan", str(fixture_dir.plan), "--lang", "zh", "-o", str(out)]
+def _report_cli(paths: FixturePaths, out: Path) -> str:
+    """`capplan report --lang zh` on the fixture; returns its stderr."""
+    inputs = ["--profile", str(paths.profile), "--run", str(paths.run_dir)]
+    args = [*inputs, "--plan", str(paths.plan), "--lang", "zh", "-o", str(out)]
     result = CliRunner().invoke(app, ["report", *args])
     assert result.exit_code == 0, result.output
-    assert result.stderr.count("warning:") == 1
-    assert "STSong-Light" in result.stderr and "fonts-wqy-microhei" in result.stderr
-    assert "--cjk-font" in result.stderr
+    return result.stderr
+
+
+def test_without_a_system_cjk_font_the_report_embeds_the_shipped_one(
+    fixture_dir: FixturePaths, tmp_path: Path, no_cjk_fontconfig: dict[str, str]
+) -> None:
+    out = tmp_path / "shipped.pdf"
+    assert _report_cli(fixture_dir, out) == ""
+    embedded = _assert_cjk_subset_embedded(out)
+    assert any("WenQuanYi" in row[0] for row in embedded), embedded
+    # poppler has no CJK font either here: the title's ink comes from the embedded subset
+    assert _title_is_visible(_title_cells(out, env=no_cjk_fontconfig))
+
+
+def test_the_shipped_font_holds_gb2312_and_every_character_of_the_reports_words() -> None:
+    cmap = TTFontFile(str(SHIPPED_CJK_FONT)).charToGlyph
+    sources = Path(fonts.__file__).parent.rglob("*.py")
+    words = {c for f in sources for c in f.read_text(encoding="utf-8") if ord(c) > 0x7E}
+    missing = sorted(c for c in words if ord(c) not in cmap)
+    assert not missing, f"run scripts/build_cjk_font.py: the shipped font lacks {missing}"
+    hanzi = [c for c in cmap if 0x4E00 <= c <= 0x9FFF]
+    assert len(hanzi) >= 6763  # GB2312's hanzi, and the report's own
+    assert all(c in cmap for c in range(0x20, 0x7F))
+    assert SHIPPED_CJK_FONT.with_name("LICENSE-wqy-microhei.txt").is_file()
+
+
+def test_without_any_cjk_font_the_report_warns_once_and_still_renders(
+    fixture_dir: FixturePaths,
+    tmp_path: Path,
+    no_cjk_fontconfig: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fonts, "SHIPPED_CJK_FONT", tmp_path / "removed.ttf")
+    out = tmp_path / "fallback.pdf"
+    stderr = _report_cli(fixture_dir, out)
+    assert stderr.count("warning:") == 1
+    assert "STSong-Light" in stderr and "fonts-wqy-microhei" in stderr
+    assert "--cjk-font" in stderr and "removed.ttf: no such font file" in stderr
     rows = _pdffonts(out)
     assert [r[-5:-3] for r in rows if r[0] == BUILTIN_CJK_FONT] == [["no", "no"]]
     # The render check of the test above fails on this PDF where poppler has no CJK font
@@ -157,7 +195,7 @@ def test_without_a_cjk_font_the_report_warns_once_and_still_renders(
 
 
 def test_lookup_skips_a_latin_font_that_fontconfig_offers(
-    no_cjk_fontconfig: dict[str, str],
+    no_cjk_fontconfig: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fc_match = shutil.which("fc-match")
     if fc_match is not None:  # the trap the lookup avoids: fontconfig answers with Vera
@@ -166,8 +204,11 @@ def test_lookup_skips_a_latin_font_that_fontconfig_offers(
         )
         assert "Vera.ttf" in answer.stdout
     font = choose_cjk_font()
+    assert font.path == SHIPPED_CJK_FONT and font.warning is None
+    monkeypatch.setattr(fonts, "SHIPPED_CJK_FONT", tmp_path / "removed.ttf")
+    font = choose_cjk_font()
     assert font.name == BUILTIN_CJK_FONT and not font.embedded
-    assert font.warning is not None and "STSong-Light" in font.warning
+    assert font.warning is not None and "removed.ttf: no such font file" in font.warning
 
 
 def test_an_explicit_font_comes_first_and_must_hold_chinese(tmp_path: Path) -> None:
