@@ -1,22 +1,25 @@
 """The PDF layout toolkit both capplan documents are set with: page geometry, one language's
 paragraph styles, paragraphs (CJK text with Latin runs in Helvetica), house-style tables, two
-flowables side by side, and an A4 document whose pages are numbered "n of total" in the footer.
+flowables side by side, rows of charts that leave out the ones without data, and an A4 document
+whose pages are numbered "n of total" in the footer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from reportlab.graphics.shapes import Drawing
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_LEFT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
 from reportlab.pdfgen.canvas import Canvas
-from reportlab.platypus import Flowable, Paragraph, SimpleDocTemplate, Table, TableStyle
+from reportlab.platypus import Flowable, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from reports.charts import GRAY, LIGHT, NAVY, ORANGE, RED
 from reports.fonts import is_cjk_font
@@ -169,6 +172,17 @@ def side_by_side(left: Flowable, right: Flowable) -> Table:
     return pair
 
 
+@dataclass(frozen=True)
+class NoChart:
+    """A chart left out because it has nothing to show: its title and why, for one line of text.
+
+    The house rule for every chart: no data, no axis. Empty axes read as a measured zero.
+    """
+
+    title: str
+    reason: str
+
+
 def write_document(
     out_pdf: Path, story: list[Flowable], w: Words, *, title: str, subject: str, footer: str
 ) -> Path:
@@ -246,6 +260,21 @@ class Layout:
             commands.append(("BOX", (c, r), (c, r), 0.8, ORANGE))
         grid.setStyle(TableStyle(commands))
         return grid
+
+    def chart_row(self, charts: Sequence[Drawing | NoChart]) -> list[Flowable]:
+        """Half-width charts two to a row (a lone one in the left half), then one line per
+        chart left out, saying why ("Hour-of-day shape: not drawn, the log spans ...")."""
+        drawn = [c for c in charts if not isinstance(c, NoChart)]
+        rows: list[Flowable] = [
+            side_by_side(left, drawn[i + 1] if i + 1 < len(drawn) else Spacer(1, 1))
+            for i, left in enumerate(drawn)
+            if i % 2 == 0
+        ]
+        return rows + [
+            self.para(self.words.t("chart_none", title=c.title, reason=c.reason))
+            for c in charts
+            if isinstance(c, NoChart)
+        ]
 
     def grid(self, rows: Sequence[Sequence[Any]], fractions: Sequence[float]) -> Table:
         """A table with a header row; `fractions` of the content width per column."""

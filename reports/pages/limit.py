@@ -17,7 +17,7 @@ from reportlab.platypus import (
 from contracts.limit import LimitLevel
 from reports import charts
 from reports.charts import GRAY, GREEN, ORANGE, RED, Axis
-from reports.layout import CONTENT_W, side_by_side
+from reports.layout import CONTENT_W, NoChart
 from reports.pages.context import ReportContext
 
 
@@ -47,7 +47,7 @@ def page_limit(ctx: ReportContext) -> list[Flowable]:
     if extra:
         out.append(ctx.para(" ".join(extra)))
     out += [
-        side_by_side(chart_limit(ctx), chart_attainment(ctx)),
+        *ctx.chart_row([chart_limit(ctx), chart_attainment(ctx)]),
         ctx.para(ctx.t("limit_table"), styles.h2),
         limit_table(ctx),
         Spacer(1, 6),
@@ -173,14 +173,17 @@ def mark_limit(ctx: ReportContext, panel: charts.Panel) -> None:
         panel.vline(lim.infeasible_min, RED, text="")
 
 
-def chart_limit(ctx: ReportContext) -> Drawing:
+def chart_limit(ctx: ReportContext) -> Drawing | NoChart:
+    """The binding constraint's value per load level; left out when no level was measured."""
     lim = ctx.inputs.limit
     name = binding_name(ctx)
+    if not lim.levels:
+        return NoChart(ctx.t("chart_limit", binding=name), ctx.t("chart_levels_none"))
     values = [(lv, constraint_value(lv, name)) for lv in lim.levels]
     threshold = next(
         (c.threshold for lv in lim.levels for c in lv.constraints if c.name == name), None
     )
-    loads = [lv.load for lv in lim.levels] or [1.0]
+    loads = [lv.load for lv in lim.levels]
     ys = [v for _, v in values if v is not None] + ([threshold] if threshold else [])
     drawing, panel = charts.single(
         CONTENT_W / 2,
@@ -200,10 +203,15 @@ def chart_limit(ctx: ReportContext) -> Drawing:
     return drawing
 
 
-def chart_attainment(ctx: ReportContext) -> Drawing:
+def chart_attainment(ctx: ReportContext) -> Drawing | NoChart:
+    """SLO attainment per load level; left out when no level recorded one."""
     lim = ctx.inputs.limit
     values = [(lv, lv.attainment) for lv in lim.levels]
-    loads = [lv.load for lv in lim.levels] or [1.0]
+    ordered = sorted((lv.load, v) for lv, v in values if v is not None)
+    if not ordered:
+        reason = "chart_attainment_none" if lim.levels else "chart_levels_none"
+        return NoChart(ctx.t("chart_attainment"), ctx.t(reason))
+    loads = [lv.load for lv in lim.levels]
     drawing, panel = charts.single(
         CONTENT_W / 2,
         150,
@@ -213,12 +221,8 @@ def chart_attainment(ctx: ReportContext) -> Drawing:
         title=ctx.t("chart_attainment"),
     )
     mark_limit(ctx, panel)
-    ordered = sorted((lv.load, v) for lv, v in values if v is not None)
-    if ordered:
-        panel.line([x for x, _ in ordered], [y for _, y in ordered], GRAY, width=0.6)
-        verdict_points(ctx, panel, values)
-    else:
-        panel.note(ctx.t("na"))
+    panel.line([x for x, _ in ordered], [y for _, y in ordered], GRAY, width=0.6)
+    verdict_points(ctx, panel, values)
     drawing.add(panel.render())
     return drawing
 

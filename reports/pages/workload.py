@@ -15,7 +15,7 @@ from reportlab.platypus import (
 
 from reports import charts
 from reports.charts import NAVY, ORANGE, RED, TEAL, Axis
-from reports.layout import CONTENT_W, side_by_side
+from reports.layout import CONTENT_W, NoChart, side_by_side
 from reports.pages.context import ReportContext
 
 
@@ -81,7 +81,7 @@ def page_workload(ctx: ReportContext) -> list[Flowable]:
         Spacer(1, 6),
         chart_rate(ctx),
         Spacer(1, 4),
-        side_by_side(chart_hours(ctx), chart_prefix(ctx)),
+        *ctx.chart_row([chart_hours(ctx), chart_prefix(ctx)]),
         Spacer(1, 4),
         side_by_side(
             chart_hist(
@@ -140,21 +140,28 @@ def chart_rate(ctx: ReportContext) -> Drawing:
     return drawing
 
 
-def chart_hours(ctx: ReportContext) -> Drawing:
-    hours = ctx.inputs.profile.arrivals.hour_of_day
-    values = hours or [0.0]
+def chart_hours(ctx: ReportContext) -> Drawing | NoChart:
+    """Mean rate per hour of day; left out when the profile has no such shape (a log shorter
+    than a day, or one without wall-clock times)."""
+    arr = ctx.inputs.profile.arrivals
+    hours = arr.hour_of_day
+    if not hours or max(hours) <= 0:
+        short = arr.duration_s < 86400
+        reason = (
+            ctx.t("chart_hour_none", span=ctx.words.duration(arr.duration_s))
+            if short
+            else ctx.t("chart_hour_clock_none")
+        )
+        return NoChart(ctx.t("chart_hour"), reason)
     drawing, panel = charts.single(
         CONTENT_W / 2,
         135,
         Axis(-0.5, 23.5, ctx.t("axis_hour")),
-        charts.nice_axis(values, ctx.t("axis_rate")),
+        charts.nice_axis(hours, ctx.t("axis_rate")),
         font=ctx.words.font,
         title=ctx.t("chart_hour"),
     )
-    if hours:
-        panel.bars(list(range(24)), hours, NAVY)
-    else:
-        panel.note(ctx.t("chart_hour_none"))
+    panel.bars(list(range(24)), hours, NAVY)
     drawing.add(panel.render())
     return drawing
 
@@ -176,10 +183,13 @@ def chart_hist(
     return drawing
 
 
-def chart_prefix(ctx: ReportContext) -> Drawing:
+def chart_prefix(ctx: ReportContext) -> Drawing | NoChart:
+    """LRU prefix-cache hit ratio against cache size; left out without prefix data."""
     prefix = ctx.inputs.profile.prefix
     points = prefix.lru_hit_ratio
-    xs: list[float] = [float(p.cache_tokens) for p in points] or [1.0, 10.0]
+    if not (prefix.available and points):
+        return NoChart(ctx.t("chart_prefix"), ctx.t("chart_prefix_none"))
+    xs = [float(p.cache_tokens) for p in points]
     drawing, panel = charts.single(
         CONTENT_W / 2,
         135,
@@ -188,12 +198,9 @@ def chart_prefix(ctx: ReportContext) -> Drawing:
         font=ctx.words.font,
         title=ctx.t("chart_prefix"),
     )
-    if prefix.available and points:
-        panel.line(xs, [p.hit_ratio for p in points], TEAL, label="LRU")
-        panel.markers(xs, [p.hit_ratio for p in points], TEAL)
-        if prefix.ideal_hit_ratio is not None:
-            panel.hline(prefix.ideal_hit_ratio, ORANGE, text=ctx.t("chart_prefix_ideal"))
-    else:
-        panel.note(ctx.t("chart_prefix_none"))
+    panel.line(xs, [p.hit_ratio for p in points], TEAL, label="LRU")
+    panel.markers(xs, [p.hit_ratio for p in points], TEAL)
+    if prefix.ideal_hit_ratio is not None:
+        panel.hline(prefix.ideal_hit_ratio, ORANGE, text=ctx.t("chart_prefix_ideal"))
     drawing.add(panel.render())
     return drawing
