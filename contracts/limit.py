@@ -10,6 +10,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 LIMIT_SCHEMA = "capplan.limit/1"
+# How a load unit is written for people (console lines, sentences): one spelling each.
+UNIT_LABELS: dict[str, str] = {"rps": "req/s", "users": "users"}
+
+
+def unit_label(unit: str) -> str:
+    """The load unit as printed: "req/s" for "rps" (never rps or r/s), "users" for "users"."""
+    return UNIT_LABELS.get(unit, unit)
+
 
 Dimension = Literal["rate", "concurrency"]
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import validate
-from contracts.limit import LIMIT_SCHEMA, LimitResult
+from contracts.limit import LIMIT_SCHEMA, LimitResult, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
 from planner.slo_spec import parse_slo
 from profiles.model import Profile
@@ -282,8 +282,8 @@ def plan_scenario(
     instances = for_load + redundancy
     gpus = instances * tp
     arithmetic = (
-        f"ceil({peak:.4g} {unit} x {growth:g} growth x (1 + {headroom:g} headroom) / "
-        f"{limit:.4g} {unit} per instance) + {redundancy} redundancy = "
+        f"ceil({peak:.4g} {unit_label(unit)} x {growth:g} growth x (1 + {headroom:g} headroom) / "
+        f"{limit:.4g} {unit_label(unit)} per instance) + {redundancy} redundancy = "
         f"ceil({with_headroom / limit:.3f}) + {redundancy} = {instances}"
     )
     return Scenario(

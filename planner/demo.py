@@ -17,6 +17,7 @@ from pathlib import Path
 
 from contracts.errors import RunError
 from contracts.rundir import LIMIT_FILE
+from planner.commands.console import counted
 from reports.i18n import Lang
 
 Echo = Callable[[str], None]
@@ -238,7 +239,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
         progress=lambda line: step(f"      {line}"),
     )
     plan_path.write_text(plan.model_dump_json(by_alias=True, indent=2))
-    step(f"      {plan.instances} instances -> {plan_path}")
+    step(f"      {counted(plan.instances, 'instance')} -> {plan_path}")
 
     step(f"5/5 writing the PDF ({options.lang})")
     pdf = render_report(

@@ -73,7 +73,7 @@ def fleet_check(
         if progress is not None:
             progress(
                 f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
-                f"meets SLO: {verdict.meets_slo} ({run.wall_s:.1f} s wall)"
+                f"{'meets' if verdict.meets_slo else 'misses'} the SLO ({run.wall_s:.1f} s wall)"
             )
         return FleetPoint(
             instances=size,

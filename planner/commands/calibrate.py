@@ -13,6 +13,7 @@ from contracts.calibration import CalibrationFile
 from contracts.errors import InputError
 from contracts.jsonio import write_model
 from planner.cli import handle_errors
+from planner.commands.console import stdout_console
 
 HELP = """Characterise a live OpenAI-compatible server and fit the engine model to it.
 
@@ -83,7 +84,7 @@ def calibrate_command(
     stderr = Console(stderr=True)
     cal = run_calibration(options, echo=lambda m: stderr.print(f"[dim]{m}[/dim]"))
     write_model(output, cal, "the calibration")
-    print_calibration(cal, Console())
+    print_calibration(cal, stdout_console())
     typer.echo(f"wrote {output}")
 
 

@@ -9,8 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.jsonio import write_model
+from contracts.limit import unit_label
 from contracts.whatif import Compare
 from planner.cli import check_number, check_planning, handle_errors, parse_share
+from planner.commands.console import stdout_console
 from planner.compare import CompareOptions, compare_runs
 from profiles.model import load_profile
 
@@ -79,7 +81,7 @@ def compare_command(
     )
     result = compare_runs(load_profile(profile), options)
     write_model(output, result)
-    print_compare(result, Console())
+    print_compare(result, stdout_console())
     typer.echo(f"wrote {output}")
 
 
@@ -94,7 +96,7 @@ def print_compare(result: Compare, console: Console) -> None:
         table.add_row(
             str(r.rank or "-"),
             r.label,
-            f"{r.limit:.3g} {r.unit}" if r.limit else "none",
+            f"{r.limit:.3g} {unit_label(r.unit)}" if r.limit else "none",
             r.binding or "-",
             f"{r.recovery_s:.0f} s" if r.recovery_s is not None else "-",
             str(r.instances or "-"),

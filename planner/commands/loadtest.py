@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -16,6 +15,7 @@ from rich.text import Text
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
 from planner.cli import check_number, handle_errors, parse_share
+from planner.commands.console import stdout_console
 
 if TYPE_CHECKING:
     from contracts.run import StagePlan
@@ -86,8 +86,8 @@ def stage_table(stages: list[StageSummary]) -> Table:
         "stage",
         "role",
         "load",
-        "offered r/s",
-        "achieved r/s",
+        "offered req/s",
+        "achieved req/s",
         "out tok/s",
         "TTFT p50/p95 ms",
         "TPOT p50/p95 ms",
@@ -96,12 +96,12 @@ def stage_table(stages: list[StageSummary]) -> Table:
         "lag p99 ms",
         "errors",
         "recovery s",
-        *(("goodput r/s", "attainment") if judged else ()),
+        *(("goodput req/s", "attainment") if judged else ()),
     ):
         table.add_column(col, justify="left" if col in ("stage", "role") else "right")
     for s in stages:
         load = (
-            f"{s.target_rate_rps:g} r/s"
+            f"{s.target_rate_rps:g} req/s"
             if s.target_rate_rps
             else (f"{s.target_users} users" if s.target_users else "replay")
         )
@@ -311,9 +311,7 @@ def loadtest(
             summaries = run_loadtest(config, stage_plan, out, progress=plain, check_target=check)
         finally:
             plain.close()
-    # A pipe or a log gets the whole table rather than columns squeezed to 80 characters.
-    out_console = Console() if sys.stdout.isatty() else Console(width=200)
-    out_console.print(stage_table(summaries))
+    stdout_console().print(stage_table(summaries))
     from planner.loadtest import read_run_info
 
     for lost in read_run_info(out).lost_workers:

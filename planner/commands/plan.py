@@ -11,10 +11,12 @@ from rich.table import Table
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
+from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
 from planner.calibrate import calibration_overrides
 from planner.capacity import HostRule, parse_float_list, parse_limit
 from planner.cli import check_number, check_planning, handle_errors, parse_share
+from planner.commands.console import stdout_console
 from planner.plan import PlanOptions, build_plan
 from profiles.model import load_profile
 
@@ -141,14 +143,14 @@ def plan_command(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
     write_model(output, plan, "the plan")
-    print_plan(plan, Console())
+    print_plan(plan, stdout_console())
     typer.echo(f"wrote {output}")
 
 
 def limit_line(limit: LimitInput) -> str:
     """Where the per-instance limit came from: a limit.json capplan measured, or a number
     given with --limit (from vLLM bench, guidellm or elsewhere), named as such."""
-    per = f"[bold]Limit[/bold]: {limit.value:g} {limit.unit} per instance"
+    per = f"[bold]Limit[/bold]: {limit.value:g} {unit_label(limit.unit)} per instance"
     if Path(limit.source).is_file():
         return f"{per}, measured by capplan limit ({limit.source}) under {limit.slo}"
     slo = f" for {limit.slo}" if limit.slo else ""
@@ -163,7 +165,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(
         f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
         + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")
-        + (f", {d.peak_concurrency:.1f} concurrent" if d.peak_concurrency else "")
+        + (f", {d.peak_concurrency:.1f} concurrent in the fleet" if d.peak_concurrency else "")
         + (f", e2e {d.mean_e2e_s:.2f} s" if d.mean_e2e_s else "")
     )
     table = Table(title="Instances per growth scenario")
@@ -182,7 +184,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     for s in plan.scenarios:
         table.add_row(
             f"{s.growth:g}x",
-            f"{s.demand:.3g} {s.unit}",
+            f"{s.demand:.3g} {unit_label(s.unit)}",
             f"{s.demand_with_headroom:.3g}",
             f"{s.per_instance_limit:.3g}",
             str(s.instances_for_load),
@@ -210,7 +212,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         f"[bold]Resources[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} x {r.gpu} x "
         f"tp={r.tp} = {r.gpus} GPUs; per GPU {m.weights_bytes_per_gpu / 2**30:.1f} GiB weights, "
         f"KV cache {m.kv_capacity_tokens:,} tokens, {m.kv_needed_tokens_at_limit:,.0f} needed "
-        f"at {m.concurrency_at_limit:.1f} concurrent x {m.mean_context_tokens:.0f} tokens "
+        f"at {m.concurrency_at_limit:.1f} concurrent per instance x "
+        f"{m.mean_context_tokens:.0f} tokens "
         f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_total} CPU cores, "
         f"{r.host_ram_gib_total:,.0f} GiB host RAM ({r.rule})"
     )

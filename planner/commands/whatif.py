@@ -12,6 +12,7 @@ from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
 from planner.cli import check_number, check_planning, handle_errors, parse_share
+from planner.commands.console import counted, stdout_console
 from planner.whatif import WhatifOptions, parse_vary, run_whatif
 from profiles.model import load_profile
 
@@ -165,15 +166,15 @@ def whatif_command(
         progress=lambda m: stderr.print(f"[dim]{m}[/dim]"),
     )
     write_model(output, result)
-    print_whatif(result, Console())
+    print_whatif(result, stdout_console())
     typer.echo(f"wrote {output}")
 
 
 def print_whatif(result: Whatif, console: Console) -> None:
     """The candidates ranked by cost, then the lessons."""
     table = Table(title=f"What if: {result.slo}, peak {result.peak_rps:.3g} req/s")
-    for col in ("rank", "candidate", "limit", "binding", "e2e p95", "n", "GPUs", "$/month",
-                "$/M out", "Pareto"):  # fmt: skip
+    for col in ("rank", "candidate", "limit req/s", "binding", "e2e p95", "n", "GPUs",
+                "$/month", "$/M out", "Pareto"):  # fmt: skip
         table.add_column(col, justify="right" if col != "candidate" else "left")
     ordered = sorted(result.candidates, key=lambda c: c.rank or 10**9)
     for c in ordered:
@@ -195,6 +196,7 @@ def print_whatif(result: Whatif, console: Console) -> None:
     for lesson in result.lessons:
         console.print(f"- {lesson.sentence}")
     console.print(
-        f"{len(result.candidates)} candidates, {result.simulated_requests:,} simulated requests "
+        f"{counted(len(result.candidates), 'candidate')}, "
+        f"{counted(result.simulated_requests, 'simulated request')} "
         f"in {result.wall_s:.1f} s"
     )

@@ -27,7 +27,7 @@ def test_a_limit_measured_elsewhere_is_planned_with_and_named(tmp_path: Path) ->
     """Would fail if the number were refused or printed as if capplan had measured it."""
     output, limit = _plan(tmp_path, "17.4rps")
     assert limit["value"] == 17.4 and limit["unit"] == "rps" and limit["source"] == "17.4rps"
-    assert "Limit: 17.4 rps per instance, given as --limit 17.4rps: measured elsewhere" in output
+    assert "Limit: 17.4 req/s per instance, given as --limit 17.4rps: measured elsewhere" in output
 
 
 def test_a_measured_limit_names_its_file_and_slo(tmp_path: Path) -> None:

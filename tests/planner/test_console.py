@@ -1,0 +1,27 @@
+"""Console output: one spelling per unit, counted nouns, whole tables when piped."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from contracts.limit import unit_label
+from planner.commands.console import PIPED_WIDTH, counted, stdout_console
+
+
+def test_units_and_counts_read_as_words() -> None:
+    assert (unit_label("rps"), unit_label("users")) == ("req/s", "users")
+    assert (counted(1, "instance"), counted(3, "candidate")) == ("1 instance", "3 candidates")
+    assert counted(12000, "simulated request") == "12,000 simulated requests"
+
+
+def test_a_piped_console_keeps_every_column_head_whole() -> None:
+    console = stdout_console()  # pytest's stdout is not a TTY
+    assert console.width == PIPED_WIDTH
+    heads = ("rank", "candidate", "limit req/s", "binding", "e2e p95", "n", "GPUs", "$/month")
+    table = Table()
+    for head in (*heads, "$/M out", "Pareto"):
+        table.add_column(head)
+    table.add_row("1", "H100-80GB tp=1 max_num_seqs=256 chunked", "15.5", "ttft", *"1234", "5", "*")
+    with console.capture() as captured:
+        console.print(table)
+    assert all(head in captured.get() for head in heads) and "…" not in captured.get()
