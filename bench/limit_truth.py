@@ -10,6 +10,10 @@ measured, ratio and wall time per case. Acceptance: within 10 % and never more t
 above the truth.
 
     .venv/bin/python bench/limit_truth.py [--case short --case refusing --case long]
+        [--method fast]
+
+`--method fast` runs `capplan limit --method fast` (issue 28: characterise, predict,
+confirm, correct); its target is the measured search's wall time divided by three.
 
 Cases: short (8 slots, ~0.7 s requests, ttft:p95<=0.5s), long (32 slots, ~10 s requests,
 ttft:p95<=2s; each level needs minutes), refusing (429 above 6 active, 0.76 s requests,
@@ -34,13 +38,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="keep run directories here")
     ap.add_argument("--verbose", action="store_true", help="print capplan's output")
     ap.add_argument("--timeout", type=float, default=3 * 3600.0, help="per case, seconds")
+    ap.add_argument("--method", choices=["measured", "fast"], default="measured")
     args = ap.parse_args()
+    extra = ("--method", args.method)
     names = args.case or ["short", "refusing", "long"]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.out or Path(tmp)
         results = []
         for name in names:
-            result = run_case(CASES[name], root / name, timeout_s=args.timeout)
+            result = run_case(CASES[name], root / name, extra_args=extra, timeout_s=args.timeout)
             if args.verbose:
                 print(result.output)
             print(result.line(), flush=True)

@@ -14,6 +14,23 @@ more than 5 % above it.
 `--rules previous`: the rules before correlation times (3 + 5 mean E2Es of warm-up and
 window, 100 requests, levels up to 300 s, any pass counts, 2 repeats of a deciding level,
 95 % intervals), for comparison. `--max-repeats` and `--confidence` override the search's.
+
+`--method fast` (issue 28) runs the fast search (planner.fastlimit: characterise, predict,
+confirm on warm levels, correct the model by its own error) and today's measured search on
+the same seeds against a simulated server written apart from the model
+(bench/kit/sim_server.py), and prints per case: the median ratio to the truth, the 95th
+percentile of |error|, the share of seeds more than 5 % above the truth, the interval's
+coverage of the truth, the median minutes of load, and the runs that fell back to the
+measured search ("model inadequate"). Acceptance: p95 |error| <= 5 %, > 1.05 in at most 5 %
+of seeds, coverage >= 90 %, median time at most a third of the measured search's.
+
+    .venv/bin/python bench/search_truth.py --method fast [--seeds 20] [--grid]
+        [--misspecified] [--ablations] [--no-measured]
+
+`--grid`: slot counts 4 and 16 x answer-length CV 0.2, 1, 2 x a tight and a loose TTFT
+threshold; `--misspecified`: servers the model does not describe (service slowing with
+load, prefill contention, a slot count misstated by +/-25 %); `--ablations`: the model
+alone, the measured search shortened to the fast one's time, no warm start, no correction.
 """
 
 from __future__ import annotations
@@ -27,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.kit import fast_truth  # noqa: E402
 from bench.kit.limit_truth import CASES, TruthCase  # noqa: E402
 from bench.kit.queue_truth import loss_max_rate, mgc_max_rate  # noqa: E402
 from bench.kit.slot_probe import SlotQueue, search_slot_queue  # noqa: E402
@@ -70,7 +88,15 @@ def main() -> None:
     ap.add_argument("--rules", choices=["default", "previous"], default="default")
     ap.add_argument("--max-repeats", type=int, help="the search's repeats of a deciding level")
     ap.add_argument("--confidence", type=float, help="of the search's bootstrap intervals")
+    ap.add_argument("--method", choices=["measured", "fast"], default="measured")
+    ap.add_argument("--grid", action="store_true", help="with --method fast")
+    ap.add_argument("--misspecified", action="store_true", help="with --method fast")
+    ap.add_argument("--ablations", action="store_true", help="with --method fast")
+    ap.add_argument("--no-measured", action="store_true", help="skip today's search")
     args = ap.parse_args()
+    if args.method == "fast":
+        fast_main(args)
+        return
     rows = []
     for name in args.case or ["short", "refusing", "long"]:
         case = CASES[name]
@@ -106,6 +132,44 @@ def main() -> None:
         high, low = (r > 1.05).mean(), (r < 0.90).mean()
         print(f"{name:9} {truth:6.3g} {np.median(r):7.3f} {r.min():6.3f} {r.max():6.3f} "
               f"{high:6.0%} {low:6.0%} {wall / 60:10.1f} {cpu:6.0f}")  # fmt: skip
+
+
+def fast_main(args: argparse.Namespace) -> None:
+    names = set(args.case or [])
+    cases = [c for c in fast_truth.truth_cases() if not names or c.name in names]
+    if args.grid:
+        cases += fast_truth.grid_cases()
+    if args.misspecified:
+        cases += fast_truth.misspecified_cases()
+    seeds = range(args.seeds)
+    lines: list[str] = []
+    started = time.perf_counter()
+    for case in cases:
+        truth = fast_truth.truth(case)
+        print(f"{case.name}: truth {truth:.4g} req/s", flush=True)
+        rows: list[tuple[str, fast_truth.Tally]] = []
+        fast = fast_truth.fast_tally(case, seeds, "fast", truth, print)
+        rows.append(("fast", fast))
+        misspecified = not case.plain or case.slots_error != 1.0
+        if not args.no_measured and not misspecified:
+            rows.append(("measured", fast_truth.measured_tally(case, seeds, truth, print)))
+        if args.ablations:
+            for variant in ("model only", "no warm start", "no correction"):
+                rows.append((variant, fast_truth.fast_tally(case, seeds, variant, truth, print)))
+            if len(rows) > 1 and rows[1][0] == "measured":
+                scale = float(np.median(fast.minutes) / np.median(rows[1][1].minutes))
+                short = fast_truth.measured_tally(case, seeds, truth, print, scale=scale)
+                rows.append(("measured, same time", short))
+        for method, tally in rows:
+            lines.append(f"{case.name:22} {truth:7.4g} {method:20} {tally.row()}")
+        if len(rows) > 1 and rows[1][0] == "measured":
+            ratio = np.median(fast.minutes) / np.median(rows[1][1].minutes)
+            lines.append(f"{case.name:22} {'':7} {'time fast/measured':20} {ratio:6.2f}")
+    print()
+    print(f"{'case':22} {'truth':>7} {'method':20} {fast_truth.HEADER}")
+    for line in lines:
+        print(line)
+    print(f"\n{len(seeds)} seeds; {time.perf_counter() - started:.0f} s of CPU")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,38 @@ class Prediction(_Model):
     note: str = Field("", description="how it was made (engine, rules, time scale)")
 
 
+class FastSearchRecord(_Model):
+    """How the fast search (planner.fastlimit) reached its answer: characterised the server,
+    predicted with the model, confirmed on open-loop levels and corrected the model by its
+    measured bias."""
+
+    stopped: str = Field(description="converged, time cap, model inadequate: why, unsupported")
+    adequate: bool = Field(description="false: the measured search gave the answer instead")
+    characterise_s: float = Field(description="seconds of closed-loop characterisation")
+    confirm_s: float = Field(description="seconds of open-loop confirmation levels")
+    predicted_rps: float | None = Field(description="the characterised model's limit alone")
+    limit_rps: float | None = Field(description="the corrected model's limit")
+    interval: tuple[float, float] | None = Field(
+        default=None, description="90 % interval of the limit (bias error and model spread)"
+    )
+    bias: dict[str, float] = Field(
+        default_factory=dict,
+        description="per constraint: measured miss share - the model's on the same requests",
+    )
+    bias_se: dict[str, float] = Field(
+        default_factory=dict, description="batch-means standard error of each bias"
+    )
+    levels: list[tuple[float, int, int]] = Field(
+        default_factory=list,
+        description="each confirmation estimate: (rate, chunks at that rate, requests compared)",
+    )
+    slots: int | None = Field(default=None, description="requests the server serves at once")
+    refuses: bool | None = Field(default=None, description="refuses beyond its slots (HTTP 429)")
+    max_slowdown: float | None = Field(
+        default=None, description="how much slower each request runs with every slot busy"
+    )
+
+
 class LimitResult(_Model):
     """limit.json."""
 
@@ -141,6 +173,14 @@ class LimitResult(_Model):
     )
     prediction: Prediction | None = Field(
         default=None, description="the engine model's steady-state limit, when one was made"
+    )
+    method: Literal["measured", "fast"] = Field(
+        default="measured",
+        description="measured: levels bracketed and narrowed (planner.search); fast: "
+        "characterise, predict, confirm, correct (planner.fastlimit)",
+    )
+    fast: FastSearchRecord | None = Field(
+        default=None, description="the fast search's account, when it ran"
     )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(

@@ -24,6 +24,9 @@ from contracts.errors import ConfigError, InputError, RunError
 from contracts.jsonio import first_error
 from contracts.limit import Dimension, LimitResult
 from locustfiles.arrivals import validate_arrival
+from planner.fastlimit.live import LiveDriver, run_fast_search
+from planner.fastlimit.result import fast_limit_result, fast_record
+from planner.fastlimit.search import FastConfig, FastResult
 from planner.limit_probe import LocustProbe
 from planner.limit_result import build_limit_result
 from planner.loadtest import (
@@ -219,6 +222,7 @@ class LimitOptions:
     drain_s: float | None = None
     # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
     verify_steady_s: float | None = None
+    method: Literal["measured", "fast"] = "measured"
 
     def rules(self) -> SteadyRules:
         """The steady-state rules of each level (planner.steady)."""
@@ -348,6 +352,13 @@ def run_limit(
         time_scale=options.time_scale,
     )
     profile, _ = config_profile(config)
+    if options.method == "fast":
+        fast = _fast_search(options, config, search_config, profile.digest(), echo)
+        if fast.limit is not None:
+            return fast.limit
+        echo(f"fast search: {fast.result.stopped}; the measured search takes over")
+        start = fast.result.limit or fast.result.predicted or search_config.start
+        search_config = replace(search_config, start=float(f"{start:.4g}"))
     probe = LocustProbe(
         config,
         options.out_dir,
@@ -355,9 +366,10 @@ def run_limit(
         rules=rules,
         slo=slo,
         arrival=options.arrival,
+        append=options.method == "fast",
     )
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
-    return search_limit(
+    limit = search_limit(
         probe,
         search_config,
         options.out_dir,
@@ -368,3 +380,55 @@ def run_limit(
         echo=echo,
         time_scale=options.time_scale,
     )
+    if options.method == "fast":
+        # the measured search answered: limit.json also says why the fast one could not
+        limit = limit.model_copy(update={"fast": fast_record(fast.result, search_config)})
+        write_limit(limit, options.out_dir / LIMIT_FILE)
+    return limit
+
+
+@dataclass(frozen=True)
+class _Fast:
+    result: FastResult
+    limit: LimitResult | None  # None: the model was inadequate
+
+
+def _fast_search(
+    options: LimitOptions,
+    config: LoadTestConfig,
+    search_config: SearchConfig,
+    profile_digest: str,
+    echo: Echo,
+) -> _Fast:
+    """Characterise, predict, confirm, correct (planner.fastlimit) on the live endpoint;
+    limit.json written when the model was adequate."""
+    if options.dimension != "rate":
+        raise ConfigError("--method fast finds a rate limit: use --dimension rate")
+    if options.verify_burst:
+        raise ConfigError("--verify-burst runs with --method measured only")
+    started = time.perf_counter()
+    driver = LiveDriver(config, options.out_dir, arrival=options.arrival)
+    # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
+    fast_config = FastConfig(
+        slo=search_config.slo,
+        tolerance=options.tolerance,
+        seed=options.seed,
+        chunk_s=options.level_duration_s,
+        step_s=options.level_duration_s / 3,
+    )
+    result = run_fast_search(fast_config, driver, echo=echo)
+    if not result.adequate or result.limit is None:
+        return _Fast(result, None)
+    limit = fast_limit_result(
+        result,
+        search_config,
+        driver.levels(),
+        target=options.host,
+        model=options.model,
+        profile_digest=profile_digest,
+        wall_s=time.perf_counter() - started,
+        time_scale=options.time_scale,
+    )
+    write_limit(limit, options.out_dir / LIMIT_FILE)
+    echo(limit.sentence)
+    return _Fast(result, limit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import polars as pl
 
 from contracts.errors import RunError, TargetError
 from contracts.limit import Dimension
-from contracts.run import Stage, StagePlan
+from contracts.run import Stage, StagePlan, StageSummary
 from planner.loadtest import (
     WORK_DIR,
     LoadTestConfig,
@@ -46,6 +47,7 @@ class LocustProbe:
         slo: Slo,
         arrival: str = "poisson",
         check_every_s: float = 1.0,
+        append: bool = False,
     ) -> None:
         self.config = config
         self.arrival = arrival
@@ -55,6 +57,7 @@ class LocustProbe:
         self.slo = slo
         self.check_every_s = check_every_s
         self.levels = 0
+        self.append = append  # the run directory already holds stages (a fast search's)
 
     def _stage(self, load: float) -> Stage:
         name = f"level-{self.levels:02d}"
@@ -81,26 +84,8 @@ class LocustProbe:
         self.levels += 1
         stage = self._stage(load)
         watcher = _LevelWatcher(self, stage, abandon, load)
-        # A fresh seed per level: a repeated level sees new arrivals and lengths, so pooling
-        # its measurements narrows the noise instead of replaying the same sample.
-        config = self.config.model_copy(update={"seed": self.config.seed * 1000 + self.levels})
-        summaries = run_loadtest(
-            config,
-            StagePlan(name="limit", stages=[stage]),
-            self.out_dir,
-            append=self.levels > 1,
-            progress=watcher,
-        )
-        summary = next((s for s in summaries if s.name == stage.name), None)
-        if summary is None:
-            raise RunError(f"the load test returned no summary for stage {stage.name}")
-        unreachable = {"connect_refused", "connect"}
-        classes = set(summary.errors_by_class)
-        if summary.completed == 0 and summary.errors and classes <= unreachable:
-            raise TargetError(
-                f"{self.config.host}: no request of {stage.name} reached the endpoint "
-                f"({', '.join(f'{k}: {v}' for k, v in summary.errors_by_class.items())})"
-            )
+        summary = run_stage(self.config, self.out_dir, stage, seed_index=self.levels,
+                            append=self.append or self.levels > 1, progress=watcher)  # fmt: skip
         records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
         duration_s = summary.duration_s
         if watcher.reason is not None and watcher.stopped_at_s is not None:
@@ -127,6 +112,38 @@ class LocustProbe:
             unstable=None if watcher.ended and not watcher.capped else state.unstable,
             steady=state.evidence(),
         )
+
+
+def run_stage(
+    config: LoadTestConfig,
+    out_dir: Path,
+    stage: Stage,
+    *,
+    seed_index: int,
+    append: bool,
+    progress: Callable[[str], None] | None,
+) -> StageSummary:
+    """Run one stage as a one-stage load test appended to `out_dir` and return its summary.
+
+    A fresh seed per stage (`seed * 1000 + seed_index`): a repeated level sees new arrivals
+    and lengths, so pooling its measurements narrows the noise instead of replaying the same
+    sample. Raises TargetError when no request could connect, and what run_loadtest raises.
+    """
+    config = config.model_copy(update={"seed": config.seed * 1000 + seed_index})
+    summaries = run_loadtest(
+        config, StagePlan(name="limit", stages=[stage]), out_dir, append=append, progress=progress
+    )
+    summary = next((s for s in summaries if s.name == stage.name), None)
+    if summary is None:
+        raise RunError(f"the load test returned no summary for stage {stage.name}")
+    unreachable = {"connect_refused", "connect"}
+    classes = set(summary.errors_by_class)
+    if summary.completed == 0 and summary.errors and classes <= unreachable:
+        raise TargetError(
+            f"{config.host}: no request of {stage.name} reached the endpoint "
+            f"({', '.join(f'{k}: {v}' for k, v in summary.errors_by_class.items())})"
+        )
+    return summary
 
 
 class _LevelWatcher:

@@ -183,7 +183,7 @@ def _pool(measurements: list[LevelMeasurement]) -> tuple[pl.DataFrame, float]:
     return pl.concat(frames, how="diagonal_relaxed"), duration_s
 
 
-def _judge(
+def judge_level(
     config: SearchConfig,
     load: float,
     measurements: list[LevelMeasurement],
@@ -352,7 +352,7 @@ def limit_search(
         measured.setdefault(load, []).append(measurement)
         if load not in outcomes:
             order.append(load)
-        outcomes[load] = _judge(config, load, measured[load], rng)
+        outcomes[load] = judge_level(config, load, measured[load], rng)
         if on_level is not None:
             on_level(outcomes[load])
         return outcomes[load]

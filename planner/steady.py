@@ -290,11 +290,11 @@ def correlation_requests(window: pl.DataFrame, slo: Slo) -> float:
         if values.size < 20:
             continue
         values = np.minimum(values, 4.0 * threshold_s)  # misses count, bounded
-        taus.append(_tau_int(values))
+        taus.append(integrated_autocorrelation(values))
     return max(taus)
 
 
-def _tau_int(x: np.ndarray, c: float = 5.0) -> float:
+def integrated_autocorrelation(x: np.ndarray, c: float = 5.0) -> float:
     """1 + 2 sum of the autocorrelations up to the first lag m >= c * tau(m) (Sokal)."""
     x = x - x.mean()
     n = x.size

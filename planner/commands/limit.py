@@ -136,6 +136,15 @@ def register(app: typer.Typer) -> None:
             help="The endpoint runs this many times faster than wall time (capplan emulate "
             "--speed S): levels, loads and latencies are in its time.",
         ),
+        method: str = typer.Option(
+            "measured",
+            "--method",
+            help="measured: bracket and narrow levels, each held until steady (tens of "
+            "minutes); fast: characterise the server in closed loop, predict the limit with "
+            "a model of it, confirm on a few open-loop levels and correct the model by its "
+            "bias measured on the same requests (rate SLOs on ttft/e2e/tpot shares; falls "
+            "back to measured when the model is inadequate).",
+        ),
         no_preflight: bool = typer.Option(
             False,
             "--no-preflight",
@@ -168,6 +177,9 @@ def register(app: typer.Typer) -> None:
         if endpoint not in ("chat", "completions"):
             raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
         dim: Literal["rate", "concurrency"] = "rate" if dimension == "rate" else "concurrency"
+        if method not in ("measured", "fast"):
+            raise ConfigError(f"--method {method!r}: expected measured or fast")
+        how: Literal["measured", "fast"] = "fast" if method == "fast" else "measured"
         n_workers = parse_workers(workers)
         if n_workers is None:
             peak = max_load * (2 if verify_burst else 1) if dim == "rate" and max_load else None
@@ -212,6 +224,7 @@ def register(app: typer.Typer) -> None:
                 time_scale=time_scale,
                 master_bind=master_bind,
                 expect_workers=expect_workers,
+                method=how,
             ),
             echo=typer.echo,
             check_target=None if no_preflight else check_target,

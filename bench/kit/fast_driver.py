@@ -1,0 +1,122 @@
+"""Runs the fast limit search (planner.fastlimit) against a simulated server
+(bench/kit/sim_server.py) in virtual time, counting every second the server was under load
+or drained, as a live run would spend it."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.kit.sim_server import ServerSpec, SimServer
+from planner.fastlimit.characterise import build_model
+from planner.fastlimit.search import (
+    Characterise,
+    Closed,
+    FastConfig,
+    FastResult,
+    Open,
+    Taken,
+    fast_search,
+)
+
+RETRY_S = 0.1
+
+
+@dataclass
+class Driver:
+    """Holds the server, the request ids and the open chain between steps."""
+
+    spec: ServerSpec
+    seed: int
+
+    def __post_init__(self) -> None:
+        self.server = SimServer(self.spec)
+        self.rng = np.random.default_rng([self.seed, 3])
+        self.next_id = 0
+        self.chain: list[int] = []
+        self.schedule_end = 0.0
+
+    def _send(self) -> int:
+        rid = self.next_id
+        self.next_id += 1
+        self.server.arrive(rid, int(self.spec.draw_tokens(self.rng, 1)[0]))
+        return rid
+
+    def closed(self, step: Closed) -> Taken:
+        """Closed loop: each user sends again as soon as its answer ends, or `retry_s` after
+        a refusal (a client backing off from HTTP 429)."""
+        start = self.server.now
+        first_round = [self._send() for _ in range(step.users)]
+        ids = list(first_round)
+        retries: list[float] = []
+        for rid in first_round:
+            if rid in self.server.refused:
+                heapq.heappush(retries, start + RETRY_S)
+        mine = set(ids)
+        ended_after_first = 0
+        while True:
+            elapsed = self.server.now - start
+            if elapsed >= step.max_s or (
+                ended_after_first >= step.requests and elapsed >= step.min_s
+            ):
+                break
+            horizon = min(start + step.max_s, self.server.now + 1.0, *retries[:1])
+            ended = self.server.advance(horizon, first_end=True)
+            due = 0
+            while retries and retries[0] <= self.server.now:
+                heapq.heappop(retries)
+                due += 1
+            for rid in ended:
+                if rid in mine:
+                    ended_after_first += rid not in first_round
+                    due += 1
+            for _ in range(due):
+                new = self._send()
+                mine.add(new)
+                ids.append(new)
+                if new in self.server.refused:
+                    heapq.heappush(retries, self.server.now + RETRY_S)
+        return Taken(self.server.records(ids), start, self.server.now)
+
+    def open(self, step: Open) -> Taken:
+        if step.fresh:
+            self.server.drain()
+            self.chain = []
+            self.schedule_end = self.server.now
+        start = self.schedule_end
+        self.server.advance(start)
+        for _ in range(step.burst):
+            self.chain.append(self._send())
+        t = start
+        end = start + step.duration_s
+        while True:
+            t += self.rng.exponential(1.0 / step.rate)
+            if t >= end:
+                break
+            self.server.advance(t)
+            self.chain.append(self._send())
+        self.server.advance(end)
+        self.schedule_end = end
+        return Taken(self.server.records(self.chain), start, end)
+
+
+def run_fast(
+    spec: ServerSpec,
+    config: FastConfig,
+    *,
+    seed: int = 0,
+    characterise: Characterise = build_model,
+) -> tuple[FastResult, float]:
+    """(the fast search's result on `spec`, the virtual seconds it took)."""
+    driver = Driver(spec, seed)
+    search = fast_search(config, characterise=characterise)
+    try:
+        step = next(search)
+        while True:
+            taken = driver.closed(step) if isinstance(step, Closed) else driver.open(step)
+            step = search.send(taken)
+    except StopIteration as stop:
+        result: FastResult = stop.value
+    return result, driver.server.now

@@ -1,0 +1,123 @@
+"""The server as the fast limit search models it: c slots, each request's own work, and a
+slowdown of every running request when more share the server.
+
+A request's work is what it costs alone: a first token after `first_s(input tokens)` and
+the rest of its answer after `decode_s(output tokens)` more. When k requests are in service,
+every one of them progresses at 1 / slowdown(k) of its solo speed (continuous batching
+shares each step; a slot server has slowdown 1 throughout). Arrivals beyond `slots` wait
+first come first served, or are refused at once when the server refuses (HTTP 429).
+
+The simulation keeps one work clock W that advances at 1 / slowdown(k) seconds of work per
+second: because every request in service progresses at the same rate, a request's first
+token and end are fixed points on W when it starts, and only the conversion from W to time
+changes with k. That makes each event O(log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ServerModel:
+    """A characterised server (see the module). Costs are seconds of solo work:
+    first token `first_s[0] + first_s[1] * input_tokens`; the rest of the answer
+    `decode_s[0] + decode_s[1] * (output_tokens - 1)`. `slowdown[k - 1]` is the slowdown with
+    k requests in service, k = 1..slots."""
+
+    slots: int
+    first_s: tuple[float, float]
+    decode_s: tuple[float, float]
+    slowdown: tuple[float, ...]
+    refuses: bool = False
+
+    def __post_init__(self) -> None:
+        if self.slots < 1 or len(self.slowdown) != self.slots:
+            raise ValueError("a model needs >= 1 slot and one slowdown per slot count")
+
+    def work(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(first-token work, total work) of each request, seconds when alone."""
+        first = np.maximum(self.first_s[0] + self.first_s[1] * input_tokens, 0.0)
+        rest = self.decode_s[0] + self.decode_s[1] * np.maximum(output_tokens - 1, 0)
+        return first, first + np.maximum(rest, 0.0)
+
+    @property
+    def mean_slowdown(self) -> float:
+        return float(np.mean(self.slowdown))
+
+
+@dataclass(frozen=True)
+class Served:
+    """Per request, in arrival order: TTFT, E2E and TPOT in seconds (NaN when refused or
+    without a second token) and whether the server refused it."""
+
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    tpot_s: np.ndarray
+    refused: np.ndarray
+
+
+def serve(
+    model: ServerModel,
+    arrival_s: np.ndarray,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+) -> Served:
+    """Run the model over arrivals (seconds, ascending) of requests of the given sizes,
+    starting empty, until every admitted request ends."""
+    first_work, total_work = model.work(input_tokens, output_tokens)
+    n = arrival_s.size
+    ttft = np.full(n, np.nan)
+    e2e = np.full(n, np.nan)
+    refused = np.zeros(n, dtype=bool)
+    slow = (1.0, *model.slowdown)  # slow[k]: k requests in service
+    arrivals = arrival_s.tolist()
+    first_list = first_work.tolist()
+    total_list = total_work.tolist()
+    firsts: list[tuple[float, int]] = []  # (W of the first token, request)
+    ends: list[tuple[float, int]] = []  # (W of the end, request)
+    waiting: deque[int] = deque()
+    now = 0.0
+    w = 0.0
+    k = 0
+    i = 0
+    inf = float("inf")
+    while i < n or k:
+        next_w = min(firsts[0][0] if firsts else inf, ends[0][0] if ends else inf)
+        internal_t = now + (next_w - w) * slow[k] if k else inf
+        if i < n and arrivals[i] <= internal_t:
+            t = arrivals[i]
+            if k:
+                w += (t - now) / slow[k]
+            now = t
+            if k < model.slots:
+                heapq.heappush(firsts, (w + first_list[i], i))
+                heapq.heappush(ends, (w + total_list[i], i))
+                k += 1
+            elif model.refuses:
+                refused[i] = True
+            else:
+                waiting.append(i)
+            i += 1
+            continue
+        w, now = next_w, internal_t
+        if firsts and firsts[0][0] <= next_w:
+            _, j = heapq.heappop(firsts)
+            ttft[j] = now - arrivals[j]
+            continue
+        _, j = heapq.heappop(ends)
+        e2e[j] = now - arrivals[j]
+        if waiting:
+            nxt = waiting.popleft()
+            heapq.heappush(firsts, (w + first_list[nxt], nxt))
+            heapq.heappush(ends, (w + total_list[nxt], nxt))
+        else:
+            k -= 1
+    gaps = np.maximum(output_tokens - 1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(gaps > 0, (e2e - ttft) / gaps, np.nan)
+    return Served(ttft, e2e, tpot, refused)

@@ -1,0 +1,143 @@
+"""The fast limit search's parts (planner.fastlimit): the server model against an FCFS queue
+computed by other code, misses of load-test records, characterisation of a simulated slot
+server written apart from the model (bench/kit/sim_server.py), and the steady-state
+statistics against series whose answer is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from bench.kit.fast_driver import Driver
+from bench.kit.queue_truth import fcfs_waits
+from bench.kit.sim_server import ServerSpec
+from planner.fastlimit.characterise import build_model, solo_costs, step_requests, summarise
+from planner.fastlimit.misses import measured_misses, targets, unsupported
+from planner.fastlimit.model import ServerModel, serve
+from planner.fastlimit.search import Closed
+from planner.fastlimit.stats import batch_means_se, mser5
+from planner.slo import parse_slo
+
+
+def test_a_slot_model_serves_like_an_fcfs_queue_computed_elsewhere() -> None:
+    rng = np.random.default_rng(1)
+    n = 3000
+    arrival = np.cumsum(rng.exponential(1 / 10.0, n))
+    outputs = rng.integers(32, 97, n).astype(float)
+    inputs = np.full(n, 100.0)
+    model = ServerModel(8, (0.05, 0.0), (0.01, 0.01), (1.0,) * 8)
+    served = serve(model, arrival, inputs, outputs)
+    service = 0.05 + outputs * 0.01
+    wait = fcfs_waits(arrival, service, 8)
+    assert np.allclose(served.ttft_s, wait + 0.05)
+    assert np.allclose(served.e2e_s, wait + service)
+    assert np.allclose(served.tpot_s, 0.01 * outputs / (outputs - 1))  # decode over gaps
+
+
+def test_requests_sharing_a_slowed_server_progress_together_and_refusals_are_at_once() -> None:
+    # two requests of 1 s alone, slowdown 2 with both in: both end at 2 s
+    model = ServerModel(2, (0.5, 0.0), (0.0, 0.5), (1.0, 2.0))
+    served = serve(model, np.array([0.0, 0.0]), np.zeros(2), np.array([2.0, 2.0]))
+    assert np.allclose(served.e2e_s, [2.0, 2.0])
+    assert np.allclose(served.ttft_s, [1.0, 1.0])
+    # one leaves at 1 s alone: the other then runs at full speed
+    served = serve(model, np.array([0.0, 0.0]), np.zeros(2), np.array([1.0, 2.0]))
+    # request 0: work 0.5 + 0.5 x 0 = 0.5 -> ends at 1.0 (half speed); request 1 (work
+    # 0.5 + 0.5 x 1) has 0.5 done then, the rest alone: ends at 1.5
+    assert np.allclose(served.e2e_s, [1.0, 1.5])
+    refusing = ServerModel(1, (0.1, 0.0), (0.1, 0.0), (1.0,), refuses=True)
+    served = serve(refusing, np.array([0.0, 0.05]), np.zeros(2), np.ones(2))
+    assert served.refused.tolist() == [False, True]
+    assert math.isnan(served.e2e_s[1])
+
+
+def _records(rows: list[dict[str, object]]) -> pl.DataFrame:
+    schema = {"sent_s": pl.Float64, "ttft_s": pl.Float64, "e2e_s": pl.Float64,
+              "tpot_s": pl.Float64, "end_s": pl.Float64, "ok": pl.Boolean,
+              "error_class": pl.Utf8}  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def test_misses_count_failures_and_open_requests_past_the_threshold_only() -> None:
+    slo = parse_slo("ttft:p95<=1s,tpot:p90<=50ms")
+    records = _records([
+        {"sent_s": 0.0, "ttft_s": 0.5, "e2e_s": 2.0, "tpot_s": 0.04, "end_s": 2.0, "ok": True},
+        {"sent_s": 0.0, "ttft_s": 1.5, "e2e_s": 3.0, "tpot_s": 0.06, "end_s": 3.0, "ok": True},
+        {"sent_s": 1.0, "end_s": 1.1, "ok": False, "error_class": "refused"},
+        {"sent_s": 8.0, "ok": None},  # running 2 s at the read: past 1 s TTFT
+        {"sent_s": 9.5, "ok": None},  # running 0.5 s: not known yet
+        {"sent_s": 2.0, "ttft_s": 0.2, "e2e_s": 0.2, "end_s": 2.2, "ok": True},  # one token
+    ])  # fmt: skip
+    m = measured_misses(records, slo, now_s=10.0)
+    assert [t.name for t in targets(slo)] == ["ttft:p95", "tpot:p90"]
+    assert m.miss[:, 0].tolist() == [False, True, True, True, False, False]
+    assert m.known[:, 0].tolist() == [True, True, True, True, False, True]
+    # TPOT: unknown while running, left out for a one-token answer, a failure misses
+    assert m.miss[:, 1].tolist() == [False, True, True, False, False, False]
+    assert m.known[:, 1].tolist() == [True, True, True, False, False, False]
+    only = measured_misses(records, parse_slo("ttft:p95<=1s", success_only=True), now_s=10.0)
+    assert not only.known[2, 0]  # success only: the refusal is left out
+    assert unsupported(parse_slo("ttft:mean<=1s")) is not None
+    assert unsupported(slo) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "slots", "refuses"),
+    [
+        (ServerSpec(8, 0.05, 0.01, (32, 96)), 8, False),
+        (ServerSpec(6, 0.06, 0.01, (70, 70), refuse=True), 6, True),
+        (ServerSpec(4, 0.05, 0.01, (32, 96), slowdown=0.1), 4, False),
+    ],
+    ids=["queueing", "refusing", "slowing"],
+)
+def test_closed_loop_steps_find_the_slots_of_a_simulated_server(
+    spec: ServerSpec, slots: int, refuses: bool
+) -> None:
+    driver = Driver(spec, seed=3)
+    summaries = []
+    first = decode = (0.0, 0.0)
+    for users in (1, 2, 4, 8, 16):
+        taken = driver.closed(Closed(users, step_requests(users)))
+        if users == 1:
+            first, decode = solo_costs(taken.records)
+        summaries.append(summarise(taken.records, users, taken.end_s, first, decode))
+    model = build_model(summaries, first, decode)
+    assert model.slots == slots
+    assert model.refuses is refuses
+    assert first[0] == pytest.approx(spec.prefill_s, rel=0.02)
+    middle = sum(spec.tokens) / 2
+    alone = decode[0] + decode[1] * (middle - 1)
+    assert alone == pytest.approx(middle * spec.per_token_s, rel=0.02)
+    expected = 1.0 + spec.slowdown * (slots - 1)
+    assert model.slowdown[-1] == pytest.approx(expected, rel=0.05)
+
+
+def test_mser5_cuts_a_warm_up_ramp_and_nothing_from_a_steady_series() -> None:
+    rng = np.random.default_rng(0)
+    steady = rng.normal(0.0, 1.0, 1000)
+    ramp = np.concatenate([np.linspace(8.0, 0.0, 200), steady])
+    assert 150 <= mser5(ramp) <= 260
+    assert mser5(steady) <= 50
+
+
+def test_batch_means_error_matches_the_spread_of_means_of_a_correlated_series() -> None:
+    rng = np.random.default_rng(2)
+
+    def ar1(n: int) -> np.ndarray:
+        x = np.zeros(n)
+        noise = rng.normal(0.0, 1.0, n)
+        for i in range(1, n):
+            x[i] = 0.9 * x[i - 1] + noise[i]
+        return x
+
+    errors = [batch_means_se(ar1(4000)) for _ in range(30)]
+    means = [float(ar1(4000).mean()) for _ in range(200)]
+    truth = float(np.std(means))
+    estimate = float(np.median([e for e in errors if e is not None]))
+    # the naive iid error would be ~4.4 times too small (tau = 19 for phi 0.9)
+    assert 0.7 * truth <= estimate <= 1.3 * truth
+    assert batch_means_se(np.zeros(100)) == 0.0
+    assert batch_means_se(np.ones(5)) is None
