@@ -315,7 +315,8 @@ def _confirm(
         pairs = max(pairs, d.size)
         bias[j] = float(d.mean()) if d.size else 0.0
         err = batch_means_se(d)
-        se[j] = math.inf if err is None else err
+        # n pairs that all agree still leave a disagreement rate of about 1 / n unseen
+        se[j] = math.inf if err is None else max(err, 1.0 / max(d.size, 1))
     limit = curve.root(bias)
     if np.isinf(se).any():
         return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf
