@@ -10,9 +10,10 @@ Their first round is left out (it starts from an empty server). From what remain
   for the same requests (a queue wait sits before the first token, never in the decode);
 - in service: by Little's law, throughput x the time a request holds the server (its solo
   work x the slowdown). It equals the users while every user is served; once it stays
-  clearly below them the server holds no more: that count is its slots. A server that
-  refuses (HTTP 429, or any failure) at some step is a refusing one, with the requests it
-  admitted in service.
+  clearly below them the server holds no more: its slots are then the most requests seen
+  streaming at once (first token in, not ended) in that step. A server that refuses (HTTP
+  429, or any failure) at some step is a refusing one, with the requests it admitted in
+  service.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class StepSummary:
     slowdown: float
     in_service: float
     failed_share: float
+    peak: int = 0  # most of the step's requests seen between first token and end at once
 
     @property
     def saturated(self) -> bool:
@@ -116,7 +118,22 @@ def summarise(
     ends = np.concatenate([ends, np.full(run_begins.size, end_s)])
     held = np.clip(ends, start, end_s) - np.clip(begins, start, end_s)
     in_service = float(held.sum()) / span
-    return StepSummary(users, done.height / span, slowdown, in_service, failed_share)
+    return StepSummary(
+        users, done.height / span, slowdown, in_service, failed_share,
+        _peak(ordered, start, end_s),
+    )  # fmt: skip
+
+
+def _peak(records: pl.DataFrame, start_s: float, end_s: float) -> int:
+    """The most requests of the step streaming at once (first token came, not ended) inside
+    the window: a slot server's slot count once its users outnumber the slots. Requests
+    still prefilling are not seen, so the most, not a typical count."""
+    first = _floats(records, "sent_s") + _floats(records, "ttft_s")
+    ends = np.where(np.isnan(_floats(records, "end_s")), end_s, _floats(records, "end_s"))
+    streaming = ~np.isnan(first) & (records["ok"].fill_null(True).to_numpy().astype(bool))
+    grid = np.linspace(start_s, end_s, 400)
+    counts = ((first[streaming, None] <= grid) & (grid < ends[streaming, None])).sum(axis=0)
+    return int(counts.max()) if counts.size else 0
 
 
 def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
@@ -131,7 +148,7 @@ def build_model(summaries: list[StepSummary], first_s: tuple[float, float],
     refuses = any(s.failed_share > 0 for s in summaries)
     # the first step whose users the server no longer all held; else the most users tried
     most = max(s.users for s in summaries)
-    slots = max(1, round(saturated[0].in_service)) if saturated else most
+    slots = max(1, saturated[0].peak or round(saturated[0].in_service)) if saturated else most
     points = sorted({min(s.users, slots): s.slowdown for s in summaries}.items())
     ks = np.array([k for k, _ in points], dtype=float)
     gs = np.array([g for _, g in points], dtype=float)
