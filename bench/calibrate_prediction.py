@@ -12,7 +12,7 @@ Each run:
    bench/real_engine_prediction.py: A, short prompts and long answers, decode-bound; B,
    long prompts and short answers, prefill-bound);
 4. predicts both limits with the calibrated engine model in virtual time under the same
-   search and steady-state rules (planner.predict.predict_limit). The load generator's
+   search and steady-state rules (planner.limit.predict.predict_limit). The load generator's
    prompts are prose of the asked length, which this model's tokenizer counts longer: each
    preset's prompt lengths are mapped to the server's count with a line through its own
    records' `input_tokens` (a property of the text, not of the server's speed);
@@ -48,10 +48,10 @@ from bench.real_engine_prediction import (  # noqa: E402
 )
 from contracts.calibration import CalibrationFile, load_calibration_file  # noqa: E402
 from planner.calibrate import calibrated_config  # noqa: E402
-from planner.limit import load_limit  # noqa: E402
-from planner.predict import predict_limit  # noqa: E402
-from planner.search import SearchConfig  # noqa: E402
-from planner.slo import parse_slo  # noqa: E402
+from planner.limit.predict import predict_limit  # noqa: E402
+from planner.limit.run import load_limit  # noqa: E402
+from planner.limit.search import SearchConfig  # noqa: E402
+from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import load_profile, save_profile  # noqa: E402
 
 SLOTS = 4

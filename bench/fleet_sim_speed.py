@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from planner.engine import EngineRequest, build_engine_config, simulate
-from planner.fleet import simulate_fleet
+from planner.fleet.sim import simulate_fleet
 
 TRACE = (
     Path(__file__).resolve().parents[1].parent

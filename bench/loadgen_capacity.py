@@ -14,7 +14,7 @@ Then a timing check against a server with known timing (bench/kit/stream_server.
 50 ms): each client's TTFT p50 minus the server's own, at `--ttft-rate` req/s.
 
 Prints the rates, the ratios capplan / asyncio (goal: >= 1.0) and the TTFT errors.
-`--save` caches capplan's 1-process rate for `--workers auto` (planner/loadgen.py).
+`--save` caches capplan's 1-process rate for `--workers auto` (planner/loadtest/workers.py).
 
     .venv/bin/python bench/loadgen_capacity.py [--duration 10] [--tokens 16] [--save]
 
@@ -92,7 +92,7 @@ async def _serve(port: int, tokens: int) -> None:
 
 
 def start_server(tokens: int) -> tuple[subprocess.Popen[bytes], str]:
-    from planner.netutil import free_port
+    from planner.loadtest.netutil import free_port
 
     port = free_port()
     cmd = [sys.executable, __file__, "--serve", str(port), "--tokens", str(tokens)]
@@ -192,7 +192,7 @@ def aiohttp_level(url: str, rate_rps: float, duration_s: float, tokens: int) -> 
 def capplan_level(url: str, rate_rps: float, duration_s: float, tokens: int, workers: int) -> Level:
     from bench.kit.profiles import make_profile
     from contracts.run import Stage, StagePlan
-    from planner.loadtest import LoadTestConfig, run_loadtest
+    from planner.loadtest.run import LoadTestConfig, run_loadtest
 
     cpu0 = _children_cpu_s()
     with tempfile.TemporaryDirectory() as tmp:
@@ -411,7 +411,7 @@ def main() -> None:
         print(f"  capplan's error minus asyncio's: {((c2 - o2) - (c1 - o1)) * 1000:+.2f} ms")
     one = searches["capplan 1 process"].passed_rps
     if a.save and one:
-        from planner.loadgen import ProcessCapacity, save_capacity
+        from planner.loadtest.workers import ProcessCapacity, save_capacity
 
         path = save_capacity(
             ProcessCapacity(

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.profile_speed import made_once, run_measured  # noqa: E402
 
-CLI = "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()"
+CLI = "import sys; from capplan.cli import main; sys.argv[0] = 'capplan'; main()"
 EXACT = (
     "import sys; from profiles import prefix_bounded; prefix_bounded.EXACT_BLOCKS = 1 << 62; " + CLI
 )

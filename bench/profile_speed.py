@@ -50,10 +50,10 @@ df = pl.scan_parquet(sys.argv[1]).select(
 print(df)
 """
 COLUMNS = "arrival=arrival,input=input,output=output,session=session"
-PROFILE = "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()"
+PROFILE = "import sys; from capplan.cli import main; sys.argv[0] = 'capplan'; main()"
 LIBRARY = """
 import os, sys
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (planner/cli.py)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (capplan/cli.py)
 from profiles.build import build_profile
 from profiles.model import save_profile
 cols = "arrival=arrival,input=input,output=output,session=session"
@@ -205,7 +205,7 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float]:
 
 BREAKDOWN = """
 import os, resource, sys, time
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (planner/cli.py)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `capplan` sets it (capplan/cli.py)
 def now():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return time.perf_counter(), r.ru_utime + r.ru_stime
@@ -222,7 +222,7 @@ from profiles.readers.base import files_digest
 from profiles.readers.chunks import read_table_chunks
 from profiles.stream import CHUNK_ROWS, profile_in_chunks
 from profiles.model import save_profile
-import planner.commands.profile
+import capplan.commands.profile
 t = show("import the profile command's modules", t)
 log = Path(sys.argv[1])
 COLUMNS = sys.argv[3]

@@ -17,9 +17,9 @@
      engine model's KV capacity is the server's (utilisation 1, no activation reserve).
 3. Measures the limit of preset A (short prompts, long answers: decode-bound) with
    `capplan limit --dimension rate`, calibrates the engine model to it
-   (planner.calibration.calibrate: mfu, mbu, step overhead), then predicts the limit of
+   (planner.fleet.calibration.calibrate: mfu, mbu, step overhead), then predicts the limit of
    preset B (long prompts, short answers: prefill-bound) with the same search and steady
-   rules in virtual time (planner.predict.predict_limit), and measures B with
+   rules in virtual time (planner.limit.predict.predict_limit), and measures B with
    `capplan limit`.
    `--reanalyse DIR` repeats steps 3-4's model side over a finished run's work directory.
 4. Prints both figures of B, the ratio, and the uncalibrated prediction; writes them with
@@ -54,13 +54,13 @@ from bench.kit.real_engine import (  # noqa: E402
     build_random_llama,
     start_llama_server,
 )
-from planner.calibration import Calibration, calibrate  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
-from planner.limit import load_limit  # noqa: E402
-from planner.predict import predict_limit  # noqa: E402
-from planner.search import SearchConfig  # noqa: E402
-from planner.slo import parse_slo  # noqa: E402
-from planner.steady import SteadyRules  # noqa: E402
+from planner.fleet.calibration import Calibration, calibrate  # noqa: E402
+from planner.limit.predict import predict_limit  # noqa: E402
+from planner.limit.run import load_limit  # noqa: E402
+from planner.limit.search import SearchConfig  # noqa: E402
+from planner.limit.steady import SteadyRules  # noqa: E402
+from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
 
 SLOTS = 4

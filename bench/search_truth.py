@@ -1,8 +1,8 @@
 """Does the limit search land on the steady-state truth? Many searches, in virtual time.
 
 `bench/limit_truth.py` runs `capplan limit` once per case against the real slot server: one
-draw of a noisy measurement. This runs the same search and steady-state rules (planner.search,
-planner.steady) against a simulated copy of each slot server (bench/kit/slot_probe.py), over
+draw of a noisy measurement. This runs the same search and steady-state rules (planner.limit.search,
+planner.limit.steady) against a simulated copy of each slot server (bench/kit/slot_probe.py), over
 many seeds, and prints how the found limit spreads around the truth (bench/kit/queue_truth.py:
 M/G/c under Poisson arrivals, or Erlang-B for the refusing server) and how long the levels
 would have taken in wall-clock time. Acceptance (issue 10): within 10 % of the truth and never
@@ -15,7 +15,7 @@ more than 5 % above it.
 window, 100 requests, levels up to 300 s, any pass counts, 2 repeats of a deciding level,
 95 % intervals), for comparison. `--max-repeats` and `--confidence` override the search's.
 
-`--method fast` (issue 28) runs the fast search (planner.fastlimit: characterise, predict,
+`--method fast` (issue 28) runs the fast search (planner.limit.fast: characterise, predict,
 confirm on warm levels, correct the model by its own error) and today's measured search on
 the same seeds against a simulated server written apart from the model
 (bench/kit/sim_server.py), and prints per case: the median ratio to the truth, the 95th
@@ -48,7 +48,7 @@ from bench.kit import fast_truth  # noqa: E402
 from bench.kit.limit_truth import CASES, TruthCase  # noqa: E402
 from bench.kit.queue_truth import loss_max_rate, mgc_max_rate  # noqa: E402
 from bench.kit.slot_probe import SlotQueue, search_slot_queue  # noqa: E402
-from planner.steady import SteadyRules  # noqa: E402
+from planner.limit.steady import SteadyRules  # noqa: E402
 
 PREVIOUS = SteadyRules(
     warmup_e2es=3.0, max_level_s=300.0, effective_requests=0.0, tail_requests=0.0, warmup_taus=0.0

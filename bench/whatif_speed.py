@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from planner.whatif import WhatifOptions, parse_vary, run_whatif
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary, run_whatif
 from profiles.presets import preset_profile
 
 

@@ -101,7 +101,7 @@ class LittlesLaw(_Model):
 
 class Prediction(_Model):
     """The engine model's limit for the same SLO, searched in virtual time under the same
-    steady-state rules (planner.predict), for comparison with the measured one."""
+    steady-state rules (planner.limit.predict), for comparison with the measured one."""
 
     feasible_max: float | None = Field(description="highest load the model says meets the SLO")
     infeasible_min: float | None = Field(description="lowest load the model says fails it")
@@ -111,7 +111,7 @@ class Prediction(_Model):
 
 
 class FastSearchRecord(_Model):
-    """How the fast search (planner.fastlimit) reached its answer: characterised the server,
+    """How the fast search (planner.limit.fast) reached its answer: characterised the server,
     predicted with the model, confirmed on open-loop levels and corrected the model by its
     measured bias."""
 
@@ -176,8 +176,8 @@ class LimitResult(_Model):
     )
     method: Literal["measured", "fast"] = Field(
         default="measured",
-        description="measured: levels bracketed and narrowed (planner.search); fast: "
-        "characterise, predict, confirm, correct (planner.fastlimit)",
+        description="measured: levels bracketed and narrowed (planner.limit.search); fast: "
+        "characterise, predict, confirm, correct (planner.limit.fast)",
     )
     fast: FastSearchRecord | None = Field(
         default=None, description="the fast search's account, when it ran"

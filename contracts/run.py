@@ -191,7 +191,8 @@ class StageSummary(_Model):
     )
     goodput_rps: float | None = Field(
         default=None,
-        description="good requests / duration under `slo` (planner.slo.evaluate: succeeded and "
+        description="good requests / duration under `slo` (planner.slo.verdict.evaluate: succeeded "
+        "and "
         "within every per-request threshold)",
     )
     attainment: float | None = Field(

@@ -10,7 +10,7 @@ with shape K, so the inter-arrival CV is 1/sqrt(K): K < 1 is burstier than Poiss
 smoother), and `replay` (a log's own timestamps, sped up).
 
 `gamma_times` is the one gamma/Poisson generator of the project: the load test draws its
-stages with `exact_count=True`, the planner's fleet simulation (`planner.traffic`) draws the
+stages with `exact_count=True`, the planner's fleet simulation (`planner.fleet.traffic`) draws the
 free renewal process with `exact_count=False`.
 """
 

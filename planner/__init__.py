@@ -1,4 +1,5 @@
-"""capplan's planner: the CLI, SLO verdicts, limit search, capacity math, engine model, emulator."""
+"""capplan's computation, one subpackage per job: engine, emulator, slo, loadtest, limit,
+fleet, capacity, whatif, review, calibrate."""
 
 from contracts import __version__
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from profiles.build import hashed_arrays, prefix_of
+from profiles.assemble import hashed_arrays, prefix_of
 from profiles.model import Bound, LruPoint, Prefix
 from profiles.prefix import block_layout, default_cache_tokens, lru_distances, touch_order
 from profiles.prefix_top import TopPrefixFold

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.build import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
+from profiles.assemble import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Bound, Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context

@@ -1,7 +1,7 @@
 """Loading the finished results a report renders: every number it shows was computed before.
 
 The profile, the run directory (through contracts.rundir), the limit and the plan are read and
-validated here; the run's timeline series come from planner.timeline. Nothing is computed.
+validated here; the run's timeline series come from contracts.timeline. Nothing is computed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from contracts.rundir import (
     read_run_info,
     read_stages,
 )
-from planner.timeline import KV_METRIC, QUEUE_METRIC, Series, Timeline, run_timeline
+from contracts.timeline import KV_METRIC, QUEUE_METRIC, Series, Timeline, run_timeline
 from profiles.model import Profile, load_profile
 
 __all__ = ["KV_METRIC", "QUEUE_METRIC", "ReportInputs", "Series", "Timeline", "load_inputs"]

@@ -26,7 +26,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check contracts planner profiles locustfiles reports tests bench
+.venv/bin/ruff check contracts planner profiles locustfiles reports capplan tests bench
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"

@@ -1,4 +1,4 @@
-"""Runs the fast limit search (planner.fastlimit) against a simulated server
+"""Runs the fast limit search (planner.limit.fast) against a simulated server
 (bench/kit/sim_server.py) in virtual time, counting every second the server was under load
 or drained, as a live run would spend it."""
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.kit.sim_server import ServerSpec, SimServer
-from planner.fastlimit.characterise import build_model
-from planner.fastlimit.search import (
+from planner.limit.fast.characterise import build_model
+from planner.limit.fast.search import (
     Characterise,
     Closed,
     FastConfig,

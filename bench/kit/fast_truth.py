@@ -1,4 +1,4 @@
-"""The fast limit search (planner.fastlimit) and today's measured one (planner.search) on
+"""The fast limit search (planner.limit.fast) and today's measured one (planner.limit.search) on
 the same simulated servers, against the servers' truth: used by bench/search_truth.py.
 
 Truth: for a plain slot server, the M/G/c simulation of bench/kit/queue_truth.py (Erlang-B
@@ -19,14 +19,14 @@ from bench.kit.fast_driver import run_fast
 from bench.kit.queue_truth import fcfs_waits, loss_max_rate, mgc_max_rate
 from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
-from planner.fastlimit.characterise import build_model
-from planner.fastlimit.model import ServerModel
-from planner.fastlimit.search import Characterise, FastConfig, FastResult
-from planner.predict import EngineProbe, simulated_records
-from planner.probe import AbandonRule, LevelMeasurement
-from planner.search import SearchConfig, run_search
-from planner.slo import parse_slo
-from planner.steady import SteadyRules
+from planner.limit.fast.characterise import build_model
+from planner.limit.fast.model import ServerModel
+from planner.limit.fast.search import Characterise, FastConfig, FastResult
+from planner.limit.predict import EngineProbe, simulated_records
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.search import SearchConfig, run_search
+from planner.limit.steady import SteadyRules
+from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile
 
 
@@ -122,9 +122,7 @@ class SpecProbe(EngineProbe):
         )  # fmt: skip
 
 
-def measured(
-    case: Case, *, seed: int, scale: float = 1.0
-) -> tuple[float | None, float]:
+def measured(case: Case, *, seed: int, scale: float = 1.0) -> tuple[float | None, float]:
     """(today's search's limit, virtual seconds) on the case; `scale` < 1 shortens every
     level's rules by that factor (a user who shortens levels to save time)."""
     slo = parse_slo(case.slo)
@@ -240,8 +238,9 @@ def misspecified_cases() -> list[Case]:
     base = ServerSpec(8, 0.05, 0.01, (32, 96))
     return [
         Case("slowdown", replace(base, slowdown=0.04), ttft_s=0.7),
-        Case("prefill-contention", replace(base, prefill_s=0.15, serial_prefill=True),
-             ttft_s=0.8),  # fmt: skip
+        Case(
+            "prefill-contention", replace(base, prefill_s=0.15, serial_prefill=True), ttft_s=0.8
+        ),  # fmt: skip
         Case("slots+25%", base, ttft_s=0.5, slots_error=1.25),
         Case("slots-25%", base, ttft_s=0.5, slots_error=0.75),
     ]

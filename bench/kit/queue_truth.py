@@ -13,7 +13,7 @@
 - Erlang-C for M/M/c, to check the simulation against textbook formulas.
 
 Pure functions over numpy arrays; rates in requests per second, times in seconds. Written
-apart from planner.queueing on purpose: a truth must not share code with what it checks.
+apart from planner.capacity.queueing on purpose: a truth must not share code with what it checks.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.netutil import free_port
+from planner.loadtest.netutil import free_port
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "

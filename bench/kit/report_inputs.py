@@ -39,7 +39,7 @@ from contracts.run import (
     StageSummary,
 )
 from locustfiles.summary import summarize_plan
-from planner.capacity import build_cost, plan_scenario, sensitivity
+from planner.capacity.arithmetic import build_cost, plan_scenario, sensitivity
 from profiles.model import (
     Arrivals,
     Burst,

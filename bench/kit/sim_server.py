@@ -1,5 +1,5 @@
 """A slot server in virtual time, written apart from capplan's models: the server whose
-limit the fast search (planner.fastlimit) is checked against, and its truth.
+limit the fast search (planner.limit.fast) is checked against, and its truth.
 
 c slots; a request first waits for a slot (or is refused when `refuse`), then prefills for
 `prefill_s` of work and decodes `tokens` tokens of `per_token_s` each. Optional departures

@@ -1,6 +1,6 @@
 """The limit search against a slot queue in virtual time: capplan's search and steady-state
-rules (planner.search, planner.steady, planner.predict's probe) holding levels on a
-simulated copy of the slot test server (bench/kit/slot_server.py), so that many searches can
+rules (planner.limit.search, planner.limit.steady, planner.limit.predict's probe) holding levels on
+a simulated copy of the slot test server (bench/kit/slot_server.py), so that many searches can
 be checked against the queueing truth (bench/kit/queue_truth.py) in seconds each.
 
 The queue here is simulated on its own terms — c FCFS slots, or a loss system that refuses
@@ -19,11 +19,11 @@ import polars as pl
 
 from bench.kit.queue_truth import fcfs_waits
 from planner.engine import EngineRequest, build_engine_config
-from planner.predict import EngineProbe, simulated_records
-from planner.probe import AbandonRule, LevelMeasurement
-from planner.search import SearchConfig, run_search
-from planner.slo import parse_slo
-from planner.steady import SteadyRules
+from planner.limit.predict import EngineProbe, simulated_records
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.search import SearchConfig, run_search
+from planner.limit.steady import SteadyRules
+from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from aiohttp import web
 
 from bench.kit.server_app import Sample, server_app
-from planner.netutil import free_port
+from planner.loadtest.netutil import free_port
 from profiles.tokenize import ApproxTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -141,7 +141,7 @@ def running_emulator(
 
 
 class EmulatorProcess:
-    """An emulator in its own Python process (`python -m planner.emulator`) on a free port.
+    """An emulator in its own Python process (`python -m capplan emulate`) on a free port.
 
     `start()` returns the base URL; `pid` is the server's process id (to read its CPU time);
     `stop()` ends it with SIGTERM. Raises RunError when the process exits or prints no URL
@@ -187,7 +187,8 @@ class EmulatorProcess:
         args = [
             sys.executable,
             "-m",
-            "planner.emulator",
+            "capplan",
+            "emulate",
             "--engine-config",
             str(config_path),
             "--host",

@@ -1,5 +1,6 @@
-"""Building the quarterly review: one plan per service (planner.plan), GPU pools, fleet totals,
-capacity by hour, growth from the data, count intervals, risks, and the change since last time.
+"""Building the quarterly review: one plan per service (planner.capacity.plan), GPU pools, fleet
+totals, capacity by hour, growth from the data, count intervals, risks, and the change since last
+time.
 
 `build_review` takes the validated review file and returns the typed Review; the only I/O is
 reading each service's profile and limit (at the edge, through the project's own loaders).
@@ -18,18 +19,7 @@ from contracts.digest import sha256_of
 from contracts.errors import InputError
 from contracts.jsonio import read_json, validate
 from contracts.plan import Plan
-from planner.capacity import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
-from planner.plan import PlanOptions, build_plan
-from planner.review.certainty import (
-    block_bootstrap_quantile,
-    count_interval,
-    limit_range,
-    window_rates,
-)
-from planner.review.config import ReviewSpec, ServiceSpec
-from planner.review.hourly import growth_trend, hourly_capacity, rule_count
-from planner.review.risks import rank_risks, service_risks
-from planner.review.schema import (
+from contracts.review import (
     REVIEW_SCHEMA,
     FleetChange,
     FleetTotals,
@@ -39,6 +29,17 @@ from planner.review.schema import (
     ServiceChange,
     ServiceReview,
 )
+from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
+from planner.capacity.plan import PlanOptions, build_plan
+from planner.review.certainty import (
+    block_bootstrap_quantile,
+    count_interval,
+    limit_range,
+    window_rates,
+)
+from planner.review.config import ReviewSpec, ServiceSpec
+from planner.review.hourly import growth_trend, hourly_capacity, rule_count
+from planner.review.risks import rank_risks, service_risks
 from profiles.model import Profile, load_profile
 
 WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}

@@ -1,7 +1,7 @@
 """How sure an instance count is: the planning peak's block bootstrap and the limit's range.
 
 Pure functions; the random generator is passed in. The count of every replicate comes from
-`planner.capacity.instances_for_load`, the plan's own rule.
+`planner.capacity.arithmetic.instances_for_load`, the plan's own rule.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Literal
 import numpy as np
 
 from contracts.limit import LimitResult
-from planner.capacity import instances_for_load
-from planner.review.schema import CountInterval
+from contracts.review import CountInterval
+from planner.capacity.arithmetic import instances_for_load
 from profiles.model import Profile
 
 REPLICATES = 1000

@@ -1,7 +1,7 @@
 """Capacity by hour of day and weekly growth, from a profile's peak rate per clock hour.
 
 Pure functions over `profiles.model.ClockHours`; instance counts come from
-`planner.capacity.instances_for_load`, the same rule as the plan.
+`planner.capacity.arithmetic.instances_for_load`, the same rule as the plan.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from planner.capacity import HOURS_PER_MONTH, instances_for_load
-from planner.review.schema import DayTypeHours, FleetOption, GrowthTrend, HourlyCapacity
+from contracts.review import DayTypeHours, FleetOption, GrowthTrend, HourlyCapacity
+from planner.capacity.arithmetic import HOURS_PER_MONTH, instances_for_load
 from profiles.model import ClockHours
 
 MIN_COVER = 0.5  # a clock hour counts when the log covers at least half of it

@@ -7,8 +7,8 @@ argued with.
 
 from __future__ import annotations
 
-from planner.capacity import Limit
-from planner.review.schema import Risk, RiskLevel, ServiceReview
+from contracts.review import Risk, RiskLevel, ServiceReview
+from planner.capacity.arithmetic import Limit
 from profiles.model import Profile
 
 KV_WATCH_HEADROOM = 0.2  # less than 20 % KV cache headroom at the limit: medium; below 0: high

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from profiles.build import profile_from_result
+from profiles.assemble import profile_from_result
 from profiles.model import Profile, save_profile
 from profiles.readers import ReadResult, read_requests
 

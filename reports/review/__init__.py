@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.review.schema import Review
+from contracts.review import Review
 from profiles.model import Profile
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reportlab.platypus import Flowable, PageBreak
 
-from planner.review.schema import Review
+from contracts.review import Review
 from reports.review.layout import Layout
 
 

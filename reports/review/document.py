@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planner.review.schema import Review
+from contracts.review import Review
 from profiles.model import Profile
 from reports.layout import write_document
 from reports.review.appendix import page_appendix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reportlab.platypus import Flowable
 
-from planner.review.schema import Review, ServiceReview
+from contracts.review import Review, ServiceReview
 from reports.review.layout import Layout
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from reportlab.graphics.shapes import Drawing
 from reportlab.platypus import Flowable, PageBreak
 
-from planner.review.schema import HourlyCapacity, ServiceReview
+from contracts.review import HourlyCapacity, ServiceReview
 from profiles.model import Profile
 from reports import charts
 from reports.charts import NAVY, ORANGE, RED, Axis

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("contracts", "profiles", "locustfiles", "planner", "reports")
+PRODUCT = ("contracts", "profiles", "locustfiles", "planner", "reports", "capplan")
 
 
 def _importers_of(top: str, folders: tuple[str, ...]) -> list[str]:

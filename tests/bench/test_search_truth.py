@@ -15,8 +15,8 @@ from bench.kit.fast_driver import run_fast
 from bench.kit.limit_truth import REFUSING, SHORT, TruthCase
 from bench.kit.slot_probe import search_slot_queue
 from bench.search_truth import queue_of, truth_of
-from planner.fastlimit.search import FastConfig
-from planner.slo import parse_slo
+from planner.limit.fast.search import FastConfig
+from planner.slo.spec import parse_slo
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def test_default_rules_land_within_ten_percent_below_and_five_above_the_truth(
 
 
 def test_the_fast_search_lands_on_the_truth_in_a_fraction_of_the_measured_time() -> None:
-    """Characterise, predict, confirm and correct (planner.fastlimit) on the simulated ~0.7 s
+    """Characterise, predict, confirm and correct (planner.limit.fast) on the simulated ~0.7 s
     slot server (bench/kit/sim_server.py, apart from the model), against the M/G/c truth.
     The measured search takes about 33 virtual minutes on this case (bench/search_truth.py)."""
     case = fast_truth.truth_cases()[0]

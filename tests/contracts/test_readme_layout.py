@@ -8,7 +8,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("contracts", "profiles", "locustfiles", "planner", "reports", "tests", "bench")
+PACKAGES = (
+    "contracts",
+    "profiles",
+    "locustfiles",
+    "planner",
+    "reports",
+    "capplan",
+    "tests",
+    "bench",
+)
 
 
 def layout_rows() -> dict[str, str]:

@@ -10,7 +10,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("contracts", "profiles", "locustfiles", "planner", "reports", "bench", "scripts")
+PACKAGES = (
+    "contracts",
+    "profiles",
+    "locustfiles",
+    "planner",
+    "reports",
+    "capplan",
+    "bench",
+    "scripts",
+)
 MAX_MODULE_LINES = 520
 MAX_CLASS_LINES = 310
 

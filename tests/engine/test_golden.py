@@ -30,10 +30,10 @@ from planner.engine import (
     build_engine_config,
     simulate,
 )
-from planner.fleet import simulate_fleet
-from planner.predict import EngineProbe
-from planner.slo import parse_slo
-from planner.whatif_disagg import Disagg, simulate_disaggregated
+from planner.fleet.sim import simulate_fleet
+from planner.limit.predict import EngineProbe
+from planner.slo.spec import parse_slo
+from planner.whatif.disagg import Disagg, simulate_disaggregated
 from profiles.presets import preset_profile
 from profiles.tokenize import chained_block_hashes
 

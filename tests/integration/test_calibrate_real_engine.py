@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from capplan.cli import app
 from contracts.calibration import CALIBRATION_SCHEMA, load_calibration_file
-from planner.cli import app
 
 real_engine = pytest.importorskip("bench.kit.real_engine")
 cpu_catalog = pytest.importorskip("bench.kit.cpu_catalog")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
+from capplan.demo import DemoOptions, run_demo
 from contracts.limit import LimitResult
 from contracts.plan import Plan
-from planner.demo import DemoOptions, run_demo
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

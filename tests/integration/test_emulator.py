@@ -13,7 +13,7 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app
+from capplan.cli import app
 from planner.emulator import EmulatorThread, Faults, emulator_subprocess, running_emulator
 from planner.engine import EngineConfig, build_engine_config
 from profiles.tokenize import ApproxTokenizer, synthetic_text

@@ -21,7 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
-from planner.cli import app
+from capplan.cli import app
+from contracts.rundir import read_records, read_stages
 from planner.emulator import emulator_subprocess
 from planner.engine import (
     Engine,
@@ -31,10 +32,10 @@ from planner.engine import (
     build_engine_config,
     simulate,
 )
-from planner.limit import load_limit
-from planner.loadtest import read_records, read_stages
-from planner.netutil import free_port
-from planner.slo import Slo, evaluate, parse_slo
+from planner.limit.run import load_limit
+from planner.loadtest.netutil import free_port
+from planner.slo.spec import Slo, parse_slo
+from planner.slo.verdict import evaluate
 from profiles.model import save_profile
 
 pytestmark = pytest.mark.integration
@@ -73,7 +74,7 @@ def profile_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _frame(timelines: list[RequestTimeline]) -> pl.DataFrame:
-    """Per-request results of the engine in the columns planner.slo.evaluate reads."""
+    """Per-request results of the engine in the columns planner.slo.verdict.evaluate reads."""
     e2e = [tl.e2e_s for tl in timelines]
     return pl.DataFrame(
         {

@@ -18,9 +18,10 @@ import pytest
 from bench.kit.profiles import make_profile
 from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan
+from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.arrivals import arrival_times
 from locustfiles.replay import read_log_table, slice_log
-from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 from tests.helpers.shared_data import AZURE_CONV
 
 pytestmark = pytest.mark.integration
@@ -252,7 +253,7 @@ def test_two_workers_merge_into_one_records_file(tmp_path: Path) -> None:
 def test_cli_steady_run_prints_the_stage_table(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from capplan.cli import app
 
     server = start_server(ttft_s=0.01, itl_s=0.002)
     try:
@@ -319,8 +320,8 @@ def test_workers_auto_splits_a_peak_above_one_process(
 ) -> None:
     from typer.testing import CliRunner
 
-    from planner.cli import app
-    from planner.loadgen import ProcessCapacity, save_capacity
+    from capplan.cli import app
+    from planner.loadtest.workers import ProcessCapacity, save_capacity
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     save_capacity(ProcessCapacity(rate_rps=25.0, cpus=2, source="test: 25 req/s a process"))

@@ -10,8 +10,9 @@ import pytest
 
 from bench.kit.profiles import make_profile
 from contracts.run import Stage, StagePlan
+from contracts.rundir import read_records
 from planner.engine import build_engine_config
-from planner.loadtest import LoadTestConfig, read_records, run_loadtest
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 from tests.helpers.emulator_timings import emulator_with_timings
 
 pytestmark = pytest.mark.integration

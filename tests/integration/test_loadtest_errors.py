@@ -11,10 +11,11 @@ import pytest
 from bench.kit.profiles import make_profile
 from bench.kit.stream_server import fault_message, start_server
 from contracts.run import Stage, StagePlan
+from contracts.rundir import read_records, read_stages
 from planner.emulator import running_emulator
 from planner.emulator.server import Faults
 from planner.engine import build_engine_config
-from planner.loadtest import LoadTestConfig, read_records, read_stages, run_loadtest
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 
 pytestmark = pytest.mark.integration
 

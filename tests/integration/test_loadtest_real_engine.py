@@ -9,8 +9,9 @@ import pytest
 
 from bench.kit.profiles import make_profile
 from bench.kit.real_engine import build_random_llama, start_llama_server
+from contracts.rundir import read_records, read_server_metrics
 from locustfiles.stages import builtin_plan
-from planner.loadtest import LoadTestConfig, read_records, read_server_metrics, run_loadtest
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from bench.kit.stream_server import ROOT, start_server
+from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.live import JSON_PATH, TAB_KEY
-from planner.loadtest import read_records, read_run_info, read_stages
-from planner.netutil import free_port
-from planner.remote import locust_command
+from planner.loadtest.netutil import free_port
+from planner.loadtest.remote import locust_command
 
 pytestmark = pytest.mark.integration
 

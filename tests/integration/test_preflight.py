@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.kit.stream_server import start_server
+from capplan.cli import app
 from contracts.errors import PreflightError
-from planner.cli import app
+from contracts.rundir import read_stages
 from planner.emulator import running_emulator
 from planner.engine import build_engine_config
-from planner.loadtest import read_stages
-from planner.netutil import free_port
-from planner.preflight import check_base_url, preflight
+from planner.loadtest.netutil import free_port
+from planner.loadtest.preflight import check_base_url, preflight
 
 pytestmark = pytest.mark.integration
 

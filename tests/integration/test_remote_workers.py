@@ -20,9 +20,10 @@ import pytest
 from bench.kit.profiles import make_profile
 from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan, StageSummary
+from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.arrivals import arrival_times
-from planner.limit import load_limit
-from planner.loadtest import LoadTestConfig, read_records, read_run_info, read_stages, run_loadtest
+from planner.limit.run import load_limit
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,7 +39,7 @@ def _free_port() -> int:
 
 
 def _worker(port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from planner.cli import app; sys.exit(app())"
+    code = "import sys; from capplan.cli import app; sys.exit(app())"
     args = [sys.executable, "-c", code, "worker", "--master", f"127.0.0.1:{port}", "--once"]
     # Its own session: killing it kills the Locust worker it runs, as a host going down would.
     return subprocess.Popen(args, start_new_session=True)
@@ -211,7 +212,7 @@ def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
     port = _free_port()
     server = start_server(ttft_s=0.02, itl_s=0.002)
     out = tmp_path / "limit"
-    code = "import sys; from planner.cli import app; sys.exit(app())"
+    code = "import sys; from capplan.cli import app; sys.exit(app())"
     limit_args = [sys.executable, "-c", code, "limit", "--host", server.url, "--model", "m"]
     # A lax SLO (the schedule-lag bound is a tenth of it): both levels pass on a busy box.
     limit_args += ["--profile", str(profile), "--slo", "ttft:p95<=5s", "--start", "4"]
@@ -222,7 +223,7 @@ def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
     master = subprocess.Popen(limit_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     workers: list[subprocess.Popen[bytes]] = []
     try:
-        code_w = "import sys; from planner.cli import app; sys.exit(app())"
+        code_w = "import sys; from capplan.cli import app; sys.exit(app())"
         for _ in range(2):  # without --once: each rejoins the next level's master
             args = [sys.executable, "-c", code_w, "worker", "--master", f"127.0.0.1:{port}"]
             workers.append(subprocess.Popen(args, start_new_session=True))

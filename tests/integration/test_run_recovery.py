@@ -12,8 +12,8 @@ from bench.kit.profiles import make_profile
 from bench.kit.slot_server import start_slot_server
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_stages
-from planner.loadtest import LoadTestConfig, run_loadtest
-from planner.timeline import run_timeline
+from contracts.timeline import run_timeline
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from bench.kit.profiles import make_profile
 from bench.kit.report_inputs import write_fixture
 from bench.kit.stream_server import start_server
-from planner.cli import app
-from planner.loadtest import read_records, read_run_info, read_stages
+from capplan.cli import app
+from contracts.rundir import read_records, read_run_info, read_stages
 
 pytestmark = pytest.mark.integration
 

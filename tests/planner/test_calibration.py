@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from contracts.limit import LimitLevel, LimitResult
-from planner.calibration import calibrate, level_metrics, measured_levels
 from planner.engine import EngineConfig, build_engine_config
+from planner.fleet.calibration import calibrate, level_metrics, measured_levels
 from tests.helpers.shared_data import azure_conv_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.limit import LimitLevel, LimitResult
-from planner.calibration import measured_levels
+from planner.fleet.calibration import measured_levels
 
 
 def _level(load: float, verdict: str, invalid: str | None = None) -> LimitLevel:

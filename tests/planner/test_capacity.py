@@ -10,7 +10,7 @@ import pytest
 from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitLevel, LimitResult, LittlesLaw
-from planner.capacity import (
+from planner.capacity.arithmetic import (
     HostRule,
     build_demand,
     demand_in_unit,

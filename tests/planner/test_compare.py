@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app
+from capplan.cli import app
 from planner.engine import build_engine_config
-from planner.limit import write_limit
-from planner.limit_result import build_limit_result
-from planner.slo import parse_slo
-from planner.virtual import virtual_limit
+from planner.limit.result import build_limit_result
+from planner.limit.run import write_limit
+from planner.slo.spec import parse_slo
+from planner.whatif.virtual import virtual_limit
 from profiles.model import save_profile
 from profiles.presets import preset_profile
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from capplan.commands.console import PIPED_WIDTH, counted, stdout_console
 from contracts.limit import unit_label
-from planner.commands.console import PIPED_WIDTH, counted, stdout_console
 
 
 def test_units_and_counts_read_as_words() -> None:

@@ -1,4 +1,4 @@
-"""The fast limit search's parts (planner.fastlimit): the server model against an FCFS queue
+"""The fast limit search's parts (planner.limit.fast): the server model against an FCFS queue
 computed by other code, misses of load-test records, characterisation of a simulated slot
 server written apart from the model (bench/kit/sim_server.py), and the steady-state
 statistics against series whose answer is known."""
@@ -14,12 +14,12 @@ import pytest
 from bench.kit.fast_driver import Driver
 from bench.kit.queue_truth import fcfs_waits
 from bench.kit.sim_server import ServerSpec
-from planner.fastlimit.characterise import build_model, solo_costs, step_requests, summarise
-from planner.fastlimit.misses import measured_misses, targets, unsupported
-from planner.fastlimit.model import ServerModel, serve
-from planner.fastlimit.search import Closed
-from planner.fastlimit.stats import batch_means_se, mser5
-from planner.slo import parse_slo
+from planner.limit.fast.characterise import build_model, solo_costs, step_requests, summarise
+from planner.limit.fast.misses import measured_misses, targets, unsupported
+from planner.limit.fast.model import ServerModel, serve
+from planner.limit.fast.search import Closed
+from planner.limit.fast.stats import batch_means_se, mser5
+from planner.slo.spec import parse_slo
 
 
 def test_a_slot_model_serves_like_an_fcfs_queue_computed_elsewhere() -> None:

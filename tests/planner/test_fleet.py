@@ -7,12 +7,12 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.plan import FleetPoint
-from planner.capacity import parse_limit
+from planner.capacity.arithmetic import parse_limit
+from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine import EngineRequest, build_engine_config, simulate
-from planner.fleet import ROUTINGS, FleetRun, judge, simulate_fleet
-from planner.fleet_check import fleet_verdict, min_instances_meeting, single_instance_limit
-from planner.plan import PlanOptions, build_plan
-from planner.slo import parse_slo
+from planner.fleet.check import fleet_verdict, min_instances_meeting, single_instance_limit
+from planner.fleet.sim import ROUTINGS, FleetRun, judge, simulate_fleet
+from planner.slo.spec import parse_slo
 from tests.helpers.shared_data import azure_conv_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")

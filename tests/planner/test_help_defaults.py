@@ -7,8 +7,8 @@ import re
 
 import typer
 
-from planner.cli import app
-from planner.steady import SteadyRules
+from capplan.cli import app
+from planner.limit.steady import SteadyRules
 
 # option -> the SteadyRules fields whose defaults its help states, in the order it states them
 STATED = {

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from bench.kit.report_inputs import build_limit
+from capplan.cli import app, parse_share
 from contracts.errors import ConfigError
-from planner.cli import app, parse_share
 
 DEAD = "http://127.0.0.1:9"
 LIVE = {

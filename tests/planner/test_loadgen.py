@@ -8,7 +8,7 @@ import pytest
 
 from contracts.errors import ConfigError, InputError
 from contracts.run import Stage, StagePlan
-from planner.loadgen import (
+from planner.loadtest.workers import (
     ESTIMATED_PROCESS_RPS,
     ProcessCapacity,
     choose_workers,
@@ -74,7 +74,7 @@ def test_cache_round_trip_and_estimate_without_one(tmp_path: Path) -> None:
 def test_cli_bad_workers_is_exit_2_naming_the_choices() -> None:
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from capplan.cli import app
 
     for command in ("loadtest", "limit"):
         args = [command, "--host", "http://127.0.0.1:9", "--model", "m", "-o", "x"]

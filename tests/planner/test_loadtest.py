@@ -10,16 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
+from capplan.cli import app
 from contracts.recovery import recovery_curve
 from contracts.run import RECORD_COLUMNS, Stage, StagePlan
+from contracts.rundir import read_records
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
-from planner.cli import app
-from planner.loadtest import (
-    LoadTestConfig,
-    read_records,
-    run_loadtest,
-    summarize_stage,
-)
+from locustfiles.summary import summarize_stage
+from planner.loadtest.run import LoadTestConfig, run_loadtest
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 

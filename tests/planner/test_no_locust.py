@@ -1,6 +1,6 @@
 """The planner's process never imports Locust: Locust monkey-patches the standard library
 (gevent) on import, after which a thread's asyncio loop and the caller's share one OS thread
-and `asyncio.run` fails. Locust runs in its own processes (planner.locust_run)."""
+and `asyncio.run` fails. Locust runs in its own processes (planner.loadtest.processes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 def test_the_cli_and_the_limit_search_do_not_import_locust() -> None:
     code = (
-        "import sys, planner.cli, planner.loadtest, planner.limit, planner.demo, reports; "
+        "import sys, capplan.cli, planner.loadtest.run, planner.limit.run, capplan.demo, reports; "
         "print('locust' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from bench.kit.report_inputs import build_limit
-from planner.cli import app
+from capplan.cli import app
 
 
 def _plan(tmp_path: Path, limit: str) -> tuple[str, dict[str, object]]:

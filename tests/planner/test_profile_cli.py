@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bench.kit.logs import build_openai_log
-from planner.cli import app
+from capplan.cli import app
 from profiles.model import load_profile
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from contracts.errors import ConfigError
-from planner.queueing import (
+from planner.capacity.queueing import (
     allen_cunneen_wait_s,
     erlang_b,
     erlang_c,

@@ -1,13 +1,13 @@
-"""planner.remote: the master's bind address and `capplan worker`'s bad input."""
+"""planner.loadtest.remote: the master's bind address and `capplan worker`'s bad input."""
 
 from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
 
+from capplan.cli import app
 from contracts.errors import ConfigError
-from planner.cli import app
-from planner.remote import master_args, parse_address
+from planner.loadtest.remote import master_args, parse_address
 
 
 def test_master_bind_needs_host_port_and_workers() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bench.kit.report_inputs import write_fixture
-from planner.cli import app
+from capplan.cli import app
 
 runner = CliRunner()
 

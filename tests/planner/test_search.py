@@ -12,14 +12,14 @@ import pytest
 from scipy.stats import norm
 from typer.testing import CliRunner
 
+from capplan.cli import app
 from contracts.errors import ConfigError, FailedRunError, InputError, RunError
 from contracts.limit import LimitResult
-from planner.cli import app
-from planner.limit import load_limit, search_limit
-from planner.limit_result import build_limit_result
-from planner.probe import AbandonRule, LevelMeasurement
-from planner.search import LevelOutcome, SearchConfig, limit_search, run_search
-from planner.slo import parse_slo
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.result import build_limit_result
+from planner.limit.run import load_limit, search_limit
+from planner.limit.search import LevelOutcome, SearchConfig, limit_search, run_search
+from planner.slo.spec import parse_slo
 
 
 @dataclass

@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 
 from contracts.errors import InputError
-from planner.slo import evaluate, exclude_warmup, good_mask, parse_slo
+from planner.slo.spec import parse_slo
+from planner.slo.verdict import evaluate, exclude_warmup, good_mask
 
 
 def _records(

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from bench.kit.report_inputs import build_limit
-from planner.cli import app
+from capplan.cli import app
 
 
 @pytest.fixture

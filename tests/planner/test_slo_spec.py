@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.errors import ConfigError
-from planner.slo_spec import parse_slo
+from planner.slo.spec import parse_slo
 
 
 def test_parse_percentile_form_with_units() -> None:

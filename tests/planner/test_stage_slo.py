@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from capplan.cli import app
 from contracts.run import RECORD_COLUMNS, Stage, StagePlan
 from locustfiles.summary import summarize_plan
-from planner.cli import app
-from planner.loadtest import judge_stages
-from planner.slo import parse_slo
+from planner.loadtest.run import judge_stages
+from planner.slo.spec import parse_slo
 
 PLAN = StagePlan(
     stages=[

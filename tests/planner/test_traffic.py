@@ -7,7 +7,7 @@ import pytest
 
 from bench.kit.profiles import make_profile
 from planner.engine import build_engine_config, simulate
-from planner.traffic import BurstWindow, arrival_times_s, profile_requests, shape_block_hashes
+from planner.fleet.traffic import BurstWindow, arrival_times_s, profile_requests, shape_block_hashes
 from profiles.presets import preset_profile
 from profiles.workload import MessageShape
 

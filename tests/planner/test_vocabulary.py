@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from planner.cli import app
+from capplan.cli import app
 
 
 def _commands() -> dict[str, object]:

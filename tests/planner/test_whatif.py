@@ -9,9 +9,10 @@ import pytest
 
 from contracts.errors import ConfigError
 from planner.engine import build_engine_config
-from planner.slo import parse_slo
-from planner.virtual import split_at
-from planner.whatif import WhatifOptions, parse_vary, run_whatif
+from planner.slo.spec import parse_slo
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.virtual import split_at
 from profiles.presets import preset_profile
 
 LEVEL_S = 30.0

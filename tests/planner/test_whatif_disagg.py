@@ -12,9 +12,10 @@ import pytest
 
 from contracts.errors import ConfigError
 from planner.engine import EngineRequest, build_engine_config
-from planner.fleet import simulate_fleet
-from planner.whatif import WhatifOptions, parse_vary, run_whatif
-from planner.whatif_disagg import Disagg, simulate_disaggregated
+from planner.fleet.sim import simulate_fleet
+from planner.whatif.disagg import Disagg, simulate_disaggregated
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary, run_whatif
 from profiles.presets import preset_profile
 
 KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import profiles.digest as digest
-from planner.cli import app
+from capplan.cli import app
 from profiles.digest import start_digest, started_digest
 from profiles.readers.base import files_digest
 

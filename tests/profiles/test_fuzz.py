@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
 
-from planner.cli import app
+from capplan.cli import app
 from profiles.model import load_profile
 from tests.profiles.fuzzlogs import FuzzLog, fuzz_logs
 
@@ -133,7 +133,7 @@ def test_a_sample_through_the_installed_command(log: FuzzLog) -> None:
         cmd = [
             sys.executable,
             "-c",
-            "import sys; from planner.cli import main; sys.argv[0] = 'capplan'; main()",
+            "import sys; from capplan.cli import main; sys.argv[0] = 'capplan'; main()",
             "profile",
             str(path),
             "-o",

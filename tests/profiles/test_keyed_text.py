@@ -8,7 +8,7 @@ import sys
 from itertools import islice
 
 from bench.kit.profiles import make_profile
-from planner.traffic import shape_block_hashes
+from planner.fleet.traffic import shape_block_hashes
 from profiles.model import SharedPrefix
 from profiles.tokenize import ApproxTokenizer, chained_block_hashes, keyed_text
 from profiles.workload import WorkloadStream, render_messages
@@ -57,7 +57,8 @@ def _common_prefix(a: tuple[int, ...] | list[int], b: tuple[int, ...] | list[int
 
 
 def test_prompts_share_blocks_exactly_where_their_shapes_share_messages() -> None:
-    # Truth: planner.traffic.shape_block_hashes hashes message keys and token offsets, no text.
+    # Truth: planner.fleet.traffic.shape_block_hashes hashes message keys and token offsets, no
+    # text.
     prefixes = [
         SharedPrefix(prefix_tokens=64, request_share=0.4, token_share=0.1),
         SharedPrefix(prefix_tokens=40, request_share=0.3, token_share=0.05),

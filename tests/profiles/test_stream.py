@@ -156,7 +156,7 @@ def test_chunked_bad_input_is_a_clear_error(tmp_path: Path) -> None:
 def test_cli_chunk_rows(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from capplan.cli import app
     from profiles.model import load_profile
 
     log = tmp_path / "log.parquet"

@@ -24,8 +24,8 @@ from reportlab.pdfbase.ttfonts import TTFontFile
 from typer.testing import CliRunner
 
 from bench.kit.report_inputs import FixturePaths, write_fixture
+from capplan.cli import app
 from contracts.errors import InputError
-from planner.cli import app
 from reports import fonts, render_report
 from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, SHIPPED_CJK_FONT, choose_cjk_font
 from reports.i18n import STRINGS, Words

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.rundir import read_records, read_stages, write_stages
-from planner.loadtest import judge_stages
-from planner.slo import parse_slo
+from planner.loadtest.run import judge_stages
+from planner.slo.spec import parse_slo
 from reports import words_for
 from reports.data import load_inputs
 from reports.pages.context import ReportContext

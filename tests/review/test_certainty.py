@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from contracts.limit import LimitResult
-from planner.capacity import instances_for_load
+from planner.capacity.arithmetic import instances_for_load
 from planner.review.certainty import block_bootstrap_quantile, count_interval, limit_range
 
 MU, SIGMA = math.log(10.0), 0.3  # window rates: lognormal around 10 req/s

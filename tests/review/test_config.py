@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from capplan.cli import app
 from contracts.errors import InputError
-from planner.cli import app
 from planner.review.config import load_review
 
 GOOD = """

@@ -13,9 +13,9 @@ import yaml
 from PIL import Image
 from typer.testing import CliRunner
 
-from planner.capacity import parse_limit
-from planner.cli import app
-from planner.plan import PlanOptions, build_plan
+from capplan.cli import app
+from planner.capacity.arithmetic import parse_limit
+from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.build import load_service_profile
 from planner.review.config import load_review
 from reports.review.words import REVIEW_STRINGS

@@ -1,0 +1,244 @@
+"""The `capplan` command line: a thin typer app; each command lives in capplan/commands/<name>.py.
+
+Each command module defines `register(app)` that adds one command. Commands parse options,
+call one library function, and turn a CapplanError into a clean message and exit code.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import importlib
+import math
+import operator
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import typer
+
+from contracts import __version__
+from contracts.errors import CapplanError, ConfigError
+
+# The order here is the order in `capplan --help`.
+COMMAND_MODULES = (
+    "demo",
+    "profile",
+    "emulate",
+    "loadtest",
+    "limit",
+    "worker",
+    "calibrate",
+    "plan",
+    "whatif",
+    "compare",
+    "report",
+    "review",
+)
+
+_app = typer.Typer(
+    name="capplan",
+    help=(
+        "Size LLM serving fleets from evidence: profile request logs, load-test an "
+        "OpenAI-compatible endpoint with Locust, find the per-instance SLO limit, plan "
+        "instances and cost, and write a PDF capacity baseline."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Signals:
+    """SIGTERM read as Ctrl-C while a command runs, and which of the two came first.
+
+    Python's default SIGTERM ends the process at once: no `finally` runs, so a load test's
+    Locust processes (each in its own process group) would keep loading the target and the
+    run directory would stay unfinished. Raised as KeyboardInterrupt, SIGTERM takes the path
+    Ctrl-C takes: stop Locust, write what was measured, exit 128 + the signal's number.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self._saved: Any = None
+
+    def _raise(self, signum: int, frame: object) -> None:
+        if self.first is None:
+            self.first = signum
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Signals:
+        self.first = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGTERM, self._saved)
+
+    def exit_code(self) -> int:
+        """128 + the number of the first signal (SIGINT: 130, SIGTERM: 143)."""
+        return 128 + (self.first or signal.SIGINT)
+
+
+def handle_errors(func: F) -> F:
+    """Wrap a command so a CapplanError prints `error: ...` on stderr and exits with its code,
+    and Ctrl-C or SIGTERM prints `interrupted` and exits 130 or 143."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _Signals() as signals:
+            try:
+                return func(*args, **kwargs)
+            except CapplanError as err:
+                typer.echo(f"error: {err}", err=True)
+                raise typer.Exit(err.exit_code) from None
+            except KeyboardInterrupt:
+                typer.echo("interrupted", err=True)
+                raise typer.Exit(signals.exit_code()) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def check_number(
+    option: str,
+    value: float | None,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> None:
+    """Raise ConfigError `OPTION VALUE: expected a finite number > GT ...` unless `value` is
+    None (not given) or finite and within every bound given (NaN and infinities never are)."""
+    if value is None:
+        return
+    bounds = [
+        f"{op} {bound:g}"
+        for op, bound in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+        if bound is not None
+    ]
+    inside = math.isfinite(value) and all(
+        bound is None or test(value, bound)
+        for bound, test in (
+            (gt, operator.gt),
+            (ge, operator.ge),
+            (lt, operator.lt),
+            (le, operator.le),
+        )
+    )
+    if not inside:
+        kind = "a whole number" if isinstance(value, int) else "a finite number"
+        raise ConfigError(f"{option} {value:g}: expected {kind} {' and '.join(bounds)}".rstrip())
+
+
+def check_planning(
+    *,
+    redundancy: int,
+    peak_rps: float | None,
+    peak_quantile: float,
+    gpu_hour_price: float | None,
+    tps: Iterable[int],
+) -> None:
+    """The options plan, whatif and compare share, checked alike (ConfigError, exit 2)."""
+    for tp in tps:
+        check_number("--tp", tp, ge=1)
+    check_number("--redundancy", redundancy, ge=0)
+    check_number("--peak-rps", peak_rps, gt=0)
+    check_number("--peak-quantile", peak_quantile, gt=0, le=1)
+    check_number("--gpu-hour-price", gpu_hour_price, ge=0)
+
+
+def parse_share(option: str, text: str) -> float:
+    """A share given as a fraction (`0.2`, at most 1) or a percent (`20%`, any size >= 0).
+
+    A bare number above 1 is refused with a hint (`--headroom 20` meant 20 %, not 2000 %):
+    raises ConfigError naming the option and both accepted forms.
+    """
+    given = text.strip()
+    percent = given.endswith("%")
+    try:
+        value = float(given[:-1] if percent else given)
+    except ValueError:
+        raise ConfigError(
+            f"{option} {text!r}: expected a fraction such as 0.2 or a percent such as 20%"
+        ) from None
+    share = value / 100.0 if percent else value
+    if not math.isfinite(share) or share < 0:
+        raise ConfigError(f"{option} {text}: expected a share >= 0, e.g. 0.2 or 20%")
+    if not percent and share > 1:
+        raise ConfigError(
+            f"{option} {text}: a fraction is at most 1; for {value:g} percent write {value:g}% "
+            f"(or {value / 100:g})"
+        )
+    return share
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"capplan {__version__}")
+        raise typer.Exit()
+
+
+@_app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """capplan: evidence-based capacity planning for LLM serving."""
+
+
+def _register_commands(names: tuple[str, ...] = COMMAND_MODULES) -> None:
+    for name in names:
+        importlib.import_module(f"capplan.commands.{name}").register(_app)
+
+
+def _wanted_commands(argv: list[str]) -> tuple[str, ...]:
+    """The one command named on the command line, or all of them (for --help and the like).
+
+    Importing a command module pulls in its library (polars, locust, the engine, reportlab);
+    `capplan profile` should not pay for `capplan report`'s imports at start-up.
+    """
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMAND_MODULES:
+        return (first,)
+    return COMMAND_MODULES
+
+
+def main() -> None:
+    """Console-script entry point: registers only the command asked for, then runs it."""
+    # numpy's OpenBLAS starts a worker thread per core that spins for about 0.1 s of CPU
+    # after numpy's import, and capplan's vectors are too short for threaded BLAS to help.
+    # Set before anything imports numpy; a user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # The imports (typer, pydantic, polars) allocate objects by the hundred thousand: at the
+    # default threshold of 700 the collector runs about 140 times during start-up.
+    gc.set_threshold(10_000, 10, 10)
+    _register_commands(_wanted_commands(sys.argv[1:]))
+    sys.exit(_app())
+
+
+def __getattr__(name: str) -> Any:
+    # `from capplan.cli import app` (tests, docs) gets the app with every command registered.
+    if name == "app":
+        return full_app()
+    raise AttributeError(name)
+
+
+_registered_all = False
+
+
+def full_app() -> typer.Typer:
+    """The app with every command registered (for tests and documentation)."""
+    global _registered_all
+    if not _registered_all:
+        _register_commands()
+        _registered_all = True
+    return _app

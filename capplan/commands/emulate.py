@@ -1,0 +1,125 @@
+"""`capplan emulate`: serve the engine model as an OpenAI-compatible endpoint in real time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from capplan.cli import handle_errors
+from contracts.errors import ConfigError, InputError
+
+HELP = """Serve an emulated LLM engine (no GPU) behind an OpenAI-compatible API.
+
+Latencies come from the engine model: continuous batching, a finite KV cache, prefix \
+caching and preemption, timed by a roofline of the chosen GPU and model. Endpoints: \
+/v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health, \
+/metrics (vLLM metric names).
+
+Example:
+
+  capplan emulate --gpu H100-80GB --model llama-3.1-8b --port 8000 --speed 1
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `emulate` command to `app`."""
+
+    @app.command("emulate", help=HELP)
+    @handle_errors
+    def emulate(
+        gpu: str = typer.Option(
+            "H100-80GB", help="GPU name from the catalog (e.g. H100-80GB, a100)."
+        ),
+        model: str = typer.Option("llama-3.1-8b", help="Model name from the catalog."),
+        tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs per instance)."),
+        host: str = typer.Option("127.0.0.1", help="Address to bind."),
+        port: int = typer.Option(8000, help="Port to bind (0: a free one)."),
+        engine: str = typer.Option(
+            "vllm", help="Engine profile: vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp."
+        ),
+        max_num_seqs: int | None = typer.Option(
+            None, help="Most requests running at once (default: the engine's, vLLM 256)."
+        ),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, help="Token budget of one step (default: the engine's, vLLM 8192)."
+        ),
+        prefix_caching: bool | None = typer.Option(
+            None, help="Reuse cached prompt blocks (default: the engine's, on for vLLM)."
+        ),
+        queue_policy: str = typer.Option("fcfs", help="Waiting-queue order: fcfs or spf."),
+        gpu_memory_utilization: float | None = typer.Option(
+            None, help="Share of GPU memory used (default: the engine's, vLLM 0.9)."
+        ),
+        speed: float = typer.Option(1.0, help="Engine seconds per wall second (demos: 10)."),
+        stream_interval: int = typer.Option(
+            1, help="Tokens per streamed chunk after the first (as vLLM's --stream-interval)."
+        ),
+        seed: int = typer.Option(0, help="Seed of output lengths and injected faults."),
+        error_rate: float = typer.Option(0.0, help="Share of requests answered HTTP 500."),
+        reject_when_waiting: int | None = typer.Option(
+            None, help="Answer HTTP 429 while this many requests wait."
+        ),
+        drop_rate: float = typer.Option(0.0, help="Share of streams cut mid-stream."),
+        stall_rate: float = typer.Option(0.0, help="Share of streams that stop sending."),
+        mfu: float | None = typer.Option(None, help="Override the compute efficiency factor."),
+        mbu: float | None = typer.Option(None, help="Override the memory-bandwidth factor."),
+        step_overhead_s: float | None = typer.Option(None, help="Override the step overhead."),
+        catalog: Path | None = typer.Option(None, help="Extra GPU/model catalog (YAML/JSON)."),
+        served_model_name: str | None = typer.Option(None, help="Model id clients must send."),
+        engine_config: Path | None = typer.Option(
+            None, help="A full EngineConfig JSON (overrides the options above)."
+        ),
+    ) -> None:
+        from planner.emulator import Faults, serve
+        from planner.engine import EngineConfig, build_engine_config
+
+        if engine_config is not None:
+            try:
+                config = EngineConfig.model_validate_json(engine_config.read_text())
+            except OSError as err:
+                raise InputError(f"{engine_config}: cannot read ({err.strerror})") from err
+            except ValidationError as err:
+                raise ConfigError(f"{engine_config}: not a valid engine config: {err}") from err
+        else:
+            config = build_engine_config(
+                gpu,
+                model,
+                tp=tp,
+                catalog=catalog,
+                engine=engine,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                prefix_caching=prefix_caching,
+                queue_policy=queue_policy,
+                gpu_memory_utilization=gpu_memory_utilization,
+                mfu=mfu,
+                mbu=mbu,
+                step_overhead_s=step_overhead_s,
+                record_token_times=False,
+            )
+        try:
+            faults = Faults(
+                error_rate=error_rate,
+                reject_when_waiting=reject_when_waiting,
+                drop_rate=drop_rate,
+                stall_rate=stall_rate,
+            )
+        except ValidationError as err:
+            raise ConfigError(f"fault options: {err}") from err
+        if not speed > 0:
+            raise ConfigError(f"--speed must be > 0, got {speed}")
+        if stream_interval < 1:
+            raise ConfigError(f"--stream-interval must be >= 1, got {stream_interval}")
+        serve(
+            config,
+            host=host,
+            port=port,
+            speed=speed,
+            seed=seed,
+            faults=faults,
+            model_name=served_model_name,
+            announce=lambda line: typer.echo(line),
+            stream_interval=stream_interval,
+        )

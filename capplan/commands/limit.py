@@ -1,0 +1,231 @@
+"""`capplan limit`: find the per-instance SLO limit of a live endpoint (thin CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+from capplan.cli import check_number, handle_errors
+
+HELP = (
+    "Find the highest load one instance carries while the SLO still holds.\n\n"
+    "Runs load levels with Locust against the endpoint (each level one stage of the run "
+    "directory), brackets exponentially until a level fails, narrows until the highest "
+    "passing and lowest failing levels are within the tolerance, writes OUT/limit.json and "
+    "prints the answer in one sentence.\n\n"
+    "Each level is judged in steady state only: it warms up for at least --warmup seconds, "
+    "10 mean E2Es and 3 correlation times of the latencies (a queue still filling from the "
+    "empty start keeps them correlated), then measures at least --level-duration seconds, "
+    "5 mean E2Es, 100 requests and enough for 100 independent ones and 10 independent ones "
+    "in the SLO's tail (--tail-requests; requests / correlation time), and extends itself "
+    "until requests in flight stop growing (at most --max-level-duration; a level that never "
+    "settles fails as unstable). A pass must be certain: its bootstrap interval (blocks of "
+    "two correlation times) inside the SLO, else the level is measured again and, still "
+    "uncertain, does not count as holding. A level whose schedule lag p99 exceeds a tenth "
+    "of the tightest threshold is invalid (add --workers).\n\n"
+    "SLO forms: percentile 'ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%' or "
+    "attainment 'attainment>=95%:ttft<=2s,tpot<=100ms' (units ms or s, thresholds "
+    "inclusive). Every scheduled request counts: a failed one (HTTP error, refusal, timeout, "
+    "disconnect) misses every threshold (+inf in a percentile); one still running when the "
+    "window closes counts at its age. --success-only takes percentiles over successful "
+    "requests alone (vLLM bench style).\n\n"
+    "Example:\n\n"
+    "capplan limit --host http://127.0.0.1:8000 --model llama "
+    "--slo 'ttft:p95<=2s,tpot:p95<=100ms' -o runs/limit1"
+)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("limit", help=HELP)
+    @handle_errors
+    def limit(
+        host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            help="Model name sent in each request (default: the first one the target's "
+            "/v1/models lists).",
+        ),
+        slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
+        out: Path = typer.Option(..., "-o", "--output", "--out", help="Run directory to write."),
+        profile: str | None = typer.Option(
+            None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
+        ),
+        dimension: str = typer.Option(
+            "rate", "--dimension", help="rate (open loop, req/s) or concurrency (users)."
+        ),
+        start: float | None = typer.Option(
+            None, "--start", help="First level (default 1 req/s or 1 user)."
+        ),
+        max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
+        level_duration: float = typer.Option(
+            30.0,
+            "--level-duration",
+            help="Shortest measured window of a level (s); levels extend until steady.",
+        ),
+        level_requests: int = typer.Option(
+            100, "--level-requests", help="Fewest requests a level's measured window holds."
+        ),
+        effective_requests: float | None = typer.Option(
+            None,
+            "--effective-requests",
+            help="Fewest independent requests a level's window holds: requests / their "
+            "latencies' correlation time in requests (default 100).",
+        ),
+        tail_requests: float | None = typer.Option(
+            None,
+            "--tail-requests",
+            help="Fewest independent requests in the SLO's tail a level's window holds: "
+            "requests / their latencies' correlation time x (1 - q) (default 10).",
+        ),
+        max_level_duration: float = typer.Option(
+            900.0,
+            "--max-level-duration",
+            help="Longest a level may run (s); one not steady by then fails as unstable.",
+        ),
+        arrival: str = typer.Option(
+            "poisson", "--arrival", help="Rate levels: poisson, constant or gamma:K arrivals."
+        ),
+        warmup: float | None = typer.Option(
+            None,
+            "--warmup",
+            help="Shortest warm-up excluded at a level's start (s; default 5, and 10 mean E2Es).",
+        ),
+        success_only: bool = typer.Option(
+            False,
+            "--success-only",
+            help="Percentiles over successful requests only (failures do not count as misses).",
+        ),
+        tolerance: float = typer.Option(
+            0.05, "--tolerance", help="Stop when the pass/fail gap is within this share."
+        ),
+        verify_burst: bool = typer.Option(
+            False,
+            "--verify-burst",
+            help="Then run steady-burst-recovery around the limit (burst to twice it).",
+        ),
+        workers: str = typer.Option(
+            "0",
+            "--workers",
+            help="Locust worker processes (0: one), or 'auto': as many as --max needs "
+            "(twice --max with --verify-burst).",
+        ),
+        master_bind: str | None = typer.Option(
+            None,
+            "--master-bind",
+            help="HOST:PORT: run the Locust master there and take load from remote workers "
+            "(capplan worker --master HOST:PORT on each host) instead of local processes.",
+        ),
+        expect_workers: int = typer.Option(
+            0, "--expect-workers", help="With --master-bind: start once this many workers joined."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
+        endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
+        api_key_env: str | None = typer.Option(
+            None, "--api-key-env", help="Environment variable holding the API key."
+        ),
+        max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
+        min_completed: int = typer.Option(
+            50, "--min-completed", help="Completed requests a passing level needs."
+        ),
+        time_scale: float = typer.Option(
+            1.0,
+            "--time-scale",
+            help="The endpoint runs this many times faster than wall time (capplan emulate "
+            "--speed S): levels, loads and latencies are in its time.",
+        ),
+        method: str = typer.Option(
+            "measured",
+            "--method",
+            help="measured: bracket and narrow levels, each held until steady (tens of "
+            "minutes); fast: characterise the server in closed loop, predict the limit with "
+            "a model of it, confirm on a few open-loop levels and correct the model by its "
+            "bias measured on the same requests (rate SLOs on ttft/e2e/tpot shares; falls "
+            "back to measured when the model is inadequate).",
+        ),
+        no_preflight: bool = typer.Option(
+            False,
+            "--no-preflight",
+            help="Skip the check before load (the target answers, lists --model, streams one "
+            "request); --model is then required.",
+        ),
+    ) -> None:
+        from contracts.errors import ConfigError
+        from planner.limit.run import LimitOptions, run_limit
+        from planner.loadtest.workers import choose_workers, load_capacity, parse_workers
+
+        for option, value in (
+            ("--level-duration", level_duration),
+            ("--max-level-duration", max_level_duration),
+            ("--start", start),
+            ("--max", max_load),
+            ("--time-scale", time_scale),
+        ):
+            check_number(option, value, gt=0)
+        check_number("--tolerance", tolerance, gt=0, lt=1)
+        check_number("--warmup", warmup, ge=0)
+        check_number("--effective-requests", effective_requests, ge=0)  # 0: no such rule
+        check_number("--tail-requests", tail_requests, ge=0)
+        check_number("--max-levels", max_levels, ge=1)
+        check_number("--level-requests", level_requests, ge=1)
+        check_number("--min-completed", min_completed, ge=0)
+        check_number("--expect-workers", expect_workers, ge=0)
+        if dimension not in ("rate", "concurrency"):
+            raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
+        if endpoint not in ("chat", "completions"):
+            raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
+        dim: Literal["rate", "concurrency"] = "rate" if dimension == "rate" else "concurrency"
+        if method not in ("measured", "fast"):
+            raise ConfigError(f"--method {method!r}: expected measured or fast")
+        how: Literal["measured", "fast"] = "fast" if method == "fast" else "measured"
+        n_workers = parse_workers(workers)
+        if n_workers is None:
+            peak = max_load * (2 if verify_burst else 1) if dim == "rate" and max_load else None
+            choice = choose_workers(peak, load_capacity())
+            n_workers = choice.workers
+            typer.echo(f"--workers auto: {choice.reason}", err=True)
+        ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
+        if no_preflight and not model:
+            raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
+
+        def check_target(options: LimitOptions) -> str:
+            from planner.loadtest.preflight import checked_model
+
+            return checked_model(options, lambda line: typer.echo(line, err=True))
+
+        run_limit(
+            LimitOptions(
+                host=host,
+                model=model or "",
+                slo=slo,
+                out_dir=out,
+                profile=profile,
+                dimension=dim,
+                start=start,
+                max_load=max_load,
+                level_duration_s=level_duration,
+                max_level_s=max_level_duration,
+                level_requests=level_requests,
+                effective_requests=effective_requests,
+                tail_requests=tail_requests,
+                warmup_s=warmup,
+                success_only=success_only,
+                arrival=arrival,
+                tolerance=tolerance,
+                verify_burst=verify_burst,
+                workers=n_workers,
+                seed=seed,
+                endpoint=ep,
+                api_key_env=api_key_env,
+                max_levels=max_levels,
+                min_completed=min_completed,
+                time_scale=time_scale,
+                master_bind=master_bind,
+                expect_workers=expect_workers,
+                method=how,
+            ),
+            echo=typer.echo,
+            check_target=None if no_preflight else check_target,
+        )

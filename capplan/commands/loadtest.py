@@ -1,0 +1,358 @@
+"""`capplan loadtest`: profile-driven Locust load test of an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from capplan.cli import check_number, handle_errors, parse_share
+from capplan.commands.console import stdout_console
+from contracts.errors import ConfigError
+from contracts.run import Percentiles, StageSummary
+
+if TYPE_CHECKING:
+    from contracts.run import StagePlan
+    from planner.loadtest.run import LoadTestConfig
+
+HELP = """Load-test an OpenAI-compatible endpoint with traffic drawn from a profile.
+
+Runs Locust headless on a stage plan (open-loop arrivals that never wait for the server),
+shows live progress, writes run.json, records.parquet, stages.json and
+server_metrics.parquet to the output folder, and prints a per-stage table.
+
+Examples:
+
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --profile profile.json -o runs/sbr
+
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --rate 20 --duration 60 -o runs/r20
+
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --rate 900 --duration 60 \
+  --workers auto -o runs/r900
+
+  capplan loadtest --host http://10.0.0.9:8000 --model llama --rate 3000 --duration 60 \
+  --master-bind 0.0.0.0:5557 --expect-workers 3 -o runs/r3000   (then on 3 hosts: capplan
+  worker --master 10.0.0.5:5557)
+
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
+  --duration 30 -o runs/replay
+"""
+
+
+class StageLines:
+    """Progress for a pipe or a CI log (no terminal): one plain line per stage (and one for
+    the drain of requests in flight after the last), the stage's last progress line, written
+    as the run moves past it; other lines (waiting for workers) at once. `close` writes the
+    last stage's line."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self._echo = echo
+        self._stage: str | None = None
+        self._last: str | None = None
+
+    def __call__(self, line: str) -> None:
+        stage, sep, _ = line.partition("  t=")  # planner.loadtest.processes.format_progress
+        if not sep:
+            self._echo(line)
+            return
+        if not stage:  # before the first stage starts
+            return
+        if self._last is not None and stage != self._stage:
+            self._echo(self._last)
+        self._stage, self._last = stage, line
+
+    def close(self) -> None:
+        if self._last is not None:
+            self._echo(self._last)
+            self._last = None
+
+
+def _ms(p: Percentiles, attr: str) -> str:
+    v = getattr(p, attr)
+    return "-" if v is None else f"{v * 1000:.0f}"
+
+
+def stage_table(stages: list[StageSummary]) -> Table:
+    """The per-stage table printed at the end of a run."""
+    table = Table(title="stages", title_justify="left")
+    judged = any(s.attainment is not None for s in stages)  # run with --slo
+    for col in (
+        "stage",
+        "role",
+        "load",
+        "offered req/s",
+        "achieved req/s",
+        "out tok/s",
+        "TTFT p50/p95 ms",
+        "TPOT p50/p95 ms",
+        "ITL p99 ms",
+        "E2E p95 ms",
+        "lag p99 ms",
+        "errors",
+        "recovery s",
+        *(("goodput req/s", "attainment") if judged else ()),
+    ):
+        table.add_column(col, justify="left" if col in ("stage", "role") else "right")
+    for s in stages:
+        load = (
+            f"{s.target_rate_rps:g} req/s"
+            if s.target_rate_rps
+            else (f"{s.target_users} users" if s.target_users else "replay")
+        )
+        errors = ", ".join(f"{k}:{v}" for k, v in s.errors_by_class.items()) or "0"
+        recovery = (
+            "-"
+            if s.recovered is None
+            else (f"{s.recovery_s:.1f}" if s.recovered else "not recovered")
+        )
+        table.add_row(
+            s.name,
+            s.role,
+            load,
+            f"{s.offered_rps:.2f}",
+            f"{s.achieved_rps:.2f}",
+            f"{s.output_tokens_per_s:.0f}",
+            f"{_ms(s.ttft_s, 'p50')}/{_ms(s.ttft_s, 'p95')}",
+            f"{_ms(s.tpot_s, 'p50')}/{_ms(s.tpot_s, 'p95')}",
+            _ms(s.itl_s, "p99"),
+            _ms(s.e2e_s, "p95"),
+            _ms(s.schedule_lag_s, "p99"),
+            errors,
+            recovery,
+            *(_judged(s) if judged else ()),
+        )
+    return table
+
+
+def _judged(s: StageSummary) -> tuple[str, str]:
+    """Goodput and attainment under the run's --slo."""
+    goodput = "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f}"
+    return goodput, "-" if s.attainment is None else f"{s.attainment:.1%}"
+
+
+@handle_errors
+def loadtest(
+    host: str = typer.Option(
+        ..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model name sent in each request (default: the first one the target's "
+        "/v1/models lists).",
+    ),
+    out: Path = typer.Option(
+        ..., "-o", "--output", "--out", help="Run folder to write (runs/NAME)."
+    ),
+    profile: str | None = typer.Option(
+        None, "--profile", help="Profile JSON (default: built-in chat preset)."
+    ),
+    plan: str | None = typer.Option(
+        None,
+        "--stage-plan",
+        "--plan",
+        help="steady-burst-recovery | steps | steady | a YAML/JSON stage plan file.",
+    ),
+    rate: float | None = typer.Option(
+        None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."
+    ),
+    users: int | None = typer.Option(None, "--users", help="Closed-loop users instead of a rate."),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson | constant | gamma:K."),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Stage length in seconds (steady stage of built-in plans)."
+    ),
+    replay: str | None = typer.Option(
+        None, "--replay", help="Request log to replay at its own timestamps."
+    ),
+    speed: float = typer.Option(1.0, "--speed", help="Replay speed-up factor."),
+    endpoint: str = typer.Option("chat", "--endpoint", help="chat | completions."),
+    workers: str = typer.Option(
+        "0",
+        "--workers",
+        help="Local Locust worker processes (0: one process), or 'auto': as many as the "
+        "plan's peak rate needs (see bench/loadgen_capacity.py --save).",
+    ),
+    master_bind: str | None = typer.Option(
+        None,
+        "--master-bind",
+        help="HOST:PORT: run the Locust master there and take load from remote workers "
+        "(capplan worker --master HOST:PORT on each host) instead of local processes.",
+    ),
+    expect_workers: int = typer.Option(
+        0, "--expect-workers", help="With --master-bind: start once this many workers joined."
+    ),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="Environment variable holding the API key."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of requests and arrivals."),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", help="Client cap on requests in flight (reported)."
+    ),
+    no_ignore_eos: bool = typer.Option(
+        False,
+        "--no-ignore-eos",
+        help="Do not send ignore_eos/min_tokens (for servers that reject them).",
+    ),
+    slo_ttft: float | None = typer.Option(
+        None, "--slo-ttft", help="TTFT (s) the recovery stage must get back under."
+    ),
+    slo: str | None = typer.Option(
+        None,
+        "--slo",
+        help="SLO in capplan limit's grammar, e.g. 'ttft:p95<=2s,tpot:p95<=100ms': each stage "
+        "in stages.json gets its goodput and attainment under it.",
+    ),
+    timeout: float = typer.Option(
+        300.0, "--timeout", help="Seconds before a request counts as timed out."
+    ),
+    no_metrics: bool = typer.Option(
+        False, "--no-metrics", help="Do not scrape the target's /metrics."
+    ),
+    time_scale: float = typer.Option(
+        1.0,
+        "--time-scale",
+        help="The endpoint runs this many times faster than wall time (capplan emulate "
+        "--speed S): plans and records are kept in its time.",
+    ),
+    max_errors: str | None = typer.Option(
+        None,
+        "--max-errors",
+        help="Exit 3 when more than this share of the scheduled requests failed, e.g. 1% or "
+        "0.01 (default: only when none succeeded). The run folder is written either way.",
+    ),
+    no_preflight: bool = typer.Option(
+        False,
+        "--no-preflight",
+        help="Skip the check before load (the target answers, lists --model, streams one "
+        "request); --model is then required.",
+    ),
+) -> None:
+    from contracts.run import Stage, StagePlan
+    from locustfiles.stages import resolve_plan
+    from planner.loadtest.run import LoadTestConfig, config_profile, run_loadtest
+    from planner.loadtest.workers import parse_workers
+
+    max_error_share = None if max_errors is None else parse_share("--max-errors", max_errors)
+    check_number("--rate", rate, gt=0)
+    check_number("--users", users, ge=1)
+    check_number("--duration", duration, gt=0)
+    check_number("--speed", speed, gt=0)
+    check_number("--timeout", timeout, gt=0)
+    check_number("--max-concurrency", max_concurrency, ge=1)
+    check_number("--time-scale", time_scale, gt=0)
+    check_number("--expect-workers", expect_workers, ge=0)
+    check_number("--slo-ttft", slo_ttft, gt=0)
+    n_workers = parse_workers(workers)
+
+    if endpoint not in ("chat", "completions"):
+        raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
+    kind: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
+    from pydantic import ValidationError
+
+    from contracts.jsonio import first_error
+
+    try:
+        config = LoadTestConfig(
+            host=host,
+            model=model or "",
+            endpoint=kind,
+            profile_path=profile,
+            api_key_env=api_key_env,
+            seed=seed,
+            workers=n_workers or 0,
+            ignore_eos=not no_ignore_eos,
+            request_timeout_s=timeout,
+            max_concurrency=max_concurrency,
+            scrape_metrics=not no_metrics,
+            slo_ttft_s=slo_ttft,
+            slo=slo,
+            replay_path=replay,
+            replay_speed=speed,
+            time_scale=time_scale,
+            master_bind=master_bind,
+            expect_workers=expect_workers,
+        )
+    except ValidationError as err:
+        raise ConfigError(f"loadtest options: {first_error(err)}") from err
+    if replay and plan is None:
+        stage = Stage(
+            name="replay",
+            role="replay",
+            duration_s=60.0 if duration is None else duration,
+            arrival="replay",
+        )
+        stage_plan = StagePlan(name="replay", stages=[stage])
+    else:
+        prof, _ = config_profile(config)
+        stage_plan = resolve_plan(
+            plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
+        )
+    if no_preflight and not model:
+        raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
+    console = Console(stderr=True)
+    if n_workers is None:
+        config = _auto_workers(config, stage_plan)
+    check = None if no_preflight else _check_target
+    if console.is_terminal:
+        with Live(
+            Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
+        ) as live:
+            summaries = run_loadtest(
+                config, stage_plan, out, progress=lambda s: live.update(Text(s)), check_target=check
+            )
+    else:
+        plain = StageLines(lambda line: typer.echo(line, err=True))
+        try:
+            summaries = run_loadtest(config, stage_plan, out, progress=plain, check_target=check)
+        finally:
+            plain.close()
+    stdout_console().print(stage_table(summaries))
+    from contracts.rundir import read_run_info
+
+    for lost in read_run_info(out).lost_workers:
+        typer.echo(
+            f"warning: worker {lost.worker} (slot {lost.slot} of {lost.of}) was lost at "
+            f"t={lost.lost_at_s:.1f} s: {lost.lost_requests} requests recorded as 'lost'",
+            err=True,
+        )
+    typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
+    _end_with_errors(summaries, max_error_share)
+
+
+def _end_with_errors(summaries: list[StageSummary], max_error_share: float | None) -> None:
+    """Raise FailedRunError (exit 3) when no request succeeded or failures passed
+    `max_error_share`; else name any errors on stderr."""
+    from planner.loadtest.preflight import error_line, failed_run
+
+    failed = failed_run(summaries, max_error_share)
+    if failed is not None:
+        raise failed
+    line = error_line(summaries)
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+
+def _check_target(config: LoadTestConfig) -> str:
+    """The preflight (planner.loadtest.preflight): the model to send, said on stderr."""
+    from planner.loadtest.preflight import checked_model
+
+    return checked_model(config, lambda line: typer.echo(line, err=True))
+
+
+def _auto_workers(config: LoadTestConfig, plan: StagePlan) -> LoadTestConfig:
+    """`--workers auto`: the count for the plan's peak rate, said on stderr."""
+    from planner.loadtest.workers import choose_workers, load_capacity, plan_peak_rps
+
+    choice = choose_workers(plan_peak_rps(plan), load_capacity())
+    typer.echo(f"--workers auto: {choice.reason}", err=True)
+    return config.model_copy(update={"workers": choice.workers})
+
+
+def register(app: typer.Typer) -> None:
+    app.command("loadtest", help=HELP)(loadtest)

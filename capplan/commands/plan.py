@@ -1,0 +1,248 @@
+"""`capplan plan`: instances, GPUs, memory, CPU, cost for a profile's peak, simulation-checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.commands.console import stdout_console
+from contracts.calibration import load_calibration_file
+from contracts.errors import InputError
+from contracts.jsonio import write_model
+from contracts.limit import unit_label
+from contracts.plan import LimitInput, Plan
+from planner.calibrate import calibration_overrides
+from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
+from planner.capacity.plan import PlanOptions, build_plan
+from profiles.model import load_profile
+
+HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
+
+n = ceil(peak x growth x (1 + headroom) / per-instance limit) + redundancy, for each growth
+scenario, with GPUs, GPU memory (weights + KV cache), CPU cores, host RAM and monthly cost;
+cross-checked by an Erlang-C / Allen-Cunneen queueing estimate and by simulating the fleet
+(n-1, n, n+1 instances of the engine model, round-robin and least-outstanding routing).
+
+Examples:
+
+  capplan plan --profile conv.json --limit runs/h100/limit.json --growth 1.0,1.3 -o plans/q3.json
+
+  capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" -o plans/quick.json
+
+  capplan plan --profile conv.json --limit runs/h100/limit.json --calibration cal.json \\
+      -o plans/cal.json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="plan", help=HELP)(handle_errors(plan_command))
+
+
+def plan_command(
+    profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
+    limit: str = typer.Option(
+        ...,
+        "--limit",
+        help="limit.json of `capplan limit`, or a number with unit: 17.4rps, 50users.",
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write plan.json."),
+    slo: str | None = typer.Option(
+        None, "--slo", help="SLO spec; must match the limit.json's (default: the limit's)."
+    ),
+    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
+    peak_users: float | None = typer.Option(
+        None, "--peak-users", help="Planning peak as concurrent requests."
+    ),
+    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
+    peak_quantile: float = typer.Option(
+        0.99, "--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."
+    ),
+    growth: str = typer.Option("1.0", "--growth", help="Growth factors, e.g. 1.0,1.3,2.0."),
+    headroom: str = typer.Option(
+        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
+    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per instance."),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour (default: public on-demand table)."
+    ),
+    cpu_cores_per_gpu: int = typer.Option(
+        HostRule.cpu_cores_per_gpu, "--cpu-cores-per-gpu", help="Host rule: CPU cores per GPU."
+    ),
+    host_ram_per_gpu_memory: float = typer.Option(
+        HostRule.host_ram_per_gpu_memory,
+        "--host-ram-per-gpu-memory",
+        help="Host rule: host RAM as a multiple of GPU memory.",
+    ),
+    no_fleet_check: bool = typer.Option(
+        False, "--no-fleet-check", help="Skip the fleet simulation."
+    ),
+    no_calibrate: bool = typer.Option(
+        False,
+        "--no-calibrate",
+        help="Simulate with the engine's catalog factors, not ones fitted to the limit.json.",
+    ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="cal.json of `capplan calibrate`: the engine model's factors (no limit.json fit).",
+    ),
+    fleet_span_s: float = typer.Option(
+        300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+) -> None:
+    check_planning(
+        redundancy=redundancy,
+        peak_rps=peak_rps,
+        peak_quantile=peak_quantile,
+        gpu_hour_price=gpu_hour_price,
+        tps=(tp,),
+    )
+    check_number("--peak-users", peak_users, gt=0)
+    if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
+        raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
+    if fleet_span_s <= 0:
+        raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
+    console = Console(stderr=True)
+    the_profile = load_profile(profile)
+    the_limit = parse_limit(limit, slo)
+    options = PlanOptions(
+        profile_path=str(profile),
+        slo=slo,
+        peak_window=peak_window,
+        peak_quantile=peak_quantile,
+        peak_rps=peak_rps,
+        peak_users=peak_users,
+        growth=tuple(parse_float_list(growth, "--growth")),
+        headroom=parse_share("--headroom", headroom),
+        redundancy=redundancy,
+        gpu=gpu,
+        model=model,
+        tp=tp,
+        gpu_hour_price_usd=gpu_hour_price,
+        fleet=not no_fleet_check,
+        calibrate=not no_calibrate and calibration is None,
+        fleet_span_s=fleet_span_s,
+        seed=seed,
+        host_rule=HostRule(
+            cpu_cores_per_gpu=cpu_cores_per_gpu, host_ram_per_gpu_memory=host_ram_per_gpu_memory
+        ),
+        name=output.stem,
+        engine_overrides=calibration_overrides(
+            load_calibration_file(calibration) if calibration else None, model
+        ),
+    )
+    plan = build_plan(
+        the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
+    )
+    write_model(output, plan, "the plan")
+    print_plan(plan, stdout_console())
+    typer.echo(f"wrote {output}")
+
+
+def limit_line(limit: LimitInput) -> str:
+    """Where the per-instance limit came from: a limit.json capplan measured, or a number
+    given with --limit (from vLLM bench, guidellm or elsewhere), named as such."""
+    per = f"[bold]Limit[/bold]: {limit.value:g} {unit_label(limit.unit)} per instance"
+    if Path(limit.source).is_file():
+        return f"{per}, measured by capplan limit ({limit.source}) under {limit.slo}"
+    slo = f" for {limit.slo}" if limit.slo else ""
+    return f"{per}, given as --limit {limit.source}{slo}: measured elsewhere, not checked here"
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """The plan as rich tables: the limit's source, scenarios, resources, checks, then the
+    sentence."""
+    d = plan.demand
+    console.print(limit_line(plan.inputs.limit))
+    console.print(
+        f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
+        + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")
+        + (f", {d.peak_concurrency:.1f} concurrent in the fleet" if d.peak_concurrency else "")
+        + (f", e2e {d.mean_e2e_s:.2f} s" if d.mean_e2e_s else "")
+    )
+    table = Table(title="Instances per growth scenario")
+    for col in (
+        "growth",
+        "demand",
+        "w/ headroom",
+        "limit",
+        "for load",
+        "+k",
+        "n",
+        "GPUs",
+        "$/month",
+    ):
+        table.add_column(col, justify="right", no_wrap=True)
+    for s in plan.scenarios:
+        table.add_row(
+            f"{s.growth:g}x",
+            f"{s.demand:.3g} {unit_label(s.unit)}",
+            f"{s.demand_with_headroom:.3g}",
+            f"{s.per_instance_limit:.3g}",
+            str(s.instances_for_load),
+            f"+{s.redundancy}",
+            f"[bold]{s.instances}[/bold]",
+            str(s.gpus),
+            f"{s.monthly_cost_usd:,.0f}",
+        )
+    console.print(table)
+    for s in plan.scenarios:
+        console.print(f"  {s.growth:g}x: {s.arithmetic}")
+    if plan.sensitivity:
+        headrooms = sorted({c.headroom for c in plan.sensitivity})
+        growths = sorted({c.growth for c in plan.sensitivity})
+        cells = {(c.growth, c.headroom): c.instances for c in plan.sensitivity}
+        sens = Table(title=f"Sensitivity: instances (N+{plan.inputs.redundancy} included)")
+        sens.add_column("growth \\ headroom", justify="right")
+        for h in headrooms:
+            sens.add_column(f"{h:.0%}", justify="right")
+        for g in growths:
+            sens.add_row(f"{g:g}x", *(str(cells[(g, h)]) for h in headrooms))
+        console.print(sens)
+    r, m = plan.resources, plan.resources.gpu_memory
+    console.print(
+        f"[bold]Resources[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} x {r.gpu} x "
+        f"tp={r.tp} = {r.gpus} GPUs; per GPU {m.weights_bytes_per_gpu / 2**30:.1f} GiB weights, "
+        f"KV cache {m.kv_capacity_tokens:,} tokens, {m.kv_needed_tokens_at_limit:,.0f} needed "
+        f"at {m.concurrency_at_limit:.1f} concurrent per instance x "
+        f"{m.mean_context_tokens:.0f} tokens "
+        f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_total} CPU cores, "
+        f"{r.host_ram_gib_total:,.0f} GiB host RAM ({r.rule})"
+    )
+    c = plan.cost
+    console.print(
+        f"[bold]Cost[/bold]: ${c.monthly_usd:,.0f}/month at ${c.gpu_hour_price_usd:g}/GPU-hour "
+        f"({c.price_source})"
+    )
+    q = plan.checks.queueing
+    if q is not None:
+        console.print(f"[bold]Queueing[/bold]: {q.note}")
+    f = plan.checks.fleet
+    if f is not None:
+        ft = Table(title=f"Fleet simulation at {f.rate_rps:.3g} req/s, {f.simulated_s:g} s")
+        for col in ("instances", "routing", "attainment", "TTFT p95", "TPOT p95", "meets SLO"):
+            ft.add_column(col, justify="right")
+        for p in f.points:
+            ft.add_row(
+                str(p.instances),
+                p.routing,
+                f"{p.attainment:.1%}",
+                "-" if p.ttft_p95_s is None else f"{p.ttft_p95_s:.3f} s",
+                "-" if p.tpot_p95_s is None else f"{p.tpot_p95_s * 1e3:.1f} ms",
+                "yes" if p.meets_slo else "[red]no[/red]",
+            )
+        console.print(ft)
+        console.print(f"  {f.verdict}")
+        if f.calibration:
+            console.print(f"  calibration: {f.calibration}")
+    for note in plan.notes:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    console.print(f"[bold]{plan.sentence}[/bold]")

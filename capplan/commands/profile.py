@@ -1,0 +1,211 @@
+"""`capplan profile`: request logs (or a preset) -> profile JSON, a summary table, charts."""
+
+from __future__ import annotations
+
+import gc
+import re
+from pathlib import Path
+
+import typer
+
+from capplan.cli import handle_errors
+from contracts.errors import ConfigError, InputError
+
+HELP = """Profile request logs: arrivals, lengths, prefix reuse, sessions -> PROFILE.json.
+
+Reads Azure LLM inference traces, BurstGPT, Mooncake JSONL, OpenAI-style JSONL request \
+logs and generic CSV/Parquet/JSONL tables (auto-detected; gzip and zstd too; several files \
+and globs). Without logs, --preset writes a built-in profile adjusted by your figures.
+
+Examples:
+
+  capplan profile logs/*.jsonl.gz -o profile.json --plots charts/
+
+  capplan profile sample:azure_conv -o profile.json
+
+  capplan profile requests.parquet --columns arrival=ts,input=prompt,output=completion -o p.json
+
+  capplan profile --preset chat --rate-rps 40 --peak-to-mean 2.5 -o prelaunch.json
+
+  capplan profile --merge 'days/day-*.json' -o quarter.json   (partial profiles -> one)
+"""
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|ki|m|mi|g|gi)?\s*$", re.IGNORECASE)
+_MULT = {None: 1, "k": 1000, "ki": 1024, "m": 10**6, "mi": 1 << 20, "g": 10**9, "gi": 1 << 30}
+
+
+def parse_cache_tokens(spec: str | None) -> list[int] | None:
+    """'4096,64Ki,1M' -> [4096, 65536, 1000000]; ConfigError on a bad entry."""
+    if spec is None or not spec.strip():
+        return None
+    sizes = []
+    for part in spec.split(","):
+        m = _SIZE.match(part)
+        if not m:
+            raise ConfigError(
+                f"--cache-tokens: {part!r} is not a token count (e.g. 65536, 64Ki, 2M)"
+            )
+        unit = m.group(2).lower() if m.group(2) else None
+        value = int(float(m.group(1)) * _MULT[unit])
+        if value <= 0:
+            raise ConfigError(f"--cache-tokens: {part!r} must be positive")
+        sizes.append(value)
+    return sizes
+
+
+def _resolve_samples(logs: list[str]) -> list[str]:
+    from profiles.samples import sample_path
+
+    return [str(sample_path(x[7:])) if x.startswith("sample:") else x for x in logs]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profile", help=HELP)
+    @handle_errors
+    def profile(
+        logs: list[str] = typer.Argument(
+            None, help="log files or globs; 'sample:azure_conv' for the shipped sample"
+        ),
+        output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
+        fmt: str = typer.Option(
+            "auto", "--format", help="auto|openai-jsonl|azure|burstgpt|mooncake|table"
+        ),
+        columns: str = typer.Option(
+            None,
+            "--columns",
+            help="table columns: arrival=..,input=..,output=..,session=..,model=..,tenant=..,ok=..",
+        ),
+        group_by: str = typer.Option(
+            None,
+            "--group-by",
+            help="also profile each value of this column (model, tenant, or a table column)",
+        ),
+        tokenizer: Path = typer.Option(
+            None,
+            "--tokenizer",
+            help="Hugging Face tokenizer.json for prompt text (default: approximate)",
+        ),
+        block_tokens: int = typer.Option(
+            16,
+            "--block-tokens",
+            help="prefix-cache block size in tokens (Mooncake hash_ids are 512)",
+        ),
+        cache_tokens: str = typer.Option(
+            None,
+            "--cache-tokens",
+            help="cache sizes for the LRU hit-ratio curve, e.g. 64Ki,1Mi,16Mi",
+        ),
+        time_unit: str = typer.Option(
+            "auto", "--time-unit", help="unit of numeric timestamps: auto|s|ms|us|ns"
+        ),
+        plots: Path = typer.Option(None, "--plots", help="write PNG charts into this folder"),
+        seed: int = typer.Option(0, "--seed", help="seed of the (input, output) pair sampler"),
+        preset: str = typer.Option(
+            None, "--preset", help="chat|rag|agent|batch: a built-in profile instead of logs"
+        ),
+        rate_rps: float = typer.Option(None, "--rate-rps", help="preset: mean request rate"),
+        peak_to_mean: float = typer.Option(
+            None, "--peak-to-mean", help="preset: 60 s peak rate over the mean"
+        ),
+        input_mean: float = typer.Option(None, "--input-mean", help="preset: mean input tokens"),
+        output_mean: float = typer.Option(None, "--output-mean", help="preset: mean output tokens"),
+        shared_prefix_tokens: int = typer.Option(
+            None, "--shared-prefix-tokens", help="preset: tokens of a shared prompt prefix"
+        ),
+        shared_prefix_share: float = typer.Option(
+            None, "--shared-prefix-share", help="preset: share of requests that start with it"
+        ),
+        chunk_rows: int = typer.Option(
+            None,
+            "--chunk-rows",
+            help="read tabular logs (CSV, Parquet, JSONL), Mooncake traces and OpenAI-style logs "
+            "in chunks of this many rows, in bounded memory (default: 1 M-row chunks for "
+            "Parquet logs over 4 M rows and other files over 256 MB, 50 k for OpenAI-style "
+            "logs; --group-by too, up to 200 values)",
+        ),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
+        merge: bool = typer.Option(
+            False,
+            "--merge",
+            help="the arguments are partial profiles (say one per day) to merge into one; the "
+            "merged profile's 'merge' section says which statistics are exact and bounds the rest",
+        ),
+    ) -> None:
+        if logs and not merge and preset is None:
+            # The files' sha256 (source.digest) starts now, on a thread of its own, while the
+            # profiler's modules import on this one (profiles.digest).
+            from profiles.digest import start_digest
+
+            start_digest(_resolve_samples(logs))
+        from profiles.model import save_profile
+
+        preset_opts = {
+            "rate_rps": rate_rps,
+            "peak_to_mean": peak_to_mean,
+            "input_mean": input_mean,
+            "output_mean": output_mean,
+            "shared_prefix_tokens": shared_prefix_tokens,
+            "shared_prefix_share": shared_prefix_share,
+        }
+        if merge:
+            if preset is not None or not logs:
+                raise InputError("--merge takes partial profile JSON files (and no --preset)")
+            from profiles.merge import load_shards, merge_profiles
+
+            prof = merge_profiles(*load_shards(logs), seed=seed)
+        elif preset is not None:
+            if logs:
+                raise InputError("give either log files or --preset, not both")
+            from profiles.presets import preset_profile
+
+            prof = preset_profile(preset, seed=seed, **preset_opts)  # type: ignore[arg-type]
+        else:
+            used = [k for k, v in preset_opts.items() if v is not None]
+            if used:
+                raise ConfigError(f"--{used[0].replace('_', '-')} only applies with --preset")
+            if not logs:
+                raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
+            from profiles.build import build_profile
+
+            prof = build_profile(
+                _resolve_samples(logs),
+                fmt=fmt,
+                columns=columns,
+                group_by=group_by,
+                tokenizer=str(tokenizer) if tokenizer else None,
+                block_tokens=block_tokens,
+                cache_tokens=parse_cache_tokens(cache_tokens),
+                seed=seed,
+                time_unit=time_unit,
+                chunk_rows=chunk_rows,
+            )
+        try:
+            save_profile(prof, output)
+        except OSError as e:
+            raise InputError(f"{output}: cannot write the profile ({e})") from e
+        src = prof.source
+        if src.rows_skipped:
+            typer.echo(f"skipped {src.rows_skipped:,} row(s):", err=True)
+            for ex in src.skip_examples:
+                typer.echo(f"  {ex}", err=True)
+            shown = len(src.skip_examples)
+            if src.rows_skipped > shown:
+                reasons = "; ".join(f"{why}: {n:,}" for why, n in src.skip_reasons.items())
+                typer.echo(f"  ... and {src.rows_skipped - shown:,} more ({reasons})", err=True)
+        for w in src.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        if not quiet:
+            from rich.console import Console
+
+            from profiles.summary import summary_table
+
+            Console().print(summary_table(prof))
+        if plots is not None:
+            from profiles.plots import write_plots
+
+            files = write_plots(prof, plots)
+            typer.echo(f"charts: {len(files)} PNG files in {plots}")
+        typer.echo(f"wrote {output}")
+        # Everything is written and closed: the exit need not collect every object the
+        # imports made (a full collection, about 60 ms at exit).
+        gc.freeze()

@@ -1,0 +1,94 @@
+"""`capplan report`: render the capacity-baseline PDF from a profile, a run and a plan, with the
+"Which configuration" section from whatif.json / compare.json (or that section alone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from capplan.cli import handle_errors
+from contracts.errors import ConfigError
+
+CJK_FONT_HELP = (
+    "TrueType font (.ttf, or .ttc: its first face) whose subset a Chinese report embeds. "
+    "Default: $CAPPLAN_CJK_FONT, else the system's Chinese font found by fontconfig, else "
+    "the subset of WenQuanYi Micro Hei shipped with capplan (GB2312 and the report's words)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "report",
+        help=(
+            "Write the capacity-baseline PDF (English or Chinese) from a profile, a load-test "
+            "run directory with its limit.json, and a plan. --whatif and/or --compare add a "
+            "'Which configuration' section (ranked candidates, a cost chart, the lessons for "
+            "this workload); given without --profile/--run/--plan, the PDF holds that section "
+            "alone.\n\n"
+            "Examples:\n\n"
+            "capplan report --profile profiles/chat.json --run runs/chat-h100 "
+            "--plan plans/q1.json --previous plans/q4.json --lang zh -o reports/q1.pdf\n\n"
+            "capplan report --whatif whatif.json --compare compare.json -o which.pdf"
+        ),
+    )
+    @handle_errors
+    def report(
+        profile: Path | None = typer.Option(
+            None, "--profile", help="Profile JSON (capplan profile)."
+        ),
+        run: Path | None = typer.Option(
+            None, "--run", help="Run directory (capplan loadtest / limit)."
+        ),
+        plan: Path | None = typer.Option(None, "--plan", help="Plan JSON (capplan plan)."),
+        out: Path = typer.Option(..., "-o", "--output", "--out", help="Where to write the PDF."),
+        previous: Path | None = typer.Option(
+            None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
+        ),
+        limit: Path | None = typer.Option(
+            None, "--limit", help="limit.json when it is not in the run directory."
+        ),
+        lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
+        cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
+        whatif: Path | None = typer.Option(
+            None, "--whatif", help="whatif.json (capplan whatif): adds 'Which configuration'."
+        ),
+        compare: Path | None = typer.Option(
+            None, "--compare", help="compare.json (capplan compare): adds 'Which configuration'."
+        ),
+    ) -> None:
+        from reports import render_report, render_which_report
+
+        def warn(line: str) -> None:
+            typer.echo(f"warning: {line}", err=True)
+
+        given = [
+            name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v
+        ]
+        if not given and (whatif is not None or compare is not None):
+            which = render_which_report(
+                out, whatif=whatif, compare=compare, lang=lang, cjk_font=cjk_font, warn=warn
+            )
+            typer.echo(str(which))
+            return
+        if profile is None or run is None or plan is None:
+            missing = [n for n in ("--profile", "--run", "--plan") if n not in given]
+            raise ConfigError(
+                f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
+                "--plan; for the 'Which configuration' section alone give only --whatif and/or "
+                "--compare"
+            )
+        path = render_report(
+            profile,
+            run,
+            plan,
+            out,
+            previous_plan=previous,
+            lang=lang,
+            limit_path=limit,
+            cjk_font=cjk_font,
+            warn=warn,
+            whatif=whatif,
+            compare=compare,
+        )
+        typer.echo(str(path))

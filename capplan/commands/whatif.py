@@ -1,0 +1,203 @@
+"""`capplan whatif`: predicted limit, instances and cost of engine configurations (virtual time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.commands.console import counted, stdout_console
+from contracts.errors import ConfigError, InputError
+from contracts.jsonio import write_model
+from contracts.whatif import Whatif
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary, run_whatif
+from profiles.model import load_profile
+
+HELP = """Which engine configuration serves this traffic best, before any hardware.
+
+Runs the limit search against the engine model in virtual time for every candidate (GPUs x
+--tp x the values of each --vary knob), plans instances and cost for the profile's peak,
+marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
+why. Knobs: engine (vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp; or --engine a,b),
+prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative, max_num_seqs,
+max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
+max_num_seqs=64:128:256), disaggregation (off, or units of p prefill and d decode
+instances: disaggregation=off:1p1d:1p3d; the KV crosses --kv-link-gbps).
+
+Examples:
+
+  capplan whatif --profile agent.json --slo "ttft:p95<=2s,tpot:p95<=100ms" \\
+      --gpu H100-80GB,L40S-48GB --vary prefix_caching,kv_reservation -o whatif.json
+
+  capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB --tp 1,2 \\
+      --calibrate runs/h100/limit.json -o whatif.json
+
+  capplan whatif --profile rag.json --slo "ttft:p95<=3s" --gpu H100-80GB,A100-80GB \\
+      --engine trtllm,vllm -o engines.json
+
+  capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB,H200-141GB \\
+      --calibration cal.json -o whatif.json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="whatif", help=HELP)(handle_errors(whatif_command))
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def whatif_command(
+    profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
+    slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write whatif.json."),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
+    engine: str = typer.Option(
+        "vllm",
+        "--engine",
+        help="Serving engine(s), comma-separated: vllm, vllm@0.6, trtllm, sglang, tgi, "
+        "llamacpp. Several are compared like a varied knob.",
+    ),
+    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPUs, comma-separated."),
+    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
+    vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
+    tp_link: str = typer.Option("auto", "--tp-link", help="auto, nvlink or pcie."),
+    kv_link_gbps: float = typer.Option(
+        50.0, "--kv-link-gbps", help="P/D disaggregation: per-GPU KV link, GB/s one way."
+    ),
+    max_model_len: int | None = typer.Option(
+        None, "--max-model-len", help="Default: the profile's longest request."
+    ),
+    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
+    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
+    peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
+    growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
+    headroom: str = typer.Option(
+        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
+    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    gpu_hour_price: float | None = typer.Option(
+        None, "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: price table)."
+    ),
+    calibrate: Path | None = typer.Option(
+        None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
+    ),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="cal.json of `capplan calibrate`: its factors for every GPU."
+    ),
+    level_s: float = typer.Option(
+        60.0,
+        "--level-s",
+        help="Virtual seconds per level (with --steady: the shortest measured window).",
+    ),
+    steady: bool = typer.Option(
+        False,
+        "--steady",
+        help="Judge levels under capplan limit's steady-state rules (slower, truer).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+) -> None:
+    from contracts.calibration import load_calibration_file
+    from planner.calibrate import calibration_overrides
+    from planner.limit.run import load_limit
+
+    try:
+        tps = tuple(int(t) for t in _split(tp))
+    except ValueError as err:
+        raise ConfigError(f"--tp: expected whole numbers, e.g. 1,2 (got {tp!r})") from err
+    check_planning(
+        redundancy=redundancy,
+        peak_rps=peak_rps,
+        peak_quantile=peak_quantile,
+        gpu_hour_price=gpu_hour_price,
+        tps=tps,
+    )
+    check_number("--growth", growth, gt=0)
+    check_number("--max-model-len", max_model_len, ge=1)
+    if not kv_link_gbps > 0:
+        raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
+    if level_s < 10:
+        raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
+    engines = _split(engine)
+    if not engines:
+        raise ConfigError("--engine: give at least one engine, e.g. vllm or trtllm,vllm")
+    varied = parse_vary(vary)
+    if len(engines) > 1:
+        if "engine" in varied:
+            raise ConfigError("give the engines either with --engine or with --vary engine=...")
+        varied = {"engine": tuple(engines), **varied}
+        parse_vary("engine=" + ":".join(engines))  # checks each name
+    options = WhatifOptions(
+        profile_path=str(profile),
+        slo=slo,
+        model=model,
+        engine=engines[0],
+        gpus=_split(gpu),
+        tps=tps,
+        vary=varied,
+        tp_link=tp_link,
+        kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
+        max_model_len=max_model_len,
+        peak_window=peak_window,
+        peak_quantile=peak_quantile,
+        peak_rps=peak_rps,
+        growth=growth,
+        headroom=parse_share("--headroom", headroom),
+        redundancy=redundancy,
+        gpu_hour_price_usd=gpu_hour_price,
+        level_s=level_s,
+        steady=steady,
+        seed=seed,
+        engine_overrides=calibration_overrides(
+            load_calibration_file(calibration) if calibration else None, model
+        ),
+    )
+    the_profile = load_profile(profile)
+    measured = load_limit(calibrate) if calibrate is not None else None
+    stderr = Console(stderr=True)
+    result = run_whatif(
+        the_profile,
+        options,
+        calibration=measured,
+        progress=lambda m: stderr.print(f"[dim]{m}[/dim]"),
+    )
+    write_model(output, result)
+    print_whatif(result, stdout_console())
+    typer.echo(f"wrote {output}")
+
+
+def print_whatif(result: Whatif, console: Console) -> None:
+    """The candidates ranked by cost, then the lessons."""
+    table = Table(title=f"What if: {result.slo}, peak {result.peak_rps:.3g} req/s")
+    for col in ("rank", "candidate", "limit req/s", "binding", "e2e p95", "n", "GPUs",
+                "$/month", "$/M out", "Pareto"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "candidate" else "left")
+    ordered = sorted(result.candidates, key=lambda c: c.rank or 10**9)
+    for c in ordered:
+        table.add_row(
+            str(c.rank or "-"),
+            c.label,
+            f"{c.limit_rps:.3g}" if c.limit_rps else (c.problem or "-")[:40],
+            c.binding or "-",
+            f"{c.e2e_p95_s:.1f} s" if c.e2e_p95_s is not None else "-",
+            str(c.instances or "-"),
+            str(c.gpus or "-"),
+            f"{c.monthly_cost_usd:,.0f}" if c.monthly_cost_usd else "-",
+            f"{c.usd_per_million_output_tokens:.2f}" if c.usd_per_million_output_tokens else "-",
+            "*" if c.pareto else "",
+        )
+    console.print(table)
+    if result.calibration_note:
+        console.print(f"[bold]Calibration[/bold]: {result.calibration_note}")
+    for lesson in result.lessons:
+        console.print(f"- {lesson.sentence}")
+    console.print(
+        f"{counted(len(result.candidates), 'candidate')}, "
+        f"{counted(result.simulated_requests, 'simulated request')} "
+        f"in {result.wall_s:.1f} s"
+    )

@@ -1,0 +1,38 @@
+"""`capplan worker`: a load-generating worker for a master on another host (thin CLI)."""
+
+from __future__ import annotations
+
+import typer
+
+from capplan.cli import handle_errors
+
+HELP = """Generate load for a capplan master on another host.
+
+Joins the master started with `capplan loadtest|limit ... --master-bind HOST:PORT
+--expect-workers N`, takes the plan, profile and options from it, sends its share of the
+open-loop schedule to the target and its records back to the master. After the master's
+run ends it waits for the next one at the same address (each `capplan limit` level is one
+run), until Ctrl-C or with --once. The API key, when the master names one with
+--api-key-env, is read from this host's environment. Clocks of all hosts must be in sync
+(NTP): the schedule is in Unix time.
+
+Example:
+
+  capplan worker --master 10.0.0.5:5557
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("worker", help=HELP)
+    @handle_errors
+    def worker(
+        master: str = typer.Option(
+            ..., "--master", help="HOST:PORT of the master (its --master-bind)."
+        ),
+        once: bool = typer.Option(False, "--once", help="Exit after one run of the master."),
+    ) -> None:
+        from planner.loadtest.remote import run_worker
+
+        code = run_worker(master, once=once)
+        if code != 0:
+            raise typer.Exit(code)

@@ -1,0 +1,1 @@
+"""Capacity: the plan's arithmetic, the plan itself, the queueing cross-check."""

@@ -1,0 +1,451 @@
+"""Capacity arithmetic of the plan: per-instance limit, demand, instance counts, resources, cost.
+
+Every function here is pure: it takes typed values and returns typed values (the plan_schema
+models), so the arithmetic is testable without files, engines or clocks.
+
+Instances: n = ceil(peak x growth x (1 + headroom) / per-instance limit) + redundancy, in the
+limit's unit (req/s for a rate limit, concurrent users for a concurrency limit). Demand is
+converted between the two by Little's law (concurrency = rate x e2e at the limit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from contracts.errors import ConfigError, InputError
+from contracts.jsonio import validate
+from contracts.limit import LIMIT_SCHEMA, LimitResult, unit_label
+from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
+from planner.slo.spec import parse_slo
+from profiles.model import Profile
+
+Unit = Literal["rps", "users"]
+HOURS_PER_MONTH = 730.0
+# Float noise must not add an instance (0.3 x 3 / 0.3 is 3.0000000000000004).
+_CEIL_EPS = 1e-9
+
+# ----------------------------------------------------------------------------- the limit
+
+_UNIT_ALIASES: dict[str, Unit] = {
+    "rps": "rps",
+    "req/s": "rps",
+    "qps": "rps",
+    "users": "users",
+    "user": "users",
+    "concurrent": "users",
+    "conc": "users",
+}
+_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The per-instance limit the plan divides by, and where it came from."""
+
+    value: float
+    unit: Unit
+    source: str
+    slo: str | None = None
+    mean_e2e_s: float | None = None
+    binding: str | None = None
+    result: LimitResult | None = None
+
+    def to_input(self) -> LimitInput:
+        return LimitInput(
+            value=self.value,
+            unit=self.unit,
+            source=self.source,
+            slo=self.slo,
+            mean_e2e_s=self.mean_e2e_s,
+            binding=self.binding,
+        )
+
+
+def normalise_slo(spec: str) -> str:
+    """The SLO's meaning (planner.slo.spec.Slo.canonical), so `ttft:p95<=2s` and
+    `TTFT:p95 <= 2000ms`, or one SLO's constraints in another order, compare equal.
+    Raises ConfigError for a spec that does not parse."""
+    return parse_slo(spec).canonical
+
+
+def parse_limit(text: str, slo: str | None = None) -> Limit:
+    """Read `--limit`: a limit.json path, or a positive number with its unit (`17.4rps`, `50users`).
+
+    Raises ConfigError for a zero, negative or unit-less number, an unknown unit, a limit.json
+    without a feasible load, or a limit.json measured under another SLO than `slo` (when given);
+    InputError for a file that is not a readable limit.json.
+    """
+    match = _NUMBER_RE.match(text)
+    if match and not Path(text).is_file():
+        number, unit_text = float(match.group(1)), match.group(2).lower()
+        if not unit_text:
+            raise ConfigError(
+                f"--limit {text!r}: a number needs its unit, e.g. '{number:g}rps' (requests per "
+                f"second) or '{number:g}users' (concurrent requests)"
+            )
+        unit = _UNIT_ALIASES.get(unit_text)
+        if unit is None:
+            raise ConfigError(
+                f"--limit {text!r}: unknown unit {unit_text!r}; expected one of "
+                f"{', '.join(sorted(_UNIT_ALIASES))}"
+            )
+        if not number > 0:
+            raise ConfigError(f"--limit {text!r}: the per-instance limit must be > 0")
+        return Limit(value=number, unit=unit, source=text.strip(), slo=slo)
+    return _limit_from_file(Path(text), slo)
+
+
+def _limit_from_file(path: Path, slo: str | None) -> Limit:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise InputError(
+            f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
+            f"(e.g. 17.4rps, 50users)"
+        ) from err
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a limit.json file ({err})") from err
+    result = validate(LimitResult, data, path, LIMIT_SCHEMA)
+    if result.feasible_max is None or result.feasible_max <= 0:
+        raise ConfigError(
+            f"{path}: no load met the SLO {result.slo!r} (feasible_max is "
+            f"{result.feasible_max}); there is no per-instance limit to plan with"
+        )
+    if slo is not None and normalise_slo(slo) != normalise_slo(result.slo):
+        raise ConfigError(
+            f"{path}: the limit was measured under the SLO {result.slo!r}, but --slo asks for "
+            f"{slo!r}; measure the limit under the same SLO (capplan limit --slo ...)"
+        )
+    return Limit(
+        value=result.feasible_max,
+        unit=result.unit,
+        source=str(path),
+        slo=result.slo,
+        mean_e2e_s=_e2e_at_limit(result),
+        binding=result.binding,
+        result=result,
+    )
+
+
+def _e2e_at_limit(result: LimitResult) -> float | None:
+    """Mean e2e at the feasible maximum: Little's law block first, else that level's mean."""
+    if result.littles_law is not None and result.littles_law.mean_e2e_s > 0:
+        return result.littles_law.mean_e2e_s
+    for level in result.levels:
+        if level.load == result.feasible_max and level.mean_e2e_s:
+            return level.mean_e2e_s
+    return None
+
+
+# ----------------------------------------------------------------------------- demand
+
+
+def window_rate_quantile(profile: Profile, window: str, quantile: float) -> float:
+    """The `quantile` (0..1) of the profile's window rates over `window`, linearly interpolated.
+
+    Raises ConfigError for a quantile outside [0, 1] or a window the profile does not have.
+    """
+    if not 0.0 <= quantile <= 1.0:
+        raise ConfigError(f"--peak-quantile must be within [0, 1], got {quantile}")
+    table = profile.arrivals.window_rate_percentiles
+    values = table.get(window)
+    if not values:
+        known = ", ".join(sorted(table)) or "none"
+        raise ConfigError(
+            f"--peak-window {window!r}: the profile has no window-rate percentiles for it "
+            f"(windows in this profile: {known})"
+        )
+    position = quantile * (len(values) - 1)
+    lo = math.floor(position)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (position - lo)
+
+
+def build_demand(
+    profile: Profile,
+    peak_window: str = "60s",
+    peak_quantile: float = 0.99,
+    peak_rps: float | None = None,
+    peak_users: float | None = None,
+    mean_e2e_s: float | None = None,
+) -> Demand:
+    """The planning peak and what goes with it.
+
+    Default peak: the `peak_quantile` of `peak_window` window rates. `peak_rps` or
+    `peak_users` given directly override it (users are converted to a rate by Little's law
+    with `mean_e2e_s`). Burst factor: the profile's peak 10 s window rate over its own
+    planning peak, so a peak given directly keeps the traffic's burst shape.
+    Raises ConfigError when both overrides are given, an override is not positive, or users
+    are given without an e2e to convert them.
+    """
+    if peak_rps is not None and peak_users is not None:
+        raise ConfigError("give --peak-rps or --peak-users, not both")
+    arrivals = profile.arrivals
+    if peak_rps is not None:
+        if not peak_rps > 0:
+            raise ConfigError(f"--peak-rps must be > 0, got {peak_rps}")
+        rate, definition = peak_rps, "given (--peak-rps)"
+    elif peak_users is not None:
+        if not peak_users > 0:
+            raise ConfigError(f"--peak-users must be > 0, got {peak_users}")
+        if not mean_e2e_s:
+            raise ConfigError(
+                "--peak-users needs the e2e at the limit to convert users to a rate; use a "
+                "limit.json with latencies or a concurrency limit (e.g. 50users)"
+            )
+        rate, definition = peak_users / mean_e2e_s, "given (--peak-users), rate by Little's law"
+    else:
+        rate = window_rate_quantile(profile, peak_window, peak_quantile)
+        definition = f"p{peak_quantile * 100:g} of {peak_window} window rates"
+        if not rate > 0:
+            raise ConfigError(
+                f"the profile's {definition} is {rate:g} req/s; give the peak with --peak-rps"
+            )
+    # The burst shape of the traffic: the profile's 10 s peak over its own planning peak,
+    # carried over to a peak given directly.
+    peak_10s = arrivals.peak_rate_rps.get("10s")
+    burst_factor = None
+    if peak_10s and arrivals.window_rate_percentiles.get(peak_window):
+        own_peak = window_rate_quantile(profile, peak_window, peak_quantile)
+        burst_factor = peak_10s / own_peak if own_peak > 0 else None
+    concurrency = peak_users if peak_users is not None else None
+    if concurrency is None and mean_e2e_s:
+        concurrency = rate * mean_e2e_s
+    return Demand(
+        peak_rps=rate,
+        peak_definition=definition,
+        mean_rps=arrivals.mean_rate_rps,
+        burst_factor=burst_factor,
+        burst_peak_rps=burst_factor * rate if burst_factor is not None else None,
+        peak_concurrency=concurrency,
+        mean_e2e_s=mean_e2e_s,
+        interarrival_cv=arrivals.interarrival_cv,
+    )
+
+
+def demand_in_unit(demand: Demand, unit: Unit) -> float:
+    """The peak in the limit's unit: req/s, or concurrent requests by Little's law.
+
+    Raises ConfigError when a concurrency limit meets a demand without an e2e to convert it.
+    """
+    if unit == "rps":
+        return demand.peak_rps
+    if demand.peak_concurrency is None:
+        raise ConfigError(
+            "a concurrency limit (users) needs the peak as concurrency: give --peak-users, or a "
+            "limit.json that records the e2e at the limit (Little's law)"
+        )
+    return demand.peak_concurrency
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+def instances_for_load(demand: float, limit: float, headroom: float) -> int:
+    """ceil(demand x (1 + headroom) / limit), at least 1. Raises ConfigError for bad inputs."""
+    if not limit > 0:
+        raise ConfigError(f"the per-instance limit must be > 0, got {limit}")
+    if headroom < 0:
+        raise ConfigError(f"--headroom must be >= 0, got {headroom}")
+    if demand < 0:
+        raise ConfigError(f"demand must be >= 0, got {demand}")
+    return max(1, math.ceil(demand * (1.0 + headroom) / limit - _CEIL_EPS))
+
+
+def plan_scenario(
+    peak: float,
+    unit: Unit,
+    limit: float,
+    growth: float,
+    headroom: float,
+    redundancy: int,
+    tp: int,
+    gpu_hour_price_usd: float,
+) -> Scenario:
+    """One growth scenario: instances, GPUs and monthly cost, with the arithmetic written out.
+
+    `peak` and `limit` are in `unit`. Raises ConfigError for a non-positive growth, a negative
+    redundancy or headroom, or a non-positive limit.
+    """
+    if not growth > 0:
+        raise ConfigError(f"--growth factors must be > 0, got {growth}")
+    if redundancy < 0:
+        raise ConfigError(f"--redundancy must be >= 0, got {redundancy}")
+    demand = peak * growth
+    with_headroom = demand * (1.0 + headroom)
+    for_load = instances_for_load(demand, limit, headroom)
+    instances = for_load + redundancy
+    gpus = instances * tp
+    arithmetic = (
+        f"ceil({peak:.4g} {unit_label(unit)} x {growth:g} growth x (1 + {headroom:g} headroom) / "
+        f"{limit:.4g} {unit_label(unit)} per instance) + {redundancy} redundancy = "
+        f"ceil({with_headroom / limit:.3f}) + {redundancy} = {instances}"
+    )
+    return Scenario(
+        growth=growth,
+        demand=demand,
+        demand_with_headroom=with_headroom,
+        per_instance_limit=limit,
+        unit=unit,
+        instances_for_load=for_load,
+        redundancy=redundancy,
+        instances=instances,
+        gpus=gpus,
+        monthly_cost_usd=monthly_cost_usd(gpus, gpu_hour_price_usd),
+        arithmetic=arithmetic,
+    )
+
+
+def sensitivity(
+    peak: float,
+    limit: float,
+    growths: list[float],
+    headrooms: list[float],
+    redundancy: int,
+) -> list[SensitivityCell]:
+    """Instances for every growth x headroom pair (redundancy included)."""
+    return [
+        SensitivityCell(
+            growth=g,
+            headroom=h,
+            instances=instances_for_load(peak * g, limit, h) + redundancy,
+        )
+        for g in growths
+        for h in headrooms
+    ]
+
+
+# ----------------------------------------------------------------------------- host and cost
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """CPU cores and host RAM per instance: base + per GPU.
+
+    Defaults follow the ratios of NVIDIA's HGX/DGX H100 reference systems (DGX H100: 112 CPU
+    cores and 2 TB of host RAM for 8 x 80 GB GPUs, i.e. 14 cores and 2 x the GPU memory per
+    GPU), rounded down for cores: 4 cores for the API server, tokenizer and scheduler plus 8
+    per GPU worker; host RAM 16 GiB plus 2 x the instance's GPU memory (weights are staged
+    through host memory at load, plus the engine's CPU swap space and pinned buffers).
+    """
+
+    cpu_cores_base: int = 4
+    cpu_cores_per_gpu: int = 8
+    host_ram_gib_base: float = 16.0
+    host_ram_per_gpu_memory: float = 2.0
+
+    def describe(self) -> str:
+        return (
+            f"CPU cores = {self.cpu_cores_base} + {self.cpu_cores_per_gpu} x GPUs per instance; "
+            f"host RAM = {self.host_ram_gib_base:g} GiB + {self.host_ram_per_gpu_memory:g} x the "
+            f"instance's GPU memory (ratios of NVIDIA DGX H100: 14 cores, 2x GPU memory per GPU)"
+        )
+
+    def cpu_cores(self, tp: int) -> int:
+        return self.cpu_cores_base + self.cpu_cores_per_gpu * tp
+
+    def host_ram_gib(self, tp: int, gpu_memory_bytes: int) -> float:
+        return self.host_ram_gib_base + self.host_ram_per_gpu_memory * tp * gpu_memory_bytes / 2**30
+
+
+# Public on-demand list prices per GPU-hour (USD), per GPU of the provider's instance type.
+# Each entry names its source and date; prices change: pass --gpu-hour-price for your own.
+PRICE_TABLE: dict[str, tuple[float, str]] = {
+    "H100-80GB": (
+        2.99,
+        "Lambda Cloud on-demand 8x H100 SXM, $2.99/GPU-hour (lambdalabs.com/service/gpu-cloud "
+        "pricing, 2024)",
+    ),
+    "A100-80GB": (
+        1.79,
+        "Lambda Cloud on-demand 8x A100 SXM 80GB, $1.79/GPU-hour (lambdalabs.com/service/"
+        "gpu-cloud pricing, 2024)",
+    ),
+    "A10-24GB": (
+        0.75,
+        "Lambda Cloud on-demand 1x A10 24GB, $0.75/GPU-hour (lambdalabs.com/service/gpu-cloud "
+        "pricing, 2024)",
+    ),
+    "H200-141GB": (
+        3.50,
+        "approximate public on-demand H200 price, $3.50/GPU-hour (neocloud list prices, "
+        "early 2025; least certain entry)",
+    ),
+    "L40S-48GB": (
+        1.86,
+        "AWS g6e.xlarge (1x L40S) us-east-1 on-demand, $1.861/hour "
+        "(aws.amazon.com/ec2/pricing, 2024)",
+    ),
+}
+
+
+def gpu_hour_price(gpu: str, given_usd: float | None) -> tuple[float, str]:
+    """The GPU-hour price and its source: the given one, else the public price table.
+
+    Raises ConfigError for a non-positive price or a GPU the table does not list.
+    """
+    if given_usd is not None:
+        if not given_usd > 0:
+            raise ConfigError(f"--gpu-hour-price must be > 0, got {given_usd}")
+        return given_usd, "given (--gpu-hour-price)"
+    wanted = gpu.strip().lower()
+    for name, entry in PRICE_TABLE.items():
+        if name.lower() == wanted or name.lower().split("-")[0] == wanted:
+            return entry
+    raise ConfigError(
+        f"no public price on file for GPU {gpu!r} (table: {', '.join(PRICE_TABLE)}); "
+        f"give --gpu-hour-price"
+    )
+
+
+def monthly_cost_usd(gpus: int, gpu_hour_price_usd: float) -> float:
+    """GPUs x price x 730 hours (the mean month)."""
+    return gpus * gpu_hour_price_usd * HOURS_PER_MONTH
+
+
+def build_cost(scenarios: list[Scenario], gpu_hour_price_usd: float, price_source: str) -> Cost:
+    """The cost block: the first scenario's monthly cost and every scenario's, keyed by growth."""
+    return Cost(
+        gpu_hour_price_usd=gpu_hour_price_usd,
+        price_source=price_source,
+        hours_per_month=HOURS_PER_MONTH,
+        monthly_usd=scenarios[0].monthly_cost_usd,
+        per_scenario_monthly_usd={f"{s.growth:g}x": s.monthly_cost_usd for s in scenarios},
+    )
+
+
+def parse_float_list(text: str, option: str) -> list[float]:
+    """`1.0,1.3,2` -> [1.0, 1.3, 2.0]. Raises ConfigError naming `option` for a bad entry."""
+    out: list[float] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(float(part))
+        except ValueError as err:
+            raise ConfigError(
+                f"{option}: {part!r} is not a number (expected e.g. 1.0,1.3)"
+            ) from err
+    if not out:
+        raise ConfigError(f"{option}: expected at least one number, e.g. 1.0,1.3")
+    return out
+
+
+def usd_per_million_output_tokens(
+    limit_rps: float, mean_output_tokens: float, tp: int, gpu_hour_price_usd: float
+) -> float:
+    """GPU cost of a million output tokens when one instance runs at its limit.
+
+    tp GPUs x price per hour / (limit x mean output tokens x 3600 s) x 1e6. Raises
+    ConfigError for a non-positive limit or output length.
+    """
+    if not limit_rps > 0 or not mean_output_tokens > 0:
+        raise ConfigError("the limit and the mean output length must be > 0")
+    tokens_per_hour = limit_rps * mean_output_tokens * 3600.0
+    return tp * gpu_hour_price_usd / tokens_per_hour * 1e6

@@ -1,0 +1,380 @@
+"""Building the capacity plan: demand, instance counts per growth scenario, resources, cost, checks.
+
+`build_plan` is the one entry point `capplan plan` calls; it reads nothing from disk except
+through the typed inputs it is given (the profile and the parsed limit), so tests call it
+directly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.plan import (
+    PLAN_SCHEMA,
+    Checks,
+    Demand,
+    GpuMemory,
+    Plan,
+    PlanInputs,
+    QueueingCheck,
+    Resources,
+    Scenario,
+)
+from planner.capacity.arithmetic import (
+    HostRule,
+    Limit,
+    build_cost,
+    build_demand,
+    demand_in_unit,
+    gpu_hour_price,
+    plan_scenario,
+    sensitivity,
+)
+from planner.capacity.queueing import instances_by_queueing
+from planner.engine import (
+    EngineConfig,
+    build_engine_config,
+    kv_bytes_per_token,
+    kv_capacity_tokens,
+    weight_bytes,
+)
+from planner.fleet.calibration import calibrate, measured_levels
+from planner.fleet.check import fleet_check
+from planner.fleet.sim import closed_loop_run, open_loop_run, simulator_slo_problem
+from planner.slo.spec import parse_slo
+from profiles.model import Profile
+
+SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
+SENSITIVITY_GROWTHS = (1.0, 1.5, 2.0)
+# Queueing target: a mean wait of at most 5 % of the e2e at the limit (a request barely queues).
+QUEUE_WAIT_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Every input of a plan besides the profile and the limit (the CLI's options, validated)."""
+
+    profile_path: str
+    slo: str | None = None
+    peak_window: str = "60s"
+    peak_quantile: float = 0.99
+    peak_rps: float | None = None
+    peak_users: float | None = None
+    growth: tuple[float, ...] = (1.0,)
+    headroom: float = 0.2
+    redundancy: int = 1
+    gpu: str = "H100-80GB"
+    model: str = "llama-3.1-8b"
+    tp: int = 1
+    gpu_hour_price_usd: float | None = None
+    fleet: bool = True
+    calibrate: bool = True
+    fleet_span_s: float = 300.0
+    seed: int = 0
+    host_rule: HostRule = field(default_factory=HostRule)
+    name: str = ""
+    # build_engine_config overrides (a cal.json's factors)
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def mean_context_tokens(pairs: list[tuple[int, int]]) -> float:
+    """Mean context of a request in flight, weighted by the time it holds its KV cache.
+
+    A request of input i and output o holds i + k tokens during its k-th decode step, so over
+    its o steps it holds sum(i + k) = i*o + o(o+1)/2 token-steps; divided by all steps:
+    sum(i*o + o(o+1)/2) / sum(o). Longer requests are in flight longer, so this is above
+    mean(input) + mean(output)/2.
+    """
+    table = np.asarray(pairs, dtype=float)
+    if table.size == 0:
+        raise ConfigError("the profile has no (input, output) sample pairs for the mean context")
+    i, o = table[:, 0], table[:, 1]
+    return float((i * o + o * (o + 1) / 2).sum() / o.sum())
+
+
+def gpu_memory(config: EngineConfig, concurrency: float, context_tokens: float) -> GpuMemory:
+    """Weights and KV cache per GPU at `concurrency` requests of `context_tokens` each."""
+    capacity = kv_capacity_tokens(config)
+    needed = concurrency * context_tokens
+    return GpuMemory(
+        capacity_bytes_per_gpu=config.gpu.memory_bytes,
+        weights_bytes_per_gpu=weight_bytes(config),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token(config),
+        kv_capacity_tokens=capacity,
+        kv_needed_tokens_at_limit=needed,
+        kv_headroom_frac=1.0 - needed / capacity if capacity else -math.inf,
+        mean_context_tokens=context_tokens,
+        concurrency_at_limit=concurrency,
+    )
+
+
+def simulated_e2e_s(profile: Profile, config: EngineConfig, rate_rps: float, seed: int) -> float:
+    """Mean e2e of one simulated instance at `rate_rps` (120 s of the profile's traffic)."""
+    run = open_loop_run(profile, config, rate_rps, 120.0, seed)
+    keep = run.arrival_s >= 12.0
+    return float(np.nanmean(run.e2e_s[keep]))
+
+
+def closed_loop_e2e_s(
+    profile: Profile, config: EngineConfig, users: float, seed: int, duration_s: float = 120.0
+) -> float:
+    """Mean e2e of one simulated instance holding `users` requests in flight (closed loop).
+
+    Raises ConfigError when no request finishes in `duration_s`.
+    """
+    run = closed_loop_run(profile, config, max(1, round(users)), duration_s, seed)
+    e2e = run.e2e_s[(run.arrival_s >= 0.1 * duration_s) & ~np.isnan(run.e2e_s)]
+    if len(e2e) == 0:
+        raise ConfigError(
+            f"{users:g} users on one simulated {config.gpu.name} finished no request in "
+            f"{duration_s:g} s; give a limit.json with a measured e2e"
+        )
+    return float(np.mean(e2e))
+
+
+def _output_cv2(pairs: list[tuple[int, int]]) -> float:
+    out = np.asarray([p[1] for p in pairs], dtype=float)
+    return float(out.var() / out.mean() ** 2)
+
+
+def build_plan(
+    profile: Profile,
+    limit: Limit,
+    options: PlanOptions,
+    progress: Callable[[str], None] | None = None,
+) -> Plan:
+    """The plan for `profile`'s peak at `limit` per instance.
+
+    Raises ConfigError for inconsistent inputs (see planner.capacity), an unknown GPU or model,
+    or a fleet check without an SLO to judge by.
+    """
+    if not options.growth:
+        raise ConfigError("--growth needs at least one factor")
+    if options.tp < 1:
+        raise ConfigError(f"--tp must be >= 1, got {options.tp}")
+    slo_text = options.slo or limit.slo
+    slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
+    config = build_engine_config(options.gpu, options.model, options.tp, **options.engine_overrides)
+    price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
+    pairs = profile.lengths.sampler.pairs
+    notes: list[str] = []
+
+    # e2e at the limit: measured (limit.json) or, for a bare number, simulated at the limit.
+    e2e = limit.mean_e2e_s
+    e2e_source = "measured at the limit (limit.json)"
+    limit_rps = limit.value if limit.unit == "rps" else None
+    if e2e is None:
+        if limit_rps is not None:
+            e2e = simulated_e2e_s(profile, config, limit_rps, options.seed)
+        else:
+            e2e = closed_loop_e2e_s(profile, config, limit.value, options.seed)
+        e2e_source = f"simulated: one {config.gpu.name} instance of the engine model at the limit"
+        notes.append(f"e2e at the limit ({e2e:.2f} s) is {e2e_source}, not measured")
+
+    demand = build_demand(
+        profile,
+        options.peak_window,
+        options.peak_quantile,
+        options.peak_rps,
+        options.peak_users,
+        e2e,
+    )
+    if e2e is not None:
+        demand = demand.model_copy(update={"mean_e2e_source": e2e_source})
+    peak = demand_in_unit(demand, limit.unit)
+    scenarios = [
+        plan_scenario(
+            peak,
+            limit.unit,
+            limit.value,
+            g,
+            options.headroom,
+            options.redundancy,
+            options.tp,
+            price,
+        )
+        for g in options.growth
+    ]
+    first = scenarios[0]
+    growths = sorted({*options.growth, *SENSITIVITY_GROWTHS})
+    headrooms = sorted({*SENSITIVITY_HEADROOMS, options.headroom})
+    cells = sensitivity(peak, limit.value, growths, headrooms, options.redundancy)
+
+    # Memory at the limit's concurrency (Little's law for a rate limit).
+    if limit.unit == "users":
+        concurrency = limit.value
+    else:
+        assert e2e is not None  # a rate limit always gets an e2e above
+        concurrency = limit.value * e2e
+    memory = gpu_memory(config, concurrency, mean_context_tokens(pairs))
+    if memory.kv_headroom_frac < 0:
+        notes.append(
+            f"the KV cache holds {memory.kv_capacity_tokens:,} tokens but the limit's "
+            f"concurrency needs {memory.kv_needed_tokens_at_limit:,.0f}: requests will queue "
+            f"or be preempted; raise --tp or pick a larger GPU"
+        )
+    rule = options.host_rule
+    cores = rule.cpu_cores(options.tp)
+    ram = rule.host_ram_gib(options.tp, config.gpu.memory_bytes)
+    resources = Resources(
+        instances=first.instances,
+        tp=options.tp,
+        gpus=first.gpus,
+        gpu=config.gpu.name,
+        gpu_memory=memory,
+        cpu_cores_per_instance=cores,
+        host_ram_gib_per_instance=ram,
+        cpu_cores_total=cores * first.instances,
+        host_ram_gib_total=ram * first.instances,
+        rule=rule.describe(),
+    )
+
+    checks = Checks(queueing=_queueing_check(profile, demand, first, concurrency, e2e, pairs))
+    problem = simulator_slo_problem(slo) if slo is not None else None
+    if options.fleet:
+        if slo is None:
+            notes.append("fleet check skipped: no SLO (give --slo or a limit.json)")
+        elif problem is not None:
+            notes.append(f"fleet check skipped: {problem}")
+        else:
+            fleet_config = config
+            calibration = None
+            if options.calibrate and limit.result is not None:
+                if measured_levels(limit.result):
+                    if progress is not None:
+                        progress("calibrating the engine model to the measured levels ...")
+                    fleet_config, cal = calibrate(
+                        profile, config, limit.result, rng_seed=options.seed
+                    )
+                    calibration = cal.as_dict()
+                    notes.append(
+                        f"engine model calibrated to {cal.levels} measured levels: mfu "
+                        f"{cal.mfu:.3g}, mbu {cal.mbu:.3g}, step overhead "
+                        f"{cal.step_overhead_s * 1e3:.3g} ms; mean relative error "
+                        f"{cal.mean_rel_error:.1%} (max {cal.max_rel_error:.1%}; uncalibrated "
+                        f"{cal.default_mean_rel_error:.1%}) over {', '.join(cal.metrics)}"
+                        + (
+                            ""
+                            if cal.limit_reproduced is None
+                            else "; the simulated instance "
+                            + ("reproduces" if cal.limit_reproduced else "does NOT reproduce")
+                            + " the measured limit"
+                        )
+                    )
+                else:
+                    notes.append("no calibration: the limit.json levels carry no latency metrics")
+            checks.fleet = fleet_check(
+                profile,
+                fleet_config,
+                demand.peak_rps * first.growth,
+                first.instances,
+                slo,
+                options.fleet_span_s,
+                rng_seed=options.seed,
+                burst_factor=demand.burst_factor,
+                progress=progress,
+            )
+            if calibration is not None:
+                checks.fleet = checks.fleet.model_copy(update={"calibration": calibration})
+    inputs = PlanInputs(
+        profile=options.profile_path,
+        profile_digest=profile.source.digest or profile.digest(),
+        limit=limit.to_input(),
+        slo=slo_text,
+        peak_window=options.peak_window,
+        peak_quantile=options.peak_quantile,
+        peak_rps_given=options.peak_rps,
+        peak_users_given=options.peak_users,
+        growth=list(options.growth),
+        headroom=options.headroom,
+        redundancy=options.redundancy,
+        gpu=config.gpu.name,
+        model=config.model.name,
+        tp=options.tp,
+        gpu_hour_price_usd=price,
+        price_source=price_source,
+        fleet_check=options.fleet,
+        calibrate=options.calibrate,
+        fleet_span_s=options.fleet_span_s,
+        seed=options.seed,
+        cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,
+        host_ram_per_gpu_memory=options.host_rule.host_ram_per_gpu_memory,
+    )
+    plan = Plan(
+        schema=PLAN_SCHEMA,
+        name=options.name,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        capplan_version=__version__,
+        instances=first.instances,
+        scenarios=scenarios,
+        demand=demand,
+        resources=resources,
+        cost=build_cost(scenarios, price, price_source),
+        checks=checks,
+        sensitivity=cells,
+        inputs=inputs,
+        sentence=_sentence(first, demand, config, options, price)
+        + (f" Fleet simulation: {checks.fleet.verdict}." if checks.fleet is not None else ""),
+        notes=notes,
+    )
+    return plan
+
+
+def _queueing_check(
+    profile: Profile,
+    demand: Demand,
+    first: Scenario,
+    concurrency: float,
+    e2e: float | None,
+    pairs: list[tuple[int, int]],
+) -> QueueingCheck | None:
+    if e2e is None or concurrency <= 0:
+        return None
+    cv = profile.arrivals.interarrival_cv or 1.0
+    ca2, cs2 = cv**2, _output_cv2(pairs)
+    rate = demand.peak_rps * first.growth
+    count = instances_by_queueing(rate, e2e, concurrency, ca2, cs2, QUEUE_WAIT_FRACTION * e2e)
+    return QueueingCheck(
+        method="M/G/c: Erlang-C with the Allen-Cunneen correction (ca² + cs²)/2, one server per "
+        "request slot of the limit's concurrency",
+        arrival_cv2=ca2,
+        service_cv2=cs2,
+        instances_poisson=count.instances_poisson,
+        instances_bursty=count.instances_bursty,
+        wait_probability=count.wait_probability,
+        mean_wait_s=count.mean_wait_s,
+        note=(
+            f"{rate:.3g} req/s x {e2e:.3g} s e2e = {count.offered_erlangs:.1f} requests in "
+            f"flight; {concurrency:.1f} slots per instance; target mean wait <= "
+            f"{QUEUE_WAIT_FRACTION:.0%} of e2e; Poisson arrivals need {count.slots_poisson} "
+            f"slots ({count.instances_poisson} instances), the measured arrival CV² "
+            f"{ca2:.2f} needs {count.slots_bursty} ({count.instances_bursty} instances); "
+            f"before headroom and the {first.redundancy} redundant instance(s); service CV² "
+            f"from output lengths"
+        ),
+        slots_per_instance=concurrency,
+        offered_erlangs=count.offered_erlangs,
+        slots_poisson=count.slots_poisson,
+        slots_bursty=count.slots_bursty,
+        target_wait_s=count.target_wait_s,
+    )
+
+
+def _sentence(
+    first: Scenario, demand: Demand, config: EngineConfig, options: PlanOptions, price: float
+) -> str:
+    return (
+        f"Plan {first.instances} instance(s) of {config.model.name} on {config.gpu.name} x "
+        f"{options.tp} ({first.gpus} GPUs, ${first.monthly_cost_usd:,.0f}/month at "
+        f"${price:g}/GPU-hour) for a peak of {demand.peak_rps:.3g} req/s "
+        f"({demand.peak_definition}) x {first.growth:g} growth, with {options.headroom:.0%} "
+        f"headroom and N+{options.redundancy}."
+    )

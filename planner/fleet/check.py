@@ -1,0 +1,198 @@
+"""The plan's fleet check: the planned peak simulated against n-1, n and n+1 instances.
+
+`fleet_check` draws the profile's traffic once (`planner.fleet.traffic`, with one 10 s window at
+the profile's burst factor), replays it against each fleet size and routing
+(`planner.fleet.sim.simulate_fleet`) and judges each with the limit search's verdict
+(`planner.fleet.sim.judge`). `single_instance_limit` bisects the highest rate one simulated
+instance carries within an SLO.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from contracts.plan import FleetCheck, FleetPoint
+from planner.engine import EngineConfig
+from planner.fleet.sim import ROUTINGS, Routing, judge, open_loop_run, simulate_fleet
+from planner.fleet.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
+from planner.slo.spec import Slo
+from profiles.model import Profile
+
+BURST_WINDOW_S = 10.0
+
+
+def fleet_check(
+    profile: Profile,
+    config: EngineConfig,
+    rate_rps: float,
+    instances: int,
+    slo: Slo,
+    duration_s: float,
+    rng_seed: int = 0,
+    warmup_frac: float = 0.1,
+    routings: Sequence[Routing] = ROUTINGS,
+    arrival_kind: ArrivalKind = "gamma",
+    burst_factor: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> FleetCheck:
+    """Simulate the planned peak against n-1, n and n+1 instances under each routing.
+
+    The same requests (one seeded draw) go to every fleet size and routing, so the points
+    differ only in the fleet. With `burst_factor` > 1, one 10 s window starting at 40 % of
+    the span runs at that multiple of the rate (the profile's 10 s peak over its planning
+    peak), so the verdict includes a burst. Raises ConfigError for a non-positive rate or
+    duration.
+    """
+    wall0 = time.perf_counter()
+    rng = np.random.default_rng(rng_seed)
+    burst = None
+    if burst_factor is not None and burst_factor > 1.0:
+        burst = BurstWindow(0.4 * duration_s, min(BURST_WINDOW_S, 0.5 * duration_s), burst_factor)
+    requests = profile_requests(
+        profile,
+        rate_rps,
+        duration_s,
+        rng,
+        config.effective_max_model_len,
+        arrival_kind,
+        burst,
+        block_tokens=config.block_tokens,
+    )
+    warmup_s = duration_s * warmup_frac
+    points: list[FleetPoint] = []
+    simulated = 0.0
+
+    def point(size: int, routing: Routing) -> FleetPoint:
+        nonlocal simulated
+        run = simulate_fleet(requests, config, size, routing)
+        simulated += run.simulated_s
+        verdict = judge(run, slo, warmup_s)
+        if progress is not None:
+            progress(
+                f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
+                f"{'meets' if verdict.meets_slo else 'misses'} the SLO ({run.wall_s:.1f} s wall)"
+            )
+        return FleetPoint(
+            instances=size,
+            routing=routing,
+            attainment=verdict.attainment,
+            ttft_p95_s=verdict.ttft_p95_s,
+            tpot_p95_s=verdict.tpot_p95_s,
+            e2e_p95_s=verdict.e2e_p95_s,
+            meets_slo=verdict.meets_slo,
+            requests=verdict.requests,
+        )
+
+    for size in sorted({max(1, instances - 1), instances, instances + 1}):
+        points.extend(point(size, routing) for routing in routings)
+    # When n+1 still fails, look further up (least-outstanding routing) for the fewest
+    # instances that meet the SLO, up to twice the plan.
+    needed = min_instances_meeting(points)
+    size = instances + 2
+    while needed is None and size <= max(2 * instances, instances + 2):
+        extra = point(size, "least_outstanding")
+        points.append(extra)
+        if extra.meets_slo:
+            needed = size
+        size += 1
+    return FleetCheck(
+        simulated_s=duration_s,
+        rate_rps=rate_rps,
+        points=points,
+        min_instances_meeting=needed,
+        verdict=fleet_verdict(points, instances),
+        wall_s=time.perf_counter() - wall0,
+        slo=slo.text,
+        arrivals=(
+            f"{arrival_kind} renewal process at {rate_rps:.4g} req/s, inter-arrival CV "
+            f"{arrival_cv(profile, arrival_kind):.3g}; lengths drawn from the profile's "
+            f"{len(profile.lengths.sampler.pairs)} sample pairs; seed {rng_seed}; first "
+            f"{warmup_s:g} s left out as warm-up"
+            + (
+                ""
+                if burst is None
+                else f"; a {burst.duration_s:g} s burst at {burst.factor:.3g}x the rate from "
+                f"t={burst.start_s:g} s"
+            )
+        ),
+        engine=(
+            f"{config.gpu.name} x {config.model.name} tp={config.tp}, mfu {config.mfu:.3g}, "
+            f"mbu {config.mbu:.3g}, step overhead {config.step_overhead_s * 1e3:.3g} ms "
+            f"({config.calibration_source})"
+        ),
+    )
+
+
+def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:
+    """The fewest simulated instances meeting the SLO under some routing, when more also do."""
+    sizes = sorted({p.instances for p in points})
+    meeting = {p.instances for p in points if p.meets_slo}
+    for k, size in enumerate(sizes):
+        if all(s in meeting for s in sizes[k:]):
+            return size
+    return None
+
+
+def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
+    """One sentence: does n meet the SLO under every routing, and does n-1 fall short?"""
+
+    def meets(size: int) -> bool | None:
+        got = [p.meets_slo for p in points if p.instances == size]
+        return all(got) if got else None
+
+    at_n, below = meets(instances), meets(instances - 1)
+    if at_n is None:
+        return f"n={instances} was not simulated"
+    if not at_n:
+        best = [p.routing for p in points if p.instances == instances and p.meets_slo]
+        how = f" (only with {', '.join(best)} routing)" if best else ""
+        needed = min_instances_meeting(points)
+        more = f"; the simulation needs n={needed}" if needed is not None else ""
+        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances{more}"
+    if below is None:
+        return f"n={instances} meets the SLO in simulation"
+    if below:
+        return (
+            f"n={instances} meets the SLO, and so does n-1={instances - 1}: the headroom and "
+            f"redundancy are buffer above the simulated need"
+        )
+    return f"n={instances} meets the SLO, n-1={instances - 1} does not"
+
+
+def single_instance_limit(
+    profile: Profile,
+    config: EngineConfig,
+    slo: Slo,
+    duration_s: float,
+    rng_seed: int = 0,
+    rel_tol: float = 0.02,
+    arrival_kind: ArrivalKind = "gamma",
+) -> float:
+    """The highest rate (req/s) one simulated instance carries within `slo`, by bisection.
+
+    Each probe replays the profile's traffic at a rate for `duration_s` (10 % warm-up left out).
+    Raises RunError when even a tiny rate fails the SLO.
+    """
+    from contracts.errors import RunError
+
+    def meets(rate: float) -> bool:
+        run = open_loop_run(profile, config, rate, duration_s, rng_seed, arrival_kind)
+        return judge(run, slo, 0.1 * duration_s).meets_slo
+
+    lo, hi = 0.0, 1.0
+    while meets(hi):
+        lo, hi = hi, hi * 2.0
+        if hi > 1e5:
+            raise RunError("the simulated instance meets the SLO at any rate tried (> 1e5 req/s)")
+    while hi - lo > rel_tol * hi:
+        mid = (lo + hi) / 2.0
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    if lo <= 0.0:
+        raise RunError(f"one simulated instance fails the SLO {slo.text!r} even at {hi:.3g} req/s")
+    return lo

@@ -1,0 +1,344 @@
+"""The fleet simulator: engine requests replayed in virtual time against n engine instances.
+
+One event loop runs over the arrivals and every instance's next step end (a heap); a request
+goes to an instance chosen by the router (`round_robin` or `least_outstanding`: fewest requests
+routed and not yet finished, lowest index on a tie) and joins that instance's next step. The
+engines are `planner.engine.Engine`, the same model the emulator runs in real time.
+`closed_loop_run` holds a number of users in flight on one instance instead. The requests come
+from `planner.fleet.traffic`.
+
+Verdicts (`judge`) are `planner.slo.verdict.evaluate` over the requests arriving after a warm-up (an
+empty fleet is optimistic): the same verdict the limit search gives a measured stage.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from contracts.errors import ConfigError
+from contracts.limit import Dimension
+from planner.engine import Engine, EngineConfig, EngineRequest
+from planner.fleet.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
+from planner.slo.spec import Slo
+from planner.slo.verdict import evaluate
+from profiles.model import Profile
+from profiles.workload import WorkloadStream
+
+Routing = Literal["round_robin", "least_outstanding"]
+ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
+SIMULATED_METRICS = ("ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """Per-request results of one fleet simulation (arrays in arrival order; NaN = never)."""
+
+    instances: int
+    routing: Routing
+    arrival_s: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    output_tokens: np.ndarray
+    instance: np.ndarray
+    simulated_s: float
+    wall_s: float
+    steps: int
+
+
+def simulate_fleet(
+    requests: Sequence[EngineRequest],
+    config: EngineConfig,
+    instances: int,
+    routing: Routing = "least_outstanding",
+) -> FleetRun:
+    """Replay `requests` (any order) against `instances` engines in virtual time.
+
+    Runs until every request has finished. Raises ConfigError for fewer than one instance or
+    an unknown routing.
+    """
+    if instances < 1:
+        raise ConfigError(f"the fleet needs at least one instance, got {instances}")
+    if routing not in ROUTINGS:
+        raise ConfigError(f"unknown routing {routing!r}; known: {', '.join(ROUTINGS)}")
+    wall0 = time.perf_counter()
+    fast = config.model_copy(update={"record_token_times": False})
+    engines = [Engine(fast, token_events=False) for _ in range(instances)]
+    order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
+    reqs = [requests[k] for k in order]
+    index = {r.request_id: k for k, r in enumerate(reqs)}
+    n = len(reqs)
+    arrival = np.array([r.arrival_s for r in reqs], dtype=float)
+    ttft = np.full(n, np.nan)
+    tpot = np.full(n, np.nan)
+    e2e = np.full(n, np.nan)
+    out_tokens = np.zeros(n, dtype=np.int64)
+    where = np.full(n, -1, dtype=np.int64)
+    outstanding = [0] * instances
+    pending: list[tuple[float, int]] = []  # (step end, instance) of instances mid-step
+    results: list[object] = [None] * instances
+    steps = 0
+    last_end = 0.0
+
+    def start_step(i: int, now: float) -> None:
+        nonlocal steps
+        res = engines[i].step(now)
+        if res.duration_s > 0:  # a step, or a wait for the engine's front end
+            steps += res.batch_size > 0
+            results[i] = res
+            heapq.heappush(pending, (res.end_s, i))
+        else:
+            results[i] = None  # nothing schedulable: idle until the next arrival
+
+    k = 0
+    rr = 0
+    while k < n or pending:
+        if k < n and (not pending or arrival[k] <= pending[0][0]):
+            req = reqs[k]
+            now = req.arrival_s
+            if routing == "round_robin":
+                i = rr
+                rr = (rr + 1) % instances
+            else:
+                i = min(range(instances), key=outstanding.__getitem__)
+            engine = engines[i]
+            engine.add_request(req, now)
+            outstanding[i] += 1
+            where[k] = i
+            k += 1
+            if results[i] is None:
+                start_step(i, now)
+            continue
+        end, i = heapq.heappop(pending)
+        last_end = end
+        res = results[i]
+        engine = engines[i]
+        for ev in res.events:  # type: ignore[attr-defined]
+            if ev.kind == "finished":
+                tl = engine.timeline(ev.request_id)
+                j = index[ev.request_id]
+                ttft[j] = tl.ttft_s
+                e2e[j] = tl.e2e_s
+                if tl.output_tokens > 1:
+                    tpot[j] = tl.tpot_s
+                out_tokens[j] = tl.output_tokens
+                outstanding[i] -= 1
+                engine.forget(ev.request_id)
+        if engine.has_work():
+            start_step(i, end)
+        else:
+            results[i] = None
+    return FleetRun(
+        instances=instances,
+        routing=routing,
+        arrival_s=arrival,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=e2e,
+        output_tokens=out_tokens,
+        instance=where,
+        simulated_s=last_end,
+        wall_s=time.perf_counter() - wall0,
+        steps=steps,
+    )
+
+
+def closed_loop_run(
+    profile: Profile,
+    config: EngineConfig,
+    users: int,
+    duration_s: float,
+    rng_seed: int = 0,
+) -> FleetRun:
+    """One instance holding `users` requests in flight for `duration_s` (a closed loop).
+
+    Each finished request is replaced at once by the next shape of the load test's
+    `WorkloadStream` (lengths, shared prompts, sessions), as users without think time
+    would. Requests still running at the end are left out (a closed loop has no backlog).
+    Raises ConfigError for users < 1.
+    """
+    if users < 1:
+        raise ConfigError(f"a closed loop needs at least one user, got {users}")
+    wall0 = time.perf_counter()
+    check_sampler(profile)
+    stream = WorkloadStream(profile, seed=rng_seed)
+    engine = Engine(config.model_copy(update={"record_token_times": False}), token_events=False)
+    rows: list[tuple[float, float, float, float, int]] = []
+    count = 0
+
+    def add(now: float) -> None:
+        nonlocal count
+        request = shape_request(
+            next(stream), str(count), now, config.effective_max_model_len, config.block_tokens
+        )
+        engine.add_request(request, now)
+        count += 1
+
+    for _ in range(users):
+        add(0.0)
+    now, steps = 0.0, 0
+    while now < duration_s:
+        res = engine.step(now)
+        if res.duration_s <= 0:
+            break  # nothing schedulable: cannot happen with requests that fit
+        steps += res.batch_size > 0  # not the waits for the engine's front end
+        now = res.end_s
+        for ev in res.events:
+            if ev.kind == "finished":
+                tl = engine.timeline(ev.request_id)
+                ttft = tl.ttft_s if tl.ttft_s is not None else math.nan
+                tpot = tl.tpot_s if tl.tpot_s is not None else math.nan
+                e2e = tl.e2e_s if tl.e2e_s is not None else math.nan
+                rows.append((tl.arrival_s, ttft, tpot, e2e, tl.output_tokens))
+                engine.forget(ev.request_id)
+                add(now)
+    data = np.array(rows, dtype=float).reshape(-1, 5)
+    return FleetRun(
+        instances=1,
+        routing="round_robin",
+        arrival_s=data[:, 0],
+        ttft_s=data[:, 1],
+        tpot_s=data[:, 2],
+        e2e_s=data[:, 3],
+        output_tokens=data[:, 4].astype(np.int64),
+        instance=np.zeros(len(data), dtype=np.int64),
+        simulated_s=now,
+        wall_s=time.perf_counter() - wall0,
+        steps=steps,
+    )
+
+
+def open_loop_run(
+    profile: Profile,
+    config: EngineConfig,
+    rate_rps: float,
+    duration_s: float,
+    rng_seed: int = 0,
+    arrival_kind: ArrivalKind = "gamma",
+) -> FleetRun:
+    """One instance fed the profile's traffic at `rate_rps` for `duration_s` (an open loop).
+
+    The requests are one seeded draw of `planner.fleet.traffic.profile_requests`; every one is
+    simulated to its end. Raises ConfigError as profile_requests does.
+    """
+    requests = profile_requests(
+        profile,
+        rate_rps,
+        duration_s,
+        np.random.default_rng(rng_seed),
+        config.effective_max_model_len,
+        arrival_kind,
+        block_tokens=config.block_tokens,
+    )
+    return simulate_fleet(requests, config, 1)
+
+
+def level_run(
+    profile: Profile,
+    config: EngineConfig,
+    load: float,
+    dimension: Dimension,
+    duration_s: float,
+    rng_seed: int = 0,
+) -> FleetRun:
+    """One instance at a limit level's load: `load` req/s open loop, or `load` users closed."""
+    if dimension == "rate":
+        return open_loop_run(profile, config, load, duration_s, rng_seed)
+    return closed_loop_run(profile, config, max(1, round(load)), duration_s, rng_seed)
+
+
+def pool_runs(runs: Sequence[FleetRun]) -> FleetRun:
+    """Runs of the same span as one run (the limit search pools repeated measurements)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    return FleetRun(
+        instances=first.instances,
+        routing=first.routing,
+        arrival_s=np.concatenate([r.arrival_s for r in runs]),
+        ttft_s=np.concatenate([r.ttft_s for r in runs]),
+        tpot_s=np.concatenate([r.tpot_s for r in runs]),
+        e2e_s=np.concatenate([r.e2e_s for r in runs]),
+        output_tokens=np.concatenate([r.output_tokens for r in runs]),
+        instance=np.concatenate([r.instance for r in runs]),
+        simulated_s=max(r.simulated_s for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+        steps=sum(r.steps for r in runs),
+    )
+
+
+# ----------------------------------------------------------------------------- SLO
+
+
+@dataclass(frozen=True)
+class FleetVerdict:
+    attainment: float
+    ttft_p95_s: float | None
+    tpot_p95_s: float | None
+    e2e_p95_s: float | None
+    meets_slo: bool
+    requests: int
+
+
+def simulator_slo_problem(slo: Slo) -> str | None:
+    """Why the simulator cannot judge `slo` (it yields ttft, tpot and e2e), or None."""
+    metrics = {c.metric for c in slo.percentiles} | {t.metric for t in slo.request_thresholds}
+    missing = sorted(metrics - set(SIMULATED_METRICS))
+    if missing:
+        return (
+            f"the SLO names {', '.join(missing)}, which the fleet simulator does not produce "
+            f"(it yields {', '.join(SIMULATED_METRICS)})"
+        )
+    return None
+
+
+def run_records(run: FleetRun) -> pl.DataFrame:
+    """The run as per-request records in planner.slo's columns (ok = finished)."""
+    return pl.DataFrame(
+        {
+            "arrival_s": run.arrival_s,
+            "ttft_s": run.ttft_s,
+            "tpot_s": run.tpot_s,
+            "e2e_s": run.e2e_s,
+            "ok": ~np.isnan(run.e2e_s),
+        }
+    )
+
+
+def judge(run: FleetRun, slo: Slo, warmup_s: float) -> FleetVerdict:
+    """`planner.slo.verdict.evaluate` over the requests arriving after `warmup_s`.
+
+    The same verdict the limit search gives a measured stage: percentiles over the finished
+    requests (linear interpolation), attainment over all, a request that never finished is
+    an error. Raises ConfigError for an SLO the simulator cannot judge (see
+    `simulator_slo_problem`).
+    """
+    problem = simulator_slo_problem(slo)
+    if problem is not None:
+        raise ConfigError(problem)
+    span = max(float(run.simulated_s), float(run.arrival_s.max()) if len(run.arrival_s) else 0.0)
+    evaluation = evaluate(
+        run_records(run),
+        slo,
+        duration_s=max(span, warmup_s + 1e-6),
+        warmup_s=warmup_s,
+        start_s=0.0,
+        resamples=1,  # the verdict only: the fleet check reports no bootstrap intervals
+    )
+    m = evaluation.metrics
+    return FleetVerdict(
+        attainment=evaluation.attainment or 0.0,
+        ttft_p95_s=m.get("ttft_p95_s"),
+        tpot_p95_s=m.get("tpot_p95_s"),
+        e2e_p95_s=m.get("e2e_p95_s"),
+        meets_slo=evaluation.passed,
+        requests=evaluation.scheduled,
+    )

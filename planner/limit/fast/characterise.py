@@ -1,0 +1,185 @@
+"""From closed-loop steps to a ServerModel: what one request costs alone, how much each
+slows when more share the server, and how many the server serves at once.
+
+Each step holds `users` clients that send their next request as soon as the last one ends.
+Their first round is left out (it starts from an empty server). From what remains:
+
+- alone (the 1-user step): first-token time against prompt length, and the rest of the
+  answer against output length, each a least-squares line;
+- slowdown at n users: the decode time measured over the decode time the solo lines predict
+  for the same requests (a queue wait sits before the first token, never in the decode);
+- in service: by Little's law, throughput x the time a request holds the server (its solo
+  work x the slowdown). It equals the users while every user is served; once it stays
+  clearly below them the server holds no more: its slots are then the most requests seen
+  streaming at once (first token in, not ended) in that step. A server that refuses (HTTP
+  429, or any failure) at some step is a refusing one, with the requests it admitted in
+  service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from contracts.latency import CENSORED_CLASSES
+from planner.limit.fast.model import ServerModel
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """What one closed-loop step showed (after its first round)."""
+
+    users: int
+    throughput_rps: float  # successful requests ending per second
+    slowdown: float
+    in_service: float
+    failed_share: float
+    peak: int = 0  # most of the step's requests seen between first token and end at once
+
+    @property
+    def saturated(self) -> bool:
+        return self.in_service < 0.85 * self.users or self.failed_share > 0.0
+
+
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares intercept and slope (the mean alone when x does not vary)."""
+    if x.size == 0:
+        return 0.0, 0.0
+    if np.ptp(x) == 0 or x.size < 3:
+        return float(np.mean(y)), 0.0
+    slope, intercept = np.polyfit(x.astype(float), y.astype(float), 1)
+    return float(intercept), float(slope)
+
+
+def _after_first_round(records: pl.DataFrame, users: int) -> pl.DataFrame:
+    return records.sort("sent_s").slice(users)
+
+
+def solo_costs(records: pl.DataFrame) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(first-token line, decode line) from a 1-user step's successful requests."""
+    done = _after_first_round(records, 1).filter(pl.col("ok").fill_null(False))
+    if done.height == 0:
+        done = records.filter(pl.col("ok").fill_null(False))
+    inputs = done["input_tokens"].to_numpy().astype(float)
+    outputs = done["output_tokens"].to_numpy().astype(float)
+    ttft = done["ttft_s"].to_numpy().astype(float)
+    decode = done["e2e_s"].to_numpy().astype(float) - ttft
+    return _line(inputs, ttft), _line(np.maximum(outputs - 1, 0), decode)
+
+
+def summarise(
+    records: pl.DataFrame,
+    users: int,
+    end_s: float,
+    first_s: tuple[float, float],
+    decode_s: tuple[float, float],
+) -> StepSummary:
+    """One step's throughput, slowdown and requests in service (see the module).
+
+    The window opens when half the first round has ended (the server holds this step's
+    requests by then) and closes at the step's end. A request holds the server for its solo
+    work x the slowdown before it ends (one still running, from its first token less its
+    first-token work); requests in service is the sum of those spans inside the window over
+    its length.
+    """
+    ordered = records.sort("sent_s")
+    first_round_end = ordered.head(users)["end_s"].cast(pl.Float64)
+    start = float(first_round_end.median() or ordered["sent_s"].min() or 0.0)  # type: ignore[arg-type]
+    span = max(end_s - start, 1e-9)
+    kept = ordered.slice(users)
+    ended = kept.filter(pl.col("end_s").is_not_null() & (pl.col("end_s") >= start))
+    # a request cancelled at the stage's end (censored) did not fail
+    over = ordered.filter(pl.col("ok").is_not_null())
+    if "error_class" in over.columns:
+        over = over.filter(~pl.col("error_class").is_in(list(CENSORED_CLASSES)).fill_null(False))
+    failed_share = float((~over["ok"]).mean()) if over.height else 0.0  # type: ignore[arg-type]
+    done = ended.filter(pl.col("ok").fill_null(False))
+    measured = _floats(done, "e2e_s") - _floats(done, "ttft_s")
+    predicted = decode_s[0] + decode_s[1] * np.maximum(_floats(done, "output_tokens") - 1, 0)
+    slowdown = float(measured.sum() / predicted.sum()) if predicted.sum() > 0 else 1.0
+    slowdown = max(slowdown, 1.0)
+    # every request of the step that held the server inside the window
+    finished = ordered.filter(pl.col("ok").fill_null(False) & pl.col("end_s").is_not_null())
+    first_work = first_s[0] + first_s[1] * _floats(finished, "input_tokens")
+    work = first_work + decode_s[0] + decode_s[1] * np.maximum(
+        _floats(finished, "output_tokens") - 1, 0
+    )
+    ends = np.minimum(_floats(finished, "end_s"), end_s)
+    begins = _floats(finished, "end_s") - slowdown * work
+    running = ordered.filter(pl.col("ok").is_null() & pl.col("ttft_s").is_not_null())
+    run_begins = (
+        _floats(running, "sent_s") + _floats(running, "ttft_s")
+        - slowdown * (first_s[0] + first_s[1] * _floats(running, "input_tokens"))
+    )  # fmt: skip
+    begins = np.concatenate([begins, run_begins])
+    ends = np.concatenate([ends, np.full(run_begins.size, end_s)])
+    held = np.clip(ends, start, end_s) - np.clip(begins, start, end_s)
+    in_service = float(held.sum()) / span
+    return StepSummary(
+        users, done.height / span, slowdown, in_service, failed_share,
+        _peak(ordered, start, end_s),
+    )  # fmt: skip
+
+
+def _peak(records: pl.DataFrame, start_s: float, end_s: float) -> int:
+    """The most requests of the step streaming at once (first token came, not ended) inside
+    the window: a slot server's slot count once its users outnumber the slots. Requests
+    still prefilling are not seen, so the most, not a typical count."""
+    first = _floats(records, "sent_s") + _floats(records, "ttft_s")
+    ends = np.where(np.isnan(_floats(records, "end_s")), end_s, _floats(records, "end_s"))
+    streaming = ~np.isnan(first) & (records["ok"].fill_null(True).to_numpy().astype(bool))
+    grid = np.linspace(start_s, end_s, 400)
+    counts = ((first[streaming, None] <= grid) & (grid < ends[streaming, None])).sum(axis=0)
+    return int(counts.max()) if counts.size else 0
+
+
+def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
+    return frame[name].cast(pl.Float64).to_numpy().astype(float)
+
+
+def build_model(summaries: list[StepSummary], first_s: tuple[float, float],
+                decode_s: tuple[float, float]) -> ServerModel:  # fmt: skip
+    """The model the steps describe: slots where the in-service count stopped following the
+    users (else the most users tried), slowdown interpolated between the steps."""
+    saturated = [s for s in summaries if s.saturated]
+    refuses = any(s.failed_share > 0 for s in summaries)
+    # the first step whose users the server no longer all held; else the most users tried
+    most = max(s.users for s in summaries)
+    slots = max(1, saturated[0].peak or round(saturated[0].in_service)) if saturated else most
+    points = sorted({min(s.users, slots): s.slowdown for s in summaries}.items())
+    ks = np.array([k for k, _ in points], dtype=float)
+    gs = np.array([g for _, g in points], dtype=float)
+    if ks[0] > 1:
+        ks, gs = np.concatenate([[1.0], ks]), np.concatenate([[1.0], gs])
+    slowdown = np.interp(np.arange(1, slots + 1, dtype=float), ks, gs)
+    slowdown = np.maximum.accumulate(np.maximum(slowdown, 1.0))
+    return ServerModel(
+        slots=slots,
+        first_s=first_s,
+        decode_s=decode_s,
+        slowdown=tuple(float(g) for g in slowdown),
+        refuses=refuses,
+    )
+
+
+def next_users(summaries: list[StepSummary], max_users: int) -> int | None:
+    """The next step's users (doubling), or None once the server saturated, refused, or
+    `max_users` was reached."""
+    last = summaries[-1]
+    if last.saturated or last.users >= max_users:
+        return None
+    return min(max_users, 2 * last.users if last.users >= 1 else 1)
+
+
+def step_requests(users: int) -> int:
+    """Requests a step waits for after its first round: enough to average over every user."""
+    return max(8, 2 * users)
+
+
+def occupancy(model: ServerModel, rate: float, mean_work_s: float) -> int:
+    """Requests in service at `rate` by Little's law, at most the slots (the warm start)."""
+    level = rate * mean_work_s * model.mean_slowdown
+    return int(min(model.slots, math.floor(level + 0.5)))

@@ -1,0 +1,208 @@
+"""An SLO as miss shares: which requests miss which constraint, measured or modelled, and
+the load at which the model's long-run miss share reaches what the SLO allows.
+
+A percentile constraint `ttft:p95<=2s` holds when at most 5 % of requests have TTFT above
+2 s, so each constraint becomes a per-request miss (0/1) and an allowed share: percentiles
+(1 - q), attainment (1 - the attainment), errors (the error rate). Working on shares rather
+than on percentiles lets the search subtract a measured request's miss from the model's miss
+for the same request (the control variate of planner.limit.fast.search). Mean and max
+statistics have no such form: the fast search declines them (`unsupported`).
+
+A request still running when its records were read is unknown for a constraint unless it is
+already past the threshold; unknown requests are left out on both sides of a comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from planner.limit.fast.model import Served, ServerModel, serve
+from planner.slo.spec import Slo
+
+
+@dataclass(frozen=True)
+class Target:
+    """One constraint as a miss share: `metrics` the thresholds a request must meet (one for
+    a percentile, all for attainment, none for errors: failures only)."""
+
+    name: str
+    thresholds: tuple[tuple[str, float], ...]
+    allowed: float
+
+
+def unsupported(slo: Slo) -> str | None:
+    """Why the fast search cannot take this SLO (None when it can)."""
+    for c in slo.percentiles:
+        q = c.quantile
+        if q is None or q >= 1.0:
+            return f"{c.name} is a mean or a maximum, not a share of requests"
+        if c.metric not in ("ttft", "e2e", "tpot"):
+            return f"the model has no {c.metric}"
+    if any(t.metric not in ("ttft", "e2e", "tpot") for t in slo.request_thresholds):
+        return "the model has ttft, e2e and tpot only"
+    return None
+
+
+def targets(slo: Slo) -> tuple[Target, ...]:
+    out = [
+        Target(c.name, ((c.metric, c.threshold_s),), 1.0 - float(c.quantile or 0.0))
+        for c in slo.percentiles
+    ]
+    if slo.min_attainment is not None:
+        bounds = tuple((t.metric, t.threshold_s) for t in slo.request_thresholds)
+        out.append(Target("attainment", bounds, 1.0 - slo.min_attainment))
+    if slo.max_error_rate is not None:
+        out.append(Target("errors", (), slo.max_error_rate))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Misses:
+    """Per request and target: missed, and known (resolved, or already past a threshold)."""
+
+    miss: np.ndarray  # (requests, targets) bool
+    known: np.ndarray  # (requests, targets) bool
+
+
+def _combine(
+    slo: Slo,
+    values: dict[str, np.ndarray],
+    failed: np.ndarray,
+    pending: dict[str, np.ndarray],
+) -> Misses:
+    """Misses from per-metric values (NaN: no value), failures, and per-metric pending
+    masks (the value is a lower bound so far)."""
+    n = failed.size
+    none = np.zeros(n, dtype=bool)
+    cols_miss, cols_known = [], []
+    for target in targets(slo):
+        counts_failures = not (target.thresholds and slo.success_only)
+        miss = failed.copy() if counts_failures else none.copy()
+        excluded = none.copy() if counts_failures else failed.copy()
+        unknown = none.copy() if target.thresholds else pending["e2e"].copy()
+        for metric, threshold in target.thresholds:
+            v = values[metric]
+            past = v > threshold  # NaN: not past
+            miss |= past & ~failed
+            unknown |= pending[metric] & ~past
+            if target.name != "attainment":
+                # a percentile leaves out requests without the value (one-token TPOT);
+                # attainment counts them as within the bound (planner.slo.verdict.good_mask)
+                excluded |= np.isnan(v) & ~failed & ~pending[metric]
+        known = ~(unknown & ~miss) & ~excluded
+        cols_miss.append(miss & known)
+        cols_known.append(known)
+    return Misses(np.column_stack(cols_miss), np.column_stack(cols_known))
+
+
+def measured_misses(records: pl.DataFrame, slo: Slo, *, now_s: float) -> Misses:
+    """Misses of load-test records read at `now_s` (columns sent_s, ttft_s, e2e_s, tpot_s,
+    ok, error_class; a null `ok` is a request still running). A running or censored request
+    (error class `cancelled`) has its age as a lower bound of TTFT (until its first token)
+    and of E2E, and no TPOT yet: pending."""
+    n = records.height
+    ok_col = records["ok"]
+    running = ok_col.is_null().to_numpy()
+    ok = ok_col.fill_null(False).to_numpy().astype(bool)
+    censored = np.zeros(n, dtype=bool)
+    if "error_class" in records.columns:
+        censored = records["error_class"].is_in(["cancelled"]).fill_null(False).to_numpy() & ~ok
+    failed = ~ok & ~censored & ~running
+    open_ = running | censored
+    sent = _column(records, "sent_s")
+    ended = _column(records, "end_s")
+    age = np.where(running, now_s - sent, ended - sent)
+    values: dict[str, np.ndarray] = {}
+    pending: dict[str, np.ndarray] = {}
+    for metric in ("ttft", "e2e", "tpot"):
+        v = np.where(ok | open_, _column(records, f"{metric}_s"), np.nan)
+        waiting = open_ & np.isnan(v) if metric == "ttft" else open_
+        # TTFT and E2E of an open request are at least its age; its TPOT is unknown
+        v = np.where(waiting, age if metric in ("ttft", "e2e") else np.nan, v)
+        values[metric] = v
+        pending[metric] = waiting
+    return _combine(slo, values, failed, pending)
+
+
+def _column(records: pl.DataFrame, name: str) -> np.ndarray:
+    if name not in records.columns:
+        return np.full(records.height, np.nan)
+    return records[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+def model_misses(served: Served, slo: Slo) -> Misses:
+    """Misses of the model's requests (all resolved)."""
+    values = {"ttft": served.ttft_s, "e2e": served.e2e_s, "tpot": served.tpot_s}
+    none = np.zeros(served.refused.size, dtype=bool)
+    return _combine(slo, values, served.refused, dict.fromkeys(values, none))
+
+
+def share(m: Misses) -> np.ndarray:
+    """Miss share per target among known requests (0 where none is known)."""
+    known = m.known.sum(axis=0)
+    return np.where(known > 0, m.miss.sum(axis=0) / np.maximum(known, 1), 0.0)
+
+
+@dataclass
+class MissCurve:
+    """The model's long-run miss shares against the arrival rate (Poisson), with common
+    random numbers: the same unit gaps and the same request sizes at every rate, so the curve
+    is smooth in the rate and two rates differ only by the rate. Request sizes are drawn from
+    the measured (input, output) pairs; the first `warmup_share` of requests is left out."""
+
+    model: ServerModel
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    slo: Slo
+    requests: int = 20_000
+    warmup_share: float = 0.1
+    seed: int = 0
+    _cache: dict[float, Misses] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        rng = np.random.default_rng([self.seed, 11])
+        self._gaps = np.cumsum(rng.exponential(1.0, self.requests))
+        picks = rng.integers(0, self.input_tokens.size, self.requests)
+        self._inputs = self.input_tokens[picks]
+        self._outputs = self.output_tokens[picks]
+        self._skip = int(self.warmup_share * self.requests)
+
+    def misses(self, rate: float) -> Misses:
+        key = float(f"{rate:.6g}")
+        if key not in self._cache:
+            served = serve(self.model, self._gaps / key, self._inputs, self._outputs)
+            m = model_misses(served, self.slo)
+            self._cache[key] = Misses(m.miss[self._skip :], m.known[self._skip :])
+        return self._cache[key]
+
+    def excess(self, rate: float, offset: np.ndarray) -> float:
+        """max over targets of (model share + offset - allowed): > 0 fails."""
+        allowed = np.array([t.allowed for t in targets(self.slo)])
+        return float(np.max(share(self.misses(rate)) + offset - allowed))
+
+    def capacity_rps(self) -> float:
+        """Slots over the mean work at the full-server slowdown: no queue is stable above."""
+        first, total = self.model.work(self._inputs, self._outputs)
+        del first
+        return self.model.slots / (float(total.mean()) * self.model.slowdown[-1])
+
+    def root(self, offset: np.ndarray, *, rel_tol: float = 0.003) -> float:
+        """The highest rate at which `excess` is <= 0: bisection on a log scale between a
+        fifth of the capacity and the capacity (three times it for a server that refuses
+        instead of queueing); the lower end if even that fails."""
+        capacity = self.capacity_rps()
+        low, high = 0.2 * capacity, (3.0 if self.model.refuses else 1.0) * capacity
+        if self.excess(low, offset) > 0:
+            return low
+        if self.excess(high, offset) <= 0:
+            return high
+        while high / low > 1.0 + rel_tol:
+            mid = float(np.sqrt(low * high))
+            if self.excess(mid, offset) <= 0:
+                low = mid
+            else:
+                high = mid
+        return low

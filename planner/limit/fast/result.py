@@ -1,0 +1,97 @@
+"""limit.json from a fast search: the corrected model's limit, each confirmation level
+judged as the measured search judges a level, and the fast search's account."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
+from planner.limit.fast.misses import targets
+from planner.limit.fast.search import FastResult
+from planner.limit.probe import LevelMeasurement
+from planner.limit.result import level_record
+from planner.limit.search import SearchConfig, judge_level
+
+
+def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
+    """limit.json's account of a fast search."""
+    names = tuple(t.name for t in targets(config.slo))
+    last = result.confirmations[-1] if result.confirmations else None
+    model = result.model
+    interval = None
+    if result.low is not None and result.high is not None and math.isfinite(result.high):
+        interval = (result.low, result.high)
+    return FastSearchRecord(
+        stopped=result.stopped,
+        adequate=result.adequate,
+        characterise_s=result.characterise_s,
+        confirm_s=result.confirm_s,
+        predicted_rps=result.predicted,
+        limit_rps=result.limit,
+        interval=interval,
+        bias=dict(zip(names, last.bias, strict=True)) if last else {},
+        bias_se={n: e for n, e in zip(names, last.bias_se, strict=True) if math.isfinite(e)}
+        if last
+        else {},
+        levels=[(c.rate, c.chunks, c.requests) for c in result.confirmations],
+        slots=model.slots if model else None,
+        refuses=model.refuses if model else None,
+        max_slowdown=model.slowdown[-1] if model else None,
+    )
+
+
+def fast_limit_result(
+    result: FastResult,
+    config: SearchConfig,
+    levels: list[tuple[float, list[str], pl.DataFrame, float, float]],
+    *,
+    target: str = "",
+    model: str = "",
+    profile_digest: str = "",
+    wall_s: float | None = None,
+    time_scale: float = 1.0,
+) -> LimitResult:
+    """limit.json of an adequate fast search. `levels`: each confirmation rate with its
+    stage names, records, first start and total seconds held."""
+    assert result.limit is not None
+    rng = np.random.default_rng(config.seed)
+    outcomes = []
+    for rate, stages, records, start_s, held_s in levels:
+        measurement = LevelMeasurement(rate, stages[0], records, held_s, 0.0, start_s)
+        outcome = judge_level(config, rate, [measurement], rng)
+        outcomes.append(level_record(outcome).model_copy(update={"stages": stages}))
+    record = fast_record(result, config)
+    interval = ""
+    if record.interval is not None:
+        interval = f"90 % interval {record.interval[0]:.3g}-{record.interval[1]:.3g} req/s"
+    within = f" ({interval})" if interval else ""
+    sentence = (
+        f"one instance holds {result.limit:.3g} req/s{within} at {config.slo.describe()}; "
+        f"fast search: the characterised model said {result.predicted:.3g}, corrected by "
+        f"its bias measured on {len(result.confirmations)} confirmation chunk(s)"
+    )
+    return LimitResult(
+        schema=LIMIT_SCHEMA,
+        dimension="rate",
+        unit="rps",
+        feasible_max=round(result.limit, 4),
+        infeasible_min=None,
+        binding=config.slo.constraint_names[0] if len(config.slo.constraint_names) == 1 else None,
+        slo=config.slo.text,
+        tolerance=config.tolerance,
+        levels=outcomes,
+        confidence=interval,
+        target=target,
+        model=model,
+        profile_digest=profile_digest,
+        wall_s=wall_s,
+        recovery_s=None,
+        time_scale=time_scale,
+        method="fast",
+        fast=record,
+        sentence=sentence,
+        stopped=result.stopped,
+    )

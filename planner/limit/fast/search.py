@@ -1,0 +1,439 @@
+"""The fast limit search: characterise, predict, confirm on warm levels, correct the model
+by its own error, stop by the interval.
+
+Pure, like planner.limit.search: a generator (`fast_search`) yields the next step and is sent back
+what was measured there (`Taken`); a driver runs the steps against a live endpoint or a
+simulated server. The phases:
+
+1. Characterise (closed loop, 1, 2, 4, ... users until the server stops taking more):
+   planner.limit.fast.characterise turns the steps into a ServerModel.
+2. Predict: the model's long-run miss shares against the rate (planner.limit.fast.misses,
+   common random numbers), and the rate where one reaches what the SLO allows.
+3. Confirm: open-loop levels at the prediction, the first started warm (a burst of as many
+   requests as the model holds in service there), later ones chained without a drain; each
+   runs in chunks, its warm-up cut by MSER-5.
+4. Correct: the model replays the chain's actual arrivals with the request sizes the server
+   returned; per request and constraint, the measured miss minus the model's miss for the
+   same request is a control variate (Lavenberg and Welch): queueing noise that both share
+   cancels, and what remains is the model's bias. Its mean offsets the model's curve, and
+   the limit is the corrected curve's root; a Newton step moves the next level there.
+5. Stop when the limit's interval (the bias's batch-means error and the model's own, at
+   `confidence`) is within `half_width` of it; extend by chunks up to `max_chunks` a level.
+   When the bias moves the answer more than `inadequate_shift` from the model's, or the
+   levels do not settle in `max_moves`, the model is inadequate: the caller falls back to
+   the measured search (planner.limit.search), never to a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+from planner.limit.fast.characterise import (
+    StepSummary,
+    build_model,
+    next_users,
+    occupancy,
+    solo_costs,
+    step_requests,
+    summarise,
+)
+from planner.limit.fast.misses import (
+    MissCurve,
+    measured_misses,
+    model_misses,
+    share,
+    targets,
+    unsupported,
+)
+from planner.limit.fast.model import ServerModel, serve
+from planner.limit.fast.stats import batch_means_se, mser5
+from planner.slo.spec import Slo
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Hold `users` closed-loop clients until `requests` requests ended after the first
+    round and `min_s` passed (at most `max_s`)."""
+
+    users: int
+    requests: int
+    min_s: float = 10.0
+    max_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Open:
+    """Offer `rate` req/s (Poisson) for `duration_s`; `burst` requests at once at the start
+    (the warm start); `fresh`: start a new chain on an idle server (else continue the last
+    chain's schedule without a pause)."""
+
+    rate: float
+    duration_s: float
+    burst: int = 0
+    fresh: bool = False
+
+
+Step = Closed | Open
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a step measured. Closed: that step's requests. Open: every request of the chain
+    so far (null `ok`: still running at `end_s`). Columns: sent_s, ttft_s, e2e_s, tpot_s,
+    end_s, ok, error_class, input_tokens, output_tokens; times on the driver's clock."""
+
+    records: pl.DataFrame
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class FastConfig:
+    """Knobs of the fast search (see the module). Each closed-loop step lasts at least
+    `step_s`, each confirmation chunk at least `chunk_s`, `chunk_requests` requests and
+    `chunk_e2es` mean requests' work. `correct=False` offsets the curve by the
+    measured share minus the model's long-run share instead of the paired difference (the
+    ablation without the control variate); `warm=False` starts every level on an idle server
+    without a burst; `confirm=False` answers with the model's prediction alone."""
+
+    slo: Slo
+    tolerance: float = 0.05
+    half_width: float = 0.03
+    confidence: float = 0.90
+    max_users: int = 256
+    step_s: float = 10.0
+    chunk_s: float = 30.0
+    chunk_requests: int = 150
+    chunk_e2es: float = 5.0
+    max_chunks: int = 8
+    max_moves: int = 3
+    inadequate_shift: float = 0.35
+    curve_requests: int = 60_000
+    bootstrap: int = 6
+    warm: bool = True
+    chained: bool = True
+    correct: bool = True
+    confirm: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One confirmation level after its latest chunk."""
+
+    rate: float
+    chunks: int
+    requests: int  # paired requests in the estimate
+    warmup_cut: int  # requests MSER-5 cut from the level's start
+    bias: tuple[float, ...]  # measured - model miss share, per target
+    bias_se: tuple[float, ...]
+    limit: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class FastResult:
+    model: ServerModel | None
+    predicted: float | None  # the model alone
+    limit: float | None
+    low: float | None
+    high: float | None
+    confirmations: tuple[Confirmation, ...]
+    stopped: str
+    adequate: bool
+    characterise_s: float
+    confirm_s: float
+
+
+Characterise = Callable[[list[StepSummary], tuple[float, float], tuple[float, float]], ServerModel]
+
+
+def fast_search(
+    config: FastConfig,
+    *,
+    characterise: Characterise = build_model,
+    note: Callable[[str], None] = lambda _: None,
+) -> Generator[Step, Taken, FastResult]:
+    """The search as a generator (see the module); returns the FastResult. `note` is told
+    the model and each confirmation chunk's estimate in a line."""
+    why = unsupported(config.slo)
+    if why is not None:
+        return FastResult(None, None, None, None, None, (), f"unsupported: {why}", False, 0, 0)
+    started: float | None = None
+    closed: list[tuple[int, Taken]] = []
+    summaries: list[StepSummary] = []
+    users: int | None = 1
+    first_s = decode_s = (0.0, 0.0)
+    while users is not None:
+        taken = yield Closed(users, step_requests(users), min_s=config.step_s)
+        started = taken.start_s if started is None else started
+        closed.append((users, taken))
+        if users == 1:
+            first_s, decode_s = solo_costs(taken.records)
+        summaries.append(summarise(taken.records, users, taken.end_s, first_s, decode_s))
+        users = next_users(summaries, config.max_users)
+    characterise_s = closed[-1][1].end_s - (started or 0.0)
+    model = characterise(summaries, first_s, decode_s)
+    # A request still running when its step ended is more likely a long one: sizes come
+    # only from requests sent long enough before the end for any of them to have ended.
+    horizon = 1.5 * max(float(t.records["e2e_s"].max() or 0.0) for _, t in closed)  # type: ignore[arg-type]
+    pool = pl.concat([_sized(t, horizon) for _, t in closed], how="diagonal_relaxed")
+    closed_inputs = inputs = _floats(pool, "input_tokens")
+    closed_outputs = outputs = _floats(pool, "output_tokens")
+    curve = MissCurve(
+        model, inputs, outputs, config.slo, requests=config.curve_requests, seed=config.seed
+    )
+    count = len(targets(config.slo))
+    predicted = curve.root(np.zeros(count))
+    if not config.confirm:
+        return FastResult(
+            model, predicted, predicted, None, None, (), "model only", True, characterise_s, 0.0
+        )
+    _, work = model.work(inputs, outputs)
+    mean_work = float(work.mean())
+    z = float(norm.ppf(0.5 + config.confidence / 2))
+    rng = np.random.default_rng([config.seed, 5])
+    note(f"model: {model.slots} slots{' (refuses beyond)' if model.refuses else ''}, "
+         f"slowdown {model.slowdown[-1]:.2f} when full, {mean_work:.3g} s of work a request; "
+         f"predicts {predicted:.4g} req/s")  # fmt: skip
+    rate = predicted
+    confirmations: list[Confirmation] = []
+    chains: dict[float, Taken] = {}  # chain start -> its records so far
+    level_start = chain_start = 0.0
+    chunks = moves = 0
+    chained = config.warm and config.chained
+    fresh = True
+    confirm_started: float | None = None
+    while True:
+        chunk = max(config.chunk_s, config.chunk_requests / rate, config.chunk_e2es * mean_work)
+        burst = occupancy(model, rate, mean_work) if fresh and chained else 0
+        taken = yield Open(rate, chunk, burst=burst, fresh=fresh)
+        confirm_started = taken.start_s if confirm_started is None else confirm_started
+        if fresh:
+            chain_start = taken.start_s
+        chains[chain_start] = taken
+        if chunks == 0:
+            level_start = taken.start_s
+        fresh = not chained
+        chunks += 1
+        # the model's sizes: every answer measured so far
+        done_ok = [_sized(t, horizon) for t in chains.values()]
+        inputs = np.concatenate([closed_inputs, *(_floats(r, "input_tokens") for r in done_ok)])
+        outputs = np.concatenate([closed_outputs, *(_floats(r, "output_tokens") for r in done_ok)])
+        curve = MissCurve(model, inputs, outputs, config.slo, requests=config.curve_requests,
+                          seed=config.seed)  # fmt: skip
+        level = [(start, t) for start, t in chains.items() if t.end_s > level_start]
+        parts = _confirm(config, curve, model, level, level_start, rate, rng, z)
+        conf = Confirmation(rate, chunks, *parts)
+        if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
+            conf = _with_model_spread(config, conf, curve, inputs, outputs, z)
+        confirmations.append(conf)
+        confirm_s = taken.end_s - confirm_started
+        interval = f"{conf.low:.4g}-{conf.high:.4g}" if math.isfinite(conf.high) else "not yet"
+        note(f"level {rate:.4g} req/s, {conf.requests} requests compared: bias "
+             f"{', '.join(f'{b:+.3f}' for b in conf.bias)}; limit {conf.limit:.4g} req/s "
+             f"({interval})")  # fmt: skip
+
+        def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
+                 took_s: float = confirm_s) -> FastResult:  # fmt: skip
+            return FastResult(model, predicted, c.limit, c.low, c.high, tuple(confirmations),
+                              stopped, adequate, characterise_s, took_s)  # fmt: skip
+
+        shift = abs(conf.limit / predicted - 1.0)
+        off = [
+            (abs(b) - 2 * e, t.allowed)
+            for b, e, t in zip(conf.bias, conf.bias_se, targets(config.slo), strict=True)
+        ]
+        if any(excess > allowed for excess, allowed in off):
+            return done(
+                "model inadequate: it misses the SLO's share for other requests than the "
+                f"server does (bias {max(conf.bias, key=abs):+.3f})",
+                adequate=False,
+            )
+        if shift > config.inadequate_shift:
+            return done(
+                f"model inadequate: its measured bias moves the limit {shift:.0%} from the "
+                f"model's {predicted:.3g} req/s",
+                adequate=False,
+            )
+        if conf.requests == 0:
+            if chunks >= config.max_chunks:
+                return done("model inadequate: no request to compare", adequate=False)
+            continue
+        step = abs(conf.limit / rate - 1.0)
+        thin = math.isinf(conf.high)
+        if thin and step <= 2 * config.tolerance and chunks < config.max_chunks:
+            continue  # too few batches to judge the bias: measure on
+        if step > config.tolerance / 2:
+            if moves >= config.max_moves:
+                return done(f"model inadequate: not settled after {moves} moves", adequate=False)
+            moves += 1
+            rate = float(f"{conf.limit:.4g}")
+            chunks = 0
+            fresh = not chained
+            continue
+        if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
+            return done("converged")
+        if chunks >= config.max_chunks:
+            wide = (conf.high - conf.low) / 2 / conf.limit
+            return done(f"time cap: interval +/-{wide:.0%} after {chunks} chunks")
+
+
+def _confirm(
+    config: FastConfig,
+    curve: MissCurve,
+    model: ServerModel,
+    chains: list[tuple[float, Taken]],
+    level_start: float,
+    rate: float,
+    rng: np.random.Generator,
+    z: float,
+) -> tuple[int, int, tuple[float, ...], tuple[float, ...], float, float, float]:
+    """(paired requests, warm-up cut, bias, bias se, limit, low, high) after a chunk: the
+    model replays each chain holding the level's requests from the chain's start."""
+    count = len(targets(config.slo))
+    diffs: list[np.ndarray] = []
+    cuts = 0
+    for chain_start, taken in chains:
+        d, cut = _paired(config, curve, model, taken, chain_start, level_start, rate, rng)
+        diffs.append(d)
+        cuts += cut
+    d_all = np.concatenate(diffs) if diffs else np.zeros((0, count))
+    bias, se = np.zeros(count), np.zeros(count)
+    pairs = 0
+    for j in range(count):
+        d = d_all[:, j]
+        d = d[~np.isnan(d)]
+        pairs = max(pairs, d.size)
+        bias[j] = float(d.mean()) if d.size else 0.0
+        err = batch_means_se(d)
+        # n pairs that all agree still leave a disagreement rate of about 1 / n unseen
+        se[j] = math.inf if err is None else max(err, 1.0 / max(d.size, 1))
+    limit = curve.root(bias)
+    if np.isinf(se).any():
+        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf
+    low = curve.root(bias + z * se)
+    high = curve.root(bias - z * se)
+    return pairs, cuts, tuple(bias), tuple(se), limit, low, high
+
+
+def _paired(
+    config: FastConfig,
+    curve: MissCurve,
+    model: ServerModel,
+    taken: Taken,
+    chain_start: float,
+    level_start: float,
+    rate: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, int]:
+    """Per request of the level in one chain (after MSER-5's warm-up) and per target: the
+    measured miss minus the model's for the same request (NaN where either is unknown), or
+    minus the model's long-run share without the correction; and the warm-up cut."""
+    records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
+    sent = records["sent_s"].cast(pl.Float64).to_numpy()
+    inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
+    outputs = records["output_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
+    ok = records["ok"].fill_null(False).to_numpy().astype(bool)
+    # Requests the server did not finish have no size: draw one from the measured ones.
+    unsized = ~ok | np.isnan(outputs) | np.isnan(inputs)
+    picks = rng.integers(0, curve.input_tokens.size, int(unsized.sum()))
+    inputs[unsized] = curve.input_tokens[picks]
+    outputs[unsized] = curve.output_tokens[picks]
+    served = serve(model, sent - chain_start, inputs, outputs)
+    modelled = model_misses(served, config.slo)
+    measured = measured_misses(records, config.slo, now_s=taken.end_s)
+    level = sent >= level_start
+    first = int(np.argmax(level)) if level.any() else sent.size
+    cut = mser5(_warmup_series(records[first:], config.slo))
+    keep = np.zeros(sent.size, dtype=bool)
+    keep[first + cut :] = True
+    long_run = share(curve.misses(rate))
+    out = np.full((int(keep.sum()), measured.miss.shape[1]), np.nan)
+    for j in range(measured.miss.shape[1]):
+        m = measured.miss[keep, j].astype(float)
+        if config.correct:
+            d = m - modelled.miss[keep, j].astype(float)
+            known = measured.known[keep, j] & modelled.known[keep, j]
+        else:
+            d = m - float(long_run[j])
+            known = measured.known[keep, j]
+        out[:, j] = np.where(known, d, np.nan)
+    return out, cut
+
+
+def _with_model_spread(
+    config: FastConfig,
+    conf: Confirmation,
+    curve: MissCurve,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    z: float,
+) -> Confirmation:
+    """The interval widened by the model's own uncertainty: the spread of the corrected root
+    over `bootstrap` curves, each on resampled request sizes and its own random numbers, and
+    at least the noise of this curve's miss share at the limit (batch means) over its slope."""
+    roots = []
+    bias = np.array(conf.bias)
+    for b in range(config.bootstrap):
+        rng = np.random.default_rng([config.seed, 17, b])
+        pick = rng.integers(0, inputs.size, inputs.size)
+        other = MissCurve(
+            curve.model, inputs[pick], outputs[pick], config.slo,
+            requests=config.curve_requests, seed=config.seed + 1 + b,
+        )  # fmt: skip
+        roots.append(other.root(bias, rel_tol=0.005))
+    # Student's t for the few curves: their spread is itself uncertain
+    spread = 0.0
+    if len(roots) > 1:
+        t = float(student_t.ppf(0.5 + config.confidence / 2, len(roots) - 1))
+        spread = t * float(np.std(roots, ddof=1))
+    spread = max(spread, z * _curve_noise(curve, conf.limit, bias))
+    below = math.hypot(conf.limit - conf.low, spread)
+    above = math.hypot(conf.high - conf.limit, spread)
+    return replace(conf, low=conf.limit - below, high=conf.limit + above)
+
+
+def _curve_noise(curve: MissCurve, rate: float, bias: np.ndarray) -> float:
+    """The root's standard error from the curve's own finite run: the batch-means error of
+    its binding miss share at `rate` over the share's slope there (req/s)."""
+    allowed = np.array([t.allowed for t in targets(curve.slo)])
+    j = int(np.argmax(share(curve.misses(rate)) + bias - allowed))
+    step = 0.02 * rate
+    slope = (share(curve.misses(rate + step))[j] - share(curve.misses(rate - step))[j]) / (2 * step)
+    m = curve.misses(rate)
+    err = batch_means_se(m.miss[m.known[:, j], j].astype(float))
+    if err is None or slope <= 0:
+        return 0.0
+    return float(err / slope)
+
+
+def _sized(taken: Taken, horizon_s: float) -> pl.DataFrame:
+    """A step's successful requests sent at least `horizon_s` before it was read."""
+    records = taken.records.filter(pl.col("ok").fill_null(False))
+    early = records.filter(pl.col("sent_s") <= taken.end_s - horizon_s)
+    return early if early.height else records
+
+
+def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
+    return frame[name].cast(pl.Float64).to_numpy().astype(float)
+
+
+def _warmup_series(records: pl.DataFrame, slo: Slo) -> np.ndarray:
+    """The level's SLO latencies in send order, capped at four times the threshold (a
+    failure or a request still running at the cap): what a warm-up inflates."""
+    bounds = [(c.metric, c.threshold_s) for c in slo.percentiles]
+    bounds += [(t.metric, t.threshold_s) for t in slo.request_thresholds]
+    if not bounds:
+        return (~records["ok"].fill_null(True)).to_numpy().astype(float)
+    metric, threshold = bounds[0]
+    values = records[f"{metric}_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+    return np.minimum(values, 4.0 * threshold)

@@ -1,0 +1,291 @@
+"""The engine model's per-instance limit: the limit search in virtual time, under the same
+steady-state rules as a measured one.
+
+`EngineProbe` holds a load level on one simulated instance (planner.fleet's simulator over
+the profile's traffic, drawn by planner.fleet.traffic) as `capplan limit` holds it on a live
+endpoint: the level is planned as long as the rules allow, the same
+`planner.limit.steady.assess` and AbandonRule are checked every `check_every_s` of virtual time
+on what a client would know by then (the requests finished so far and the number in
+flight), the level ends once steady (requests still running `drain_s` later count at their
+age, as the load test cancels them), and the search (planner.limit.search) judges the records
+with the same verdict. So a predicted limit and a measured one differ only by what the
+model gets wrong, not by how they were taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
+from planner.engine import EngineConfig, EngineRequest
+from planner.fleet.sim import simulate_fleet
+from planner.fleet.traffic import ArrivalKind, profile_requests
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.result import build_limit_result
+from planner.limit.search import SearchConfig, run_search
+from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
+from planner.slo.spec import Slo
+from profiles.model import Profile
+
+
+@dataclass
+class EngineProbe:
+    """A Probe over one simulated instance in virtual time (rate levels only).
+
+    With `rules`, each level follows capplan limit's steady-state rules (see the module).
+    Without (`rules=None`), each level is a fixed `level_s` of traffic whose first fifth is
+    warm-up and whose every request is simulated to its end: quick and comparable between
+    candidates (what-if grids), but not a steady-state verdict.
+    """
+
+    profile: Profile
+    config: EngineConfig
+    rules: SteadyRules | None
+    slo: Slo
+    arrival_kind: ArrivalKind = "poisson"
+    drain_s: float = 10.0
+    seed: int = 0
+    check_every_s: float = 1.0
+    level_s: float = 60.0  # the fixed level length when there are no rules
+    levels: int = 0
+    # What the levels replayed, for what-if figures: requests, prompt tokens, and prompt
+    # tokens in blocks an earlier request of the same level had (prefix reuse).
+    simulated_requests: int = 0
+    prompt_tokens: int = 0
+    shared_prompt_tokens: int = 0
+    judged_by_load: dict[float, list[pl.DataFrame]] = field(default_factory=dict)
+
+    def judged(self, load: float) -> pl.DataFrame:
+        """Every judged request (after each run's warm-up) of a level; empty if never run."""
+        frames = self.judged_by_load.get(load, [])
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        """Simulate one level until it is steady, hopeless or capped.
+
+        The engine is causal (later arrivals never change what happened before them), so
+        the level is simulated over a growing span (doubling from a first guess) until the
+        watcher decides within it; then once more with only the arrivals before the stop,
+        as the load test stops sending there, and what runs past the drain is censored.
+        """
+        self.levels += 1
+        rng = np.random.default_rng([self.seed, self.levels])
+        if self.rules is None:
+            return self._fixed_level(load, rng)
+        rules = self.rules
+        cap_s = rules.max_level_s
+        requests = self._requests(load, cap_s, rng)
+        span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
+        while True:
+            full = self._simulate([r for r in requests if r.arrival_s < span_s])
+            stop_s, state, reason = self._watch(full, load, abandon, span_s)
+            if stop_s < span_s or span_s >= cap_s:
+                break
+            span_s = min(cap_s, 2.0 * span_s)
+        sent = [r for r in requests if r.arrival_s < stop_s]
+        self._count(sent)
+        censor_at = stop_s if reason is not None else stop_s + self.drain_s
+        records = _censor(self._simulate(sent), censor_at)
+        if reason is not None or state is None:
+            state = assess(
+                records,
+                start_s=0.0,
+                now_s=stop_s,
+                rate_rps=load,
+                rules=rules,
+                slo=self.slo,
+            )
+        return self._measured(
+            load,
+            records,
+            stop_s,
+            min(state.warmup_s, 0.5 * stop_s),
+            abandoned=reason,
+            unstable=state.unstable if state.capped else None,
+            steady=state.evidence(),
+        )
+
+    def _fixed_level(self, load: float, rng: np.random.Generator) -> LevelMeasurement:
+        requests = self._requests(load, self.level_s, rng)
+        self._count(requests)
+        return self._measured(load, self._simulate(requests), self.level_s, 0.2 * self.level_s)
+
+    def _requests(
+        self, load: float, span_s: float, rng: np.random.Generator
+    ) -> list[EngineRequest]:
+        """The profile's requests at `load` over `span_s`, in arrival order."""
+        return sorted(
+            profile_requests(
+                self.profile,
+                load,
+                span_s,
+                rng,
+                self.config.effective_max_model_len,
+                self.arrival_kind,
+                block_tokens=self.config.block_tokens,
+            ),
+            key=lambda r: r.arrival_s,
+        )
+
+    def _measured(
+        self,
+        load: float,
+        records: pl.DataFrame,
+        duration_s: float,
+        warmup_s: float,
+        *,
+        abandoned: str | None = None,
+        unstable: str | None = None,
+        steady: str | None = None,
+    ) -> LevelMeasurement:
+        """The level's measurement; keeps its records after warm-up for the prediction."""
+        self.judged_by_load.setdefault(load, []).append(
+            records.filter(pl.col("intended_send_s") >= warmup_s)
+        )
+        return LevelMeasurement(
+            load=load,
+            stage=f"virtual-{self.levels:02d}",
+            records=records,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            start_s=0.0,
+            abandoned=abandoned,
+            unstable=unstable,
+            steady=steady,
+        )
+
+    def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
+        """One instance serving `requests` (in arrival order), as load-test records."""
+        if not requests:
+            return simulated_records(*(np.zeros(0) for _ in range(4))).with_columns(
+                pl.lit(None, dtype=pl.Int64).alias("input_tokens"),
+                pl.lit(None, dtype=pl.Int64).alias("output_tokens"),
+            )
+        run = simulate_fleet(requests, self.config, 1)
+        return simulated_records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
+            pl.Series("input_tokens", [r.prompt_tokens for r in requests], dtype=pl.Int64),
+            pl.Series("output_tokens", run.output_tokens, dtype=pl.Int64),
+        )
+
+    def _count(self, requests: list[EngineRequest]) -> None:
+        self.simulated_requests += len(requests)
+        seen: set[int] = set()
+        bt = self.config.block_tokens
+        for r in requests:
+            self.prompt_tokens += r.prompt_tokens
+            self.shared_prompt_tokens += bt * sum(1 for h in r.block_hashes if h in seen)
+            seen.update(r.block_hashes)
+
+    def _watch(
+        self, full: pl.DataFrame, load: float, abandon: AbandonRule | None, span_s: float
+    ) -> tuple[float, LevelState | None, str | None]:
+        """Step through the level as a watcher would, up to `span_s`: (stop time, last
+        state, abandon reason); the stop is `span_s` when nothing was decided before it."""
+        assert self.rules is not None
+        state: LevelState | None = None
+        t = self.check_every_s
+        while t <= span_s + 1e-9:
+            known = full.filter(pl.col("end_s") <= t)
+            grid, counts = in_flight_series(full.filter(pl.col("intended_send_s") <= t), 0.0, t)
+            state = assess(
+                known,
+                start_s=0.0,
+                now_s=t,
+                rate_rps=load,
+                rules=self.rules,
+                slo=self.slo,
+                in_flight=(grid, counts),
+            )
+            reason = None
+            if abandon is not None:
+                reason = abandon.hopeless(
+                    known,
+                    now_s=t,
+                    start_s=0.0,
+                    duration_s=self.rules.min_warmup_s
+                    + max(self.rules.min_window_s, state.window_s),
+                    warmup_s=self.rules.min_warmup_s,
+                    load=load,
+                    dimension="rate",
+                )
+            if reason is not None:
+                return t, state, reason
+            if state.done:
+                return t, state, None
+            t += self.check_every_s
+        return span_s, state, None
+
+
+def simulated_records(
+    arrival_s: np.ndarray, ttft_s: np.ndarray, e2e_s: np.ndarray, tpot_s: np.ndarray
+) -> pl.DataFrame:
+    """Simulated requests as load-test records (sent when scheduled: no client lag)."""
+    first = arrival_s + ttft_s
+    end = arrival_s + e2e_s
+    return pl.DataFrame(
+        {
+            "intended_send_s": arrival_s,
+            "sent_s": arrival_s,
+            "first_token_s": first,
+            "end_s": end,
+            "ttft_s": ttft_s,
+            "tpot_s": tpot_s,
+            "e2e_s": e2e_s,
+            "ok": ~np.isnan(e2e_s),
+        },
+        nan_to_null=True,
+    ).with_columns(pl.lit(None, dtype=pl.Utf8).alias("error_class"))
+
+
+def _censor(records: pl.DataFrame, at_s: float) -> pl.DataFrame:
+    """Requests still running at `at_s` become `cancelled` rows ending there (the load test
+    cancels what is in flight when its drain ends); a first token before then is kept."""
+    running = pl.col("end_s").is_null() | (pl.col("end_s") > at_s)
+    got_first = pl.col("first_token_s") <= at_s
+    return records.with_columns(
+        pl.when(running).then(pl.lit(False)).otherwise(pl.col("ok")).alias("ok"),
+        pl.when(running)
+        .then(pl.lit("cancelled"))
+        .otherwise(pl.col("error_class"))
+        .alias("error_class"),
+        pl.when(running & ~got_first).then(None).otherwise(pl.col("ttft_s")).alias("ttft_s"),
+        pl.when(running & ~got_first)
+        .then(None)
+        .otherwise(pl.col("first_token_s"))
+        .alias("first_token_s"),
+        pl.when(running).then(None).otherwise(pl.col("e2e_s")).alias("e2e_s"),
+        pl.when(running).then(None).otherwise(pl.col("tpot_s")).alias("tpot_s"),
+        pl.when(running).then(pl.lit(at_s)).otherwise(pl.col("end_s")).alias("end_s"),
+    )
+
+
+def predict_limit(
+    profile: Profile,
+    config: EngineConfig,
+    search: SearchConfig,
+    rules: SteadyRules,
+    *,
+    arrival_kind: ArrivalKind = "poisson",
+    drain_s: float | None = None,
+    seed: int = 0,
+) -> LimitResult:
+    """The per-instance rate limit the engine model predicts, as limit.json's contract.
+
+    Runs `planner.limit.search` against `EngineProbe` with `rules` in virtual time. `drain_s`
+    defaults to the SLO's longest wait plus one second (as `capplan limit`). Raises
+    ConfigError for a concurrency search (the virtual probe holds rates).
+    """
+    if search.dimension != "rate":
+        raise ConfigError("the engine model's prediction searches rates (req/s) only")
+    longest = search.slo.longest_wait_s
+    if drain_s is None:
+        drain_s = longest + 1.0 if longest is not None else 10.0
+    probe = EngineProbe(
+        profile, config, rules, search.slo, arrival_kind=arrival_kind, drain_s=drain_s, seed=seed
+    )
+    result = run_search(probe, search)
+    return build_limit_result(result, target="engine model (virtual time)", model=config.model.name)

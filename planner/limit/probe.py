@@ -1,0 +1,149 @@
+"""What a probe measured while holding one load level, when to give a level up, and what a
+probe is: the interface between the limit search (planner.limit.search) and whatever holds the
+load — Locust against a live endpoint (planner.limit), the engine model in virtual time
+(planner.limit.predict), a simulated queue (bench/kit/slot_probe.py) or a fake in tests."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from contracts.latency import CENSORED_CLASSES, METRIC_COLUMNS
+from contracts.limit import Dimension
+from planner.slo.spec import Slo, format_duration
+from planner.slo.verdict import TIME_COLUMNS, exclude_warmup
+
+
+@dataclass(frozen=True)
+class LevelMeasurement:
+    """What a probe measured while holding one load level.
+
+    `records` has one row per request scheduled in the level (RECORD_COLUMNS of
+    contracts.run, or at least `ok` and the SLO's `*_s` columns). `duration_s` is how
+    long the level was held (shorter than planned when abandoned); requests scheduled in
+    its first `warmup_s` seconds from `start_s` (default: the first schedule time) are
+    excluded from the verdict. `unstable` says why a level that ran to its cap never
+    settled (it fails); `steady` is the steady-state evidence for limit.json.
+    """
+
+    load: float
+    stage: str
+    records: pl.DataFrame
+    duration_s: float
+    warmup_s: float = 0.0
+    start_s: float | None = None
+    abandoned: str | None = None
+    unstable: str | None = None  # the level ran to its cap without settling: why
+    steady: str | None = None  # the steady-state evidence (warm-up, window, queue)
+
+
+@dataclass(frozen=True)
+class AbandonRule:
+    """Decides, from a level's partial records, that the level cannot pass (stop it early).
+
+    A probe calls `hopeless` while a level runs, with the records so far: finished requests
+    and, where it knows them, in-flight ones (null `first_token_s` / `end_s`, with `sent_s`).
+    Hopeless when the error rate among finished requests reaches `error_rate` (after
+    `min_finished` finished), or when more requests are already past a TTFT or E2E
+    threshold — finished above it or still waiting longer than it — than the SLO allows in
+    the whole level (queue growth makes the tail unrecoverable).
+    """
+
+    slo: Slo
+    error_rate: float = 0.5
+    min_finished: int = 20
+
+    def hopeless(
+        self,
+        records: pl.DataFrame,
+        *,
+        now_s: float,
+        start_s: float,
+        duration_s: float,
+        warmup_s: float,
+        load: float,
+        dimension: Dimension,
+    ) -> str | None:
+        """A reason to stop the level now, or None to keep going."""
+        elapsed_s = now_s - start_s
+        window_s = duration_s - warmup_s
+        if elapsed_s <= warmup_s or window_s <= 0 or records.height == 0:
+            return None
+        kept = exclude_warmup(records, warmup_s, start_s=start_s)
+        if kept.height == 0:
+            return None
+        finished = kept.filter(pl.col("ok").is_not_null()) if "ok" in kept.columns else kept
+        if finished.height >= self.min_finished:
+            errors = int((~finished["ok"]).sum())
+            if errors / finished.height >= self.error_rate:
+                return (
+                    f"{errors} of {finished.height} finished requests failed "
+                    f"after {elapsed_s:.0f} s"
+                )
+        if dimension == "rate":
+            expected = load * window_s
+        else:
+            expected = kept.height * window_s / max(elapsed_s - warmup_s, 1e-9)
+        # The level's final request count is not known yet: allow for two Poisson standard
+        # deviations more requests than expected before calling the tail lost.
+        most = expected + 2.0 * math.sqrt(max(expected, 1.0))
+        for metric, threshold_s, allowed_share in self._tail_bounds():
+            late = _count_past(kept, metric, threshold_s, now_s, self.slo.success_only)
+            allowed = allowed_share * most
+            if late > allowed and late >= 2:
+                return (
+                    f"{late} requests already past {metric} {format_duration(threshold_s)} "
+                    f"after {elapsed_s:.0f} s (the SLO allows about {allowed:.0f})"
+                )
+        return None
+
+    def _tail_bounds(self) -> list[tuple[str, float, float]]:
+        bounds: list[tuple[str, float, float]] = []
+        for c in self.slo.percentiles:
+            q = c.quantile
+            if q is not None and c.metric in ("ttft", "e2e"):
+                bounds.append((c.metric, c.threshold_s, 1.0 - q))
+        if self.slo.min_attainment is not None:
+            bounds.extend(
+                (t.metric, t.threshold_s, 1.0 - self.slo.min_attainment)
+                for t in self.slo.request_thresholds
+                if t.metric in ("ttft", "e2e")
+            )
+        return bounds
+
+
+def _count_past(
+    records: pl.DataFrame, metric: str, threshold_s: float, now_s: float, success_only: bool
+) -> int:
+    """Requests past the threshold: successful ones above it, failed ones (unless the SLO
+    takes success-only percentiles) and in-flight ones already waiting longer."""
+    col = METRIC_COLUMNS[metric]
+    ok = records["ok"].fill_null(False) if "ok" in records.columns else pl.Series([True])
+    values = records[col].cast(pl.Float64)
+    done_late = int(((values > threshold_s) & ok).sum())
+    if "ok" in records.columns and not success_only:
+        # A failed request misses every threshold (censored ones are not failures).
+        failed = records["ok"].not_()
+        if "error_class" in records.columns:
+            failed = failed & ~records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
+        done_late += int(failed.fill_null(False).sum())
+    pending_col = "first_token_s" if metric == "ttft" else "end_s"
+    send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in records.columns), None)
+    if pending_col not in records.columns or send_col is None or "ok" not in records.columns:
+        return done_late
+    pending = records.filter(pl.col("ok").is_null() & pl.col(pending_col).is_null())
+    waiting_late = int((now_s - pending[send_col] > threshold_s).sum())
+    return done_late + waiting_late
+
+
+class Probe(Protocol):
+    """Holds a load level and returns what it measured.
+
+    `load` is req/s (rate) or users (concurrency). A probe may call `abandon.hopeless` with
+    its partial records and stop the level early, setting `abandoned` on the measurement.
+    """
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement: ...

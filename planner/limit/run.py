@@ -1,0 +1,430 @@
+"""`capplan limit` orchestration: run the limit search through a probe and write limit.json.
+
+The search itself is pure (planner.limit.search); this module is the I/O edge: it drives a probe
+(planner.limit.live.LocustProbe runs each level as a one-stage load test against a live
+endpoint, appending to one run directory), prints one progress line per level, optionally
+verifies the limit with a steady-burst-recovery run, and writes `limit.json`
+(contracts.limit.LimitResult).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from contracts.errors import ConfigError, InputError, RunError
+from contracts.jsonio import first_error
+from contracts.limit import Dimension, LimitResult
+from locustfiles.arrivals import validate_arrival
+from locustfiles.stages import builtin_plan
+from planner.limit.fast.live import LiveDriver, run_fast_search
+from planner.limit.fast.result import fast_limit_result, fast_record
+from planner.limit.fast.search import FastConfig, FastResult
+from planner.limit.live import LocustProbe
+from planner.limit.probe import Probe
+from planner.limit.result import build_limit_result
+from planner.limit.search import LevelOutcome, SearchConfig, run_search
+from planner.limit.steady import SteadyRules
+from planner.loadtest.preflight import nothing_succeeded
+from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
+from planner.slo.spec import format_duration, format_share, parse_slo
+from planner.slo.verdict import ConstraintResult
+from profiles.model import Profile
+
+LIMIT_FILE = "limit.json"
+
+Echo = Callable[[str], None]
+
+
+def _format_value(result: ConstraintResult) -> str:
+    value = result.value
+    if value is None:
+        return "n/a"
+    if value == math.inf:
+        return "inf"  # failed requests reach the percentile
+    if result.name in ("errors", "attainment"):
+        return f"{value * 100:.3g}%"
+    return f"{value * 1000:.3g}ms" if value < 1.0 else f"{value:.3g}s"
+
+
+def _format_threshold(result: ConstraintResult) -> str:
+    if result.name in ("errors", "attainment"):
+        return format_share(result.threshold).replace(" ", "")
+    return format_duration(result.threshold).replace(" ", "")
+
+
+def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str:
+    """One progress line after run `index`: the level's load, its (pooled) verdict — '?'
+    when within the noise — each constraint against its threshold, goodput."""
+    evaluation = outcome.evaluation
+    load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
+    verdict = {"pass": "pass", "fail": "FAIL", "invalid": "INVALID"}[outcome.verdict]
+    if not outcome.certain:
+        verdict += "?"
+    parts = [f"run {index:2d}  {load:>12}  {verdict:5}"]
+    for c in evaluation.constraints:
+        op = ">=" if c.higher_is_better else "<="
+        parts.append(f"{c.name} {_format_value(c)} {op} {_format_threshold(c)}")
+    parts.append(f"goodput {evaluation.goodput_rps:.3g} req/s")
+    parts.append(f"{evaluation.completed}/{evaluation.scheduled} ok")
+    if outcome.repeats:
+        parts.append(f"{len(outcome.stages)} runs pooled")
+    if outcome.abandoned:
+        parts.append(f"abandoned: {outcome.abandoned}")
+    if outcome.unstable:
+        parts.append(f"unstable: {outcome.unstable}")
+    if outcome.invalid:
+        parts.append(outcome.invalid)
+    elif outcome.steady:
+        parts.append(f"[{outcome.steady}]")
+    return "  ".join(parts)
+
+
+def write_limit(result: LimitResult, path: Path) -> None:
+    """Write limit.json atomically (a crash never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def load_limit(path: str | Path) -> LimitResult:
+    """Read a limit.json; a run directory may be given. Raises InputError when invalid."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / LIMIT_FILE
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read limit file: {err.strerror}") from err
+    try:
+        return LimitResult.model_validate_json(text)
+    except ValidationError as err:
+        raise InputError(f"{path}: not a capplan limit file: {first_error(err)}") from err
+
+
+def search_limit(
+    probe: Probe,
+    config: SearchConfig,
+    out_dir: Path,
+    *,
+    target: str = "",
+    model: str = "",
+    profile_digest: str = "",
+    verify: Callable[[LimitResult], float | None] | None = None,
+    echo: Echo = print,
+    clock: Callable[[], float] = time.perf_counter,
+    time_scale: float = 1.0,
+) -> LimitResult:
+    """Run the search with `probe`, print a line per level, write and return limit.json.
+
+    `verify`, when given, is called with the result once the limit is known and returns the
+    recovery time in seconds (None when the endpoint did not recover); it is recorded in
+    limit.json. Raises RunError when the search measured nothing, FailedRunError (exit 3) as
+    soon as a level ends without one successful request while none has succeeded before: a
+    target that fails everything (a wrong model, a dead endpoint) has no limit to search for.
+    """
+    started = clock()
+    count = 0
+    seen_success = False
+
+    def on_level(outcome: LevelOutcome) -> None:
+        nonlocal count, seen_success
+        count += 1
+        echo(format_level(count, outcome, config))
+        ev = outcome.evaluation
+        seen_success = seen_success or ev.completed > 0
+        if not seen_success and ev.scheduled:
+            raise nothing_succeeded(
+                f" at level {outcome.load:g}", ev.scheduled, ev.errors, ev.errors_by_class, {}
+            )
+
+    result = run_search(probe, config, on_level=on_level)
+    if not result.levels:
+        if result.interrupted:
+            raise KeyboardInterrupt
+        raise RunError("the limit search measured no level")
+    limit = build_limit_result(
+        result,
+        target=target,
+        model=model,
+        profile_digest=profile_digest,
+        wall_s=clock() - started,
+        time_scale=time_scale,
+    )
+    write_limit(limit, out_dir / LIMIT_FILE)
+    if result.interrupted:
+        echo(limit.sentence)
+        raise KeyboardInterrupt  # limit.json holds the levels measured so far
+    if verify is not None and limit.feasible_max is not None:
+        recovery_s = verify(limit)
+        limit = limit.model_copy(
+            update={
+                "recovery_s": recovery_s,
+                "recovered": recovery_s is not None,
+                "wall_s": clock() - started,
+            }
+        )
+        write_limit(limit, out_dir / LIMIT_FILE)
+    echo(limit.sentence)
+    return limit
+
+
+# --------------------------------------------------------------------------- live endpoint
+
+
+@dataclass(frozen=True)
+class LimitOptions:
+    """What `capplan limit` was asked (validated by the command and by SearchConfig)."""
+
+    host: str
+    model: str
+    slo: str
+    out_dir: Path
+    profile: str | None = None
+    dimension: Dimension = "rate"
+    start: float | None = None
+    max_load: float | None = None
+    level_duration_s: float = 30.0  # the shortest measured window of a level
+    warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
+    max_level_s: float = 900.0  # a level that has not settled by then fails as unstable
+    success_only: bool = False
+    level_requests: int = 100  # the fewest requests a level's window holds
+    effective_requests: float | None = None  # independent ones (None: SteadyRules' default)
+    tail_requests: float | None = None  # independent ones in the SLO's tail (None: default)
+    steady_rules: SteadyRules | None = None  # all the level rules at once (the demo's)
+    growth: float = 2.0  # bracketing factor between levels until one fails
+    time_scale: float = 1.0  # the endpoint runs this many times faster than wall time
+    arrival: str = "poisson"
+    tolerance: float = 0.05
+    verify_burst: bool = False
+    workers: int = 0
+    master_bind: str | None = None  # HOST:PORT: the master alone, workers on other hosts
+    expect_workers: int = 0
+    seed: int = 0
+    endpoint: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = None
+    min_completed: int = 50
+    max_repeats: int = 5
+    max_levels: int = 24
+    drain_s: float | None = None
+    # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
+    verify_steady_s: float | None = None
+    method: Literal["measured", "fast"] = "measured"
+
+    def rules(self) -> SteadyRules:
+        """The steady-state rules of each level (planner.limit.steady)."""
+        if self.steady_rules is not None:
+            return self.steady_rules
+        given: dict[str, float] = {
+            "min_window_s": self.level_duration_s,
+            "max_level_s": self.max_level_s,
+            "min_window_requests": self.level_requests,
+        }
+        if self.warmup_s is not None:
+            given["min_warmup_s"] = self.warmup_s
+        if self.effective_requests is not None:
+            given["effective_requests"] = self.effective_requests
+        if self.tail_requests is not None:
+            given["tail_requests"] = self.tail_requests
+        return SteadyRules.model_validate(given)
+
+
+def _verify_burst(
+    options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
+) -> Callable[[LimitResult], float | None]:
+    # The recovery stage is half the steady one and recovery is read on a 10 s rolling
+    # window, so the steady stage must be long enough for a drained queue to show:
+    # 4 levels' worth, at least a minute (the plan's default 120 s for 30 s levels).
+    steady_s = options.verify_steady_s or max(4 * options.level_duration_s, 60.0)
+
+    def verify(limit: LimitResult) -> float | None:
+        assert limit.feasible_max is not None
+        if options.dimension == "rate":
+            # Steady at the load whose 10 s peak (the profile's peak-to-mean) reaches the limit,
+            # so the built-in burst -- twice that peak -- is twice the limit; recovery at half
+            # the steady load. Steadying at the limit itself would burst to 2 x p2m x limit.
+            peak_to_mean = max(1.0, profile.arrivals.peak_to_mean.get("10s", 1.0) or 1.0)
+            plan = builtin_plan(
+                "steady-burst-recovery",
+                profile,
+                rate_rps=limit.feasible_max / peak_to_mean,
+                duration_s=steady_s,
+            )
+        else:
+            plan = builtin_plan(
+                "steady-burst-recovery",
+                profile,
+                users=max(1, int(round(limit.feasible_max))),
+                duration_s=steady_s,
+            )
+        echo(f"verifying: steady-burst-recovery around {limit.feasible_max:g}")
+        summaries = run_loadtest(config, plan, options.out_dir, append=True)
+        recovery = next((s for s in summaries if s.role == "recovery"), None)
+        if recovery is None or not recovery.recovered:
+            echo("verify: the endpoint did not recover within the recovery stage")
+            return None
+        echo(f"verify: recovered {recovery.recovery_s:.1f} s after the burst")
+        return recovery.recovery_s
+
+    return verify
+
+
+def run_limit(
+    options: LimitOptions,
+    *,
+    echo: Echo = print,
+    check_target: Callable[[LimitOptions], str] | None = None,
+) -> LimitResult:
+    """Find the per-instance SLO limit of a live endpoint; writes `<out_dir>/limit.json`.
+
+    `check_target`, once every option is valid and before any load, checks the endpoint and
+    returns the model to send (planner.loadtest.preflight.checked_model; its errors propagate).
+    Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
+    cannot run, FailedRunError when no request of the first levels succeeded.
+    """
+    slo = parse_slo(options.slo, success_only=options.success_only)
+    if options.level_duration_s <= 0:
+        raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
+    if options.time_scale <= 0:
+        raise ConfigError(f"--time-scale must be > 0, got {options.time_scale}")
+    if options.warmup_s is not None and options.warmup_s < 0:
+        raise ConfigError(f"--warmup must be >= 0 s, got {options.warmup_s}")
+    try:
+        rules = options.rules()
+    except ValidationError as err:
+        raise ConfigError(f"level timing: {first_error(err)}") from err
+    default_start = 1.0
+    search_config = SearchConfig(
+        slo=slo,
+        dimension=options.dimension,
+        start=options.start if options.start is not None else default_start,
+        max_load=options.max_load if options.max_load is not None else 4096.0,
+        tolerance=options.tolerance,
+        min_completed=options.min_completed,
+        max_repeats=options.max_repeats,
+        max_pooled_s=rules.max_level_s,  # a deciding level's runs, all together
+        max_levels=options.max_levels,
+        growth=options.growth,
+        seed=options.seed,
+    )
+    if options.arrival == "replay":
+        raise ConfigError(
+            "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
+        )
+    validate_arrival(options.arrival)
+    check_out_dir(Path(options.out_dir))
+    if check_target is not None:
+        options = replace(options, model=check_target(options))
+    ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
+    ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
+    # After a level ends, in-flight requests get as long as the SLO's longest wait: past it
+    # a request still running is a known miss, so censoring it at its age decides nothing.
+    longest = slo.longest_wait_s
+    drain_s = options.drain_s
+    if drain_s is None:
+        drain_s = longest + 1.0 if longest is not None else max(options.level_duration_s, 10.0)
+    config = LoadTestConfig(
+        host=options.host,
+        model=options.model,
+        endpoint=options.endpoint,
+        profile_path=options.profile,
+        api_key_env=options.api_key_env,
+        seed=options.seed,
+        workers=options.workers,
+        master_bind=options.master_bind,
+        expect_workers=options.expect_workers,
+        slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
+        slo=options.slo,
+        drain_s=drain_s,
+        time_scale=options.time_scale,
+    )
+    profile, _ = config_profile(config)
+    if options.method == "fast":
+        fast = _fast_search(options, config, search_config, profile.digest(), echo)
+        if fast.limit is not None:
+            return fast.limit
+        echo(f"fast search: {fast.result.stopped}; the measured search takes over")
+        start = fast.result.limit or fast.result.predicted or search_config.start
+        search_config = replace(search_config, start=float(f"{start:.4g}"))
+    probe = LocustProbe(
+        config,
+        options.out_dir,
+        dimension=options.dimension,
+        rules=rules,
+        slo=slo,
+        arrival=options.arrival,
+        append=options.method == "fast",
+    )
+    verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
+    limit = search_limit(
+        probe,
+        search_config,
+        options.out_dir,
+        target=options.host,
+        model=options.model,
+        profile_digest=profile.digest(),
+        verify=verify,
+        echo=echo,
+        time_scale=options.time_scale,
+    )
+    if options.method == "fast":
+        # the measured search answered: limit.json also says why the fast one could not
+        limit = limit.model_copy(update={"fast": fast_record(fast.result, search_config)})
+        write_limit(limit, options.out_dir / LIMIT_FILE)
+    return limit
+
+
+@dataclass(frozen=True)
+class _Fast:
+    result: FastResult
+    limit: LimitResult | None  # None: the model was inadequate
+
+
+def _fast_search(
+    options: LimitOptions,
+    config: LoadTestConfig,
+    search_config: SearchConfig,
+    profile_digest: str,
+    echo: Echo,
+) -> _Fast:
+    """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint;
+    limit.json written when the model was adequate."""
+    if options.dimension != "rate":
+        raise ConfigError("--method fast finds a rate limit: use --dimension rate")
+    if options.verify_burst:
+        raise ConfigError("--verify-burst runs with --method measured only")
+    started = time.perf_counter()
+    driver = LiveDriver(config, options.out_dir, arrival=options.arrival)
+    # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
+    fast_config = FastConfig(
+        slo=search_config.slo,
+        tolerance=options.tolerance,
+        seed=options.seed,
+        chunk_s=options.level_duration_s,
+        step_s=options.level_duration_s / 3,
+    )
+    result = run_fast_search(fast_config, driver, echo=echo)
+    if not result.adequate or result.limit is None:
+        return _Fast(result, None)
+    limit = fast_limit_result(
+        result,
+        search_config,
+        driver.levels(),
+        target=options.host,
+        model=options.model,
+        profile_digest=profile_digest,
+        wall_s=time.perf_counter() - started,
+        time_scale=options.time_scale,
+    )
+    write_limit(limit, options.out_dir / LIMIT_FILE)
+    echo(limit.sentence)
+    return _Fast(result, limit)

@@ -1,0 +1,1 @@
+"""SLOs: the spec and its grammar (`spec`), verdicts over per-request records (`verdict`)."""

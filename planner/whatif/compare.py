@@ -1,0 +1,160 @@
+"""`capplan compare`: measured limit runs of several candidates, planned and ranked on one profile.
+
+Each run directory holds a `capplan limit` result (limit.json). Every run is planned for the
+profile's peak with the planner's arithmetic (`planner.capacity`): instances, GPUs, monthly
+cost, and the cost of a million output tokens when an instance runs at its limit (the
+profile's mean output length). Runs measured on another profile (digest) or under another
+SLO are not comparable: refused unless forced, and then the table says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
+from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
+from planner.capacity.arithmetic import (
+    build_demand,
+    demand_in_unit,
+    gpu_hour_price,
+    normalise_slo,
+    plan_scenario,
+    usd_per_million_output_tokens,
+)
+from planner.limit.run import load_limit
+from profiles.model import Profile
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """What `capplan compare` was asked."""
+
+    profile_path: str
+    runs: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ("H100-80GB",)  # one for all runs, or one per run
+    tp: int = 1
+    gpu_hour_price_usd: float | None = None
+    peak_window: str = "60s"
+    peak_quantile: float = 0.99
+    peak_rps: float | None = None
+    growth: float = 1.0
+    headroom: float = 0.2
+    redundancy: int = 1
+    force: bool = False
+
+
+def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:
+    if not values:
+        return [None] * n
+    if len(values) == 1:
+        return [values[0]] * n
+    if len(values) != n:
+        raise ConfigError(f"{option}: give one value or one per run ({n}), got {len(values)}")
+    return list(values)
+
+
+def mismatches(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[str]:
+    """Why the runs are not comparable: another profile digest or another SLO than the first."""
+    digest = profile.source.digest or profile.digest()
+    out = []
+    slo0 = normalise_slo(results[0][1].slo)
+    for run, r in results:
+        if r.profile_digest and r.profile_digest != digest:
+            out.append(
+                f"{run}: measured on profile {r.profile_digest[:12]}, not the given profile's "
+                f"{digest[:12]}"
+            )
+        if normalise_slo(r.slo) != slo0:
+            out.append(f"{run}: SLO {r.slo!r} differs from {results[0][1].slo!r}")
+    return out
+
+
+def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
+    """One row per run, ranked by monthly cost (then cost per million output tokens).
+
+    Raises ConfigError for mismatched runs without `force`, or bad per-run options;
+    InputError for a run without a readable limit.json.
+    """
+    if len(options.runs) < 1:
+        raise ConfigError("give at least one run directory")
+    results = [(run, load_limit(run)) for run in options.runs]
+    problems = mismatches(profile, results)
+    if problems and not options.force:
+        raise ConfigError(
+            "the runs are not comparable:\n  "
+            + "\n  ".join(problems)
+            + "\nmeasure them on the same profile and SLO, or pass --force to compare anyway"
+        )
+    labels = _per_run(options.labels, len(results), "--label")
+    gpus = _per_run(options.gpus, len(results), "--gpu")
+    demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
+    pairs = profile.lengths.sampler.pairs
+    mean_out = sum(o for _, o in pairs) / len(pairs) if pairs else None
+    rows: list[CompareRow] = []
+    for (run, r), label, gpu in zip(results, labels, gpus, strict=True):
+        gpu_name = gpu or "H100-80GB"
+        price, _ = gpu_hour_price(gpu_name, options.gpu_hour_price_usd)
+        name = label or " ".join(x for x in (Path(run).name, r.model) if x)
+        row = CompareRow(
+            run=run, label=name, target=r.target, model=r.model, limit=r.feasible_max,
+            unit=r.unit, binding=r.binding, recovery_s=r.recovery_s, recovered=r.recovered,
+            instances=None, gpus=None, gpu=gpu_name, monthly_cost_usd=None,
+            usd_per_million_output_tokens=None, mean_output_tokens=mean_out, rank=None,
+        )  # fmt: skip
+        if r.feasible_max:
+            e2e = r.littles_law.mean_e2e_s if r.littles_law is not None else None
+            peak = demand_in_unit(
+                demand.model_copy(
+                    update={"peak_concurrency": demand.peak_rps * e2e if e2e else None}
+                ),
+                r.unit,
+            )
+            s = plan_scenario(
+                peak, r.unit, r.feasible_max, options.growth, options.headroom,
+                options.redundancy, options.tp, price,
+            )  # fmt: skip
+            rate = r.feasible_max if r.unit == "rps" else (
+                r.littles_law.rate_rps if r.littles_law is not None else None
+            )  # fmt: skip
+            row.instances, row.gpus, row.monthly_cost_usd = s.instances, s.gpus, s.monthly_cost_usd
+            if rate and mean_out:
+                row.usd_per_million_output_tokens = usd_per_million_output_tokens(
+                    rate, mean_out, options.tp, price
+                )
+        rows.append(row)
+    ranked = sorted(
+        (x for x in rows if x.monthly_cost_usd is not None),
+        key=lambda x: (x.monthly_cost_usd, x.usd_per_million_output_tokens or 0.0),
+    )
+    for i, x in enumerate(ranked, 1):
+        x.rank = i
+    sentence = (
+        f"{ranked[0].label} serves the peak of {demand.peak_rps:.3g} req/s cheapest: "
+        f"{ranked[0].instances} instance(s), ${ranked[0].monthly_cost_usd:,.0f}/month"
+        if ranked
+        else "no run met the SLO at any load"
+    )
+    if problems:
+        sentence = "NOT COMPARABLE (--force): " + sentence
+    return Compare(
+        schema=COMPARE_SCHEMA,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        capplan_version=__version__,
+        profile=options.profile_path,
+        profile_digest=profile.source.digest or profile.digest(),
+        slo=results[0][1].slo,
+        peak_rps=demand.peak_rps,
+        peak_definition=demand.peak_definition,
+        growth=options.growth,
+        headroom=options.headroom,
+        redundancy=options.redundancy,
+        forced=bool(problems),
+        mismatches=problems,
+        rows=rows,
+        sentence=sentence,
+    )

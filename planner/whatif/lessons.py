@@ -1,0 +1,375 @@
+"""The lessons of a whatif run: which methods pay off on this workload, by how much, and why.
+
+A lesson compares candidates that differ in one knob only (same GPU, tp and other knobs):
+the median relative change of the predicted limit over those pairs, and the one figure that
+explains it (the profile's prefix reuse, the KV cache against the contexts in flight, the
+short- and long-prompt P99 at the same load, ...). GPUs are compared by the cheapest fleet
+each one offers at the same SLO.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from contracts.whatif import Lesson, WhatifCandidate
+from planner.capacity.plan import mean_context_tokens
+from planner.engine import EngineConfig, kv_bytes_per_token
+from planner.slo.spec import parse_slo
+from planner.whatif.disagg import instances_per_unit, parse_disagg
+from planner.whatif.virtual import split_at
+from profiles.model import Profile
+
+if TYPE_CHECKING:
+    from planner.whatif.options import WhatifOptions
+
+Figure = Callable[["_Pair"], str]
+
+
+class _Pair:
+    def __init__(
+        self,
+        profile: Profile,
+        options: WhatifOptions,
+        base: WhatifCandidate,
+        alt: WhatifCandidate,
+        configs: Mapping[str, EngineConfig | None],
+        max_len: int,
+    ) -> None:
+        self.profile = profile
+        self.options = options
+        self.base = base
+        self.alt = alt
+        self.base_config = configs.get(base.label)
+        self.alt_config = configs.get(alt.label)
+        self.max_len = max_len
+
+
+def _fmt_s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f} s"
+
+
+def _prefix(p: _Pair) -> str:
+    ideal = p.profile.prefix.ideal_hit_ratio
+    replayed = p.alt.shared_prompt_share
+    profile_part = (
+        f"{ideal:.0%} of prompt tokens are in shared blocks in the profile"
+        if ideal is not None
+        else "the profile has no prefix statistics"
+    )
+    return profile_part + (
+        f" ({replayed:.0%} in the replayed traffic)" if replayed is not None else ""
+    )
+
+
+def _kv_needed(p: _Pair, c: WhatifCandidate) -> float | None:
+    if c.concurrency_at_limit is None:
+        return None
+    return c.concurrency_at_limit * mean_context_tokens(p.profile.lengths.sampler.pairs)
+
+
+def _kv_dtype(p: _Pair) -> str:
+    need = _kv_needed(p, p.base)
+    tail = (
+        f"; at the {p.base.settings['kv_dtype']} limit the requests in flight need "
+        f"{need:,.0f} tokens ({need / p.base.kv_capacity_tokens:.0%} of its cache)"
+        if need is not None and p.base.kv_capacity_tokens
+        else ""
+    )
+    return (
+        f"the KV cache holds {p.alt.kv_capacity_tokens:,} tokens with "
+        f"{p.alt.settings['kv_dtype']} against {p.base.kv_capacity_tokens:,}" + tail
+    )
+
+
+def _reservation(p: _Pair) -> str:
+    ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
+    seqs = p.base.kv_capacity_tokens // p.max_len
+    running = p.base.concurrency_at_limit
+    return (
+        f"static reserves {p.max_len:,} tokens per sequence: at most {seqs:,} sequences fit, "
+        f"while a request in flight holds {ctx:,.0f} tokens on average"
+        + (f" and paged ran {running:.1f} at its limit" if running is not None else "")
+    )
+
+
+def _queue(p: _Pair) -> str:
+    """Short and long P99 TTFT of both policies at the same load (the baseline's limit)."""
+    rate = p.base.limit_rps
+    if rate is None or p.base_config is None or p.alt_config is None:
+        return "no common load to compare at"
+    b, a = (
+        split_at(
+            p.profile,
+            cfg,
+            parse_slo(p.options.slo),
+            rate,
+            p.options.rules(),
+            p.options.seed,
+            p.options.level_s,
+        )
+        for cfg in (p.base_config, p.alt_config)
+    )
+    return (
+        f"at {rate:.3g} req/s, P99 TTFT of short prompts (<= {b.short_max_tokens} tokens) "
+        f"{_fmt_s(b.short_ttft_p99_s)} -> {_fmt_s(a.short_ttft_p99_s)}, of long prompts "
+        f"(>= {b.long_min_tokens}) {_fmt_s(b.long_ttft_p99_s)} -> {_fmt_s(a.long_ttft_p99_s)}"
+    )
+
+
+def _spec(p: _Pair) -> str:
+    cfg = p.alt_config
+    gain = cfg.spec_tokens_per_step if cfg is not None else 1.0
+    k = cfg.spec_draft_tokens if cfg is not None else 0
+    running = p.base.concurrency_at_limit
+    return (
+        f"{gain:.2f} tokens per decode step for {k + 1} verified positions and {k} draft "
+        f"passes" + (f"; {running:.0f} requests in flight at the limit" if running else "")
+    )
+
+
+def _seqs(p: _Pair) -> str:
+    running = p.base.concurrency_at_limit
+    return f"{running:.1f} requests in flight at the baseline limit" if running else "-"
+
+
+def _budget(p: _Pair) -> str:
+    pairs = p.profile.lengths.sampler.pairs
+    mean_in = sum(i for i, _ in pairs) / len(pairs)
+    return f"mean prompt {mean_in:,.0f} tokens against the per-step token budget"
+
+
+def _memory(p: _Pair) -> str:
+    return f"KV cache {p.base.kv_capacity_tokens:,} -> {p.alt.kv_capacity_tokens:,} tokens"
+
+
+def _disagg(p: _Pair) -> str:
+    """The KV transfer of the mean prompt, and TTFT / TPOT p95 at each candidate's limit."""
+    spec = parse_disagg(p.alt.settings["disaggregation"], p.options.kv_link_bandwidth_bytes_per_s)
+    pairs = p.profile.lengths.sampler.pairs
+    mean_in = sum(i for i, _ in pairs) / len(pairs)
+    mean_out = sum(o for _, o in pairs) / len(pairs)
+    transfer = (
+        f"the mean prompt ({mean_in:,.0f} tokens, {mean_out:,.0f} out) moves "
+        f"{mean_in * kv_bytes_per_token(p.alt_config) / 1e6:,.1f} MB of KV in "
+        f"{spec.transfer_s(p.alt_config, round(mean_in)) * 1e3:.2f} ms"
+        if spec is not None and p.alt_config is not None
+        else "no KV transfer"
+    )
+
+    def at(c: WhatifCandidate) -> str:
+        return f"TTFT p95 {_fmt_s(c.ttft_p95_s)}, TPOT p95 " + (
+            "-" if c.tpot_p95_s is None else f"{c.tpot_p95_s * 1e3:.0f} ms"
+        )
+
+    return f"{transfer}; at the limits {at(p.base)} -> {at(p.alt)}"
+
+
+def _engine_traits(c: WhatifCandidate, cfg: EngineConfig | None) -> str:
+    """One engine on one candidate: how it holds its KV, how much, its CPU per request."""
+    if cfg is None:
+        return f"{c.settings['engine']}: no configuration"
+    reserve = {
+        "paged": "pages its KV as tokens arrive (recompute preemption)",
+        "request": "reserves prompt + output KV at admission (no preemption)",
+        "static": f"reserves {cfg.effective_max_model_len:,} tokens per sequence",
+    }[cfg.kv_reservation]
+    return (
+        f"{cfg.engine} {reserve}, {c.kv_capacity_tokens:,} KV tokens, "
+        f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step"
+        + (", prefills alone" if cfg.prefill_first else "")
+    )
+
+
+def _engine(p: _Pair) -> str:
+    """What sets the two engines apart on this traffic: KV held per request, CPU per step."""
+    ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
+    return (
+        f"{_engine_traits(p.base, p.base_config)}; {_engine_traits(p.alt, p.alt_config)}; "
+        f"a request holds {ctx:,.0f} tokens on average"
+    )
+
+
+FIGURES: dict[str, Figure] = {
+    "engine": _engine,
+    "prefix_caching": _prefix,
+    "kv_dtype": _kv_dtype,
+    "kv_reservation": _reservation,
+    "queue_policy": _queue,
+    "speculative": _spec,
+    "max_num_seqs": _seqs,
+    "max_num_batched_tokens": _budget,
+    "gpu_memory_utilization": _memory,
+    "disaggregation": _disagg,
+}
+
+
+def _pairs(
+    candidates: list[WhatifCandidate], knob: str, base_value: str, alt_value: str
+) -> list[tuple[WhatifCandidate, WhatifCandidate]]:
+    def key(c: WhatifCandidate) -> tuple[object, ...]:
+        rest = tuple(sorted((k, v) for k, v in c.settings.items() if k != knob))
+        return (c.gpu, c.tp, rest)
+
+    bases = {key(c): c for c in candidates if c.settings.get(knob) == base_value}
+    return [
+        (bases[key(c)], c)
+        for c in candidates
+        if c.settings.get(knob) == alt_value and key(c) in bases
+    ]
+
+
+def knob_lessons(
+    profile: Profile,
+    options: WhatifOptions,
+    candidates: list[WhatifCandidate],
+    configs: Mapping[str, EngineConfig | None],
+    max_len: int,
+) -> list[Lesson]:
+    """One lesson per varied knob and alternative value against the baseline value."""
+    out: list[Lesson] = []
+    for knob, values in options.vary.items():
+        for alt_value in values[1:]:
+            pairs = _pairs(candidates, knob, values[0], alt_value)
+            if not pairs:
+                continue
+            # Per instance: a disaggregated unit of p + d instances against one aggregated.
+            changes = [
+                (a.limit_rps / instances_per_unit(a.settings))
+                / (b.limit_rps / instances_per_unit(b.settings))
+                - 1.0
+                for b, a in pairs
+                if a.limit_rps is not None and b.limit_rps
+            ]
+            # The lost limit of a candidate that meets the SLO at no rate counts as -100 %.
+            changes += [-1.0 for b, a in pairs if b.limit_rps and a.limit_rps is None]
+            change = statistics.median(changes) if changes else None
+            base, alt = pairs[0]
+            figure = FIGURES[knob](_Pair(profile, options, base, alt, configs, max_len))
+            verdict = (
+                "no prediction"
+                if change is None
+                else f"{change:+.0%} limit"
+                + (" per GPU" if knob == "disaggregation" else "")
+                + (" (pays off)" if change >= 0.05 else " (hurts)" if change <= -0.05 else "")
+            )
+            out.append(
+                Lesson(
+                    knob=knob,
+                    baseline=values[0],
+                    alternative=alt_value,
+                    limit_change=change,
+                    pairs=len(pairs),
+                    figure=figure,
+                    sentence=f"{knob} {alt_value} vs {values[0]}: {verdict}; {figure}",
+                )
+            )
+    return out
+
+
+def gpu_lessons(candidates: list[WhatifCandidate]) -> list[Lesson]:
+    """The cheapest fleet on each GPU against the cheapest overall, at the same SLO."""
+    best: dict[str, WhatifCandidate] = {}
+    for c in candidates:
+        if c.monthly_cost_usd is None:
+            continue
+        if c.gpu not in best or c.monthly_cost_usd < (best[c.gpu].monthly_cost_usd or 0):
+            best[c.gpu] = c
+    if len(best) < 2:
+        return []
+    ranked = sorted(best.values(), key=lambda c: c.monthly_cost_usd or 0.0)
+    top = ranked[0]
+    out = []
+    for other in ranked[1:]:
+        assert top.monthly_cost_usd is not None and other.monthly_cost_usd is not None
+        saving = 1.0 - top.monthly_cost_usd / other.monthly_cost_usd
+        figure = (
+            f"{top.instances} x {top.label} (${top.monthly_cost_usd:,.0f}/month, "
+            f"{top.limit_rps:.3g} req/s each) against {other.instances} x {other.label} "
+            f"(${other.monthly_cost_usd:,.0f}/month, {other.limit_rps:.3g} req/s each)"
+        )
+        out.append(
+            Lesson(
+                knob="gpu",
+                baseline=other.gpu,
+                alternative=top.gpu,
+                limit_change=None,
+                pairs=1,
+                figure=figure,
+                sentence=f"for this traffic, a {top.gpu} fleet costs {saving:.0%} less than "
+                f"{other.gpu} at the same SLO: {figure}",
+            )
+        )
+    return out
+
+
+RANKING_MARGIN = 0.10  # twice the limit search's 5 % tolerance
+
+
+def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -> str:
+    """One engine at its limit on one configuration: what it holds and spends."""
+    if cfg is None or c.limit_rps is None:
+        return f"{c.settings['engine']} has no limit here"
+    running = c.concurrency_at_limit
+    use = f"; {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
+    return f"{c.limit_rps:.3g} req/s: {_engine_traits(c, cfg)}{use}"
+
+
+def engine_rankings(
+    profile: Profile,
+    candidates: list[WhatifCandidate],
+    configs: Mapping[str, EngineConfig | None],
+) -> list[Lesson]:
+    """Where the engines' order changes with the configuration: one sentence for each GPU,
+    tp and other knobs on which an engine carries over RANKING_MARGIN more than the next,
+    with each engine's limit and what it holds and spends there (only when such winners
+    are not the same engine everywhere)."""
+    groups: dict[str, dict[str, WhatifCandidate]] = {}
+    for c in candidates:
+        if "engine" in c.settings:
+            rest = " ".join([f"{c.gpu} tp{c.tp}"] + [
+                f"{k}={v}" for k, v in c.settings.items() if k != "engine"
+            ])  # fmt: skip
+            groups.setdefault(rest, {})[c.settings["engine"]] = c
+    winners: dict[str, str] = {}
+    for rest, by in groups.items():
+        limits = sorted((c.limit_rps or 0.0 for c in by.values()), reverse=True)
+        # A lead inside twice the search's tolerance is no ranking: the limits are estimates.
+        if len(limits) > 1 and limits[0] > (1.0 + RANKING_MARGIN) * limits[1]:
+            top = max(by.values(), key=lambda c: c.limit_rps or 0.0)
+            winners[rest] = top.settings["engine"]
+    if len(set(winners.values())) < 2:
+        return []
+    mean_ctx = mean_context_tokens(profile.lengths.sampler.pairs)
+    out = []
+    for rest, winner in winners.items():
+        ranked = sorted(groups[rest].values(), key=lambda c: -(c.limit_rps or 0.0))
+        why = "; ".join(_engine_why(c, configs.get(c.label), mean_ctx) for c in ranked)
+        out.append(
+            Lesson(
+                knob="engine ranking",
+                baseline=ranked[-1].settings["engine"],
+                alternative=winner,
+                limit_change=None,
+                pairs=len(ranked),
+                figure=why,
+                sentence=f"on {rest}, {winner} ranks first: {why}",
+            )
+        )
+    return out
+
+
+def lessons_for(
+    profile: Profile,
+    options: WhatifOptions,
+    candidates: list[WhatifCandidate],
+    configs: Mapping[str, EngineConfig | None],
+    max_len: int,
+) -> list[Lesson]:
+    """Knob lessons, where engines rank configurations differently, the GPU comparison."""
+    return (
+        knob_lessons(profile, options, candidates, configs, max_len)
+        + engine_rankings(profile, candidates, configs)
+        + gpu_lessons(candidates)
+    )

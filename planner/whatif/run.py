@@ -1,0 +1,422 @@
+"""`capplan whatif`: which engine configuration serves a profile best, predicted in virtual time.
+
+Candidates are GPUs x tensor-parallel degrees x the values of the varied knobs (a small
+registry, `KNOBS`). Each candidate's limit comes from the limit search run against one
+engine-model instance in virtual time (`planner.whatif.virtual.virtual_limit`); instances and cost
+from the planner's arithmetic (`planner.capacity`). The lessons compare candidates that
+differ in one knob only and name the figure that explains the difference.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from contracts import __version__
+from contracts.errors import ConfigError
+from contracts.limit import LimitResult
+from contracts.whatif import WHATIF_SCHEMA, Whatif, WhatifCandidate
+from planner.capacity.arithmetic import (
+    build_demand,
+    gpu_hour_price,
+    plan_scenario,
+    usd_per_million_output_tokens,
+)
+from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
+from planner.engine.parallel import TP_LINKS, allreduce_latency_s
+from planner.engine.specs import lookup_spec, model_catalog
+from planner.slo.spec import parse_slo
+from planner.whatif.disagg import parse_disagg
+from planner.whatif.options import WhatifOptions
+from planner.whatif.virtual import latency_split, virtual_limit
+from profiles.model import Profile
+
+# Speculative decoding when varied "on": a Llama-3.2-1B-sized draft proposing 4 tokens,
+# each accepted with probability 0.7 (inputs: change them with the options).
+SPEC_DRAFT_TOKENS = 4
+SPEC_ACCEPTANCE = 0.7
+SPEC_DRAFT_PARAMS = 1_235_814_400
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A configuration choice: its values (the first is the baseline) as engine overrides."""
+
+    name: str
+    values: tuple[str, ...]
+    overrides: Callable[[str], dict[str, Any]]
+    numeric: bool = False
+    check: Callable[[str], object] | None = None  # validates a value (raises ConfigError)
+
+
+def _spec(value: str) -> dict[str, Any]:
+    if value == "off":
+        return {"spec_draft_tokens": 0}
+    return {
+        "spec_draft_tokens": SPEC_DRAFT_TOKENS,
+        "spec_acceptance_rate": SPEC_ACCEPTANCE,
+        "spec_draft_params": SPEC_DRAFT_PARAMS,
+    }
+
+
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        # The serving engine: its scheduler, KV rules and CPU costs (planner.engine.runtimes).
+        Knob(
+            "engine",
+            ("vllm", "trtllm", "sglang", "tgi"),
+            lambda v: {"engine": v},
+            check=engine_profile,
+        ),  # fmt: skip
+        Knob("prefix_caching", ("off", "on"), lambda v: {"prefix_caching": v == "on"}),
+        Knob("kv_dtype", ("fp16", "fp8"), lambda v: {"kv_dtype_bytes": 1 if v == "fp8" else 2}),
+        Knob("kv_reservation", ("paged", "static"), lambda v: {"kv_reservation": v}),
+        Knob("queue_policy", ("fcfs", "spf"), lambda v: {"queue_policy": v}),
+        Knob("speculative", ("off", "on"), _spec),
+        Knob("max_num_seqs", ("256", "64"), lambda v: {"max_num_seqs": int(v)}, True),
+        Knob(
+            "max_num_batched_tokens",
+            ("8192", "2048"),
+            lambda v: {"max_num_batched_tokens": int(v)},
+            True,
+        ),
+        Knob(
+            "gpu_memory_utilization",
+            ("0.9", "0.8"),
+            lambda v: {"gpu_memory_utilization": float(v)},
+            True,
+        ),
+        # A fleet-level choice, not an engine knob: planner.whatif.disagg (values `off` or
+        # `<p>p<d>d`, prefill and decode instances per unit).
+        Knob("disaggregation", ("off", "1p1d", "1p3d", "3p1d"), lambda v: {}, check=parse_disagg),
+    )
+}
+
+
+def parse_vary(text: str) -> dict[str, tuple[str, ...]]:
+    """`prefix_caching,max_num_seqs=64:256` -> {knob: values}; the first value is the baseline.
+
+    Raises ConfigError naming an unknown knob (with the known ones) or a bad value.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, values = part.partition("=")
+        knob = KNOBS.get(name.strip())
+        if knob is None:
+            raise ConfigError(f"--vary: unknown knob {name!r}; known: {', '.join(KNOBS)}")
+        chosen = tuple(v.strip() for v in values.split(":")) if values else knob.values
+        for v in chosen:
+            if knob.check is not None:
+                knob.check(v)
+            elif knob.numeric:
+                try:
+                    if not float(v) > 0:
+                        raise ValueError
+                except ValueError as err:
+                    raise ConfigError(f"--vary {name}: {v!r} is not a positive number") from err
+            elif v not in knob.values:
+                raise ConfigError(
+                    f"--vary {name}: unknown value {v!r}; known: {', '.join(knob.values)}"
+                )
+        if len(chosen) < 2:
+            raise ConfigError(f"--vary {name}: give at least two values (e.g. {name}=64:256)")
+        out[knob.name] = chosen
+    return out
+
+
+def tp_link_for(choice: str) -> str | None:
+    """The link name forced by `--tp-link`, or None for `auto` (each board's own link)."""
+    if choice == "auto":
+        return None
+    if choice not in TP_LINKS:
+        raise ConfigError(f"--tp-link: unknown {choice!r}; known: auto, {', '.join(TP_LINKS)}")
+    return choice
+
+
+def default_max_model_len(profile: Profile, model_context: int) -> int:
+    """The profile's longest sampled request (prompt + output), up to a multiple of 1024."""
+    longest = max(i + o for i, o in profile.lengths.sampler.pairs)
+    return min(model_context, 1024 * math.ceil(longest / 1024))
+
+
+@dataclass(frozen=True)
+class _Run:
+    candidate: WhatifCandidate
+    config: EngineConfig | None
+
+
+def _candidate_config(
+    options: WhatifOptions,
+    gpu: str,
+    tp: int,
+    settings: dict[str, str],
+    max_len: int,
+    factors: dict[str, Any],
+) -> EngineConfig:
+    overrides: dict[str, Any] = {"max_model_len": max_len, "engine": options.engine, **factors}
+    forced = tp_link_for(options.tp_link)
+    if tp > 1 and forced is not None:
+        link = TP_LINKS[forced]
+        overrides["tp_link_bandwidth_bytes_per_s"] = link.bandwidth_bytes_per_s
+        overrides["tp_allreduce_latency_s"] = allreduce_latency_s(link.hop_latency_s, tp)
+    for name, value in settings.items():
+        overrides.update(KNOBS[name].overrides(value))
+    return build_engine_config(gpu, options.model, tp, **overrides)
+
+
+def _label(gpu: str, tp: int, settings: dict[str, str]) -> str:
+    return " ".join([f"{gpu} tp{tp}", *(f"{k}={v}" for k, v in settings.items())])
+
+
+def _p95(records: pl.DataFrame, column: str) -> float | None:
+    if records.height == 0:
+        return None
+    values = records[column].fill_null(np.inf).fill_nan(np.inf).to_numpy()
+    if column == "tpot_s":
+        values = records[column].drop_nulls().drop_nans().to_numpy()
+    return float(np.quantile(values, 0.95)) if len(values) else None
+
+
+def run_candidate(
+    profile: Profile,
+    options: WhatifOptions,
+    gpu: str,
+    tp: int,
+    settings: dict[str, str],
+    max_len: int,
+    peak_rps: float,
+    factors: dict[str, Any],
+    start_rps: float | None = None,
+) -> _Run:
+    """One candidate: its engine config, its virtual-time limit, instances and cost."""
+    label = _label(gpu, tp, settings)
+    price, _ = gpu_hour_price(gpu, options.gpu_hour_price_usd)
+    disagg = parse_disagg(
+        settings.get("disaggregation", "off"), options.kv_link_bandwidth_bytes_per_s
+    )
+    units = disagg.instances if disagg is not None else 1  # instances per planned unit
+    try:
+        config = _candidate_config(options, gpu, tp, settings, max_len, factors)
+    except ConfigError as err:
+        return _Run(WhatifCandidate(label=label, gpu=gpu, tp=tp, settings=settings,
+                                    problem=str(err), gpu_hour_price_usd=price), None)  # fmt: skip
+    vl = virtual_limit(
+        profile,
+        config,
+        parse_slo(options.slo),
+        rules=options.rules(),
+        level_s=options.level_s,
+        start_rps=start_rps,
+        tolerance=options.tolerance,
+        seed=options.seed,
+        disagg=disagg,
+    )
+    at = vl.at_limit
+    split = latency_split(at, profile)
+    limit = vl.limit_rps
+    mean_e2e = float(at["e2e_s"].drop_nans().mean()) if at.height else None  # type: ignore[arg-type]
+    mean_out = float(at["output_tokens"].mean()) if at.height else None  # type: ignore[arg-type]
+    candidate = WhatifCandidate(
+        label=label,
+        gpu=config.gpu.name,
+        tp=tp,
+        settings=settings,
+        problem=None if limit else f"no rate met the SLO ({vl.search.stopped})",
+        limit_rps=limit,
+        infeasible_rps=vl.search.infeasible_min,
+        binding=vl.search.binding,
+        stopped=vl.search.stopped,
+        levels=len(vl.search.levels),
+        ttft_p95_s=_p95(at, "ttft_s"),
+        tpot_p95_s=_p95(at, "tpot_s"),
+        e2e_p95_s=_p95(at, "e2e_s"),
+        mean_e2e_s=mean_e2e,
+        concurrency_at_limit=limit * mean_e2e if limit and mean_e2e else None,
+        short_ttft_p99_s=split.short_ttft_p99_s,
+        long_ttft_p99_s=split.long_ttft_p99_s,
+        mean_output_tokens=mean_out,
+        kv_capacity_tokens=kv_capacity_tokens(config),
+        shared_prompt_share=vl.shared_prompt_share,
+        gpu_hour_price_usd=price,
+        simulated_requests=vl.simulated_requests,
+        wall_s=vl.wall_s,
+    )
+    if limit:
+        # A disaggregated candidate is planned in units of p + d instances (tp GPUs each).
+        scenario = plan_scenario(
+            peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy,
+            tp * units, price,
+        )  # fmt: skip
+        candidate.instances = scenario.instances * units
+        candidate.gpus = scenario.gpus
+        candidate.monthly_cost_usd = scenario.monthly_cost_usd
+        if mean_out:
+            candidate.usd_per_million_output_tokens = usd_per_million_output_tokens(
+                limit, mean_out, tp * units, price
+            )
+    return _Run(candidate, config)
+
+
+def pareto_front(candidates: list[WhatifCandidate]) -> list[WhatifCandidate]:
+    """Candidates no other beats on both monthly cost and p95 e2e at the limit."""
+    ok = [c for c in candidates if c.monthly_cost_usd is not None and c.e2e_p95_s is not None]
+    front = []
+    for c in ok:
+        cost, lat = c.monthly_cost_usd, c.e2e_p95_s
+        assert cost is not None and lat is not None
+        dominated = any(
+            o is not c
+            and o.monthly_cost_usd is not None
+            and o.e2e_p95_s is not None
+            and o.monthly_cost_usd <= cost
+            and o.e2e_p95_s <= lat
+            and (o.monthly_cost_usd < cost or o.e2e_p95_s < lat)
+            for o in ok
+        )
+        if not dominated:
+            front.append(c)
+    return sorted(front, key=lambda c: c.monthly_cost_usd or 0.0)
+
+
+def rank(candidates: list[WhatifCandidate]) -> None:
+    """Rank by monthly cost, then by p95 e2e at the limit (cheapest first; 1-based)."""
+    ok = [c for c in candidates if c.monthly_cost_usd is not None]
+    ok.sort(key=lambda c: (c.monthly_cost_usd, c.e2e_p95_s or math.inf, -(c.limit_rps or 0)))
+    for i, c in enumerate(ok, 1):
+        c.rank = i
+
+
+def run_whatif(
+    profile: Profile,
+    options: WhatifOptions,
+    *,
+    calibration: LimitResult | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Whatif:
+    """Every candidate's predicted limit, instances and cost, the Pareto front and the lessons.
+
+    With `calibration` (a measured limit.json of the first GPU's baseline configuration), the
+    engine's efficiency factors are first fitted to it (`planner.fleet.calibration.calibrate`, as
+    `capplan plan` does) and used for every candidate. Raises ConfigError for bad options.
+    """
+    from planner.whatif.lessons import lessons_for
+
+    wall0 = time.perf_counter()
+    if not options.gpus or not options.tps:
+        raise ConfigError("give at least one --gpu and one --tp")
+    slo = parse_slo(options.slo)
+    demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
+    # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
+    # not fit one H100, and the candidates may all be tp > 1).
+    model_ctx = lookup_spec(model_catalog(), options.model, "model").max_context_tokens
+    max_len = options.max_model_len or default_max_model_len(profile, model_ctx)
+    factors: dict[str, Any] = dict(options.engine_overrides)
+    cal_dict: dict[str, float] | None = None
+    cal_note = factors.get("calibration_source")
+    if calibration is not None:
+        from planner.fleet.calibration import calibrate
+
+        base = build_engine_config(options.gpus[0], options.model, options.tps[0], **factors)
+        if progress:
+            progress(f"calibrating the engine model to {calibration.target or 'the limit.json'}")
+        fitted, cal = calibrate(profile, base, calibration, rng_seed=options.seed)
+        factors.update(mfu=fitted.mfu, mbu=fitted.mbu, step_overhead_s=fitted.step_overhead_s)
+        cal_dict = cal.as_dict()
+        cal_note = (
+            f"calibrated to {cal.levels} measured levels on {base.gpu.name}: mfu {cal.mfu:.3g}, "
+            f"mbu {cal.mbu:.3g}, step overhead {cal.step_overhead_s * 1e3:.3g} ms; mean relative "
+            f"error {cal.mean_rel_error:.1%} (uncalibrated {cal.default_mean_rel_error:.1%}); "
+            f"the same utilisation factors are assumed on the other GPUs"
+        )
+    names = list(options.vary)
+    combos = list(itertools.product(*(options.vary[n] for n in names))) or [()]
+    runs: list[_Run] = []
+    previous: dict[tuple[str, int], float] = {}
+    for gpu, tp in itertools.product(options.gpus, options.tps):
+        for combo in combos:
+            settings = dict(zip(names, combo, strict=True))
+            run = run_candidate(
+                profile, options, gpu, tp, settings, max_len, demand.peak_rps, factors,
+                start_rps=previous.get((gpu, tp)),
+            )  # fmt: skip
+            c = run.candidate
+            if c.limit_rps:
+                previous.setdefault((gpu, tp), c.limit_rps)
+            if calibration is not None:
+                c.calibration_error = cal_dict["mean_rel_error"] if cal_dict else None
+            runs.append(run)
+            if progress:
+                got = f"{c.limit_rps:.3g} req/s" if c.limit_rps else (c.problem or "-")
+                progress(f"{c.label}: {got} ({c.levels} levels, {c.wall_s:.1f} s)")
+    candidates = [r.candidate for r in runs]
+    rank(candidates)
+    front = pareto_front(candidates)
+    for c in front:
+        c.pareto = True
+    configs = {r.candidate.label: r.config for r in runs if r.config is not None}
+    lessons = lessons_for(profile, options, candidates, configs, max_len)
+    return Whatif(
+        schema=WHATIF_SCHEMA,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        capplan_version=__version__,
+        profile=options.profile_path,
+        profile_digest=profile.source.digest or profile.digest(),
+        slo=slo.text,
+        model=options.model,
+        peak_rps=demand.peak_rps,
+        peak_definition=demand.peak_definition,
+        growth=options.growth,
+        headroom=options.headroom,
+        redundancy=options.redundancy,
+        level_s=options.level_s,
+        calibration=cal_dict,
+        calibration_note=cal_note,
+        candidates=candidates,
+        pareto=[c.label for c in front],
+        lessons=lessons,
+        assumptions=assumptions(options, max_len),
+        simulated_requests=sum(c.simulated_requests for c in candidates),
+        wall_s=time.perf_counter() - wall0,
+    )
+
+
+def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
+    """What the engine model assumes for the knobs of this run (also in the README)."""
+    links = "; ".join(f"{t.name}: {t.source}" for t in TP_LINKS.values())
+    return [
+        f"max_model_len {max_len:,} tokens (the profile's longest request); static reservation "
+        f"holds that many tokens per running sequence from admission",
+        "fp8 KV: one byte per element, twice the tokens in the same memory; weights stay bf16; "
+        "the quality cost of fp8 KV is not modelled",
+        f"speculative decoding 'on': {SPEC_DRAFT_TOKENS} draft tokens, acceptance "
+        f"{SPEC_ACCEPTANCE} each, a {SPEC_DRAFT_PARAMS / 1e9:.2f}B-parameter draft costed on "
+        f"the roofline; verification computes k + 1 positions per decode",
+        f"tensor parallelism: two ring all-reduces per layer per step, not overlapped; {links}",
+        "prefix reuse replayed: shared system prompts and session history from the profile "
+        "(profiles.workload.WorkloadStream); reuse of other content across requests is not",
+        f"disaggregation '<p>p<d>d': units of p prefill and d decode instances planned "
+        f"together; each prompt's KV crosses a {options.kv_link_bandwidth_bytes_per_s / 1e9:g} "
+        f"GB/s per-GPU link (+20 us) before its decode, which streams every token; a request "
+        f"is never split across units; limit, instances and cost are per unit",
+        (
+            "search: planner.limit.search in virtual time under capplan limit's steady-state rules "
+            f"(warm-up >= 3 mean E2Es, window >= {options.level_s:g} s and 5 mean E2Es, "
+            f"settled), tolerance {options.tolerance:.0%}"
+            if options.steady
+            else f"search: planner.limit.search in virtual time, fixed {options.level_s:g} s "
+            f"levels "
+            f"(20 % warm-up; not steady-state: --steady for that), tolerance "
+            f"{options.tolerance:.0%}"
+        ),
+    ]
