@@ -99,7 +99,10 @@ def register(app: typer.Typer) -> None:
             help="Percentiles over successful requests only (failures do not count as misses).",
         ),
         tolerance: float = typer.Option(
-            0.05, "--tolerance", help="Stop when the pass/fail gap is within this share."
+            0.05,
+            "--tolerance",
+            help="Stop when the pass/fail gap is within this share (--method fast: when the "
+            "limit's 90 % interval is within 0.6 x this on either side).",
         ),
         verify_burst: bool = typer.Option(
             False,

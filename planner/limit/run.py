@@ -408,6 +408,7 @@ def _fast_search(
     fast_config = FastConfig(
         slo=search_config.slo,
         tolerance=options.tolerance,
+        half_width=0.6 * options.tolerance,  # 3 % at the default 5 %
         seed=options.seed,
         chunk_s=options.level_duration_s,
         step_s=options.level_duration_s / 3,

@@ -187,6 +187,17 @@ EN: dict[str, str] = {
     "limit_sentence_open": (
         "One instance holds {value} at {slo}; no level above it failed within the search."
     ),
+    "limit_sentence_fast": (
+        "One instance holds {value} at {slo} (90 % interval {low} to {high}), found by the "
+        "fast search: the server characterised in closed loop, the limit predicted with a "
+        "model of it and corrected by the model's error measured on {chunks} confirmation "
+        "chunk(s)."
+    ),
+    "fast_evidence": (
+        "Fast search: {characterise} characterising and {confirm} confirming; the model "
+        "alone said {predicted}; its measured bias (measured minus modelled miss share) "
+        "{bias}."
+    ),
     "limit_gap_wide": (
         " The search stopped before its tolerance: the limit lies between {value} and "
         "{fail} (gap {gap})."

@@ -173,6 +173,15 @@ ZH: dict[str, str] = {
         "共搜索 {levels} 个档位,容差 {tol}。"
     ),
     "limit_sentence_open": "单实例在满足 {slo} 时可承载 {value};搜索范围内更高的档位均未失败。",
+    "limit_sentence_fast": (
+        "单实例在满足 {slo} 时可承载 {value}(90% 区间 {low} 至 {high}),由快速搜索得出:"
+        "先以闭环压测刻画服务器,再用其模型预测上限,"
+        "并以 {chunks} 段确认压测中测得的模型误差加以修正。"
+    ),
+    "fast_evidence": (
+        "快速搜索:刻画用时 {characterise},确认用时 {confirm};模型单独预测 {predicted};"
+        "实测偏差(实测减模型的未达标比例){bias}。"
+    ),
     "limit_gap_wide": "搜索在达到容差前停止:上限介于 {value} 与 {fail} 之间(差距 {gap})。",
     "limit_sentence_none": "没有任何档位满足 SLO {slo};尝试的最低档位已不达标。",
     "limit_table": "搜索档位",

@@ -78,6 +78,16 @@ def limit_sentence(ctx: ReportContext) -> str:
     if lim.feasible_max is None:
         return ctx.t("limit_sentence_none", slo=lim.slo)
     value = words.load(lim.feasible_max, lim.unit)
+    if lim.method == "fast" and lim.fast is not None and lim.fast.interval is not None:
+        low, high = lim.fast.interval
+        return ctx.t(
+            "limit_sentence_fast",
+            value=value,
+            slo=lim.slo,
+            low=words.load(low, lim.unit),
+            high=words.load(high, lim.unit),
+            chunks=len(lim.fast.levels),
+        )
     if lim.infeasible_min is None:
         return ctx.t("limit_sentence_open", value=value, slo=lim.slo)
     fail = words.load(lim.infeasible_min, lim.unit)
@@ -135,6 +145,18 @@ def limit_evidence(ctx: ReportContext) -> list[str]:
                 predicted=words.load(lim.prediction.feasible_max, lim.unit),
                 measured=words.load(measured, lim.unit) if measured is not None else "–",
                 gap=gap,
+            )
+        )
+    fast = lim.fast
+    if fast is not None and fast.predicted_rps is not None:
+        bias = ", ".join(f"{name} {value:+.3f}" for name, value in fast.bias.items())
+        out.append(
+            ctx.t(
+                "fast_evidence",
+                characterise=words.duration(fast.characterise_s),
+                confirm=words.duration(fast.confirm_s),
+                predicted=words.load(fast.predicted_rps, lim.unit),
+                bias=bias or "–",
             )
         )
     if lim.time_scale != 1.0:

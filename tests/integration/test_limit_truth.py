@@ -14,6 +14,7 @@ server in virtual time on every run.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from bench.kit.limit_truth import LONG, REFUSING, SHORT, TruthCase, run_case
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration]
 
 
 def _check(case: TruthCase, out: Path, timeout_s: float) -> None:
@@ -34,6 +35,7 @@ def _check(case: TruthCase, out: Path, timeout_s: float) -> None:
     assert ratio >= 0.90, f"limit {ratio:.3f} x the steady-state truth: too low"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(7200)
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",
@@ -44,6 +46,7 @@ def test_short_requests_limit_matches_mgc_truth(tmp_path: Path) -> None:
     _check(SHORT, tmp_path / "short", 7200)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",
@@ -54,6 +57,7 @@ def test_refusing_server_limit_matches_erlang_b(tmp_path: Path) -> None:
     _check(REFUSING, tmp_path / "refusing", 3600)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(10800)
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1", reason="~10 s requests: set CAPPLAN_LONG_TESTS=1"
@@ -61,3 +65,27 @@ def test_refusing_server_limit_matches_erlang_b(tmp_path: Path) -> None:
 def test_long_requests_limit_matches_mgc_truth(tmp_path: Path) -> None:
     # 32 slots, ~10 s per request, ttft:p95<=2s
     _check(LONG, tmp_path / "long", 10800)
+
+
+# Refuses (HTTP 429) when 6 are active; 0.2 s per admitted request: short enough for CI.
+QUICK_REFUSING = TruthCase("quick-refusing", slots=6, prefill_s=0.02, per_token_s=0.005,
+                           tokens="36", ttft_threshold_s=0.5, refuse_above=6)  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+def test_the_fast_method_lands_on_the_erlang_b_truth(tmp_path: Path) -> None:
+    """`capplan limit --method fast` end to end: closed-loop characterisation, the model's
+    prediction, open-loop confirmation chunks of 10 s and the bias correction (interval
+    within +/-6 %: --tolerance 0.1), against a real server whose truth is Erlang-B of the
+    service times it logged."""
+    out = tmp_path / "fast"
+    fast = ("--method", "fast", "--level-duration", "10", "--tolerance", "0.1")
+    result = run_case(QUICK_REFUSING, out, extra_args=fast, timeout_s=540)
+    print(result.output)
+    print(result.line())
+    limit = json.loads((out / "limit.json").read_text())
+    assert limit["method"] == "fast" and limit["fast"]["adequate"], limit["fast"]
+    assert limit["fast"]["slots"] == 6 and limit["fast"]["refuses"]
+    assert result.ratio is not None and 0.90 <= result.ratio <= 1.05
+    stages = json.loads((out / "stages.json").read_text())
+    assert [s["name"] for s in stages][0] == "characterise-01"
