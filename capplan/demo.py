@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from capplan.commands.console import counted
 from contracts.errors import RunError
@@ -55,6 +56,9 @@ class DemoOptions:
     max_levels: int = 6
     # steady 120 s, burst 30 s at twice the limit, recovery until it recovers (engine time)
     verify_steady_s: float = 120.0
+    # fast: characterise, predict, confirm, correct (planner.limit.fast); the measured
+    # search's options above serve only when its model is inadequate (or method measured)
+    method: Literal["measured", "fast"] = "fast"
     growth: tuple[float, ...] = (1.0, 1.5, 2.0)
     fleet_span_s: float = 120.0
 
@@ -164,8 +168,8 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     ) as url:
         step(f"      serving at {url}")
         step(
-            f"3/5 searching the per-instance limit at {options.slo} (steady-state levels in "
-            f"the engine's time), then a steady-burst-recovery check"
+            f"3/5 searching the per-instance limit at {options.slo} ({options.method} search "
+            f"in the engine's time), then a steady-burst-recovery check"
         )
         if run_dir.exists():
             import shutil
@@ -189,6 +193,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
                 max_repeats=0,
                 max_levels=options.max_levels,
                 time_scale=options.speed,
+                method=options.method,
             ),
             echo=lambda line: step(f"      {line}"),
         )

@@ -164,17 +164,27 @@ def search_limit(
     if result.interrupted:
         echo(limit.sentence)
         raise KeyboardInterrupt  # limit.json holds the levels measured so far
-    if verify is not None and limit.feasible_max is not None:
-        recovery_s = verify(limit)
-        limit = limit.model_copy(
-            update={
-                "recovery_s": recovery_s,
-                "recovered": recovery_s is not None,
-                "wall_s": clock() - started,
-            }
-        )
-        write_limit(limit, out_dir / LIMIT_FILE)
+    if verify is not None:
+        limit = _verified(limit, verify, out_dir, wall_s=lambda: clock() - started)
     echo(limit.sentence)
+    return limit
+
+
+def _verified(
+    limit: LimitResult,
+    verify: Callable[[LimitResult], float | None],
+    out_dir: Path,
+    *,
+    wall_s: Callable[[], float],
+) -> LimitResult:
+    """limit.json with the burst check's recovery time (None: did not recover), rewritten."""
+    if limit.feasible_max is None:
+        return limit
+    recovery_s = verify(limit)
+    limit = limit.model_copy(
+        update={"recovery_s": recovery_s, "recovered": recovery_s is not None, "wall_s": wall_s()}
+    )
+    write_limit(limit, out_dir / LIMIT_FILE)
     return limit
 
 
@@ -348,8 +358,9 @@ def run_limit(
         time_scale=options.time_scale,
     )
     profile, _ = config_profile(config)
+    verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     if options.method == "fast":
-        fast = _fast_search(options, config, search_config, profile.digest(), echo)
+        fast = _fast_search(options, config, search_config, profile.digest(), echo, verify)
         if fast.limit is not None:
             return fast.limit
         echo(f"fast search: {fast.result.stopped}; the measured search takes over")
@@ -364,7 +375,6 @@ def run_limit(
         arrival=options.arrival,
         append=options.method == "fast",
     )
-    verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     limit = search_limit(
         probe,
         search_config,
@@ -395,13 +405,12 @@ def _fast_search(
     search_config: SearchConfig,
     profile_digest: str,
     echo: Echo,
+    verify: Callable[[LimitResult], float | None] | None,
 ) -> _Fast:
     """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint;
-    limit.json written when the model was adequate."""
+    limit.json written (and `verify` run) when the model was adequate."""
     if options.dimension != "rate":
         raise ConfigError("--method fast finds a rate limit: use --dimension rate")
-    if options.verify_burst:
-        raise ConfigError("--verify-burst runs with --method measured only")
     started = time.perf_counter()
     driver = LiveDriver(config, options.out_dir, arrival=options.arrival)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
@@ -427,5 +436,8 @@ def _fast_search(
         time_scale=options.time_scale,
     )
     write_limit(limit, options.out_dir / LIMIT_FILE)
+    if verify is not None:
+        took = lambda: time.perf_counter() - started  # noqa: E731
+        limit = _verified(limit, verify, options.out_dir, wall_s=took)
     echo(limit.sentence)
     return _Fast(result, limit)
