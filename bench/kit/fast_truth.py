@@ -204,8 +204,11 @@ def fast_tally(case: Case, seeds: range, variant: str, truth_rps: float,
         minutes.append(took / 60)
         if result.adequate and result.low is not None and result.high is not None:
             covered.append(result.low <= truth_rps <= result.high)
-        echo(f"  {case.name} {variant} seed {seed}: {limit:.4g} req/s, ratio {ratios[-1]:.3f}, "
-             f"{took / 60:.1f} min, {result.stopped}")  # fmt: skip
+        interval = ""
+        if result.low is not None and result.high is not None:
+            interval = f" [{result.low:.4g}, {result.high:.4g}]"
+        echo(f"  {case.name} {variant} seed {seed}: {limit:.4g} req/s{interval}, ratio "
+             f"{ratios[-1]:.3f}, {took / 60:.1f} min, {result.stopped}")  # fmt: skip
     return Tally(tuple(ratios), tuple(minutes), tuple(covered), fallbacks)
 
 
