@@ -137,6 +137,8 @@ class Confirmation:
     limit: float
     low: float
     high: float
+    # per target, the measured miss share's upper and lower bound at `confidence`
+    measured_bounds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -281,6 +283,9 @@ def fast_search(
             fresh = not chained
             continue
         if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
+            contradicted = _contradicted(conf, config.slo)
+            if contradicted is not None:
+                return done(f"model inadequate: {contradicted}", adequate=False)
             return done("converged")
         if chunks >= config.max_chunks:
             wide = (conf.high - conf.low) / 2 / conf.limit
@@ -296,17 +301,29 @@ def _confirm(
     rate: float,
     rng: np.random.Generator,
     z: float,
-) -> tuple[int, int, tuple[float, ...], tuple[float, ...], float, float, float]:
-    """(paired requests, warm-up cut, bias, bias se, limit, low, high) after a chunk: the
-    model replays each chain holding the level's requests from the chain's start."""
+) -> tuple[int, int, tuple[float, ...], tuple[float, ...], float, float, float, tuple[float, ...]]:
+    """(paired requests, warm-up cut, bias, bias se, limit, low, high, the measured miss
+    share's upper and lower bounds) after a chunk: the model replays each chain holding the
+    level's requests from the chain's start."""
     count = len(targets(config.slo))
     diffs: list[np.ndarray] = []
+    seens: list[np.ndarray] = []
     cuts = 0
     for chain_start, taken in chains:
-        d, cut = _paired(config, curve, model, taken, chain_start, level_start, rate, rng)
+        d, seen, cut = _paired(config, curve, model, taken, chain_start, level_start, rate, rng)
         diffs.append(d)
+        seens.append(seen)
         cuts += cut
     d_all = np.concatenate(diffs) if diffs else np.zeros((0, count))
+    seen_all = np.concatenate(seens) if seens else np.zeros((0, count))
+    bounds: list[float] = []
+    for j in range(count):
+        m = seen_all[:, j]
+        m = m[~np.isnan(m)]
+        err = batch_means_se(m) if m.size else None
+        share_j = float(m.mean()) if m.size else math.nan
+        spread = math.inf if err is None else max(err, 1.0 / max(m.size, 1))
+        bounds.extend((share_j + z * spread, share_j - z * spread))
     bias, se = np.zeros(count), np.zeros(count)
     pairs = 0
     for j in range(count):
@@ -319,10 +336,10 @@ def _confirm(
         se[j] = math.inf if err is None else max(err, 1.0 / max(d.size, 1))
     limit = curve.root(bias)
     if np.isinf(se).any():
-        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf
+        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf, tuple(bounds)
     low = curve.root(bias + z * se)
     high = curve.root(bias - z * se)
-    return pairs, cuts, tuple(bias), tuple(se), limit, low, high
+    return pairs, cuts, tuple(bias), tuple(se), limit, low, high, tuple(bounds)
 
 
 def _paired(
@@ -334,10 +351,11 @@ def _paired(
     level_start: float,
     rate: float,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Per request of the level in one chain (after MSER-5's warm-up) and per target: the
     measured miss minus the model's for the same request (NaN where either is unknown), or
-    minus the model's long-run share without the correction; and the warm-up cut."""
+    minus the model's long-run share without the correction; the measured miss (NaN where
+    unknown); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -358,6 +376,7 @@ def _paired(
     keep[first + cut :] = True
     long_run = share(curve.misses(rate))
     out = np.full((int(keep.sum()), measured.miss.shape[1]), np.nan)
+    seen = np.full(out.shape, np.nan)
     for j in range(measured.miss.shape[1]):
         m = measured.miss[keep, j].astype(float)
         if config.correct:
@@ -367,7 +386,25 @@ def _paired(
             d = m - float(long_run[j])
             known = measured.known[keep, j]
         out[:, j] = np.where(known, d, np.nan)
-    return out, cut
+        seen[:, j] = np.where(measured.known[keep, j], m, np.nan)
+    return out, seen, cut
+
+
+def _contradicted(conf: Confirmation, slo: Slo) -> str | None:
+    """Why the level at the answer contradicts it: the server missed almost nothing there
+    (the share's upper bound under a quarter of what the SLO allows: the answer is far too
+    low) or far more than allowed (its lower bound above four times that). A model that
+    misdescribes the server where its queue forms agrees with it below that load, so the
+    bias alone cannot see it."""
+    uppers, lowers = conf.measured_bounds[::2], conf.measured_bounds[1::2]
+    for t, upper, lower in zip(targets(slo), uppers, lowers, strict=True):
+        if upper < t.allowed / 4:
+            return (f"the server missed {t.name} for at most {upper:.1%} of requests at the "
+                    f"answer, where the SLO allows {t.allowed:.0%}")  # fmt: skip
+        if lower > 4 * t.allowed:
+            return (f"the server missed {t.name} for at least {lower:.1%} of requests at the "
+                    f"answer, where the SLO allows {t.allowed:.0%}")  # fmt: skip
+    return None
 
 
 def _with_model_spread(
