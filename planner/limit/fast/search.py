@@ -137,8 +137,8 @@ class Confirmation:
     limit: float
     low: float
     high: float
-    # per target, the measured miss share's upper and lower bound at `confidence`
-    measured_bounds: tuple[float, ...] = ()
+    # per target, the model's own miss share on the level's requests (its replay)
+    sampled: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -282,11 +282,17 @@ def fast_search(
             chunks = 0
             fresh = not chained
             continue
-        if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
-            contradicted = _contradicted(conf, config.slo)
-            if contradicted is not None:
-                return done(f"model inadequate: {contradicted}", adequate=False)
+        narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
+        if narrow and _sampled_the_tail(conf, curve):
             return done("converged")
+        if narrow and chunks < config.max_chunks:
+            continue  # the level has not yet seen the busy periods that decide the tail
+        if narrow:
+            return done(
+                f"model inadequate: in {chunks} chunks the level never held the busy periods "
+                "the model's tail is made of",
+                adequate=False,
+            )
         if chunks >= config.max_chunks:
             wide = (conf.high - conf.low) / 2 / conf.limit
             return done(f"time cap: interval +/-{wide:.0%} after {chunks} chunks")
@@ -302,9 +308,9 @@ def _confirm(
     rng: np.random.Generator,
     z: float,
 ) -> tuple[int, int, tuple[float, ...], tuple[float, ...], float, float, float, tuple[float, ...]]:
-    """(paired requests, warm-up cut, bias, bias se, limit, low, high, the measured miss
-    share's upper and lower bounds) after a chunk: the model replays each chain holding the
-    level's requests from the chain's start."""
+    """(paired requests, warm-up cut, bias, bias se, limit, low, high, the model's miss share
+    on the level's requests) after a chunk: the model replays each chain holding the level's
+    requests from the chain's start."""
     count = len(targets(config.slo))
     diffs: list[np.ndarray] = []
     seens: list[np.ndarray] = []
@@ -316,14 +322,10 @@ def _confirm(
         cuts += cut
     d_all = np.concatenate(diffs) if diffs else np.zeros((0, count))
     seen_all = np.concatenate(seens) if seens else np.zeros((0, count))
-    bounds: list[float] = []
-    for j in range(count):
-        m = seen_all[:, j]
-        m = m[~np.isnan(m)]
-        err = batch_means_se(m) if m.size else None
-        share_j = float(m.mean()) if m.size else math.nan
-        spread = math.inf if err is None else max(err, 1.0 / max(m.size, 1))
-        bounds.extend((share_j + z * spread, share_j - z * spread))
+    # the model's own miss share on the level's requests: a sample without the busy periods
+    # its long run has says nothing yet about the tail
+    sampled = tuple(float(np.nanmean(seen_all[:, j])) if seen_all.size else 0.0
+                    for j in range(count))  # fmt: skip
     bias, se = np.zeros(count), np.zeros(count)
     pairs = 0
     for j in range(count):
@@ -336,10 +338,10 @@ def _confirm(
         se[j] = math.inf if err is None else max(err, 1.0 / max(d.size, 1))
     limit = curve.root(bias)
     if np.isinf(se).any():
-        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf, tuple(bounds)
+        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf, sampled
     low = curve.root(bias + z * se)
     high = curve.root(bias - z * se)
-    return pairs, cuts, tuple(bias), tuple(se), limit, low, high, tuple(bounds)
+    return pairs, cuts, tuple(bias), tuple(se), limit, low, high, sampled
 
 
 def _paired(
@@ -354,8 +356,8 @@ def _paired(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Per request of the level in one chain (after MSER-5's warm-up) and per target: the
     measured miss minus the model's for the same request (NaN where either is unknown), or
-    minus the model's long-run share without the correction; the measured miss (NaN where
-    unknown); and the warm-up cut."""
+    minus the model's long-run share without the correction; the model's own miss for the
+    same request (NaN where either is unknown); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -386,25 +388,18 @@ def _paired(
             d = m - float(long_run[j])
             known = measured.known[keep, j]
         out[:, j] = np.where(known, d, np.nan)
-        seen[:, j] = np.where(measured.known[keep, j], m, np.nan)
+        modelled_j = modelled.miss[keep, j].astype(float)
+        seen[:, j] = np.where(measured.known[keep, j] & modelled.known[keep, j], modelled_j, np.nan)
     return out, seen, cut
 
 
-def _contradicted(conf: Confirmation, slo: Slo) -> str | None:
-    """Why the level at the answer contradicts it: the server missed almost nothing there
-    (the share's upper bound under a quarter of what the SLO allows: the answer is far too
-    low) or far more than allowed (its lower bound above four times that). A model that
-    misdescribes the server where its queue forms agrees with it below that load, so the
-    bias alone cannot see it."""
-    uppers, lowers = conf.measured_bounds[::2], conf.measured_bounds[1::2]
-    for t, upper, lower in zip(targets(slo), uppers, lowers, strict=True):
-        if upper < t.allowed / 4:
-            return (f"the server missed {t.name} for at most {upper:.1%} of requests at the "
-                    f"answer, where the SLO allows {t.allowed:.0%}")  # fmt: skip
-        if lower > 4 * t.allowed:
-            return (f"the server missed {t.name} for at least {lower:.1%} of requests at the "
-                    f"answer, where the SLO allows {t.allowed:.0%}")  # fmt: skip
-    return None
+def _sampled_the_tail(conf: Confirmation, curve: MissCurve) -> bool:
+    """The level's requests held the busy periods the tail is made of: on them the model
+    missed at least a third of its long-run share at that rate. A model that misdescribes
+    the server where its queue forms agrees with it on a sample without one (both miss
+    nothing), so its bias could not show there."""
+    long_run = share(curve.misses(conf.rate))
+    return all(s >= r / 3 for s, r in zip(conf.sampled, long_run, strict=True))
 
 
 def _with_model_spread(
