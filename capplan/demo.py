@@ -152,8 +152,8 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     start_rps = round(options.start_share * predicted.feasible_max, 1)
     step(
         f"      the engine model predicts {predicted.feasible_max:.1f} req/s per instance at "
-        f"{options.slo} (virtual time, steady-state levels); Locust measures it next, "
-        f"from {start_rps:g} req/s"
+        f"{options.slo} (virtual time, steady-state levels); Locust measures it next"
+        + ("" if options.method == "fast" else f", from {start_rps:g} req/s")
     )
     step(
         f"2/5 starting the engine emulator ({options.model} on {options.gpu}, no GPU needed; "

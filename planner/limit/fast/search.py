@@ -283,7 +283,7 @@ def fast_search(
             fresh = not chained
             continue
         narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
-        if narrow and _sampled_the_tail(conf, curve):
+        if narrow and _sampled_the_tail(conf, curve, z):
             return done("converged")
         if narrow and chunks < config.max_chunks:
             continue  # the level has not yet seen the busy periods that decide the tail
@@ -393,13 +393,23 @@ def _paired(
     return out, seen, cut
 
 
-def _sampled_the_tail(conf: Confirmation, curve: MissCurve) -> bool:
-    """The level's requests held the busy periods the tail is made of: on them the model
-    missed at least a third of its long-run share at that rate. A model that misdescribes
-    the server where its queue forms agrees with it on a sample without one (both miss
-    nothing), so its bias could not show there."""
-    long_run = share(curve.misses(conf.rate))
-    return all(s >= r / 3 for s, r in zip(conf.sampled, long_run, strict=True))
+def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
+    """The level's requests held the busy periods the tail is made of: on them the model did
+    not miss clearly less than its long-run share at that rate (by more than `z` standard
+    errors of a sample of that many requests, from the curve's batch means). A model that
+    misdescribes the server where its queue forms agrees with it on a sample without one
+    (both miss nothing), so its bias could not show there."""
+    m = curve.misses(conf.rate)
+    long_run = share(m)
+    for j, sampled in enumerate(conf.sampled):
+        known = m.miss[m.known[:, j], j].astype(float)
+        err = batch_means_se(known)
+        if err is None or conf.requests == 0:
+            continue
+        sample_se = err * math.sqrt(known.size / conf.requests)
+        if sampled < long_run[j] - z * sample_se:
+            return False
+    return True
 
 
 def _with_model_spread(
