@@ -72,7 +72,12 @@ QUICK_REFUSING = TruthCase("quick-refusing", slots=6, prefill_s=0.02, per_token_
                            tokens="36", ttft_threshold_s=0.5, refuse_above=6)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="about 1.5 min of a real server: set CAPPLAN_LONG_TESTS=1 (keeps CI under 30 min)",
+)
 def test_the_fast_method_lands_on_the_erlang_b_truth(tmp_path: Path) -> None:
     """`capplan limit --method fast` end to end: closed-loop characterisation, the model's
     prediction, open-loop confirmation chunks of 10 s and the bias correction (interval
