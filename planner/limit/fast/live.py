@@ -42,21 +42,17 @@ class LiveDriver:
     """Runs the fast search's steps as stages of one run directory."""
 
     def __init__(self, config: LoadTestConfig, out_dir: Path, *, arrival: str = "poisson",
-                 echo: Echo = print, append: bool = False) -> None:  # fmt: skip
+                 append: bool = False) -> None:  # fmt: skip
         self.config = config
         self.out_dir = out_dir
         self.arrival = arrival
-        self.echo = echo
         self.stages = 0
         self.append = append
-        self.load_s = 0.0  # seconds of stages run
         self.opened: list[tuple[str, float, float, float]] = []  # (stage, rate, start, held)
 
     def _run(self, stage: Stage, progress: Callable[[str], None] | None) -> StageSummary:
-        summary = run_stage(self.config, self.out_dir, stage, seed_index=self.stages,
-                            append=self.append or self.stages > 1, progress=progress)  # fmt: skip
-        self.load_s += summary.duration_s
-        return summary
+        return run_stage(self.config, self.out_dir, stage, seed_index=self.stages,
+                         append=self.append or self.stages > 1, progress=progress)  # fmt: skip
 
     def closed(self, step: Closed) -> Taken:
         self.stages += 1
