@@ -70,7 +70,7 @@ class DemoOptions:
         return self.out_pdf.with_name(self.out_pdf.stem + "-files")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoResult:
     pdf: Path
     profile: Path
@@ -252,4 +252,10 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     pdf = render_report(
         profile_path, run_dir, plan_path, options.out_pdf, lang=options.lang, cjk_font=cjk_font
     )
-    return DemoResult(pdf, profile_path, run_dir, plan_path, time.perf_counter() - start)
+    return DemoResult(
+        pdf=pdf,
+        profile=profile_path,
+        run_dir=run_dir,
+        plan=plan_path,
+        wall_s=time.perf_counter() - start,
+    )

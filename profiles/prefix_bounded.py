@@ -65,7 +65,7 @@ def mix(hashes: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LruEstimate:
     """A folded stream's hit ratios, each as (estimate, low, high); low == high when exact."""
 
@@ -224,7 +224,9 @@ class LruFold:
             high = (hits + Z * cold_se - max(0.0, least - Z * least_se)) / denom
             high = max(min(high, ideal[2]), low)
             curve[size] = (min(max((hits - mid) / denom, low), high), low, high)
-        return LruEstimate(self.distinct, ideal, curve, self.rate)
+        return LruEstimate(
+            distinct_blocks=self.distinct, ideal=ideal, curve=curve, sample_rate=self.rate
+        )
 
     def _sum(self, groups: np.ndarray) -> tuple[float, float]:
         """A sampled sum and its standard error, from the spread of the G subsamples' sums

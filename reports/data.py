@@ -30,7 +30,7 @@ from profiles.model import Profile, load_profile
 __all__ = ["KV_METRIC", "QUEUE_METRIC", "ReportInputs", "Series", "Timeline", "load_inputs"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InputDigest:
     """One input file the report rests on, with its sha256."""
 
@@ -98,7 +98,9 @@ def load_inputs(
     ]
     if previous_plan is not None:
         files.append(("previous", previous_plan))
-    digests = [InputDigest(role, str(p), sha256_of(p)) for role, p in files if p.exists()]
+    digests = [
+        InputDigest(role=role, path=str(p), sha256=sha256_of(p)) for role, p in files if p.exists()
+    ]
     return ReportInputs(
         profile=profile,
         profile_path=profile_path,

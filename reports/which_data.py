@@ -45,7 +45,7 @@ class WhichRow:
     problem: str | None  # whatif: why there is no prediction
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostGap:
     """The cheapest fleet against another one that serves the same peak at the same SLO."""
 
@@ -90,7 +90,11 @@ def cost_gaps(rows: list[WhichRow], group_by_gpu: bool) -> list[CostGap]:
             continue
         seen.add(key)
         assert best.monthly_cost_usd is not None and r.monthly_cost_usd is not None
-        out.append(CostGap(best, r, 1.0 - best.monthly_cost_usd / r.monthly_cost_usd))
+        out.append(
+            CostGap(
+                cheaper=best, dearer=r, saving_frac=1.0 - best.monthly_cost_usd / r.monthly_cost_usd
+            )
+        )
     return out
 
 

@@ -78,7 +78,7 @@ class Driver:
                 ids.append(new)
                 if new in self.server.refused:
                     heapq.heappush(retries, self.server.now + RETRY_S)
-        return Taken(self.server.records(ids), start, self.server.now)
+        return Taken(records=self.server.records(ids), start_s=start, end_s=self.server.now)
 
     def open(self, step: Open) -> Taken:
         if step.fresh:
@@ -99,7 +99,7 @@ class Driver:
             self.chain.append(self._send())
         self.server.advance(end)
         self.schedule_end = end
-        return Taken(self.server.records(self.chain), start, end)
+        return Taken(records=self.server.records(self.chain), start_s=start, end_s=end)
 
 
 def run_fast(

@@ -88,7 +88,7 @@ def truth(case: Case, *, arrivals: int = 40_000) -> float:
     return low
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SpecProbe(EngineProbe):
     """capplan's measured search holding levels on a simulated server in virtual time."""
 
@@ -140,10 +140,10 @@ def measured(case: Case, *, seed: int, scale: float = 1.0) -> tuple[float | None
             warmup_taus=rules.warmup_taus * scale,
         )
     probe = SpecProbe(
-        preset_profile("chat"),
-        build_engine_config("H100-80GB", "llama-3.1-8b"),  # unused: the server serves
-        rules,
-        slo,
+        profile=preset_profile("chat"),
+        config=build_engine_config("H100-80GB", "llama-3.1-8b"),  # unused: the server serves
+        rules=rules,
+        slo=slo,
         drain_s=(slo.longest_wait_s or 10.0) + 1.0,
         seed=seed,
         spec=case.spec,

@@ -59,7 +59,7 @@ class SlotQueue:
         return wait + self.prefill_s, wait + service_s
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SlotQueueProbe(EngineProbe):
     """EngineProbe whose instance is a SlotQueue instead of the engine model."""
 
@@ -111,10 +111,10 @@ def search_slot_queue(
     rules = rules or SteadyRules()
     longest = parsed.longest_wait_s or 10.0
     probe = SlotQueueProbe(
-        preset_profile("chat"),
-        build_engine_config("H100-80GB", "llama-3.1-8b"),  # unused: the queue serves
-        rules,
-        parsed,
+        profile=preset_profile("chat"),
+        config=build_engine_config("H100-80GB", "llama-3.1-8b"),  # unused: the queue serves
+        rules=rules,
+        slo=parsed,
         drain_s=longest + 1.0,
         seed=seed,
         check_every_s=1.0,

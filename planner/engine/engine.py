@@ -94,7 +94,9 @@ class Engine:
         if rid in self._timelines:
             raise InputError(f"request id {rid!r} already used")
         check_request(request, self._max_len)
-        tl = RequestTimeline(rid, request.arrival_s, request.prompt_tokens)
+        tl = RequestTimeline(
+            request_id=rid, arrival_s=request.arrival_s, prompt_tokens=request.prompt_tokens
+        )
         r = LiveRequest(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
@@ -183,7 +185,9 @@ class Engine:
             # work that lasts until then), or no step at all.
             ready = self._frontend.next_ready_s() if self._frontend is not None else None
             end = now_s if ready is None else ready
-            return StepResult(now_s, end - now_s, end, tuple(batch.events))
+            return StepResult(
+                start_s=now_s, duration_s=end - now_s, end_s=end, events=tuple(batch.events)
+            )
         # CPU time goes to every running request each step (the scheduler walks them all and
         # the API server streams their outputs), also in a step that prefills others.
         seqs: float = max(len(self._running), len(batch.scheduled)) + batch.sampled
@@ -200,13 +204,13 @@ class Engine:
         self._advance(batch, end, group_end)
         prefill = batch.prefill_tokens
         return StepResult(
-            now_s,
-            duration,
-            end,
-            tuple(batch.events),
-            prefill,
-            batch.tokens - prefill,
-            len(batch.scheduled),
+            start_s=now_s,
+            duration_s=duration,
+            end_s=end,
+            events=tuple(batch.events),
+            prefill_tokens=prefill,
+            decode_tokens=batch.tokens - prefill,
+            batch_size=len(batch.scheduled),
         )
 
     # ------------------------------------------------------------------ the step's phases

@@ -67,7 +67,7 @@ class TokenEvent(NamedTuple):
     n_tokens: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepResult:
     """One scheduler step: when it ran and what it produced."""
 
@@ -97,7 +97,7 @@ class EngineGauges:
     generation_tokens_total: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RequestTimeline:
     """What happened to one request, in engine seconds.
 

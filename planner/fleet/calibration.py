@@ -41,7 +41,7 @@ _CAL_BOUNDS = ((0.1, 1.0), (0.2, 1.0), (2e-4, 2e-2))
 _CAL_WARMUP = 0.2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasuredLevel:
     """One measured load level: the load (req/s or users) and its latency metrics (seconds).
 
@@ -141,7 +141,7 @@ def measured_levels(result: LimitResult) -> list[MeasuredLevel]:
         rate = level.load if result.dimension == "rate" else level.achieved_rps
         judged = level.requests / runs / rate if rate else None
         if metrics:
-            out.append(MeasuredLevel(level.load, metrics, judged, runs))
+            out.append(MeasuredLevel(load=level.load, metrics=metrics, judged_s=judged, runs=runs))
     return sorted(out, key=lambda m: m.load)
 
 

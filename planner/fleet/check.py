@@ -50,7 +50,11 @@ def fleet_check(
     rng = np.random.default_rng(rng_seed)
     burst = None
     if burst_factor is not None and burst_factor > 1.0:
-        burst = BurstWindow(0.4 * duration_s, min(BURST_WINDOW_S, 0.5 * duration_s), burst_factor)
+        burst = BurstWindow(
+            start_s=0.4 * duration_s,
+            duration_s=min(BURST_WINDOW_S, 0.5 * duration_s),
+            factor=burst_factor,
+        )
     requests = profile_requests(
         profile,
         rate_rps,

@@ -30,7 +30,7 @@ from profiles.workload import MessageShape, RequestShape, WorkloadStream
 ArrivalKind = Literal["gamma", "poisson"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BurstWindow:
     """A window of the span where the arrival rate is `factor` x the base rate."""
 

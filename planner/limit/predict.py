@@ -32,7 +32,7 @@ from planner.slo.spec import Slo
 from profiles.model import Profile
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EngineProbe:
     """A Probe over one simulated instance in virtual time (rate levels only).
 
@@ -285,7 +285,13 @@ def predict_limit(
     if drain_s is None:
         drain_s = longest + 1.0 if longest is not None else 10.0
     probe = EngineProbe(
-        profile, config, rules, search.slo, arrival_kind=arrival_kind, drain_s=drain_s, seed=seed
+        profile=profile,
+        config=config,
+        rules=rules,
+        slo=search.slo,
+        arrival_kind=arrival_kind,
+        drain_s=drain_s,
+        seed=seed,
     )
     result = run_search(probe, search)
     return build_limit_result(result, target="engine model (virtual time)", model=config.model.name)

@@ -17,7 +17,7 @@ from planner.slo.spec import Slo, format_duration
 from planner.slo.verdict import TIME_COLUMNS, exclude_warmup
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelMeasurement:
     """What a probe measured while holding one load level.
 

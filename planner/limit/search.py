@@ -111,7 +111,7 @@ class SearchConfig:
         return AbandonRule(self.slo, error_rate=self.abandon_error_rate)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelOutcome:
     """One level after its measurements were pooled and judged.
 
@@ -143,7 +143,7 @@ class LevelOutcome:
         return len(self.stages) - 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchResult:
     config: SearchConfig
     levels: tuple[LevelOutcome, ...]
@@ -216,12 +216,30 @@ def judge_level(
                 "add load-generator processes (--workers N)"
             )
             return LevelOutcome(
-                load, stages, evaluation, False, True, None, True, None, invalid, steady
+                load=load,
+                stages=stages,
+                evaluation=evaluation,
+                passed=False,
+                certain=True,
+                abandoned=None,
+                settled=True,
+                unstable=None,
+                invalid=invalid,
+                steady=steady,
             )
     unstable = next((m.unstable for m in full if m.unstable), None)
     if unstable is not None:
         return LevelOutcome(
-            load, stages, evaluation, False, True, None, True, unstable, None, steady
+            load=load,
+            stages=stages,
+            evaluation=evaluation,
+            passed=False,
+            certain=True,
+            abandoned=None,
+            settled=True,
+            unstable=unstable,
+            invalid=None,
+            steady=steady,
         )
     abandoned = None if full else measurements[-1].abandoned
     failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
@@ -243,7 +261,14 @@ def judge_level(
         )
         settled = certain or _out_of_runs(config, measurements)
         return LevelOutcome(
-            load, stages, evaluation, False, certain, abandoned, settled, steady=steady
+            load=load,
+            stages=stages,
+            evaluation=evaluation,
+            passed=False,
+            certain=certain,
+            abandoned=abandoned,
+            settled=settled,
+            steady=steady,
         )
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
@@ -251,7 +276,16 @@ def judge_level(
     passed = evaluation.passed
     if config.certain_pass and passed and settled and not certain:
         passed = False
-    return LevelOutcome(load, stages, evaluation, passed, certain, None, settled, steady=steady)
+    return LevelOutcome(
+        load=load,
+        stages=stages,
+        evaluation=evaluation,
+        passed=passed,
+        certain=certain,
+        abandoned=None,
+        settled=settled,
+        steady=steady,
+    )
 
 
 def _out_of_runs(config: SearchConfig, measurements: list[LevelMeasurement]) -> bool:
@@ -388,7 +422,13 @@ def limit_search(
         return None  # whole users: nothing left between them
 
     def result(lo: float | None, hi: float | None, stopped: str) -> SearchResult:
-        return SearchResult(config, tuple(outcomes[x] for x in order), lo, hi, stopped)
+        return SearchResult(
+            config=config,
+            levels=tuple(outcomes[x] for x in order),
+            feasible_max=lo,
+            infeasible_min=hi,
+            stopped=stopped,
+        )
 
     try:
         yield from take(snap(config.start, upward=True))

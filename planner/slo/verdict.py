@@ -53,7 +53,7 @@ TIME_COLUMNS = ("intended_send_s", "sent_s", "arrival_s")
 REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConstraintResult:
     """One constraint's verdict. `margin` >= 0 passes, in the metric's unit (s or share)."""
 
@@ -297,12 +297,12 @@ def evaluate(
             no_sample_passes = constraint.metric == "tpot" and completed > 0
             results.append(
                 ConstraintResult(
-                    constraint.name,
-                    0.0 if no_sample_passes else None,
-                    constraint.threshold_s,
-                    constraint.threshold_s if no_sample_passes else None,
-                    no_sample_passes,
-                    None,
+                    name=constraint.name,
+                    value=0.0 if no_sample_passes else None,
+                    threshold=constraint.threshold_s,
+                    margin=constraint.threshold_s if no_sample_passes else None,
+                    passed=no_sample_passes,
+                    interval=None,
                 )
             )
             continue
@@ -311,12 +311,12 @@ def evaluate(
         interval = _bootstrap(values, constraint.quantile, rng, resamples, confidence, size)
         results.append(
             ConstraintResult(
-                constraint.name,
-                value,
-                constraint.threshold_s,
-                constraint.threshold_s - value,
-                value <= constraint.threshold_s,
-                interval,
+                name=constraint.name,
+                value=value,
+                threshold=constraint.threshold_s,
+                margin=constraint.threshold_s - value,
+                passed=value <= constraint.threshold_s,
+                interval=interval,
             )
         )
     attainment = n_good / scheduled if scheduled else None
@@ -332,7 +332,17 @@ def evaluate(
         interval = _bootstrap(flags.astype(float), None, rng, resamples, confidence, size)
         margin = None if share is None else (share - bound if at_least else bound - share)
         passed = share is not None and (share >= bound if at_least else share <= bound)
-        results.append(ConstraintResult(name, share, bound, margin, passed, interval, at_least))
+        results.append(
+            ConstraintResult(
+                name=name,
+                value=share,
+                threshold=bound,
+                margin=margin,
+                passed=passed,
+                interval=interval,
+                higher_is_better=at_least,
+            )
+        )
 
     metrics: dict[str, float | None] = {}
     for name, col in METRIC_COLUMNS.items():

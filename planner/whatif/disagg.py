@@ -39,7 +39,7 @@ DEFAULT_KV_LINK_LATENCY_S = 20e-6
 _UNIT = re.compile(r"^(\d+)p(\d+)d$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Disagg:
     """A disaggregated unit: prefill and decode instances and the KV link between them."""
 
@@ -81,7 +81,12 @@ def parse_disagg(
         )
     if not link_bandwidth_bytes_per_s > 0:
         raise ConfigError(f"the KV link bandwidth must be > 0, got {link_bandwidth_bytes_per_s}")
-    return Disagg(int(m[1]), int(m[2]), link_bandwidth_bytes_per_s, link_latency_s)
+    return Disagg(
+        prefill=int(m[1]),
+        decode=int(m[2]),
+        link_bandwidth_bytes_per_s=link_bandwidth_bytes_per_s,
+        link_latency_s=link_latency_s,
+    )
 
 
 def instances_per_unit(settings: dict[str, str]) -> int:
@@ -131,7 +136,7 @@ def simulate_disaggregated(
     )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DisaggProbe(EngineProbe):
     """`planner.limit.predict.EngineProbe` over one disaggregated unit instead of one instance."""
 

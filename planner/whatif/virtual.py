@@ -30,7 +30,7 @@ from planner.whatif.disagg import Disagg, DisaggProbe
 from profiles.model import Profile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LatencySplit:
     """P99 TTFT and E2E of short and long prompts (the profile's length classes), seconds."""
 
@@ -58,16 +58,16 @@ def latency_split(records: pl.DataFrame, profile: Profile) -> LatencySplit:
     short = pl.col("input_tokens") <= classes.short_max_tokens
     long = pl.col("input_tokens") >= classes.long_min_tokens
     return LatencySplit(
-        p99(short, "ttft_s"),
-        p99(long, "ttft_s"),
-        p99(short, "e2e_s"),
-        p99(long, "e2e_s"),
-        classes.short_max_tokens,
-        classes.long_min_tokens,
+        short_ttft_p99_s=p99(short, "ttft_s"),
+        long_ttft_p99_s=p99(long, "ttft_s"),
+        short_e2e_p99_s=p99(short, "e2e_s"),
+        long_e2e_p99_s=p99(long, "e2e_s"),
+        short_max_tokens=classes.short_max_tokens,
+        long_min_tokens=classes.long_min_tokens,
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VirtualLimit:
     """One configuration's limit found by the search in virtual time, with what it rests on."""
 
@@ -167,10 +167,10 @@ def virtual_limit(
         raise ConfigError(problem)
     wall0 = time.perf_counter()
     probe = DisaggProbe(
-        profile,
-        config,
-        rules,
-        slo,
+        profile=profile,
+        config=config,
+        rules=rules,
+        slo=slo,
         arrival_kind="gamma",
         drain_s=(slo.longest_wait_s or 9.0) + 1.0,
         seed=seed,
@@ -187,7 +187,11 @@ def virtual_limit(
     )
     share = probe.shared_prompt_tokens / probe.prompt_tokens if probe.prompt_tokens else 0.0
     return VirtualLimit(
-        result, at_limit, probe.simulated_requests, time.perf_counter() - wall0, share
+        search=result,
+        at_limit=at_limit,
+        simulated_requests=probe.simulated_requests,
+        wall_s=time.perf_counter() - wall0,
+        shared_prompt_share=share,
     )
 
 
@@ -203,7 +207,13 @@ def split_at(
     """Short- and long-prompt P99s of one simulated level at `rate_rps` (steady with
     `rules`, else a fixed `level_s` after its warm-up)."""
     probe = EngineProbe(
-        profile, config, rules, slo, arrival_kind="gamma", seed=seed, level_s=level_s
+        profile=profile,
+        config=config,
+        rules=rules,
+        slo=slo,
+        arrival_kind="gamma",
+        seed=seed,
+        level_s=level_s,
     )
     probe.measure(rate_rps)
     return latency_split(probe.judged(rate_rps), profile)

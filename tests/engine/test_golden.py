@@ -227,11 +227,15 @@ def _case(name: str) -> dict[str, Any]:
         run = simulate_fleet(_requests(60, 9, gap_s=0.01, shared=200), _small_kv(), 2)
         return _fleet_dump(run)
     if name == "disaggregated":
-        run = simulate_disaggregated(_requests(30, 10), _h100(), Disagg(1, 2))
+        run = simulate_disaggregated(_requests(30, 10), _h100(), Disagg(prefill=1, decode=2))
         return _fleet_dump(run)
     if name == "predict_level":
         probe = EngineProbe(
-            preset_profile("chat"), _h100(), None, parse_slo("ttft:p95<=2s"), level_s=20.0
+            profile=preset_profile("chat"),
+            config=_h100(),
+            rules=None,
+            slo=parse_slo("ttft:p95<=2s"),
+            level_s=20.0,
         )
         records = probe.measure(4.0).records.sort("intended_send_s")
         cols = ["intended_send_s", "first_token_s", "end_s", "ttft_s", "tpot_s", "e2e_s"]

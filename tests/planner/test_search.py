@@ -95,16 +95,23 @@ class CurveProbe:
                 if reason is not None:
                     self.clock_s = now_s
                     return LevelMeasurement(
-                        load,
-                        stage,
-                        partial.filter(pl.col("ok").is_not_null()),
-                        now_s - start_s,
-                        self.warmup_s,
-                        start_s,
+                        load=load,
+                        stage=stage,
+                        records=partial.filter(pl.col("ok").is_not_null()),
+                        duration_s=now_s - start_s,
+                        warmup_s=self.warmup_s,
+                        start_s=start_s,
                         abandoned=reason,
                     )
         self.clock_s = start_s + self.duration_s
-        return LevelMeasurement(load, stage, full, self.duration_s, self.warmup_s, start_s)
+        return LevelMeasurement(
+            load=load,
+            stage=stage,
+            records=full,
+            duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
+            start_s=start_s,
+        )
 
     @staticmethod
     def _partial(full: pl.DataFrame, now_s: float) -> pl.DataFrame:
@@ -320,7 +327,9 @@ def test_probe_measuring_another_load_is_a_run_error() -> None:
     class Liar(CurveProbe):
         def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
             real = super().measure(load, abandon=abandon)
-            return LevelMeasurement(load + 1, real.stage, real.records, real.duration_s)
+            return LevelMeasurement(
+                load=load + 1, stage=real.stage, records=real.records, duration_s=real.duration_s
+            )
 
     with pytest.raises(RunError, match="asked for"):
         run_search(Liar(np.random.default_rng(0)), SearchConfig(slo=parse_slo("ttft:p95<=1s")))

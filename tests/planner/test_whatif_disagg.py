@@ -26,7 +26,12 @@ def test_kv_transfer_time_shows_up_in_ttft() -> None:
     prompt = 6000
     alone = [EngineRequest("a", prompt, 100, 0.0)]
     fast, slow = (
-        simulate_disaggregated(alone, CONFIG, Disagg(1, 1, bw, 0.0)) for bw in (50e9, 5e9)
+        simulate_disaggregated(
+            alone,
+            CONFIG,
+            Disagg(prefill=1, decode=1, link_bandwidth_bytes_per_s=bw, link_latency_s=0.0),
+        )
+        for bw in (50e9, 5e9)
     )
     # Only the hand-off differs: TTFT grows by the KV bytes over the slower link, the
     # stream after the first token does not change.
@@ -37,7 +42,12 @@ def test_kv_transfer_time_shows_up_in_ttft() -> None:
     # fp8 KV moves half the bytes
     fp8 = CONFIG.model_copy(update={"kv_dtype_bytes": 1})
     f_fast, f_slow = (
-        simulate_disaggregated(alone, fp8, Disagg(1, 1, bw, 0.0)) for bw in (50e9, 5e9)
+        simulate_disaggregated(
+            alone,
+            fp8,
+            Disagg(prefill=1, decode=1, link_bandwidth_bytes_per_s=bw, link_latency_s=0.0),
+        )
+        for bw in (50e9, 5e9)
     )
     assert f_slow.ttft_s[0] - f_fast.ttft_s[0] == pytest.approx(expected / 2, rel=1e-9)
     # Against one aggregated instance: the same prefill, then the transfer and one decode
@@ -51,7 +61,7 @@ def test_decodes_never_wait_behind_a_prefill_in_the_decode_pool() -> None:
     long_prompt = EngineRequest("rag", 16000, 4, 0.5)  # two 8192-token prefill chunks
     lone = simulate_fleet([running], CONFIG, 1).tpot_s[0]
     agg = simulate_fleet([running, long_prompt], CONFIG, 1)
-    pd = simulate_disaggregated([running, long_prompt], CONFIG, Disagg(1, 1))
+    pd = simulate_disaggregated([running, long_prompt], CONFIG, Disagg(prefill=1, decode=1))
     # Aggregated, the chat stream stalls for the rag prompt's prefill chunks (~0.3 s);
     # disaggregated, it shares only the rag request's few decode steps.
     assert (agg.tpot_s[0] - lone) * 399 > 0.2

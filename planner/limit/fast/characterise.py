@@ -28,7 +28,7 @@ from contracts.latency import CENSORED_CLASSES
 from planner.limit.fast.model import ServerModel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepSummary:
     """What one closed-loop step showed (after its first round)."""
 
@@ -104,8 +104,10 @@ def summarise(
     # every request of the step that held the server inside the window
     finished = ordered.filter(pl.col("ok").fill_null(False) & pl.col("end_s").is_not_null())
     first_work = first_s[0] + first_s[1] * _floats(finished, "input_tokens")
-    work = first_work + decode_s[0] + decode_s[1] * np.maximum(
-        _floats(finished, "output_tokens") - 1, 0
+    work = (
+        first_work
+        + decode_s[0]
+        + decode_s[1] * np.maximum(_floats(finished, "output_tokens") - 1, 0)
     )
     ends = np.minimum(_floats(finished, "end_s"), end_s)
     begins = _floats(finished, "end_s") - slowdown * work
@@ -119,9 +121,13 @@ def summarise(
     held = np.clip(ends, start, end_s) - np.clip(begins, start, end_s)
     in_service = float(held.sum()) / span
     return StepSummary(
-        users, done.height / span, slowdown, in_service, failed_share,
-        _peak(ordered, start, end_s),
-    )  # fmt: skip
+        users=users,
+        throughput_rps=done.height / span,
+        slowdown=slowdown,
+        in_service=in_service,
+        failed_share=failed_share,
+        peak=_peak(ordered, start, end_s),
+    )
 
 
 def _peak(records: pl.DataFrame, start_s: float, end_s: float) -> int:

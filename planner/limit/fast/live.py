@@ -85,7 +85,9 @@ class LiveDriver:
 
     def _taken(self, name: str, summary: StageSummary) -> Taken:
         records = read_records(self.out_dir).filter(pl.col("stage") == name)
-        return Taken(records, summary.start_s, summary.start_s + summary.duration_s)
+        return Taken(
+            records=records, start_s=summary.start_s, end_s=summary.start_s + summary.duration_s
+        )
 
 
 class _ClosedWatcher:

@@ -146,7 +146,7 @@ def share(m: Misses) -> np.ndarray:
     return np.where(known > 0, m.miss.sum(axis=0) / np.maximum(known, 1), 0.0)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MissCurve:
     """The model's long-run miss shares against the arrival rate (Poisson), with common
     random numbers: the same unit gaps and the same request sizes at every rate, so the curve

@@ -50,7 +50,7 @@ class ServerModel:
         return float(np.mean(self.slowdown))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Served:
     """Per request, in arrival order: TTFT, E2E and TPOT in seconds (NaN when refused or
     without a second token) and whether the server refused it."""
@@ -120,4 +120,4 @@ def serve(
     gaps = np.maximum(output_tokens - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(gaps > 0, (e2e - ttft) / gaps, np.nan)
-    return Served(ttft, e2e, tpot, refused)
+    return Served(ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, refused=refused)

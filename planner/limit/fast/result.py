@@ -60,7 +60,14 @@ def fast_limit_result(
     rng = np.random.default_rng(config.seed)
     outcomes = []
     for rate, stages, records, start_s, held_s in levels:
-        measurement = LevelMeasurement(rate, stages[0], records, held_s, 0.0, start_s)
+        measurement = LevelMeasurement(
+            load=rate,
+            stage=stages[0],
+            records=records,
+            duration_s=held_s,
+            warmup_s=0.0,
+            start_s=start_s,
+        )
         outcome = judge_level(config, rate, [measurement], rng)
         outcomes.append(level_record(outcome).model_copy(update={"stages": stages}))
     record = fast_record(result, config)

@@ -83,7 +83,7 @@ class Open:
 Step = Closed | Open
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Taken:
     """What a step measured. Closed: that step's requests. Open: every request of the chain
     so far (null `ok`: still running at `end_s`). Columns: sent_s, ttft_s, e2e_s, tpot_s,
@@ -124,7 +124,7 @@ class FastConfig:
     seed: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Confirmation:
     """One confirmation level after its latest chunk."""
 
@@ -141,7 +141,7 @@ class Confirmation:
     sampled: tuple[float, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FastResult:
     model: ServerModel | None
     predicted: float | None  # the model alone
@@ -168,7 +168,18 @@ def fast_search(
     the model and each confirmation chunk's estimate in a line."""
     why = unsupported(config.slo)
     if why is not None:
-        return FastResult(None, None, None, None, None, (), f"unsupported: {why}", False, 0, 0)
+        return FastResult(
+            model=None,
+            predicted=None,
+            limit=None,
+            low=None,
+            high=None,
+            confirmations=(),
+            stopped=f"unsupported: {why}",
+            adequate=False,
+            characterise_s=0,
+            confirm_s=0,
+        )
     started: float | None = None
     closed: list[tuple[int, Taken]] = []
     summaries: list[StepSummary] = []
@@ -191,13 +202,27 @@ def fast_search(
     closed_inputs = inputs = _floats(pool, "input_tokens")
     closed_outputs = outputs = _floats(pool, "output_tokens")
     curve = MissCurve(
-        model, inputs, outputs, config.slo, requests=config.curve_requests, seed=config.seed
+        model=model,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        slo=config.slo,
+        requests=config.curve_requests,
+        seed=config.seed,
     )
     count = len(targets(config.slo))
     predicted = curve.root(np.zeros(count))
     if not config.confirm:
         return FastResult(
-            model, predicted, predicted, None, None, (), "model only", True, characterise_s, 0.0
+            model=model,
+            predicted=predicted,
+            limit=predicted,
+            low=None,
+            high=None,
+            confirmations=(),
+            stopped="model only",
+            adequate=True,
+            characterise_s=characterise_s,
+            confirm_s=0.0,
         )
     _, work = model.work(inputs, outputs)
     mean_work = float(work.mean())
@@ -230,11 +255,16 @@ def fast_search(
         done_ok = [_sized(t, horizon) for t in chains.values()]
         inputs = np.concatenate([closed_inputs, *(_floats(r, "input_tokens") for r in done_ok)])
         outputs = np.concatenate([closed_outputs, *(_floats(r, "output_tokens") for r in done_ok)])
-        curve = MissCurve(model, inputs, outputs, config.slo, requests=config.curve_requests,
-                          seed=config.seed)  # fmt: skip
+        curve = MissCurve(
+            model=model,
+            input_tokens=inputs,
+            output_tokens=outputs,
+            slo=config.slo,
+            requests=config.curve_requests,
+            seed=config.seed,
+        )
         level = [(start, t) for start, t in chains.items() if t.end_s > level_start]
-        parts = _confirm(config, curve, model, level, level_start, rate, rng, z)
-        conf = Confirmation(rate, chunks, *parts)
+        conf = _confirm(config, curve, model, level, level_start, rate, chunks, rng, z)
         if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
             conf = _with_model_spread(config, conf, curve, inputs, outputs, z)
         confirmations.append(conf)
@@ -246,8 +276,18 @@ def fast_search(
 
         def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
                  took_s: float = confirm_s) -> FastResult:  # fmt: skip
-            return FastResult(model, predicted, c.limit, c.low, c.high, tuple(confirmations),
-                              stopped, adequate, characterise_s, took_s)  # fmt: skip
+            return FastResult(
+                model=model,
+                predicted=predicted,
+                limit=c.limit,
+                low=c.low,
+                high=c.high,
+                confirmations=tuple(confirmations),
+                stopped=stopped,
+                adequate=adequate,
+                characterise_s=characterise_s,
+                confirm_s=took_s,
+            )
 
         shift = abs(conf.limit / predicted - 1.0)
         off = [
@@ -307,12 +347,12 @@ def _confirm(
     chains: list[tuple[float, Taken]],
     level_start: float,
     rate: float,
+    chunks: int,
     rng: np.random.Generator,
     z: float,
-) -> tuple[int, int, tuple[float, ...], tuple[float, ...], float, float, float, tuple[float, ...]]:
-    """(paired requests, warm-up cut, bias, bias se, limit, low, high, the model's miss share
-    on the level's requests) after a chunk: the model replays each chain holding the level's
-    requests from the chain's start."""
+) -> Confirmation:
+    """The level at `rate` after its `chunks`-th chunk: the model replays each chain holding
+    the level's requests from the chain's start."""
     count = len(targets(config.slo))
     diffs: list[np.ndarray] = []
     seens: list[np.ndarray] = []
@@ -339,11 +379,19 @@ def _confirm(
         # n pairs that all agree still leave a disagreement rate of about 1 / n unseen
         se[j] = math.inf if err is None else max(err, 1.0 / max(d.size, 1))
     limit = curve.root(bias)
-    if np.isinf(se).any():
-        return pairs, cuts, tuple(bias), tuple(se), limit, 0.0, math.inf, sampled
-    low = curve.root(bias + z * se)
-    high = curve.root(bias - z * se)
-    return pairs, cuts, tuple(bias), tuple(se), limit, low, high, sampled
+    certain = not np.isinf(se).any()
+    return Confirmation(
+        rate=rate,
+        chunks=chunks,
+        requests=pairs,
+        warmup_cut=cuts,
+        bias=tuple(bias),
+        bias_se=tuple(se),
+        limit=limit,
+        low=curve.root(bias + z * se) if certain else 0.0,
+        high=curve.root(bias - z * se) if certain else math.inf,
+        sampled=sampled,
+    )
 
 
 def _paired(
@@ -431,9 +479,13 @@ def _with_model_spread(
         rng = np.random.default_rng([config.seed, 17, b])
         pick = rng.integers(0, inputs.size, inputs.size)
         other = MissCurve(
-            curve.model, inputs[pick], outputs[pick], config.slo,
-            requests=config.curve_requests, seed=config.seed + 1 + b,
-        )  # fmt: skip
+            model=curve.model,
+            input_tokens=inputs[pick],
+            output_tokens=outputs[pick],
+            slo=config.slo,
+            requests=config.curve_requests,
+            seed=config.seed + 1 + b,
+        )
         roots.append(other.root(bias, rel_tol=0.005))
     # Student's t for the few curves: their spread is itself uncertain
     spread = 0.0
