@@ -126,8 +126,8 @@ class LevelOutcome:
     evaluation: SloEvaluation
     passed: bool
     certain: bool
-    abandoned: str | None
     settled: bool
+    abandoned: str | None = None
     unstable: str | None = None
     invalid: str | None = None
     steady: str | None = None
@@ -215,32 +215,10 @@ def judge_level(
                 f"> {allowed * 1000:.0f} ms ({config.max_lag_share:g} x the tightest threshold); "
                 "add load-generator processes (--workers N)"
             )
-            return LevelOutcome(
-                load=load,
-                stages=stages,
-                evaluation=evaluation,
-                passed=False,
-                certain=True,
-                abandoned=None,
-                settled=True,
-                unstable=None,
-                invalid=invalid,
-                steady=steady,
-            )
+            return _settled_fail(load, stages, evaluation, steady, invalid=invalid)
     unstable = next((m.unstable for m in full if m.unstable), None)
     if unstable is not None:
-        return LevelOutcome(
-            load=load,
-            stages=stages,
-            evaluation=evaluation,
-            passed=False,
-            certain=True,
-            abandoned=None,
-            settled=True,
-            unstable=unstable,
-            invalid=None,
-            steady=steady,
-        )
+        return _settled_fail(load, stages, evaluation, steady, unstable=unstable)
     abandoned = None if full else measurements[-1].abandoned
     failing_errors = (evaluation.error_rate or 0.0) >= config.abandon_error_rate
     if abandoned is None and failing_errors:
@@ -282,8 +260,30 @@ def judge_level(
         evaluation=evaluation,
         passed=passed,
         certain=certain,
-        abandoned=None,
         settled=settled,
+        steady=steady,
+    )
+
+
+def _settled_fail(
+    load: float,
+    stages: tuple[str, ...],
+    evaluation: SloEvaluation,
+    steady: str | None,
+    *,
+    invalid: str | None = None,
+    unstable: str | None = None,
+) -> LevelOutcome:
+    """A level that is over whatever more it is measured: invalid or unstable."""
+    return LevelOutcome(
+        load=load,
+        stages=stages,
+        evaluation=evaluation,
+        passed=False,
+        certain=True,
+        settled=True,
+        invalid=invalid,
+        unstable=unstable,
         steady=steady,
     )
 
