@@ -54,10 +54,10 @@ from bench.kit.real_engine import (  # noqa: E402
     build_random_llama,
     start_llama_server,
 )
+from contracts.limit import load_limit  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.fleet.calibration import Calibration, calibrate  # noqa: E402
 from planner.limit.predict import predict_limit  # noqa: E402
-from planner.limit.run import load_limit  # noqa: E402
 from planner.limit.search import SearchConfig  # noqa: E402
 from planner.limit.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402

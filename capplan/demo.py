@@ -18,7 +18,8 @@ from typing import Literal
 
 from capplan.commands.console import counted
 from contracts.errors import RunError
-from contracts.rundir import LIMIT_FILE
+from contracts.jsonio import write_model
+from contracts.limit import LIMIT_FILE
 from reports.i18n import Lang
 
 Echo = Callable[[str], None]
@@ -88,13 +89,13 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     (e.g. no load level met the SLO), and whatever the stage itself raises
     (InputError/ConfigError/RunError/TargetError).
     """
-    from contracts.limit import Prediction
-    from planner.capacity.arithmetic import parse_limit
+    from contracts.limit import Prediction, write_limit
+    from planner.capacity.arithmetic import limit_from_result
     from planner.capacity.plan import PlanOptions, build_plan
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
     from planner.limit.predict import predict_limit
-    from planner.limit.run import LimitOptions, run_limit, write_limit
+    from planner.limit.run import LimitOptions, run_limit
     from planner.limit.search import SearchConfig
     from planner.limit.steady import SteadyRules
     from planner.slo.spec import parse_slo
@@ -229,7 +230,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
     plan = build_plan(
         profile,
-        parse_limit(str(run_dir / LIMIT_FILE), options.slo),
+        limit_from_result(limit, str(run_dir / LIMIT_FILE), options.slo),
         PlanOptions(
             profile_path=str(profile_path),
             slo=options.slo,
@@ -245,7 +246,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
         ),
         progress=lambda line: step(f"      {line}"),
     )
-    plan_path.write_text(plan.model_dump_json(by_alias=True, indent=2))
+    write_model(plan_path, plan, "plan")
     step(f"      {counted(plan.instances, 'instance')} -> {plan_path}")
 
     step(f"5/5 writing the PDF ({options.lang})")

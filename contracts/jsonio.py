@@ -1,12 +1,14 @@
 """Reading capplan's JSON files into their typed models, and writing them, with one error shape.
 
 Every loader (profile, limit, run, stages, plan) reports a bad file the same way: the path,
-then either why it cannot be read or the first field that fails validation.
+then either why it cannot be read or the first field that fails validation. Every writer
+goes through `write_atomic`: a reader (or a crash) never sees half a file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,12 +46,20 @@ def validate(model: type[M], data: Any, path: Path, schema: str | None = None) -
         raise InputError(f"{path}: {first_error(err)}") from err
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_model(path: Path, model: BaseModel, what: str = "") -> None:
-    """Write `model` as indented JSON (by alias) to `path`, making its folder; InputError
-    '<path>: cannot write[ <what>] (<reason>)' when the file cannot be written."""
+    """Write `model` as indented JSON (by alias) to `path` atomically, making its folder;
+    InputError '<path>: cannot write[ <what>] (<reason>)' when the file cannot be written."""
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(model.model_dump_json(by_alias=True, indent=2))
+        write_atomic(path, model.model_dump_json(by_alias=True, indent=2) + "\n")
     except OSError as err:
         named = f" {what}" if what else ""
         raise InputError(f"{path}: cannot write{named} ({err.strerror})") from err

@@ -5,11 +5,15 @@ Owned by the limit search; read by the planner and the report.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.jsonio import read_json, validate, write_model
+
 LIMIT_SCHEMA = "capplan.limit/1"
+LIMIT_FILE = "limit.json"
 # How a load unit is written for people (console lines, sentences): one spelling each.
 UNIT_LABELS: dict[str, str] = {"rps": "req/s", "users": "users"}
 
@@ -191,3 +195,17 @@ class LimitResult(_Model):
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def load_limit(path: str | Path) -> LimitResult:
+    """Read a limit.json (a run directory may be given); InputError naming the file and why
+    it cannot be read, or its first bad field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / LIMIT_FILE
+    return validate(LimitResult, read_json(path, "limit"), path, LIMIT_SCHEMA)
+
+
+def write_limit(result: LimitResult, path: Path) -> None:
+    """Write limit.json atomically (a crash never leaves half a file)."""
+    write_model(path, result, "limit")

@@ -31,7 +31,7 @@ import polars as pl
 from pydantic import ValidationError
 
 from contracts.errors import InputError
-from contracts.jsonio import first_error, read_json, validate
+from contracts.jsonio import first_error, read_json, validate, write_atomic
 from contracts.run import (
     RECORD_COLUMNS,
     RUN_SCHEMA,
@@ -42,7 +42,6 @@ from contracts.run import (
 
 RUN_FILE = "run.json"
 STAGES_FILE = "stages.json"
-LIMIT_FILE = "limit.json"
 RECORDS_FILE = "records.parquet"
 RECORDS_PARTS = "records.parts"
 METRICS_FILE = "server_metrics.parquet"
@@ -199,13 +198,6 @@ def read_work_json(run_dir: Path, name: str) -> Any:
 
 
 # --- run.json and stages.json ----------------------------------------------------------------
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def holds_run(run_dir: Path) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 from locust.env import Environment
 from locust.runners import MasterRunner
 
+from contracts.jsonio import write_atomic
 from contracts.run import LostWorkerReport, RunInfo, StagePlan
 from contracts.rundir import (
     RECORD_NAMES,
@@ -26,7 +27,6 @@ from contracts.rundir import (
     PartWriter,
     fresh_dir,
     records_writer,
-    write_atomic,
 )
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.jsonio import read_json, validate
+from contracts.jsonio import read_json, validate, write_model
 
 PROFILE_SCHEMA = "capplan.profile/1"
 WINDOWS = ("1s", "10s", "60s")
@@ -298,7 +298,5 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def save_profile(profile: Profile, path: str | Path) -> None:
-    """Write profile JSON, creating the parent folder."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(profile.to_json())
+    """Write profile JSON atomically, creating the parent folder."""
+    write_model(Path(path), profile, "profile")

@@ -12,11 +12,10 @@ from pathlib import Path
 from contracts.digest import sha256_of
 from contracts.errors import InputError
 from contracts.jsonio import read_json, validate
-from contracts.limit import LIMIT_SCHEMA, LimitResult
+from contracts.limit import LIMIT_FILE, LimitResult, load_limit
 from contracts.plan import PLAN_SCHEMA, Plan
 from contracts.run import RunInfo, StageSummary
 from contracts.rundir import (
-    LIMIT_FILE,
     METRICS_FILE,
     RECORDS_FILE,
     RUN_FILE,
@@ -61,11 +60,6 @@ class ReportInputs:
 def load_plan(path: Path) -> Plan:
     """Read plan.json; raises InputError naming the file and the first bad field."""
     return validate(Plan, read_json(path, "plan"), path, PLAN_SCHEMA)
-
-
-def load_limit(path: Path) -> LimitResult:
-    """Read limit.json; raises InputError naming the file and the first bad field."""
-    return validate(LimitResult, read_json(path, "limit"), path, LIMIT_SCHEMA)
 
 
 def load_inputs(

@@ -11,15 +11,8 @@ import numpy as np
 
 from bench.kit.sim_server import ServerSpec, SimServer
 from planner.limit.fast.characterise import build_model
-from planner.limit.fast.search import (
-    Characterise,
-    Closed,
-    FastConfig,
-    FastResult,
-    Open,
-    Taken,
-    fast_search,
-)
+from planner.limit.fast.search import Characterise, fast_search
+from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
 
 RETRY_S = 0.1
 

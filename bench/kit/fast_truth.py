@@ -21,7 +21,8 @@ from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.model import ServerModel
-from planner.limit.fast.search import Characterise, FastConfig, FastResult
+from planner.limit.fast.search import Characterise
+from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.predict import EngineProbe, simulated_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.search import SearchConfig, run_search

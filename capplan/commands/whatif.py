@@ -103,8 +103,8 @@ def whatif_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
 ) -> None:
     from contracts.calibration import load_calibration_file
+    from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
-    from planner.limit.run import load_limit
 
     try:
         tps = tuple(int(t) for t in _split(tp))

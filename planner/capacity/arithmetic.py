@@ -10,7 +10,6 @@ converted between the two by Little's law (concurrency = rate x e2e at the limit
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -18,8 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.errors import ConfigError, InputError
-from contracts.jsonio import validate
-from contracts.limit import LIMIT_SCHEMA, LimitResult, unit_label
+from contracts.limit import LimitResult, load_limit, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
 from planner.slo.spec import parse_slo
 from profiles.model import Profile
@@ -101,30 +99,32 @@ def parse_limit(text: str, slo: str | None = None) -> Limit:
 
 
 def _limit_from_file(path: Path, slo: str | None) -> Limit:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
+    if not path.exists():
         raise InputError(
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
             f"(e.g. 17.4rps, 50users)"
-        ) from err
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not a limit.json file ({err})") from err
-    result = validate(LimitResult, data, path, LIMIT_SCHEMA)
+        )
+    return limit_from_result(load_limit(path), str(path), slo)
+
+
+def limit_from_result(result: LimitResult, source: str, slo: str | None) -> Limit:
+    """The plan's per-instance limit from a measured (or predicted) limit result; `source`
+    names where it came from. ConfigError when no load met the SLO, or the result was
+    measured under another SLO than `slo` (when given)."""
     if result.feasible_max is None or result.feasible_max <= 0:
         raise ConfigError(
-            f"{path}: no load met the SLO {result.slo!r} (feasible_max is "
+            f"{source}: no load met the SLO {result.slo!r} (feasible_max is "
             f"{result.feasible_max}); there is no per-instance limit to plan with"
         )
     if slo is not None and normalise_slo(slo) != normalise_slo(result.slo):
         raise ConfigError(
-            f"{path}: the limit was measured under the SLO {result.slo!r}, but --slo asks for "
+            f"{source}: the limit was measured under the SLO {result.slo!r}, but --slo asks for "
             f"{slo!r}; measure the limit under the same SLO (capplan limit --slo ...)"
         )
     return Limit(
         value=result.feasible_max,
         unit=result.unit,
-        source=str(path),
+        source=source,
         slo=result.slo,
         mean_e2e_s=_e2e_at_limit(result),
         binding=result.binding,

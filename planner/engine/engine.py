@@ -94,9 +94,7 @@ class Engine:
         if rid in self._timelines:
             raise InputError(f"request id {rid!r} already used")
         check_request(request, self._max_len)
-        tl = RequestTimeline(
-            request_id=rid, arrival_s=request.arrival_s, prompt_tokens=request.prompt_tokens
-        )
+        tl = _timeline(rid, request)
         r = LiveRequest(request, tl, self.config.prefix_caching)
         self._timelines[rid] = tl
         self._live[rid] = r
@@ -383,3 +381,10 @@ def simulate(requests: Sequence[EngineRequest], config: EngineConfig) -> list[Re
                 break  # nothing can be scheduled, ever: leave those requests unfinished
             now = max(now, requests[order[k]].arrival_s)
     return [engine.timeline(r.request_id) for r in requests]
+
+
+def _timeline(rid: str, request: EngineRequest) -> RequestTimeline:
+    """The empty timeline of a request just added."""
+    return RequestTimeline(
+        request_id=rid, arrival_s=request.arrival_s, prompt_tokens=request.prompt_tokens
+    )

@@ -9,9 +9,7 @@ verifies the limit with a steady-burst-recovery run, and writes `limit.json`
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,14 +18,14 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from contracts.errors import ConfigError, InputError, RunError
+from contracts.errors import ConfigError, RunError
 from contracts.jsonio import first_error
-from contracts.limit import Dimension, LimitResult
+from contracts.limit import LIMIT_FILE, Dimension, LimitResult, write_limit
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fast_limit_result, fast_record
-from planner.limit.fast.search import FastConfig, FastResult
+from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.live import LocustProbe
 from planner.limit.probe import Probe
 from planner.limit.result import build_limit_result
@@ -38,8 +36,6 @@ from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, 
 from planner.slo.spec import format_duration, format_share, parse_slo
 from planner.slo.verdict import ConstraintResult
 from profiles.model import Profile
-
-LIMIT_FILE = "limit.json"
 
 Echo = Callable[[str], None]
 
@@ -86,29 +82,6 @@ def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str
     elif outcome.steady:
         parts.append(f"[{outcome.steady}]")
     return "  ".join(parts)
-
-
-def write_limit(result: LimitResult, path: Path) -> None:
-    """Write limit.json atomically (a crash never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def load_limit(path: str | Path) -> LimitResult:
-    """Read a limit.json; a run directory may be given. Raises InputError when invalid."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / LIMIT_FILE
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read limit file: {err.strerror}") from err
-    try:
-        return LimitResult.model_validate_json(text)
-    except ValidationError as err:
-        raise InputError(f"{path}: not a capplan limit file: {first_error(err)}") from err
 
 
 def search_limit(

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import ConfigError
-from contracts.jsonio import read_json, validate
+from contracts.jsonio import read_json, validate, write_model
 from contracts.run import StagePlan
 
 CAPACITY_SCHEMA = "capplan.loadgen_capacity/1"
@@ -78,8 +78,7 @@ def load_capacity(path: Path | None = None) -> ProcessCapacity:
 
 def save_capacity(capacity: ProcessCapacity, path: Path | None = None) -> Path:
     path = path or cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(capacity.model_dump_json(by_alias=True, indent=2) + "\n")
+    write_model(path, capacity, "load-generator capacity")
     return path
 
 

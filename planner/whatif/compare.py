@@ -15,7 +15,7 @@ from pathlib import Path
 
 from contracts import __version__
 from contracts.errors import ConfigError
-from contracts.limit import LimitResult
+from contracts.limit import LimitResult, load_limit
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import (
     build_demand,
@@ -25,7 +25,6 @@ from planner.capacity.arithmetic import (
     plan_scenario,
     usd_per_million_output_tokens,
 )
-from planner.limit.run import load_limit
 from profiles.model import Profile
 
 

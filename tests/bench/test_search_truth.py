@@ -15,7 +15,7 @@ from bench.kit.fast_driver import run_fast
 from bench.kit.limit_truth import REFUSING, SHORT, TruthCase
 from bench.kit.slot_probe import search_slot_queue
 from bench.search_truth import queue_of, truth_of
-from planner.limit.fast.search import FastConfig
+from planner.limit.fast.steps import FastConfig
 from planner.slo.spec import parse_slo
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from capplan.cli import app
-from planner.limit.run import load_limit
+from contracts.limit import load_limit
 from profiles.model import save_profile
 
 real_engine = pytest.importorskip("bench.kit.real_engine")

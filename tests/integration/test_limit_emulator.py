@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from capplan.cli import app
+from contracts.limit import load_limit
 from contracts.rundir import read_records, read_stages
 from planner.emulator import emulator_subprocess
 from planner.engine import (
@@ -32,7 +33,6 @@ from planner.engine import (
     build_engine_config,
     simulate,
 )
-from planner.limit.run import load_limit
 from planner.loadtest.netutil import free_port
 from planner.slo.spec import Slo, parse_slo
 from planner.slo.verdict import evaluate

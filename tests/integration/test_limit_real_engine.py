@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bench.kit.profiles import make_profile
 from capplan.cli import app
-from planner.limit.run import load_limit
+from contracts.limit import load_limit
 from profiles.model import save_profile
 
 # The GGUF builder and server starter come with the load-test tests.

@@ -17,8 +17,8 @@ from bench.kit.sim_server import ServerSpec
 from planner.limit.fast.characterise import build_model, solo_costs, step_requests, summarise
 from planner.limit.fast.misses import measured_misses, targets, unsupported
 from planner.limit.fast.model import ServerModel, serve
-from planner.limit.fast.search import Closed
 from planner.limit.fast.stats import batch_means_se, mser5
+from planner.limit.fast.steps import Closed
 from planner.slo.spec import parse_slo
 
 

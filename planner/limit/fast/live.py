@@ -24,14 +24,8 @@ import polars as pl
 
 from contracts.run import Stage, StageSummary
 from contracts.rundir import WORK_DIR, read_records
-from planner.limit.fast.search import (
-    Closed,
-    FastConfig,
-    FastResult,
-    Open,
-    Taken,
-    fast_search,
-)
+from planner.limit.fast.search import fast_search
+from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
 from planner.limit.live import run_stage
 from planner.loadtest.run import LoadTestConfig
 

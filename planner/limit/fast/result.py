@@ -10,7 +10,7 @@ import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
 from planner.limit.fast.misses import targets
-from planner.limit.fast.search import FastResult
+from planner.limit.fast.steps import FastResult
 from planner.limit.probe import LevelMeasurement
 from planner.limit.result import level_record
 from planner.limit.search import SearchConfig, judge_level
