@@ -182,7 +182,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
             LimitOptions(
                 host=url,
                 model=MODEL_NAME,
-                slo=options.slo,
+                slo=slo,
                 out_dir=run_dir,
                 profile=str(profile_path),
                 dimension="rate",

@@ -158,6 +158,9 @@ def register(app: typer.Typer) -> None:
         from contracts.errors import ConfigError
         from planner.limit.run import LimitOptions, run_limit
         from planner.loadtest.workers import choose_workers, load_capacity, parse_workers
+        from planner.slo.spec import parse_slo
+
+        parsed_slo = parse_slo(slo, success_only=success_only)  # a bad SLO fails first
 
         for option, value in (
             ("--level-duration", level_duration),
@@ -202,7 +205,7 @@ def register(app: typer.Typer) -> None:
             LimitOptions(
                 host=host,
                 model=model or "",
-                slo=slo,
+                slo=parsed_slo,
                 out_dir=out,
                 profile=profile,
                 dimension=dim,
@@ -214,7 +217,6 @@ def register(app: typer.Typer) -> None:
                 effective_requests=effective_requests,
                 tail_requests=tail_requests,
                 warmup_s=warmup,
-                success_only=success_only,
                 arrival=arrival,
                 tolerance=tolerance,
                 verify_burst=verify_burst,

@@ -33,7 +33,7 @@ from planner.limit.search import LevelOutcome, SearchConfig, run_search
 from planner.limit.steady import SteadyRules
 from planner.loadtest.preflight import nothing_succeeded
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
-from planner.slo.spec import format_duration, format_share, parse_slo
+from planner.slo.spec import Slo, format_duration, format_share
 from planner.slo.verdict import ConstraintResult
 from profiles.model import Profile
 
@@ -170,7 +170,7 @@ class LimitOptions:
 
     host: str
     model: str
-    slo: str
+    slo: Slo  # parsed once where the text came in (planner.slo.spec.parse_slo)
     out_dir: Path
     profile: str | None = None
     dimension: Dimension = "rate"
@@ -179,7 +179,6 @@ class LimitOptions:
     level_duration_s: float = 30.0  # the shortest measured window of a level
     warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
     max_level_s: float = 900.0  # a level that has not settled by then fails as unstable
-    success_only: bool = False
     level_requests: int = 100  # the fewest requests a level's window holds
     effective_requests: float | None = None  # independent ones (None: SteadyRules' default)
     tail_requests: float | None = None  # independent ones in the SLO's tail (None: default)
@@ -274,7 +273,7 @@ def run_limit(
     Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
     cannot run, FailedRunError when no request of the first levels succeeded.
     """
-    slo = parse_slo(options.slo, success_only=options.success_only)
+    slo = options.slo
     if options.level_duration_s <= 0:
         raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
     if options.time_scale <= 0:
@@ -326,7 +325,7 @@ def run_limit(
         master_bind=options.master_bind,
         expect_workers=options.expect_workers,
         slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
-        slo=options.slo,
+        slo=options.slo.text,
         drain_s=drain_s,
         time_scale=options.time_scale,
     )
