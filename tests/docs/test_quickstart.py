@@ -1,5 +1,6 @@
 """The README's quickstart commands that take seconds run as documented: the no-logs path
-(preset -> whatif -> plan) as written (the plan with a shorter fleet simulation), and the logs path's profile step on the shipped sample."""
+(preset -> whatif -> plan, the plan with a shorter fleet simulation) and the logs path's
+profile step on the shipped sample."""
 
 from __future__ import annotations
 
