@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install capplan with its test extras into ./.venv (created if missing) and run the checks:
-# ruff (lint), mypy (types), pytest (unit + integration). Exits non-zero on any failure,
+# ruff (lint), mypy (types), mkdocs (the docs site), pytest (unit + integration). Exits non-zero on any failure,
 # including pytest collecting no tests (exit code 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +26,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check contracts planner profiles locustfiles reports capplan tests bench
+.venv/bin/ruff check contracts planner profiles locustfiles reports capplan tests bench scripts
 echo "== mypy"
 .venv/bin/mypy
+echo "== mkdocs (the documentation site; warnings are errors: broken links, pages off the nav)"
+# Not -q: it hides the warnings from --strict's count, and a broken link would pass.
+site_dir="$(mktemp -d)"
+if ! NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site_dir" >"$site_dir.log" 2>&1; then
+  grep -v '^INFO' "$site_dir.log" >&2
+  rm -rf "$site_dir" "$site_dir.log"
+  exit 1
+fi
+rm -rf "$site_dir" "$site_dir.log"
 echo "== pytest"
 set +e
 .venv/bin/python -m pytest "$@"

@@ -1,4 +1,4 @@
-"""The README's layout table matches the tree: every folder it lists exists, every file or
+"""The layout table of CONTRIBUTING.md matches the tree: every folder it lists exists, every file or
 subfolder it names in a row exists under that row's folder (or is a top-level folder), and
 every top-level package of the project has a row."""
 
@@ -21,7 +21,7 @@ PACKAGES = (
 
 
 def layout_rows() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
@@ -41,4 +41,4 @@ def test_every_package_has_a_row_and_every_named_path_exists() -> None:
         for name in re.findall(r"`([\w-]+(?:\.py|\.sh|/))`", text):
             if not any(base.rglob(name.rstrip("/"))) and not (ROOT / name).exists():
                 missing.append(f"{folder}/…/{name}")
-    assert not missing, f"the README's layout table names paths not in the tree: {missing}"
+    assert not missing, f"CONTRIBUTING.md's layout table names paths not in the tree: {missing}"
