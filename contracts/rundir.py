@@ -50,6 +50,10 @@ LOG_FILE = "locust.log"
 # The running load test's scratch files under WORK_DIR, between capplan and the Locust
 # process that writes the run; the folder is removed when the run is finished.
 WORK_DIR = ".work"
+STAGE_PLAN_FILE = (
+    "stage_plan.json"  # the stages the load test runs (not plan.json, the capacity plan)
+)
+WORK_PROFILE_FILE = "profile.json"  # the profile its requests are drawn from
 LIVE_FILE = "live.json"  # progress, rewritten about every second by the writing process
 START_FILE = "start.json"  # the plan's start on the run clock, written once the plan starts
 STAGE_ENDS_FILE = "stage_ends.json"  # stages ended early (steady, recovered): their end times

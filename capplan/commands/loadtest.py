@@ -288,6 +288,7 @@ def loadtest(
             arrival="replay",
         )
         stage_plan = StagePlan(name="replay", stages=[stage])
+        prof = None
     else:
         prof, _ = config_profile(config)
         stage_plan = resolve_plan(
@@ -304,12 +305,19 @@ def loadtest(
             Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
         ) as live:
             summaries = run_loadtest(
-                config, stage_plan, out, progress=lambda s: live.update(Text(s)), check_target=check
+                config,
+                stage_plan,
+                out,
+                progress=lambda s: live.update(Text(s)),
+                check_target=check,
+                profile=prof,
             )
     else:
         plain = StageLines(lambda line: typer.echo(line, err=True))
         try:
-            summaries = run_loadtest(config, stage_plan, out, progress=plain, check_target=check)
+            summaries = run_loadtest(
+                config, stage_plan, out, progress=plain, check_target=check, profile=prof
+            )
         finally:
             plain.close()
     stdout_console().print(stage_table(summaries))

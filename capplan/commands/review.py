@@ -30,7 +30,9 @@ def register(app: typer.Typer) -> None:
 
 
 def review_command(
-    review_file: Path = typer.Argument(..., help="The review file (YAML), see examples/review.yaml."),
+    review_file: Path = typer.Argument(
+        ..., help="The review file (YAML), see examples/review.yaml."
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
     lang: str = typer.Option("en", "--lang", help="Language of the PDF: en or zh."),
     previous: Path | None = typer.Option(

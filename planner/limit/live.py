@@ -20,6 +20,7 @@ from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.steady import LevelState, SteadyRules, assess
 from planner.loadtest.run import LoadTestConfig, run_loadtest
 from planner.slo.spec import Slo
+from profiles.model import Profile
 
 
 class LocustProbe:
@@ -44,8 +45,10 @@ class LocustProbe:
         arrival: str = "poisson",
         check_every_s: float = 1.0,
         append: bool = False,
+        profile: Profile | None = None,
     ) -> None:
         self.config = config
+        self.profile = profile  # loaded once for every level (None: from config)
         self.arrival = arrival
         self.out_dir = out_dir
         self.dimension = dimension
@@ -80,8 +83,15 @@ class LocustProbe:
         self.levels += 1
         stage = self._stage(load)
         watcher = _LevelWatcher(self, stage, abandon, load)
-        summary = run_stage(self.config, self.out_dir, stage, seed_index=self.levels,
-                            append=self.append or self.levels > 1, progress=watcher)  # fmt: skip
+        summary = run_stage(
+            self.config,
+            self.out_dir,
+            stage,
+            seed_index=self.levels,
+            append=self.append or self.levels > 1,
+            progress=watcher,
+            profile=self.profile,
+        )
         records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
         duration_s = summary.duration_s
         if watcher.reason is not None and watcher.stopped_at_s is not None:
@@ -118,6 +128,7 @@ def run_stage(
     seed_index: int,
     append: bool,
     progress: Callable[[str], None] | None,
+    profile: Profile | None = None,
 ) -> StageSummary:
     """Run one stage as a one-stage load test appended to `out_dir` and return its summary.
 
@@ -127,7 +138,12 @@ def run_stage(
     """
     config = config.model_copy(update={"seed": config.seed * 1000 + seed_index})
     summaries = run_loadtest(
-        config, StagePlan(name="limit", stages=[stage]), out_dir, append=append, progress=progress
+        config,
+        StagePlan(name="limit", stages=[stage]),
+        out_dir,
+        append=append,
+        progress=progress,
+        profile=profile,
     )
     summary = next((s for s in summaries if s.name == stage.name), None)
     if summary is None:

@@ -249,7 +249,7 @@ def _verify_burst(
                 duration_s=steady_s,
             )
         echo(f"verifying: steady-burst-recovery around {limit.feasible_max:g}")
-        summaries = run_loadtest(config, plan, options.out_dir, append=True)
+        summaries = run_loadtest(config, plan, options.out_dir, append=True, profile=profile)
         recovery = next((s for s in summaries if s.role == "recovery"), None)
         if recovery is None or not recovery.recovered:
             echo("verify: the endpoint did not recover within the recovery stage")
@@ -332,7 +332,7 @@ def run_limit(
     profile, _ = config_profile(config)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     if options.method == "fast":
-        fast = _fast_search(options, config, search_config, profile.digest(), echo, verify)
+        fast = _fast_search(options, config, search_config, profile, echo, verify)
         if fast.limit is not None:
             return fast.limit
         echo(f"fast search: {fast.result.stopped}; the measured search takes over")
@@ -346,6 +346,7 @@ def run_limit(
         slo=slo,
         arrival=options.arrival,
         append=options.method == "fast",
+        profile=profile,
     )
     limit = search_limit(
         probe,
@@ -375,7 +376,7 @@ def _fast_search(
     options: LimitOptions,
     config: LoadTestConfig,
     search_config: SearchConfig,
-    profile_digest: str,
+    profile: Profile,
     echo: Echo,
     verify: Callable[[LimitResult], float | None] | None,
 ) -> _Fast:
@@ -384,7 +385,7 @@ def _fast_search(
     if options.dimension != "rate":
         raise ConfigError("--method fast finds a rate limit: use --dimension rate")
     started = time.perf_counter()
-    driver = LiveDriver(config, options.out_dir, arrival=options.arrival)
+    driver = LiveDriver(config, options.out_dir, arrival=options.arrival, profile=profile)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
     fast_config = FastConfig(
         slo=search_config.slo,
@@ -403,7 +404,7 @@ def _fast_search(
         driver.levels(),
         target=options.host,
         model=options.model,
-        profile_digest=profile_digest,
+        profile_digest=profile.digest(),
         wall_s=time.perf_counter() - started,
         time_scale=options.time_scale,
     )

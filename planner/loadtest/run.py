@@ -21,13 +21,16 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import ConfigError, RunError
+from contracts.jsonio import write_atomic
 from contracts.run import RunInfo, StagePlan, StageSummary
 from contracts.rundir import (
     LOG_FILE,
     RUN_FILE,
     STAGE_ENDS_FILE,
+    STAGE_PLAN_FILE,
     START_FILE,
     WORK_DIR,
+    WORK_PROFILE_FILE,
     consolidate_run,
     holds_run,
     new_run_info,
@@ -135,11 +138,15 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConfigError(f"-o {out_dir}: a file exists there; expected a folder for the run")
 
 
-def config_profile(config: LoadTestConfig) -> tuple[Profile, str]:
-    """The profile to draw requests from and how run.json names it (path or preset:chat)."""
+def config_profile(config: LoadTestConfig, loaded: Profile | None = None) -> tuple[Profile, str]:
+    """The profile to draw requests from (`loaded` when the caller holds it already) and how
+    run.json names it (path or preset:chat)."""
+    source = config.profile_path or "preset:chat"
+    if loaded is not None:
+        return loaded, source
     if config.profile_path:
-        return load_profile(config.profile_path), config.profile_path
-    return preset_profile("chat"), "preset:chat"
+        return load_profile(config.profile_path), source
+    return preset_profile("chat"), source
 
 
 def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path) -> list[str]:
@@ -147,9 +154,9 @@ def _locust_args(config: LoadTestConfig, out_dir: Path, epoch: float, work: Path
         "--host",
         config.host,
         "--llm-profile",
-        str(work / "profile.json"),
+        str(work / WORK_PROFILE_FILE),
         "--llm-plan",
-        str(work / "plan.json"),
+        str(work / STAGE_PLAN_FILE),
         "--llm-model",
         config.model,
         "--llm-endpoint",
@@ -242,6 +249,7 @@ def run_loadtest(
     append: bool = False,
     progress: Callable[[str], None] | None = None,
     check_target: Callable[[LoadTestConfig], str] | None = None,
+    profile: Profile | None = None,
 ) -> list[StageSummary]:
     """Run `plan` against `config.host` with Locust and write the run directory `out_dir`.
 
@@ -267,7 +275,7 @@ def run_loadtest(
             raise ConfigError("--master-bind runs remote workers only: drop --workers")
         remote = master_args(config.master_bind, config.expect_workers, config.workers_wait_s)
     slo = parse_slo(config.slo) if config.slo else None
-    profile, source = config_profile(config)
+    profile, source = config_profile(config, profile)
     check_out_dir(out_dir)
     if check_target is not None:
         config = config.model_copy(update={"model": check_target(config)})
@@ -276,8 +284,8 @@ def run_loadtest(
     work = out_dir / WORK_DIR
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    (work / "profile.json").write_text(profile.to_json())
-    (work / "plan.json").write_text(plan.model_dump_json())
+    write_atomic(work / WORK_PROFILE_FILE, profile.to_json())
+    write_atomic(work / STAGE_PLAN_FILE, plan.model_dump_json())
     if config.replay_path:
         span = sum(s.duration_s for s in plan.stages if s.arrival == "replay") * config.replay_speed
         table = slice_log(read_log_table(config.replay_path), config.replay_start_s, span + 1.0)

@@ -28,6 +28,7 @@ from planner.limit.fast.search import fast_search
 from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
 from planner.limit.live import run_stage
 from planner.loadtest.run import LoadTestConfig
+from profiles.model import Profile
 
 Echo = Callable[[str], None]
 
@@ -35,9 +36,17 @@ Echo = Callable[[str], None]
 class LiveDriver:
     """Runs the fast search's steps as stages of one run directory."""
 
-    def __init__(self, config: LoadTestConfig, out_dir: Path, *, arrival: str = "poisson",
-                 append: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: LoadTestConfig,
+        out_dir: Path,
+        *,
+        arrival: str = "poisson",
+        append: bool = False,
+        profile: Profile | None = None,
+    ) -> None:
         self.config = config
+        self.profile = profile  # loaded once for every step (None: from config)
         self.out_dir = out_dir
         self.arrival = arrival
         self.stages = 0
@@ -45,8 +54,15 @@ class LiveDriver:
         self.opened: list[tuple[str, float, float, float]] = []  # (stage, rate, start, held)
 
     def _run(self, stage: Stage, progress: Callable[[str], None] | None) -> StageSummary:
-        return run_stage(self.config, self.out_dir, stage, seed_index=self.stages,
-                         append=self.append or self.stages > 1, progress=progress)  # fmt: skip
+        return run_stage(
+            self.config,
+            self.out_dir,
+            stage,
+            seed_index=self.stages,
+            append=self.append or self.stages > 1,
+            progress=progress,
+            profile=self.profile,
+        )
 
     def closed(self, step: Closed) -> Taken:
         self.stages += 1
