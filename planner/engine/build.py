@@ -125,6 +125,9 @@ def build_engine_config(
         fields.update(calibration)
     fields["calibration_source"] = "; ".join(sources)
     fields.update({k: v for k, v in overrides.items() if v is not None})
+    if fields.get("max_num_batched_tokens") is None:
+        context = fields.get("max_model_len") or model_spec.max_context_tokens
+        fields["max_num_batched_tokens"] = profile.batched_tokens(context)
     try:
         return EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
     except ValidationError as err:

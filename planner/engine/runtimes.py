@@ -8,7 +8,8 @@ and llama.cpp is a handful of published behaviours, each a field of `EngineProfi
   out; or a request's prompt + max_tokens up front, never preempted; or a fixed slot);
 - how prefills and decodes share a step (mixed, with chunked prefill; or prefill-first:
   a step with admissible waiting requests runs their prefills alone, vLLM 0.5/0.6's default
-  without chunked prefill);
+  without chunked prefill), and the token budget of a step: fixed, or vLLM V0's rule
+  without chunked prefill, max(max_model_len, 2048) (`max_num_batched_tokens=None`);
 - CPU time per step and per scheduled request (scheduling, sampling, detokenising), and
   multi-step scheduling, which pays it once per `scheduler_steps` decode steps;
 - the front end in TTFT: HTTP, tokenisation and hand-over to the engine.
@@ -26,6 +27,11 @@ from typing import Any
 
 from contracts.errors import ConfigError
 
+# vLLM V0's budget rule (max_num_batched_tokens None) holds up to this context length; past
+# it the profile keeps a fixed budget (see EngineProfile.batched_tokens).
+V0_RULE_MAX_CONTEXT = 32768
+FALLBACK_BATCHED_TOKENS = 8192
+
 
 @dataclass(frozen=True, kw_only=True)
 class EngineProfile:
@@ -38,7 +44,9 @@ class EngineProfile:
     gpu_memory_utilization: float = 0.9
     prefill_first: bool = False
     max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    # None: vLLM V0's default without chunked prefill, max(max_model_len, 2048) tokens a
+    # step (`batched_tokens`); a number: that budget whatever the context length.
+    max_num_batched_tokens: int | None = 8192
     prefix_caching: bool = True
     scheduler_steps: int = 1
     step_overhead_s: float = 1e-3
@@ -47,8 +55,24 @@ class EngineProfile:
     frontend_s_per_prompt_token: float = 2e-6
     sources: tuple[str, ...] = ()
 
+    def batched_tokens(self, max_model_len: int) -> int:
+        """The step's token budget for an engine whose context length is `max_model_len`.
+
+        vLLM V0 without chunked prefill must fit a whole prompt in one step, so its default
+        budget is max(max_model_len, 2048) (vllm/config.py `SchedulerConfig`, v0.4 to v0.6):
+        2048 tokens for a 2048-token context. For contexts beyond V0_RULE_MAX_CONTEXT vLLM
+        turns chunked prefill on by itself, which this profile does not model: it keeps
+        the fixed FALLBACK_BATCHED_TOKENS there.
+        """
+        if self.max_num_batched_tokens is not None:
+            return self.max_num_batched_tokens
+        if max_model_len > V0_RULE_MAX_CONTEXT:
+            return FALLBACK_BATCHED_TOKENS
+        return max(max_model_len, 2048)
+
     def overrides(self) -> dict[str, Any]:
-        """The EngineConfig fields this profile sets."""
+        """The EngineConfig fields this profile sets (`max_num_batched_tokens` None: resolve
+        it with `batched_tokens` once the context length is known)."""
         return {
             "engine": self.name,
             "kv_reservation": self.kv_reservation,
@@ -83,12 +107,21 @@ _VLLM_06 = EngineProfile(
     name="vllm@0.6",
     label="vLLM 0.6 (V0 scheduler)",
     prefill_first=True,
+    max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=190e-6,
     sources=(
         "vLLM 0.6 V0 scheduler without chunked prefill: waiting prompts are prefilled in a "
         "step of their own before running decodes continue (vllm/core/scheduler.py "
         "_schedule_default); recompute preemption",
+        "max_num_batched_tokens: vllm/config.py SchedulerConfig (v0.6.0) defaults it, without "
+        "chunked prefill, to max(max_model_len, 2048), so a whole prompt fits one step; "
+        "2048 tokens a step at max_model_len 2048, as in Lambda's runs",
+        "multi-step (--num-scheduler-steps N): vllm/engine/llm_engine.py step() skips the "
+        "scheduler while the current batch has steps left, so waiting prompts join only "
+        "between runs of N decode steps; a prefill runs one step (vllm/core/scheduler.py "
+        "_schedule_prefills: init_multi_step(_get_num_lookahead_slots(is_prefill=True) + 1), "
+        "no lookahead slots for a prefill)",
         "vLLM blog 'vLLM v0.6.0: 2.7x Throughput Improvement' (2024-09-05): the CPU side "
         "(API server about 33 %, scheduling about 29 %) of a step; --num-scheduler-steps "
         "amortises it over several decode steps",
@@ -101,10 +134,12 @@ _VLLM_05 = EngineProfile(
     name="vllm@0.5",
     label="vLLM 0.5 (V0 scheduler, no multi-step)",
     prefill_first=True,
+    max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=250e-6,
     sources=(
-        "as vllm@0.6, before its CPU optimisations; seq_overhead_s fitted by "
+        "as vllm@0.6 (prefill-first, the V0 token budget max(max_model_len, 2048) without "
+        "chunked prefill), before its CPU optimisations; seq_overhead_s fitted by "
         "bench/engine_published.py --fit on LambdaLabsML's 'vLLM v0.5.4' throughput row",
     ),
 )

@@ -113,6 +113,34 @@ def test_prefill_first_stops_decodes_for_a_new_prompt() -> None:
         assert res.decode_tokens == decodes_in_prefill_step, engine
 
 
+def test_vllm_v0_token_budget_follows_the_context_length_without_chunked_prefill() -> None:
+    # vLLM 0.5/0.6 without chunked prefill: max(max_model_len, 2048) tokens a step.
+    assert _cfg(engine="vllm@0.6", max_model_len=2048).max_num_batched_tokens == 2048
+    assert _cfg(engine="vllm@0.6", max_model_len=1024).max_num_batched_tokens == 2048
+    assert _cfg(engine="vllm@0.5", max_model_len=4096).max_num_batched_tokens == 4096
+    # Past 32K tokens vLLM chunks prefills by itself; the profile keeps a fixed budget.
+    assert _cfg(engine="vllm@0.6").max_num_batched_tokens == 8192
+    # An explicit budget wins; V1 and the other engines keep their fixed one.
+    assert (
+        _cfg(
+            engine="vllm@0.6", max_model_len=2048, max_num_batched_tokens=512
+        ).max_num_batched_tokens
+        == 512
+    )
+    assert _cfg(engine="vllm", max_model_len=2048).max_num_batched_tokens == 8192
+
+
+def test_a_2048_token_budget_splits_a_burst_of_prompts_into_prefill_steps() -> None:
+    # 8 prompts of 1000 tokens: one prefill step under an 8192 budget, four under 2048,
+    # so the last first token comes later and the first one sooner.
+    reqs = _reqs(8, 1000, 4)
+    wide = simulate(reqs, _cfg(engine="vllm@0.6", max_num_batched_tokens=8192, **NO_FRONT_END))
+    v0 = simulate(reqs, _cfg(engine="vllm@0.6", max_model_len=2048, **NO_FRONT_END))
+    assert len({t.first_token_s for t in wide}) == 1
+    assert len({t.first_token_s for t in v0}) == 4
+    assert min(t.first_token_s for t in v0) < wide[0].first_token_s  # type: ignore[operator]
+
+
 def test_multi_step_finishes_at_the_end_of_its_group() -> None:
     """With 10 scheduler steps per group, a request of 3 tokens ends with its group (its
     extra steps are computed and thrown away); one step per group ends it after 3."""
