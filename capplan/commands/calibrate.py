@@ -11,6 +11,7 @@ from rich.table import Table
 
 from capplan.cli import handle_errors
 from capplan.commands.console import stdout_console
+from capplan.commands.shared import ApiKeyEnv
 from contracts.calibration import CalibrationFile
 from contracts.errors import InputError
 from contracts.jsonio import write_model
@@ -54,9 +55,7 @@ def calibrate_command(
         None, "--catalog", help="Catalog YAML/JSON with the GPU and model (gpus:, models:)."
     ),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree of the server."),
-    api_key_env: str | None = typer.Option(
-        None, "--api-key-env", help="Environment variable holding the API key."
-    ),
+    api_key_env: ApiKeyEnv = None,
     budget_s: float = typer.Option(300.0, "--budget-s", help="Time for the probe rounds (s)."),
     max_drift: float = typer.Option(
         0.25, "--max-drift", help="Largest median spread / trend of the repeats accepted."

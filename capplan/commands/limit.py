@@ -8,6 +8,14 @@ from typing import Literal
 import typer
 
 from capplan.cli import check_number, handle_errors
+from capplan.commands.shared import (
+    ApiKeyEnv,
+    Endpoint,
+    ExpectWorkers,
+    MasterBind,
+    NoPreflight,
+    TimeScale,
+)
 
 HELP = (
     "Find the highest load one instance carries while the SLO still holds.\n\n"
@@ -115,30 +123,16 @@ def register(app: typer.Typer) -> None:
             help="Locust worker processes (0: one), or 'auto': as many as --max needs "
             "(twice --max with --verify-burst).",
         ),
-        master_bind: str | None = typer.Option(
-            None,
-            "--master-bind",
-            help="HOST:PORT: run the Locust master there and take load from remote workers "
-            "(capplan worker --master HOST:PORT on each host) instead of local processes.",
-        ),
-        expect_workers: int = typer.Option(
-            0, "--expect-workers", help="With --master-bind: start once this many workers joined."
-        ),
+        master_bind: MasterBind = None,
+        expect_workers: ExpectWorkers = 0,
         seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
-        endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
-        api_key_env: str | None = typer.Option(
-            None, "--api-key-env", help="Environment variable holding the API key."
-        ),
+        endpoint: Endpoint = "chat",
+        api_key_env: ApiKeyEnv = None,
         max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
         min_completed: int = typer.Option(
             50, "--min-completed", help="Completed requests a passing level needs."
         ),
-        time_scale: float = typer.Option(
-            1.0,
-            "--time-scale",
-            help="The endpoint runs this many times faster than wall time (capplan emulate "
-            "--speed S): levels, loads and latencies are in its time.",
-        ),
+        time_scale: TimeScale = 1.0,
         method: str = typer.Option(
             "measured",
             "--method",
@@ -148,12 +142,7 @@ def register(app: typer.Typer) -> None:
             "bias measured on the same requests (rate SLOs on ttft/e2e/tpot shares; falls "
             "back to measured when the model is inadequate).",
         ),
-        no_preflight: bool = typer.Option(
-            False,
-            "--no-preflight",
-            help="Skip the check before load (the target answers, lists --model, streams one "
-            "request); --model is then required.",
-        ),
+        no_preflight: NoPreflight = False,
     ) -> None:
         from contracts.errors import ConfigError
         from planner.limit.run import LimitOptions, run_limit

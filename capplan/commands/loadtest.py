@@ -14,6 +14,14 @@ from rich.text import Text
 
 from capplan.cli import check_number, handle_errors, parse_share
 from capplan.commands.console import stdout_console
+from capplan.commands.shared import (
+    ApiKeyEnv,
+    Endpoint,
+    ExpectWorkers,
+    MasterBind,
+    NoPreflight,
+    TimeScale,
+)
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
 
@@ -171,25 +179,16 @@ def loadtest(
         None, "--replay", help="Request log to replay at its own timestamps."
     ),
     speed: float = typer.Option(1.0, "--speed", help="Replay speed-up factor."),
-    endpoint: str = typer.Option("chat", "--endpoint", help="chat | completions."),
+    endpoint: Endpoint = "chat",
     workers: str = typer.Option(
         "0",
         "--workers",
         help="Local Locust worker processes (0: one process), or 'auto': as many as the "
         "plan's peak rate needs (see bench/loadgen_capacity.py --save).",
     ),
-    master_bind: str | None = typer.Option(
-        None,
-        "--master-bind",
-        help="HOST:PORT: run the Locust master there and take load from remote workers "
-        "(capplan worker --master HOST:PORT on each host) instead of local processes.",
-    ),
-    expect_workers: int = typer.Option(
-        0, "--expect-workers", help="With --master-bind: start once this many workers joined."
-    ),
-    api_key_env: str | None = typer.Option(
-        None, "--api-key-env", help="Environment variable holding the API key."
-    ),
+    master_bind: MasterBind = None,
+    expect_workers: ExpectWorkers = 0,
+    api_key_env: ApiKeyEnv = None,
     seed: int = typer.Option(0, "--seed", help="Seed of requests and arrivals."),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", help="Client cap on requests in flight (reported)."
@@ -214,24 +213,14 @@ def loadtest(
     no_metrics: bool = typer.Option(
         False, "--no-metrics", help="Do not scrape the target's /metrics."
     ),
-    time_scale: float = typer.Option(
-        1.0,
-        "--time-scale",
-        help="The endpoint runs this many times faster than wall time (capplan emulate "
-        "--speed S): plans and records are kept in its time.",
-    ),
+    time_scale: TimeScale = 1.0,
     max_errors: str | None = typer.Option(
         None,
         "--max-errors",
         help="Exit 3 when more than this share of the scheduled requests failed, e.g. 1% or "
         "0.01 (default: only when none succeeded). The run folder is written either way.",
     ),
-    no_preflight: bool = typer.Option(
-        False,
-        "--no-preflight",
-        help="Skip the check before load (the target answers, lists --model, streams one "
-        "request); --model is then required.",
-    ),
+    no_preflight: NoPreflight = False,
 ) -> None:
     from contracts.run import Stage, StagePlan
     from locustfiles.stages import resolve_plan

@@ -1,0 +1,54 @@
+"""Options that several commands take, defined once: the same flag, type and help wherever
+it appears (typer reads them from `Annotated` parameter types)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+# --- reaching the endpoint: loadtest, limit, calibrate
+
+ApiKeyEnv = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        help="Environment variable holding the API key (the key itself is never written).",
+    ),
+]
+Endpoint = Annotated[
+    str, typer.Option("--endpoint", help="OpenAI API to call: chat (completions) or completions.")
+]
+NoPreflight = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight",
+        help="Skip the check before load (the target answers, lists --model, streams one "
+        "request); --model is then required.",
+    ),
+]
+TimeScale = Annotated[
+    float,
+    typer.Option(
+        "--time-scale",
+        help="The endpoint runs this many times faster than wall time (capplan emulate "
+        "--speed S): loads, records and latencies are kept in its time.",
+    ),
+]
+
+# --- load from other hosts: loadtest, limit
+
+MasterBind = Annotated[
+    str | None,
+    typer.Option(
+        "--master-bind",
+        help="HOST:PORT: run the Locust master there and take load from remote workers "
+        "(capplan worker --master HOST:PORT on each host) instead of local processes.",
+    ),
+]
+ExpectWorkers = Annotated[
+    int,
+    typer.Option(
+        "--expect-workers", help="With --master-bind: start once this many workers joined."
+    ),
+]
