@@ -104,6 +104,51 @@ FINDINGS_EN: dict[str, str] = {
     "fleet.slo_metrics": "the SLO names {missing}, which the fleet simulator does not produce "
     "(it yields {simulated})",
     "note.no_calibration": "no calibration: the limit.json levels carry no latency metrics",
+    # the figure that explains a what-if lesson, one clause each (planner.whatif.lessons)
+    "figure.none": "-",
+    "figure.prefix": "{ideal:.0%} of prompt tokens are in shared blocks in the profile",
+    "figure.prefix_replayed": "{ideal:.0%} of prompt tokens are in shared blocks in the "
+    "profile ({replayed:.0%} in the replayed traffic)",
+    "figure.prefix_none": "the profile has no prefix statistics",
+    "figure.prefix_none_replayed": "the profile has no prefix statistics ({replayed:.0%} in the "
+    "replayed traffic)",
+    "figure.kv_dtype": "the KV cache holds {alt_tokens:,} tokens with {dtype} against "
+    "{base_tokens:,}",
+    "figure.kv_dtype_need": "at the {dtype} limit the requests in flight need {need:,.0f} "
+    "tokens ({share:.0%} of its cache)",
+    "figure.reservation": "static reserves {max_len:,} tokens per sequence: at most {seqs:,} "
+    "sequences fit, while a request in flight holds {ctx:,.0f} tokens on average",
+    "figure.reservation_running": "static reserves {max_len:,} tokens per sequence: at most "
+    "{seqs:,} sequences fit, while a request in flight holds {ctx:,.0f} tokens on average and "
+    "paged ran {running:.1f} at its limit",
+    "figure.no_common_load": "no common load to compare at",
+    "figure.queue": "at {rate:.3g} req/s, P99 TTFT of short prompts (<= {short_max} tokens) "
+    "{base_short} -> {alt_short}, of long prompts (>= {long_min}) {base_long} -> {alt_long}",
+    "figure.spec": "{gain:.2f} tokens per decode step for {positions} verified positions and "
+    "{drafts} draft passes",
+    "figure.spec_running": "{running:.0f} requests in flight at the limit",
+    "figure.seqs": "{running:.1f} requests in flight at the baseline limit",
+    "figure.budget": "mean prompt {mean_in:,.0f} tokens against the per-step token budget",
+    "figure.memory": "KV cache {base:,} -> {alt:,} tokens",
+    "figure.disagg_transfer": "the mean prompt ({mean_in:,.0f} tokens, {mean_out:,.0f} out) "
+    "moves {mb:,.1f} MB of KV in {ms:.2f} ms",
+    "figure.disagg_no_transfer": "no KV transfer",
+    "figure.disagg_at": "at the limits TTFT p95 {base_ttft}, TPOT p95 {base_tpot} -> TTFT p95 "
+    "{alt_ttft}, TPOT p95 {alt_tpot}",
+    "figure.engine_none": "{engine}: no configuration",
+    "figure.engine_paged": "{engine} pages its KV as tokens arrive (recompute preemption), "
+    "{kv:,} KV tokens, {us:.0f} us CPU per request per step",
+    "figure.engine_request": "{engine} reserves prompt + output KV at admission (no "
+    "preemption), {kv:,} KV tokens, {us:.0f} us CPU per request per step",
+    "figure.engine_static": "{engine} reserves {max_len:,} tokens per sequence, {kv:,} KV "
+    "tokens, {us:.0f} us CPU per request per step",
+    "figure.engine_paged_prefill_first": "{engine} pages its KV as tokens arrive (recompute "
+    "preemption), {kv:,} KV tokens, {us:.0f} us CPU per request per step, prefills alone",
+    "figure.engine_request_prefill_first": "{engine} reserves prompt + output KV at admission "
+    "(no preemption), {kv:,} KV tokens, {us:.0f} us CPU per request per step, prefills alone",
+    "figure.engine_static_prefill_first": "{engine} reserves {max_len:,} tokens per sequence, "
+    "{kv:,} KV tokens, {us:.0f} us CPU per request per step, prefills alone",
+    "figure.engine_context": "a request holds {ctx:,.0f} tokens on average",
     # the fleet simulation's verdict (planner.fleet.check)
     "fleet.not_simulated": "n={instances} was not simulated",
     "fleet.short": "n={instances} does NOT meet the SLO in simulation: plan more instances",
