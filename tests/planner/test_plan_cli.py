@@ -55,6 +55,10 @@ def test_plan_writes_plan_json(tmp_path: Path) -> None:
     assert plan.inputs.limit.unit == "rps" and plan.inputs.gpu_hour_price_usd == 4.25
     assert plan.checks.fleet is not None and len(plan.checks.fleet.points) == 6
     assert "Instances per growth scenario" in result.output
+    # every figure says whose it is: the fleet's or one instance's
+    for label in ("Demand, whole fleet", "limit per instance", "Resources, per instance"):
+        assert label in result.output
+    assert "requests in flight across the fleet at the peak" in result.output
 
 
 def test_bad_limit_exits_2(tmp_path: Path) -> None:
