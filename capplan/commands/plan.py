@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
-from capplan.commands.console import stdout_console
+from capplan.commands.console import FORMAT_HELP, check_format, print_result
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
@@ -97,7 +97,9 @@ def plan_command(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
 ) -> None:
+    check_format(output_format)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
@@ -143,8 +145,7 @@ def plan_command(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
     write_model(output, plan, "the plan")
-    print_plan(plan, stdout_console())
-    typer.echo(f"wrote {output}")
+    print_result(plan, output, output_format, lambda console: print_plan(plan, console))
 
 
 def limit_line(limit: LimitInput) -> str:

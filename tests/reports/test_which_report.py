@@ -222,3 +222,18 @@ def test_a_whatif_where_nothing_meets_the_slo_says_so(inputs: Inputs, tmp_path: 
     assert f"{candidate['label']}: the SLO is met at no tested load." in text
     assert STRINGS["en"]["which_chart"] not in text  # nothing to draw
     assert "serves the peak" not in text
+
+
+def test_whatif_format_json_prints_the_document_for_scripts(inputs: Inputs, tmp_path: Path) -> None:
+    whatif = tmp_path / "whatif.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=2s",
+            "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS,
+            "-o", str(whatif), "--format", "json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(whatif.read_text())
+    assert f"wrote {whatif}" in result.stderr
