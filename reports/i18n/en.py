@@ -209,6 +209,7 @@ EN: dict[str, str] = {
     "col_verdict": "Verdict",
     "col_value": "{binding}",
     "col_requests": "Requests",
+    "error_in_flight": "still in flight when the load test stopped (not a failure)",
     "col_completed_scheduled": "Completed / scheduled",
     "requests_in_flight": "{completed} / {requests} ({n} in flight at the window's end)",
     "verdict_pass": "pass",

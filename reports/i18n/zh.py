@@ -190,6 +190,7 @@ ZH: dict[str, str] = {
     "col_verdict": "判定",
     "col_value": "{binding}",
     "col_requests": "请求数",
+    "error_in_flight": "负载测试停止时仍在进行（不算失败）",
     "col_completed_scheduled": "完成 / 调度",
     "requests_in_flight": "{completed} / {requests}（{n} 个在窗口结束时仍在进行）",
     "verdict_pass": "达标",
