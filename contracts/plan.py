@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.finding import Finding
+
 PLAN_SCHEMA = "capplan.plan/1"
 
 
@@ -106,6 +108,7 @@ class Resources(_Model):
     cpu_cores_total: int
     host_ram_gib_total: float
     rule: str = Field(description="the stated rule for CPU and RAM")
+    rule_finding: Finding | None = None
 
 
 class Cost(_Model):
@@ -148,6 +151,7 @@ class FleetCheck(_Model):
     rate_rps: float
     points: list[FleetPoint]
     verdict: str = Field(description="e.g. 'n=6 meets the SLO, n=5 does not'")
+    verdict_finding: Finding | None = None
     calibration: dict[str, float] | None = None
     wall_s: float | None = None
     slo: str | None = None
@@ -178,5 +182,9 @@ class Plan(_Model):
     inputs: PlanInputs
     sentence: str = Field("", description="the answer in one sentence")
     notes: list[str] = Field(default_factory=list, description="caveats the reader must see")
+    sentence_finding: Finding | None = Field(None, description="the sentence as key and figures")
+    note_findings: list[Finding] = Field(
+        default_factory=list, description="the notes as keys and figures, in the same order"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.finding import Finding
 from contracts.plan import Plan
 
 REVIEW_SCHEMA = "capplan.review/1"
@@ -40,6 +41,7 @@ class FleetOption(_Model):
     gpu_hours_per_month: float = Field(ge=0)
     monthly_cost_usd: float = Field(ge=0)
     rule: str = Field(description="how the count per hour is set, in words")
+    rule_finding: Finding | None = None
 
 
 class HourlyCapacity(_Model):
@@ -74,6 +76,7 @@ class GrowthTrend(_Model):
     growth_high: float = Field(description="upper end of the interval")
     level: float = Field(description="confidence of the interval, e.g. 0.9")
     statement: str
+    statement_finding: Finding | None = None
 
 
 class CountInterval(_Model):
@@ -95,13 +98,15 @@ class CountInterval(_Model):
     replicates: int
     block_windows: int
     method: str
+    method_finding: Finding | None = None
 
 
 class Risk(_Model):
     service: str
     level: RiskLevel
     kind: str = Field(description="short key, e.g. 'kv_headroom', 'count_interval'")
-    text: str
+    text: str = Field(description="the finding in English")
+    finding: Finding | None = Field(None, description="the text as a key and its figures")
     monthly_cost_usd: float = Field(description="the service's cost, used to rank risks")
 
 
@@ -155,6 +160,7 @@ class GpuPool(_Model):
     monthly_cost_usd: float = Field(description="with spares per service (the plans' total)")
     monthly_cost_shared_usd: float
     rule: str
+    rule_finding: Finding | None = None
 
 
 class FleetTotals(_Model):

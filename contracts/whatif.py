@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.finding import Finding
+
 WHATIF_SCHEMA = "capplan.whatif/1"
 COMPARE_SCHEMA = "capplan.compare/1"
 
@@ -61,6 +63,9 @@ class Lesson(_Model):
     limit_change: float | None = Field(description="median relative change of the limit")
     pairs: int
     figure: str = Field(description="the figure that explains the change")
+    figure_findings: list[Finding] = Field(
+        default_factory=list, description="the figure as keys and figures, one per clause"
+    )
     sentence: str
 
 

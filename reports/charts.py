@@ -335,14 +335,16 @@ def _draw_frame(panel: Panel, title: str, show_x_ticks: bool) -> None:
             continue
         g.add(Line(xx, panel.y0, xx, panel.y0 + panel.h, strokeColor=GRID, strokeWidth=0.4))
         if show_x_ticks:
+            # a label at the left corner starts there, clear of the y axis's lowest label
+            corner = xx < panel.x0 + 0.5
             g.add(
                 label(
-                    xx,
+                    panel.x0 - 1 if corner else xx,
                     panel.y0 - 8,
                     format_tick(t),
                     font=LATIN_FONT,
                     size=TICK_SIZE,
-                    anchor="middle",
+                    anchor="start" if corner else "middle",
                 )
             )
     if panel.x.label and show_x_ticks:

@@ -28,6 +28,7 @@ from reports.i18n import LATIN_FONT, Words, split_runs
 PAGE_W, PAGE_H = A4
 MARGIN = 17 * mm
 CONTENT_W = PAGE_W - 2 * MARGIN
+ANSWER_PAD_PT = 8  # the answer box's shading around its text
 
 
 class Styles:
@@ -35,7 +36,14 @@ class Styles:
 
     def __init__(self, w: Words) -> None:
         wrap = "CJK" if w.lang == "zh" else None
-        base: dict[str, Any] = {"fontName": w.font, "wordWrap": wrap, "alignment": TA_LEFT}
+        # Lines break between words, or after a hyphen inside one ("batch-" / "summaries"),
+        # before a word is cut where it does not fit.
+        base: dict[str, Any] = {
+            "fontName": w.font,
+            "wordWrap": wrap,
+            "alignment": TA_LEFT,
+            "embeddedHyphenation": 1,
+        }
         self.title = ParagraphStyle(
             "title",
             fontSize=19,
@@ -72,9 +80,10 @@ class Styles:
             leading=19,
             textColor=colors.black,
             backColor=LIGHT,
-            borderPadding=8,
-            spaceBefore=4,
-            spaceAfter=12,
+            borderPadding=ANSWER_PAD_PT,
+            # the shading reaches borderPadding beyond the text: keep it off the line above
+            spaceBefore=ANSWER_PAD_PT + 4,
+            spaceAfter=ANSWER_PAD_PT + 4,
             **base,
         )
         self.cell = ParagraphStyle("cell", fontSize=7.8, leading=9.8, **base)

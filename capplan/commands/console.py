@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
+import typer
+from pydantic import BaseModel
 from rich.console import Console
+
+from contracts.errors import InputError
 
 PIPED_WIDTH = 200  # a pipe or a log gets whole tables, not columns squeezed to 80 characters
 
@@ -18,3 +24,29 @@ def stdout_console() -> Console:
 def counted(n: int, noun: str) -> str:
     """ "1 instance", "3 instances": `noun` is the singular with a plain -s plural."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+FORMATS = ("table", "json")
+FORMAT_HELP = (
+    "What goes to stdout: table (rich tables, sized to the terminal) or json (the document "
+    "written with -o, for scripts; 'wrote ...' then goes to stderr)."
+)
+
+
+def check_format(value: str) -> str:
+    """`value` if it is a known --format, else an InputError naming the known ones."""
+    if value not in FORMATS:
+        raise InputError(f"--format: unknown {value!r}; choose one of {', '.join(FORMATS)}")
+    return value
+
+
+def print_result(
+    document: BaseModel, output: Path, fmt: str, tables: Callable[[Console], None]
+) -> None:
+    """The command's result on stdout as tables or as the JSON document, then where it went."""
+    if fmt == "json":
+        typer.echo(document.model_dump_json(by_alias=True, indent=2))
+        typer.echo(f"wrote {output}", err=True)
+        return
+    tables(stdout_console())
+    typer.echo(f"wrote {output}")

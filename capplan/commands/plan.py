@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
-from capplan.commands.console import stdout_console
+from capplan.commands.console import FORMAT_HELP, check_format, print_result
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
@@ -97,7 +97,9 @@ def plan_command(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
 ) -> None:
+    check_format(output_format)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
@@ -143,8 +145,7 @@ def plan_command(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
     write_model(output, plan, "the plan")
-    print_plan(plan, stdout_console())
-    typer.echo(f"wrote {output}")
+    print_result(plan, output, output_format, lambda console: print_plan(plan, console))
 
 
 def limit_line(limit: LimitInput) -> str:
@@ -163,22 +164,27 @@ def print_plan(plan: Plan, console: Console) -> None:
     d = plan.demand
     console.print(limit_line(plan.inputs.limit))
     console.print(
-        f"[bold]Demand[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
+        f"[bold]Demand, whole fleet[/bold]: peak {d.peak_rps:.3g} req/s ({d.peak_definition})"
         + (f", burst factor {d.burst_factor:.2f}" if d.burst_factor else "")
-        + (f", {d.peak_concurrency:.1f} concurrent in the fleet" if d.peak_concurrency else "")
+        + (
+            f", {d.peak_concurrency:.1f} requests in flight across the fleet at the peak"
+            if d.peak_concurrency
+            else ""
+        )
         + (f", e2e {d.mean_e2e_s:.2f} s" if d.mean_e2e_s else "")
     )
     table = Table(title="Instances per growth scenario")
+    # Demand, instances, GPUs and cost are the fleet's; the limit is one instance's.
     for col in (
         "growth",
-        "demand",
+        "fleet demand",
         "w/ headroom",
-        "limit",
+        "limit per instance",
         "for load",
         "+k",
-        "n",
+        "instances",
         "GPUs",
-        "$/month",
+        "fleet $/month",
     ):
         table.add_column(col, justify="right", no_wrap=True)
     for s in plan.scenarios:
@@ -209,18 +215,22 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(sens)
     r, m = plan.resources, plan.resources.gpu_memory
     console.print(
-        f"[bold]Resources[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} x {r.gpu} x "
-        f"tp={r.tp} = {r.gpus} GPUs; per GPU {m.weights_bytes_per_gpu / 2**30:.1f} GiB weights, "
-        f"KV cache {m.kv_capacity_tokens:,} tokens, {m.kv_needed_tokens_at_limit:,.0f} needed "
-        f"at {m.concurrency_at_limit:.1f} concurrent per instance x "
-        f"{m.mean_context_tokens:.0f} tokens "
-        f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_total} CPU cores, "
-        f"{r.host_ram_gib_total:,.0f} GiB host RAM ({r.rule})"
+        f"[bold]Resources, whole fleet[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} "
+        f"x {r.gpu} x tp={r.tp} = {r.gpus} GPUs; {r.cpu_cores_total} CPU cores, "
+        f"{r.host_ram_gib_total:,.0f} GiB host RAM"
+    )
+    console.print(
+        f"[bold]Resources, per instance[/bold]: {m.weights_bytes_per_gpu / 2**30:.1f} GiB "
+        f"weights per GPU; KV cache {m.kv_capacity_tokens:,} tokens, "
+        f"{m.kv_needed_tokens_at_limit:,.0f} needed at the limit's "
+        f"{m.concurrency_at_limit:.1f} requests in flight x {m.mean_context_tokens:.0f} tokens "
+        f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_per_instance} CPU cores, "
+        f"{r.host_ram_gib_per_instance:,.0f} GiB host RAM ({r.rule})"
     )
     c = plan.cost
     console.print(
-        f"[bold]Cost[/bold]: ${c.monthly_usd:,.0f}/month at ${c.gpu_hour_price_usd:g}/GPU-hour "
-        f"({c.price_source})"
+        f"[bold]Cost, whole fleet[/bold]: ${c.monthly_usd:,.0f}/month at "
+        f"${c.gpu_hour_price_usd:g}/GPU-hour ({c.price_source})"
     )
     q = plan.checks.queueing
     if q is not None:

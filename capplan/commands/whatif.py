@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
-from capplan.commands.console import counted, stdout_console
+from capplan.commands.console import FORMAT_HELP, check_format, counted, print_result
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
@@ -101,7 +101,9 @@ def whatif_command(
         help="Judge levels under capplan limit's steady-state rules (slower, truer).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
 ) -> None:
+    check_format(output_format)
     from contracts.calibration import load_calibration_file
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
@@ -167,8 +169,7 @@ def whatif_command(
         progress=lambda m: stderr.print(f"[dim]{m}[/dim]"),
     )
     write_model(output, result)
-    print_whatif(result, stdout_console())
-    typer.echo(f"wrote {output}")
+    print_result(result, output, output_format, lambda console: print_whatif(result, console))
 
 
 def print_whatif(result: Whatif, console: Console) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.errors import ConfigError, InputError
+from contracts.finding import Finding
 from contracts.limit import LimitResult, load_limit, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
 from planner.slo.spec import parse_slo
@@ -339,12 +340,20 @@ class HostRule:
     host_ram_gib_base: float = 16.0
     host_ram_per_gpu_memory: float = 2.0
 
-    def describe(self) -> str:
-        return (
-            f"CPU cores = {self.cpu_cores_base} + {self.cpu_cores_per_gpu} x GPUs per instance; "
-            f"host RAM = {self.host_ram_gib_base:g} GiB + {self.host_ram_per_gpu_memory:g} x the "
-            f"instance's GPU memory (ratios of NVIDIA DGX H100: 14 cores, 2x GPU memory per GPU)"
+    def finding(self) -> Finding:
+        """The rule as a finding (its English: `describe`)."""
+        return Finding(
+            key="plan.host_rule",
+            values={
+                "cores_base": self.cpu_cores_base,
+                "cores_per_gpu": self.cpu_cores_per_gpu,
+                "ram_base": self.host_ram_gib_base,
+                "ram_per_memory": self.host_ram_per_gpu_memory,
+            },
         )
+
+    def describe(self) -> str:
+        return self.finding().english()
 
     def cpu_cores(self, tp: int) -> int:
         return self.cpu_cores_base + self.cpu_cores_per_gpu * tp

@@ -17,6 +17,7 @@ import numpy as np
 
 from contracts import __version__
 from contracts.errors import ConfigError
+from contracts.finding import Finding
 from contracts.plan import (
     PLAN_SCHEMA,
     Checks,
@@ -165,7 +166,7 @@ def build_plan(
     config = build_engine_config(options.gpu, options.model, options.tp, **options.engine_overrides)
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
-    notes: list[str] = []
+    notes: list[Finding] = []
 
     # e2e at the limit: measured (limit.json) or, for a bare number, simulated at the limit.
     e2e = limit.mean_e2e_s
@@ -177,7 +178,9 @@ def build_plan(
         else:
             e2e = closed_loop_e2e_s(profile, config, limit.value, options.seed)
         e2e_source = f"simulated: one {config.gpu.name} instance of the engine model at the limit"
-        notes.append(f"e2e at the limit ({e2e:.2f} s) is {e2e_source}, not measured")
+        notes.append(
+            Finding(key="note.e2e_simulated", values={"e2e_s": e2e, "gpu": config.gpu.name})
+        )
 
     demand = build_demand(
         profile,
@@ -217,9 +220,13 @@ def build_plan(
     memory = gpu_memory(config, concurrency, mean_context_tokens(pairs))
     if memory.kv_headroom_frac < 0:
         notes.append(
-            f"the KV cache holds {memory.kv_capacity_tokens:,} tokens but the limit's "
-            f"concurrency needs {memory.kv_needed_tokens_at_limit:,.0f}: requests will queue "
-            f"or be preempted; raise --tp or pick a larger GPU"
+            Finding(
+                key="note.kv_short",
+                values={
+                    "capacity": memory.kv_capacity_tokens,
+                    "needed": memory.kv_needed_tokens_at_limit,
+                },
+            )
         )
     rule = options.host_rule
     cores = rule.cpu_cores(options.tp)
@@ -235,15 +242,16 @@ def build_plan(
         cpu_cores_total=cores * first.instances,
         host_ram_gib_total=ram * first.instances,
         rule=rule.describe(),
+        rule_finding=rule.finding(),
     )
 
     checks = Checks(queueing=_queueing_check(profile, demand, first, concurrency, e2e, pairs))
     problem = simulator_slo_problem(slo) if slo is not None else None
     if options.fleet:
         if slo is None:
-            notes.append("fleet check skipped: no SLO (give --slo or a limit.json)")
+            notes.append(Finding(key="note.fleet_no_slo"))
         elif problem is not None:
-            notes.append(f"fleet check skipped: {problem}")
+            notes.append(Finding(key="note.fleet_slo_metrics", values=dict(problem.values)))
         else:
             fleet_config = config
             calibration = None
@@ -256,21 +264,29 @@ def build_plan(
                     )
                     calibration = cal.as_dict()
                     notes.append(
-                        f"engine model calibrated to {cal.levels} measured levels: mfu "
-                        f"{cal.mfu:.3g}, mbu {cal.mbu:.3g}, step overhead "
-                        f"{cal.step_overhead_s * 1e3:.3g} ms; mean relative error "
-                        f"{cal.mean_rel_error:.1%} (max {cal.max_rel_error:.1%}; uncalibrated "
-                        f"{cal.default_mean_rel_error:.1%}) over {', '.join(cal.metrics)}"
-                        + (
-                            ""
-                            if cal.limit_reproduced is None
-                            else "; the simulated instance "
-                            + ("reproduces" if cal.limit_reproduced else "does NOT reproduce")
-                            + " the measured limit"
+                        Finding(
+                            key="note.calibrated"
+                            + (
+                                ""
+                                if cal.limit_reproduced is None
+                                else "_reproduces"
+                                if cal.limit_reproduced
+                                else "_misses"
+                            ),
+                            values={
+                                "levels": cal.levels,
+                                "mfu": cal.mfu,
+                                "mbu": cal.mbu,
+                                "overhead_ms": cal.step_overhead_s * 1e3,
+                                "mean_err": cal.mean_rel_error,
+                                "max_err": cal.max_rel_error,
+                                "default_err": cal.default_mean_rel_error,
+                                "metrics": ", ".join(cal.metrics),
+                            },
                         )
                     )
                 else:
-                    notes.append("no calibration: the limit.json levels carry no latency metrics")
+                    notes.append(Finding(key="note.no_calibration"))
             checks.fleet = fleet_check(
                 profile,
                 fleet_config,
@@ -308,6 +324,7 @@ def build_plan(
         cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,
         host_ram_per_gpu_memory=options.host_rule.host_ram_per_gpu_memory,
     )
+    sentence = _sentence(first, demand, config, options, price)
     plan = Plan(
         schema=PLAN_SCHEMA,
         name=options.name,
@@ -321,9 +338,11 @@ def build_plan(
         checks=checks,
         sensitivity=cells,
         inputs=inputs,
-        sentence=_sentence(first, demand, config, options, price)
+        sentence=sentence.english()
         + (f" Fleet simulation: {checks.fleet.verdict}." if checks.fleet is not None else ""),
-        notes=notes,
+        notes=[note.english() for note in notes],
+        sentence_finding=sentence,
+        note_findings=notes,
     )
     return plan
 
@@ -370,11 +389,21 @@ def _queueing_check(
 
 def _sentence(
     first: Scenario, demand: Demand, config: EngineConfig, options: PlanOptions, price: float
-) -> str:
-    return (
-        f"Plan {first.instances} instance(s) of {config.model.name} on {config.gpu.name} x "
-        f"{options.tp} ({first.gpus} GPUs, ${first.monthly_cost_usd:,.0f}/month at "
-        f"${price:g}/GPU-hour) for a peak of {demand.peak_rps:.3g} req/s "
-        f"({demand.peak_definition}) x {first.growth:g} growth, with {options.headroom:.0%} "
-        f"headroom and N+{options.redundancy}."
+) -> Finding:
+    return Finding(
+        key="plan.sentence",
+        values={
+            "instances": first.instances,
+            "model": config.model.name,
+            "gpu": config.gpu.name,
+            "tp": options.tp,
+            "gpus": first.gpus,
+            "monthly_usd": first.monthly_cost_usd,
+            "price": price,
+            "peak_rps": demand.peak_rps,
+            "peak_definition": demand.peak_definition,
+            "growth": first.growth,
+            "headroom": options.headroom,
+            "redundancy": options.redundancy,
+        },
     )

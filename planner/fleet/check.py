@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from contracts.finding import Finding, FindingValue
 from contracts.plan import FleetCheck, FleetPoint
 from planner.engine import EngineConfig
 from planner.fleet.sim import ROUTINGS, Routing, judge, open_loop_run, simulate_fleet
@@ -102,12 +103,14 @@ def fleet_check(
         if extra.meets_slo:
             needed = size
         size += 1
+    verdict = fleet_verdict(points, instances)
     return FleetCheck(
         simulated_s=duration_s,
         rate_rps=rate_rps,
         points=points,
         min_instances_meeting=needed,
-        verdict=fleet_verdict(points, instances),
+        verdict=verdict.english(),
+        verdict_finding=verdict,
         wall_s=time.perf_counter() - wall0,
         slo=slo.text,
         arrivals=(
@@ -140,7 +143,7 @@ def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:
     return None
 
 
-def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
+def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> Finding:
     """One sentence: does n meet the SLO under every routing, and does n-1 fall short?"""
 
     def meets(size: int) -> bool | None:
@@ -149,21 +152,21 @@ def fleet_verdict(points: Sequence[FleetPoint], instances: int) -> str:
 
     at_n, below = meets(instances), meets(instances - 1)
     if at_n is None:
-        return f"n={instances} was not simulated"
+        return Finding(key="fleet.not_simulated", values={"instances": instances})
     if not at_n:
         best = [p.routing for p in points if p.instances == instances and p.meets_slo]
-        how = f" (only with {', '.join(best)} routing)" if best else ""
         needed = min_instances_meeting(points)
-        more = f"; the simulation needs n={needed}" if needed is not None else ""
-        return f"n={instances} does NOT meet the SLO in simulation{how}: plan more instances{more}"
-    if below is None:
-        return f"n={instances} meets the SLO in simulation"
-    if below:
-        return (
-            f"n={instances} meets the SLO, and so does n-1={instances - 1}: the headroom and "
-            f"redundancy are buffer above the simulated need"
+        key = (
+            "fleet.short" + ("_routing" if best else "") + ("_needs" if needed is not None else "")
         )
-    return f"n={instances} meets the SLO, n-1={instances - 1} does not"
+        values: dict[str, FindingValue] = {"instances": instances, "needed": needed}
+        if best:
+            values["routings"] = ", ".join(best)
+        return Finding(key=key, values=values)
+    if below is None:
+        return Finding(key="fleet.meets", values={"instances": instances})
+    key = "fleet.meets_with_spare" if below else "fleet.meets_tight"
+    return Finding(key=key, values={"instances": instances, "below": instances - 1})
 
 
 def single_instance_limit(

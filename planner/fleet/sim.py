@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import ConfigError
+from contracts.finding import Finding
 from contracts.limit import Dimension
 from planner.engine import Engine, EngineConfig, EngineRequest
 from planner.fleet.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
@@ -288,14 +289,14 @@ class FleetVerdict:
     requests: int
 
 
-def simulator_slo_problem(slo: Slo) -> str | None:
+def simulator_slo_problem(slo: Slo) -> Finding | None:
     """Why the simulator cannot judge `slo` (it yields ttft, tpot and e2e), or None."""
     metrics = {c.metric for c in slo.percentiles} | {t.metric for t in slo.request_thresholds}
     missing = sorted(metrics - set(SIMULATED_METRICS))
     if missing:
-        return (
-            f"the SLO names {', '.join(missing)}, which the fleet simulator does not produce "
-            f"(it yields {', '.join(SIMULATED_METRICS)})"
+        return Finding(
+            key="fleet.slo_metrics",
+            values={"missing": ", ".join(missing), "simulated": ", ".join(SIMULATED_METRICS)},
         )
     return None
 
@@ -323,7 +324,7 @@ def judge(run: FleetRun, slo: Slo, warmup_s: float) -> FleetVerdict:
     """
     problem = simulator_slo_problem(slo)
     if problem is not None:
-        raise ConfigError(problem)
+        raise ConfigError(problem.english())
     span = max(float(run.simulated_s), float(run.arrival_s.max()) if len(run.arrival_s) else 0.0)
     evaluation = evaluate(
         run_records(run),

@@ -17,6 +17,7 @@ import numpy as np
 from contracts import __version__
 from contracts.digest import sha256_of
 from contracts.errors import InputError
+from contracts.finding import Finding
 from contracts.jsonio import read_json, validate
 from contracts.plan import Plan
 from contracts.review import (
@@ -43,6 +44,8 @@ from planner.review.risks import rank_risks, service_risks
 from profiles.model import Profile, load_profile
 
 WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
+
+POOL_RULE = Finding(key="review.pool_rule")
 
 
 def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
@@ -193,8 +196,8 @@ def gpu_pools(services: list[ServiceReview]) -> list[GpuPool]:
                 gpu_hour_price_usd=price,
                 monthly_cost_usd=cost,
                 monthly_cost_shared_usd=cost - monthly_cost_usd(sum(spares) - shared, price),
-                rule="shared spares: the largest single service's N+k GPUs, priced at the "
-                "pool's highest GPU-hour price",
+                rule=POOL_RULE.english(),
+                rule_finding=POOL_RULE,
             )
         )
     return pools

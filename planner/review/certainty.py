@@ -11,12 +11,15 @@ from typing import Literal
 
 import numpy as np
 
+from contracts.finding import Finding
 from contracts.limit import LimitResult
 from contracts.review import CountInterval
 from planner.capacity.arithmetic import instances_for_load
 from profiles.model import Profile
 
 REPLICATES = 1000
+
+METHOD = Finding(key="review.count_method")
 
 
 def window_rates(profile: Profile, window_s: float) -> np.ndarray | None:
@@ -126,7 +129,6 @@ def count_interval(
         dominant=dominant,
         replicates=size,
         block_windows=block_windows,
-        method="moving-block bootstrap of the window rates (blocks of about sqrt(n) windows) "
-        "for the planning peak, the limit drawn log-uniformly between the last certain pass "
-        "and the first failure of the search; the plan's rule counts each pair",
+        method=METHOD.english(),
+        method_finding=METHOD,
     )

@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
+from contracts.finding import Finding
 from contracts.review import DayTypeHours, FleetOption, GrowthTrend, HourlyCapacity
 from planner.capacity.arithmetic import HOURS_PER_MONTH, instances_for_load
 from profiles.model import ClockHours
@@ -104,21 +105,23 @@ def hourly_capacity(
             kind="peak_all_day",
             gpu_hours_per_month=top * hours,
             monthly_cost_usd=top * hours * gpu_hour_price_usd,
-            rule=f"{top} instances every hour (the highest hour of the log)",
+            **_rule(Finding(key="review.option_peak_all_day", values={"top": top})),
         ),
         FleetOption(
             kind="fixed_schedule",
             gpu_hours_per_month=schedule_mean * hours,
             monthly_cost_usd=schedule_mean * hours * gpu_hour_price_usd,
-            rule="per hour of day, the most any covered day of that type needed"
-            + (" (weekdays and weekends apart)" if split else ""),
+            **_rule(
+                Finding(
+                    key="review.option_fixed_schedule" + ("_split" if split else ""),
+                )
+            ),
         ),
         FleetOption(
             kind="autoscaled",
             gpu_hours_per_month=auto_mean * hours,
             monthly_cost_usd=auto_mean * hours * gpu_hour_price_usd,
-            rule=f"each clock hour's own need; new instances start {scale_up_delay_s:g} s "
-            "before a rise (model load time)",
+            **_rule(Finding(key="review.option_autoscaled", values={"delay_s": scale_up_delay_s})),
         ),
     ]
     return HourlyCapacity(
@@ -131,6 +134,11 @@ def hourly_capacity(
         trough_instances=int(needed[keep].min()),
         peak_instances=top,
     )
+
+
+def _rule(finding: Finding) -> dict[str, Any]:
+    """A fleet option's rule, in English and as its finding."""
+    return {"rule": finding.english(), "rule_finding": finding}
 
 
 def rule_count(
@@ -222,11 +230,22 @@ def growth_trend(clock: ClockHours, level: float, min_weeks: int = 3) -> GrowthT
         weekly = float(lin[0]) / base
         slope = float(lin[0])
     r2 = r2_exp if model == "exponential" else r2_lin
-    statement = (
-        f"{model} fit of {n} weekly peaks (R² {r2:.2f}; "
-        f"{'linear' if model == 'exponential' else 'exponential'} {min(r2_lin, r2_exp):.2f}): "
-        f"{weekly:+.1%} per week; to {horizon.isoformat()} ({ahead:.1f} weeks) x{growth:.2f} "
-        f"({level:.0%}: x{lo:.2f}-x{hi:.2f})"
+    statement = Finding(
+        key="review.trend",
+        values={
+            "model": model,
+            "weeks": n,
+            "r2": r2,
+            "other_model": "linear" if model == "exponential" else "exponential",
+            "r2_other": min(r2_lin, r2_exp),
+            "weekly": weekly,
+            "horizon": horizon.isoformat(),
+            "ahead": ahead,
+            "growth": growth,
+            "level": level,
+            "low": lo,
+            "high": hi,
+        },
     )
     return GrowthTrend(
         model=model,
@@ -242,5 +261,6 @@ def growth_trend(clock: ClockHours, level: float, min_weeks: int = 3) -> GrowthT
         growth_low=lo,
         growth_high=hi,
         level=level,
-        statement=statement,
+        statement=statement.english(),
+        statement_finding=statement,
     )

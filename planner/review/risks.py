@@ -7,6 +7,7 @@ argued with.
 
 from __future__ import annotations
 
+from contracts.finding import Finding
 from contracts.review import Risk, RiskLevel, ServiceReview
 from planner.capacity.arithmetic import Limit
 from profiles.model import Profile
@@ -18,7 +19,7 @@ LEVEL_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
 def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk]:
     """Risks of one service, the most serious first."""
-    out: list[tuple[RiskLevel, str, str]] = []
+    out: list[tuple[RiskLevel, str, Finding]] = []
     plan = s.plan
     iv = s.count_interval
     if iv is not None and iv.high > s.instances:
@@ -26,8 +27,15 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
             (
                 "high" if iv.high - s.instances >= 2 else "medium",
                 "count_interval",
-                f"the count may be short: {iv.level:.0%} interval {iv.low}-{iv.high} instances "
-                f"(driven by the {iv.dominant})",
+                Finding(
+                    key="risk.count_interval",
+                    values={
+                        "level": iv.level,
+                        "low": iv.low,
+                        "high": iv.high,
+                        "dominant": iv.dominant,
+                    },
+                ),
             )
         )
     if s.trend is not None and s.growth_source == "given" and s.trend.growth > s.growth:
@@ -35,8 +43,14 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
             (
                 "high" if s.trend.growth_low > s.growth else "medium",
                 "growth",
-                f"the logs' trend projects x{s.trend.growth:.2f} by {s.trend.horizon}, above the "
-                f"x{s.growth:g} assumed",
+                Finding(
+                    key="risk.growth",
+                    values={
+                        "growth": s.trend.growth,
+                        "horizon": s.trend.horizon,
+                        "assumed": s.growth,
+                    },
+                ),
             )
         )
     kv = plan.resources.gpu_memory.kv_headroom_frac
@@ -45,33 +59,53 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
             (
                 "high" if kv < 0 else "medium",
                 "kv_headroom",
-                f"KV cache headroom at the limit is {kv:.0%} on {s.gpu} x {s.tp}",
+                Finding(key="risk.kv_headroom", values={"kv": kv, "gpu": s.gpu, "tp": s.tp}),
             )
         )
     fleet = plan.checks.fleet
     if fleet is not None and not any(
         p.meets_slo for p in fleet.points if p.instances == s.instances
     ):
-        out.append(("high", "fleet_check", f"fleet simulation: {fleet.verdict}"))
+        verdict = fleet.verdict_finding or Finding(
+            key="risk.fleet_check", values={"verdict": fleet.verdict}
+        )
+        out.append(("high", "fleet_check", verdict))
     burst = plan.demand.burst_factor
     if burst is not None and burst > BURST_WATCH:
         out.append(
             (
                 "medium",
                 "bursts",
-                f"10 s bursts reach {burst:.1f}x the planning peak; headroom "
-                f"{plan.inputs.headroom:.0%}",
+                Finding(
+                    key="risk.bursts", values={"burst": burst, "headroom": plan.inputs.headroom}
+                ),
             )
         )
     if limit.result is None:
-        out.append(("medium", "limit_given", f"the limit {s.limit} is given, not measured"))
+        out.append(
+            ("medium", "limit_given", Finding(key="risk.limit_given", values={"limit": s.limit}))
+        )
     if profile.source.format == "preset":
-        out.append(("low", "preset", "traffic from a preset profile, not this service's logs"))
+        out.append(("low", "preset", Finding(key="risk.preset")))
     out.sort(key=lambda r: LEVEL_ORDER[r[0]])
     return [
-        Risk(service=s.name, level=lv, kind=k, text=t, monthly_cost_usd=s.monthly_cost_usd)
-        for lv, k, t in out
+        Risk(
+            service=s.name,
+            level=lv,
+            kind=k,
+            text=_risk_text(f),
+            finding=f,
+            monthly_cost_usd=s.monthly_cost_usd,
+        )
+        for lv, k, f in out
     ]
+
+
+def _risk_text(finding: Finding) -> str:
+    """The risk in English; the fleet simulation's own verdict reads after its name."""
+    if finding.key.startswith("fleet."):
+        return f"fleet simulation: {finding.english()}"
+    return finding.english()
 
 
 def rank_risks(risks: list[Risk]) -> list[Risk]:

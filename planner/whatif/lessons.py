@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from contracts.finding import Finding, FindingValue
 from contracts.whatif import Lesson, WhatifCandidate
 from planner.capacity.plan import mean_context_tokens
 from planner.engine import EngineConfig, kv_bytes_per_token
@@ -24,7 +25,7 @@ from profiles.model import Profile
 if TYPE_CHECKING:
     from planner.whatif.options import WhatifOptions
 
-Figure = Callable[["_Pair"], str]
+Figure = Callable[["_Pair"], list[Finding]]
 
 
 class _Pair:
@@ -50,17 +51,13 @@ def _fmt_s(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
 
-def _prefix(p: _Pair) -> str:
+def _prefix(p: _Pair) -> list[Finding]:
     ideal = p.profile.prefix.ideal_hit_ratio
     replayed = p.alt.shared_prompt_share
-    profile_part = (
-        f"{ideal:.0%} of prompt tokens are in shared blocks in the profile"
-        if ideal is not None
-        else "the profile has no prefix statistics"
-    )
-    return profile_part + (
-        f" ({replayed:.0%} in the replayed traffic)" if replayed is not None else ""
-    )
+    key = "figure.prefix" if ideal is not None else "figure.prefix_none"
+    if replayed is not None:
+        key += "_replayed"
+    return [Finding(key=key, values={"ideal": ideal, "replayed": replayed})]
 
 
 def _kv_needed(p: _Pair, c: WhatifCandidate) -> float | None:
@@ -69,36 +66,46 @@ def _kv_needed(p: _Pair, c: WhatifCandidate) -> float | None:
     return c.concurrency_at_limit * mean_context_tokens(p.profile.lengths.sampler.pairs)
 
 
-def _kv_dtype(p: _Pair) -> str:
+def _kv_dtype(p: _Pair) -> list[Finding]:
     need = _kv_needed(p, p.base)
-    tail = (
-        f"; at the {p.base.settings['kv_dtype']} limit the requests in flight need "
-        f"{need:,.0f} tokens ({need / p.base.kv_capacity_tokens:.0%} of its cache)"
-        if need is not None and p.base.kv_capacity_tokens
-        else ""
-    )
-    return (
-        f"the KV cache holds {p.alt.kv_capacity_tokens:,} tokens with "
-        f"{p.alt.settings['kv_dtype']} against {p.base.kv_capacity_tokens:,}" + tail
-    )
+    out = [
+        Finding(
+            key="figure.kv_dtype",
+            values={
+                "alt_tokens": p.alt.kv_capacity_tokens,
+                "dtype": p.alt.settings["kv_dtype"],
+                "base_tokens": p.base.kv_capacity_tokens,
+            },
+        )
+    ]
+    if need is not None and p.base.kv_capacity_tokens:
+        share = need / p.base.kv_capacity_tokens
+        values: dict[str, FindingValue] = {
+            "dtype": p.base.settings["kv_dtype"],
+            "need": need,
+            "share": share,
+        }
+        out.append(Finding(key="figure.kv_dtype_need", values=values))
+    return out
 
 
-def _reservation(p: _Pair) -> str:
-    ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
-    seqs = p.base.kv_capacity_tokens // p.max_len
+def _reservation(p: _Pair) -> list[Finding]:
     running = p.base.concurrency_at_limit
-    return (
-        f"static reserves {p.max_len:,} tokens per sequence: at most {seqs:,} sequences fit, "
-        f"while a request in flight holds {ctx:,.0f} tokens on average"
-        + (f" and paged ran {running:.1f} at its limit" if running is not None else "")
-    )
+    values: dict[str, FindingValue] = {
+        "max_len": p.max_len,
+        "seqs": p.base.kv_capacity_tokens // p.max_len,
+        "ctx": mean_context_tokens(p.profile.lengths.sampler.pairs),
+        "running": running,
+    }
+    key = "figure.reservation" + ("_running" if running is not None else "")
+    return [Finding(key=key, values=values)]
 
 
-def _queue(p: _Pair) -> str:
+def _queue(p: _Pair) -> list[Finding]:
     """Short and long P99 TTFT of both policies at the same load (the baseline's limit)."""
     rate = p.base.limit_rps
     if rate is None or p.base_config is None or p.alt_config is None:
-        return "no common load to compare at"
+        return [Finding(key="figure.no_common_load")]
     b, a = (
         split_at(
             p.profile,
@@ -111,84 +118,109 @@ def _queue(p: _Pair) -> str:
         )
         for cfg in (p.base_config, p.alt_config)
     )
-    return (
-        f"at {rate:.3g} req/s, P99 TTFT of short prompts (<= {b.short_max_tokens} tokens) "
-        f"{_fmt_s(b.short_ttft_p99_s)} -> {_fmt_s(a.short_ttft_p99_s)}, of long prompts "
-        f"(>= {b.long_min_tokens}) {_fmt_s(b.long_ttft_p99_s)} -> {_fmt_s(a.long_ttft_p99_s)}"
-    )
+    values: dict[str, FindingValue] = {
+        "rate": rate,
+        "short_max": b.short_max_tokens,
+        "base_short": _fmt_s(b.short_ttft_p99_s),
+        "alt_short": _fmt_s(a.short_ttft_p99_s),
+        "long_min": b.long_min_tokens,
+        "base_long": _fmt_s(b.long_ttft_p99_s),
+        "alt_long": _fmt_s(a.long_ttft_p99_s),
+    }
+    return [Finding(key="figure.queue", values=values)]
 
 
-def _spec(p: _Pair) -> str:
+def _spec(p: _Pair) -> list[Finding]:
     cfg = p.alt_config
-    gain = cfg.spec_tokens_per_step if cfg is not None else 1.0
     k = cfg.spec_draft_tokens if cfg is not None else 0
+    gain = cfg.spec_tokens_per_step if cfg is not None else 1.0
+    out = [Finding(key="figure.spec", values={"gain": gain, "positions": k + 1, "drafts": k})]
     running = p.base.concurrency_at_limit
-    return (
-        f"{gain:.2f} tokens per decode step for {k + 1} verified positions and {k} draft "
-        f"passes" + (f"; {running:.0f} requests in flight at the limit" if running else "")
-    )
+    if running:
+        out.append(Finding(key="figure.spec_running", values={"running": running}))
+    return out
 
 
-def _seqs(p: _Pair) -> str:
+def _seqs(p: _Pair) -> list[Finding]:
     running = p.base.concurrency_at_limit
-    return f"{running:.1f} requests in flight at the baseline limit" if running else "-"
+    if not running:
+        return [Finding(key="figure.none")]
+    return [Finding(key="figure.seqs", values={"running": running})]
 
 
-def _budget(p: _Pair) -> str:
+def _budget(p: _Pair) -> list[Finding]:
     pairs = p.profile.lengths.sampler.pairs
     mean_in = sum(i for i, _ in pairs) / len(pairs)
-    return f"mean prompt {mean_in:,.0f} tokens against the per-step token budget"
+    return [Finding(key="figure.budget", values={"mean_in": mean_in})]
 
 
-def _memory(p: _Pair) -> str:
-    return f"KV cache {p.base.kv_capacity_tokens:,} -> {p.alt.kv_capacity_tokens:,} tokens"
+def _memory(p: _Pair) -> list[Finding]:
+    values: dict[str, FindingValue] = {
+        "base": p.base.kv_capacity_tokens,
+        "alt": p.alt.kv_capacity_tokens,
+    }
+    return [Finding(key="figure.memory", values=values)]
 
 
-def _disagg(p: _Pair) -> str:
+def _disagg(p: _Pair) -> list[Finding]:
     """The KV transfer of the mean prompt, and TTFT / TPOT p95 at each candidate's limit."""
     spec = parse_disagg(p.alt.settings["disaggregation"], p.options.kv_link_bandwidth_bytes_per_s)
     pairs = p.profile.lengths.sampler.pairs
     mean_in = sum(i for i, _ in pairs) / len(pairs)
     mean_out = sum(o for _, o in pairs) / len(pairs)
     transfer = (
-        f"the mean prompt ({mean_in:,.0f} tokens, {mean_out:,.0f} out) moves "
-        f"{mean_in * kv_bytes_per_token(p.alt_config) / 1e6:,.1f} MB of KV in "
-        f"{spec.transfer_s(p.alt_config, round(mean_in)) * 1e3:.2f} ms"
+        Finding(
+            key="figure.disagg_transfer",
+            values={
+                "mean_in": mean_in,
+                "mean_out": mean_out,
+                "mb": mean_in * kv_bytes_per_token(p.alt_config) / 1e6,
+                "ms": spec.transfer_s(p.alt_config, round(mean_in)) * 1e3,
+            },
+        )
         if spec is not None and p.alt_config is not None
-        else "no KV transfer"
+        else Finding(key="figure.disagg_no_transfer")
     )
 
-    def at(c: WhatifCandidate) -> str:
-        return f"TTFT p95 {_fmt_s(c.ttft_p95_s)}, TPOT p95 " + (
-            "-" if c.tpot_p95_s is None else f"{c.tpot_p95_s * 1e3:.0f} ms"
-        )
+    def tpot(c: WhatifCandidate) -> str:
+        return "-" if c.tpot_p95_s is None else f"{c.tpot_p95_s * 1e3:.0f} ms"
 
-    return f"{transfer}; at the limits {at(p.base)} -> {at(p.alt)}"
+    values: dict[str, FindingValue] = {
+        "base_ttft": _fmt_s(p.base.ttft_p95_s),
+        "base_tpot": tpot(p.base),
+        "alt_ttft": _fmt_s(p.alt.ttft_p95_s),
+        "alt_tpot": tpot(p.alt),
+    }
+    return [transfer, Finding(key="figure.disagg_at", values=values)]
 
 
-def _engine_traits(c: WhatifCandidate, cfg: EngineConfig | None) -> str:
+def _engine_traits(c: WhatifCandidate, cfg: EngineConfig | None) -> Finding:
     """One engine on one candidate: how it holds its KV, how much, its CPU per request."""
     if cfg is None:
-        return f"{c.settings['engine']}: no configuration"
-    reserve = {
-        "paged": "pages its KV as tokens arrive (recompute preemption)",
-        "request": "reserves prompt + output KV at admission (no preemption)",
-        "static": f"reserves {cfg.effective_max_model_len:,} tokens per sequence",
-    }[cfg.kv_reservation]
-    return (
-        f"{cfg.engine} {reserve}, {c.kv_capacity_tokens:,} KV tokens, "
-        f"{cfg.seq_overhead_s * 1e6:.0f} us CPU per request per step"
-        + (", prefills alone" if cfg.prefill_first else "")
-    )
+        return Finding(key="figure.engine_none", values={"engine": c.settings["engine"]})
+    values: dict[str, FindingValue] = {
+        "engine": cfg.engine,
+        "max_len": cfg.effective_max_model_len,
+        "kv": c.kv_capacity_tokens,
+        "us": cfg.seq_overhead_s * 1e6,
+    }
+    key = f"figure.engine_{cfg.kv_reservation}" + ("_prefill_first" if cfg.prefill_first else "")
+    return Finding(key=key, values=values)
 
 
-def _engine(p: _Pair) -> str:
+def _engine(p: _Pair) -> list[Finding]:
     """What sets the two engines apart on this traffic: KV held per request, CPU per step."""
     ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
-    return (
-        f"{_engine_traits(p.base, p.base_config)}; {_engine_traits(p.alt, p.alt_config)}; "
-        f"a request holds {ctx:,.0f} tokens on average"
-    )
+    return [
+        _engine_traits(p.base, p.base_config),
+        _engine_traits(p.alt, p.alt_config),
+        Finding(key="figure.engine_context", values={"ctx": ctx}),
+    ]
+
+
+def figure_text(findings: list[Finding]) -> str:
+    """A lesson's figure in English: its findings, one clause each."""
+    return "; ".join(f.english() for f in findings)
 
 
 FIGURES: dict[str, Figure] = {
@@ -246,7 +278,8 @@ def knob_lessons(
             changes += [-1.0 for b, a in pairs if b.limit_rps and a.limit_rps is None]
             change = statistics.median(changes) if changes else None
             base, alt = pairs[0]
-            figure = FIGURES[knob](_Pair(profile, options, base, alt, configs, max_len))
+            figures = FIGURES[knob](_Pair(profile, options, base, alt, configs, max_len))
+            figure = figure_text(figures)
             verdict = (
                 "no prediction"
                 if change is None
@@ -262,6 +295,7 @@ def knob_lessons(
                     limit_change=change,
                     pairs=len(pairs),
                     figure=figure,
+                    figure_findings=figures,
                     sentence=f"{knob} {alt_value} vs {values[0]}: {verdict}; {figure}",
                 )
             )
@@ -313,7 +347,7 @@ def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -
         return f"{c.settings['engine']} has no limit here"
     running = c.concurrency_at_limit
     use = f"; {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
-    return f"{c.limit_rps:.3g} req/s: {_engine_traits(c, cfg)}{use}"
+    return f"{c.limit_rps:.3g} req/s: {_engine_traits(c, cfg).english()}{use}"
 
 
 def engine_rankings(

@@ -164,7 +164,7 @@ def virtual_limit(
     """
     problem = simulator_slo_problem(slo)
     if problem is not None:
-        raise ConfigError(problem)
+        raise ConfigError(problem.english())
     wall0 = time.perf_counter()
     probe = DisaggProbe(
         profile=profile,

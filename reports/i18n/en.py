@@ -209,6 +209,9 @@ EN: dict[str, str] = {
     "col_verdict": "Verdict",
     "col_value": "{binding}",
     "col_requests": "Requests",
+    "error_in_flight": "still in flight when the load test stopped (not a failure)",
+    "col_completed_scheduled": "Completed / scheduled",
+    "requests_in_flight": "{completed} / {requests} ({n} in flight at the window's end)",
     "verdict_pass": "pass",
     "verdict_fail": "fail",
     "verdict_uncertain": "uncertain",
@@ -230,7 +233,11 @@ EN: dict[str, str] = {
     "recovery_marker": "recovered after {value}",
     "recovery_none": "no burst and recovery stages in this run",
     "records_none": "{file} is missing or empty: no timeline",
-    "saturation": "Saturation throughput: {value}.",
+    "saturation": (
+        "Highest completion rate at any level: {value} (requests finished per second inside "
+        "a level's window, passing or failing; those still in flight at its end are not "
+        "counted)."
+    ),
     "littles_law": (
         "Little's law at the limit: {rate} × {e2e} mean E2E = {conc} requests in flight."
     ),

@@ -190,6 +190,9 @@ ZH: dict[str, str] = {
     "col_verdict": "判定",
     "col_value": "{binding}",
     "col_requests": "请求数",
+    "error_in_flight": "负载测试停止时仍在进行（不算失败）",
+    "col_completed_scheduled": "完成 / 调度",
+    "requests_in_flight": "{completed} / {requests}（{n} 个在窗口结束时仍在进行）",
     "verdict_pass": "达标",
     "verdict_fail": "不达标",
     "verdict_uncertain": "不确定",
@@ -207,7 +210,10 @@ ZH: dict[str, str] = {
     "recovery_marker": "{value} 后恢复",
     "recovery_none": "本次压测没有突发与恢复阶段",
     "records_none": "{file} 缺失或为空:无时间线",
-    "saturation": "饱和吞吐量:{value}。",
+    "saturation": (
+        "各级别中最高的完成速率：{value}（每秒在级别窗口内完成的请求，不论该级别是否达标；"
+        "窗口结束时仍在进行的不计入）。"
+    ),
     "littles_law": "上限处的利特尔法则:{rate} × 平均 E2E {e2e} = 并发 {conc} 个请求。",
     "plan_heading": "容量规划",
     "arith_heading": "实例数计算",

@@ -259,7 +259,7 @@ def limit_table(ctx: ReportContext) -> Table:
             ctx.t("col_value", binding=name),
             ctx.t("col_achieved"),
             ctx.t("col_attainment"),
-            ctx.t("col_requests"),
+            ctx.t("col_completed_scheduled"),
         ]
     ]
     for lv in sorted(lim.levels, key=lambda lv: lv.load):
@@ -273,10 +273,20 @@ def limit_table(ctx: ReportContext) -> Table:
                 words.num(value),
                 words.rate(lv.achieved_rps),
                 words.pct(lv.attainment),
-                f"{lv.completed} / {lv.requests}",
+                requests_cell(ctx, lv),
             ]
         )
     return ctx.table(rows, [CONTENT_W * f for f in (0.18, 0.14, 0.17, 0.18, 0.15, 0.18)])
+
+
+def requests_cell(ctx: ReportContext, lv: LimitLevel) -> str:
+    """Completed of scheduled, with the requests still running when the window closed named
+    as such: they are neither failures nor missing from the attainment beside them."""
+    if lv.censored:
+        return ctx.t(
+            "requests_in_flight", completed=lv.completed, requests=lv.requests, n=lv.censored
+        )
+    return f"{lv.completed} / {lv.requests}"
 
 
 def chart_recovery(ctx: ReportContext) -> Flowable:

@@ -10,6 +10,7 @@ from reportlab.platypus import (
     Table,
 )
 
+from contracts.latency import CENSORED_CLASSES
 from contracts.rundir import RECORDS_FILE
 from reports import charts
 from reports.charts import GRAY, NAVY, ORANGE, RED, TEAL, Axis
@@ -102,7 +103,9 @@ def errors_table(ctx: ReportContext) -> list[Flowable]:
     ]
     for r in found:
         where = r.where if r.load is None else ctx.t("limit_level", load=words.load(r.load, unit))
-        rows.append([where, r.error_class, f"{r.requests}", r.message or "–"])
+        # the load generator's own word for a request it stopped waiting for, in this language
+        message = ctx.t("error_in_flight") if r.error_class in CENSORED_CLASSES else r.message
+        rows.append([where, r.error_class, f"{r.requests}", message or "–"])
     widths = [CONTENT_W * f for f in (0.2, 0.16, 0.1, 0.54)]
     return [
         ctx.para(ctx.t("errors_table"), ctx.styles.h2),

@@ -8,6 +8,8 @@ from reportlab.platypus import (
     Spacer,
 )
 
+from contracts.finding import Finding
+from reports.i18n.findings import finding_text
 from reports.pages.context import ReportContext
 
 
@@ -83,10 +85,17 @@ def page_method(ctx: ReportContext) -> list[Flowable]:
         warnings += [ctx.t("warn_stage", stage=n, text=t) for n, t in stage_warnings]
     elif stage_warnings:
         warnings.append(ctx.t("warn_stages", n=len(stage_warnings)))
-    notes = ctx.plan.notes
-    if notes and ctx.words.lang == "en":  # the planner writes its notes in English
-        warnings += [ctx.t("warn_plan_note", note=note) for note in notes]
-    elif notes:
+    notes, keyed = ctx.plan.notes, ctx.plan.note_findings
+    # A plan from before findings has English notes only: a Chinese report counts them.
+    findings: list[Finding | None] = (
+        list(keyed) if len(keyed) == len(notes) else [None] * len(notes)
+    )
+    if ctx.words.lang == "en" or None not in findings:
+        warnings += [
+            ctx.t("warn_plan_note", note=finding_text(ctx.words, finding, note))
+            for finding, note in zip(findings, notes, strict=True)
+        ]
+    else:
         warnings.append(ctx.t("warn_plan_notes", n=len(notes)))
     out += [ctx.para("• " + text) for text in warnings or [ctx.t("warn_none")]]
     return out

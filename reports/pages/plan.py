@@ -10,6 +10,7 @@ from reportlab.platypus import (
 )
 
 from contracts.plan import Scenario
+from reports.i18n.findings import finding_text
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 
@@ -104,8 +105,8 @@ def page_plan(ctx: ReportContext) -> list[Flowable]:
             f"{res.host_ram_gib_per_instance:g} GiB / {res.host_ram_gib_total:g} GiB",
         ),
     ]
-    if ctx.words.lang == "en":  # free text written by the planner, in English
-        res_rows.append((ctx.t("res_rule"), res.rule))
+    if ctx.words.lang == "en" or res.rule_finding is not None:
+        res_rows.append((ctx.t("res_rule"), finding_text(ctx.words, res.rule_finding, res.rule)))
     cost_rows = [
         (ctx.t("cost_price"), words.usd(plan.cost.gpu_hour_price_usd)),
         (ctx.t("cost_hours"), f"{plan.cost.hours_per_month:g} h"),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
 
 from reports.charts_which import Bar, cost_bars
+from reports.i18n.findings import lesson_figure
 from reports.i18n.which import KNOB_NAMES
 from reports.layout import CONTENT_W, Layout
 from reports.which_data import CostGap, WhichSection
@@ -156,7 +157,7 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
             sentence
             + layout.t(verdict or "which_even")
             + " "
-            + layout.t("which_why", figure=lesson.figure)
+            + layout.t("which_why", figure=lesson_figure(layout.words, lesson))
         )
     return out
 

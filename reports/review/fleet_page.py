@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from reportlab.platypus import Flowable
 
-from contracts.review import Review, ServiceReview
+from contracts.review import GpuPool, Review, Risk, ServiceReview
+from reports.i18n.findings import finding_text
 from reports.review.layout import Layout
 
 
@@ -78,7 +79,7 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
                 f"{s.gpus} x {s.gpu}",
                 w.usd(s.monthly_cost_usd),
                 _change(s, lay),
-                s.risks[0].text if s.risks else lay.t("none"),
+                _risk(s.risks[0], lay) if s.risks else lay.t("none"),
             ]
         )
     out.append(lay.grid(rows, [0.11, 0.09, 0.11, 0.12, 0.13, 0.1, 0.12, 0.22]))
@@ -111,12 +112,20 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
         )
     out.append(lay.grid(prow, [0.13, 0.22, 0.11, 0.15, 0.14, 0.12, 0.13]))
     if r.pools:
-        out.append(lay.para(lay.t("pools_rule", rule=r.pools[0].rule)))
+        out.append(lay.para(lay.t("pools_rule", rule=_pool_rule(r.pools[0], lay))))
     out.append(lay.h2(lay.t("risks_heading")))
     if r.risks:
         rrows = [[lay.t("col_level"), lay.t("col_service"), lay.t("col_what")]]
-        rrows += [[lay.t(f"level_{x.level}"), x.service, x.text] for x in r.risks]
+        rrows += [[lay.t(f"level_{x.level}"), x.service, _risk(x, lay)] for x in r.risks]
         out.append(lay.grid(rrows, [0.1, 0.16, 0.74]))
     else:
         out.append(lay.para(lay.t("no_risks")))
     return out
+
+
+def _risk(risk: Risk, lay: Layout) -> str:
+    return finding_text(lay.words, risk.finding, risk.text)
+
+
+def _pool_rule(pool: GpuPool, lay: Layout) -> str:
+    return finding_text(lay.words, pool.rule_finding, pool.rule)

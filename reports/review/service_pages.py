@@ -15,6 +15,7 @@ from profiles.model import Profile
 from reports import charts
 from reports.charts import NAVY, ORANGE, RED, Axis
 from reports.data import ReportInputs
+from reports.i18n.findings import finding_text, plan_sentence
 from reports.layout import CONTENT_W
 from reports.pages.checks import page_checks
 from reports.pages.context import ReportContext
@@ -61,7 +62,7 @@ def _hourly(h: HourlyCapacity | None, lay: Layout) -> list[Flowable]:
                 lay.t(f"opt_{o.kind}"),
                 lay.words.integer(o.gpu_hours_per_month),
                 lay.words.usd(o.monthly_cost_usd),
-                o.rule,
+                finding_text(lay.words, o.rule_finding, o.rule),
             ]
         )
     out.append(lay.grid(rows, [0.17, 0.15, 0.13, 0.55]))
@@ -93,7 +94,12 @@ def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
             )
         )
     )
-    out.append(lay.para(lay.t("count_method", method=iv.method), lay.styles.cell))
+    out.append(
+        lay.para(
+            lay.t("count_method", method=finding_text(lay.words, iv.method_finding, iv.method)),
+            lay.styles.cell,
+        )
+    )
     return out
 
 
@@ -138,11 +144,18 @@ def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> l
                 source=source,
             )
         ),
-        lay.para(s.plan.sentence, lay.styles.answer),
+        lay.para(plan_sentence(lay.words, s.plan), lay.styles.answer),
     ]
     out += _interval(s, lay)
     out.append(lay.h2(lay.t("trend_heading")))
-    out.append(lay.para(s.trend.statement if s.trend else lay.t("trend_none")))
+    trend = s.trend
+    out.append(
+        lay.para(
+            finding_text(lay.words, trend.statement_finding, trend.statement)
+            if trend
+            else lay.t("trend_none")
+        )
+    )
     out += _hourly(s.hourly, lay)
     if profile is not None:
         out += baseline_pages(s, profile, lay)

@@ -32,7 +32,7 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "col_spares_each": "Spares per service",
         "col_spares_shared": "Spares shared",
         "col_cost_shared": "$/month shared",
-        "pools_rule": "A shared pool keeps only the largest single service's N+k spares: {rule}.",
+        "pools_rule": "How the shared columns count: {rule}.",
         "risks_heading": "Risks, ranked across services",
         "col_level": "Level",
         "col_what": "What",
@@ -51,12 +51,12 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "count_heading": "How sure the count is",
         "count_sentence": (
             "{n} instances ({level}: {low}-{high}). Planning peak {peak_iv}; limit {limit_iv}; "
-            "the {dominant} dominates."
+            "{dominant}."
         ),
         "count_none": "no interval",
-        "dominant_peak": "uncertainty of the peak",
-        "dominant_limit": "uncertainty of the limit",
-        "dominant_none": "neither (both fixed)",
+        "dominant_peak": "the uncertainty of the peak dominates",
+        "dominant_limit": "the uncertainty of the limit dominates",
+        "dominant_none": "neither dominates (both are fixed)",
         "count_method": "Method: {method}.",
         "trend_heading": "Growth from the data",
         "trend_none": "The logs span fewer than three full weeks: no trend fitted.",
@@ -106,7 +106,7 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "col_spares_each": "按服务备用",
         "col_spares_shared": "共享备用",
         "col_cost_shared": "共享时每月 $",
-        "pools_rule": "共享池只保留最大单个服务的 N+k 备用：{rule}。",
+        "pools_rule": "共享一栏的计法：{rule}。",
         "risks_heading": "风险（跨服务排序）",
         "col_level": "级别",
         "col_what": "内容",

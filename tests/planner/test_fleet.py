@@ -135,14 +135,14 @@ def _points(meets: dict[int, tuple[bool, bool]]) -> list[FleetPoint]:
 
 
 def test_fleet_verdicts() -> None:
-    assert fleet_verdict(_points({2: (False, False), 3: (True, True), 4: (True, True)}), 3) == (
-        "n=3 meets the SLO, n-1=2 does not"
-    )
-    both = fleet_verdict(_points({2: (True, True), 3: (True, True), 4: (True, True)}), 3)
+    assert fleet_verdict(
+        _points({2: (False, False), 3: (True, True), 4: (True, True)}), 3
+    ).english() == ("n=3 meets the SLO, n-1=2 does not")
+    both = fleet_verdict(_points({2: (True, True), 3: (True, True), 4: (True, True)}), 3).english()
     assert "so does n-1=2" in both
     short = _points({2: (False, False), 3: (False, True), 4: (True, True), 5: (True, True)})
     assert min_instances_meeting(short) == 3
-    verdict = fleet_verdict(short, 3)
+    verdict = fleet_verdict(short, 3).english()
     assert "does NOT meet" in verdict and "only with least_outstanding" in verdict
     none = _points({2: (False, False), 3: (False, False), 4: (False, False)})
     assert min_instances_meeting(none) is None

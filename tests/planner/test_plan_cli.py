@@ -55,6 +55,10 @@ def test_plan_writes_plan_json(tmp_path: Path) -> None:
     assert plan.inputs.limit.unit == "rps" and plan.inputs.gpu_hour_price_usd == 4.25
     assert plan.checks.fleet is not None and len(plan.checks.fleet.points) == 6
     assert "Instances per growth scenario" in result.output
+    # every figure says whose it is: the fleet's or one instance's
+    for label in ("Demand, whole fleet", "limit per instance", "Resources, per instance"):
+        assert label in result.output
+    assert "requests in flight across the fleet at the peak" in result.output
 
 
 def test_bad_limit_exits_2(tmp_path: Path) -> None:
@@ -152,3 +156,15 @@ def test_plan_from_a_measured_limit_json_calibrates_the_fleet_check(tmp_path: Pa
     assert fleet is not None and fleet.calibration is not None
     assert fleet.calibration["mean_rel_error"] < fleet.calibration["default_mean_rel_error"]
     assert "calibrated" in " ".join(plan.notes)
+
+
+def test_format_json_prints_the_plan_for_scripts(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", str(_profile(tmp_path)), "--limit", "4rps", "--no-fleet-check"]
+    result = runner.invoke(app, [*args, "-o", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    printed = Plan.model_validate_json(result.stdout)
+    assert printed == Plan.model_validate_json(out.read_text())
+    assert f"wrote {out}" in result.stderr and "wrote" not in result.stdout
+    bad = runner.invoke(app, [*args, "-o", str(out), "--format", "yaml"])
+    assert bad.exit_code == 2 and "choose one of table, json" in bad.output

@@ -370,3 +370,50 @@ def test_page_texts_match_the_stored_ones(
             )
         )
         pytest.fail(f"the report's text changed:\n{diff[:4000]}")
+
+
+def test_requests_in_flight_at_the_window_s_end_are_named(tmp_path: Path) -> None:
+    """A passing level whose last requests were still running reads "468 / 522 (54 in flight
+    ...)" beside its attainment, the errors table calls them in flight, not failures, and the
+    highest completion rate says what it counts."""
+    paths = write_fixture(tmp_path)
+    limit = build_limit()
+    levels = [
+        lv.model_copy(
+            update={
+                "completed": lv.requests - 54,
+                "censored": 54,
+                "errors_by_class": {"cancelled": 54},
+            }
+        )
+        if lv.load == limit.feasible_max
+        else lv
+        for lv in limit.levels
+    ]
+    (paths.run_dir / "limit.json").write_text(
+        limit.model_copy(update={"levels": levels}).model_dump_json(by_alias=True)
+    )
+    for lang, expected in (
+        (
+            "en",
+            [
+                "468 / 522 (54 in flight at the window's end)",
+                "Highest completion rate",
+                "cancelled 54 still in flight when the load test stopped (not a failure)",
+            ],
+        ),
+        (
+            "zh",
+            [
+                "468 / 522（54 个在窗口结束时仍在进行）",
+                "最高的完成速率",
+                "cancelled 54 负载测试停止时仍在进行（不算失败）",
+            ],
+        ),
+    ):
+        pdf = render_report(
+            paths.profile, paths.run_dir, paths.plan, tmp_path / f"f-{lang}.pdf", lang=lang
+        )
+        text = re.sub(r"\s+", "", _extract(pdf)[0])
+        for phrase in expected:
+            assert re.sub(r"\s+", "", phrase) in text, phrase

@@ -13,7 +13,6 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,72 +20,9 @@ from PIL import Image
 from pypdf import PdfReader
 from typer.testing import CliRunner
 
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from capplan.cli import app
-from contracts.limit import LimitResult, write_limit
-from planner.engine import build_engine_config
-from planner.limit.result import build_limit_result
-from planner.slo.spec import parse_slo
-from planner.whatif.virtual import virtual_limit
-from profiles.model import load_profile
 from reports.i18n import STRINGS
-
-SLO = "ttft:p95<=2s"  # the fixture's limit was searched under it
-PEAK_RPS = "42"  # the fixture plan's peak
-
-
-@dataclass(frozen=True)
-class Inputs:
-    paths: FixturePaths
-    whatif: Path
-    compare: Path
-    forced: Path
-
-
-def _cli(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
-    root = tmp_path_factory.mktemp("which")
-    paths = write_fixture(root)
-    whatif = root / "whatif.json"
-    _cli(
-        "whatif", "--profile", str(paths.profile), "--slo", SLO, "--gpu", "H100-80GB,L40S-48GB",
-        "--vary", "prefix_caching", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
-    )  # fmt: skip
-    profile = load_profile(paths.profile)
-    found = virtual_limit(
-        profile, build_engine_config("L40S-48GB", "llama-3.1-8b"), parse_slo(SLO), level_s=10.0
-    )
-    l40s = root / "runs" / "l40s"
-    l40s.mkdir()
-    digest = profile.source.digest or profile.digest()
-    write_limit(
-        build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest),
-        l40s / "limit.json",
-    )
-    compare = root / "compare.json"
-    runs = (str(paths.run_dir), str(l40s))
-    _cli(
-        "compare", *runs, "--profile", str(paths.profile), "--gpu", "H100-80GB,L40S-48GB",
-        "--label", "measured H100,modelled L40S", "--peak-rps", PEAK_RPS, "-o", str(compare),
-    )  # fmt: skip
-    # a run measured under another SLO: compare refuses it unless forced
-    other = root / "runs" / "other-slo"
-    other.mkdir()
-    measured = LimitResult.model_validate_json((paths.run_dir / "limit.json").read_text())
-    write_limit(measured.model_copy(update={"slo": "ttft:p95<=3s"}), other / "limit.json")
-    forced = root / "forced.json"
-    _cli(
-        "compare", *runs, str(other), "--profile", str(paths.profile),
-        "--gpu", "H100-80GB,L40S-48GB,H100-80GB", "--peak-rps", PEAK_RPS, "--force",
-        "-o", str(forced),
-    )  # fmt: skip
-    return Inputs(paths, whatif, compare, forced)
+from tests.reports.which_inputs import PEAK_RPS, Inputs, run_cli
 
 
 def _text(pdf: Path) -> tuple[str, int]:
@@ -104,7 +40,7 @@ def _usd(value: float) -> str:
 def full_en(inputs: Inputs) -> tuple[str, int]:
     p = inputs.paths
     out = p.plan.parent.parent / "full-en.pdf"
-    _cli(
+    run_cli(
         "report", "--profile", str(p.profile), "--run", str(p.run_dir), "--plan", str(p.plan),
         "--whatif", str(inputs.whatif), "--compare", str(inputs.compare), "-o", str(out),
     )  # fmt: skip
@@ -182,7 +118,7 @@ def test_the_section_alone_in_chinese_marks_a_forced_compare(
     inputs: Inputs, tmp_path: Path
 ) -> None:
     out = tmp_path / "which-zh.pdf"
-    _cli(
+    run_cli(
         "report", "--whatif", str(inputs.whatif), "--compare", str(inputs.forced),
         "--lang", "zh", "-o", str(out),
     )  # fmt: skip
@@ -214,7 +150,7 @@ def test_the_section_alone_in_english_names_the_forced_mismatch(
     inputs: Inputs, tmp_path: Path
 ) -> None:
     out = tmp_path / "which-en.pdf"
-    _cli("report", "--compare", str(inputs.forced), "-o", str(out))
+    run_cli("report", "--compare", str(inputs.forced), "-o", str(out))
     text, _ = _text(out)
     assert "Which configuration: chat" in text
     assert "NOT COMPARABLE" in text and "Ranked candidates (not comparable, --force)" in text
@@ -264,7 +200,7 @@ def test_calibration_errors_of_a_calibrated_whatif_are_shown(
     path = tmp_path / "calibrated.json"
     path.write_text(calibrated.model_dump_json(by_alias=True))
     out = tmp_path / "cal.pdf"
-    _cli("report", "--whatif", str(path), "-o", str(out))
+    run_cli("report", "--whatif", str(path), "-o", str(out))
     text, _ = _text(out)
     assert "Calibration error" in text
     for c, e in zip(calibrated.candidates, errors, strict=True):
@@ -274,15 +210,30 @@ def test_calibration_errors_of_a_calibrated_whatif_are_shown(
 
 def test_a_whatif_where_nothing_meets_the_slo_says_so(inputs: Inputs, tmp_path: Path) -> None:
     whatif = tmp_path / "none.json"
-    _cli(
+    run_cli(
         "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=1ms",
         "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
     )  # fmt: skip
     (candidate,) = json.loads(whatif.read_text())["candidates"]
     assert candidate["limit_rps"] is None and candidate["rank"] is None
     out = tmp_path / "none.pdf"
-    _cli("report", "--whatif", str(whatif), "-o", str(out))
+    run_cli("report", "--whatif", str(whatif), "-o", str(out))
     text, _ = _text(out)
     assert f"{candidate['label']}: the SLO is met at no tested load." in text
     assert STRINGS["en"]["which_chart"] not in text  # nothing to draw
     assert "serves the peak" not in text
+
+
+def test_whatif_format_json_prints_the_document_for_scripts(inputs: Inputs, tmp_path: Path) -> None:
+    whatif = tmp_path / "whatif.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=2s",
+            "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS,
+            "-o", str(whatif), "--format", "json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(whatif.read_text())
+    assert f"wrote {whatif}" in result.stderr

@@ -13,6 +13,7 @@ import yaml
 from PIL import Image
 from typer.testing import CliRunner
 
+from bench.kit.pdf_check import page_problems
 from capplan.cli import app
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
@@ -133,3 +134,15 @@ def test_pdfs_render_in_both_languages(reviews: Path, tmp_path: Path) -> None:
 
 def test_review_strings_same_keys() -> None:
     assert REVIEW_STRINGS["en"].keys() == REVIEW_STRINGS["zh"].keys()
+
+
+def test_every_page_reads_cleanly_in_both_languages(reviews: Path) -> None:
+    """No text outside a page, over other text or cut by a shaded box's edge; no font left
+    out; no English sentence in the Chinese review (bench.kit.pdf_check)."""
+    for name, english in (("q4", False), ("q4-zh", True)):
+        problems = page_problems(reviews / f"{name}.pdf", english=english)
+        assert not problems, "\n".join(problems[:20])
+    text = subprocess.run(
+        ["pdftotext", str(reviews / "q4.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "batch-summ\n" not in text  # a cell breaks a name at its hyphen, not inside a word

@@ -1,0 +1,81 @@
+"""The "Which configuration" inputs, written by the real commands on the report fixture's
+profile: a whatif of 2 GPUs x prefix caching in 10-virtual-second levels, a compare of the
+fixture's measured H100 run with an L40S limit searched against the engine model, and a
+compare forced over a run measured under another SLO. A few seconds; the package's tests
+share one set (conftest.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from bench.kit.report_inputs import FixturePaths, write_fixture
+from capplan.cli import app
+from contracts.limit import LimitResult
+from planner.engine import build_engine_config
+from planner.limit.result import build_limit_result
+from contracts.limit import write_limit
+from planner.slo.spec import parse_slo
+from planner.whatif.virtual import virtual_limit
+from profiles.model import load_profile
+
+SLO = "ttft:p95<=2s"  # the fixture's limit was searched under it
+PEAK_RPS = "42"  # the fixture plan's peak
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The report fixture and the three "Which configuration" inputs written from it."""
+
+    paths: FixturePaths
+    whatif: Path
+    compare: Path
+    forced: Path
+
+
+def run_cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def build_inputs(root: Path) -> Inputs:
+    """The whatif.json, compare.json and forced compare.json of the report fixture in `root`."""
+    paths = write_fixture(root)
+    whatif = root / "whatif.json"
+    run_cli(
+        "whatif", "--profile", str(paths.profile), "--slo", SLO, "--gpu", "H100-80GB,L40S-48GB",
+        "--vary", "prefix_caching", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+    )  # fmt: skip
+    profile = load_profile(paths.profile)
+    found = virtual_limit(
+        profile, build_engine_config("L40S-48GB", "llama-3.1-8b"), parse_slo(SLO), level_s=10.0
+    )
+    l40s = root / "runs" / "l40s"
+    l40s.mkdir()
+    digest = profile.source.digest or profile.digest()
+    write_limit(
+        build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest),
+        l40s / "limit.json",
+    )
+    compare = root / "compare.json"
+    runs = (str(paths.run_dir), str(l40s))
+    run_cli(
+        "compare", *runs, "--profile", str(paths.profile), "--gpu", "H100-80GB,L40S-48GB",
+        "--label", "measured H100,modelled L40S", "--peak-rps", PEAK_RPS, "-o", str(compare),
+    )  # fmt: skip
+    # a run measured under another SLO: compare refuses it unless forced
+    other = root / "runs" / "other-slo"
+    other.mkdir()
+    measured = LimitResult.model_validate_json((paths.run_dir / "limit.json").read_text())
+    write_limit(measured.model_copy(update={"slo": "ttft:p95<=3s"}), other / "limit.json")
+    forced = root / "forced.json"
+    run_cli(
+        "compare", *runs, str(other), "--profile", str(paths.profile),
+        "--gpu", "H100-80GB,L40S-48GB,H100-80GB", "--peak-rps", PEAK_RPS, "--force",
+        "-o", str(forced),
+    )  # fmt: skip
+    return Inputs(paths, whatif, compare, forced)
