@@ -14,10 +14,9 @@ from typer.testing import CliRunner
 
 from bench.kit.report_inputs import FixturePaths, write_fixture
 from capplan.cli import app
-from contracts.limit import LimitResult
+from contracts.limit import LimitResult, write_limit
 from planner.engine import build_engine_config
 from planner.limit.result import build_limit_result
-from contracts.limit import write_limit
 from planner.slo.spec import parse_slo
 from planner.whatif.virtual import virtual_limit
 from profiles.model import load_profile
