@@ -10,6 +10,14 @@ from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
 from capplan.commands.console import stdout_console
+from capplan.commands.shared import (
+    GpuHourPrice,
+    Headroom,
+    PeakQuantile,
+    PeakRps,
+    PeakWindow,
+    Redundancy,
+)
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
 from contracts.whatif import Compare
@@ -45,15 +53,13 @@ def compare_command(
     label: str | None = typer.Option(None, "--label", help="Labels, one per run, comma-separated."),
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of every run, or one per run."),
     tp: int = typer.Option(1, "--tp", help="GPUs per instance."),
-    gpu_hour_price: float | None = typer.Option(None, "--gpu-hour-price", help="USD/GPU-hour."),
-    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
-    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
-    peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
+    gpu_hour_price: GpuHourPrice = None,
+    peak_rps: PeakRps = None,
+    peak_window: PeakWindow = "60s",
+    peak_quantile: PeakQuantile = 0.99,
     growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
-    headroom: str = typer.Option(
-        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
-    ),
-    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    headroom: Headroom = "0.2",
+    redundancy: Redundancy = 1,
     force: bool = typer.Option(False, "--force", help="Compare mismatched runs anyway."),
 ) -> None:
     check_planning(

@@ -10,6 +10,14 @@ from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
 from capplan.commands.console import FORMAT_HELP, check_format, print_result
+from capplan.commands.shared import (
+    GpuHourPrice,
+    Headroom,
+    PeakQuantile,
+    PeakRps,
+    PeakWindow,
+    Redundancy,
+)
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
@@ -53,25 +61,19 @@ def plan_command(
     slo: str | None = typer.Option(
         None, "--slo", help="SLO spec; must match the limit.json's (default: the limit's)."
     ),
-    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
+    peak_rps: PeakRps = None,
     peak_users: float | None = typer.Option(
         None, "--peak-users", help="Planning peak as concurrent requests."
     ),
-    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
-    peak_quantile: float = typer.Option(
-        0.99, "--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."
-    ),
+    peak_window: PeakWindow = "60s",
+    peak_quantile: PeakQuantile = 0.99,
     growth: str = typer.Option("1.0", "--growth", help="Growth factors, e.g. 1.0,1.3,2.0."),
-    headroom: str = typer.Option(
-        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
-    ),
-    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
+    headroom: Headroom = "0.2",
+    redundancy: Redundancy = 1,
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per instance."),
-    gpu_hour_price: float | None = typer.Option(
-        None, "--gpu-hour-price", help="USD per GPU-hour (default: public on-demand table)."
-    ),
+    gpu_hour_price: GpuHourPrice = None,
     cpu_cores_per_gpu: int = typer.Option(
         HostRule.cpu_cores_per_gpu, "--cpu-cores-per-gpu", help="Host rule: CPU cores per GPU."
     ),

@@ -52,3 +52,30 @@ ExpectWorkers = Annotated[
         "--expect-workers", help="With --master-bind: start once this many workers joined."
     ),
 ]
+
+# --- the planning peak and margins: plan, whatif, compare
+
+PeakRps = Annotated[
+    float | None,
+    typer.Option("--peak-rps", help="Planning peak in req/s (default: from the profile)."),
+]
+PeakWindow = Annotated[str, typer.Option("--peak-window", help="Window of the peak rate.")]
+PeakQuantile = Annotated[
+    float,
+    typer.Option("--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."),
+]
+Headroom = Annotated[
+    str,
+    typer.Option(
+        "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
+    ),
+]
+Redundancy = Annotated[
+    int, typer.Option("--redundancy", help="Spare instances beyond the peak's count (N+k).")
+]
+GpuHourPrice = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: public on-demand table)."
+    ),
+]

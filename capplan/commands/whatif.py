@@ -10,6 +10,14 @@ from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
 from capplan.commands.console import FORMAT_HELP, check_format, counted, print_result
+from capplan.commands.shared import (
+    GpuHourPrice,
+    Headroom,
+    PeakQuantile,
+    PeakRps,
+    PeakWindow,
+    Redundancy,
+)
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
@@ -73,17 +81,13 @@ def whatif_command(
     max_model_len: int | None = typer.Option(
         None, "--max-model-len", help="Default: the profile's longest request."
     ),
-    peak_rps: float | None = typer.Option(None, "--peak-rps", help="Planning peak in req/s."),
-    peak_window: str = typer.Option("60s", "--peak-window", help="Window of the peak rate."),
-    peak_quantile: float = typer.Option(0.99, "--peak-quantile", help="Quantile of it (0-1)."),
+    peak_rps: PeakRps = None,
+    peak_window: PeakWindow = "60s",
+    peak_quantile: PeakQuantile = 0.99,
     growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
-    headroom: str = typer.Option(
-        "0.2", "--headroom", help="Spare share above the peak: a fraction (0.2) or a percent (20%)."
-    ),
-    redundancy: int = typer.Option(1, "--redundancy", help="Extra instances (N+k)."),
-    gpu_hour_price: float | None = typer.Option(
-        None, "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: price table)."
-    ),
+    headroom: Headroom = "0.2",
+    redundancy: Redundancy = 1,
+    gpu_hour_price: GpuHourPrice = None,
     calibrate: Path | None = typer.Option(
         None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
     ),
