@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
 from profiles.presets import preset_profile
@@ -19,7 +20,7 @@ from profiles.presets import preset_profile
 def main() -> None:
     options = WhatifOptions(
         "preset:chat",
-        "ttft:p95<=2s,tpot:p95<=100ms",
+        parse_slo("ttft:p95<=2s,tpot:p95<=100ms"),
         gpus=("H100-80GB", "H200-141GB", "A100-80GB", "L40S-48GB", "A10-24GB"),
         vary=parse_vary("kv_dtype,max_num_seqs=32:64:128:192:256"),
         level_s=60.0,

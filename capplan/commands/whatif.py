@@ -21,6 +21,7 @@ from capplan.commands.shared import (
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
+from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
 from profiles.model import load_profile
@@ -140,7 +141,7 @@ def whatif_command(
         parse_vary("engine=" + ":".join(engines))  # checks each name
     options = WhatifOptions(
         profile_path=str(profile),
-        slo=slo,
+        slo=parse_slo(slo),
         model=model,
         engine=engines[0],
         gpus=_split(gpu),

@@ -17,7 +17,6 @@ from contracts.finding import Finding, FindingValue
 from contracts.whatif import Lesson, WhatifCandidate
 from planner.capacity.plan import mean_context_tokens
 from planner.engine import EngineConfig, kv_bytes_per_token
-from planner.slo.spec import parse_slo
 from planner.whatif.disagg import instances_per_unit, parse_disagg
 from planner.whatif.virtual import split_at
 from profiles.model import Profile
@@ -110,7 +109,7 @@ def _queue(p: _Pair) -> list[Finding]:
         split_at(
             p.profile,
             cfg,
-            parse_slo(p.options.slo),
+            p.options.slo,
             rate,
             p.options.rules(),
             p.options.seed,

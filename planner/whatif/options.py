@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.limit.steady import SteadyRules
+from planner.slo.spec import Slo
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
 
 
@@ -15,7 +16,7 @@ class WhatifOptions:
     """What `capplan whatif` was asked (validated here and by the engine config)."""
 
     profile_path: str
-    slo: str
+    slo: Slo  # parsed once where the text came in (planner.slo.spec.parse_slo)
     model: str = "llama-3.1-8b"
     engine: str = "vllm"  # every candidate's engine, unless `vary` holds `engine`
     gpus: tuple[str, ...] = ("H100-80GB",)

@@ -33,7 +33,6 @@ from planner.capacity.arithmetic import (
 from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.specs import lookup_spec, model_catalog
-from planner.slo.spec import parse_slo
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.options import WhatifOptions
 from planner.whatif.virtual import latency_split, virtual_limit
@@ -214,7 +213,7 @@ def run_candidate(
     vl = virtual_limit(
         profile,
         config,
-        parse_slo(options.slo),
+        options.slo,
         rules=options.rules(),
         level_s=options.level_s,
         start_rps=start_rps,
@@ -315,7 +314,7 @@ def run_whatif(
     wall0 = time.perf_counter()
     if not options.gpus or not options.tps:
         raise ConfigError("give at least one --gpu and one --tp")
-    slo = parse_slo(options.slo)
+    slo = options.slo
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
     # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
     # not fit one H100, and the candidates may all be tp > 1).

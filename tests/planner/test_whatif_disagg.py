@@ -13,6 +13,7 @@ import pytest
 from contracts.errors import ConfigError
 from planner.engine import EngineRequest, build_engine_config
 from planner.fleet.sim import simulate_fleet
+from planner.slo.spec import parse_slo
 from planner.whatif.disagg import Disagg, simulate_disaggregated
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
@@ -69,7 +70,9 @@ def test_decodes_never_wait_behind_a_prefill_in_the_decode_pool() -> None:
 
 
 def _whatif(name: str, slo: str, level_s: float):  # type: ignore[no-untyped-def]
-    options = WhatifOptions(name, slo, vary=parse_vary("disaggregation=off:1p1d"), level_s=level_s)
+    options = WhatifOptions(
+        name, parse_slo(slo), vary=parse_vary("disaggregation=off:1p1d"), level_s=level_s
+    )
     return run_whatif(preset_profile(name), options)
 
 
