@@ -1,4 +1,4 @@
-"""Tensor parallelism's all-reduce cost: NCCL's ring model by link kind, and the engine's use of it."""
+"""Tensor parallelism's all-reduce cost: NCCL's ring model by link kind, as the engine uses it."""
 
 from __future__ import annotations
 
