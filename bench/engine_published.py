@@ -92,12 +92,9 @@ FITS = (
         _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 2048/128$")),
     Fit("gpus", "A100-80GB", "mbu", 0.3, 1.0,
         _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 128/2048$")),
-    Fit("gpus", "H100-80GB", "tp_hop_latency_s", 1e-7, 1e-4,
-        _row(source="online", gpu="H100-80GB", model="70b", workload="^online 2 QPS.*467/256",
-             metric="ITL mean")),
-    Fit("gpus", "H100-80GB", "tp_link_efficiency", 0.05, 1.0,
-        _row(source="trtllm_v014_70b", gpu="H100-80GB", precision="FP16", tp=8,
-             workload="fixed 128/2048$")),
+    Fit("gpus", "H100-80GB", "tp_shard_efficiency", 0.5, 1.0,
+        _row(source="trtllm_v014_70b", gpu="H100-80GB", precision="FP16", tp=4,
+             workload="fixed 1000/1000$")),
     Fit("engines", "vllm@0.6", "seq_overhead_s", 1e-6, 1e-3,
         _row(source="lambda_v0", engine="steps=1$", metric="output tok/s")),
     Fit("engines", "vllm@0.6", "frontend_s", 1e-4, 0.1,
@@ -110,16 +107,15 @@ FITS = (
         _row(source="online", gpu="H100-80GB", model="8b", workload="^online 2 QPS.*467/256",
              metric="TTFT mean")),
 )  # fmt: skip
-# The H200 has the H100's compute die and NVLink: it takes the H100's compute and link
-# factors and has its own bandwidth factor (mbu), fitted on an H200 row. The A100 takes the
-# H100's link factors (share of the board's NVLink bandwidth, latency per hop: the same NCCL
-# over an NVSwitch fabric), an assumption its tensor-parallel rows check.
+# The H200 has the H100's compute die: it takes the H100's compute factors and has its own
+# bandwidth factor (mbu), fitted on an H200 row. All-reduces are priced by NCCL's own cost
+# model over each board's NVLink (planner/engine/parallel.py), nothing of it fitted; the one
+# tensor-parallel factor, the per-GPU rate kept per doubling of the group
+# (tp_shard_efficiency), is fitted on one H100 tp4 row and the A100 and H200 take it, an
+# assumption their tensor-parallel rows check.
 INHERIT = {
-    "H200-141GB": (
-        "H100-80GB",
-        ("mfu", "fp8_efficiency", "tp_link_efficiency", "tp_hop_latency_s"),
-    ),
-    "A100-80GB": ("H100-80GB", ("tp_link_efficiency", "tp_hop_latency_s")),
+    "H200-141GB": ("H100-80GB", ("mfu", "fp8_efficiency", "tp_shard_efficiency")),
+    "A100-80GB": ("H100-80GB", ("tp_shard_efficiency",)),
 }
 
 
@@ -161,13 +157,22 @@ def factors_for(
     return {**gpu, **eng}
 
 
-def fit(rows: list[Row], model: Model, folders: dict[int, Path]) -> dict[str, Any]:
-    """Each factor of FITS on its row, in turn, three rounds (the factors interact)."""
+def fit(
+    rows: list[Row], model: Model, folders: dict[int, Path], only: str | None = None
+) -> dict[str, Any]:
+    """Each factor of FITS on its row, in turn, three rounds (the factors interact). With
+    `only` (a regular expression over factor labels), only those factors, one round, the
+    others kept as efficiency.yaml holds them (for a factor whose row no other factor's row
+    depends on, such as a tensor-parallel factor: every other fit row is tp 1)."""
     table: dict[str, dict[str, dict[str, float]]] = {"gpus": {}, "engines": {}}
     fitted_on: dict[str, str] = {}
+    fits = list(FITS)
+    if only is not None:
+        table, fitted_on = _current_table()
+        fits = [f for f in FITS if re.search(only, f.label)]
     engines = {r.index: _profile(r, folders[r.index]) for r in rows}
-    for round_ in range(3):
-        for f in FITS:
+    for round_ in range(3 if only is None else 1):
+        for f in fits:
             row = next(r for r in rows if f.matches(r))
             fitted_on[f.label] = row.key
 
@@ -181,6 +186,23 @@ def fit(rows: list[Row], model: Model, folders: dict[int, Path]) -> dict[str, An
             table[f.section][f.name][f.field] = x
             print(f"  round {round_ + 1}: {f.label} = {x:.4g}  (on {row.key})", flush=True)
     return {"table": table, "fitted_on": fitted_on}
+
+
+def _current_table() -> tuple[dict[str, Any], dict[str, str]]:
+    """efficiency.yaml as a fit table (own factors only) and the rows each was fitted on."""
+    table: dict[str, Any] = {"gpus": {}, "engines": {}}
+    fitted_on: dict[str, str] = {}
+    for section, entries in _fitted_table().items():
+        for name, fields in entries.items():
+            for k, v in fields.items():
+                if k == "fitted_on":
+                    continue
+                origin = fields.get("fitted_on", {}).get(k, "")
+                if origin.endswith("'s"):  # inherited: write_efficiency adds it back
+                    continue
+                table[section].setdefault(name, {})[k] = v
+                fitted_on[f"{name} {k}"] = origin
+    return table, fitted_on
 
 
 def _solve(error: Callable[[float], float], low: float, high: float, steps: int = 14) -> float:
@@ -290,6 +312,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write one record per row here")
     ap.add_argument("--fit", action="store_true", help="refit efficiency.yaml first")
     ap.add_argument(
+        "--fit-only", help="with --fit: refit only the factors whose label matches (one round)"
+    )
+    ap.add_argument(
         "--max-requests",
         type=int,
         default=1000,
@@ -312,7 +337,7 @@ def main() -> None:
     model = Model(folders, args.max_requests)
     if args.fit:
         print("fitting (FITS):")
-        fitted = fit(rows, model, folders)
+        fitted = fit(rows, model, folders, args.fit_only)
         write_efficiency(fitted)
         _fitted_table.cache_clear()
         print(f"  wrote {EFFICIENCY_PATH.relative_to(ROOT)}")

@@ -42,6 +42,7 @@ _FITTED_FIELDS = (
     "frontend_s",
     "tp_link_efficiency",
     "tp_hop_latency_s",
+    "tp_shard_efficiency",
 )
 
 

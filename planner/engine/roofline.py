@@ -7,7 +7,15 @@ multiplications.
 
 from __future__ import annotations
 
-from planner.engine.parallel import DEFAULT_LINK, allreduce_latency_s, ring_share
+import math
+
+from planner.engine.parallel import (
+    DEFAULT_LINK,
+    AllReduceCost,
+    allreduce_latency_s,
+    fixed_allreduce,
+    nccl_allreduce,
+)
 from planner.engine.specs import EngineConfig, kv_bytes_per_token, weight_bytes
 
 
@@ -17,18 +25,21 @@ class Roofline:
     def __init__(self, config: EngineConfig) -> None:
         m = config.model
         gpu = config.gpu
-        bf16 = gpu.bf16_flops * config.mfu * config.tp
+        # Narrower shards under tensor parallelism reach less of each GPU's peak.
+        shard = config.tp_shard_efficiency ** math.log2(config.tp)
+        mfu = config.mfu * shard
+        bf16 = gpu.bf16_flops * mfu * config.tp
         # FP8 weights run their matrix multiplies at the FP8 rate where the board has one.
         one_byte = config.dtype_bytes == 1
         fp8 = one_byte and gpu.fp8_flops is not None
-        linear_flops = gpu.fp8_flops * config.mfu * config.tp if fp8 else bf16  # type: ignore[operator]
+        linear_flops = gpu.fp8_flops * mfu * config.tp if fp8 else bf16  # type: ignore[operator]
         if one_byte:
             linear_flops *= config.fp8_efficiency
         attn = gpu.attention_flops
-        attn_flops = bf16 if attn is None else attn * config.mfu * config.tp
+        attn_flops = bf16 if attn is None else attn * mfu * config.tp
         self._s_per_linear_token = 2.0 * m.params / linear_flops
         self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / attn_flops
-        bandwidth = gpu.hbm_bandwidth_bytes_per_s * config.mbu
+        bandwidth = gpu.hbm_bandwidth_bytes_per_s * config.mbu * shard
         self._weight_s = weight_bytes(config) / bandwidth
         if one_byte:
             self._weight_s /= config.fp8_efficiency
@@ -41,23 +52,24 @@ class Roofline:
         self._draft_weight_s = draft * config.dtype_bytes / config.tp / bandwidth
         self._draft_s_per_token = 2.0 * draft / bf16
         # Tensor parallelism: two all-reduces per layer of each token's hidden state (bf16
-        # activations), over the config's link if it names one, else the board's own.
-        self._comm_s_per_token = 0.0
-        self._comm_fixed_s = 0.0
+        # activations): over the config's forced link (fixed latency), with a calibrated hop
+        # latency on the board's link, or by NCCL's own cost model of the board's link.
+        self._allreduce: AllReduceCost | None = None
+        self._allreduce_calls = 2 * m.layers
+        self._allreduce_bytes_per_token = m.hidden_size * 2
         if config.tp > 1:
-            link_bw = config.tp_link_bandwidth_bytes_per_s
-            if link_bw is not None:
-                latency = config.tp_allreduce_latency_s
+            forced_bw = config.tp_link_bandwidth_bytes_per_s
+            link_bw = gpu.link_bandwidth_bytes_per_s or DEFAULT_LINK.bandwidth_bytes_per_s
+            link_bw *= config.tp_link_efficiency
+            if forced_bw is not None:
+                self._allreduce = fixed_allreduce(
+                    config.tp_allreduce_latency_s, forced_bw, config.tp
+                )
+            elif config.tp_hop_latency_s is not None:
+                latency = allreduce_latency_s(config.tp_hop_latency_s, config.tp)
+                self._allreduce = fixed_allreduce(latency, link_bw, config.tp)
             else:
-                link_bw = gpu.link_bandwidth_bytes_per_s or DEFAULT_LINK.bandwidth_bytes_per_s
-                link_bw *= config.tp_link_efficiency
-                hop = config.tp_hop_latency_s
-                if hop is None:
-                    hop = gpu.link_latency_s or DEFAULT_LINK.hop_latency_s
-                latency = allreduce_latency_s(hop, config.tp)
-            calls = 2 * m.layers
-            self._comm_s_per_token = calls * ring_share(config.tp) * m.hidden_size * 2 / link_bw
-            self._comm_fixed_s = calls * latency
+                self._allreduce = nccl_allreduce(gpu.link_kind, link_bw, config.tp)
 
     def step_time_s(
         self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: float = 1, drafts: int = 0
@@ -75,10 +87,13 @@ class Roofline:
                     attention's rate being bf16 unless the GPU's spec states another;
         overhead = step_overhead_s + seq_overhead_s x sampled positions (one per scheduled
                    request; k + 1 for a speculatively verified decode),
-        per GPU under tensor parallelism. `attn_pairs` counts (query, key) token pairs.
-        communication (tp > 1) = 2 x layers x (ring share x tokens x hidden x 2 bytes / link
-        bandwidth + all-reduce latency), not overlapped with compute; the latency grows
-        with tp (planner.engine.parallel).
+        per GPU under tensor parallelism, where mfu and mbu are each scaled by
+        tp_shard_efficiency ** log2(tp) (narrower shards reach less of the peak).
+        `attn_pairs` counts (query, key) token pairs.
+        communication (tp > 1) = 2 x layers x one all-reduce of tokens x hidden x 2 bytes,
+        priced by NCCL's cost model on the board's link (the quickest protocol of latency +
+        2 (tp-1) hops + ring share of the bytes over the bus bandwidth), not overlapped with
+        compute; the latency grows with tp (planner.engine.parallel).
         drafts (speculative decoding) = k sequential draft forwards over `drafts` sequences,
         each max(draft weights / bandwidth, 2 x draft params x drafts / FLOP/s).
         """
@@ -90,8 +105,9 @@ class Roofline:
         if attention < kv:
             attention = kv
         total = linear + attention + self._overhead_s + seqs * self._seq_overhead_s
-        if self._comm_fixed_s or self._comm_s_per_token:
-            total += self._comm_fixed_s + tokens * self._comm_s_per_token
+        if self._allreduce is not None:
+            message = tokens * self._allreduce_bytes_per_token
+            total += self._allreduce_calls * self._allreduce.time_s(message)
         if drafts and self._draft_weight_s:
             draft = max(self._draft_weight_s, drafts * self._draft_s_per_token)
             total += self._spec_k * draft

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.errors import ConfigError, InputError
+from planner.engine.parallel import LINK_KINDS, LinkKind
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -50,6 +51,8 @@ class GpuSpec:
     the dense FP8 peak of boards with FP8 tensor cores (None: FP8 weights are computed at the
     bf16 rate, as weight-only quantisation). `link_*`: the board's link for tensor-parallel
     all-reduces (per-GPU bus bandwidth one way, latency per ring hop); None: PCIe defaults.
+    `link_kind` (nvlink or pcie) picks NCCL's latencies for that link
+    (planner.engine.parallel).
     """
 
     name: str
@@ -60,6 +63,7 @@ class GpuSpec:
     fp8_flops: float | None = None
     link_bandwidth_bytes_per_s: float | None = None
     link_latency_s: float | None = None
+    link_kind: LinkKind = "pcie"
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,13 @@ class EngineConfig(BaseModel):
     tp_hop_latency_s: float | None = Field(
         None, ge=0.0, description="latency per ring hop of an all-reduce; None: the board's"
     )
+    tp_shard_efficiency: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="per-GPU rate kept at each doubling of the tensor-parallel group (narrower "
+        "shards reach less of the peak): mfu and mbu x this ** log2(tp)",
+    )
     record_token_times: bool = True
     calibration_source: str = "defaults (see planner/engine/specs.py)"
 
@@ -287,6 +298,14 @@ def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dic
                 raise InputError(
                     f"{path}: {name}.{key}.{field_name}: unknown field (known: {known})"
                 )
+            if kind is str:
+                if value not in LINK_KINDS:
+                    raise InputError(
+                        f"{path}: {name}.{key}.{field_name}: expected one of "
+                        f"{', '.join(LINK_KINDS)}, got {value!r}"
+                    )
+                typed[field_name] = value
+                continue
             try:
                 number = float(value)
             except (TypeError, ValueError) as err:
@@ -307,6 +326,7 @@ _FIELD_TYPES: dict[str, type] = {
     "fp8_flops": float,
     "link_bandwidth_bytes_per_s": float,
     "link_latency_s": float,
+    "link_kind": str,
     "memory_bytes": int,
     "hbm_bandwidth_bytes_per_s": float,
     "bf16_flops": float,

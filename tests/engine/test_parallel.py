@@ -1,0 +1,59 @@
+"""Tensor parallelism's all-reduce cost: NCCL's ring model by link kind, as the engine uses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contracts.errors import InputError
+from planner.engine import build_engine_config
+from planner.engine.parallel import nccl_allreduce
+from planner.engine.roofline import Roofline
+from planner.engine.specs import gpu_catalog
+
+
+def test_small_all_reduce_pays_nccl_ll_latency_that_grows_with_gpu_count() -> None:
+    # NCCL's LL ring on NVLink: 3.6 us + 2 (tp - 1) x 0.47 us; 16 bytes cost next to nothing.
+    for tp in (2, 4, 8):
+        cost = nccl_allreduce("nvlink", 360e9, tp)
+        assert cost.time_s(16) == pytest.approx((3.6 + 2 * (tp - 1) * 0.47) * 1e-6, rel=1e-3)
+    assert nccl_allreduce("nvlink", 360e9, 8).time_s(16) > nccl_allreduce(
+        "nvlink", 360e9, 2
+    ).time_s(16)
+
+
+def test_large_all_reduce_moves_the_ring_share_at_full_bus_bandwidth() -> None:
+    # 1 GB over 8 GPUs: Simple wins, 2 x 7 / 8 of the bytes over 360 GB/s plus its latency.
+    cost = nccl_allreduce("nvlink", 360e9, 8)
+    want = 8.4e-6 + 14 * 3.4e-6 + 1e9 * 14 / 8 / 360e9
+    assert cost.time_s(1e9) == pytest.approx(want, rel=1e-6)
+
+
+def test_pcie_has_no_ll128_and_slower_hops() -> None:
+    assert len(nccl_allreduce("pcie", 25e9, 4).lines) == 2
+    assert nccl_allreduce("pcie", 25e9, 4).time_s(16) > nccl_allreduce("nvlink", 25e9, 4).time_s(16)
+
+
+def test_nvlink_boards_use_the_nccl_model_and_tp_costs_more_per_gpu_as_it_grows() -> None:
+    steps = {}
+    for tp in (2, 4, 8):
+        config = build_engine_config("H100-80GB", "llama-3.1-70b", tp=tp, engine="trtllm")
+        assert config.gpu.link_kind == "nvlink"
+        roof = Roofline(config)
+        # One decode step of 64 requests, and the same step with all-reduces for free.
+        free = Roofline(config.model_copy(update={"tp_link_bandwidth_bytes_per_s": 1e30}))
+        steps[tp] = roof.step_time_s(64, 0, 0, seqs=64) - free.step_time_s(64, 0, 0, seqs=64)
+    # 160 all-reduces of 64 x 8192 x 2 bytes: LL128 at tp 8, microseconds each.
+    assert steps[2] < steps[4] < steps[8] < 160 * 60e-6
+
+
+def test_catalog_link_kind_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "cat.json"
+    gpu = {"memory_bytes": 1e10, "hbm_bandwidth_bytes_per_s": 1e12, "bf16_flops": 1e14}
+    path.write_text(json.dumps({"gpus": {"X": {**gpu, "link_kind": "infiniband"}}}))
+    with pytest.raises(InputError, match=r"gpus.X.link_kind: expected one of nvlink, pcie"):
+        gpu_catalog(path)
+    path.write_text(json.dumps({"gpus": {"X": {**gpu, "link_kind": "nvlink"}}}))
+    assert gpu_catalog(path)["X"].link_kind == "nvlink"
