@@ -1,0 +1,119 @@
+"""Reading an engine's metrics from Prometheus into per-instance arrays, a chunk at a time.
+
+`read_metrics(client, engine_roles, selector, grid)` sends one range query per metric role
+(summed by instance, histograms by instance and `le`), chunk by chunk; each chunk's counter
+values become increases per step and are folded into per-instance totals at once, so memory
+holds the per-step request counts and gauges (one float per step per instance) and the
+histograms' bucket totals, never a chunk's raw answer beyond its turn.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from profiles.prometheus.client import Grid, PromClient
+from profiles.prometheus.series import increases, parse_le
+
+HISTOGRAM_ROLES = ("input_tokens", "output_tokens", "ttft", "tpot", "e2e")
+NO_INSTANCE = "(no instance label)"
+
+
+@dataclass
+class HistogramTotals:
+    """A histogram's increase over the span: per upper edge, and its _sum's."""
+
+    buckets: dict[float, float] = field(default_factory=lambda: defaultdict(float))
+    sum: float = 0.0
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted upper edges and cumulative counts."""
+        edges = np.array(sorted(self.buckets))
+        return edges, np.array([self.buckets[e] for e in edges])
+
+    def add(self, other: HistogramTotals) -> None:
+        for e, c in other.buckets.items():
+            self.buckets[e] += c
+        self.sum += other.sum
+
+
+@dataclass
+class InstanceMetrics:
+    """One instance's metrics over the span (steps of the grid)."""
+
+    requests: np.ndarray  # per step
+    histograms: dict[str, HistogramTotals] = field(default_factory=dict)
+    gauges: dict[str, np.ndarray] = field(default_factory=dict)  # per grid point
+    prefix_queries: float = 0.0
+    prefix_hits: float = 0.0
+    prefix_hit_rate: list[float] = field(default_factory=list)  # gauge means per chunk
+
+
+def _instance(labels: tuple[tuple[str, str], ...]) -> str:
+    return dict(labels).get("instance", NO_INSTANCE)
+
+
+def read_metrics(
+    client: PromClient, roles: dict[str, str], selector: str, grid: Grid
+) -> dict[str, InstanceMetrics]:
+    """Per instance, what `roles` (role -> metric name) hold on `grid` (steps = points - 1)."""
+    steps = grid.points - 1
+    out: dict[str, InstanceMetrics] = {}
+
+    def inst(name: str) -> InstanceMetrics:
+        if name not in out:
+            out[name] = InstanceMetrics(requests=np.zeros(steps))
+        return out[name]
+
+    for name, inc in _counter_steps(client, f"sum by (instance) ({roles['requests']}{selector})",
+                                    grid):  # fmt: skip
+        inst(name).requests += inc
+    for role in HISTOGRAM_ROLES:
+        if role in roles:
+            _read_histogram(client, role, roles[role], selector, grid, inst)
+    for role in ("prefix_queries", "prefix_hits"):
+        if role in roles:
+            query = f"sum by (instance) ({roles[role]}{selector})"
+            for name, inc in _counter_steps(client, query, grid):
+                m = inst(name)
+                setattr(m, role, getattr(m, role) + float(inc.sum()))
+    for role in ("running", "waiting", "prefix_hit_rate"):
+        if role in roles:
+            agg = "avg" if role == "prefix_hit_rate" else "sum"
+            query = f"{agg} by (instance) ({roles[role]}{selector})"
+            for first, chunk in client.range_chunks(query, grid):
+                for labels, vals in chunk.items():
+                    m = inst(_instance(labels))
+                    if role == "prefix_hit_rate":
+                        m.prefix_hit_rate.extend(vals[~np.isnan(vals)].tolist())
+                        continue
+                    g = m.gauges.setdefault(role, np.full(grid.points, np.nan))
+                    g[first : first + vals.size] = vals
+    return out
+
+
+def _counter_steps(client: PromClient, query: str, grid: Grid) -> list[tuple[str, np.ndarray]]:
+    """Per series (by instance): its increase per step over the whole grid."""
+    prev: dict[tuple[tuple[str, str], ...], float] = {}
+    per: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
+    for first, chunk in client.range_chunks(query, grid):
+        for labels, vals in chunk.items():
+            inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
+            arr = per.setdefault(labels, np.zeros(grid.points))
+            arr[first : first + vals.size] = inc
+    return [(_instance(labels), arr[1:]) for labels, arr in per.items()]
+
+
+def _read_histogram(client, role, name, selector, grid, inst) -> None:  # type: ignore[no-untyped-def]
+    """Fold a histogram's bucket and _sum increases over the grid into each instance's totals."""
+    prev: dict[tuple[tuple[str, str], ...], float] = {}
+    query = f"sum by (instance, le) ({name}_bucket{selector})"
+    for _, chunk in client.range_chunks(query, grid):
+        for labels, vals in chunk.items():
+            inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
+            h = inst(_instance(labels)).histograms.setdefault(role, HistogramTotals())
+            h.buckets[parse_le(dict(labels).get("le", "+Inf"))] += float(inc.sum())
+    for who, inc in _counter_steps(client, f"sum by (instance) ({name}_sum{selector})", grid):
+        inst(who).histograms.setdefault(role, HistogramTotals()).sum += float(inc.sum())
