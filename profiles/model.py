@@ -58,7 +58,7 @@ class MetricsSource(_Model):
     """Where a profile read from a metrics store (Prometheus) came from."""
 
     url: str = Field(description="the server, without credentials")
-    match: str = Field(description="the label selector, e.g. {job=\"vllm\"}")
+    match: str = Field(description='the label selector, e.g. {job="vllm"}')
     engine: str = Field(description="engine whose metric names were read (vllm, sglang, ...)")
     metrics: dict[str, str] = Field(description="role -> metric name read")
     start: str = Field(description="ISO-8601 of the first step")

@@ -46,7 +46,8 @@ WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
 
 
 def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
-    """The service's profile: a JSON path, `preset:NAME`, `sample:NAME` or its logs profiled."""
+    """The service's profile: a JSON path, `preset:NAME`, `sample:NAME`, its logs profiled, or
+    `prometheus:URL` (its engines' metrics, read with the service's `match`, `since`, ...)."""
     if spec.logs is not None:
         from profiles.build import build_profile
 
@@ -62,6 +63,13 @@ def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
         from profiles.samples import sample_path
 
         return build_profile([str(sample_path(text[7:]))])
+    if text.startswith("prometheus:"):
+        from profiles.prometheus.build import PromSource, build_prometheus_profile
+
+        m = spec.metrics
+        return build_prometheus_profile(
+            PromSource(url=text.removeprefix("prometheus:"), **m.model_dump()), seed=0
+        )
     return load_profile(base / text)
 
 

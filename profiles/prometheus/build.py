@@ -118,7 +118,9 @@ def grid_of(src: PromSource, now_s: float) -> Grid:
     return Grid(start_s=start, step_s=step, points=steps + 1)
 
 
-def build_prometheus_profile(src: PromSource, *, seed: int = 0, now_s: float | None = None) -> Profile:
+def build_prometheus_profile(
+    src: PromSource, *, seed: int = 0, now_s: float | None = None
+) -> Profile:
     """The fleet's profile from its engines' metrics, one group per instance."""
     now = time.time() if now_s is None else now_s
     grid = grid_of(src, now)
@@ -273,9 +275,7 @@ def limitations(roles: dict[str, str], step_s: int, body: ProfileBody) -> list[L
                 )
             )
     if "prefix_queries" not in roles and "prefix_hit_rate" not in roles:
-        out.append(
-            Limitation(unknown="prefix-cache hits (no counters)", assumption="not reported")
-        )
+        out.append(Limitation(unknown="prefix-cache hits (no counters)", assumption="not reported"))
     elif "prefix_queries" not in roles:
         out.append(
             Limitation(

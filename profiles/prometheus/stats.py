@@ -119,7 +119,9 @@ def _rate_series(counts: np.ndarray, step_s: int) -> RateSeries:
     sums = padded.reshape(-1, k).sum(axis=1)
     lengths = np.full(sums.size, float(k * step_s))
     lengths[-1] = float((counts.size - (sums.size - 1) * k) * step_s)
-    return RateSeries(bin_s=float(k * step_s), rates_rps=[round(float(r), 6) for r in sums / lengths])
+    return RateSeries(
+        bin_s=float(k * step_s), rates_rps=[round(float(r), 6) for r in sums / lengths]
+    )
 
 
 def length_from_buckets(edges: np.ndarray, cumulative: np.ndarray, total: float) -> LengthStats:

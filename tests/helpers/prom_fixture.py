@@ -1,4 +1,4 @@
-"""A synthetic vLLM fleet's Prometheus metrics with a known truth, and a real Prometheus to serve them.
+"""A synthetic vLLM fleet's Prometheus metrics with a known truth, and a real Prometheus for them.
 
 `generate(...)` draws requests per 15 s scrape for a few instances over a few days from a stated
 traffic pattern (diurnal rate, lognormal prompt and answer lengths, a fixed prefix-hit share,
@@ -33,7 +33,7 @@ PREFIX_HIT_SHARE = 0.4
 
 @dataclass
 class Truth:
-    """What the generator drew: per instance, requests per scrape step and every request's lengths."""
+    """What the generator drew: per instance, requests per scrape step, every request's lengths."""
 
     start_epoch_s: int
     step_s: int
@@ -58,7 +58,9 @@ def rate_rps(t_epoch: np.ndarray, base_rps: float) -> np.ndarray:
     return base_rps * (1.0 + 0.6 * np.sin(2 * np.pi * (hour - 8.0) / 24.0))
 
 
-def _cumulative_buckets(values: np.ndarray, step_of: np.ndarray, edges: tuple, n: int) -> np.ndarray:
+def _cumulative_buckets(
+    values: np.ndarray, step_of: np.ndarray, edges: tuple, n: int
+) -> np.ndarray:
     """Cumulative (over time and le) bucket counts, shape (steps, len(edges) + 1 for +Inf)."""
     b = np.searchsorted(np.asarray(edges, dtype=float), values, side="left")  # value <= le
     per = np.zeros((n, len(edges) + 1), dtype=np.int64)

@@ -1,0 +1,235 @@
+"""`capplan profile prometheus:URL` against a real Prometheus holding a synthetic vLLM fleet.
+
+The fleet (2 instances, one day at 15 s scrapes, one instance restarting a third of the way in)
+comes from tests/helpers/prom_fixture.py, which keeps what it drew: every figure below is
+checked against that truth, within the resolution the step and the buckets allow (stated at
+each check), never against capplan itself. Backfilling the day with promtool takes about 15 s,
+once for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from capplan.cli import app
+from profiles.model import load_profile
+from tests.helpers.prom_fixture import (
+    LEN_EDGES,
+    STEP_S,
+    TTFT_EDGES_S,
+    PromServer,
+    Truth,
+    free_port,
+    generate,
+    have_prometheus,
+)
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not have_prometheus(),
+        reason="prometheus and promtool are not installed (scripts/test.sh installs Debian's "
+        "prometheus package where it can)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PromServer, Truth, Path]]:
+    root = tmp_path_factory.mktemp("prom")
+    truth = generate(root / "fleet.om", days=1.0, instances=2)
+    server = PromServer(root / "fleet.om", root)
+    try:
+        yield server, truth, root
+    finally:
+        server.stop()
+
+
+def _range(truth: Truth) -> list[str]:
+    return ["--since", str(truth.start_epoch_s), "--until", str(truth.end_epoch_s)]
+
+
+def _profile(server: PromServer, truth: Truth, out: Path, *extra: str) -> tuple[int, str]:
+    args = ["profile", f"prometheus:{server.url}", "--match", '{job="vllm"}', *_range(truth)]
+    result = CliRunner().invoke(app, [*args, *extra, "-o", str(out), "-q"])
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def profiled(fleet: tuple[PromServer, Truth, Path]) -> Path:
+    server, truth, root = fleet
+    code, output = _profile(server, truth, root / "p.json")
+    assert code == 0, output
+    assert "not in the metrics: the joint distribution" in output  # limitations are printed
+    return root / "p.json"
+
+
+def _bracket(edges: tuple[float, ...], x: float) -> tuple[float, float]:
+    """The bucket (lower, upper edge) holding x."""
+    i = int(np.searchsorted(edges, x, side="left"))
+    return (edges[i - 1] if i else 0.0), edges[i]
+
+
+def test_requests_and_rates_match_the_generated_counts(
+    fleet: tuple[PromServer, Truth, Path], profiled: Path
+) -> None:
+    _, truth, _ = fleet
+    p = load_profile(profiled)
+    counts = sum(truth.counts.values())
+    assert isinstance(counts, np.ndarray)
+    # Counter differences per step are exact, the restarted instance's included.
+    assert p.requests == int(counts.sum())
+    for inst, c in truth.counts.items():
+        assert p.groups[inst].requests == int(c.sum())
+    assert p.arrivals.mean_rate_rps == pytest.approx(counts.sum() / (counts.size * STEP_S))
+    per_min = counts.reshape(-1, 60 // STEP_S).sum(axis=1)
+    assert p.arrivals.peak_rate_rps["15s"] == pytest.approx(counts.max() / STEP_S)
+    assert p.arrivals.peak_rate_rps["60s"] == pytest.approx(per_min.max() / 60)
+    assert p.arrivals.window_rate_percentiles["60s"][99] == pytest.approx(
+        np.percentile(per_min / 60, 99), abs=1e-6
+    )
+    # Below the step the metrics cannot see: 1 s and 10 s read the 15 s rate (a lower bound).
+    assert p.arrivals.peak_rate_rps["1s"] == p.arrivals.peak_rate_rps["15s"]
+    assert p.arrivals.fano["1s"] == 1.0
+    # Capacity by clock hour: the peak 60 s rate of every UTC hour, exactly.
+    assert p.arrivals.clock_hours is not None
+    hourly_peaks = per_min.reshape(-1, 60).max(axis=1) / 60
+    got = np.array(p.arrivals.clock_hours.peak_rps[: hourly_peaks.size])
+    np.testing.assert_allclose(got, hourly_peaks, atol=1e-6)
+    # Hour of day: mean rate per UTC hour (the span is one whole day from midnight).
+    assert p.arrivals.hour_of_day is not None
+    first_hour = (truth.start_epoch_s % 86400) // 3600
+    per_hour = counts.reshape(-1, 3600 // STEP_S).sum(axis=1) / 3600
+    np.testing.assert_allclose(np.roll(p.arrivals.hour_of_day, -first_hour), per_hour, atol=1e-9)
+    print(
+        f"\nrequests {p.requests} (truth {int(counts.sum())}); 60 s peak "
+        f"{p.arrivals.peak_rate_rps['60s']:.3f} (truth {per_min.max() / 60:.3f}) req/s; busiest "
+        f"hour's peak {max(got):.3f} (truth {hourly_peaks.max():.3f})"
+    )
+
+
+def test_lengths_and_latency_within_a_bucket_of_the_truth(
+    fleet: tuple[PromServer, Truth, Path], profiled: Path
+) -> None:
+    _, truth, _ = fleet
+    p = load_profile(profiled)
+    inputs = np.concatenate(list(truth.inputs.values()))
+    outputs = np.concatenate(list(truth.outputs.values()))
+    ttft = np.concatenate(list(truth.ttft_s.values()))
+    assert p.lengths.input.bucket_edges == [float(e) for e in LEN_EDGES]
+    assert p.lengths.sampler.kind == "independent-binned"
+    assert p.lengths.io_rank_correlation is None
+    # Means come from _sum / _count: exact.
+    assert p.lengths.input.mean == pytest.approx(inputs.mean(), rel=1e-9)
+    assert p.lengths.output.mean == pytest.approx(outputs.mean(), rel=1e-9)
+    lines = []
+    for name, stats, values, edges in (
+        ("input", p.lengths.input, inputs, LEN_EDGES),
+        ("output", p.lengths.output, outputs, LEN_EDGES),
+    ):
+        for q in (50, 90, 99):
+            true = float(np.percentile(values, q))
+            lo, hi = _bracket(edges, true)
+            got = getattr(stats, f"p{q}")
+            assert lo <= got <= hi, f"{name} p{q}: {got} outside the truth's bucket {lo}..{hi}"
+            lines.append(f"{name} p{q} {got:.0f} (truth {true:.0f}, bucket {lo:g}-{hi:g})")
+    lat = p.observed.latency["ttft"] if p.observed else None
+    assert lat is not None and lat.requests == ttft.size
+    for q in (50, 95):
+        true = float(np.percentile(ttft, q))
+        lo, hi = _bracket(TTFT_EDGES_S, true)
+        got = getattr(lat, f"p{q}_s")
+        assert lo <= got <= hi
+        lines.append(f"ttft p{q} {got:.3f} s (truth {true:.3f}, bucket {lo:g}-{hi:g})")
+    # The short share is interpolated in the (500, 1000] bucket that holds 512.
+    bucket_mass = float(((inputs > 500) & (inputs <= 1000)).mean())
+    truth_short = float((inputs <= 512).mean())
+    assert abs(p.lengths.classes.shares["short"] - truth_short) <= bucket_mass
+    assert p.prefix.reported_cached_token_ratio == pytest.approx(
+        truth.prefix_hits / truth.prefix_queries, rel=1e-9
+    )
+    print("\n" + "; ".join(lines))
+
+
+def test_the_profile_plans(fleet: tuple[PromServer, Truth, Path], profiled: Path) -> None:
+    _, truth, root = fleet
+    out = root / "plan.json"
+    result = CliRunner().invoke(
+        app, ["plan", "--profile", str(profiled), "--limit", "10rps", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(out.read_text())
+    counts = sum(truth.counts.values())
+    assert isinstance(counts, np.ndarray)
+    peak = float(np.percentile(counts.reshape(-1, 4).sum(axis=1) / 60, 99))
+    assert plan["demand"]["peak_rps"] == pytest.approx(peak, rel=1e-6)
+    # n = ceil(peak x 1.2 / 10) + 1 at the default headroom and redundancy
+    assert plan["instances"] == math.ceil(peak * 1.2 / 10 - 1e-9) + 1
+
+
+def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> None:
+    server, truth, root = fleet
+    review = {
+        "name": "metrics",
+        "services": [
+            {
+                "name": "chat",
+                "profile": f"prometheus:{server.url}",
+                "match": '{job="vllm"}',
+                "since": str(truth.start_epoch_s),
+                "until": str(truth.end_epoch_s),
+                "limit": "10rps",
+                "slo": "ttft:p95<=2s",
+            }
+        ],
+    }
+    (root / "review.yaml").write_text(yaml.safe_dump(review))
+    out = root / "review.pdf"
+    result = CliRunner().invoke(app, ["review", str(root / "review.yaml"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.with_suffix(".json").read_text())
+    service = data["services"][0]
+    counts = sum(truth.counts.values())
+    assert isinstance(counts, np.ndarray)
+    assert service["peak_rps"] == pytest.approx(
+        float(np.percentile(counts.reshape(-1, 4).sum(axis=1) / 60, 99)), rel=1e-6
+    )
+    # Capacity by hour of day came from the metrics' clock hours (one day: weekdays only).
+    assert service["hourly"] is not None
+
+
+@pytest.mark.parametrize(
+    ("extra", "match", "expected"),
+    [
+        # The control: SGLang's names on a vLLM fleet are missing, and the error says which.
+        (["--engine", "sglang"], '{job="vllm"}', "sglang:prompt_tokens_histogram"),
+        ([], '{job="nope"}', 'no series match {job="nope"}'),
+        ([], '{job=~"("}', "refused"),
+        (["--engine", "mystery"], '{job="vllm"}', "unknown engine 'mystery'"),
+        (["--token-env", "CAPPLAN_TEST_UNSET_TOKEN"], '{job="vllm"}', "is not set"),
+    ],
+)
+def test_bad_requests_give_one_line_and_exit_2(
+    fleet: tuple[PromServer, Truth, Path], extra: list[str], match: str, expected: str
+) -> None:
+    server, truth, root = fleet
+    args = ["profile", f"prometheus:{server.url}", "--match", match, *_range(truth), *extra]
+    result = CliRunner().invoke(app, [*args, "-o", str(root / "bad.json"), "-q"])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_unreachable_server_gives_exit_2() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(app, ["profile", f"prometheus:{url}", "-o", "/tmp/x.json"])
+    assert result.exit_code == 2
+    assert "cannot reach Prometheus" in result.output
