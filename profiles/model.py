@@ -300,11 +300,25 @@ class Gauge(_Model):
     max: float
 
 
+class ObservedWindows(_Model):
+    """One instance's load and observed latency percentiles per window (metrics sources)."""
+
+    window_s: float = Field(gt=0, description="window length (from the span's start)")
+    start_epoch_s: float
+    rate_rps: list[float] = Field(description="per window: requests / window length")
+    latency_s: dict[str, dict[str, list[float | None]]] = Field(
+        description="ttft, tpot, e2e -> p50, p90, p95, p99 -> per window (None: no requests)"
+    )
+
+
 class Observed(_Model):
     """What the serving engine itself reported (metrics sources): latencies, queue, batch."""
 
     latency: dict[str, LatencyStats] = Field(
         default_factory=dict, description="ttft, tpot, e2e -> the server's histogram"
+    )
+    windows: ObservedWindows | None = Field(
+        default=None, description="per instance: load and latency percentiles per window"
     )
     running: Gauge | None = None
     waiting: Gauge | None = None

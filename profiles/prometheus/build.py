@@ -31,12 +31,13 @@ from profiles.model import (
 )
 from profiles.prometheus.client import Grid, PromClient, auth_header
 from profiles.prometheus.engines import detect_engine, engine_by_kind, resolve
-from profiles.prometheus.read import HistogramTotals, InstanceMetrics, read_metrics
+from profiles.prometheus.read import WINDOW_S, HistogramTotals, InstanceMetrics, read_metrics
 from profiles.prometheus.stats import (
     arrivals_from_steps,
     gauge_stats,
     latency_from_buckets,
     lengths_from_buckets,
+    observed_windows,
 )
 
 SCHEME = "prometheus:"
@@ -143,8 +144,8 @@ def build_prometheus_profile(
         )
     step_s = int(grid.step_s)
     fleet = _fleet(per)
-    groups = {k: _body(m, step_s, grid.start_s, seed) for k, m in sorted(per.items())}
-    body = _body(fleet, step_s, grid.start_s, seed)
+    groups = {k: _body(m, step_s, grid.start_s, seed, windows=True) for k, m in sorted(per.items())}
+    body = _body(fleet, step_s, grid.start_s, seed, windows=False)
     spec = f"{src.url}|{selector}|{grid.start_s}|{end_s}|{step_s}|{engine.kind}"
     digest = hashlib.sha256(spec.encode() + fleet.requests.tobytes()).hexdigest()
     source = Source(
@@ -199,7 +200,10 @@ def _fleet(per: dict[str, InstanceMetrics]) -> InstanceMetrics:
     return fleet
 
 
-def _body(m: InstanceMetrics, step_s: int, start_s: float, seed: int) -> ProfileBody:
+def _body(
+    m: InstanceMetrics, step_s: int, start_s: float, seed: int, *, windows: bool
+) -> ProfileBody:
+    """One set of statistics; `windows` adds latency against load per hour (an instance's)."""
     h_in = m.histograms.get("input_tokens", HistogramTotals())
     h_out = m.histograms.get("output_tokens", HistogramTotals())
     if not h_in.buckets or not h_out.buckets:
@@ -215,8 +219,16 @@ def _body(m: InstanceMetrics, step_s: int, start_s: float, seed: int) -> Profile
         for role in ("ttft", "tpot", "e2e")
         if (h := m.histograms.get(role)) is not None and h.buckets
     }
+    per_window = {
+        role: h.window_arrays()
+        for role in ("ttft", "tpot", "e2e")
+        if (h := m.histograms.get(role)) is not None and h.windows
+    }
     observed = Observed(
         latency=latency,
+        windows=observed_windows(m.requests, step_s, start_s, WINDOW_S, per_window)
+        if windows and per_window
+        else None,
         running=gauge_stats(m.gauges["running"]) if "running" in m.gauges else None,
         waiting=gauge_stats(m.gauges["waiting"]) if "waiting" in m.gauges else None,
     )

@@ -9,6 +9,7 @@ histograms' bucket totals, never a chunk's raw answer beyond its turn.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from profiles.prometheus.client import Grid, PromClient
 from profiles.prometheus.series import increases, parse_le
 
 HISTOGRAM_ROLES = ("input_tokens", "output_tokens", "ttft", "tpot", "e2e")
+LATENCY_ROLES = ("ttft", "tpot", "e2e")
+WINDOW_S = 3600  # latency against load: per instance, per hour of the span
 NO_INSTANCE = "(no instance label)"
 
 
@@ -27,6 +30,12 @@ class HistogramTotals:
 
     buckets: dict[float, float] = field(default_factory=lambda: defaultdict(float))
     sum: float = 0.0
+    windows: dict[float, np.ndarray] = field(default_factory=dict)  # per edge, per WINDOW_S
+
+    def window_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted upper edges and cumulative counts per window, shape (windows, edges)."""
+        edges = np.array(sorted(self.windows))
+        return edges, np.stack([self.windows[e] for e in edges], axis=1)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Sorted upper edges and cumulative counts."""
@@ -110,10 +119,18 @@ def _read_histogram(client, role, name, selector, grid, inst) -> None:  # type: 
     """Fold a histogram's bucket and _sum increases over the grid into each instance's totals."""
     prev: dict[tuple[tuple[str, str], ...], float] = {}
     query = f"sum by (instance, le) ({name}_bucket{selector})"
-    for _, chunk in client.range_chunks(query, grid):
+    n_windows = math.ceil((grid.points - 1) * grid.step_s / WINDOW_S)
+    for first, chunk in client.range_chunks(query, grid):
+        # grid point k closes step k - 1, which starts (k - 1) steps after the grid's start
+        window = np.maximum(first + np.arange(len(next(iter(chunk.values()), []))) - 1, 0)
+        window = (window * grid.step_s // WINDOW_S).astype(np.int64)
         for labels, vals in chunk.items():
             inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
             h = inst(_instance(labels)).histograms.setdefault(role, HistogramTotals())
-            h.buckets[parse_le(dict(labels).get("le", "+Inf"))] += float(inc.sum())
+            le = parse_le(dict(labels).get("le", "+Inf"))
+            h.buckets[le] += float(inc.sum())
+            if role in LATENCY_ROLES:
+                acc = h.windows.setdefault(le, np.zeros(n_windows))
+                acc += np.bincount(window, weights=inc, minlength=n_windows)[:n_windows]
     for who, inc in _counter_steps(client, f"sum by (instance) ({name}_sum{selector})", grid):
         inst(who).histograms.setdefault(role, HistogramTotals()).sum += float(inc.sum())

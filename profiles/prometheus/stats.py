@@ -24,6 +24,7 @@ from profiles.model import (
     LengthClasses,
     Lengths,
     LengthStats,
+    ObservedWindows,
     RateSeries,
     Sampler,
 )
@@ -199,6 +200,36 @@ def latency_from_buckets(edges: np.ndarray, cumulative: np.ndarray, total_s: flo
         p95_s=q[2],
         p99_s=q[3],
         bucket_edges_s=[float(e) for e in edges if math.isfinite(e)],
+    )
+
+
+def observed_windows(
+    requests: np.ndarray,
+    step_s: int,
+    start_epoch_s: float,
+    window_s: int,
+    latency: dict[str, tuple[np.ndarray, np.ndarray]],
+) -> ObservedWindows:
+    """Load (requests per step summed per window) beside each window's latency percentiles
+    (`latency`: role -> (edges, cumulative counts per window))."""
+    k = window_s // step_s
+    padded = np.pad(requests, (0, -requests.size % k))
+    sums = padded.reshape(-1, k).sum(axis=1)
+    lengths = np.full(sums.size, float(window_s))
+    lengths[-1] = float((requests.size - (sums.size - 1) * k) * step_s)
+    qs = (0.5, 0.9, 0.95, 0.99)
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for role, (edges, cum) in latency.items():
+        per = [bucket_quantiles(edges, cum[w], qs) for w in range(min(cum.shape[0], sums.size))]
+        out[role] = {
+            f"p{round(q * 100)}": [None if (v := p[i]) is None else round(v, 6) for p in per]
+            for i, q in enumerate(qs)
+        }
+    return ObservedWindows(
+        window_s=float(window_s),
+        start_epoch_s=start_epoch_s,
+        rate_rps=[round(float(x), 6) for x in sums / lengths],
+        latency_s=out,
     )
 
 
