@@ -29,7 +29,7 @@ from profiles.model import (
     Sessions,
     Source,
 )
-from profiles.prometheus.client import Grid, PromClient, auth_header
+from profiles.prometheus.client import MAX_POINTS, Grid, PromClient, auth_header
 from profiles.prometheus.engines import detect_engine, engine_by_kind, resolve
 from profiles.prometheus.read import WINDOW_S, HistogramTotals, InstanceMetrics, read_metrics
 from profiles.prometheus.stats import (
@@ -57,6 +57,7 @@ class PromSource:
     engine: str = "auto"
     token_env: str | None = None
     basic_auth_env: str | None = None
+    chunk_steps: int = MAX_POINTS  # steps per range query (Prometheus allows 11,000)
 
 
 def is_prometheus(text: str) -> bool:
@@ -116,7 +117,9 @@ def grid_of(src: PromSource, now_s: float) -> Grid:
     steps = int((end - start) // step)
     if steps < 1:
         raise InputError(f"the range {src.since} .. {src.until or 'now'} holds no whole step")
-    return Grid(start_s=start, step_s=step, points=steps + 1)
+    if not 1 <= src.chunk_steps <= MAX_POINTS:
+        raise InputError(f"chunk_steps must be 1 .. {MAX_POINTS} (got {src.chunk_steps})")
+    return Grid(start_s=start, step_s=step, points=steps + 1, chunk_points=src.chunk_steps)
 
 
 def build_prometheus_profile(

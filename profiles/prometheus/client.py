@@ -34,11 +34,12 @@ class Grid:
     start_s: float
     step_s: float
     points: int
+    chunk_points: int = MAX_POINTS
 
     def chunks(self) -> Iterator[tuple[int, int]]:
-        """(first, stop) index ranges of at most MAX_POINTS points."""
-        for first in range(0, self.points, MAX_POINTS):
-            yield first, min(first + MAX_POINTS, self.points)
+        """(first, stop) index ranges of at most `chunk_points` points."""
+        for first in range(0, self.points, self.chunk_points):
+            yield first, min(first + self.chunk_points, self.points)
 
 
 def auth_header(token_env: str | None, basic_auth_env: str | None) -> str | None:

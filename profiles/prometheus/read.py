@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,7 +116,14 @@ def _counter_steps(client: PromClient, query: str, grid: Grid) -> list[tuple[str
     return [(_instance(labels), arr[1:]) for labels, arr in per.items()]
 
 
-def _read_histogram(client, role, name, selector, grid, inst) -> None:  # type: ignore[no-untyped-def]
+def _read_histogram(
+    client: PromClient,
+    role: str,
+    name: str,
+    selector: str,
+    grid: Grid,
+    inst: Callable[[str], InstanceMetrics],
+) -> None:
     """Fold a histogram's bucket and _sum increases over the grid into each instance's totals."""
     prev: dict[tuple[tuple[str, str], ...], float] = {}
     query = f"sum by (instance, le) ({name}_bucket{selector})"

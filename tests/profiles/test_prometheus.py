@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from profiles.model import load_profile
+from profiles.prometheus.build import PromSource, build_prometheus_profile
 from tests.helpers.prom_fixture import (
     LEN_EDGES,
     STEP_S,
@@ -157,6 +158,31 @@ def test_lengths_and_latency_within_a_bucket_of_the_truth(
         truth.prefix_hits / truth.prefix_queries, rel=1e-9
     )
     print("\n" + "; ".join(lines))
+
+
+def test_chunked_reads_equal_one_read(
+    fleet: tuple[PromServer, Truth, Path], profiled: Path
+) -> None:
+    """A quarter is read in chunks of 10,000 steps; the day here fits in one, so read it again
+    in chunks of 1,000 (6 range queries a metric, a chunk edge inside the restart's hour)."""
+    server, truth, _ = fleet
+    src = PromSource(
+        url=server.url,
+        match='{job="vllm"}',
+        since=str(truth.start_epoch_s),
+        until=str(truth.end_epoch_s),
+        chunk_steps=1000,
+    )
+    chunked = build_prometheus_profile(src)
+    whole = load_profile(profiled)
+    assert chunked.source.metrics is not None and whole.source.metrics is not None
+    assert chunked.source.metrics.queries > 5 * whole.source.metrics.queries
+    for key in ("arrivals", "prefix", "observed", "requests"):
+        assert getattr(chunked, key) == getattr(whole, key), key
+    assert chunked.groups.keys() == whole.groups.keys()
+    for name, body in chunked.groups.items():
+        assert body.observed == whole.groups[name].observed
+        assert body.lengths.input == whole.groups[name].lengths.input
 
 
 def test_the_profile_plans(fleet: tuple[PromServer, Truth, Path], profiled: Path) -> None:
