@@ -25,6 +25,13 @@ from contracts.errors import InputError
 
 MAX_POINTS = 10_000
 TIMEOUT_S = 120.0
+NO_INSTANCE = "(no instance label)"
+
+Labels = tuple[tuple[str, str], ...]  # a series' labels, sorted
+
+
+def instance_of(labels: Labels) -> str:
+    return dict(labels).get("instance", NO_INSTANCE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,9 +106,19 @@ class PromClient:
         )
         return set(data) if isinstance(data, list) else set()
 
+    def instant(self, query: str, at_s: float) -> dict[Labels, float]:
+        """Each series' value at one time (an instant query)."""
+        data = self._get("query", [("query", query), ("time", _ts(at_s))])
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise InputError("Prometheus answered an instant query without a vector")
+        return {
+            tuple(sorted(s.get("metric", {}).items())): float(s["value"][1])
+            for s in data.get("result", [])
+        }
+
     def range_chunks(
         self, query: str, grid: Grid
-    ) -> Iterator[tuple[int, dict[tuple[tuple[str, str], ...], np.ndarray]]]:
+    ) -> Iterator[tuple[int, dict[Labels, np.ndarray]]]:
         """Per chunk: its first index, and each series' values on the chunk's points (NaN where
         the series has no value), keyed by its sorted labels."""
         for first, stop in grid.chunks():
@@ -115,10 +132,8 @@ class PromClient:
             yield first, _matrix(data, start, grid.step_s, stop - first)
 
 
-def _matrix(
-    data: object, start_s: float, step_s: float, points: int
-) -> dict[tuple[tuple[str, str], ...], np.ndarray]:
-    out: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
+def _matrix(data: object, start_s: float, step_s: float, points: int) -> dict[Labels, np.ndarray]:
+    out: dict[Labels, np.ndarray] = {}
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise InputError("Prometheus answered a range query without a matrix")
     for s in data.get("result", []):

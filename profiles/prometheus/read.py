@@ -1,28 +1,27 @@
 """Reading an engine's metrics from Prometheus into per-instance arrays, a chunk at a time.
 
-`read_metrics(client, engine_roles, selector, grid)` sends one range query per metric role
-(summed by instance, histograms by instance and `le`), chunk by chunk; each chunk's counter
-values become increases per step and are folded into per-instance totals at once, so memory
-holds the per-step request counts and gauges (one float per step per instance) and the
-histograms' bucket totals, never a chunk's raw answer beyond its turn.
+`read_metrics(client, engine_roles, selector, grid)` reads the request counter and the gauges
+at the step, chunk by chunk (each chunk's counter values become increases per step at once), and
+the histograms and prefix counters per hour (profiles.prometheus.windows), so memory holds the
+per-step request counts and gauges (one float per step per instance) and the histograms' hourly
+bucket increases, never a chunk's raw answer beyond its turn.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from profiles.prometheus.client import Grid, PromClient
+from profiles.prometheus.client import Grid, PromClient, instance_of
 from profiles.prometheus.series import increases, parse_le
+from profiles.prometheus.windows import Windows, restarts, window_increases
 
 HISTOGRAM_ROLES = ("input_tokens", "output_tokens", "ttft", "tpot", "e2e")
 LATENCY_ROLES = ("ttft", "tpot", "e2e")
 WINDOW_S = 3600  # latency against load: per instance, per hour of the span
-NO_INSTANCE = "(no instance label)"
 
 
 @dataclass
@@ -61,10 +60,6 @@ class InstanceMetrics:
     prefix_hit_rate: list[float] = field(default_factory=list)  # gauge means per chunk
 
 
-def _instance(labels: tuple[tuple[str, str], ...]) -> str:
-    return dict(labels).get("instance", NO_INSTANCE)
-
-
 def read_metrics(
     client: PromClient, roles: dict[str, str], selector: str, grid: Grid
 ) -> dict[str, InstanceMetrics]:
@@ -80,14 +75,18 @@ def read_metrics(
     for name, inc in _counter_steps(client, f"sum by (instance) ({roles['requests']}{selector})",
                                     grid):  # fmt: skip
         inst(name).requests += inc
+    end_s = grid.start_s + steps * grid.step_s
+    windows = Windows(start_s=grid.start_s, end_s=end_s, window_s=WINDOW_S, step_s=grid.step_s)
+    restarted = restarts(client, roles["requests"], selector, windows)
     for role in HISTOGRAM_ROLES:
         if role in roles:
-            _read_histogram(client, role, roles[role], selector, grid, inst)
+            _read_histogram(client, role, roles[role], selector, windows, restarted, inst)
     for role in ("prefix_queries", "prefix_hits"):
         if role in roles:
-            query = f"sum by (instance) ({roles[role]}{selector})"
-            for name, inc in _counter_steps(client, query, grid):
-                m = inst(name)
+            for labels, inc in window_increases(
+                client, _summed(roles[role]), selector, windows, restarted
+            ).items():
+                m = inst(instance_of(labels))
                 setattr(m, role, getattr(m, role) + float(inc.sum()))
     for role in ("running", "waiting", "prefix_hit_rate"):
         if role in roles:
@@ -95,7 +94,7 @@ def read_metrics(
             query = f"{agg} by (instance) ({roles[role]}{selector})"
             for first, chunk in client.range_chunks(query, grid):
                 for labels, vals in chunk.items():
-                    m = inst(_instance(labels))
+                    m = inst(instance_of(labels))
                     if role == "prefix_hit_rate":
                         m.prefix_hit_rate.extend(vals[~np.isnan(vals)].tolist())
                         continue
@@ -113,7 +112,12 @@ def _counter_steps(client: PromClient, query: str, grid: Grid) -> list[tuple[str
             inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
             arr = per.setdefault(labels, np.zeros(grid.points))
             arr[first : first + vals.size] = inc
-    return [(_instance(labels), arr[1:]) for labels, arr in per.items()]
+    return [(instance_of(labels), arr[1:]) for labels, arr in per.items()]
+
+
+def _summed(name: str) -> Callable[[str], str]:
+    """The query summing counter `name` by instance, for a selector."""
+    return lambda sel: f"sum by (instance) ({name}{sel})"
 
 
 def _read_histogram(
@@ -121,24 +125,23 @@ def _read_histogram(
     role: str,
     name: str,
     selector: str,
-    grid: Grid,
+    windows: Windows,
+    restarted: dict[str, set[int]],
     inst: Callable[[str], InstanceMetrics],
 ) -> None:
-    """Fold a histogram's bucket and _sum increases over the grid into each instance's totals."""
-    prev: dict[tuple[tuple[str, str], ...], float] = {}
-    query = f"sum by (instance, le) ({name}_bucket{selector})"
-    n_windows = math.ceil((grid.points - 1) * grid.step_s / WINDOW_S)
-    for first, chunk in client.range_chunks(query, grid):
-        # grid point k closes step k - 1, which starts (k - 1) steps after the grid's start
-        window = np.maximum(first + np.arange(len(next(iter(chunk.values()), []))) - 1, 0)
-        window = (window * grid.step_s // WINDOW_S).astype(np.int64)
-        for labels, vals in chunk.items():
-            inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
-            h = inst(_instance(labels)).histograms.setdefault(role, HistogramTotals())
-            le = parse_le(dict(labels).get("le", "+Inf"))
-            h.buckets[le] += float(inc.sum())
-            if role in LATENCY_ROLES:
-                acc = h.windows.setdefault(le, np.zeros(n_windows))
-                acc += np.bincount(window, weights=inc, minlength=n_windows)[:n_windows]
-    for who, inc in _counter_steps(client, f"sum by (instance) ({name}_sum{selector})", grid):
-        inst(who).histograms.setdefault(role, HistogramTotals()).sum += float(inc.sum())
+    """A histogram's bucket and _sum increases per window, into each instance's totals."""
+    buckets = window_increases(
+        client, lambda sel: f"sum by (instance, le) ({name}_bucket{sel})", selector, windows,
+        restarted,
+    )  # fmt: skip
+    for labels, inc in buckets.items():
+        h = inst(instance_of(labels)).histograms.setdefault(role, HistogramTotals())
+        le = parse_le(dict(labels).get("le", "+Inf"))
+        h.buckets[le] += float(inc.sum())
+        if role in LATENCY_ROLES:
+            h.windows[le] = h.windows.get(le, 0.0) + inc
+    sums = window_increases(client, _summed(f"{name}_sum"), selector, windows, restarted)
+    for labels, inc in sums.items():
+        inst(instance_of(labels)).histograms.setdefault(role, HistogramTotals()).sum += float(
+            inc.sum()
+        )

@@ -31,6 +31,11 @@ OUTPUT_LOGNORMAL = (5.0, 0.6)  # median e^5 = 148 tokens
 PREFIX_HIT_SHARE = 0.4
 
 
+def RESTART_AT(n: int) -> int:  # noqa: N802  (a constant's rule, as a function of the span)
+    """The step at which the second instance restarts: 37 steps into an hour, a third in."""
+    return (n // 3) // 240 * 240 + 37
+
+
 @dataclass
 class Truth:
     """What the generator drew: per instance, requests per scrape step, every request's lengths."""
@@ -96,7 +101,8 @@ def generate(
 
     The span ends at `end_epoch_s` (default: the last whole hour at least two hours ago, so the
     blocks are in the past) and starts `days` earlier; scrapes at every multiple of STEP_S.
-    The second instance restarts (every counter back to 0) a third of the way through.
+    The second instance restarts (every counter back to 0) a third of the way through, in the
+    middle of an hour (the hourly histogram reads must find it and read that hour again).
     """
     rng = np.random.default_rng(seed)
     end = end_epoch_s if end_epoch_s is not None else (int(time.time()) // 3600 - 2) * 3600
@@ -105,14 +111,15 @@ def generate(
     # The sample at start + (j + 1) STEP_S counts steps 0..j; the one at start is the counters' 0.
     times = start + STEP_S * np.arange(0, n + 1)
     names = [f"10.0.0.{i + 1}:8000" for i in range(instances)]
-    truth = Truth(start_epoch_s=start, step_s=STEP_S, instances=names, restart_step=n // 3)
+    truth = Truth(start_epoch_s=start, step_s=STEP_S, instances=names, restart_step=RESTART_AT(n))
     series: dict[str, list[tuple[str, str, np.ndarray]]] = {}
     kinds: dict[str, str] = {}
 
     def add(family: str, name: str, labels: str, values: np.ndarray, restart: bool) -> None:
         if restart:  # counters of a restarted process start again from 0
             values = values.copy()
-            values[n // 3 :] -= values[n // 3 - 1]
+            at = RESTART_AT(n)
+            values[at:] -= values[at - 1]
         kinds[family] = (
             "gauge" if not restart and name == family
             else "histogram" if name != family + "_total" else "counter"
