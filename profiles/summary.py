@@ -104,7 +104,12 @@ def summary_table(p: Profile) -> Table:
                 f"{(pr.top_prefixes_token_share or 0):.1%} of prompt tokens",
             )
     else:
-        t.add_row("prefix reuse", "not available (no block ids or prompt text in the log)")
+        why = (
+            "metrics hold no prompt hashes"
+            if s.metrics
+            else "no block ids or prompt text in the log"
+        )
+        t.add_row("prefix reuse", f"not available ({why})")
     if pr.reported_cached_token_ratio is not None:
         t.add_row("server-reported cached tokens", f"{pr.reported_cached_token_ratio:.3f}")
     for role, lat in p.observed.latency.items() if p.observed else ():

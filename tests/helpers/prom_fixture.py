@@ -96,13 +96,17 @@ def generate(
     base_rps: float = 2.0,
     seed: int = 7,
     end_epoch_s: int | None = None,
+    rename: dict[str, str | None] | None = None,
+    job: str = "vllm",
 ) -> Truth:
     """Write the OpenMetrics file and return the truth it was drawn from.
 
     The span ends at `end_epoch_s` (default: the last whole hour at least two hours ago, so the
     blocks are in the past) and starts `days` earlier; scrapes at every multiple of STEP_S.
-    The second instance restarts (every counter back to 0) a third of the way through, in the
-    middle of an hour (the hourly histogram reads must find it and read that hour again).
+    `rename` maps vLLM's metric families to another engine's (None leaves one out), `job` is
+    the job label. The second instance restarts (every counter back to 0) a third of the way
+    through, in the middle of an hour (the hourly histogram reads must find it and read that
+    hour again).
     """
     rng = np.random.default_rng(seed)
     end = end_epoch_s if end_epoch_s is not None else (int(time.time()) // 3600 - 2) * 3600
@@ -116,6 +120,11 @@ def generate(
     kinds: dict[str, str] = {}
 
     def add(family: str, name: str, labels: str, values: np.ndarray, restart: bool) -> None:
+        if rename is not None and family in rename:
+            new = rename[family]
+            if new is None:
+                return
+            family, name = new, new + name.removeprefix(family)
         if restart:  # counters of a restarted process start again from 0
             values = values.copy()
             at = RESTART_AT(n)
@@ -143,7 +152,7 @@ def generate(
         hits = np.round(inp * PREFIX_HIT_SHARE).astype(np.int64)
         truth.prefix_queries += int(inp.sum())
         truth.prefix_hits += int(hits.sum())
-        lab = f'instance="{inst}",job="vllm",model_name="llama"'
+        lab = f'instance="{inst}",job="{job}",model_name="llama"'
         rs = i == 1
 
         def per_step(v: np.ndarray, step_of: np.ndarray = step_of) -> np.ndarray:
@@ -179,6 +188,22 @@ def generate(
                 w.series(name, labels, values)
         fh.write("# EOF\n")
     return truth
+
+
+SGLANG_NAMES: dict[str, str | None] = {
+    "vllm:request_success": "sglang:num_requests",
+    "vllm:prompt_tokens": "sglang:prompt_tokens",
+    "vllm:generation_tokens": "sglang:generation_tokens",
+    "vllm:prefix_cache_queries": None,
+    "vllm:prefix_cache_hits": None,
+    "vllm:request_prompt_tokens": "sglang:prompt_tokens_histogram",
+    "vllm:request_generation_tokens": "sglang:generation_tokens_histogram",
+    "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+    "vllm:time_per_output_token_seconds": "sglang:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+}
 
 
 def free_port() -> int:
