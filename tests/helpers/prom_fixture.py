@@ -16,10 +16,13 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 STEP_S = 15
 LEN_EDGES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -214,6 +217,27 @@ def free_port() -> int:
 
 def have_prometheus() -> bool:
     return shutil.which("prometheus") is not None and shutil.which("promtool") is not None
+
+
+# The marks of a test module that needs a real Prometheus.
+NEEDS_PROMETHEUS = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not have_prometheus(),
+        reason="prometheus and promtool are not installed (scripts/test.sh installs Debian's "
+        "prometheus package where it can)",
+    ),
+]
+
+
+@contextmanager
+def served(openmetrics: Path, workdir: Path) -> Iterator[PromServer]:
+    """A Prometheus over the backfilled file, stopped on the way out."""
+    server = PromServer(openmetrics, workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class PromServer:

@@ -24,34 +24,25 @@ from profiles.model import load_profile
 from profiles.prometheus.build import PromSource, build_prometheus_profile
 from tests.helpers.prom_fixture import (
     LEN_EDGES,
+    NEEDS_PROMETHEUS,
     STEP_S,
     TTFT_EDGES_S,
     PromServer,
     Truth,
     free_port,
     generate,
-    have_prometheus,
+    served,
 )
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not have_prometheus(),
-        reason="prometheus and promtool are not installed (scripts/test.sh installs Debian's "
-        "prometheus package where it can)",
-    ),
-]
+pytestmark = NEEDS_PROMETHEUS
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PromServer, Truth, Path]]:
     root = tmp_path_factory.mktemp("prom")
     truth = generate(root / "fleet.om", days=1.0, instances=2)
-    server = PromServer(root / "fleet.om", root)
-    try:
+    with served(root / "fleet.om", root) as server:
         yield server, truth, root
-    finally:
-        server.stop()
 
 
 def _range(truth: Truth) -> list[str]:

@@ -13,16 +13,16 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from profiles.model import load_profile
-from tests.helpers.prom_fixture import SGLANG_NAMES, PromServer, Truth, generate, have_prometheus
+from tests.helpers.prom_fixture import (
+    NEEDS_PROMETHEUS,
+    SGLANG_NAMES,
+    PromServer,
+    Truth,
+    generate,
+    served,
+)
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not have_prometheus(),
-        reason="prometheus and promtool are not installed (scripts/test.sh installs Debian's "
-        "prometheus package where it can)",
-    ),
-]
+pytestmark = NEEDS_PROMETHEUS
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +31,8 @@ def sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PromServe
     truth = generate(
         root / "sglang.om", days=3 / 24, instances=1, rename=SGLANG_NAMES, job="sglang"
     )
-    server = PromServer(root / "sglang.om", root)
-    try:
+    with served(root / "sglang.om", root) as server:
         yield server, truth, root
-    finally:
-        server.stop()
 
 
 def _run(server: PromServer, truth: Truth, out: Path, *extra: str) -> tuple[int, str]:
