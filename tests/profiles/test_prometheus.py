@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from capplan.cli import app
+from profiles.arrivals import clock_hour_peaks
 from profiles.model import load_profile
 from profiles.prometheus.build import PromSource, build_prometheus_profile
 from tests.helpers.prom_fixture import (
@@ -275,3 +276,50 @@ def test_an_unreachable_server_gives_exit_2() -> None:
     result = CliRunner().invoke(app, ["profile", f"prometheus:{url}", "-o", "/tmp/x.json"])
     assert result.exit_code == 2
     assert "cannot reach Prometheus" in result.output
+
+
+def test_the_review_from_metrics_counts_as_the_one_from_the_request_log(
+    fleet: tuple[PromServer, Truth, Path], profiled: Path
+) -> None:
+    """The same requests as a request log (each step's arrivals spread uniformly inside it, with
+    their drawn lengths): both reviews need the same instances, and the clock hours agree."""
+    server, truth, root = fleet
+    rng = np.random.default_rng(11)
+    parts = []
+    for inst, c in truth.counts.items():
+        step = np.repeat(np.arange(c.size), c)
+        t = truth.start_epoch_s + (step + rng.random(step.size)) * STEP_S
+        parts.append(np.column_stack((t, truth.inputs[inst], truth.outputs[inst])))
+    rows = np.concatenate(parts)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    log = root / "requests.csv"
+    np.savetxt(log, rows, fmt=("%.3f", "%d", "%d"), delimiter=",", comments="",
+               header="timestamp,input_tokens,output_tokens")  # fmt: skip
+    service = {"name": "chat", "limit": "2rps", "slo": "ttft:p95<=1s", "redundancy": 0}
+    metrics = {
+        **service,
+        "profile": f"prometheus:{server.url}",
+        "match": '{job="vllm"}',
+        "since": str(truth.start_epoch_s),
+        "until": str(truth.end_epoch_s),
+    }
+    got = {}
+    for kind, svc in (("metrics", metrics), ("log", {**service, "logs": ["requests.csv"]})):
+        (root / f"{kind}.yaml").write_text(yaml.safe_dump({"services": [svc]}))
+        out = root / f"{kind}-review.pdf"
+        result = CliRunner().invoke(app, ["review", str(root / f"{kind}.yaml"), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        got[kind] = json.loads(out.with_suffix(".json").read_text())["services"][0]
+    m, lg = got["metrics"], got["log"]
+    print(f"\npeak {m['peak_rps']:.3f} (log {lg['peak_rps']:.3f}) req/s; instances "
+          f"{m['instances']} (log {lg['instances']})")  # fmt: skip
+    # Peaks differ only by where the 60 s windows fall (clock minutes vs the first request).
+    assert m["peak_rps"] == pytest.approx(lg["peak_rps"], rel=0.03)
+    assert m["instances"] == lg["instances"]
+    # The log spans just under a day, so its review has no hours; its clock-hour peaks, as the
+    # log profiler computes them, equal the metrics' exactly (clock minutes hold whole steps),
+    # so the hourly counts, which the plan's rule makes from them, are the same too.
+    log_hours = clock_hour_peaks(rows[:, 0]).peak_rps
+    metric_hours = load_profile(root / "p.json").arrivals.clock_hours
+    assert metric_hours is not None
+    np.testing.assert_allclose(metric_hours.peak_rps[: len(log_hours)], log_hours, atol=1e-6)
