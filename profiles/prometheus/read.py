@@ -109,7 +109,8 @@ def _counter_steps(client: PromClient, query: str, grid: Grid) -> list[tuple[str
     per: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
     for first, chunk in client.range_chunks(query, grid):
         for labels, vals in chunk.items():
-            inc, prev[labels] = increases(vals, prev.get(labels, np.nan))
+            created = labels not in prev and (first > 0 or bool(np.isnan(vals[0])))
+            inc, prev[labels] = increases(vals, prev.get(labels, np.nan), from_zero=created)
             arr = per.setdefault(labels, np.zeros(grid.points))
             arr[first : first + vals.size] = inc
     return [(instance_of(labels), arr[1:]) for labels, arr in per.items()]

@@ -2,7 +2,9 @@
 
 No I/O. Counters are read as values on a grid of steps; a step's increase is the difference of
 its value and the last value before it, and a value that falls is a restart (the counter began
-again at 0, so the increase is the value itself, as Prometheus's `increase()` reads it).
+again at 0, so the increase is the value itself, as Prometheus's `increase()` reads it). A
+series that first appears after the start of the range counts from 0 (it was created then);
+one already there at the start counts from its first value.
 Quantiles are read from cumulative bucket counts the way PromQL's `histogram_quantile` does:
 linear inside the bucket, the first bucket starting at 0, a quantile in the +Inf bucket
 reported as the highest finite edge.
@@ -15,15 +17,19 @@ import math
 import numpy as np
 
 
-def increases(values: np.ndarray, prev: float) -> tuple[np.ndarray, float]:
+def increases(
+    values: np.ndarray, prev: float, *, from_zero: bool = False
+) -> tuple[np.ndarray, float]:
     """Per point, the counter's increase since the last value before it; and the last value.
 
     `values` holds NaN where the series had no sample within the lookback. `prev` is the last
-    value before `values` (NaN when none): the first value after a gap of no value at all
-    counts 0 (nothing is known of what came before it).
+    value before `values` (NaN when none). With no value before, the first value counts 0
+    (nothing is known of what came before it), unless `from_zero`: a series that appears after
+    the start of the range was created then (a new process, a label value's first request),
+    so its first value is all increase.
     """
     out = np.zeros(values.size)
-    x = np.concatenate(([prev], values))
+    x = np.concatenate(([0.0 if from_zero and np.isnan(prev) else prev], values))
     have = np.flatnonzero(~np.isnan(x))
     if have.size == 0:
         return out, prev

@@ -88,7 +88,7 @@ def window_increases(
     """Each series' increase per window of the counter query `build(selector)`; windows with a
     restart are read again at the step for that instance alone."""
     out = {
-        labels: increases(vals, np.nan)[0][1:]
+        labels: increases(vals, np.nan, from_zero=bool(np.isnan(vals[0])))[0][1:]
         for labels, vals in values_at_bounds(client, build(selector), windows).items()
     }
     for instance, hit in restarted.items():
@@ -101,5 +101,6 @@ def window_increases(
             for _, chunk in client.range_chunks(narrowed, grid):
                 for labels, vals in chunk.items():
                     arr = out.setdefault(labels, np.zeros(windows.count))
-                    arr[w] = float(increases(vals, np.nan)[0].sum())
+                    fresh = bool(np.isnan(vals[0]))  # created inside the window
+                    arr[w] = float(increases(vals, np.nan, from_zero=fresh)[0].sum())
     return out

@@ -11,10 +11,12 @@ a test checks capplan's profile against the generator, never against capplan.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -231,9 +233,9 @@ NEEDS_PROMETHEUS = [
 
 
 @contextmanager
-def served(openmetrics: Path, workdir: Path) -> Iterator[PromServer]:
-    """A Prometheus over the backfilled file, stopped on the way out."""
-    server = PromServer(openmetrics, workdir)
+def served(openmetrics: Path | None, workdir: Path, config: str = "") -> Iterator[PromServer]:
+    """A Prometheus over the backfilled file (or scraping per `config`), stopped on the way out."""
+    server = PromServer(openmetrics, workdir, config)
     try:
         yield server
     finally:
@@ -241,18 +243,20 @@ def served(openmetrics: Path, workdir: Path) -> Iterator[PromServer]:
 
 
 class PromServer:
-    """A real Prometheus over a backfilled TSDB; stop() ends only the process it started."""
+    """A real Prometheus over a backfilled TSDB (`openmetrics`) or scraping what `config` names;
+    stop() ends only the process it started."""
 
-    def __init__(self, openmetrics: Path, workdir: Path) -> None:
+    def __init__(self, openmetrics: Path | None, workdir: Path, config: str = "") -> None:
         self.data = workdir / "tsdb"
         self.data.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics),
-             str(self.data)],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
-        config = workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+        if openmetrics is not None:
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics),
+                 str(self.data)],
+                check=True, capture_output=True, timeout=300,
+            )  # fmt: skip
+        config_file = workdir / "prometheus.yml"
+        config_file.write_text(config or "global:\n  scrape_interval: 15s\nscrape_configs: []\n")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (workdir / "prometheus.log").open("w")
@@ -260,11 +264,17 @@ class PromServer:
         # them at start-up, so keep ten years.
         self.proc = subprocess.Popen(
             ["prometheus", f"--storage.tsdb.path={self.data}",
-             f"--web.listen-address=127.0.0.1:{self.port}", f"--config.file={config}",
+             f"--web.listen-address=127.0.0.1:{self.port}", f"--config.file={config_file}",
              "--storage.tsdb.retention.time=10y"],
             stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self._wait_ready(deadline_s=60)
+
+    def query(self, promql: str) -> list[dict]:  # type: ignore[type-arg]
+        """An instant query's result vector."""
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.load(r)["data"]["result"]  # type: ignore[no-any-return]
 
     def _wait_ready(self, deadline_s: float) -> None:
         deadline = time.monotonic() + deadline_s

@@ -21,6 +21,12 @@ def test_increases_read_a_restart_as_a_counter_from_zero() -> None:
     assert last == 5.0
 
 
+def test_a_series_created_inside_the_range_counts_from_zero() -> None:
+    values = np.array([np.nan, np.nan, 3.0, 5.0])
+    assert increases(values, np.nan, from_zero=True)[0].tolist() == [0.0, 0.0, 3.0, 2.0]
+    assert increases(values, np.nan)[0].tolist() == [0.0, 0.0, 0.0, 2.0]
+
+
 def test_increases_bridge_a_missing_value() -> None:
     inc, _ = increases(np.array([1.0, np.nan, 4.0]), 0.0)
     assert inc.tolist() == [1.0, 0.0, 3.0]
