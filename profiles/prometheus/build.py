@@ -248,6 +248,8 @@ def _body(
 
 def limitations(roles: dict[str, str], step_s: int, body: ProfileBody) -> list[Limitation]:
     """What these metrics cannot tell, and the assumption the profile uses instead."""
+    e2e = body.observed.latency.get("e2e") if body.observed else None
+    lag = f" (mean {e2e.mean_s:.1f} s)" if e2e is not None and e2e.mean_s is not None else ""
     out = [
         Limitation(
             unknown="the joint distribution of input and output lengths",
@@ -266,14 +268,8 @@ def limitations(roles: dict[str, str], step_s: int, body: ProfileBody) -> list[L
         ),
         Limitation(
             unknown="arrival times (the request counter counts completions)",
-            assumption="a request arrives in the step it completes; rates lag by the E2E "
-            "latency"
-            + (
-                f" (mean {e2e.mean_s:.1f} s)"
-                if (e2e := body.observed.latency.get("e2e") if body.observed else None)
-                and e2e.mean_s is not None
-                else ""
-            ),
+            assumption=f"a request arrives in the step it completes; rates lag by the E2E "
+            f"latency{lag}",
         ),
         Limitation(
             unknown="sessions and prompt prefixes (no request ids, no prompt hashes)",
