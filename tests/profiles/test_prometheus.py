@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from pypdf import PdfReader
 from typer.testing import CliRunner
 
 from capplan.cli import app
@@ -246,6 +247,8 @@ def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> No
     assert observed["contradicts_limit"] is True
     assert "observed_capacity" in [r["kind"] for r in service["risks"]]
     assert "production carried" in result.output
+    text = " ".join(page.extract_text() for page in PdfReader(out).pages)
+    assert "Observed capacity beside the load test" in text and "contradicted" in text
     print("\n" + "; ".join(lines))
 
 
