@@ -249,6 +249,8 @@ def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> No
     assert "production carried" in result.output
     text = " ".join(page.extract_text() for page in PdfReader(out).pages)
     assert "Observed capacity beside the load test" in text and "contradicted" in text
+    # The workload page says where the profile came from and what it assumed.
+    assert "Read from Prometheus" in text and "Server-observed TTFT" in text
     print("\n" + "; ".join(lines))
 
 
