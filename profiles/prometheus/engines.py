@@ -57,8 +57,9 @@ ENGINES: dict[str, EngineMetrics] = {
         latency_s=_VLLM_LATENCY,
         running=("vllm:num_requests_running",),
         waiting=("vllm:num_requests_waiting",),
-        prefix_queries=("vllm:prefix_cache_queries_total",),
-        prefix_hits=("vllm:prefix_cache_hits_total",),
+        # earlier V1 releases named them vllm:gpu_prefix_cache_*
+        prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         marker="vllm:prefix_cache_queries_total",
     ),
     "vllm-v0": EngineMetrics(
