@@ -167,6 +167,8 @@ def register(app: typer.Typer) -> None:
             "merged profile's 'merge' section says which statistics are exact and bounds the rest",
         ),
     ) -> None:
+        if logs and len(logs) > 1 and any(x.startswith("prometheus:") for x in logs):
+            raise InputError("prometheus:URL is a source of its own: give it alone")
         if logs and len(logs) == 1 and logs[0].startswith("prometheus:"):
             from profiles.prometheus.build import PromSource
 

@@ -276,11 +276,14 @@ def test_bad_requests_give_one_line_and_exit_2(
     assert "Traceback" not in result.output
 
 
-def test_an_unreachable_server_gives_exit_2() -> None:
+def test_an_unreachable_server_gives_exit_2(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    result = CliRunner().invoke(app, ["profile", f"prometheus:{url}", "-o", "/tmp/x.json"])
+    out = str(tmp_path / "x.json")
+    result = CliRunner().invoke(app, ["profile", f"prometheus:{url}", "-o", out])
     assert result.exit_code == 2
     assert "cannot reach Prometheus" in result.output
+    mixed = CliRunner().invoke(app, ["profile", f"prometheus:{url}", "logs.csv", "-o", out])
+    assert mixed.exit_code == 2 and "give it alone" in mixed.output
 
 
 def test_the_review_from_metrics_counts_as_the_one_from_the_request_log(
