@@ -34,6 +34,9 @@ E2E_EDGES_S = (1.0, 2.5, 5.0, 10.0, 20.0, 60.0)
 INPUT_LOGNORMAL = (6.0, 0.8)  # ln-tokens mean and sigma: median e^6 = 403 tokens
 OUTPUT_LOGNORMAL = (5.0, 0.6)  # median e^5 = 148 tokens
 PREFIX_HIT_SHARE = 0.4
+# The fixtures end here (2023-11-14 22:00 UTC): the same truth and figures on every run, and
+# far enough in the past for any clock (backfilled blocks are kept by a ten-year retention).
+END_EPOCH_S = 1_700_000_000 // 3600 * 3600
 
 
 def RESTART_AT(n: int) -> int:  # noqa: N802  (a constant's rule, as a function of the span)
@@ -106,15 +109,15 @@ def generate(
 ) -> Truth:
     """Write the OpenMetrics file and return the truth it was drawn from.
 
-    The span ends at `end_epoch_s` (default: the last whole hour at least two hours ago, so the
-    blocks are in the past) and starts `days` earlier; scrapes at every multiple of STEP_S.
+    The span ends at `end_epoch_s` (default END_EPOCH_S) and starts `days` earlier; scrapes at
+    every multiple of STEP_S.
     `rename` maps vLLM's metric families to another engine's (None leaves one out), `job` is
     the job label. The second instance restarts (every counter back to 0) a third of the way
     through, in the middle of an hour (the hourly histogram reads must find it and read that
     hour again).
     """
     rng = np.random.default_rng(seed)
-    end = end_epoch_s if end_epoch_s is not None else (int(time.time()) // 3600 - 2) * 3600
+    end = end_epoch_s if end_epoch_s is not None else END_EPOCH_S
     n = int(days * 86400) // STEP_S
     start = end - n * STEP_S
     # The sample at start + (j + 1) STEP_S counts steps 0..j; the one at start is the counters' 0.
