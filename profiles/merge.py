@@ -228,7 +228,10 @@ def _merge_stats(
         max=hi,
         histogram=Histogram(edges=widest.edges, counts=counts.tolist()),
         sketch=sketch,
-        **{k: float(v) for k, v in q.items()},
+        p50=float(q["p50"]),
+        p90=float(q["p90"]),
+        p95=float(q["p95"]),
+        p99=float(q["p99"]),
     )
 
 

@@ -47,6 +47,27 @@ class Chunked(_Model):
     )
 
 
+class Limitation(_Model):
+    """Something the source cannot tell, and what the profile assumes instead."""
+
+    unknown: str = Field(description="what the source cannot tell")
+    assumption: str = Field(description="what the profile assumes in its place")
+
+
+class MetricsSource(_Model):
+    """Where a profile read from a metrics store (Prometheus) came from."""
+
+    url: str = Field(description="the server, without credentials")
+    match: str = Field(description='the label selector, e.g. {job="vllm"}')
+    engine: str = Field(description="engine whose metric names were read (vllm, sglang, ...)")
+    metrics: dict[str, str] = Field(description="role -> metric name read")
+    start: str = Field(description="ISO-8601 of the first step")
+    end: str = Field(description="ISO-8601 of the end of the last step")
+    step_s: float = Field(gt=0, description="query resolution; no rate is finer than this")
+    instances: list[str] = Field(description="values of the instance label")
+    queries: int = Field(ge=0, description="HTTP queries sent (range queries come in chunks)")
+
+
 class Source(_Model):
     files: list[str]
     format: str = Field(description="reader kind, or 'preset' for a profile built from a preset")
@@ -67,6 +88,13 @@ class Source(_Model):
     )
     derivation: str | None = Field(
         default=None, description="for a preset: where its shape comes from and what was adjusted"
+    )
+    metrics: MetricsSource | None = Field(
+        default=None, description="set when the profile was read from Prometheus metrics"
+    )
+    limitations: list[Limitation] = Field(
+        default_factory=list,
+        description="what the source cannot tell and the assumption used instead (metrics)",
     )
 
 
@@ -162,6 +190,11 @@ class LengthStats(_Model):
     sketch: QuantileSketch | None = Field(
         default=None, description="for merging profiles: percentiles within a stated error"
     )
+    bucket_edges: list[float] | None = Field(
+        default=None,
+        description="set when the lengths come from histogram buckets (metrics): the upper "
+        "edges; percentiles are interpolated linearly inside a bucket, min and max are edges",
+    )
 
 
 class LengthClasses(_Model):
@@ -172,7 +205,11 @@ class LengthClasses(_Model):
 
 
 class Sampler(_Model):
-    kind: Literal["reservoir"] = "reservoir"
+    kind: Literal["reservoir", "independent-binned"] = Field(
+        default="reservoir",
+        description="reservoir: real pairs; independent-binned: input and output drawn apart "
+        "from histogram buckets (metrics have no joint distribution)",
+    )
     seed: int
     why: str = ""
     pairs: list[tuple[int, int]] = Field(description="(input_tokens, output_tokens) pairs")
@@ -242,6 +279,51 @@ class Sessions(_Model):
     )
 
 
+class LatencyStats(_Model):
+    """A latency the server observed, from its histogram (metrics sources)."""
+
+    requests: int = Field(ge=0, description="observations in the histogram over the span")
+    mean_s: float | None
+    p50_s: float | None
+    p90_s: float | None
+    p95_s: float | None
+    p99_s: float | None
+    bucket_edges_s: list[float] = Field(description="upper edges; percentiles interpolate inside")
+
+
+class Gauge(_Model):
+    """A gauge over every step of the span (metrics sources)."""
+
+    mean: float
+    p50: float
+    p99: float
+    max: float
+
+
+class ObservedWindows(_Model):
+    """One instance's load and observed latency percentiles per window (metrics sources)."""
+
+    window_s: float = Field(gt=0, description="window length (from the span's start)")
+    start_epoch_s: float
+    rate_rps: list[float] = Field(description="per window: requests / window length")
+    latency_s: dict[str, dict[str, list[float | None]]] = Field(
+        description="ttft, tpot, e2e -> p50, p90, p95, p99 -> per window (None: no requests)"
+    )
+
+
+class Observed(_Model):
+    """What the serving engine itself reported (metrics sources): latencies, queue, batch."""
+
+    latency: dict[str, LatencyStats] = Field(
+        default_factory=dict, description="ttft, tpot, e2e -> the server's histogram"
+    )
+    windows: ObservedWindows | None = Field(
+        default=None, description="per instance: load and latency percentiles per window"
+    )
+    running: Gauge | None = None
+    waiting: Gauge | None = None
+
+
 class ProfileBody(_Model):
     """Statistics of one set of requests (the whole source or one group)."""
 
@@ -251,6 +333,9 @@ class ProfileBody(_Model):
     sessions: Sessions
     ok_share: float | None = Field(default=None, description="share of requests the log marks ok")
     requests: int = Field(default=0, ge=0, description="requests these statistics describe")
+    observed: Observed | None = Field(
+        default=None, description="server-reported latencies and queue (metrics sources)"
+    )
 
 
 class MergeInfo(_Model):

@@ -23,6 +23,13 @@ def summary_table(p: Profile) -> Table:
     if s.preset:
         src += f" (preset {s.preset})"
     t.add_row("source", src)
+    if s.metrics is not None:
+        m = s.metrics
+        t.add_row(
+            "metrics",
+            f"{m.engine} {m.match or '(any)'}, {len(m.instances)} instance(s), "
+            f"{m.step_s:g} s steps, {m.queries} queries",
+        )
     if s.tokens_estimated:
         t.add_row("token counts", f"estimated with {s.tokenizer} (approximate where so named)")
     a = p.arrivals
@@ -60,6 +67,8 @@ def summary_table(p: Profile) -> Table:
             f"mean {st.mean:,.1f}  p50 {_tok(st.p50)}  p90 {_tok(st.p90)}  "
             f"p99 {_tok(st.p99)}  max {_tok(st.max)}",
         )
+    if ln.input.bucket_edges is not None:
+        t.add_row("lengths", "from histogram buckets: percentiles to the bucket's width")
     c = ln.classes
     t.add_row(
         "short / medium / long",
@@ -95,9 +104,23 @@ def summary_table(p: Profile) -> Table:
                 f"{(pr.top_prefixes_token_share or 0):.1%} of prompt tokens",
             )
     else:
-        t.add_row("prefix reuse", "not available (no block ids or prompt text in the log)")
+        why = (
+            "metrics hold no prompt hashes"
+            if s.metrics
+            else "no block ids or prompt text in the log"
+        )
+        t.add_row("prefix reuse", f"not available ({why})")
     if pr.reported_cached_token_ratio is not None:
         t.add_row("server-reported cached tokens", f"{pr.reported_cached_token_ratio:.3f}")
+    for role, lat in p.observed.latency.items() if p.observed else ():
+        t.add_row(
+            f"observed {role} (server)",
+            "  ".join(
+                f"{k} {v:.3f} s"
+                for k, v in (("p50", lat.p50_s), ("p95", lat.p95_s), ("p99", lat.p99_s))
+                if v is not None
+            ),
+        )
     se = p.sessions
     if se.available and se.turns is not None:
         think = f", think time p50 {se.think_time_s.p50:.1f} s" if se.think_time_s else ""

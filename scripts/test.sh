@@ -15,13 +15,18 @@ fi
 # pdftoppm, pdftotext and pdffonts (poppler-utils) check report pages in the report tests. No
 # system CJK font is needed: the Chinese report embeds the subset of WenQuanYi Micro Hei that
 # ships inside the package (reports/fontdata/) when fontconfig finds no better one.
+# prometheus and promtool (Debian's prometheus package) serve a backfilled synthetic fleet to
+# the Prometheus-source tests (tests/profiles/test_prometheus.py), which skip without them.
 missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null ||
+      echo "warning: could not install ${missing[*]}; report tests fail, Prometheus tests skip" >&2
   else
-    echo "warning: ${missing[*]} missing and cannot be installed here; report tests will fail" >&2
+    echo "warning: ${missing[*]} missing and cannot be installed here; report tests will fail" \
+      "and the Prometheus-source tests will skip" >&2
   fi
 fi
 

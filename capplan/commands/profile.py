@@ -5,11 +5,16 @@ from __future__ import annotations
 import gc
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from capplan.cli import handle_errors
 from contracts.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from profiles.model import Profile
+    from profiles.prometheus.build import PromSource
 
 HELP = """Profile request logs: arrivals, lengths, prefix reuse, sessions -> PROFILE.json.
 
@@ -28,6 +33,11 @@ Examples:
   capplan profile --preset chat --rate-rps 40 --peak-to-mean 2.5 -o prelaunch.json
 
   capplan profile --merge 'days/day-*.json' -o quarter.json   (partial profiles -> one)
+
+  capplan profile prometheus:http://prom:9090 --match '{job="vllm"}' --since 7d -o p.json
+
+  (the engines' own metrics, read from Prometheus: vLLM, SGLang or TGI; what metrics cannot \
+tell is listed with the assumption used, under source.limitations)
 """
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|ki|m|mi|g|gi)?\s*$", re.IGNORECASE)
@@ -124,6 +134,32 @@ def register(app: typer.Typer) -> None:
             "logs; --group-by too, up to 200 values)",
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
+        match: str = typer.Option(
+            "", "--match", help="prometheus: label selector of the engines, e.g. '{job=\"vllm\"}'"
+        ),
+        since: str = typer.Option(
+            "7d",
+            "--since",
+            help="prometheus: start, as a duration before --until (7d, 13w), "
+            "ISO-8601 or epoch seconds",
+        ),
+        until: str = typer.Option(
+            None, "--until", help="prometheus: end (default now; ISO-8601, epoch s or 1d ago)"
+        ),
+        step: str = typer.Option(
+            "15s", "--step", help="prometheus: query resolution, the scrape interval (divides 60s)"
+        ),
+        engine: str = typer.Option(
+            "auto", "--engine", help="prometheus: auto|vllm|vllm-v0|sglang|tgi (metric names)"
+        ),
+        token_env: str = typer.Option(
+            None, "--token-env", help="prometheus: environment variable holding a bearer token"
+        ),
+        basic_auth_env: str = typer.Option(
+            None,
+            "--basic-auth-env",
+            help="prometheus: environment variable holding USER:PASSWORD for basic auth",
+        ),
         merge: bool = typer.Option(
             False,
             "--merge",
@@ -131,13 +167,29 @@ def register(app: typer.Typer) -> None:
             "merged profile's 'merge' section says which statistics are exact and bounds the rest",
         ),
     ) -> None:
+        if logs and len(logs) > 1 and any(x.startswith("prometheus:") for x in logs):
+            raise InputError("prometheus:URL is a source of its own: give it alone")
+        if logs and len(logs) == 1 and logs[0].startswith("prometheus:"):
+            from profiles.prometheus.build import PromSource
+
+            source = PromSource(
+                url=logs[0].removeprefix("prometheus:"),
+                match=match,
+                since=since,
+                until=until,
+                step=step,
+                engine=engine,
+                token_env=token_env,
+                basic_auth_env=basic_auth_env,
+            )
+            _write(_from_metrics(source, seed), output, quiet, plots)
+            return
         if logs and not merge and preset is None:
             # The files' sha256 (source.digest) starts now, on a thread of its own, while the
             # profiler's modules import on this one (profiles.digest).
             from profiles.digest import start_digest
 
             start_digest(_resolve_samples(logs))
-        from profiles.model import save_profile
 
         preset_opts = {
             "rate_rps": rate_rps,
@@ -179,33 +231,48 @@ def register(app: typer.Typer) -> None:
                 time_unit=time_unit,
                 chunk_rows=chunk_rows,
             )
-        try:
-            save_profile(prof, output)
-        except OSError as e:
-            raise InputError(f"{output}: cannot write the profile ({e})") from e
-        src = prof.source
-        if src.rows_skipped:
-            typer.echo(f"skipped {src.rows_skipped:,} row(s):", err=True)
-            for ex in src.skip_examples:
-                typer.echo(f"  {ex}", err=True)
-            shown = len(src.skip_examples)
-            if src.rows_skipped > shown:
-                reasons = "; ".join(f"{why}: {n:,}" for why, n in src.skip_reasons.items())
-                typer.echo(f"  ... and {src.rows_skipped - shown:,} more ({reasons})", err=True)
-        for w in src.warnings:
-            typer.echo(f"warning: {w}", err=True)
-        if not quiet:
-            from rich.console import Console
+        _write(prof, output, quiet, plots)
 
-            from profiles.summary import summary_table
 
-            Console().print(summary_table(prof))
-        if plots is not None:
-            from profiles.plots import write_plots
+def _from_metrics(source: PromSource, seed: int) -> Profile:
+    from profiles.prometheus.build import build_prometheus_profile
 
-            files = write_plots(prof, plots)
-            typer.echo(f"charts: {len(files)} PNG files in {plots}")
-        typer.echo(f"wrote {output}")
-        # Everything is written and closed: the exit need not collect every object the
-        # imports made (a full collection, about 60 ms at exit).
-        gc.freeze()
+    return build_prometheus_profile(source, seed=seed)
+
+
+def _write(prof: Profile, output: Path, quiet: bool, plots: Path | None) -> None:
+    """Save the profile, then print skips, warnings, limitations and the summary."""
+    from profiles.model import save_profile
+
+    try:
+        save_profile(prof, output)
+    except OSError as e:
+        raise InputError(f"{output}: cannot write the profile ({e})") from e
+    src = prof.source
+    if src.rows_skipped:
+        typer.echo(f"skipped {src.rows_skipped:,} row(s):", err=True)
+        for ex in src.skip_examples:
+            typer.echo(f"  {ex}", err=True)
+        shown = len(src.skip_examples)
+        if src.rows_skipped > shown:
+            reasons = "; ".join(f"{why}: {n:,}" for why, n in src.skip_reasons.items())
+            typer.echo(f"  ... and {src.rows_skipped - shown:,} more ({reasons})", err=True)
+    for w in src.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    for lim in src.limitations:
+        typer.echo(f"not in the metrics: {lim.unknown}; assumed: {lim.assumption}", err=True)
+    if not quiet:
+        from rich.console import Console
+
+        from profiles.summary import summary_table
+
+        Console().print(summary_table(prof))
+    if plots is not None:
+        from profiles.plots import write_plots
+
+        files = write_plots(prof, plots)
+        typer.echo(f"charts: {len(files)} PNG files in {plots}")
+    typer.echo(f"wrote {output}")
+    # Everything is written and closed: the exit need not collect every object the
+    # imports made (a full collection, about 60 ms at exit).
+    gc.freeze()

@@ -65,4 +65,7 @@ def review_command(
 
     render_review(review, output, lang, profiles)
     typer.echo(review.sentence)
+    for service in review.services:
+        if service.observed is not None:
+            typer.echo(f"{service.name}: {service.observed.sentence}")
     typer.echo(f"wrote {target} and {output}")

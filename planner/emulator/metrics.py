@@ -29,6 +29,10 @@ LATENCY_BUCKETS_S = (
     120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
 
+# vLLM's 1-2-5 buckets of request lengths in tokens (build_1_2_5_buckets up to max_model_len;
+# here up to a million tokens, past any model's context).
+LENGTH_BUCKETS_TOKENS = tuple(float(m * 10**e) for e in range(7) for m in (1, 2, 5))[:-2]
+
 
 class _EngineCollector(Collector):
     def __init__(
@@ -124,6 +128,14 @@ class EmulatorMetrics:
             "vllm:request_queue_time_seconds", "Time spent waiting in the queue in seconds.",
             LATENCY_BUCKETS_S,
         )  # fmt: skip
+        self.prompt_tokens = histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+            LENGTH_BUCKETS_TOKENS,
+        )  # fmt: skip
+        self.generation_tokens = histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.",
+            LENGTH_BUCKETS_TOKENS,
+        )  # fmt: skip
         self.success = Counter(
             "vllm:request_success",
             "Count of successfully processed requests.",
@@ -142,6 +154,8 @@ class EmulatorMetrics:
             self.e2e.labels(*self._values).observe(timeline.e2e_s)
         if timeline.tpot_s is not None:
             self.tpot.labels(*self._values).observe(timeline.tpot_s)
+        self.prompt_tokens.labels(*self._values).observe(timeline.prompt_tokens)
+        self.generation_tokens.labels(*self._values).observe(timeline.output_tokens)
         self.success.labels(*self._values, finish_reason).inc()
 
     def exposition(self) -> bytes:

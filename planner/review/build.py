@@ -26,6 +26,7 @@ from contracts.review import (
     FleetTotals,
     GpuPool,
     InputDigest,
+    ObservedCapacity,
     Review,
     ServiceChange,
     ServiceReview,
@@ -40,7 +41,9 @@ from planner.review.certainty import (
 )
 from planner.review.config import ReviewSpec, ServiceSpec
 from planner.review.hourly import growth_trend, hourly_capacity, rule_count
+from planner.review.observed import observed_capacity
 from planner.review.risks import rank_risks, service_risks
+from planner.slo.spec import parse_slo
 from profiles.model import Profile, load_profile
 
 WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
@@ -49,7 +52,8 @@ POOL_RULE = Finding(key="review.pool_rule")
 
 
 def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
-    """The service's profile: a JSON path, `preset:NAME`, `sample:NAME` or its logs profiled."""
+    """The service's profile: a JSON path, `preset:NAME`, `sample:NAME`, its logs profiled, or
+    `prometheus:URL` (its engines' metrics, read with the service's `match`, `since`, ...)."""
     if spec.logs is not None:
         from profiles.build import build_profile
 
@@ -65,6 +69,13 @@ def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
         from profiles.samples import sample_path
 
         return build_profile([str(sample_path(text[7:]))])
+    if text.startswith("prometheus:"):
+        from profiles.prometheus.build import PromSource, build_prometheus_profile
+
+        m = spec.metrics
+        return build_prometheus_profile(
+            PromSource(url=text.removeprefix("prometheus:"), **m.model_dump()), seed=0
+        )
     return load_profile(base / text)
 
 
@@ -165,9 +176,21 @@ def build_service(
         hourly=hourly,
         trend=trend,
         risks=[],
+        observed=_observed(spec, profile, limit, first.per_instance_limit, first.unit),
         plan=plan,
     )
     return service.model_copy(update={"risks": service_risks(service, profile, limit)})
+
+
+def _observed(
+    spec: ServiceSpec, profile: Profile, limit: Limit, per_instance: float, unit: str
+) -> ObservedCapacity | None:
+    """Observed capacity per instance where the profile came from metrics (else None)."""
+    slo_text = spec.slo or limit.slo
+    if not slo_text or not profile.groups:
+        return None
+    limit_rps = per_instance if unit == "rps" else None
+    return observed_capacity(profile, parse_slo(slo_text), limit_rps)
 
 
 def gpu_pools(services: list[ServiceReview]) -> list[GpuPool]:

@@ -25,14 +25,34 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class MetricsSpec(_Model):
+    """How a `prometheus:URL` profile reads the engines' metrics (as `capplan profile`)."""
+
+    match: str = Field(default="", description='label selector, e.g. {job="vllm"}')
+    since: str = Field(default="90d", description="start: a duration before until, ISO or epoch")
+    until: str | None = Field(default=None, description="end (default now)")
+    step: str = Field(default="15s", description="query resolution (the scrape interval)")
+    engine: str = Field(default="auto", description="auto|vllm|vllm-v0|sglang|tgi")
+    token_env: str | None = Field(default=None, description="env variable with a bearer token")
+    basic_auth_env: str | None = Field(default=None, description="env variable with USER:PASS")
+
+
 class ServiceSpec(_Model):
     """One LLM service of the review."""
 
     name: str = Field(min_length=1, description="service name, unique in the review")
     profile: str | None = Field(
         default=None,
-        description="profile JSON path, 'sample:NAME' (shipped log, profiled) or 'preset:NAME'",
+        description="profile JSON path, 'sample:NAME' (shipped log, profiled), 'preset:NAME' "
+        "or 'prometheus:URL' (the engines' metrics; with match, since, ...)",
     )
+    match: str | None = Field(default=None, description="prometheus: label selector")
+    since: str | None = Field(default=None, description="prometheus: start (default 90d)")
+    until: str | None = Field(default=None, description="prometheus: end (default now)")
+    step: str | None = Field(default=None, description="prometheus: resolution (default 15s)")
+    engine: str | None = Field(default=None, description="prometheus: engine (default auto)")
+    token_env: str | None = Field(default=None, description="prometheus: bearer token variable")
+    basic_auth_env: str | None = Field(default=None, description="prometheus: USER:PASS variable")
     logs: list[str] | None = Field(default=None, description="request logs to profile instead")
     limit: str = Field(description="limit.json path or a number with its unit: 17.4rps, 50users")
     slo: str | None = Field(default=None, description="SLO spec (default: the limit.json's)")
@@ -74,7 +94,20 @@ class ServiceSpec(_Model):
     def _one_source(self) -> ServiceSpec:
         if (self.profile is None) == (self.logs is None):
             raise ValueError("give exactly one of profile or logs")
+        given = [k for k in _METRICS_KEYS if getattr(self, k) is not None]
+        if given and not (self.profile or "").startswith("prometheus:"):
+            raise ValueError(f"{given[0]} applies only to a 'prometheus:URL' profile")
         return self
+
+    @property
+    def metrics(self) -> MetricsSpec:
+        """The Prometheus options given, defaults for the rest."""
+        return MetricsSpec(
+            **{k: getattr(self, k) for k in _METRICS_KEYS if getattr(self, k) is not None}
+        )
+
+
+_METRICS_KEYS = ("match", "since", "until", "step", "engine", "token_env", "basic_auth_env")
 
 
 class ReviewSpec(_Model):

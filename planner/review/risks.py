@@ -53,6 +53,8 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
                 ),
             )
         )
+    if s.observed is not None and s.observed.contradicts_limit:
+        out.append(("high", "observed_capacity", s.observed.sentence))
     kv = plan.resources.gpu_memory.kv_headroom_frac
     if kv < KV_WATCH_HEADROOM:
         out.append(

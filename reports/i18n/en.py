@@ -94,6 +94,11 @@ EN: dict[str, str] = {
     "wl_prefix": "Ideal prefix-cache hit ratio",
     "wl_sessions": "Sessions / turns per session (mean)",
     "wl_estimated": "Token counts are estimated by a tokenizer, not reported by the server.",
+    "wl_observed": "Server-observed {metric} p50 / p95 / p99",
+    "wl_metrics": (
+        "Read from Prometheus: {engine} metrics of {instances} instance(s) at {step} s steps. "
+        "What metrics cannot tell, and the assumption used instead:"
+    ),
     "chart_rate": "Arrival rate over time",
     "chart_rate_peak": "planning peak",
     "chart_rate_burst": "burst",

@@ -84,6 +84,11 @@ ZH: dict[str, str] = {
     "wl_prefix": "理想前缀缓存命中率",
     "wl_sessions": "会话数 / 每会话轮数(均值)",
     "wl_estimated": "token 数由分词器估算,并非服务端上报。",
+    "wl_observed": "服务端观测 {metric} p50 / p95 / p99",
+    "wl_metrics": (
+        "读取自 Prometheus:{instances} 个实例的 {engine} 指标,步长 {step} 秒。"
+        "指标无法提供的信息及所用假设:"
+    ),
     "chart_rate": "到达率随时间变化",
     "chart_rate_peak": "规划峰值",
     "chart_rate_burst": "突发",

@@ -71,12 +71,18 @@ def page_workload(ctx: ReportContext) -> list[Flowable]:
                 f"{words.integer(prof.sessions.count)} / {words.num(prof.sessions.turns.mean)}",
             )
         )
+    for metric, lat in prof.observed.latency.items() if prof.observed else []:
+        values = (lat.p50_s, lat.p95_s, lat.p99_s)
+        rows.append(
+            (ctx.t("wl_observed", metric=metric.upper()), " / ".join(map(words.seconds, values)))
+        )
     half = (len(rows) + 1) // 2
     left = ctx.table(rows[:half], [CONTENT_W * 0.3, CONTENT_W * 0.2], header=False)
     right = ctx.table(rows[half:], [CONTENT_W * 0.3, CONTENT_W * 0.2], header=False)
     out.append(side_by_side(left, right))
     if prof.source.tokens_estimated:
         out.append(ctx.para(ctx.t("wl_estimated")))
+    out += _limitations(ctx)
     out += [
         Spacer(1, 6),
         chart_rate(ctx),
@@ -100,6 +106,21 @@ def page_workload(ctx: ReportContext) -> list[Flowable]:
             ),
         ),
     ]
+    return out
+
+
+def _limitations(ctx: ReportContext) -> list[Flowable]:
+    """For a profile read from metrics: where from, and what it had to assume."""
+    src = ctx.inputs.profile.source
+    if src.metrics is None:
+        return []
+    m = src.metrics
+    out: list[Flowable] = [
+        ctx.para(
+            ctx.t("wl_metrics", engine=m.engine, instances=len(m.instances), step=f"{m.step_s:g}")
+        )
+    ]
+    out += [ctx.para(f"• {lim.unknown}: {lim.assumption}") for lim in src.limitations]
     return out
 
 

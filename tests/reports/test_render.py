@@ -65,6 +65,7 @@ ALLOWED_LATIN = {
     "sha256",
     "capplan",
     "Locust",
+    "Prometheus",
     "k",
     "ttft",
     "usage",
