@@ -58,6 +58,8 @@ FINDINGS_EN: dict[str, str] = {
     "x{assumed:g} assumed",
     "risk.kv_headroom": "KV cache headroom at the limit is {kv:.0%} on {gpu} x {tp}",
     "risk.fleet_check": "fleet simulation: {verdict}",
+    "risk.observed_capacity": "production missed the SLO from {missed:.2f} req/s per instance "
+    "({minutes:g}-minute windows), below the load-tested limit {limit_rps:.2f}",
     "risk.bursts": "10 s bursts reach {burst:.1f}x the planning peak; headroom {headroom:.0%}",
     "risk.limit_given": "the limit {limit} is given, not measured",
     "risk.preset": "traffic from a preset profile, not this service's logs",

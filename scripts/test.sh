@@ -22,7 +22,7 @@ command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
       echo "warning: could not install ${missing[*]}; report tests fail, Prometheus tests skip" >&2
   else
     echo "warning: ${missing[*]} missing and cannot be installed here; report tests will fail" \

@@ -7,7 +7,7 @@ argued with.
 
 from __future__ import annotations
 
-from contracts.finding import Finding
+from contracts.finding import Finding, FindingValue
 from contracts.review import Risk, RiskLevel, ServiceReview
 from planner.capacity.arithmetic import Limit
 from profiles.model import Profile
@@ -53,8 +53,16 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
                 ),
             )
         )
-    if s.observed is not None and s.observed.contradicts_limit:
-        out.append(("high", "observed_capacity", s.observed.sentence))
+    observed = s.observed
+    if observed is not None and observed.contradicts_limit:
+        missed = min(r.missed_min_rps for r in observed.instances if r.missed_min_rps is not None)
+        figures: dict[str, FindingValue] = {
+            "missed": missed,
+            "minutes": observed.window_s / 60,
+            "limit_rps": s.per_instance_limit,
+        }
+        risk = Finding(key="risk.observed_capacity", values=figures)
+        out.append(("high", "observed_capacity", risk))
     kv = plan.resources.gpu_memory.kv_headroom_frac
     if kv < KV_WATCH_HEADROOM:
         out.append(

@@ -21,6 +21,8 @@ FINDINGS_ZH: dict[str, str] = {
     "risk.fleet_check": "机队模拟：{verdict}",
     "risk.bursts": "10 s 突发达到规划峰值的 {burst:.1f} 倍；余量 {headroom:.0%}",
     "risk.limit_given": "上限 {limit} 为给定值，未经测量",
+    "risk.observed_capacity": "生产环境在每实例 {missed:.2f} req/s 时已未达 SLO"
+    "（{minutes:g} 分钟窗口），低于负载测试得出的上限 {limit_rps:.2f}",
     "risk.preset": "流量来自预置画像，而非本服务的日志",
     "review.count_method": "规划峰值对窗口速率做移动块自助法（每块约 sqrt(n) 个窗口）；上限在搜索的"
     "最后一次确定通过与第一次失败之间按对数均匀抽取；每一对都按计划的规则计数",

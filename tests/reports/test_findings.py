@@ -28,7 +28,8 @@ SAMPLE: dict[str, FindingValue] = {
     "base_long": "2.10 s", "alt_long": "2.60 s", "gain": 2.31, "positions": 4, "drafts": 3,
     "mean_in": 1200.0, "base": 430000, "alt": 520000, "mean_out": 200.0, "mb": 157.3,
     "ms": 3.15, "base_ttft": "0.52 s", "base_tpot": "21 ms", "alt_ttft": "0.61 s",
-    "alt_tpot": "18 ms", "engine": "vllm", "us": 45.0,
+    "alt_tpot": "18 ms", "engine": "vllm", "us": 45.0, "missed": 3.65, "minutes": 60.0,
+    "limit_rps": 10.0,
 }  # fmt: skip
 ENGLISH_BY_DESIGN = {"risk.fleet_check"}  # an old plan's verdict, stored in English only
 
