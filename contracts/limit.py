@@ -5,12 +5,14 @@ Owned by the limit search; read by the planner and the report.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.jsonio import read_json, validate, write_model
+from contracts.errors import InputError
+from contracts.jsonio import read_json, validate, write_atomic
 
 LIMIT_SCHEMA = "capplan.limit/1"
 LIMIT_FILE = "limit.json"
@@ -207,5 +209,12 @@ def load_limit(path: str | Path) -> LimitResult:
 
 
 def write_limit(result: LimitResult, path: Path) -> None:
-    """Write limit.json atomically (a crash never leaves half a file)."""
-    write_model(path, result, "limit")
+    """Write limit.json atomically (a crash never leaves half a file). Through `json.dumps`,
+    not pydantic's JSON: an interval open on one side keeps its bound as `Infinity`, which
+    pydantic would write as null and then refuse to read back."""
+    text = json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write limit ({err.strerror})") from err

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from contracts.errors import InputError
 from contracts.jsonio import read_json, validate, write_model
-from contracts.limit import LimitResult
+from contracts.limit import (
+    ConstraintVerdict,
+    LimitLevel,
+    LimitResult,
+    load_limit,
+    write_limit,
+)
 from profiles.model import load_profile
 
 
@@ -47,3 +54,37 @@ def test_write_model_round_trips_and_names_an_unwritable_path(tmp_path: Path) ->
     blocker.write_text("")
     with pytest.raises(InputError, match=r"file/x\.json: cannot write the limit \("):
         write_model(blocker / "x.json", limit, "the limit")
+
+
+def test_limit_json_keeps_an_interval_open_on_one_side(tmp_path: Path) -> None:
+    """A level whose bootstrap interval has no upper bound (too few requests finished) writes
+    it as Infinity and reads it back: pydantic's own JSON writes null and then refuses it (a
+    CI run of the llama.cpp compare test failed so)."""
+    level = LimitLevel(
+        load=4.0,
+        stage="level-02",
+        requests=40,
+        completed=12,
+        metrics={"ttft_p95_s": 2.5},
+        constraints=[
+            ConstraintVerdict(
+                name="ttft:p95",
+                value=2.5,
+                threshold=1.0,
+                margin=-1.5,
+                passed=False,
+                interval=(0.9, math.inf),
+            )
+        ],
+        verdict="fail",
+        certain=False,
+        interval={"ttft:p95": (0.9, math.inf)},
+    )
+    limit = LimitResult(
+        dimension="rate", unit="rps", feasible_max=2.0, infeasible_min=4.0, binding="ttft:p95",
+        slo="ttft:p95<=1s", tolerance=0.05, levels=[level],
+    )  # fmt: skip
+    out = tmp_path / "limit.json"
+    write_limit(limit, out)
+    assert load_limit(out) == limit
+    assert "Infinity" in out.read_text()
