@@ -85,6 +85,7 @@ class Panel:
         self.font = font
         self.group = Group()
         self.front = Group()
+        self._right_labels: list[float] = []  # baselines of the hline labels drawn so far
         self._legend: list[tuple[str, Color, bool]] = []
         _draw_frame(self, title, show_x_ticks)
 
@@ -231,10 +232,16 @@ class Panel:
         yy = self.py(y)
         self._rule(self.x0, yy, self.x0 + self.w, yy, color, width, dash)
         if text:
+            # Two lines close together (an SLO and a p95 near it) stack their labels
+            # instead of printing one over the other.
+            base = yy + 2
+            while any(abs(base - other) < TICK_SIZE + 1 for other in self._right_labels):
+                base += TICK_SIZE + 1
+            self._right_labels.append(base)
             self.front.add(
                 label(
                     self.x0 + self.w - 2,
-                    yy + 2,
+                    base,
                     text,
                     font=self.font,
                     size=TICK_SIZE,

@@ -123,3 +123,24 @@ def test_english_runs_keep_units_names_and_expressions() -> None:
     assert english_runs("错误：injected fault: too many requests", data=["injected fault"]) == [
         "too many requests"
     ]
+
+
+def test_labels_of_close_reference_lines_stack_instead_of_overlapping(tmp_path: Path) -> None:
+    """An SLO line and a steady p95 a label's height apart (the demo's recovery chart, 40 s
+    axis, 2 s and 0.6 s lines): their labels stack; the page check found them overlapping."""
+    from reportlab.graphics import renderPDF
+
+    from reports.axes import Axis
+    from reports.charts import single
+
+    drawing, panel = single(
+        400, 200, Axis(0, 600, "s"), Axis(0, 40, "s"), font="Helvetica", title="recovery"
+    )
+    panel.hline(2.0, colors.red, text="SLO 2 s")
+    panel.hline(0.6, colors.grey, text="steady p95")
+    drawing.add(panel.render())
+    pdf = tmp_path / "chart.pdf"
+    canvas = Canvas(str(pdf), pagesize=A4)
+    renderPDF.draw(drawing, canvas, 100, 400)
+    canvas.save()
+    assert not [p for p in page_problems(pdf) if "overlaps" in p]
