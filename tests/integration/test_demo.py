@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
+from bench.kit.pdf_check import page_problems
 from capplan.demo import DemoOptions, run_demo
 from contracts.limit import LimitResult
 from contracts.plan import Plan
@@ -48,3 +49,6 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     assert "Burst recovery" in first and "KV-cache headroom" in first
     text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in PdfReader(result.pdf).pages))
     assert "The engine model, searched in virtual time under the same steady-state rules" in text
+    # Every page reads cleanly: nothing off the page, no text over text, fonts embedded
+    # (bench.kit.pdf_check; the recovery chart's line labels once overlapped here).
+    assert page_problems(Path(result.pdf)) == []
