@@ -212,11 +212,15 @@ def clock_hour_peaks(epoch_s: np.ndarray, window_s: int = 60) -> ClockHours:
     return clock_hours_of(np.bincount(idx), start, end, window_s)
 
 
-def clock_hours_of(counts: np.ndarray, start: float, end: float, window_s: int = 60) -> ClockHours:
+def clock_hours_of(
+    counts: np.ndarray, start: float, end: float, window_s: int = 60, *, span_end: bool = False
+) -> ClockHours:
     """ClockHours from arrivals per clock-aligned window, `counts[0]` being the first window of
-    the hour of `start` (epoch seconds; `end` is the last arrival's)."""
+    the hour of `start` (epoch seconds; `end` is the last arrival's, or with `span_end` the end
+    of a span the counts cover, which belongs to no hour of its own)."""
     first_hour = math.floor(start / 3600.0)
-    n_hours = math.floor(end / 3600.0) - first_hour + 1
+    last_hour = math.ceil(end / 3600.0) - 1 if span_end else math.floor(end / 3600.0)
+    n_hours = last_hour - first_hour + 1
     per_hour = 3600 // window_s
     counts = np.pad(counts, (0, max(0, n_hours * per_hour - counts.size)))
     counts = counts[: n_hours * per_hour]

@@ -1,11 +1,12 @@
 """A synthetic vLLM fleet's Prometheus metrics with a known truth, and a real Prometheus for them
 (the tests' fixtures and bench/prometheus_speed.py).
 
-`generate(...)` draws requests per 15 s scrape for a few instances over a few days from a stated
-traffic pattern (diurnal rate, lognormal prompt and answer lengths, a fixed prefix-hit share,
-load-dependent TTFT) and writes them as OpenMetrics text with vLLM's metric names (counters,
-histograms with `_bucket`/`_sum`/`_count`, gauges); the returned `Truth` holds what was drawn, so
-a test checks capplan's profile against the generator, never against capplan.
+`generate(...)` draws requests per scrape (15 s by default) for a few instances over days or a
+quarter from a stated traffic pattern (diurnal rate, quieter weekends, weekly growth, lognormal
+prompt and answer lengths, a fixed prefix-hit share, load-dependent TTFT) and writes them as
+OpenMetrics text with vLLM's metric names (counters, histograms with `_bucket`/`_sum`/`_count`,
+gauges), a family at a time so memory holds one instance's draws; the returned `Truth` holds
+what was drawn, so a test checks capplan's profile against the generator, never against capplan.
 `PromServer` backfills that file with `promtool tsdb create-blocks-from openmetrics` and runs
 `prometheus` on it (retention long enough to keep the past blocks), polling /-/ready.
 """
@@ -13,6 +14,7 @@ a test checks capplan's profile against the generator, never against capplan.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import time
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -64,10 +67,22 @@ class Truth:
         return self.start_epoch_s + n * self.step_s
 
 
-def rate_rps(t_epoch: np.ndarray, base_rps: float) -> np.ndarray:
-    """The diurnal rate: base x (1 + 0.6 sin) with its peak at 14:00 UTC."""
+def rate_rps(
+    t_epoch: np.ndarray,
+    base_rps: float,
+    *,
+    weekend: float = 1.0,
+    weekly_growth: float = 0.0,
+    start_epoch_s: float = 0.0,
+) -> np.ndarray:
+    """The rate: base x (1 + 0.6 sin) with its peak at 14:00 UTC, x `weekend` on Saturdays and
+    Sundays (UTC), x (1 + weekly_growth) per week since `start_epoch_s` (exponential growth)."""
     hour = (t_epoch % 86400) / 3600.0
-    return base_rps * (1.0 + 0.6 * np.sin(2 * np.pi * (hour - 8.0) / 24.0))
+    rate = base_rps * (1.0 + 0.6 * np.sin(2 * np.pi * (hour - 8.0) / 24.0))
+    weekday = (t_epoch // 86400 + 3) % 7  # 1970-01-01 was a Thursday: Monday is 0
+    rate = np.where(weekday >= 5, rate * weekend, rate)
+    weeks = (t_epoch - start_epoch_s) / (7 * 86400.0)
+    return rate * (1.0 + weekly_growth) ** weeks
 
 
 def _cumulative_buckets(
@@ -84,15 +99,47 @@ def _fmt(v: float) -> str:
     return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
-class _Writer:
-    def __init__(self, fh, times: np.ndarray) -> None:  # type: ignore[no-untyped-def]
-        self.fh, self.ts = fh, [str(int(t)) for t in times]
+class _Families:
+    """OpenMetrics output a family at a time: each family's series go to their own temporary
+    file as instances are drawn (memory holds one instance), joined under their TYPE lines at
+    the end (OpenMetrics wants a family's series together)."""
 
-    def series(self, name: str, labels: str, values: np.ndarray) -> None:
+    def __init__(self, path: Path, times: np.ndarray, slow_every: int) -> None:
+        self.path, self.dir = path, path.parent / (path.name + ".parts")
+        self.dir.mkdir(exist_ok=True)
+        self.ts = [str(int(t)) for t in times]
+        # Histograms and prefix counters every `slow_every` steps (their first and last
+        # samples kept): the reader reads them at hour bounds only.
+        keep = np.zeros(times.size, dtype=bool)
+        keep[::slow_every] = True
+        keep[-1] = True
+        self.slow = np.flatnonzero(keep)
+        self.slow_ts = [self.ts[i] for i in self.slow]
+        self.files: dict[str, TextIO] = {}
+        self.kinds: dict[str, str] = {}
+
+    def series(self, family: str, kind: str, name: str, labels: str, values: np.ndarray,
+               slow: bool) -> None:  # fmt: skip
+        if family not in self.files:
+            self.files[family] = (self.dir / f"{len(self.files)}.om").open("w")
+            self.kinds[family] = kind
+        ts = self.slow_ts if slow else self.ts
+        vals = values[self.slow] if slow else values
         prefix = f"{name}{{{labels}}} "
-        self.fh.write(
-            "".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(values, self.ts, strict=True))
+        self.files[family].write(
+            "".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(vals, ts, strict=True))
         )
+
+    def close(self) -> None:
+        with self.path.open("w") as out:
+            for family, fh in self.files.items():
+                fh.close()
+                out.write(f"# TYPE {family} {self.kinds[family]}\n")
+                with (self.dir / Path(fh.name).name).open() as part:
+                    shutil.copyfileobj(part, out)
+                (self.dir / Path(fh.name).name).unlink()
+            out.write("# EOF\n")
+        self.dir.rmdir()
 
 
 def generate(
@@ -105,62 +152,81 @@ def generate(
     end_epoch_s: int | None = None,
     rename: dict[str, str | None] | None = None,
     job: str = "vllm",
+    step_s: int = STEP_S,
+    weekend: float = 1.0,
+    weekly_growth: float = 0.0,
+    slow_every: int = 1,
+    restart: bool = True,
+    keep_requests: bool = True,
+    families: set[str] | None = None,
 ) -> Truth:
     """Write the OpenMetrics file and return the truth it was drawn from.
 
     The span ends at `end_epoch_s` (default END_EPOCH_S) and starts `days` earlier; scrapes at
-    every multiple of STEP_S.
-    `rename` maps vLLM's metric families to another engine's (None leaves one out), `job` is
-    the job label. The second instance restarts (every counter back to 0) a third of the way
-    through, in the middle of an hour (the hourly histogram reads must find it and read that
-    hour again).
+    every multiple of `step_s`; instance i's rate is rate_rps(base_rps x (1 + 0.25 i), weekend,
+    weekly_growth). `rename` maps vLLM's metric families to another engine's (None leaves one
+    out), `families` keeps only those vLLM families, `job` is the job label. With `restart` the
+    second instance restarts (every counter back to 0) a third of the way through, in the
+    middle of an hour (the hourly histogram reads must find it and read that hour again).
+    Histograms and prefix counters are written every `slow_every` scrapes (a divisor of an
+    hour's; no restart then: a restart between samples would lose counts). Without
+    `keep_requests` the truth keeps the counts per step but not every request's lengths.
     """
+    assert slow_every == 1 or not restart, "a restart between sparse samples loses counts"
     rng = np.random.default_rng(seed)
     end = end_epoch_s if end_epoch_s is not None else END_EPOCH_S
-    n = int(days * 86400) // STEP_S
-    start = end - n * STEP_S
-    # The sample at start + (j + 1) STEP_S counts steps 0..j; the one at start is the counters' 0.
-    times = start + STEP_S * np.arange(0, n + 1)
+    n = int(days * 86400) // step_s
+    start = end - n * step_s
+    # The sample at start + (j + 1) step_s counts steps 0..j; the one at start is the counters' 0.
+    times = start + step_s * np.arange(0, n + 1)
     names = [f"10.0.0.{i + 1}:8000" for i in range(instances)]
-    truth = Truth(start_epoch_s=start, step_s=STEP_S, instances=names, restart_step=RESTART_AT(n))
-    series: dict[str, list[tuple[str, str, np.ndarray]]] = {}
-    kinds: dict[str, str] = {}
+    truth = Truth(start_epoch_s=start, step_s=step_s, instances=names,
+                  restart_step=RESTART_AT(n) if restart else None)  # fmt: skip
+    out = _Families(path, times, slow_every)
 
-    def add(family: str, name: str, labels: str, values: np.ndarray, restart: bool) -> None:
+    def add(family: str, name: str, labels: str, values: np.ndarray, restarts: bool) -> None:
+        if families is not None and family not in families:
+            return
         if rename is not None and family in rename:
             new = rename[family]
             if new is None:
                 return
             family, name = new, new + name.removeprefix(family)
-        if restart:  # counters of a restarted process start again from 0
+        if restarts:  # counters of a restarted process start again from 0
             values = values.copy()
             at = RESTART_AT(n)
             values[at:] -= values[at - 1]
-        kinds[family] = (
-            "gauge" if not restart and name == family
-            else "histogram" if name != family + "_total" else "counter"
+        kind = (
+            "gauge" if name == family
+            else "counter" if name == family + "_total" else "histogram"
         )  # fmt: skip
-        values = np.concatenate(([values[0] if kinds[family] == "gauge" else 0], values))
-        series.setdefault(family, []).append((name, labels, values))
+        values = np.concatenate(([values[0] if kind == "gauge" else 0], values))
+        slow = kind == "histogram" or "prefix_cache" in family
+        out.series(family, kind, name, labels, values, slow and slow_every > 1)
 
     for i, inst in enumerate(names):
-        lam = rate_rps(times[1:] - STEP_S / 2, base_rps * (1 + 0.25 * i)) * STEP_S
+        lam = (
+            rate_rps(times[1:] - step_s / 2, base_rps * (1 + 0.25 * i), weekend=weekend,
+                     weekly_growth=weekly_growth, start_epoch_s=start)
+            * step_s
+        )  # fmt: skip
         counts = rng.poisson(lam)
         total = int(counts.sum())
         step_of = np.repeat(np.arange(n), counts)
         inp = np.maximum(1, rng.lognormal(*INPUT_LOGNORMAL, size=total).astype(np.int64))
-        out = np.maximum(1, rng.lognormal(*OUTPUT_LOGNORMAL, size=total).astype(np.int64))
-        load = (lam / STEP_S)[step_of] / (base_rps * 1.6)  # 0..1.x: TTFT grows with the load
+        out_len = np.maximum(1, rng.lognormal(*OUTPUT_LOGNORMAL, size=total).astype(np.int64))
+        load = (lam / step_s)[step_of] / (base_rps * 1.6)  # 0..1.x: TTFT grows with the load
         ttft = rng.lognormal(np.log(0.12 * (1 + 2 * load**3)), 0.5)
         tpot = rng.lognormal(np.log(0.03 * (1 + load)), 0.3)
-        e2e = ttft + tpot * (out - 1)
-        truth.counts[inst], truth.inputs[inst], truth.outputs[inst] = counts, inp, out
-        truth.ttft_s[inst] = ttft
+        e2e = ttft + tpot * (out_len - 1)
+        truth.counts[inst] = counts
+        if keep_requests:
+            truth.inputs[inst], truth.outputs[inst], truth.ttft_s[inst] = inp, out_len, ttft
         hits = np.round(inp * PREFIX_HIT_SHARE).astype(np.int64)
         truth.prefix_queries += int(inp.sum())
         truth.prefix_hits += int(hits.sum())
         lab = f'instance="{inst}",job="{job}",model_name="llama"'
-        rs = i == 1
+        rs = restart and i == 1
 
         def per_step(v: np.ndarray, step_of: np.ndarray = step_of) -> np.ndarray:
             return np.cumsum(np.bincount(step_of, weights=v, minlength=n))
@@ -168,32 +234,27 @@ def generate(
         add("vllm:request_success", "vllm:request_success_total",
             lab + ',finished_reason="stop"', np.cumsum(counts), rs)  # fmt: skip
         add("vllm:prompt_tokens", "vllm:prompt_tokens_total", lab, per_step(inp), rs)
-        add("vllm:generation_tokens", "vllm:generation_tokens_total", lab, per_step(out), rs)
+        add("vllm:generation_tokens", "vllm:generation_tokens_total", lab, per_step(out_len), rs)
         add("vllm:prefix_cache_queries", "vllm:prefix_cache_queries_total", lab, per_step(inp), rs)
         add("vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total", lab, per_step(hits), rs)
         for fam, vals, edges in (
             ("vllm:request_prompt_tokens", inp, LEN_EDGES),
-            ("vllm:request_generation_tokens", out, LEN_EDGES),
+            ("vllm:request_generation_tokens", out_len, LEN_EDGES),
             ("vllm:time_to_first_token_seconds", ttft, TTFT_EDGES_S),
             ("vllm:time_per_output_token_seconds", tpot, TPOT_EDGES_S),
             ("vllm:e2e_request_latency_seconds", e2e, E2E_EDGES_S),
         ):
+            if families is not None and fam not in families:
+                continue
             cum = _cumulative_buckets(vals.astype(float), step_of, edges, n)
             for j, le in enumerate([*map(_fmt, edges), "+Inf"]):
                 add(fam, fam + "_bucket", lab + f',le="{le}"', cum[:, j], rs)
             add(fam, fam + "_count", lab, cum[:, -1], rs)
             add(fam, fam + "_sum", lab, per_step(vals.astype(float)), rs)
-        running = rng.poisson(lam / STEP_S * 3.0)
+        running = rng.poisson(lam / step_s * 3.0)
         add("vllm:num_requests_running", "vllm:num_requests_running", lab, running, False)
         add("vllm:num_requests_waiting", "vllm:num_requests_waiting", lab, running // 10, False)
-
-    with path.open("w") as fh:
-        w = _Writer(fh, times)
-        for fam, items in series.items():
-            fh.write(f"# TYPE {fam} {kinds[fam]}\n")
-            for name, labels, values in items:
-                w.series(name, labels, values)
-        fh.write("# EOF\n")
+    out.close()
     return truth
 
 
@@ -237,9 +298,11 @@ class PromServer:
         self.data = workdir / "tsdb"
         self.data.mkdir(parents=True, exist_ok=True)
         if openmetrics is not None:
+            # Blocks of up to 31 days (a flag promtool hides): its default 2-hour blocks make
+            # a quarter 1,080 blocks, and the backfill about ten times slower.
             subprocess.run(
-                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics),
-                 str(self.data)],
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics",
+                 "--max-block-duration=744h", str(openmetrics), str(self.data)],
                 check=True, capture_output=True, timeout=300,
             )  # fmt: skip
         config_file = workdir / "prometheus.yml"

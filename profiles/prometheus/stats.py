@@ -77,7 +77,9 @@ def arrivals_from_steps(counts: np.ndarray, step_s: int, start_epoch_s: float) -
     if duration >= 86400:
         per_min = window_counts(counts, 60 // step_s)
         skip = int((start_epoch_s % 3600) // 60)
-        clock = clock_hours_of(np.concatenate((np.zeros(skip), per_min)), start_epoch_s, end)
+        clock = clock_hours_of(
+            np.concatenate((np.zeros(skip), per_min)), start_epoch_s, end, span_end=True
+        )
         per_hour = _by_clock(counts, step_s, start_epoch_s, 3600)
         hour = periodic_shape(per_hour, start_epoch_s, end, 3600.0, 24)
     if duration >= 7 * 86400:
