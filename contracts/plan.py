@@ -165,6 +165,41 @@ class Checks(_Model):
     fleet: FleetCheck | None = None
 
 
+class InstanceCapacity(_Model):
+    """What one instance carried in production while its observed latencies met the SLO."""
+
+    instance: str
+    carried_rps: float | None = Field(
+        description="highest window rate with every checked SLO percentile met (None: never met)"
+    )
+    carried_at: dict[str, float] = Field(
+        default_factory=dict, description="constraint -> observed value in that window (s)"
+    )
+    missed_min_rps: float | None = Field(
+        description="lowest window rate at which a checked percentile was missed (None: never)"
+    )
+    windows_met: int = Field(ge=0)
+    windows_missed: int = Field(ge=0)
+
+
+class ObservedCapacity(_Model):
+    """Observed capacity beside the load-tested limit (profiles read from Prometheus)."""
+
+    window_s: float = Field(description="length of the windows load and latency are read over")
+    checked: list[str] = Field(description="SLO constraints the metrics can check, e.g. ttft:p95")
+    unchecked: list[str] = Field(
+        description="SLO constraints the metrics cannot check (stat or metric not in them)"
+    )
+    instances: list[InstanceCapacity]
+    carried_rps: float | None = Field(
+        description="the highest carried rate over instances (req/s per instance)"
+    )
+    contradicts_limit: bool = Field(
+        description="some instance missed the SLO at a load below the load-tested limit"
+    )
+    sentence: str
+
+
 class Plan(_Model):
     """plan.json."""
 

@@ -32,6 +32,7 @@ from contracts.review import (
     ServiceReview,
 )
 from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
+from planner.capacity.observed import observed_capacity
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.certainty import (
     block_bootstrap_quantile,
@@ -41,7 +42,6 @@ from planner.review.certainty import (
 )
 from planner.review.config import ReviewSpec, ServiceSpec
 from planner.review.hourly import growth_trend, hourly_capacity, rule_count
-from planner.review.observed import observed_capacity
 from planner.review.risks import rank_risks, service_risks
 from planner.slo.spec import parse_slo
 from profiles.model import Profile, load_profile

@@ -12,7 +12,7 @@ bucket's interpolation.
 
 from __future__ import annotations
 
-from contracts.review import InstanceCapacity, ObservedCapacity
+from contracts.plan import InstanceCapacity, ObservedCapacity
 from planner.slo.spec import PercentileConstraint, Slo
 from profiles.model import ObservedWindows, Profile
 
