@@ -89,6 +89,9 @@ FINDINGS_EN: dict[str, str] = {
     "of the engine model at the limit, not measured",
     "note.kv_short": "the KV cache holds {capacity:,} tokens but the limit's concurrency needs "
     "{needed:,.0f}: requests will queue or be preempted; raise --tp or pick a larger GPU",
+    "note.observed_contradicts": "production contradicts the limit: an instance missed the SLO "
+    "from {missed:.2f} req/s ({minutes:g}-minute windows of its server's histograms), below the "
+    "load-tested {limit_rps:.2f} req/s",
     "note.fleet_no_slo": "fleet check skipped: no SLO (give --slo or a limit.json)",
     "note.fleet_slo_metrics": "fleet check skipped: the SLO names {missing}, which the fleet "
     "simulator does not produce (it yields {simulated})",

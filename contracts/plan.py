@@ -221,5 +221,10 @@ class Plan(_Model):
     note_findings: list[Finding] = Field(
         default_factory=list, description="the notes as keys and figures, in the same order"
     )
+    observed: ObservedCapacity | None = Field(
+        None,
+        description="what each instance carried in production while its server's latency met "
+        "the SLO, beside the limit (a profile read from Prometheus, with an SLO)",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

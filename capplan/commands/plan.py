@@ -255,6 +255,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"  {f.verdict}")
         if f.calibration:
             console.print(f"  calibration: {f.calibration}")
+    if plan.observed is not None:
+        console.print(f"observed in production: {plan.observed.sentence}")
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")

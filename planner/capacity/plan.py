@@ -39,6 +39,7 @@ from planner.capacity.arithmetic import (
     plan_scenario,
     sensitivity,
 )
+from planner.capacity.observed import observed_capacity
 from planner.capacity.queueing import instances_by_queueing
 from planner.engine import (
     EngineConfig,
@@ -324,6 +325,16 @@ def build_plan(
         cpu_cores_per_gpu=options.host_rule.cpu_cores_per_gpu,
         host_ram_per_gpu_memory=options.host_rule.host_ram_per_gpu_memory,
     )
+    observed = observed_capacity(profile, slo, limit_rps) if profile.groups else None
+    if observed is not None and observed.contradicts_limit:
+        missed = min(r.missed_min_rps for r in observed.instances if r.missed_min_rps is not None)
+        minutes = observed.window_s / 60
+        notes.append(
+            Finding(
+                key="note.observed_contradicts",
+                values={"missed": missed, "minutes": minutes, "limit_rps": limit_rps},
+            )
+        )
     sentence = _sentence(first, demand, config, options, price)
     plan = Plan(
         schema=PLAN_SCHEMA,
@@ -343,6 +354,7 @@ def build_plan(
         notes=[note.english() for note in notes],
         sentence_finding=sentence,
         note_findings=notes,
+        observed=observed,
     )
     return plan
 

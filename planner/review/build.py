@@ -26,13 +26,11 @@ from contracts.review import (
     FleetTotals,
     GpuPool,
     InputDigest,
-    ObservedCapacity,
     Review,
     ServiceChange,
     ServiceReview,
 )
 from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
-from planner.capacity.observed import observed_capacity
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.certainty import (
     block_bootstrap_quantile,
@@ -43,7 +41,6 @@ from planner.review.certainty import (
 from planner.review.config import ReviewSpec, ServiceSpec
 from planner.review.hourly import growth_trend, hourly_capacity, rule_count
 from planner.review.risks import rank_risks, service_risks
-from planner.slo.spec import parse_slo
 from profiles.model import Profile, load_profile
 
 WINDOW_SECONDS = {"1s": 1.0, "10s": 10.0, "60s": 60.0}
@@ -176,21 +173,10 @@ def build_service(
         hourly=hourly,
         trend=trend,
         risks=[],
-        observed=_observed(spec, profile, limit, first.per_instance_limit, first.unit),
+        observed=plan.observed,
         plan=plan,
     )
     return service.model_copy(update={"risks": service_risks(service, profile, limit)})
-
-
-def _observed(
-    spec: ServiceSpec, profile: Profile, limit: Limit, per_instance: float, unit: str
-) -> ObservedCapacity | None:
-    """Observed capacity per instance where the profile came from metrics (else None)."""
-    slo_text = spec.slo or limit.slo
-    if not slo_text or not profile.groups:
-        return None
-    limit_rps = per_instance if unit == "rps" else None
-    return observed_capacity(profile, parse_slo(slo_text), limit_rps)
 
 
 def gpu_pools(services: list[ServiceReview]) -> list[GpuPool]:

@@ -26,6 +26,10 @@ EN: dict[str, str] = {
         "Caution: in the fleet simulation {n} instances do not meet the SLO; "
         "see the fleet-simulation check."
     ),
+    "observed_warning": (
+        "Caution: production missed the SLO from {missed} per instance, below the load-tested "
+        "limit; see 'Observed capacity beside the load test'."
+    ),
     "fig_instances": "Instances",
     "fig_instances_value": "{n} ({load} for the load + {spare} spare)",
     "fig_gpus": "GPUs",
@@ -209,6 +213,23 @@ EN: dict[str, str] = {
     ),
     "limit_sentence_none": "No level met the SLO {slo}; the lowest level tried failed.",
     "limit_table": "Search levels",
+    "observed_heading": "Observed capacity beside the load test",
+    "observed_sentence": (
+        "In production the instances carried up to {carried} per instance while {checked} "
+        "held (the server's own histograms, {window}-minute windows); the load-tested limit "
+        "is {limit}."
+    ),
+    "observed_never": "No window met {checked} in production.",
+    "observed_missed": "Production missed the SLO from {missed}.",
+    "observed_contradicts": (
+        "Production missed the SLO from {missed}, below the measured limit: the limit is "
+        "contradicted."
+    ),
+    "obs_col_instance": "Instance",
+    "obs_col_carried": "Carried",
+    "obs_col_observed_at": "Observed there",
+    "obs_col_missed_from": "Missed from",
+    "obs_col_windows": "Windows met / missed",
     "limit_heading": "Per-instance SLO limit",
     "col_load": "Load",
     "col_verdict": "Verdict",

@@ -46,6 +46,8 @@ FINDINGS_ZH: dict[str, str] = {
     "上限，未经测量",
     "note.kv_short": "KV 缓存可容纳 {capacity:,} 个 token，而上限的并发需要 {needed:,.0f} 个："
     "请求将排队或被抢占；请提高 --tp 或选用更大的 GPU",
+    "note.observed_contradicts": "生产与上限矛盾：有实例在 {missed:.2f} req/s 时已未达 SLO"
+    "（服务器直方图的 {minutes:g} 分钟窗口），低于压测上限 {limit_rps:.2f} req/s",
     "note.fleet_no_slo": "已跳过机队检查：没有 SLO（请给出 --slo 或 limit.json）",
     "note.fleet_slo_metrics": "已跳过机队检查：SLO 中的 {missing} 机队模拟器不产生（它给出 "
     "{simulated}）",

@@ -22,6 +22,10 @@ ZH: dict[str, str] = {
     "fig_limit_value": "{value}({binding} 最先触限;{fail} 不达标)",
     "fig_limit_value_short": "{value}({binding} 最先触限)",
     "fleet_warning": "注意:集群仿真中 {n} 台实例不满足 SLO;见集群仿真验证。",
+    "observed_warning": (
+        "注意：生产中每实例 {missed} 起已未满足 SLO，低于压测上限；"
+        "见“生产中观测到的容量与压测上限对照”。"
+    ),
     "fig_instances": "实例数",
     "fig_instances_value": "{n}({load} 台承载负载 + {spare} 台备用)",
     "fig_gpus": "GPU 数",
@@ -190,6 +194,19 @@ ZH: dict[str, str] = {
     "limit_gap_wide": "搜索在达到容差前停止:上限介于 {value} 与 {fail} 之间(差距 {gap})。",
     "limit_sentence_none": "没有任何档位满足 SLO {slo};尝试的最低档位已不达标。",
     "limit_table": "搜索档位",
+    "observed_heading": "生产中观测到的容量与压测上限对照",
+    "observed_sentence": (
+        "生产中在 {checked} 满足时，每实例最高承载 {carried}（服务器自身的直方图，"
+        "{window} 分钟窗口）；压测上限为 {limit}。"
+    ),
+    "observed_never": "生产中没有窗口满足 {checked}。",
+    "observed_missed": "生产中从 {missed} 起未满足 SLO。",
+    "observed_contradicts": ("生产中从 {missed} 起未满足 SLO，低于测得的上限：该上限与生产矛盾。"),
+    "obs_col_instance": "实例",
+    "obs_col_carried": "承载",
+    "obs_col_observed_at": "该处观测值",
+    "obs_col_missed_from": "未满足起点",
+    "obs_col_windows": "满足 / 未满足窗口",
     "limit_heading": "单实例 SLO 上限",
     "col_load": "负载",
     "col_verdict": "判定",

@@ -36,9 +36,9 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         ctx.para(ctx.t("answer_heading"), styles.h2),
         ctx.para(ctx.answer_sentence(), styles.answer),
     ]
-    warning = ctx.fleet_warning()
-    if warning is not None:
-        out.append(ctx.para(warning, styles.warning))
+    for warning in (ctx.fleet_warning(), observed_warning(ctx)):
+        if warning is not None:
+            out.append(ctx.para(warning, styles.warning))
     out += [
         ctx.para(ctx.t("key_figures"), styles.h2),
         ctx.pairs(key_figures(ctx)),
@@ -47,6 +47,15 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         out += [ctx.para(ctx.t("compare_heading"), styles.h2), comparison(ctx, ctx.inputs.previous)]
     out += [ctx.para(ctx.t("risks_heading"), styles.h2), risks_table(ctx)]
     return out
+
+
+def observed_warning(ctx: ReportContext) -> str | None:
+    """A sentence when production missed the SLO below the load-tested limit."""
+    o = ctx.plan.observed
+    missed = [r.missed_min_rps for r in o.instances if r.missed_min_rps is not None] if o else []
+    if o is None or not o.contradicts_limit or not missed:
+        return None
+    return ctx.t("observed_warning", missed=ctx.words.load(min(missed), "rps"))
 
 
 def key_figures(ctx: ReportContext) -> list[tuple[str, str]]:

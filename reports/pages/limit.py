@@ -18,6 +18,7 @@ from contracts.limit import LimitLevel
 from reports import charts
 from reports.charts import GRAY, GREEN, ORANGE, RED, Axis
 from reports.layout import CONTENT_W, NoChart
+from reports.observed import observed_section
 from reports.pages.context import ReportContext
 
 
@@ -53,6 +54,10 @@ def page_limit(ctx: ReportContext) -> list[Flowable]:
         Spacer(1, 6),
         chart_recovery(ctx),
     ]
+    plan = ctx.inputs.plan
+    if plan.observed is not None:  # a profile read from Prometheus: production beside the test
+        first = plan.scenarios[0]
+        out += observed_section(plan.observed, first.per_instance_limit, first.unit, ctx)
     return out
 
 

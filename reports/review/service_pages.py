@@ -17,6 +17,7 @@ from reports.charts import NAVY, ORANGE, RED, Axis
 from reports.data import ReportInputs
 from reports.i18n.findings import finding_text, plan_sentence
 from reports.layout import CONTENT_W
+from reports.observed import observed_section
 from reports.pages.checks import page_checks
 from reports.pages.context import ReportContext
 from reports.pages.plan import page_plan
@@ -105,37 +106,9 @@ def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
 
 def _observed(s: ServiceReview, lay: Layout) -> list[Flowable]:
     """Observed capacity per instance beside the load-tested limit (profiles from metrics)."""
-    o = s.observed
-    if o is None:
+    if s.observed is None:
         return []
-    w = lay.words
-    checked = ", ".join(o.checked)
-    out: list[Flowable] = [lay.h2(lay.t("observed_heading"))]
-    if o.carried_rps is None:
-        text = lay.t("observed_never", checked=checked)
-    else:
-        text = lay.t(
-            "observed_sentence",
-            carried=w.load(o.carried_rps, "rps"),
-            checked=checked,
-            window=f"{o.window_s / 60:g}",
-            limit=w.load(s.per_instance_limit, s.unit),
-        )
-    missed = [r.missed_min_rps for r in o.instances if r.missed_min_rps is not None]
-    if missed:
-        key = "observed_contradicts" if o.contradicts_limit else "observed_missed"
-        text += " " + lay.t(key, missed=w.load(min(missed), "rps"))
-    out.append(lay.para(text))
-    rows = [[lay.t(k) for k in ("col_instance", "col_carried", "col_observed_at",
-                                 "col_missed_from", "col_windows")]]  # fmt: skip
-    for r in o.instances:
-        at = ", ".join(f"{k} {w.seconds(v)}" for k, v in r.carried_at.items())
-        rows.append(
-            [r.instance, w.load(r.carried_rps, "rps"), at or "–", w.load(r.missed_min_rps, "rps"),
-             f"{r.windows_met} / {r.windows_missed}"]
-        )  # fmt: skip
-    out.append(lay.grid(rows, [0.26, 0.16, 0.26, 0.16, 0.16]))
-    return out
+    return observed_section(s.observed, s.per_instance_limit, s.unit, lay)
 
 
 def baseline_pages(s: ServiceReview, profile: Profile, lay: Layout) -> list[Flowable]:

@@ -60,23 +60,6 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "count_method": "Method: {method}.",
         "trend_heading": "Growth from the data",
         "trend_none": "The logs span fewer than three full weeks: no trend fitted.",
-        "observed_heading": "Observed capacity beside the load test",
-        "observed_sentence": (
-            "In production the instances carried up to {carried} per instance while {checked} "
-            "held (the server's own histograms, {window}-minute windows); the load-tested limit "
-            "is {limit}."
-        ),
-        "observed_never": "No window met {checked} in production.",
-        "observed_missed": "Production missed the SLO from {missed}.",
-        "observed_contradicts": (
-            "Production missed the SLO from {missed}, below the measured limit: the limit is "
-            "contradicted."
-        ),
-        "col_instance": "Instance",
-        "col_carried": "Carried",
-        "col_observed_at": "Observed there",
-        "col_missed_from": "Missed from",
-        "col_windows": "Windows met / missed",
         "hourly_heading": "Capacity by hour of day",
         "hourly_none": "The profile spans less than a day: no capacity by hour.",
         "chart_hourly": "Instances needed per hour of day (UTC)",
@@ -151,21 +134,6 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "count_method": "方法：{method}。",
         "trend_heading": "来自数据的增长",
         "trend_none": "日志不足三个完整周：未拟合趋势。",
-        "observed_heading": "生产中观测到的容量与压测上限对照",
-        "observed_sentence": (
-            "生产中在 {checked} 满足时，每实例最高承载 {carried}（服务器自身的直方图，"
-            "{window} 分钟窗口）；压测上限为 {limit}。"
-        ),
-        "observed_never": "生产中没有窗口满足 {checked}。",
-        "observed_missed": "生产中从 {missed} 起未满足 SLO。",
-        "observed_contradicts": (
-            "生产中从 {missed} 起未满足 SLO，低于测得的上限：该上限与生产矛盾。"
-        ),
-        "col_instance": "实例",
-        "col_carried": "承载",
-        "col_observed_at": "该处观测值",
-        "col_missed_from": "未满足起点",
-        "col_windows": "满足 / 未满足窗口",
         "hourly_heading": "按小时的容量",
         "hourly_none": "画像不足一天：无按小时容量。",
         "chart_hourly": "每小时所需实例数（UTC）",

@@ -30,6 +30,7 @@ from bench.kit.prom_fleet import (
     generate,
     served,
 )
+from bench.kit.report_inputs import write_fixture
 from capplan.cli import app
 from profiles.arrivals import clock_hour_peaks
 from profiles.model import load_profile
@@ -194,6 +195,55 @@ def test_the_profile_plans(fleet: tuple[PromServer, Truth, Path], profiled: Path
     assert plan["instances"] == math.ceil(peak * 1.2 / 10 - 1e-9) + 1
 
 
+def _check_observed(rows: list[dict], truth: Truth) -> list[str]:  # type: ignore[type-arg]
+    """Each instance's observed capacity under ttft:p95<=1s against the truth: an hour meets it
+    when 95 % of its drawn TTFTs are at most 1 s (1 s is a bucket edge: the check is exact)."""
+    lines = []
+    for row in rows:
+        inst = row["instance"]
+        c = truth.counts[inst]
+        hour_of_request = np.repeat(np.arange(c.size), c) * STEP_S // 3600
+        share = np.bincount(hour_of_request, weights=truth.ttft_s[inst] <= 1.0) / np.bincount(
+            hour_of_request
+        )
+        rate = c.reshape(-1, 3600 // STEP_S).sum(axis=1) / 3600
+        met = share >= 0.95
+        assert row["windows_met"] == int(met.sum())
+        assert row["carried_rps"] == pytest.approx(rate[met].max(), abs=1e-6)
+        truth_missed = rate[~met].min() if (~met).any() else None
+        assert row["missed_min_rps"] == pytest.approx(truth_missed, abs=1e-6)
+        lines.append(f"{inst}: carried {row['carried_rps']:.3f} (truth {rate[met].max():.3f}), "
+                     f"missed from {row['missed_min_rps']} (truth {truth_missed})")  # fmt: skip
+    return lines
+
+
+def test_the_plan_and_the_baseline_report_show_observed_capacity(
+    fleet: tuple[PromServer, Truth, Path], profiled: Path
+) -> None:
+    """plan.json keeps what production carried beside the limit and notes the contradiction;
+    the capacity baseline's limit page shows it (a load-test run from the report fixture)."""
+    _, truth, root = fleet
+    plan_path = root / "observed-plan.json"
+    result = CliRunner().invoke(app, ["plan", "--profile", str(profiled), "--limit", "10rps",
+                                      "--slo", "ttft:p95<=1s", "-o", str(plan_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "observed in production: production carried" in result.output
+    plan = json.loads(plan_path.read_text())
+    _check_observed(plan["observed"]["instances"], truth)
+    assert plan["observed"]["contradicts_limit"] is True
+    assert [n["key"] for n in plan["note_findings"]].count("note.observed_contradicts") == 1
+    fx = write_fixture(root / "report-fixture")
+    out = root / "baseline.pdf"
+    args = ["--profile", str(profiled), "--run", str(fx.run_dir), "--plan", str(plan_path)]
+    result = CliRunner().invoke(app, ["report", *args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    pages = [" ".join(page.extract_text().split()) for page in PdfReader(out).pages]
+    assert "production missed the SLO from 3.65 req/s per instance" in pages[0]  # truth: 3.654
+    text = " ".join(pages)
+    assert "Observed capacity beside the load test" in text
+    assert "the limit is contradicted" in text and "production contradicts the limit" in text
+
+
 def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> None:
     server, truth, root = fleet
     review = {
@@ -226,22 +276,7 @@ def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> No
     # Observed capacity per instance, against the truth: an hour meets ttft:p95<=1s when 95 %
     # of its drawn TTFTs are at most 1 s (1 s is a bucket edge, so the check is exact).
     observed = service["observed"]
-    lines = []
-    for row in observed["instances"]:
-        inst = row["instance"]
-        c = truth.counts[inst]
-        hour_of_request = np.repeat(np.arange(c.size), c) * STEP_S // 3600
-        share = np.bincount(hour_of_request, weights=truth.ttft_s[inst] <= 1.0) / np.bincount(
-            hour_of_request
-        )
-        rate = c.reshape(-1, 3600 // STEP_S).sum(axis=1) / 3600
-        met = share >= 0.95
-        assert row["windows_met"] == int(met.sum())
-        assert row["carried_rps"] == pytest.approx(rate[met].max(), abs=1e-6)
-        truth_missed = rate[~met].min() if (~met).any() else None
-        assert row["missed_min_rps"] == pytest.approx(truth_missed, abs=1e-6)
-        lines.append(f"{inst}: carried {row['carried_rps']:.3f} (truth {rate[met].max():.3f}), "
-                     f"missed from {row['missed_min_rps']} (truth {truth_missed})")  # fmt: skip
+    lines = _check_observed(observed["instances"], truth)
     # The generator's second instance misses the SLO from about 3.66 req/s, far below the
     # 10 req/s limit given: the review flags the limit as contradicted by production.
     assert observed["contradicts_limit"] is True
