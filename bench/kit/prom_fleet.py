@@ -294,7 +294,13 @@ class PromServer:
     """A real Prometheus over a backfilled TSDB (`openmetrics`) or scraping what `config` names;
     stop() ends only the process it started."""
 
-    def __init__(self, openmetrics: Path | None, workdir: Path, config: str = "") -> None:
+    def __init__(
+        self,
+        openmetrics: Path | None,
+        workdir: Path,
+        config: str = "",
+        backfill_timeout_s: float = 300,
+    ) -> None:
         self.data = workdir / "tsdb"
         self.data.mkdir(parents=True, exist_ok=True)
         if openmetrics is not None:
@@ -303,7 +309,7 @@ class PromServer:
             subprocess.run(
                 ["promtool", "tsdb", "create-blocks-from", "openmetrics",
                  "--max-block-duration=744h", str(openmetrics), str(self.data)],
-                check=True, capture_output=True, timeout=300,
+                check=True, capture_output=True, timeout=backfill_timeout_s,
             )  # fmt: skip
         config_file = workdir / "prometheus.yml"
         config_file.write_text(config or "global:\n  scrape_interval: 15s\nscrape_configs: []\n")

@@ -1,10 +1,10 @@
 """Reading an engine's metrics from Prometheus into per-instance arrays, a chunk at a time.
 
-`read_metrics(client, engine_roles, selector, grid)` reads the request counter and the gauges
-at the step, chunk by chunk (each chunk's counter values become increases per step at once), and
-the histograms and prefix counters per hour (profiles.prometheus.windows), so memory holds the
-per-step request counts and gauges (one float per step per instance) and the histograms' hourly
-bucket increases, never a chunk's raw answer beyond its turn.
+`read_metrics(client, engine_roles, selector, grid)` reads the request counter at the step and
+the gauges once a minute, chunk by chunk (each chunk's counter values become increases per step
+at once), and the histograms and prefix counters per hour (profiles.prometheus.windows), so
+memory holds the per-step request counts, the gauges (one float per minute per instance) and
+the histograms' hourly bucket increases, never more than a few chunks' raw answers.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ from profiles.prometheus.windows import Windows, restarts, window_increases
 HISTOGRAM_ROLES = ("input_tokens", "output_tokens", "ttft", "tpot", "e2e")
 LATENCY_ROLES = ("ttft", "tpot", "e2e")
 WINDOW_S = 3600  # latency against load: per instance, per hour of the span
+# Gauges (running, waiting, the older engines' hit-rate) are sampled once a minute, not at every
+# step: their statistics over a span (mean, p50, p99, the largest sample) need no more, and at
+# 15 s they would be two thirds of a quarter's points.
+GAUGE_STEP_S = 60
 
 
 @dataclass
@@ -88,17 +92,24 @@ def read_metrics(
             ).items():
                 m = inst(instance_of(labels))
                 setattr(m, role, getattr(m, role) + float(inc.sum()))
+    every = max(1, round(GAUGE_STEP_S / grid.step_s))
+    gauge_grid = Grid(
+        start_s=grid.start_s,
+        step_s=grid.step_s * every,
+        points=(grid.points - 1) // every + 1,
+        chunk_points=grid.chunk_points,
+    )
     for role in ("running", "waiting", "prefix_hit_rate"):
         if role in roles:
             agg = "avg" if role == "prefix_hit_rate" else "sum"
             query = f"{agg} by (instance) ({roles[role]}{selector})"
-            for first, chunk in client.range_chunks(query, grid):
+            for first, chunk in client.range_chunks(query, gauge_grid):
                 for labels, vals in chunk.items():
                     m = inst(instance_of(labels))
                     if role == "prefix_hit_rate":
                         m.prefix_hit_rate.extend(vals[~np.isnan(vals)].tolist())
                         continue
-                    g = m.gauges.setdefault(role, np.full(grid.points, np.nan))
+                    g = m.gauges.setdefault(role, np.full(gauge_grid.points, np.nan))
                     g[first : first + vals.size] = vals
     return out
 
