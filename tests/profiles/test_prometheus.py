@@ -32,9 +32,11 @@ from bench.kit.prom_fleet import (
 )
 from bench.kit.report_inputs import write_fixture
 from capplan.cli import app
+from contracts.errors import InputError
 from profiles.arrivals import clock_hour_peaks
 from profiles.model import load_profile
 from profiles.prometheus.build import PromSource, build_prometheus_profile
+from profiles.prometheus.client import Grid, PromClient
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 pytestmark = NEEDS_PROMETHEUS
@@ -309,6 +311,19 @@ def test_bad_requests_give_one_line_and_exit_2(
     assert result.exit_code == 2, result.output
     assert expected in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_range_prometheus_refuses_names_the_server_and_its_reason(
+    fleet: tuple[PromServer, Truth, Path],
+) -> None:
+    """Prometheus refuses more than 11,000 points a series; the reader never asks for more
+    (10,000-step chunks), so the refusal is provoked through the client with longer chunks."""
+    server, truth, _ = fleet
+    grid = Grid(start_s=truth.start_epoch_s, step_s=1, points=20_000, chunk_points=20_000)
+    with pytest.raises(InputError) as err:
+        next(PromClient(server.url).range_chunks("vllm:num_requests_running", grid))
+    assert f"Prometheus at {server.url} refused query_range" in str(err.value)
+    assert "11,000 points" in str(err.value) or "11000 points" in str(err.value)
 
 
 def test_an_unreachable_server_gives_exit_2(tmp_path: Path) -> None:

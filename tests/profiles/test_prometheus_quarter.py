@@ -4,9 +4,9 @@
 The generator (bench/kit/prom_fleet.py) keeps every request it drew; each figure is checked
 against that truth within what the step (15 s) and the buckets allow, stated at each check.
 Only what a quarter adds to tests/profiles/test_prometheus.py is written: the request counter
-at every 15 s scrape, the length histograms once an hour (the reader reads histograms at hour
-bounds only; denser samples change Prometheus's storage, not what is read), no restart. About
-25 s to generate and backfill, once for the module.
+at every 15 s scrape, the length histograms and prefix-cache counters once an hour (the reader
+reads them at hour bounds only; denser samples change Prometheus's storage, not what is read),
+no restart. About 25 s to generate and backfill, once for the module.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ FAMILIES = {
     "vllm:request_success",
     "vllm:request_prompt_tokens",
     "vllm:request_generation_tokens",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
 }
 
 
@@ -92,6 +94,9 @@ def test_a_quarter_counts_peaks_and_clock_hours_exactly(
         i = int(np.searchsorted(LEN_EDGES, true, side="left"))
         assert LEN_EDGES[i - 1] <= getattr(p.lengths.input, f"p{q}") <= LEN_EDGES[i]
     assert p.lengths.input.mean == pytest.approx(inputs.mean(), rel=1e-9)
+    assert p.prefix.reported_cached_token_ratio == pytest.approx(
+        truth.prefix_hits / truth.prefix_queries, rel=1e-9
+    )
     print(f"\n{p.requests} requests over {DAYS} days; 60 s peak {per_min.max() / 60:.3f} req/s")
 
 
