@@ -8,7 +8,7 @@ role is one InputError that names what was expected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contracts.errors import InputError
 
@@ -48,28 +48,28 @@ _VLLM_LATENCY = {
     "e2e": ("vllm:e2e_request_latency_seconds",),
 }
 
+_VLLM = EngineMetrics(
+    kind="vllm",
+    requests=("vllm:request_success_total",),
+    input_tokens=("vllm:request_prompt_tokens",),
+    output_tokens=("vllm:request_generation_tokens",),
+    latency_s=_VLLM_LATENCY,
+    running=("vllm:num_requests_running",),
+    waiting=("vllm:num_requests_waiting",),
+    # earlier V1 releases named them vllm:gpu_prefix_cache_*
+    prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    marker="vllm:prefix_cache_queries_total",
+)
+
 ENGINES: dict[str, EngineMetrics] = {
-    "vllm": EngineMetrics(
-        kind="vllm",
-        requests=("vllm:request_success_total",),
-        input_tokens=("vllm:request_prompt_tokens",),
-        output_tokens=("vllm:request_generation_tokens",),
-        latency_s=_VLLM_LATENCY,
-        running=("vllm:num_requests_running",),
-        waiting=("vllm:num_requests_waiting",),
-        # earlier V1 releases named them vllm:gpu_prefix_cache_*
-        prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-        marker="vllm:prefix_cache_queries_total",
-    ),
-    "vllm-v0": EngineMetrics(
+    "vllm": _VLLM,
+    # V0 named everything alike but kept the prefix cache as a hit-rate gauge
+    "vllm-v0": replace(
+        _VLLM,
         kind="vllm-v0",
-        requests=("vllm:request_success_total",),
-        input_tokens=("vllm:request_prompt_tokens",),
-        output_tokens=("vllm:request_generation_tokens",),
-        latency_s=_VLLM_LATENCY,
-        running=("vllm:num_requests_running",),
-        waiting=("vllm:num_requests_waiting",),
+        prefix_queries=(),
+        prefix_hits=(),
         prefix_hit_rate=("vllm:gpu_prefix_cache_hit_rate",),
         marker="vllm:gpu_prefix_cache_hit_rate",
     ),
