@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -242,11 +243,12 @@ def fast_search(
         # Only a warm, chained level is compared with the long run: a chunk on an idle server
         # starts below it by design (the model replays the same cold start for the bias).
         settled = narrow and (not chained or _sampled_the_tail(conf, curve, z))
-        gap = _delay_gap(conf, z)
-        if settled and math.isinf(gap) and chunks < config.max_chunks:
-            continue  # the delays differ and their error is not known yet: measure on
-        if (settled or chunks >= config.max_chunks) and gap > 0:
+        delays = _delays_verdict(conf, z)
+        capped = chunks >= config.max_chunks
+        if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
             return done(f"model inadequate: {_delays_differ(conf, config)}", adequate=False)
+        if settled and delays == "unclear":
+            continue  # the delays' best estimate is off, not yet clearly: measure on
         if settled:
             return done("converged")
         if narrow and chunks < config.max_chunks:
@@ -344,7 +346,7 @@ def _paired(
     minus the model's long-run share without the correction; the model's own miss for the
     same request (NaN where either is unknown); per request, the measured delay minus the
     model's (NaN where the measured one is unknown) and how far the model's moves with the
-    load (`_delays_contradict`); and the warm-up cut."""
+    load (`_delays_verdict`); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -408,11 +410,12 @@ def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
     return True
 
 
-def _delay_gap(conf: Confirmation, z: float) -> float:
-    """How far (seconds) the server's mean delay at the level lies from the model's for the
-    same requests beyond how far the model's moves when they arrive `tolerance` faster or
-    slower, less `z` standard errors: above 0 the delays contradict the model; infinite when
-    the point estimate is beyond but its error not known yet.
+def _delays_verdict(conf: Confirmation, z: float) -> Literal["agree", "unclear", "differ"]:
+    """Whether the server's delays at the level agree with the model's: "agree" when their
+    mean difference for the same requests is within how far the model's mean on them moves
+    when they arrive `tolerance` faster or slower; "differ" when it is beyond that by more
+    than `z` standard errors; "unclear" between (or while its error is not known). The
+    search answers only on "agree" (it measures on while "unclear", up to its chunk cap).
 
     The miss bias cannot see a model that misstates the server's capacity where both miss
     almost nothing (a model with a quarter fewer slots, at its own low prediction: the
@@ -421,8 +424,10 @@ def _delay_gap(conf: Confirmation, z: float) -> float:
     load, rather than the long run's, keeps both sides to the busy periods the chunks held."""
     beyond = abs(conf.delay_bias_s) - conf.delay_moved_s
     if beyond <= 0:
-        return beyond
-    return beyond - z * conf.delay_se_s if math.isfinite(conf.delay_se_s) else math.inf
+        return "agree"
+    if beyond - z * conf.delay_se_s > 0:  # an unknown (infinite) error never differs
+        return "differ"
+    return "unclear"
 
 
 def _delays_differ(conf: Confirmation, config: FastConfig) -> str:
