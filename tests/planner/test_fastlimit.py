@@ -1,7 +1,7 @@
 """The fast limit search's parts (planner.limit.fast): the server model against an FCFS queue
-computed by other code, misses of load-test records, characterisation of a simulated slot
-server written apart from the model (bench/kit/sim_server.py), and the steady-state
-statistics against series whose answer is known."""
+computed by other code, misses and delays of load-test records, characterisation of a
+simulated slot server written apart from the model (bench/kit/sim_server.py), and the
+steady-state statistics against series whose answer is known."""
 
 from __future__ import annotations
 
@@ -13,9 +13,16 @@ import pytest
 
 from bench.kit.fast_driver import Driver
 from bench.kit.queue_truth import fcfs_waits
-from bench.kit.sim_server import ServerSpec
+from bench.kit.sim_server import ServerSpec, SimServer
 from planner.limit.fast.characterise import build_model, solo_costs, step_requests, summarise
-from planner.limit.fast.misses import measured_misses, targets, unsupported
+from planner.limit.fast.misses import (
+    measured_delays,
+    measured_misses,
+    model_delays,
+    model_misses,
+    targets,
+    unsupported,
+)
 from planner.limit.fast.model import ServerModel, serve
 from planner.limit.fast.stats import batch_means_se, mser5
 from planner.limit.fast.steps import Closed
@@ -82,6 +89,61 @@ def test_misses_count_failures_and_open_requests_past_the_threshold_only() -> No
     assert not only.known[2, 0]  # success only: the refusal is left out
     assert unsupported(parse_slo("ttft:mean<=1s")) is not None
     assert unsupported(slo) is None
+
+
+def test_delays_cap_the_slo_latency_and_know_an_open_request_once_past_the_cap() -> None:
+    slo = parse_slo("ttft:p95<=1s")  # capped at 4 s
+    records = _records([
+        {"sent_s": 0.0, "ttft_s": 0.5, "e2e_s": 2.0, "end_s": 2.0, "ok": True},
+        {"sent_s": 0.0, "ttft_s": 6.0, "e2e_s": 7.0, "end_s": 7.0, "ok": True},
+        {"sent_s": 1.0, "end_s": 1.1, "ok": False, "error_class": "refused"},
+        {"sent_s": 5.0, "ok": None},  # running 5 s at the read: past the cap
+        {"sent_s": 9.0, "ok": None},  # running 1 s: not known yet
+        {"sent_s": 9.5, "ttft_s": 0.3, "ok": None},  # streaming: its TTFT is known
+    ])  # fmt: skip
+    delays = measured_delays(records, slo, now_s=10.0)
+    assert delays.tolist()[:4] == [0.5, 4.0, 4.0, 4.0]
+    assert math.isnan(delays[4]) and delays[5] == pytest.approx(0.3)
+    only = measured_delays(records, parse_slo("ttft:p95<=1s", success_only=True), now_s=10.0)
+    assert math.isnan(only[2])  # success only: the refusal is left out
+    refusing = ServerModel(1, (0.1, 0.0), (0.1, 0.0), (1.0,), refuses=True)
+    served = serve(refusing, np.array([0.0, 0.05]), np.zeros(2), np.ones(2))
+    assert model_delays(served, slo).tolist() == pytest.approx([0.1, 4.0])
+
+
+def test_delays_show_slots_a_model_lacks_where_neither_side_misses() -> None:
+    """The gap of a model with a quarter fewer slots than the server, at its own limit
+    (docs/accuracy/limit.md): on a stretch of arrivals without a long queue neither misses
+    the SLO, so the miss bias is blind, but the server's delays are shorter than the model's
+    even with the model's load 5 % lower; a model with the right slots agrees with them."""
+    spec = ServerSpec(8, 0.05, 0.01, (32, 96))
+    slo = parse_slo("ttft:p95<=0.5s")
+    rng = np.random.default_rng(0)
+    arrival = np.cumsum(rng.exponential(1 / 6.2, 350))
+    tokens = spec.draw_tokens(rng, arrival.size)
+    server = SimServer(spec)
+    for rid, (t, n) in enumerate(zip(arrival.tolist(), tokens.tolist(), strict=True)):
+        server.advance(t)
+        server.arrive(rid, n)
+    server.drain()
+    records = server.records(list(range(arrival.size)))
+    measured = measured_delays(records, slo, now_s=server.now)
+    inputs, outputs = np.full(arrival.size, 100.0), tokens.astype(float)
+
+    def model(slots: int, load: float = 1.0) -> tuple[float, float]:
+        """(miss share, mean delay) of a model with `slots` on the arrivals at `load`."""
+        m = ServerModel(slots, (0.05, 0.0), (0.01, 0.01), (1.0,) * slots)
+        served = serve(m, arrival / load, inputs, outputs)
+        return float(model_misses(served, slo).miss.mean()), float(model_delays(served, slo).mean())
+
+    assert measured_misses(records, slo, now_s=server.now).miss.sum() == 0
+    few_miss, few_delay = model(6)
+    assert few_miss < 0.01  # a fifth of the share the SLO allows: no miss to compare
+    served = serve(ServerModel(6, (0.05, 0.0), (0.01, 0.01), (1.0,) * 6), arrival, inputs, outputs)
+    error = batch_means_se(measured - model_delays(served, slo))
+    assert error is not None
+    assert float(measured.mean()) + 1.645 * error < model(6, load=0.95)[1] < few_delay
+    assert model(8) == pytest.approx((0.0, float(measured.mean())))
 
 
 @pytest.mark.parametrize(

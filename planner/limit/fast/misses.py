@@ -22,6 +22,8 @@ import polars as pl
 from planner.limit.fast.model import Served, ServerModel, serve
 from planner.slo.spec import Slo
 
+DELAY_CAP = 4.0  # a delay counts up to this many times its threshold (`_delays`)
+
 
 @dataclass(frozen=True)
 class Target:
@@ -103,6 +105,20 @@ def measured_misses(records: pl.DataFrame, slo: Slo, *, now_s: float) -> Misses:
     ok, error_class; a null `ok` is a request still running). A running or censored request
     (error class `cancelled`) has its age as a lower bound of TTFT (until its first token)
     and of E2E, and no TPOT yet: pending."""
+    return _combine(slo, *_measured_values(records, now_s))
+
+
+def measured_delays(records: pl.DataFrame, slo: Slo, *, now_s: float) -> np.ndarray:
+    """Per request, the delay (`_delays`) of load-test records read at `now_s`: a pending
+    request's is known once its lower bound reached the cap, else NaN."""
+    return _delays(slo, *_measured_values(records, now_s))
+
+
+def _measured_values(
+    records: pl.DataFrame, now_s: float
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+    """(per-metric values, failed, per-metric pending) of load-test records read at `now_s`
+    (see `measured_misses`)."""
     n = records.height
     ok_col = records["ok"]
     running = ok_col.is_null().to_numpy()
@@ -124,7 +140,7 @@ def measured_misses(records: pl.DataFrame, slo: Slo, *, now_s: float) -> Misses:
         v = np.where(waiting, age if metric in ("ttft", "e2e") else np.nan, v)
         values[metric] = v
         pending[metric] = waiting
-    return _combine(slo, values, failed, pending)
+    return values, failed, pending
 
 
 def _column(records: pl.DataFrame, name: str) -> np.ndarray:
@@ -135,9 +151,48 @@ def _column(records: pl.DataFrame, name: str) -> np.ndarray:
 
 def model_misses(served: Served, slo: Slo) -> Misses:
     """Misses of the model's requests (all resolved)."""
+    return _combine(slo, *_model_values(served))
+
+
+def model_delays(served: Served, slo: Slo) -> np.ndarray:
+    """Per request, the delay (`_delays`) of the model's requests."""
+    return _delays(slo, *_model_values(served))
+
+
+def _model_values(
+    served: Served,
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
     values = {"ttft": served.ttft_s, "e2e": served.e2e_s, "tpot": served.tpot_s}
     none = np.zeros(served.refused.size, dtype=bool)
-    return _combine(slo, values, served.refused, dict.fromkeys(values, none))
+    return values, served.refused, dict.fromkeys(values, none)
+
+
+def delay_bound(slo: Slo) -> tuple[str, float] | None:
+    """The latency whose delay is compared (`_delays`): the SLO's first bound, as (metric,
+    threshold seconds); None for an SLO on errors alone."""
+    bounds = [(c.metric, c.threshold_s) for c in slo.percentiles]
+    bounds += [(t.metric, t.threshold_s) for t in slo.request_thresholds]
+    return bounds[0] if bounds else None
+
+
+def _delays(
+    slo: Slo, values: dict[str, np.ndarray], failed: np.ndarray, pending: dict[str, np.ndarray]
+) -> np.ndarray:
+    """Per request, its delay: the SLO's first latency capped at `DELAY_CAP` times the
+    threshold, a failure at the cap (left out, NaN, when the SLO counts successes only); for
+    an SLO on errors alone, 1 for a failure and 0 otherwise. Unlike a miss (0/1 past the
+    threshold), a delay moves with every queue, not only with the rare ones that cross the
+    threshold: below a model's knee, a server with more slots than it shows shorter delays
+    on the same arrivals although neither misses (Little's law: at the same throughput, fewer
+    in flight)."""
+    bound = delay_bound(slo)
+    if bound is None:
+        return np.where(pending["e2e"], np.nan, failed.astype(float))
+    metric, threshold = bound
+    cap = DELAY_CAP * threshold
+    value = np.minimum(values[metric], cap)  # NaN stays NaN: no value
+    value = np.where(pending[metric] & ~(value >= cap), np.nan, value)
+    return np.where(failed, np.nan if slo.success_only else cap, value)
 
 
 def share(m: Misses) -> np.ndarray:

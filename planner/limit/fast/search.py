@@ -19,16 +19,20 @@ simulated server. The phases:
    the limit is the corrected curve's root; a Newton step moves the next level there.
 5. Stop when the limit's interval (the bias's batch-means error and the model's own, at
    `confidence`) is within `half_width` of it; extend by chunks up to `max_chunks` a level.
-   When the bias moves the answer more than `inadequate_shift` from the model's, or the
-   levels do not settle in `max_moves`, the model is inadequate: the caller falls back to
-   the measured search (planner.limit.search), never to a guess.
+   When the bias moves the answer more than `inadequate_shift` from the model's, the
+   levels do not settle in `max_moves`, or the level's delays contradict the model's (the
+   server's mean capped SLO latency for the same requests further from the model's than a
+   `tolerance` change of load moves it: misses are rare events, delays show every queue),
+   the model is inadequate: the caller falls back to the measured search
+   (planner.limit.search), never to a guess.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -46,7 +50,10 @@ from planner.limit.fast.characterise import (
 )
 from planner.limit.fast.misses import (
     MissCurve,
+    delay_bound,
+    measured_delays,
     measured_misses,
+    model_delays,
     model_misses,
     share,
     targets,
@@ -181,8 +188,8 @@ def fast_search(
         confirm_s = taken.end_s - confirm_started
         interval = f"{conf.low:.4g}-{conf.high:.4g}" if math.isfinite(conf.high) else "not yet"
         note(f"level {rate:.4g} req/s, {conf.requests} requests compared: bias "
-             f"{', '.join(f'{b:+.3f}' for b in conf.bias)}; limit {conf.limit:.4g} req/s "
-             f"({interval})")  # fmt: skip
+             f"{', '.join(f'{b:+.3f}' for b in conf.bias)}, delay {conf.delay_bias_s:+.3g} s; "
+             f"limit {conf.limit:.4g} req/s ({interval})")  # fmt: skip
 
         def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
                  took_s: float = confirm_s) -> FastResult:  # fmt: skip
@@ -235,7 +242,14 @@ def fast_search(
         narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
         # Only a warm, chained level is compared with the long run: a chunk on an idle server
         # starts below it by design (the model replays the same cold start for the bias).
-        if narrow and (not chained or _sampled_the_tail(conf, curve, z)):
+        settled = narrow and (not chained or _sampled_the_tail(conf, curve, z))
+        delays = _delays_verdict(conf, z)
+        capped = chunks >= config.max_chunks
+        if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
+            return done(f"model inadequate: {_delays_differ(conf, config)}", adequate=False)
+        if settled and delays == "unclear":
+            continue  # the delays' best estimate is off, not yet clearly: measure on
+        if settled:
             return done("converged")
         if narrow and chunks < config.max_chunks:
             continue  # the level has not yet seen the busy periods that decide the tail
@@ -264,16 +278,14 @@ def _confirm(
     """The level at `rate` after its `chunks`-th chunk: the model replays each chain holding
     the level's requests from the chain's start."""
     count = len(targets(config.slo))
-    diffs: list[np.ndarray] = []
-    seens: list[np.ndarray] = []
-    cuts = 0
-    for chain_start, taken in chains:
-        d, seen, cut = _paired(config, curve, model, taken, chain_start, level_start, rate, rng)
-        diffs.append(d)
-        seens.append(seen)
-        cuts += cut
-    d_all = np.concatenate(diffs) if diffs else np.zeros((0, count))
-    seen_all = np.concatenate(seens) if seens else np.zeros((0, count))
+    pairs_of = [_paired(config, curve, model, taken, chain_start, level_start, rate, rng)
+                for chain_start, taken in chains]  # fmt: skip
+    cuts = sum(p.cut for p in pairs_of)
+    d_all = np.concatenate([p.diffs for p in pairs_of]) if pairs_of else np.zeros((0, count))
+    seen_all = np.concatenate([p.seen for p in pairs_of]) if pairs_of else np.zeros((0, count))
+    delays = np.concatenate([p.delays_s for p in pairs_of]) if pairs_of else np.zeros((0, 2))
+    delays = delays[~np.isnan(delays[:, 0])]
+    delay_se = batch_means_se(delays[:, 0])
     # the model's own miss share on the level's requests: a sample without the busy periods
     # its long run has says nothing yet about the tail
     sampled = tuple(float(np.nanmean(seen_all[:, j])) if seen_all.size else 0.0
@@ -301,7 +313,22 @@ def _confirm(
         low=curve.root(bias + z * se) if certain else 0.0,
         high=curve.root(bias - z * se) if certain else math.inf,
         sampled=sampled,
+        delay_bias_s=float(delays[:, 0].mean()) if delays.size else 0.0,
+        delay_se_s=math.inf if delay_se is None else delay_se,
+        delay_moved_s=float(delays[:, 1].mean()) if delays.size else 0.0,
     )
+
+
+@dataclass(frozen=True)
+class _Paired:
+    """One chain's pairs on the level (see `_paired`)."""
+
+    diffs: np.ndarray  # (requests, targets): measured miss - the model's, NaN where unknown
+    seen: np.ndarray  # (requests, targets): the model's own miss, NaN where unknown
+    # (requests, 2): measured delay - the model's (NaN where unknown); how far the model's
+    # moves when the arrivals come `tolerance` faster or slower (half the difference)
+    delays_s: np.ndarray
+    cut: int  # the warm-up MSER-5 cut
 
 
 def _paired(
@@ -313,11 +340,13 @@ def _paired(
     level_start: float,
     rate: float,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> _Paired:
     """Per request of the level in one chain (after MSER-5's warm-up) and per target: the
     measured miss minus the model's for the same request (NaN where either is unknown), or
     minus the model's long-run share without the correction; the model's own miss for the
-    same request (NaN where either is unknown); and the warm-up cut."""
+    same request (NaN where either is unknown); per request, the measured delay minus the
+    model's (NaN where the measured one is unknown) and how far the model's moves with the
+    load (`_delays_verdict`); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -350,7 +379,16 @@ def _paired(
         out[:, j] = np.where(known, d, np.nan)
         modelled_j = modelled.miss[keep, j].astype(float)
         seen[:, j] = np.where(measured.known[keep, j] & modelled.known[keep, j], modelled_j, np.nan)
-    return out, seen, cut
+    measured_delay = measured_delays(records, config.slo, now_s=taken.end_s)
+    loads = [
+        model_delays(serve(model, (sent - chain_start) / scale, inputs, outputs), config.slo)
+        for scale in (1.0 - config.tolerance, 1.0 + config.tolerance)
+    ]
+    delays = np.column_stack([
+        measured_delay - model_delays(served, config.slo),
+        np.where(np.isnan(measured_delay), np.nan, (loads[1] - loads[0]) / 2),
+    ])  # fmt: skip
+    return _Paired(diffs=out, seen=seen, delays_s=delays[keep], cut=cut)
 
 
 def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
@@ -370,6 +408,36 @@ def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
         if sampled < long_run[j] - z * sample_se:
             return False
     return True
+
+
+def _delays_verdict(conf: Confirmation, z: float) -> Literal["agree", "unclear", "differ"]:
+    """Whether the server's delays at the level agree with the model's: "agree" when their
+    mean difference for the same requests is within how far the model's mean on them moves
+    when they arrive `tolerance` faster or slower; "differ" when it is beyond that by more
+    than `z` standard errors; "unclear" between (or while its error is not known). The
+    search answers only on "agree" (it measures on while "unclear", up to its chunk cap).
+
+    The miss bias cannot see a model that misstates the server's capacity where both miss
+    almost nothing (a model with a quarter fewer slots, at its own low prediction: the
+    chunks held no queue long enough for a miss on either side), but the delays differ there
+    already: the model queues requests the server serves at once. Moving the same requests'
+    load, rather than the long run's, keeps both sides to the busy periods the chunks held."""
+    beyond = abs(conf.delay_bias_s) - conf.delay_moved_s
+    if beyond <= 0:
+        return "agree"
+    if beyond - z * conf.delay_se_s > 0:  # an unknown (infinite) error never differs
+        return "differ"
+    return "unclear"
+
+
+def _delays_differ(conf: Confirmation, config: FastConfig) -> str:
+    metric = (delay_bound(config.slo) or ("failure share", 0.0))[0]
+    error = f"+/- {conf.delay_se_s:.2g}" if math.isfinite(conf.delay_se_s) else "(error unknown)"
+    return (
+        f"for the same requests the server's mean {metric} (capped) is "
+        f"{conf.delay_bias_s:+.3g} s {error} off the model's, more than {config.tolerance:.0%} "
+        f"more or less load moves the model's ({conf.delay_moved_s:.3g} s)"
+    )
 
 
 def _with_model_spread(
@@ -436,10 +504,9 @@ def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
 def _warmup_series(records: pl.DataFrame, slo: Slo) -> np.ndarray:
     """The level's SLO latencies in send order, capped at four times the threshold (a
     failure or a request still running at the cap): what a warm-up inflates."""
-    bounds = [(c.metric, c.threshold_s) for c in slo.percentiles]
-    bounds += [(t.metric, t.threshold_s) for t in slo.request_thresholds]
-    if not bounds:
+    bound = delay_bound(slo)
+    if bound is None:
         return (~records["ok"].fill_null(True)).to_numpy().astype(float)
-    metric, threshold = bounds[0]
+    metric, threshold = bound
     values = records[f"{metric}_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
     return np.minimum(values, 4.0 * threshold)

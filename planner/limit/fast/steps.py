@@ -4,6 +4,7 @@ asks a driver to run (`Closed`, `Open`), what the driver sends back (`Taken`), i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import polars as pl
@@ -94,6 +95,12 @@ class Confirmation:
     high: float
     # per target, the model's own miss share on the level's requests (its replay)
     sampled: tuple[float, ...] = ()
+    # the server's delay minus the model's for the same requests (planner.limit.fast.misses
+    # `_delays`: the SLO's first latency, capped), its mean and batch-means error; and how
+    # much the model's mean delay on them moves when their load changes by `tolerance`
+    delay_bias_s: float = 0.0
+    delay_se_s: float = math.inf
+    delay_moved_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
