@@ -6,6 +6,7 @@ the real server)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -56,6 +57,11 @@ def test_the_fast_search_lands_on_the_truth_in_a_fraction_of_the_measured_time()
     assert alone.limit is not None and not 0.95 <= alone.limit / truth <= 1.05
 
 
+@pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="about 4 minutes (two searches that fall back to the measured search): set "
+    "CAPPLAN_LONG_TESTS=1; tests/planner/test_fastlimit.py checks the delay comparison itself",
+)
 @pytest.mark.parametrize("seed", [3, 6])
 def test_a_model_with_a_quarter_fewer_slots_falls_back_or_lands_in_the_band(seed: int) -> None:
     """Seeds on which the fast search converged at 0.695 of the truth with a model that has
