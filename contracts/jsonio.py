@@ -56,10 +56,15 @@ def write_atomic(path: Path, text: str) -> None:
 def write_model(path: Path, model: BaseModel, what: str = "") -> None:
     """Write `model` as indented JSON (by alias) to `path` atomically, making its folder;
     InputError '<path>: cannot write[ <what>] (<reason>)' when the file cannot be written."""
+    write_json_text(path, model.model_dump_json(by_alias=True, indent=2) + "\n", what)
+
+
+def write_json_text(path: Path, text: str, what: str = "") -> None:
+    """Write JSON `text` to `path` atomically, making its folder; InputError as write_model."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, model.model_dump_json(by_alias=True, indent=2) + "\n")
+        write_atomic(path, text)
     except OSError as err:
         named = f" {what}" if what else ""
         raise InputError(f"{path}: cannot write{named} ({err.strerror})") from err

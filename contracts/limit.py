@@ -11,8 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.errors import InputError
-from contracts.jsonio import read_json, validate, write_atomic
+from contracts.jsonio import read_json, validate, write_json_text
 
 LIMIT_SCHEMA = "capplan.limit/1"
 LIMIT_FILE = "limit.json"
@@ -213,8 +212,4 @@ def write_limit(result: LimitResult, path: Path) -> None:
     not pydantic's JSON: an interval open on one side keeps its bound as `Infinity`, which
     pydantic would write as null and then refuse to read back."""
     text = json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
-    except OSError as err:
-        raise InputError(f"{path}: cannot write limit ({err.strerror})") from err
+    write_json_text(path, text, "limit")
