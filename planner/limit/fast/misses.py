@@ -14,7 +14,9 @@ already past the threshold; unknown requests are left out on both sides of a com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -261,3 +263,37 @@ class MissCurve:
             else:
                 high = mid
         return low
+
+
+def delays_verdict(
+    bias_s: float, se_s: float, moved_s: float, z: float
+) -> Literal["agree", "unclear", "differ"]:
+    """Whether the server's delays at a level agree with the model's: "agree" when their
+    mean difference for the same requests (`bias_s`, batch-means error `se_s`) is within how
+    far the model's mean on them moves when they arrive `tolerance` faster or slower
+    (`moved_s`); "differ" when it is beyond that by more than `z` standard errors; "unclear"
+    between (or while its error is not known). The fast search answers only on "agree" (it
+    measures on while "unclear", up to its chunk cap).
+
+    The miss bias cannot see a model that misstates the server's capacity where both miss
+    almost nothing (a model with a quarter fewer slots, at its own low prediction: the
+    chunks held no queue long enough for a miss on either side), but the delays differ there
+    already: the model queues requests the server serves at once. Moving the same requests'
+    load, rather than the long run's, keeps both sides to the busy periods the chunks held."""
+    beyond = abs(bias_s) - moved_s
+    if beyond <= 0:
+        return "agree"
+    if beyond - z * se_s > 0:  # an unknown (infinite) error never differs
+        return "differ"
+    return "unclear"
+
+
+def delays_differ(slo: Slo, bias_s: float, se_s: float, moved_s: float, tolerance: float) -> str:
+    """Why a level's delays make the model inadequate, in one clause."""
+    metric = (delay_bound(slo) or ("failure share", 0.0))[0]
+    error = f"+/- {se_s:.2g}" if math.isfinite(se_s) else "(error unknown)"
+    return (
+        f"for the same requests the server's mean {metric} (capped) is {bias_s:+.3g} s "
+        f"{error} off the model's, more than {tolerance:.0%} more or less load moves the "
+        f"model's ({moved_s:.3g} s)"
+    )

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -49,8 +48,11 @@ from planner.limit.fast.characterise import (
     summarise,
 )
 from planner.limit.fast.misses import (
+    DELAY_CAP,
     MissCurve,
     delay_bound,
+    delays_differ,
+    delays_verdict,
     measured_delays,
     measured_misses,
     model_delays,
@@ -243,10 +245,12 @@ def fast_search(
         # Only a warm, chained level is compared with the long run: a chunk on an idle server
         # starts below it by design (the model replays the same cold start for the bias).
         settled = narrow and (not chained or _sampled_the_tail(conf, curve, z))
-        delays = _delays_verdict(conf, z)
+        delays = delays_verdict(conf.delay_bias_s, conf.delay_se_s, conf.delay_moved_s, z)
         capped = chunks >= config.max_chunks
         if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
-            return done(f"model inadequate: {_delays_differ(conf, config)}", adequate=False)
+            why = delays_differ(config.slo, conf.delay_bias_s, conf.delay_se_s,
+                                conf.delay_moved_s, config.tolerance)  # fmt: skip
+            return done(f"model inadequate: {why}", adequate=False)
         if settled and delays == "unclear":
             continue  # the delays' best estimate is off, not yet clearly: measure on
         if settled:
@@ -346,7 +350,7 @@ def _paired(
     minus the model's long-run share without the correction; the model's own miss for the
     same request (NaN where either is unknown); per request, the measured delay minus the
     model's (NaN where the measured one is unknown) and how far the model's moves with the
-    load (`_delays_verdict`); and the warm-up cut."""
+    load (misses.delays_verdict); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -408,36 +412,6 @@ def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
         if sampled < long_run[j] - z * sample_se:
             return False
     return True
-
-
-def _delays_verdict(conf: Confirmation, z: float) -> Literal["agree", "unclear", "differ"]:
-    """Whether the server's delays at the level agree with the model's: "agree" when their
-    mean difference for the same requests is within how far the model's mean on them moves
-    when they arrive `tolerance` faster or slower; "differ" when it is beyond that by more
-    than `z` standard errors; "unclear" between (or while its error is not known). The
-    search answers only on "agree" (it measures on while "unclear", up to its chunk cap).
-
-    The miss bias cannot see a model that misstates the server's capacity where both miss
-    almost nothing (a model with a quarter fewer slots, at its own low prediction: the
-    chunks held no queue long enough for a miss on either side), but the delays differ there
-    already: the model queues requests the server serves at once. Moving the same requests'
-    load, rather than the long run's, keeps both sides to the busy periods the chunks held."""
-    beyond = abs(conf.delay_bias_s) - conf.delay_moved_s
-    if beyond <= 0:
-        return "agree"
-    if beyond - z * conf.delay_se_s > 0:  # an unknown (infinite) error never differs
-        return "differ"
-    return "unclear"
-
-
-def _delays_differ(conf: Confirmation, config: FastConfig) -> str:
-    metric = (delay_bound(config.slo) or ("failure share", 0.0))[0]
-    error = f"+/- {conf.delay_se_s:.2g}" if math.isfinite(conf.delay_se_s) else "(error unknown)"
-    return (
-        f"for the same requests the server's mean {metric} (capped) is "
-        f"{conf.delay_bias_s:+.3g} s {error} off the model's, more than {config.tolerance:.0%} "
-        f"more or less load moves the model's ({conf.delay_moved_s:.3g} s)"
-    )
 
 
 def _with_model_spread(
@@ -509,4 +483,4 @@ def _warmup_series(records: pl.DataFrame, slo: Slo) -> np.ndarray:
         return (~records["ok"].fill_null(True)).to_numpy().astype(float)
     metric, threshold = bound
     values = records[f"{metric}_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
-    return np.minimum(values, 4.0 * threshold)
+    return np.minimum(values, DELAY_CAP * threshold)
