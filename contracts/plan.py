@@ -199,6 +199,12 @@ class ObservedCapacity(_Model):
     )
     sentence: str
 
+    @property
+    def missed_min_rps(self) -> float | None:
+        """The lowest rate at which any instance missed the SLO (None: none did)."""
+        missed = [r.missed_min_rps for r in self.instances if r.missed_min_rps is not None]
+        return min(missed) if missed else None
+
 
 class Plan(_Model):
     """plan.json."""

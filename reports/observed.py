@@ -27,10 +27,9 @@ def observed_section(o: ObservedCapacity, limit: float, unit: str, lay: Layout) 
             window=f"{o.window_s / 60:g}",
             limit=w.load(limit, unit),
         )
-    missed = [r.missed_min_rps for r in o.instances if r.missed_min_rps is not None]
-    if missed:
+    if o.missed_min_rps is not None:
         key = "observed_contradicts" if o.contradicts_limit else "observed_missed"
-        text += " " + w.t(key, missed=w.load(min(missed), "rps"))
+        text += " " + w.t(key, missed=w.load(o.missed_min_rps, "rps"))
     out.append(lay.para(text))
     columns = ("instance", "carried", "observed_at", "missed_from", "windows")
     rows = [[w.t(f"obs_col_{k}") for k in columns]]

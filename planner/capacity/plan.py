@@ -327,8 +327,7 @@ def build_plan(
     )
     observed = observed_capacity(profile, slo, limit_rps) if profile.groups else None
     if observed is not None and observed.contradicts_limit:
-        missed = min(r.missed_min_rps for r in observed.instances if r.missed_min_rps is not None)
-        minutes = observed.window_s / 60
+        missed, minutes = observed.missed_min_rps, observed.window_s / 60
         notes.append(
             Finding(
                 key="note.observed_contradicts",

@@ -55,9 +55,8 @@ def service_risks(s: ServiceReview, profile: Profile, limit: Limit) -> list[Risk
         )
     observed = s.observed
     if observed is not None and observed.contradicts_limit:
-        missed = min(r.missed_min_rps for r in observed.instances if r.missed_min_rps is not None)
         figures: dict[str, FindingValue] = {
-            "missed": missed,
+            "missed": observed.missed_min_rps,
             "minutes": observed.window_s / 60,
             "limit_rps": s.per_instance_limit,
         }

@@ -52,10 +52,9 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
 def observed_warning(ctx: ReportContext) -> str | None:
     """A sentence when production missed the SLO below the load-tested limit."""
     o = ctx.plan.observed
-    missed = [r.missed_min_rps for r in o.instances if r.missed_min_rps is not None] if o else []
-    if o is None or not o.contradicts_limit or not missed:
+    if o is None or not o.contradicts_limit or o.missed_min_rps is None:
         return None
-    return ctx.t("observed_warning", missed=ctx.words.load(min(missed), "rps"))
+    return ctx.t("observed_warning", missed=ctx.words.load(o.missed_min_rps, "rps"))
 
 
 def key_figures(ctx: ReportContext) -> list[tuple[str, str]]:
