@@ -113,41 +113,39 @@ def main() -> None:
     args = ap.parse_args()
     work = args.keep or Path(os.environ.get("TMPDIR", "/tmp")) / f"capplan-prom-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
-    marker = work / "truth.json"
+    state = work / "truth.json"  # what was generated, and whether the TSDB holds it yet
     om = work / "fleet.om"
     want = {"instances": args.instances, "days": args.days}
-    if marker.exists() and json.loads(marker.read_text())["want"] == want:
-        truth_info = json.loads(marker.read_text())
+    info = json.loads(state.read_text()) if state.exists() else {}
+    if info.get("want") != want or not (info.get("backfilled") or om.exists()):
+        shutil.rmtree(work / "tsdb", ignore_errors=True)
+        t0 = time.perf_counter()
+        truth = generate(
+            om, days=args.days, instances=args.instances, base_rps=0.2, restart=False,
+            slow_every=3600 // STEP_S, keep_requests=False,
+        )  # fmt: skip
+        info = {
+            "want": want,
+            "start": truth.start_epoch_s,
+            "end": truth.end_epoch_s,
+            "requests": int(sum(int(c.sum()) for c in truth.counts.values())),
+            "backfilled": False,
+        }
+        state.write_text(json.dumps(info))
+        print(f"generated {om.stat().st_size / 1e6:,.0f} MB of OpenMetrics in "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+    if info["backfilled"]:
         print(f"reusing the TSDB in {work}")
         server = PromServer(None, work)
-    else:
+    else:  # generated now, or by a run whose backfill did not finish
         shutil.rmtree(work / "tsdb", ignore_errors=True)
-        generated = work / "generated.json"
-        if om.exists() and generated.exists() and json.loads(generated.read_text())["want"] == want:
-            truth_info = json.loads(generated.read_text())  # a backfill that did not finish
-            print(f"reusing {om}")
-        else:
-            t0 = time.perf_counter()
-            truth = generate(
-                om, days=args.days, instances=args.instances, base_rps=0.2, restart=False,
-                slow_every=3600 // STEP_S, keep_requests=False,
-            )  # fmt: skip
-            truth_info = {
-                "want": want,
-                "start": truth.start_epoch_s,
-                "end": truth.end_epoch_s,
-                "requests": int(sum(int(c.sum()) for c in truth.counts.values())),
-            }
-            generated.write_text(json.dumps(truth_info))
-            print(f"generated {om.stat().st_size / 1e6:,.0f} MB of OpenMetrics in "
-                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
         t0 = time.perf_counter()
         server = PromServer(om, work, backfill_timeout_s=4 * 3600)
         print(f"promtool backfill and Prometheus start {time.perf_counter() - t0:.0f} s")
         om.unlink()
-        marker.write_text(json.dumps(truth_info))
+        state.write_text(json.dumps({**info, "backfilled": True}))
     try:
-        start, end = int(truth_info["start"]), int(truth_info["end"])
+        start, end = int(info["start"]), int(info["end"])
         steps = (end - start) // STEP_S
         print(f"{args.instances} instances x {args.days:g} days at {STEP_S} s: {steps:,} steps, "
               f"{_series_count(server.url):,} series")  # fmt: skip
@@ -163,7 +161,7 @@ def main() -> None:
             server.proc.pid,
         )  # fmt: skip
         profile = json.loads(out.read_text())
-        assert profile["requests"] == truth_info["requests"], "the profile lost requests"
+        assert profile["requests"] == info["requests"], "the profile lost requests"
         points = int(str(floor["stdout"]).strip())
         print(f"\n{'':32}{'wall s':>9}{'CPU s':>9}{'peak RSS MB':>13}{'Prometheus CPU s':>18}")
         for name, r in (("floor (fetch the dense series)", floor), ("capplan profile", prof)):

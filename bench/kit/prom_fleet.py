@@ -135,9 +135,10 @@ class _Families:
             for family, fh in self.files.items():
                 fh.close()
                 out.write(f"# TYPE {family} {self.kinds[family]}\n")
-                with (self.dir / Path(fh.name).name).open() as part:
-                    shutil.copyfileobj(part, out)
-                (self.dir / Path(fh.name).name).unlink()
+                part = Path(fh.name)
+                with part.open() as text:
+                    shutil.copyfileobj(text, out)
+                part.unlink()
             out.write("# EOF\n")
         self.dir.rmdir()
 
