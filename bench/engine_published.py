@@ -97,7 +97,7 @@ FITS = (
              workload="fixed 1000/1000$")),
     Fit("engines", "vllm@0.6", "seq_overhead_s", 1e-6, 1e-3,
         _row(source="lambda_v0", engine="steps=1$", metric="output tok/s")),
-    Fit("engines", "vllm@0.6", "frontend_s", 1e-4, 0.1,
+    Fit("engines", "vllm@0.6", "frontend_s_per_request", 1e-5, 0.02,
         _row(source="lambda_h100_8b_10", metric="TTFT p50")),
     Fit("engines", "vllm@0.5", "seq_overhead_s", 1e-6, 1e-3,
         _row(source="lambda_v0", engine="v0.5.4", metric="output tok/s")),

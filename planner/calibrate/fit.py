@@ -238,11 +238,15 @@ def _overheads(rest: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[float, f
 
 
 def frontend_s(config: EngineConfig, one_token_ttft_s: float) -> float:
-    """The front end's time: a one-token prompt's TTFT minus the model's step for it (>= 0)."""
-    return max(0.0, one_token_ttft_s - prefill_step_s(config, 1))
+    """The front end's delay: a one-token prompt's TTFT minus the model's step for it and
+    the profile's queued work for one request (>= 0)."""
+    queued = config.frontend_s_per_request + config.frontend_s_per_prompt_token
+    return max(0.0, one_token_ttft_s - prefill_step_s(config, 1) - queued)
 
 
 def predicted_ttft_s(config: EngineConfig, n: int) -> float:
     """The fitted model's TTFT of a single n-token request: front end plus its prefill step."""
-    front = config.frontend_s + config.frontend_s_per_prompt_token * n
+    front = (
+        config.frontend_s + config.frontend_s_per_request + config.frontend_s_per_prompt_token * n
+    )
     return front + prefill_step_s(config, n)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import InputError
 from planner.emulator.driver import EngineDriver, Stream
+from planner.emulator.frontend import FrontEndThread
 from planner.emulator.metrics import EmulatorMetrics
 from planner.emulator.protocol import (
     ChunkWriter,
@@ -94,7 +95,7 @@ class EmulatorServer:
         self.keep_timelines = keep_timelines
         # The front end's time is waited out for real before a request reaches the engine.
         self.engine = Engine(config, charge_frontend=False)
-        self._tokeniser = asyncio.Lock()
+        self._front = FrontEndThread(config, speed)
         self.driver = EngineDriver(
             self.engine,
             speed=speed,
@@ -208,7 +209,7 @@ class EmulatorServer:
         try:
             parsed, target, finish_reason = await self._parse(request, kind)
             self._injected_rejection()
-            await self._front_end(parsed.prompt_tokens)
+            await self._front.pass_through(parsed.prompt_tokens)
             s = self._enqueue(kind, parsed, target, received_s)
         except RequestRejected as err:
             return self._error(err)
@@ -236,18 +237,6 @@ class EmulatorServer:
             self.driver.streams.pop(s.rid, None)
             if not self.keep_timelines:
                 self.engine.forget(s.rid)
-
-    async def _front_end(self, prompt_tokens: int) -> None:
-        """Spend the engine profile's front-end time as the engine model charges it
-        (planner.engine.frontend): tokenisation one request at a time, then a delay every
-        request pays in parallel (HTTP, hand-over)."""
-        c = self.config
-        speed = self.driver.speed
-        if c.frontend_s_per_prompt_token > 0:
-            async with self._tokeniser:
-                await asyncio.sleep(c.frontend_s_per_prompt_token * prompt_tokens / speed)
-        if c.frontend_s > 0:
-            await asyncio.sleep(c.frontend_s / speed)
 
     async def _parse(self, request: web.Request, kind: Kind) -> tuple[ParsedRequest, int, str]:
         """The request, its output length and finish reason; RequestRejected when invalid."""

@@ -40,6 +40,7 @@ _FITTED_FIELDS = (
     "step_overhead_s",
     "seq_overhead_s",
     "frontend_s",
+    "frontend_s_per_request",
     "tp_link_efficiency",
     "tp_hop_latency_s",
     "tp_shard_efficiency",

@@ -59,7 +59,11 @@ class Engine:
         self.config = config
         self._token_events = token_events
         # The front end, unless the caller spends it for real (the emulator waits it out).
-        charged = config.frontend_s > 0 or config.frontend_s_per_prompt_token > 0
+        charged = (
+            config.frontend_s > 0
+            or config.frontend_s_per_prompt_token > 0
+            or config.frontend_s_per_request > 0
+        )
         self._frontend = FrontEnd(config) if charge_frontend and charged else None
         self._prefill_first = config.prefill_first
         self._group = config.scheduler_steps

@@ -53,6 +53,8 @@ class EngineProfile:
     seq_overhead_s: float = 40e-6
     frontend_s: float = 5e-3
     frontend_s_per_prompt_token: float = 2e-6
+    frontend_s_per_request: float = 0.0
+    frontend_handover: str = "each"
     sources: tuple[str, ...] = ()
 
     def batched_tokens(self, max_model_len: int) -> int:
@@ -87,6 +89,8 @@ class EngineProfile:
             "seq_overhead_s": self.seq_overhead_s,
             "frontend_s": self.frontend_s,
             "frontend_s_per_prompt_token": self.frontend_s_per_prompt_token,
+            "frontend_s_per_request": self.frontend_s_per_request,
+            "frontend_handover": self.frontend_handover,
         }
 
 
@@ -110,6 +114,8 @@ _VLLM_06 = EngineProfile(
     max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=190e-6,
+    frontend_s_per_request=3e-3,
+    frontend_handover="round",
     sources=(
         "vLLM 0.6 V0 scheduler without chunked prefill: waiting prompts are prefilled in a "
         "step of their own before running decodes continue (vllm/core/scheduler.py "
@@ -127,6 +133,13 @@ _VLLM_06 = EngineProfile(
         "amortises it over several decode steps",
         "seq_overhead_s fitted by bench/engine_published.py --fit on LambdaLabsML's "
         "'vLLM v0.6.0 steps=1' throughput row (benchmark_v0.md)",
+        "front end: the OpenAI API server is one asyncio event loop; requests that arrive "
+        "together are worked one after another and handed to the engine together "
+        "(frontend_handover round). LambdaLabsML/vllm-benchmark's per-request TTFTs of 160 "
+        "requests at once (results/prompt_160, 1xH100 and 1xA100, Llama-3-8B): none before "
+        "0.57 s (H100) and 0.91 s (A100), then clusters one 2048-token prefill step apart "
+        "(about 50 and 125 ms); frontend_s_per_request fitted by bench/engine_published.py "
+        "--fit on the 10-requests-at-once H100 TTFT p50 row",
     ),
 )
 
@@ -137,6 +150,8 @@ _VLLM_05 = EngineProfile(
     max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=250e-6,
+    frontend_s_per_request=3e-3,
+    frontend_handover="round",
     sources=(
         "as vllm@0.6 (prefill-first, the V0 token budget max(max_model_len, 2048) without "
         "chunked prefill), before its CPU optimisations; seq_overhead_s fitted by "

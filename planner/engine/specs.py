@@ -151,6 +151,18 @@ class EngineConfig(BaseModel):
     frontend_s_per_prompt_token: float = Field(
         0.0, ge=0.0, description="tokenisation time per prompt token, queued in one thread"
     )
+    frontend_s_per_request: float = Field(
+        0.0,
+        ge=0.0,
+        description="API-server CPU time per request (parsing, chat template, sampling "
+        "parameters), queued in the same thread as tokenisation",
+    )
+    frontend_handover: Literal["each", "round"] = Field(
+        "each",
+        description="each: a request reaches the scheduler as soon as its own front-end work "
+        "is done; round: an event loop takes every request waiting when it wakes, works them "
+        "one after another and hands them over together at the end (vLLM 0.5/0.6's API server)",
+    )
     scheduler_steps: int = Field(
         1, ge=1, le=64, description="decode steps per scheduler call (vLLM multi-step)"
     )

@@ -20,7 +20,11 @@ from profiles.tokenize import chained_block_hashes
 
 # The scheduler's own behaviour, without the front-end queue in front of it
 # (tests/engine/test_engine_profiles.py covers that).
-NO_FRONT_END = {"frontend_s": 0.0, "frontend_s_per_prompt_token": 0.0}
+NO_FRONT_END = {
+    "frontend_s": 0.0,
+    "frontend_s_per_prompt_token": 0.0,
+    "frontend_s_per_request": 0.0,
+}
 
 
 def _h100(**overrides: Any) -> EngineConfig:

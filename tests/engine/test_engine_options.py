@@ -20,7 +20,11 @@ from planner.engine import (
 
 def _h100(**overrides: Any) -> EngineConfig:
     # The scheduler's options alone: no front end in front of it.
-    no_front_end = {"frontend_s": 0.0, "frontend_s_per_prompt_token": 0.0}
+    no_front_end = {
+        "frontend_s": 0.0,
+        "frontend_s_per_prompt_token": 0.0,
+        "frontend_s_per_request": 0.0,
+    }
     return build_engine_config("H100-80GB", "llama-3.1-8b", **{**no_front_end, **overrides})
 
 

@@ -19,7 +19,11 @@ from planner.engine import (
     weight_bytes,
 )
 
-NO_FRONT_END = {"frontend_s": 0.0, "frontend_s_per_prompt_token": 0.0}
+NO_FRONT_END = {
+    "frontend_s": 0.0,
+    "frontend_s_per_prompt_token": 0.0,
+    "frontend_s_per_request": 0.0,
+}
 
 
 def _cfg(gpu: str = "H100-80GB", engine: str = "vllm", **kw: Any) -> EngineConfig:
@@ -95,6 +99,36 @@ def test_front_end_queues_tokenisation_and_delays_every_request() -> None:
     alone = simulate(_reqs(1, 100, 4), _cfg(**NO_FRONT_END))[0].ttft_s
     delayed = simulate(_reqs(1, 100, 4), delay)[0].ttft_s
     assert alone is not None and delayed == pytest.approx(alone + 0.005, rel=1e-6)
+
+
+def test_round_hand_over_releases_a_burst_together_and_a_trickle_one_by_one() -> None:
+    """An API server that works requests in event-loop rounds (vLLM 0.6): ten requests at
+    once are worked one after another (10 ms each) and handed over together at 100 ms;
+    with hand-over `each` the k-th leaves at k x 10 ms. Requests 50 ms apart leave after
+    their own 10 ms in both. A request arriving while a round is worked waits for the next
+    round, which takes everyone waiting when it starts. Fails if a round hands over before
+    its end, or if `each` waits for the burst."""
+    front = {
+        "frontend_s": 0.005,
+        "frontend_s_per_prompt_token": 0.0,
+        "frontend_s_per_request": 0.01,
+    }
+    rounds = _cfg(engine="vllm@0.6", **front)
+    assert rounds.frontend_handover == "round"
+    each = rounds.model_copy(update={"frontend_handover": "each"})
+    burst = _reqs(10, 100, 4)
+    assert [round(t.frontend_s, 9) for t in simulate(burst, rounds)] == [0.105] * 10
+    assert [round(t.frontend_s, 9) for t in simulate(burst, each)] == [
+        round(k * 0.01 + 0.005, 9) for k in range(1, 11)
+    ]
+    for config in (rounds, each):
+        trickle = simulate(_reqs(5, 100, 4, gap_s=0.05), config)
+        assert [round(t.frontend_s, 9) for t in trickle] == [0.015] * 5
+    # r0 starts a round alone (0-10 ms); r1 (1 ms) and r2 (2 ms) wait for the next round,
+    # which starts at 10 ms and ends at 30 ms.
+    late = [EngineRequest(f"r{i}", 100, 4, i * 0.001) for i in range(3)]
+    got = [round(t.frontend_s, 9) for t in simulate(late, rounds)]
+    assert got == [0.015, round(0.035 - 0.001, 9), round(0.035 - 0.002, 9)]
 
 
 def test_prefill_first_stops_decodes_for_a_new_prompt() -> None:
