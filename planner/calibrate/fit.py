@@ -8,11 +8,16 @@ simulation:
   the mbu that prices the memory-bound short prompts (and, where the GPU spec names a
   separate attention rate, that rate: a CPU's attention reaches a fraction of its GEMM
   rate) over coarse-to-fine log grids, the intercept c0 in closed form at each point.
-- decode (b concurrent streams at context c): step(b, c) = roofline(b decodes) +
-  step_overhead_s + b x seq_overhead_s. Fitted: `mbu` over a log grid, the two overheads by
-  non-negative least squares at each grid point, the prefill's mfu held fixed; a one-token
-  prompt's TTFT minus the prefill intercept is the bare one-token step, which separates
-  mbu from the step overhead (both are fixed costs of a decode step).
+- decode (b concurrent streams at context c): step(b, c) = roofline(b decodes, their
+  attention left out) + step_overhead_s + b x seq_overhead_s + b (c + 1) x
+  decode_attention_s_per_pair. Fitted: `mbu` over a log grid, the two overheads and the
+  decode attention's cost per (query, key) pair by non-negative least squares at each grid
+  point, the prefill's mfu held fixed; a one-token prompt's TTFT minus the prefill
+  intercept is the bare one-token step, which separates mbu from the step overhead (both
+  are fixed costs of a decode step). Decode attention has its own cost because one query
+  at a time runs far below the batched prefill's attention rate on a CPU (llama.cpp here:
+  1.7-5.4 us a pair against 0.4-0.7 us), so a model with one attention rate misdraws
+  decode at long contexts.
 - front end: the TTFT of a one-token prompt minus the fitted model's step for it.
 Errors are relative (a 10 ms and a 1 s probe weigh alike).
 """
@@ -25,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import nnls
 
 from planner.engine import EngineConfig
 from planner.engine.roofline import Roofline
@@ -68,6 +74,7 @@ class DecodeFit:
     mbu_identified: bool
     step_overhead_s: float
     seq_overhead_s: float
+    decode_attention_s_per_pair: float
     rms_rel_error: float
 
 
@@ -91,8 +98,8 @@ def prefill_step_s(config: EngineConfig, n: int) -> float:
 
 def decode_step_s(config: EngineConfig, batch: int, context: float) -> float:
     """One decode step of `batch` sequences at `context` tokens each, overheads included."""
-    per_seq = context + 1
-    return Roofline(config).step_time_s(batch, batch * per_seq, round(batch * per_seq), batch)
+    pairs = batch * (context + 1)
+    return Roofline(config).step_time_s(batch, pairs, round(pairs), batch, decode_pairs=pairs)
 
 
 def fit_prefill(config: EngineConfig, points: Sequence[PrefillPoint]) -> PrefillFit:
@@ -175,7 +182,8 @@ def _intercept(y: np.ndarray, core: np.ndarray) -> tuple[float, float]:
 def fit_decode(
     config: EngineConfig, points: Sequence[DecodePoint], one_token_core_s: float | None = None
 ) -> DecodeFit:
-    """mbu, step_overhead_s and seq_overhead_s from decode step times (mfu from `config`).
+    """mbu, step_overhead_s, seq_overhead_s and decode_attention_s_per_pair from decode step
+    times (mfu from `config`).
 
     A decode step's fixed part is weights / (bandwidth x mbu) + step_overhead_s: decode
     probes alone cannot tell them apart. `one_token_core_s`, a one-token prompt's TTFT minus
@@ -187,20 +195,23 @@ def fit_decode(
     if len({p.batch for p in points}) < 2:
         raise ValueError("the decode fit needs at least two batch sizes")
     y = np.array([p.step_s for p in points])
-    b = np.array([float(p.batch) for p in points])
+    columns = np.array([[1.0, p.batch, p.batch * (p.context_tokens + 1)] for p in points])
     anchor = one_token_core_s if one_token_core_s and one_token_core_s > 0 else None
-    fits = [_decode_at(_bare(config, mbu=float(mbu)), points, y, b, anchor) for mbu in MBU_GRID]
+    fits = [
+        _decode_at(_bare(config, mbu=float(mbu)), points, y, columns, anchor) for mbu in MBU_GRID
+    ]
     errors = np.array([f[0] for f in fits])
     identified = float(errors.max() - errors.min()) > FLAT
     if identified:
-        err, mbu, step, seq = min(fits)
+        err, mbu, costs = min(fits, key=lambda f: f[0])
     else:
-        err, mbu, step, seq = _decode_at(_bare(config), points, y, b, anchor)
+        err, mbu, costs = _decode_at(_bare(config), points, y, columns, anchor)
     return DecodeFit(
         mbu=mbu,
         mbu_identified=identified,
-        step_overhead_s=step,
-        seq_overhead_s=seq,
+        step_overhead_s=float(costs[0]),
+        seq_overhead_s=float(costs[1]),
+        decode_attention_s_per_pair=float(costs[2]),
         rms_rel_error=err,
     )
 
@@ -209,32 +220,19 @@ def _decode_at(
     cfg: EngineConfig,
     points: Sequence[DecodePoint],
     y: np.ndarray,
-    b: np.ndarray,
+    columns: np.ndarray,
     anchor: float | None,
-) -> tuple[float, float, float, float]:
-    """(RMS relative error, mbu, step overhead, per-sequence overhead) at cfg's mbu."""
-    core = np.array([decode_step_s(cfg, p.batch, p.context_tokens) for p in points])
-    step, seq = _overheads(y - core, b, y)
-    rel = list((core + step + seq * b - y) / y)
+) -> tuple[float, float, np.ndarray]:
+    """(RMS relative error, mbu, [step overhead, per-sequence overhead, per decode pair]) at
+    cfg's mbu: the three costs by non-negative least squares in relative error."""
+    bare = cfg.model_copy(update={"decode_attention_s_per_pair": 0.0})
+    core = np.array([decode_step_s(bare, p.batch, p.context_tokens) for p in points])
+    w = 1.0 / y
+    costs, _ = nnls(columns * w[:, None], (y - core) * w)
+    rel = list((core + columns @ costs - y) / y)
     if anchor is not None:
         rel.append((prefill_step_s(cfg, 1) - anchor) / anchor)
-    return float(np.sqrt(np.mean(np.square(rel)))), cfg.mbu, step, seq
-
-
-def _overheads(rest: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Non-negative (s, q) minimising sum(((s + q b - rest) / y)^2)."""
-    w = 1.0 / y
-    a = np.column_stack([w, b * w])
-    t = rest * w
-    s, q = np.linalg.lstsq(a, t, rcond=None)[0]
-    if s >= 0 and q >= 0:
-        return float(s), float(q)
-    # One of them at zero: the better of the two one-column fits.
-    s_only = max(0.0, float(np.sum(t * w) / np.sum(w * w)))
-    q_only = max(0.0, float(np.sum(t * b * w) / np.sum((b * w) ** 2)))
-    err_s = float(np.sum((s_only * w - t) ** 2))
-    err_q = float(np.sum((q_only * b * w - t) ** 2))
-    return (s_only, 0.0) if err_s <= err_q else (0.0, q_only)
+    return float(np.sqrt(np.mean(np.square(rel)))), cfg.mbu, costs
 
 
 def frontend_s(config: EngineConfig, one_token_ttft_s: float) -> float:

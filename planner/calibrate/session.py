@@ -142,6 +142,7 @@ def fit_measured(
     for key, value in (
         ("step_overhead_s", d.step_overhead_s),
         ("seq_overhead_s", d.seq_overhead_s),
+        ("decode_attention_s_per_pair", d.decode_attention_s_per_pair),
     ):
         factors[key] = Factor(value=value, source=f"decode fit on {names('decode')}")
     fitted = with_attention(

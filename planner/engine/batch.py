@@ -57,8 +57,9 @@ class LiveRequest:
 class StepBatch:
     """What one step schedules, in order: (request, new tokens, verified positions: more than
     new for a speculative decode); the token budget left; the roofline's inputs (tokens,
-    attention pairs, KV tokens read, speculative decodes and their extra sampled positions,
-    prompt tokens); the step's events so far; whether it preempted."""
+    attention pairs and those of single-query decodes among them, KV tokens read,
+    speculative decodes and their extra sampled positions, prompt tokens); the step's events
+    so far; whether it preempted."""
 
     __slots__ = (
         "scheduled",
@@ -67,6 +68,7 @@ class StepBatch:
         "preempted",
         "tokens",
         "attn_pairs",
+        "decode_pairs",
         "kv_read_tokens",
         "drafts",
         "sampled",
@@ -78,7 +80,7 @@ class StepBatch:
         self.events: list[TokenEvent] = []
         self.budget = budget_tokens
         self.preempted = False
-        self.attn_pairs = 0.0
+        self.attn_pairs = self.decode_pairs = 0.0
         self.tokens = self.kv_read_tokens = self.drafts = self.sampled = self.prefill_tokens = 0
 
     def add_chunk(self, r: LiveRequest, new: int, context: int) -> None:

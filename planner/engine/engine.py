@@ -159,10 +159,19 @@ class Engine:
     # ------------------------------------------------------------------ the step
 
     def step_time_s(
-        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: float = 1, drafts: int = 0
+        self,
+        tokens: int,
+        attn_pairs: float,
+        kv_tokens_read: int,
+        seqs: float = 1,
+        drafts: int = 0,
+        *,
+        decode_pairs: float = 0.0,
     ) -> float:
         """The roofline time of one step of this work (`Roofline.step_time_s`)."""
-        return self._roofline.step_time_s(tokens, attn_pairs, kv_tokens_read, seqs, drafts)
+        return self._roofline.step_time_s(
+            tokens, attn_pairs, kv_tokens_read, seqs, drafts, decode_pairs=decode_pairs
+        )
 
     def step(self, now_s: float) -> StepResult:
         """Run one scheduler step starting at `now_s`; events are stamped with the step's end.
@@ -199,7 +208,12 @@ class Engine:
             self._decode_streak += 1
             seqs /= self._group
         duration = self._roofline.step_time_s(
-            batch.tokens, batch.attn_pairs, batch.kv_read_tokens, seqs, batch.drafts
+            batch.tokens,
+            batch.attn_pairs,
+            batch.kv_read_tokens,
+            seqs,
+            batch.drafts,
+            decode_pairs=batch.decode_pairs,
         )
         end = now_s + duration
         group_end = self._group == 1 or self._decode_streak % self._group == 0
@@ -226,7 +240,7 @@ class Engine:
         spec_k = self._spec_k
         budget = batch.budget
         tokens = kv_read = prefill = drafts = sampled = 0
-        attn = 0.0
+        attn = decode_attn = 0.0
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
@@ -250,6 +264,7 @@ class Engine:
                 attn += v * c + v * (v + 1) / 2
             elif q == 1 and r.tokens - c == 1:
                 attn += c + 1  # a decode: one query over its context and itself
+                decode_attn += c + 1
             else:
                 attn += q * c + q * (q + 1) / 2
                 prefill += q
@@ -257,6 +272,7 @@ class Engine:
         batch.budget = budget
         batch.tokens += tokens
         batch.attn_pairs += attn
+        batch.decode_pairs += decode_attn
         batch.kv_read_tokens += kv_read
         batch.prefill_tokens += prefill
         batch.drafts += drafts

@@ -39,6 +39,7 @@ class Roofline:
         attn_flops = bf16 if attn is None else attn * mfu * config.tp
         self._s_per_linear_token = 2.0 * m.params / linear_flops
         self._s_per_attn_pair = 4.0 * m.layers * m.attention_heads * m.head_dim / attn_flops
+        self._s_per_decode_pair = config.decode_attention_s_per_pair
         bandwidth = gpu.hbm_bandwidth_bytes_per_s * config.mbu * shard
         self._weight_s = weight_bytes(config) / bandwidth
         if one_byte:
@@ -72,7 +73,14 @@ class Roofline:
                 self._allreduce = nccl_allreduce(gpu.link_kind, link_bw, config.tp)
 
     def step_time_s(
-        self, tokens: int, attn_pairs: float, kv_tokens_read: int, seqs: float = 1, drafts: int = 0
+        self,
+        tokens: int,
+        attn_pairs: float,
+        kv_tokens_read: int,
+        seqs: float = 1,
+        drafts: int = 0,
+        *,
+        decode_pairs: float = 0.0,
     ) -> float:
         """Roofline time of one step, kernel group by kernel group: the matrix multiplies
         (each bound by compute or by reading the weights) and attention (bound by compute or by
@@ -89,7 +97,9 @@ class Roofline:
                    request; k + 1 for a speculatively verified decode),
         per GPU under tensor parallelism, where mfu and mbu are each scaled by
         tp_shard_efficiency ** log2(tp) (narrower shards reach less of the peak).
-        `attn_pairs` counts (query, key) token pairs.
+        `attn_pairs` counts (query, key) token pairs, `decode_pairs` those of single-query
+        decodes among them; with `decode_attention_s_per_pair` set (a calibration) decode
+        pairs leave the compute side and cost that much each on top of the attention term.
         communication (tp > 1) = 2 x layers x one all-reduce of tokens x hidden x 2 bytes,
         priced by NCCL's cost model on the board's link (the quickest protocol of latency +
         2 (tp-1) hops + ring share of the bytes over the bus bandwidth), not overlapped with
@@ -100,10 +110,16 @@ class Roofline:
         linear = tokens * self._s_per_linear_token
         if linear < self._weight_s:
             linear = self._weight_s
-        attention = attn_pairs * self._s_per_attn_pair
+        decode_pair_s = self._s_per_decode_pair
+        if decode_pair_s is None:
+            attention = attn_pairs * self._s_per_attn_pair
+        else:
+            attention = (attn_pairs - decode_pairs) * self._s_per_attn_pair
         kv = kv_tokens_read * self._s_per_kv_token
         if attention < kv:
             attention = kv
+        if decode_pair_s is not None:
+            attention += decode_pairs * decode_pair_s
         total = linear + attention + self._overhead_s + seqs * self._seq_overhead_s
         if self._allreduce is not None:
             message = tokens * self._allreduce_bytes_per_token

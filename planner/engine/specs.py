@@ -194,6 +194,14 @@ class EngineConfig(BaseModel):
     tp_hop_latency_s: float | None = Field(
         None, ge=0.0, description="latency per ring hop of an all-reduce; None: the board's"
     )
+    decode_attention_s_per_pair: float | None = Field(
+        None,
+        ge=0.0,
+        description="single-query (decode) attention's time per (query, key) pair, added to "
+        "the KV cache read, in place of the attention rate prefills run at (a CPU decodes "
+        "far below its batched prefill rate); None: decodes priced as prefills; fitted by "
+        "capplan calibrate",
+    )
     tp_shard_efficiency: float = Field(
         1.0,
         gt=0.0,

@@ -108,7 +108,10 @@ def throughput_ceiling_rps(profile: Profile, config: EngineConfig) -> float:
         engine.step_time_s(int(mean_in), mean_in * mean_in / 2, int(mean_in), 0)
         - engine.step_time_s(0, 0.0, 0, 0),
     )
-    decode_s = engine.step_time_s(batch, batch * context, int(batch * context), batch)
+    decode_pairs = batch * context
+    decode_s = engine.step_time_s(
+        batch, decode_pairs, int(decode_pairs), batch, decode_pairs=decode_pairs
+    )
     per_request_s = prefill_s + mean_out * decode_s / batch / config.spec_tokens_per_step
     return 1.0 / per_request_s
 

@@ -110,3 +110,20 @@ def test_a_drifting_server_is_refused() -> None:
 def test_control_a_steady_server_with_the_same_noise_is_accepted() -> None:
     cal = _fit(_config(**TRUTH), noise=0.01, trend=0.0)
     assert abs(cal.drift.trend) < 0.05
+
+
+def test_decode_attention_gets_its_own_cost_per_pair() -> None:
+    """A server whose single-query attention costs 2 us a (query, key) pair on top of the
+    roofline (as a CPU's does): the fit gives the cost back and predicts the held-out
+    decode at the long context; the same factors with decode attention priced as prefill's
+    (the factor dropped, the control) miss that probe by more than 10 %."""
+    truth = {**TRUTH, "decode_attention_s_per_pair": 2e-6}
+    cal = _fit(_config(**truth))
+    assert _recovered(cal, truth, within=0.05) == []
+    assert cal.held_out.worst_abs_error < 0.02
+    held = next(m for m in synthetic(SPECS, _config(**truth)) if m.spec.name == "decode:b2:c512")
+    factors = {k: f.value for k, f in cal.factors.items() if k != "decode_attention_s_per_pair"}
+    from planner.calibrate.fit import decode_step_s
+
+    without = decode_step_s(_config(**factors), 2, held.context_tokens)
+    assert abs(without / held.values_s[0] - 1) > 0.10
