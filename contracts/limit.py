@@ -136,6 +136,19 @@ class FastSearchRecord(_Model):
     bias_se: dict[str, float] = Field(
         default_factory=dict, description="batch-means standard error of each bias"
     )
+    delay_bias_s: float | None = Field(
+        default=None,
+        description="last confirmation: mean of (server - model) per request of the SLO's "
+        "first latency, capped at 4x its threshold, on the same arrivals and sizes",
+    )
+    delay_se_s: float | None = Field(
+        default=None, description="batch-means standard error of delay_bias_s"
+    )
+    delay_moved_s: float | None = Field(
+        default=None,
+        description="how far the model's own mean delay moves for +/-5 % of load on those "
+        "requests: the bound delay_bias_s must lie within for the model to be adequate",
+    )
     levels: list[tuple[float, int, int]] = Field(
         default_factory=list,
         description="each confirmation estimate: (rate, chunks at that rate, requests compared)",

@@ -203,3 +203,33 @@ def test_batch_means_error_matches_the_spread_of_means_of_a_correlated_series() 
     assert 0.7 * truth <= estimate <= 1.3 * truth
     assert batch_means_se(np.zeros(100)) == 0.0
     assert batch_means_se(np.ones(5)) is None
+
+
+def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
+    """limit.json's fast account carries the delay comparison that judged the model: the
+    last confirmation's mean delay difference, its error (none while unknown) and the
+    bound it was held to."""
+    from planner.limit.fast.result import fast_record
+    from planner.limit.fast.steps import Confirmation, FastResult
+    from planner.limit.search import SearchConfig
+
+    def conf(rate: float, se: float) -> Confirmation:
+        return Confirmation(
+            rate=rate, chunks=2, requests=400, warmup_cut=10, bias=(0.01,), bias_se=(0.004,),
+            limit=rate, low=rate * 0.97, high=rate * 1.03,
+            delay_bias_s=0.012 * rate, delay_se_s=se, delay_moved_s=0.05,
+        )  # fmt: skip
+
+    def result(*confirmations: Confirmation) -> FastResult:
+        return FastResult(
+            model=None, predicted=4.0, limit=4.1, low=3.9, high=4.2,
+            confirmations=confirmations, stopped="converged", adequate=True,
+            characterise_s=60.0, confirm_s=120.0,
+        )  # fmt: skip
+
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"))
+    record = fast_record(result(conf(3.0, 0.02), conf(4.0, 0.01)), config)
+    assert (record.delay_bias_s, record.delay_se_s, record.delay_moved_s) == (0.048, 0.01, 0.05)
+    unknown = fast_record(result(conf(4.0, math.inf)), config)
+    assert unknown.delay_se_s is None and unknown.model_dump_json()
+    assert fast_record(result(), config).delay_bias_s is None
