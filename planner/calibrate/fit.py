@@ -186,26 +186,33 @@ def fit_decode(
     times (mfu from `config`).
 
     A decode step's fixed part is weights / (bandwidth x mbu) + step_overhead_s: decode
-    probes alone cannot tell them apart. `one_token_core_s`, a one-token prompt's TTFT minus
-    the prefill fit's intercept (front end and overheads), is the bare step of one token
-    and pins mbu down; it enters the error as one more point. mbu is `identified` when the
-    error over its grid varies by more than FLAT; otherwise `config.mbu` is kept.
-    Raises ValueError with fewer than two batch sizes.
+    probes alone often cannot tell them apart. The decode probes decide: every mbu whose
+    error on them is within FLAT of the least is as good. `one_token_core_s`, a one-token
+    prompt's TTFT minus the prefill fit's intercept (front end and overheads), is the bare
+    step of one token and chooses among those the one it is nearest to. It only breaks
+    ties: on llama.cpp a one-token prompt does not run as a decode step does, and as one
+    more point in the error it pulled the fit off the decode probes (4 streams at a short
+    context 14 % slow, over-predicting a decode-bound limit). mbu is `identified` when the
+    anchor chose it or the decode error varies over its grid by more than FLAT; otherwise
+    `config.mbu` is kept. Raises ValueError with fewer than two batch sizes.
     """
     if len({p.batch for p in points}) < 2:
         raise ValueError("the decode fit needs at least two batch sizes")
     y = np.array([p.step_s for p in points])
     columns = np.array([[1.0, p.batch, p.batch * (p.context_tokens + 1)] for p in points])
     anchor = one_token_core_s if one_token_core_s and one_token_core_s > 0 else None
-    fits = [
-        _decode_at(_bare(config, mbu=float(mbu)), points, y, columns, anchor) for mbu in MBU_GRID
-    ]
+    fits = [_decode_at(_bare(config, mbu=float(mbu)), points, y, columns) for mbu in MBU_GRID]
     errors = np.array([f[0] for f in fits])
-    identified = float(errors.max() - errors.min()) > FLAT
-    if identified:
+    as_good = [f for f in fits if f[0] <= errors.min() + FLAT]
+    identified = anchor is not None or float(errors.max() - errors.min()) > FLAT
+    if anchor is not None:
+        err, mbu, costs = min(
+            as_good, key=lambda f: abs(prefill_step_s(_bare(config, mbu=f[1]), 1) / anchor - 1)
+        )
+    elif identified:
         err, mbu, costs = min(fits, key=lambda f: f[0])
     else:
-        err, mbu, costs = _decode_at(_bare(config), points, y, columns, anchor)
+        err, mbu, costs = _decode_at(_bare(config), points, y, columns)
     return DecodeFit(
         mbu=mbu,
         mbu_identified=identified,
@@ -221,7 +228,6 @@ def _decode_at(
     points: Sequence[DecodePoint],
     y: np.ndarray,
     columns: np.ndarray,
-    anchor: float | None,
 ) -> tuple[float, float, np.ndarray]:
     """(RMS relative error, mbu, [step overhead, per-sequence overhead, per decode pair]) at
     cfg's mbu: the three costs by non-negative least squares in relative error."""
@@ -229,9 +235,7 @@ def _decode_at(
     core = np.array([decode_step_s(bare, p.batch, p.context_tokens) for p in points])
     w = 1.0 / y
     costs, _ = nnls(columns * w[:, None], (y - core) * w)
-    rel = list((core + columns @ costs - y) / y)
-    if anchor is not None:
-        rel.append((prefill_step_s(cfg, 1) - anchor) / anchor)
+    rel = (core + columns @ costs - y) / y
     return float(np.sqrt(np.mean(np.square(rel)))), cfg.mbu, costs
 
 
