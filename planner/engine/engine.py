@@ -59,18 +59,16 @@ class Engine:
         self.config = config
         self._token_events = token_events
         # The front end, unless the caller spends it for real (the emulator waits it out).
-        charged = (
-            config.frontend_s > 0
-            or config.frontend_s_per_prompt_token > 0
-            or config.frontend_s_per_request > 0
-        )
-        self._frontend = FrontEnd(config) if charge_frontend and charged else None
+        charged = charge_frontend and FrontEnd.costs_time(config)
+        self._frontend = FrontEnd(config) if charged else None
         self._prefill_first = config.prefill_first
         self._group = config.scheduler_steps
         self._decode_streak = 0  # decode-only steps since the last step with a prefill
         self._record = config.record_token_times
         self._pool = BlockPool(kv_capacity_blocks(config), config.prefix_caching)
         self._roofline = Roofline(config)
+        # The roofline time of one step of some work (`Roofline.step_time_s`).
+        self.step_time_s = self._roofline.step_time_s
         self._bt = config.block_tokens
         self._max_len = config.effective_max_model_len
         self._running: list[LiveRequest] = []
@@ -158,21 +156,6 @@ class Engine:
 
     # ------------------------------------------------------------------ the step
 
-    def step_time_s(
-        self,
-        tokens: int,
-        attn_pairs: float,
-        kv_tokens_read: int,
-        seqs: float = 1,
-        drafts: int = 0,
-        *,
-        decode_pairs: float = 0.0,
-    ) -> float:
-        """The roofline time of one step of this work (`Roofline.step_time_s`)."""
-        return self._roofline.step_time_s(
-            tokens, attn_pairs, kv_tokens_read, seqs, drafts, decode_pairs=decode_pairs
-        )
-
     def step(self, now_s: float) -> StepResult:
         """Run one scheduler step starting at `now_s`; events are stamped with the step's end.
 
@@ -207,14 +190,7 @@ class Engine:
         else:
             self._decode_streak += 1
             seqs /= self._group
-        duration = self._roofline.step_time_s(
-            batch.tokens,
-            batch.attn_pairs,
-            batch.kv_read_tokens,
-            seqs,
-            batch.drafts,
-            decode_pairs=batch.decode_pairs,
-        )
+        duration = self._roofline.batch_time_s(batch, seqs)
         end = now_s + duration
         group_end = self._group == 1 or self._decode_streak % self._group == 0
         self._advance(batch, end, group_end)

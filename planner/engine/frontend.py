@@ -36,6 +36,12 @@ class FrontEnd:
         self._round: list[LiveRequest] = []  # the round being worked (round hand-over)
         self._round_start_s = 0.0
 
+    @staticmethod
+    def costs_time(config: EngineConfig) -> bool:
+        """Whether `config`'s front end takes any time at all."""
+        c = config
+        return c.frontend_s > 0 or c.frontend_s_per_prompt_token > 0 or c.frontend_s_per_request > 0
+
     def enter(self, r: LiveRequest) -> None:
         """Queue `r` from its arrival (requests enter in arrival order); its timeline gets
         the front end's time once its hand-over time is known."""

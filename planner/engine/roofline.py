@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from planner.engine.batch import StepBatch
 from planner.engine.parallel import (
     DEFAULT_LINK,
     AllReduceCost,
@@ -71,6 +72,13 @@ class Roofline:
                 self._allreduce = fixed_allreduce(latency, link_bw, config.tp)
             else:
                 self._allreduce = nccl_allreduce(gpu.link_kind, link_bw, config.tp)
+
+    def batch_time_s(self, batch: StepBatch, seqs: float) -> float:
+        """`step_time_s` of a scheduled batch whose CPU cost covers `seqs` requests."""
+        b = batch
+        return self.step_time_s(
+            b.tokens, b.attn_pairs, b.kv_read_tokens, seqs, b.drafts, decode_pairs=b.decode_pairs
+        )
 
     def step_time_s(
         self,
