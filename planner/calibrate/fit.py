@@ -12,9 +12,9 @@ simulation:
   attention left out) + step_overhead_s + b x seq_overhead_s + b (c + 1) x
   decode_attention_s_per_pair. Fitted: `mbu` over a log grid, the two overheads and the
   decode attention's cost per (query, key) pair by non-negative least squares at each grid
-  point, the prefill's mfu held fixed; a one-token prompt's TTFT minus the prefill
-  intercept is the bare one-token step, which separates mbu from the step overhead (both
-  are fixed costs of a decode step). Decode attention has its own cost because one query
+  point, the prefill's mfu held fixed; among the mbu values the decode probes fit equally
+  well, a one-token prompt's TTFT minus the prefill intercept (the bare one-token step)
+  chooses. Decode attention has its own cost because one query
   at a time runs far below the batched prefill's attention rate on a CPU (llama.cpp here:
   1.7-5.4 us a pair against 0.4-0.7 us), so a model with one attention rate misdraws
   decode at long contexts.
@@ -33,6 +33,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from planner.engine import EngineConfig
+from planner.engine.frontend import FrontEnd
 from planner.engine.roofline import Roofline
 
 MFU_GRID = np.geomspace(1e-3, 1.0, 241)
@@ -242,13 +243,10 @@ def _decode_at(
 def frontend_s(config: EngineConfig, one_token_ttft_s: float) -> float:
     """The front end's delay: a one-token prompt's TTFT minus the model's step for it and
     the profile's queued work for one request (>= 0)."""
-    queued = config.frontend_s_per_request + config.frontend_s_per_prompt_token
+    queued = FrontEnd.work_s(config, 1)
     return max(0.0, one_token_ttft_s - prefill_step_s(config, 1) - queued)
 
 
 def predicted_ttft_s(config: EngineConfig, n: int) -> float:
     """The fitted model's TTFT of a single n-token request: front end plus its prefill step."""
-    front = (
-        config.frontend_s + config.frontend_s_per_request + config.frontend_s_per_prompt_token * n
-    )
-    return front + prefill_step_s(config, n)
+    return config.frontend_s + FrontEnd.work_s(config, n) + prefill_step_s(config, n)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from planner.engine import EngineConfig
+from planner.engine.frontend import FrontEnd
 
 
 class FrontEndThread:
@@ -26,9 +27,7 @@ class FrontEndThread:
     async def pass_through(self, prompt_tokens: int) -> None:
         """Wait out a request's time in the front end."""
         c = self._config
-        work_s = (c.frontend_s_per_request + c.frontend_s_per_prompt_token * prompt_tokens) / (
-            self._speed
-        )
+        work_s = FrontEnd.work_s(c, prompt_tokens) / self._speed
         if work_s > 0:
             if c.frontend_handover == "round":
                 await self._in_round(work_s)

@@ -27,8 +27,7 @@ class FrontEnd:
     leave in arrival order)."""
 
     def __init__(self, config: EngineConfig) -> None:
-        self._per_token_s = config.frontend_s_per_prompt_token
-        self._per_request_s = config.frontend_s_per_request
+        self._config = config
         self._delay_s = config.frontend_s
         self._rounds = config.frontend_handover == "round"
         self._inside: deque[tuple[float, LiveRequest]] = deque()
@@ -42,11 +41,16 @@ class FrontEnd:
         c = config
         return c.frontend_s > 0 or c.frontend_s_per_prompt_token > 0 or c.frontend_s_per_request > 0
 
+    @staticmethod
+    def work_s(config: EngineConfig, prompt_tokens: int) -> float:
+        """The API-server thread's work on one request of `prompt_tokens`."""
+        return config.frontend_s_per_request + config.frontend_s_per_prompt_token * prompt_tokens
+
     def enter(self, r: LiveRequest) -> None:
         """Queue `r` from its arrival (requests enter in arrival order); its timeline gets
         the front end's time once its hand-over time is known."""
         arrival = r.req.arrival_s
-        cost = self._per_request_s + self._per_token_s * r.req.prompt_tokens
+        cost = self.work_s(self._config, r.req.prompt_tokens)
         if self._rounds and self._round and arrival <= self._round_start_s:
             self._round.append(r)  # waiting when the round began: worked in it
             self._free_s += cost
