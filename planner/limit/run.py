@@ -24,7 +24,7 @@ from contracts.limit import LIMIT_FILE, Dimension, LimitResult, write_limit
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
 from planner.limit.fast.live import LiveDriver, run_fast_search
-from planner.limit.fast.result import fast_limit_result, fast_record
+from planner.limit.fast.result import fallback_start, fast_limit_result, fast_record
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.live import LocustProbe
 from planner.limit.probe import Probe
@@ -336,7 +336,7 @@ def run_limit(
         if fast.limit is not None:
             return fast.limit
         echo(f"fast search: {fast.result.stopped}; the measured search takes over")
-        start = fast.result.limit or fast.result.predicted or search_config.start
+        start = fallback_start(fast.result, search_config.slo) or search_config.start
         search_config = replace(search_config, start=float(f"{start:.4g}"))
     probe = LocustProbe(
         config,

@@ -233,3 +233,37 @@ def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
     unknown = fast_record(result(conf(4.0, math.inf)), config)
     assert unknown.delay_se_s is None and unknown.model_dump_json()
     assert fast_record(result(), config).delay_bias_s is None
+
+
+def test_the_measured_search_takes_over_between_the_levels_that_held_and_missed() -> None:
+    """When the fast search gives up, the measured search starts from its corrected limit,
+    kept between the highest confirmation level on which the server met the SLO's share
+    and the lowest above it on which it did not (a bias too large for the model's curve
+    puts the root far below both: the demo's emulator once gave 3.9 req/s after 17.2 held
+    and 18.2 missed 12 %)."""
+    from planner.limit.fast.result import fallback_start
+    from planner.limit.fast.steps import Confirmation, FastResult
+
+    slo = parse_slo("ttft:p95<=2s")
+
+    def conf(rate: float, model_miss: float, bias: float) -> Confirmation:
+        return Confirmation(
+            rate=rate, chunks=1, requests=500, warmup_cut=0, bias=(bias,), bias_se=(0.01,),
+            limit=rate, low=0.0, high=math.inf, sampled=(model_miss,),
+        )  # fmt: skip
+
+    def result(limit: float | None, *confirmations: Confirmation) -> FastResult:
+        return FastResult(
+            model=None, predicted=17.2, limit=limit, low=None, high=None,
+            confirmations=confirmations, stopped="model inadequate", adequate=False,
+            characterise_s=60.0, confirm_s=60.0,
+        )  # fmt: skip
+
+    held, missed = conf(17.2, 0.0, 0.0), conf(18.22, 0.005, 0.115)
+    assert fallback_start(result(3.885, held, missed), slo) == 17.2
+    assert fallback_start(result(25.0, held, missed), slo) == 18.22
+    assert fallback_start(result(17.8, held, missed), slo) == 17.8  # consistent: kept
+    # nothing held: not above the lowest level that missed; no level: the corrected limit
+    assert fallback_start(result(30.0, missed), slo) == 18.22
+    assert fallback_start(result(3.885), slo) == 3.885
+    assert fallback_start(result(None, missed), slo) == 17.2  # no limit: the model's

@@ -14,6 +14,7 @@ from planner.limit.fast.steps import FastResult
 from planner.limit.probe import LevelMeasurement
 from planner.limit.result import level_record
 from planner.limit.search import SearchConfig, judge_level
+from planner.slo.spec import Slo
 
 
 def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
@@ -105,3 +106,32 @@ def fast_limit_result(
         sentence=sentence,
         stopped=result.stopped,
     )
+
+
+def fallback_start(result: FastResult, slo: Slo) -> float | None:
+    """Where the measured search starts when the fast search's model was inadequate: the
+    corrected limit (else the model's), moved into what the confirmation levels showed.
+
+    A level on whose requests the server missed no more than the SLO allows (the model's own
+    misses there plus the bias) held; one that missed more did not. A bias too large for the
+    model's curve puts the corrected root far below every level that held (on the demo's
+    emulator, 3.9 req/s after a level at 17.2 held and one at 18.2 missed 12 %): the start
+    is kept between the highest level that held and the lowest that did not."""
+    start = result.limit or result.predicted
+    allowed = [t.allowed for t in targets(slo)]
+    held: list[float] = []
+    missed: list[float] = []
+    for c in result.confirmations:
+        if c.requests == 0 or len(c.sampled) != len(allowed):
+            continue
+        shares = [s + b for s, b in zip(c.sampled, c.bias, strict=True)]
+        ok = all(share <= limit for share, limit in zip(shares, allowed, strict=True))
+        (held if ok else missed).append(c.rate)
+    if start is None:
+        return max(held) if held else (min(missed) / 2 if missed else None)
+    if held:
+        start = max(start, max(held))
+    low_miss = [r for r in missed if r > (max(held) if held else 0.0)]
+    if low_miss:
+        start = min(start, min(low_miss))
+    return start

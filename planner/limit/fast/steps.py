@@ -72,7 +72,7 @@ class FastConfig:
     max_moves: int = 3
     inadequate_shift: float = 0.35
     curve_requests: int = 60_000
-    bootstrap: int = 6
+    bootstrap: int = 12
     warm: bool = True
     chained: bool = True
     correct: bool = True
