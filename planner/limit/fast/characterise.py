@@ -13,7 +13,11 @@ Their first round is left out (it starts from an empty server). From what remain
   clearly below them the server holds no more: its slots are then the most requests seen
   streaming at once (first token in, not ended) in that step. A server that refuses (HTTP
   429, or any failure) at some step is a refusing one, with the requests it admitted in
-  service.
+  service, unless the requests it served in that step waited for a slot: a refusing
+  server's admitted requests do not queue, so their first tokens come about as soon as
+  in the step before. llama.cpp with 4 slots queued its 8 users (median first token 0.06
+  s at 4 users, 0.76 s at 8) and dropped 6 of 76 connections at once: a queue that sheds
+  a few, not a server that refuses beyond its slots.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class StepSummary:
     in_service: float
     failed_share: float
     peak: int = 0  # most of the step's requests seen between first token and end at once
+    ttft_p50_s: float = 0.0  # median first-token time of the step's successful requests
 
     @property
     def saturated(self) -> bool:
@@ -127,6 +132,7 @@ def summarise(
         in_service=in_service,
         failed_share=failed_share,
         peak=_peak(ordered, start, end_s),
+        ttft_p50_s=float(np.median(_floats(done, "ttft_s"))) if done.height else 0.0,
     )
 
 
@@ -151,7 +157,7 @@ def build_model(summaries: list[StepSummary], first_s: tuple[float, float],
     """The model the steps describe: slots where the in-service count stopped following the
     users (else the most users tried), slowdown interpolated between the steps."""
     saturated = [s for s in summaries if s.saturated]
-    refuses = any(s.failed_share > 0 for s in summaries)
+    refuses = _refuses(summaries)
     # the first step whose users the server no longer all held; else the most users tried
     most = max(s.users for s in summaries)
     slots = max(1, saturated[0].peak or round(saturated[0].in_service)) if saturated else most
@@ -169,6 +175,21 @@ def build_model(summaries: list[StepSummary], first_s: tuple[float, float],
         slowdown=tuple(float(g) for g in slowdown),
         refuses=refuses,
     )
+
+
+QUEUED = 3.0  # first tokens this many times later than the step before: a queue formed
+
+
+def _refuses(summaries: list[StepSummary]) -> bool:
+    """Some step failed requests while those it served did not wait for a slot (their
+    median first token less than QUEUED times the step before's; see the module)."""
+    for before, step in zip([None, *summaries], summaries, strict=False):
+        if step.failed_share <= 0:
+            continue
+        waited = before is not None and step.ttft_p50_s > QUEUED * before.ttft_p50_s > 0
+        if not waited:
+            return True
+    return False
 
 
 def next_users(summaries: list[StepSummary], max_users: int) -> int | None:
