@@ -70,15 +70,16 @@ def truth(case: Case, *, arrivals: int = 40_000) -> float:
     apart."""
     spec = case.spec
     rng = np.random.default_rng(12345)
-    many = 1_000_000 if spec.tokens_cv is not None else 0
-    tokens = spec.draw_tokens(rng, many or 20_000)
+    lognormal = spec.tokens_cv is not None
+    draws, queue_arrivals = (1_000_000, 1_000_000) if lognormal else (20_000, 200_000)
+    tokens = spec.draw_tokens(rng, draws)
     service = spec.prefill_s + tokens * spec.per_token_s
     if case.plain and spec.refuse:
         return loss_max_rate(spec.slots, float(service.mean()), case.quantile)
     if case.plain:
         first = np.full(service.size, spec.prefill_s)
         return mgc_max_rate(service, first, spec.slots, case.ttft_s, case.quantile,
-                            arrivals=many or 200_000)  # fmt: skip
+                            arrivals=queue_arrivals)  # fmt: skip
     gaps = np.cumsum(rng.exponential(1.0, arrivals))
     drawn = spec.draw_tokens(rng, arrivals)
     skip = arrivals // 10

@@ -127,11 +127,9 @@ def fallback_start(result: FastResult, slo: Slo) -> float | None:
         shares = [s + b for s, b in zip(c.sampled, c.bias, strict=True)]
         ok = all(share <= limit for share, limit in zip(shares, allowed, strict=True))
         (held if ok else missed).append(c.rate)
-    if start is None:
-        return max(held) if held else (min(missed) / 2 if missed else None)
-    if held:
-        start = max(start, max(held))
-    low_miss = [r for r in missed if r > (max(held) if held else 0.0)]
-    if low_miss:
-        start = min(start, min(low_miss))
-    return start
+    if start is None:  # only an SLO the fast search cannot take: nothing was confirmed
+        return None
+    top_held = max(held, default=0.0)
+    start = max(start, top_held)
+    above = [r for r in missed if r > top_held]
+    return min(start, min(above)) if above else start
