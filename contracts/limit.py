@@ -158,6 +158,11 @@ class FastSearchRecord(_Model):
     max_slowdown: float | None = Field(
         default=None, description="how much slower each request runs with every slot busy"
     )
+    model: str | None = Field(
+        default=None,
+        description="the model it predicted with, in words: slots characterised in closed "
+        "loop, or the endpoint's engine model (calibrated) with the offsets measured alone",
+    )
 
 
 class LimitResult(_Model):

@@ -142,6 +142,14 @@ def register(app: typer.Typer) -> None:
             "bias measured on the same requests (rate SLOs on ttft/e2e/tpot shares; falls "
             "back to measured when the model is inadequate).",
         ),
+        calibration: Path | None = typer.Option(
+            None,
+            "--calibration",
+            help="cal.json of `capplan calibrate` for this endpoint: --method fast predicts "
+            "with its engine model (continuous batching, KV cache, chunked prefill) after one "
+            "user's requests measure what the client and network add, instead of "
+            "characterising the server as slots in closed loop.",
+        ),
         no_preflight: NoPreflight = False,
     ) -> None:
         from contracts.errors import ConfigError
@@ -175,6 +183,14 @@ def register(app: typer.Typer) -> None:
         if method not in ("measured", "fast"):
             raise ConfigError(f"--method {method!r}: expected measured or fast")
         how: Literal["measured", "fast"] = "fast" if method == "fast" else "measured"
+        engine = None
+        if calibration is not None:
+            from contracts.calibration import load_calibration_file
+            from planner.calibrate.session import calibrated_config
+
+            if how != "fast":
+                raise ConfigError("--calibration is for --method fast")
+            engine = calibrated_config(load_calibration_file(calibration))
         n_workers = parse_workers(workers)
         if n_workers is None:
             peak = max_load * (2 if verify_burst else 1) if dim == "rate" and max_load else None
@@ -219,6 +235,7 @@ def register(app: typer.Typer) -> None:
                 master_bind=master_bind,
                 expect_workers=expect_workers,
                 method=how,
+                engine=engine,
             ),
             echo=typer.echo,
             check_target=None if no_preflight else check_target,

@@ -23,6 +23,8 @@ from contracts.jsonio import first_error
 from contracts.limit import LIMIT_FILE, Dimension, LimitResult, write_limit
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
+from planner.engine import EngineConfig
+from planner.limit.fast.engine_model import CURVE_REQUESTS, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fallback_start, fast_limit_result, fast_record
 from planner.limit.fast.steps import FastConfig, FastResult
@@ -201,6 +203,9 @@ class LimitOptions:
     # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
     verify_steady_s: float | None = None
     method: Literal["measured", "fast"] = "measured"
+    # the endpoint's engine (calibrated, or the emulator's): the fast search predicts with
+    # it instead of characterising the server in closed loop
+    engine: EngineConfig | None = None
 
     def rules(self) -> SteadyRules:
         """The steady-state rules of each level (planner.limit.steady)."""
@@ -387,6 +392,9 @@ def _fast_search(
     started = time.perf_counter()
     driver = LiveDriver(config, options.out_dir, arrival=options.arrival, profile=profile)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
+    known = None
+    if options.engine is not None:
+        known = known_engine(options.engine, profile, seed=options.seed)
     fast_config = FastConfig(
         slo=search_config.slo,
         tolerance=options.tolerance,
@@ -394,8 +402,9 @@ def _fast_search(
         seed=options.seed,
         chunk_s=options.level_duration_s,
         step_s=options.level_duration_s / 3,
+        curve_requests=FastConfig.curve_requests if known is None else CURVE_REQUESTS,
     )
-    result = run_fast_search(fast_config, driver, echo=echo)
+    result = run_fast_search(fast_config, driver, known=known, echo=echo)
     if not result.adequate or result.limit is None:
         return _Fast(result, None)
     limit = fast_limit_result(

@@ -23,14 +23,15 @@ Their first round is left out (it starts from an empty server). From what remain
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from contracts.latency import CENSORED_CLASSES
-from planner.limit.fast.model import ServerModel
+from planner.limit.fast.model import Model, ServerModel
+from planner.limit.fast.steps import Closed, FastConfig, Step, Taken
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,7 +209,45 @@ def step_requests(users: int) -> int:
     return max(8, 2 * users)
 
 
-def occupancy(model: ServerModel, rate: float, mean_work_s: float) -> int:
-    """Requests in service at `rate` by Little's law, at most the slots (the warm start)."""
-    level = rate * mean_work_s * model.mean_slowdown
-    return int(min(model.slots, math.floor(level + 0.5)))
+Characterise = Callable[[list[StepSummary], tuple[float, float], tuple[float, float]], ServerModel]
+
+
+def characterised(
+    config: FastConfig, characterise: Characterise
+) -> Generator[Step, Taken, tuple[Model, np.ndarray, np.ndarray, float, float]]:
+    """Phase 1: closed-loop steps of 1, 2, 4, ... users until the server stops taking
+    more. Returns the model, the measured request sizes, the horizon that sizes a step's
+    requests (`_sized`) and the seconds it took."""
+    started: float | None = None
+    closed: list[tuple[int, Taken]] = []
+    summaries: list[StepSummary] = []
+    users: int | None = 1
+    first_s = decode_s = (0.0, 0.0)
+    while users is not None:
+        taken = yield Closed(users, step_requests(users), min_s=config.step_s)
+        started = taken.start_s if started is None else started
+        closed.append((users, taken))
+        if users == 1:
+            first_s, decode_s = solo_costs(taken.records)
+        summaries.append(summarise(taken.records, users, taken.end_s, first_s, decode_s))
+        users = next_users(summaries, config.max_users)
+    characterise_s = closed[-1][1].end_s - (started or 0.0)
+    model = characterise(summaries, first_s, decode_s)
+    # A request still running when its step ended is more likely a long one: sizes come
+    # only from requests sent long enough before the end for any of them to have ended.
+    horizon = 1.5 * max(float(t.records["e2e_s"].max() or 0.0) for _, t in closed)  # type: ignore[arg-type]
+    pool = pl.concat([sized(t, horizon) for _, t in closed], how="diagonal_relaxed")
+    inputs = floats(pool, "input_tokens")
+    outputs = floats(pool, "output_tokens")
+    return model, inputs, outputs, horizon, characterise_s
+
+
+def sized(taken: Taken, horizon_s: float) -> pl.DataFrame:
+    """A step's successful requests sent at least `horizon_s` before it was read."""
+    records = taken.records.filter(pl.col("ok").fill_null(False))
+    early = records.filter(pl.col("sent_s") <= taken.end_s - horizon_s)
+    return early if early.height else records
+
+
+def floats(frame: pl.DataFrame, name: str) -> np.ndarray:
+    return frame[name].cast(pl.Float64).to_numpy().astype(float)

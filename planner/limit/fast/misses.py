@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from planner.limit.fast.model import Served, ServerModel, serve
+from planner.limit.fast.model import Model, Served
 from planner.slo.spec import Slo
 
 DELAY_CAP = 4.0  # a delay counts up to this many times its threshold (`_delays`)
@@ -210,7 +210,7 @@ class MissCurve:
     is smooth in the rate and two rates differ only by the rate. Request sizes are drawn from
     the measured (input, output) pairs; the first `warmup_share` of requests is left out."""
 
-    model: ServerModel
+    model: Model
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     slo: Slo
@@ -218,6 +218,7 @@ class MissCurve:
     warmup_share: float = 0.1
     seed: int = 0
     _cache: dict[float, Misses] = field(default_factory=dict)
+    _capacity: float | None = None
 
     def __post_init__(self) -> None:
         rng = np.random.default_rng([self.seed, 11])
@@ -230,7 +231,7 @@ class MissCurve:
     def misses(self, rate: float) -> Misses:
         key = float(f"{rate:.6g}")
         if key not in self._cache:
-            served = serve(self.model, self._gaps / key, self._inputs, self._outputs)
+            served = self.model.serve(self._gaps / key, self._inputs, self._outputs)
             m = model_misses(served, self.slo)
             self._cache[key] = Misses(m.miss[self._skip :], m.known[self._skip :])
         return self._cache[key]
@@ -241,17 +242,25 @@ class MissCurve:
         return float(np.max(share(self.misses(rate)) + offset - allowed))
 
     def capacity_rps(self) -> float:
-        """Slots over the mean work at the full-server slowdown: no queue is stable above."""
-        first, total = self.model.work(self._inputs, self._outputs)
-        del first
-        return self.model.slots / (float(total.mean()) * self.model.slowdown[-1])
+        """The model's capacity with the curve's request sizes (cached: costly for an
+        engine model)."""
+        if self._capacity is None:
+            self._capacity = self.model.capacity_rps(self._inputs, self._outputs)
+        return self._capacity
 
     def root(self, offset: np.ndarray, *, rel_tol: float = 0.003) -> float:
         """The highest rate at which `excess` is <= 0: bisection on a log scale between a
         fifth of the capacity and the capacity (three times it for a server that refuses
-        instead of queueing); the lower end if even that fails."""
+        instead of queueing); the lower end if even that fails. For a model with a
+        `grid_step` (an engine model), the bisection runs on the grid's rates (every root
+        reuses them) up to 1.5 times the capacity (which it estimates from requests sent at
+        once, not from a steady mix), and the root is interpolated linearly in the excess
+        between the last two."""
         capacity = self.capacity_rps()
         low, high = 0.2 * capacity, (3.0 if self.model.refuses else 1.0) * capacity
+        step = self.model.grid_step
+        if step is not None:
+            return self._grid_root(offset, low, 1.5 * capacity, step)
         if self.excess(low, offset) > 0:
             return low
         if self.excess(high, offset) <= 0:
@@ -263,6 +272,24 @@ class MissCurve:
             else:
                 high = mid
         return low
+
+    def _grid_root(self, offset: np.ndarray, low: float, high: float, step: float) -> float:
+        """`root` on the rates low * (1 + step)^i."""
+        ratio = math.log1p(step)
+        at = lambda i: float(f"{low * math.exp(i * ratio):.6g}")  # noqa: E731
+        lo, hi = 0, max(1, math.ceil(math.log(high / low) / ratio))
+        if self.excess(at(lo), offset) > 0:
+            return at(lo)
+        if self.excess(at(hi), offset) <= 0:
+            return at(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.excess(at(mid), offset) <= 0:
+                lo = mid
+            else:
+                hi = mid
+        below, above = self.excess(at(lo), offset), self.excess(at(hi), offset)
+        return at(lo) + (at(hi) - at(lo)) * below / (below - above)
 
 
 def delays_verdict(

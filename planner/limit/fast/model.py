@@ -11,15 +11,69 @@ The simulation keeps one work clock W that advances at 1 / slowdown(k) seconds o
 second: because every request in service progresses at the same rate, a request's first
 token and end are fixed points on W when it starts, and only the conversion from W to time
 changes with k. That makes each event O(log n).
+
+`Model` is what the search asks of any model: this one, characterised in closed loop, or
+the engine model of a calibrated server (planner.limit.fast.engine_model).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+
+
+class Model(Protocol):
+    """A server model the fast search can predict with and replay requests through."""
+
+    @property
+    def slots(self) -> int:
+        """Requests the server serves at once."""
+        ...
+
+    @property
+    def refuses(self) -> bool:
+        """Refuses (HTTP 429) rather than queues beyond its slots."""
+        ...
+
+    @property
+    def max_slowdown(self) -> float | None:
+        """How much slower a request runs on a full server than alone (None: not a slot
+        model)."""
+        ...
+
+    @property
+    def grid_step(self) -> float | None:
+        """None: the miss curve's root is bisected to 0.3 %; a ratio (0.02): the model is
+        costly to run, and the root is interpolated between rates on a geometric grid of
+        that step, which every root shares (planner.limit.fast.misses.MissCurve)."""
+        ...
+
+    def serve(
+        self, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray
+    ) -> Served:
+        """Per request, what the model does with these arrivals (seconds, ascending)."""
+        ...
+
+    def mean_work_s(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        """A request's mean time alone on the server (seconds)."""
+        ...
+
+    def capacity_rps(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        """The most requests a second the model completes with these sizes."""
+        ...
+
+    def in_service(self, rate: float, mean_work_s: float) -> int:
+        """Requests in service at `rate` (the warm start's burst)."""
+        ...
+
+    def describe(self) -> str:
+        """The model in a clause for the progress lines."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -48,6 +102,35 @@ class ServerModel:
     @property
     def mean_slowdown(self) -> float:
         return float(np.mean(self.slowdown))
+
+    @property
+    def max_slowdown(self) -> float | None:
+        return self.slowdown[-1]
+
+    @property
+    def grid_step(self) -> float | None:
+        return None
+
+    def serve(
+        self, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray
+    ) -> Served:
+        return serve(self, arrival_s, input_tokens, output_tokens)
+
+    def mean_work_s(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        return float(self.work(input_tokens, output_tokens)[1].mean())
+
+    def capacity_rps(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        """Slots over the mean work at the full-server slowdown: no queue is stable above."""
+        return self.slots / (self.mean_work_s(input_tokens, output_tokens) * self.slowdown[-1])
+
+    def in_service(self, rate: float, mean_work_s: float) -> int:
+        """Requests in service at `rate` by Little's law, at most the slots."""
+        level = rate * mean_work_s * self.mean_slowdown
+        return int(min(self.slots, math.floor(level + 0.5)))
+
+    def describe(self) -> str:
+        refuses = " (refuses beyond)" if self.refuses else ""
+        return f"{self.slots} slots{refuses}, slowdown {self.slowdown[-1]:.2f} when full"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,3 +204,57 @@ def serve(
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(gaps > 0, (e2e - ttft) / gaps, np.nan)
     return Served(ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, refused=refused)
+
+
+@dataclass(frozen=True)
+class Offset:
+    """`inner` with every first token `ttft_s` later and every end `e2e_s` later: what the
+    client, the network and the server's front end add to a request that `inner` (an engine
+    model) times from the scheduler's side, measured on requests sent one at a time."""
+
+    inner: Model
+    ttft_s: float
+    e2e_s: float
+
+    @property
+    def slots(self) -> int:
+        return self.inner.slots
+
+    @property
+    def refuses(self) -> bool:
+        return self.inner.refuses
+
+    @property
+    def max_slowdown(self) -> float | None:
+        return self.inner.max_slowdown
+
+    @property
+    def grid_step(self) -> float | None:
+        return self.inner.grid_step
+
+    def serve(
+        self, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray
+    ) -> Served:
+        served = self.inner.serve(arrival_s, input_tokens, output_tokens)
+        gaps = np.maximum(output_tokens - 1, 1)
+        return Served(
+            ttft_s=served.ttft_s + self.ttft_s,
+            e2e_s=served.e2e_s + self.e2e_s,
+            tpot_s=served.tpot_s + (self.e2e_s - self.ttft_s) / gaps,
+            refused=served.refused,
+        )
+
+    def mean_work_s(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        return self.inner.mean_work_s(input_tokens, output_tokens) + self.e2e_s
+
+    def capacity_rps(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> float:
+        return self.inner.capacity_rps(input_tokens, output_tokens)
+
+    def in_service(self, rate: float, mean_work_s: float) -> int:
+        return self.inner.in_service(rate, mean_work_s)
+
+    def describe(self) -> str:
+        return (
+            f"{self.inner.describe()}, plus {self.ttft_s * 1e3:+.0f} ms to the first token and "
+            f"{self.e2e_s * 1e3:+.0f} ms to the end measured one request at a time"
+        )

@@ -43,7 +43,8 @@ def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
         levels=[(c.rate, c.chunks, c.requests) for c in result.confirmations],
         slots=model.slots if model else None,
         refuses=model.refuses if model else None,
-        max_slowdown=model.slowdown[-1] if model else None,
+        max_slowdown=model.max_slowdown if model else None,
+        model=model.describe() if model else None,
     )
 
 
@@ -81,7 +82,8 @@ def fast_limit_result(
     within = f" ({interval})" if interval else ""
     sentence = (
         f"one instance holds {result.limit:.3g} req/s{within} at {config.slo.describe()}; "
-        f"fast search: the characterised model said {result.predicted:.3g}, corrected by "
+        f"fast search: the {'engine' if record.max_slowdown is None else 'characterised'} "
+        f"model said {result.predicted:.3g}, corrected by "
         f"its bias measured on {len(result.confirmations)} confirmation chunk(s)"
     )
     return LimitResult(

@@ -7,6 +7,10 @@ simulated server. The phases:
 
 1. Characterise (closed loop, 1, 2, 4, ... users until the server stops taking more):
    planner.limit.fast.characterise turns the steps into a ServerModel.
+   With a known engine model instead (a calibrated server's, or the emulator's own:
+   planner.limit.fast.engine_model), one user's requests measure what the client and the
+   network add to its latencies, and the model sizes its requests by the profile while the
+   server counts tokens as the profile asks them.
 2. Predict: the model's long-run miss shares against the rate (planner.limit.fast.misses,
    common random numbers), and the rate where one reaches what the SLO allows.
 3. Confirm: open-loop levels at the prediction, the first started warm (a burst of as many
@@ -39,14 +43,14 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from planner.limit.fast.characterise import (
-    StepSummary,
+    Characterise,
     build_model,
-    next_users,
-    occupancy,
-    solo_costs,
+    characterised,
+    floats,
+    sized,
     step_requests,
-    summarise,
 )
+from planner.limit.fast.engine_model import counted_as_asked, measured_offset
 from planner.limit.fast.misses import (
     DELAY_CAP,
     MissCurve,
@@ -61,30 +65,32 @@ from planner.limit.fast.misses import (
     targets,
     unsupported,
 )
-from planner.limit.fast.model import ServerModel, serve
+from planner.limit.fast.model import Model
 from planner.limit.fast.stats import batch_means_se, mser5
 from planner.limit.fast.steps import (
     Closed,
     Confirmation,
     FastConfig,
     FastResult,
+    KnownModel,
     Open,
     Step,
     Taken,
 )
 from planner.slo.spec import Slo
 
-Characterise = Callable[[list[StepSummary], tuple[float, float], tuple[float, float]], ServerModel]
-
 
 def fast_search(
     config: FastConfig,
     *,
     characterise: Characterise = build_model,
+    known: KnownModel | None = None,
     note: Callable[[str], None] = lambda _: None,
 ) -> Generator[Step, Taken, FastResult]:
     """The search as a generator (see the module); returns the FastResult. `note` is told
-    the model and each confirmation chunk's estimate in a line."""
+    the model and each confirmation chunk's estimate in a line. With a `known` model (the
+    engine model of a calibrated server) there is no closed-loop characterisation: the
+    search predicts with that model on the request sizes the load test draws."""
     why = unsupported(config.slo)
     if why is not None:
         return FastResult(
@@ -99,35 +105,34 @@ def fast_search(
             characterise_s=0,
             confirm_s=0,
         )
-    started: float | None = None
-    closed: list[tuple[int, Taken]] = []
-    summaries: list[StepSummary] = []
-    users: int | None = 1
-    first_s = decode_s = (0.0, 0.0)
-    while users is not None:
-        taken = yield Closed(users, step_requests(users), min_s=config.step_s)
-        started = taken.start_s if started is None else started
-        closed.append((users, taken))
-        if users == 1:
-            first_s, decode_s = solo_costs(taken.records)
-        summaries.append(summarise(taken.records, users, taken.end_s, first_s, decode_s))
-        users = next_users(summaries, config.max_users)
-    characterise_s = closed[-1][1].end_s - (started or 0.0)
-    model = characterise(summaries, first_s, decode_s)
-    # A request still running when its step ended is more likely a long one: sizes come
-    # only from requests sent long enough before the end for any of them to have ended.
-    horizon = 1.5 * max(float(t.records["e2e_s"].max() or 0.0) for _, t in closed)  # type: ignore[arg-type]
-    pool = pl.concat([_sized(t, horizon) for _, t in closed], how="diagonal_relaxed")
-    closed_inputs = inputs = _floats(pool, "input_tokens")
-    closed_outputs = outputs = _floats(pool, "output_tokens")
-    curve = MissCurve(
-        model=model,
-        input_tokens=inputs,
-        output_tokens=outputs,
-        slo=config.slo,
-        requests=config.curve_requests,
-        seed=config.seed,
-    )
+    profile_sizes = False  # True: the sizes the load test draws (no sample to bootstrap)
+    if known is None:
+        model, inputs, outputs, horizon, characterise_s = yield from characterised(
+            config, characterise
+        )
+        closed_inputs, closed_outputs = inputs, outputs
+    else:
+        # one user: what the client and the network add to the engine's latencies
+        taken = yield Closed(1, step_requests(1), min_s=config.step_s)
+        model = measured_offset(known.model, taken)
+        first = taken.records.filter(pl.col("ok").fill_null(False))
+        closed_inputs, closed_outputs = (
+            floats(first, "input_tokens"),
+            floats(first, "output_tokens"),
+        )
+        inputs, outputs = closed_inputs, closed_outputs
+        profile_sizes = counted_as_asked(known, first, alpha=0.01)
+        if profile_sizes:
+            inputs, outputs = known.input_tokens, known.output_tokens
+        horizon, characterise_s = math.inf, taken.end_s - taken.start_s
+
+    def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
+        return MissCurve(
+            model=model, input_tokens=inputs, output_tokens=outputs, slo=config.slo,
+            requests=config.curve_requests, seed=config.seed,
+        )  # fmt: skip
+
+    curve = new_curve(inputs, outputs)
     count = len(targets(config.slo))
     predicted = curve.root(np.zeros(count))
     if not config.confirm:
@@ -143,12 +148,10 @@ def fast_search(
             characterise_s=characterise_s,
             confirm_s=0.0,
         )
-    _, work = model.work(inputs, outputs)
-    mean_work = float(work.mean())
+    mean_work = model.mean_work_s(inputs, outputs)
     z = float(norm.ppf(0.5 + config.confidence / 2))
     rng = np.random.default_rng([config.seed, 5])
-    note(f"model: {model.slots} slots{' (refuses beyond)' if model.refuses else ''}, "
-         f"slowdown {model.slowdown[-1]:.2f} when full, {mean_work:.3g} s of work a request; "
+    note(f"model: {model.describe()}, {mean_work:.3g} s of work a request; "
          f"predicts {predicted:.4g} req/s")  # fmt: skip
     rate = predicted
     confirmations: list[Confirmation] = []
@@ -160,7 +163,7 @@ def fast_search(
     confirm_started: float | None = None
     while True:
         chunk = max(config.chunk_s, config.chunk_requests / rate, config.chunk_e2es * mean_work)
-        burst = occupancy(model, rate, mean_work) if fresh and chained else 0
+        burst = model.in_service(rate, mean_work) if fresh and chained else 0
         taken = yield Open(rate, chunk, burst=burst, fresh=fresh)
         confirm_started = taken.start_s if confirm_started is None else confirm_started
         if fresh:
@@ -170,22 +173,25 @@ def fast_search(
             level_start = taken.start_s
         fresh = not chained
         chunks += 1
-        # the model's sizes: every answer measured so far
-        done_ok = [_sized(t, horizon) for t in chains.values()]
-        inputs = np.concatenate([closed_inputs, *(_floats(r, "input_tokens") for r in done_ok)])
-        outputs = np.concatenate([closed_outputs, *(_floats(r, "output_tokens") for r in done_ok)])
-        curve = MissCurve(
-            model=model,
-            input_tokens=inputs,
-            output_tokens=outputs,
-            slo=config.slo,
-            requests=config.curve_requests,
-            seed=config.seed,
-        )
+        done_ok = [sized(t, horizon) for t in chains.values()]
+        if profile_sizes and known is not None:
+            # hundreds of answers see what one user's few could not
+            so_far = pl.concat([first, *done_ok], how="diagonal_relaxed")
+            if not counted_as_asked(known, so_far, alpha=0.001):
+                profile_sizes = False
+                note("the server counts tokens otherwise than the profile asks: the model's "
+                     "request sizes are now those it returns")  # fmt: skip
+        if not profile_sizes:  # the model's sizes: every answer measured so far
+            inputs = np.concatenate([closed_inputs, *(floats(r, "input_tokens") for r in done_ok)])
+            outputs = np.concatenate(
+                [closed_outputs, *(floats(r, "output_tokens") for r in done_ok)]
+            )
+            curve = new_curve(inputs, outputs)
         level = [(start, t) for start, t in chains.items() if t.end_s > level_start]
         conf = _confirm(config, curve, model, level, level_start, rate, chunks, rng, z)
         if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
-            conf = _with_model_spread(config, conf, curve, inputs, outputs, z)
+            resample = not profile_sizes
+            conf = _with_model_spread(config, conf, curve, inputs, outputs, z, resample)
         confirmations.append(conf)
         confirm_s = taken.end_s - confirm_started
         interval = f"{conf.low:.4g}-{conf.high:.4g}" if math.isfinite(conf.high) else "not yet"
@@ -271,7 +277,7 @@ def fast_search(
 def _confirm(
     config: FastConfig,
     curve: MissCurve,
-    model: ServerModel,
+    model: Model,
     chains: list[tuple[float, Taken]],
     level_start: float,
     rate: float,
@@ -338,7 +344,7 @@ class _Paired:
 def _paired(
     config: FastConfig,
     curve: MissCurve,
-    model: ServerModel,
+    model: Model,
     taken: Taken,
     chain_start: float,
     level_start: float,
@@ -361,7 +367,7 @@ def _paired(
     picks = rng.integers(0, curve.input_tokens.size, int(unsized.sum()))
     inputs[unsized] = curve.input_tokens[picks]
     outputs[unsized] = curve.output_tokens[picks]
-    served = serve(model, sent - chain_start, inputs, outputs)
+    served = model.serve(sent - chain_start, inputs, outputs)
     modelled = model_misses(served, config.slo)
     measured = measured_misses(records, config.slo, now_s=taken.end_s)
     level = sent >= level_start
@@ -385,7 +391,7 @@ def _paired(
         seen[:, j] = np.where(measured.known[keep, j] & modelled.known[keep, j], modelled_j, np.nan)
     measured_delay = measured_delays(records, config.slo, now_s=taken.end_s)
     loads = [
-        model_delays(serve(model, (sent - chain_start) / scale, inputs, outputs), config.slo)
+        model_delays(model.serve((sent - chain_start) / scale, inputs, outputs), config.slo)
         for scale in (1.0 - config.tolerance, 1.0 + config.tolerance)
     ]
     delays = np.column_stack([
@@ -421,13 +427,15 @@ def _with_model_spread(
     inputs: np.ndarray,
     outputs: np.ndarray,
     z: float,
+    resample: bool = True,
 ) -> Confirmation:
     """The interval widened by the model's own uncertainty: the spread of the corrected root
-    over `bootstrap` curves, each on resampled request sizes and its own random numbers, and
-    at least the noise of this curve's miss share at the limit (batch means) over its slope."""
+    over `bootstrap` curves, each on resampled request sizes and its own random numbers
+    (with `resample`: the sizes are a sample), and at least the noise of this curve's miss
+    share at the limit (batch means) over its slope."""
     roots = []
     bias = np.array(conf.bias)
-    for b in range(config.bootstrap):
+    for b in range(config.bootstrap if resample else 0):
         rng = np.random.default_rng([config.seed, 17, b])
         pick = rng.integers(0, inputs.size, inputs.size)
         other = MissCurve(
@@ -462,17 +470,6 @@ def _curve_noise(curve: MissCurve, rate: float, bias: np.ndarray) -> float:
     if err is None or slope <= 0:
         return 0.0
     return float(err / slope)
-
-
-def _sized(taken: Taken, horizon_s: float) -> pl.DataFrame:
-    """A step's successful requests sent at least `horizon_s` before it was read."""
-    records = taken.records.filter(pl.col("ok").fill_null(False))
-    early = records.filter(pl.col("sent_s") <= taken.end_s - horizon_s)
-    return early if early.height else records
-
-
-def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
-    return frame[name].cast(pl.Float64).to_numpy().astype(float)
 
 
 def _warmup_series(records: pl.DataFrame, slo: Slo) -> np.ndarray:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from planner.limit.fast.model import ServerModel
+from planner.limit.fast.model import Model
 from planner.slo.spec import Slo
 
 
@@ -48,6 +49,16 @@ class Taken:
     records: pl.DataFrame
     start_s: float
     end_s: float
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """A model the search need not characterise (the engine model of a calibrated server)
+    and the request sizes the load test draws (the profile's: no sample to bootstrap)."""
+
+    model: Model
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ class Confirmation:
 
 @dataclass(frozen=True, kw_only=True)
 class FastResult:
-    model: ServerModel | None
+    model: Model | None
     predicted: float | None  # the model alone
     limit: float | None
     low: float | None
