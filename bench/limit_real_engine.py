@@ -1,15 +1,19 @@
 """Does the fast limit search land within the band of a long measured search on a real engine?
 
-    python bench/limit_real_engine.py [--out DIR] [--result FILE.json] [--order fast,measured]
+    python bench/limit_real_engine.py [--out DIR] [--result FILE.json]
+        [--order fast,measured]   # or calibrated (and any mix: calibrated,fast,measured)
 
 llama.cpp (xllamacpp, the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1
 thread, continuous batching) serves preset A of bench/real_engine_prediction.py (short
 prompts, 48-80-token answers) at `e2e:p95<=4s`. On the same server, one after the other:
-`capplan limit --method fast` and `capplan limit` (the measured search) with their default
-level rules, each from 0.5 req/s. A real engine has no computed truth: the long measured
-search is the reference (issue 28: the fast answer within [0.90, 1.05] of it). Prints
-both answers, their intervals or brackets, wall times and the ratio; writes them as JSON.
-Needs a quiet machine: the server, Locust and capplan share the two cores.
+`capplan limit --method fast` (slots characterised in closed loop), `calibrated` (`capplan
+calibrate` first, then `capplan limit --method fast --calibration cal.json`: the engine
+model predicts) and `capplan limit` (the measured search) with their default level rules,
+each from 0.5 req/s. A real engine has no computed truth: the long measured search is the
+reference (issue 28: the fast answer within [0.90, 1.05] of it); `--reference RPS` gives a
+measured answer from an earlier run instead of measuring again. Prints the answers, their
+intervals or brackets, wall times and ratios; writes them as JSON. Needs a quiet machine:
+the server, Locust and capplan share the two cores.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.calibrate_prediction import N_CTX, calibrate  # noqa: E402
+from bench.kit.cpu_catalog import write_cpu_catalog  # noqa: E402
 from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import build_random_llama, start_llama_server  # noqa: E402
+from bench.kit.real_engine import LlamaShape, build_random_llama, start_llama_server  # noqa: E402
 from bench.real_engine_prediction import PRESET_A, SLO  # noqa: E402
 from contracts.limit import load_limit  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
@@ -36,12 +42,15 @@ SLOTS = 4
 START_RPS = 0.5
 
 
-def run_limit(url: str, model: str, profile: Path, out: Path, method: str) -> dict[str, object]:
+def run_limit(
+    url: str, model: str, profile: Path, out: Path, method: str, cal: Path | None = None
+) -> dict[str, object]:
     """One `capplan limit --method METHOD` run with default level rules; its account."""
     cmd = [
         str(Path(sys.executable).with_name("capplan")), "limit", "--host", url,
         "--model", model, "--profile", str(profile), "--slo", SLO, "--dimension", "rate",
         "--start", f"{START_RPS:g}", "--method", method, "-o", str(out),
+        *(["--calibration", str(cal)] if cal else []),
     ]  # fmt: skip
     print("$", " ".join(cmd[1:]), flush=True)
     started = time.perf_counter()
@@ -51,7 +60,7 @@ def run_limit(url: str, model: str, profile: Path, out: Path, method: str) -> di
     limit = load_limit(out)
     fast = limit.fast
     return {
-        "method": method,
+        "method": method + (" --calibration" if cal else ""),
         "exit_code": proc.returncode,
         "wall_s": round(wall_s, 1),
         "feasible_max": limit.feasible_max,
@@ -61,6 +70,8 @@ def run_limit(url: str, model: str, profile: Path, out: Path, method: str) -> di
         "fast_adequate": fast.adequate if fast else None,
         "fast_interval": list(fast.interval) if fast and fast.interval else None,
         "fast_predicted": fast.predicted_rps if fast else None,
+        "fast_model": fast.model if fast else None,
+        "fast_s": round(fast.characterise_s + fast.confirm_s, 1) if fast else None,
     }
 
 
@@ -68,34 +79,57 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--out", type=Path, default=None, help="work directory (default: temp)")
     ap.add_argument("--result", type=Path, default=ROOT / "bench/results/limit_real_engine.json")
-    ap.add_argument("--order", default="fast,measured", help="which search runs first")
+    ap.add_argument("--order", default="fast,measured", help="which searches, in order")
+    ap.add_argument(
+        "--reference",
+        type=float,
+        default=None,
+        help="the long measured search's answer from an earlier run (req/s)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        model = build_random_llama(out / "tiny.gguf")
+        shape = LlamaShape()
+        model = build_random_llama(out / "tiny.gguf", shape)
         profile = out / "preset_A.json"
         save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
-        server = start_llama_server(model, n_parallel=SLOTS, log_path=out / "llama.log")
+        server = start_llama_server(
+            model, n_parallel=SLOTS, n_ctx=N_CTX, n_threads=1, log_path=out / "llama.log"
+        )
         runs: dict[str, dict[str, object]] = {}
         load_before = os.getloadavg()
         try:
-            for method in args.order.split(","):
-                runs[method] = run_limit(server.url, server.model, profile, out / method, method)
+            for name in args.order.split(","):
+                cal = None
+                if name == "calibrated":
+                    catalog = write_cpu_catalog(out / "catalog.yaml", shape, N_CTX, SLOTS)
+                    cal = out / "cal.json"
+                    started = time.perf_counter()
+                    if calibrate(server.url, server.model, catalog, cal, 90.0) != 0:
+                        runs[name] = {"refused": "capplan calibrate refused (drift or errors)"}
+                        continue
+                    calibrate_s = round(time.perf_counter() - started, 1)
+                method = "measured" if name == "measured" else "fast"
+                runs[name] = run_limit(server.url, server.model, profile, out / name, method, cal)
+                if cal:
+                    runs[name]["calibrate_wall_s"] = calibrate_s
         finally:
             server.stop()
-    fast, measured = runs.get("fast"), runs.get("measured")
-    ratio = None
-    if fast and measured and fast["feasible_max"] and measured["feasible_max"]:
-        ratio = float(fast["feasible_max"]) / float(measured["feasible_max"])  # type: ignore[arg-type]
+    measured = runs.get("measured")
+    reference = args.reference or (measured or {}).get("feasible_max")
+    ratios: dict[str, float] = {}
     for name, run in runs.items():
-        print(f"{name:9} {run['feasible_max']} req/s (fails at {run['infeasible_min']}), "
+        if "refused" in run:
+            print(f"{name:10} {run['refused']}")
+            continue
+        print(f"{name:10} {run['feasible_max']} req/s (fails at {run['infeasible_min']}), "
               f"{run['wall_s']:.0f} s, {run['levels']} levels"
               + (f", {run['fast_stopped']}" if run["fast_stopped"] else ""))  # fmt: skip
-    if ratio is not None:
-        verdict = "within" if 0.90 <= ratio <= 1.05 else "OUTSIDE"
-        time_ratio = float(fast["wall_s"]) / float(measured["wall_s"])  # type: ignore[arg-type,index]
-        print(f"fast / measured: {ratio:.3f} ({verdict} [0.90, 1.05]); wall {time_ratio:.2f}")
+        if name != "measured" and reference and run["feasible_max"]:
+            ratios[name] = float(run["feasible_max"]) / float(reference)  # type: ignore[arg-type]
+            verdict = "within" if 0.90 <= ratios[name] <= 1.05 else "OUTSIDE"
+            print(f"{name} / measured ({reference:g}): {ratios[name]:.3f} ({verdict} [0.90, 1.05])")
     record = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "code": subprocess.run(
@@ -106,7 +140,9 @@ def main() -> None:
         "slots": SLOTS,
         "slo": SLO,
         "runs": runs,
-        "ratio": ratio,
+        "reference_rps": reference,
+        "reference_given": args.reference is not None,
+        "ratios": ratios,
     }
     args.result.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(args.result.read_text()) if args.result.exists() else []

@@ -164,3 +164,24 @@ def test_the_profiles_sizes_serve_only_a_server_that_counts_them_as_asked() -> N
                             "output_tokens": preset[:16, 1]})  # fmt: skip
     assert not counted_as_asked(chat, counted, alpha=0.01)  # a preset's few lengths: at once
     assert not counted_as_asked(known, served(7), alpha=0.01)  # too few to tell
+
+
+def test_the_roots_of_a_curves_parts_measure_its_roots_noise() -> None:
+    """The noise of one curve's root, from the roots of five consecutive parts of its run
+    (all from the rates it evaluated: no run more), against the spread of the roots of
+    twelve curves with their own random numbers: within a factor of two."""
+    servers, mean_s = 4, 0.5
+    rng = np.random.default_rng(5)
+    outputs = 1.0 + rng.exponential(mean_s / 0.01, 50_000)
+    inputs = np.zeros(outputs.size)
+    slo = parse_slo("ttft:p95<=0.3s")
+    model = _Gridded(servers, (0.0, 0.0), (0.0, 0.01), (1.0,) * servers)
+    roots, errors = [], []
+    for seed in range(12):
+        curve = MissCurve(model=model, input_tokens=inputs, output_tokens=outputs, slo=slo,
+                          requests=10_000, seed=seed)  # fmt: skip
+        roots.append(curve.root(np.zeros(1)))
+        parts = curve.batch_roots(np.zeros(1))
+        errors.append(float(np.std(parts, ddof=1)) / math.sqrt(len(parts)))
+    spread = float(np.std(roots, ddof=1))
+    assert 0.5 * spread <= float(np.median(errors)) <= 2.0 * spread, (spread, errors)

@@ -120,17 +120,24 @@ class EngineModel:
         )
 
 
-def counted_as_asked(known: KnownModel, served: pl.DataFrame, *, alpha: float) -> bool:
-    """Whether the server counts prompts and answers as the profile asks them: its counts on
-    `served` (successful requests) not clearly drawn elsewhere (two-sample Kolmogorov-Smirnov,
-    p >= `alpha`). Prompts the load generator writes for a generic tokenizer may count
-    otherwise on the server's (llama.cpp's tiny model with its chat template: about 1.5x
-    and more). No record says which size was asked, so a few requests' counts cannot map the
+def counted_as_asked(
+    known: KnownModel, served: pl.DataFrame, *, alpha: float, answers: bool = True
+) -> bool:
+    """Whether the server counts prompts (and, with `answers`, answers) as the profile asks
+    them: its counts on `served` (successful requests) not clearly drawn elsewhere
+    (two-sample Kolmogorov-Smirnov, p >= `alpha`). Prompts the load generator writes for a
+    generic tokenizer may count otherwise on the server's (llama.cpp's tiny model with its
+    chat template: about 1.5x and more); a server that ignores `ignore_eos` ends answers
+    early. No record says which size was asked, so a few requests' counts cannot map the
     profile's sizes; and against a heavy-tailed mix 16 requests rarely show even 1.5x (the
-    search tests again on every chunk's answers)."""
+    search tests the prompts again on every chunk's requests). Answers are tested only where
+    every request ran to its end (one user's): a chunk's successful requests are the ones
+    short enough to end before it did."""
     if served.height < 8:
         return False
-    pairs = (("input_tokens", known.input_tokens), ("output_tokens", known.output_tokens))
+    pairs = [("input_tokens", known.input_tokens)]
+    if answers:
+        pairs.append(("output_tokens", known.output_tokens))
     return all(ks_2samp(floats(served, name), asked).pvalue >= alpha for name, asked in pairs)
 
 

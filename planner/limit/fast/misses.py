@@ -273,6 +273,34 @@ class MissCurve:
                 high = mid
         return low
 
+    def batch_roots(self, offset: np.ndarray, batches: int = 5) -> list[float]:
+        """The root of each of `batches` consecutive parts of the curve's run, from the
+        rates already evaluated (interpolated between the two around its crossing; the end
+        rate where a part does not cross among them): their spread is the root's own noise,
+        without the slope's linearisation that understates it at a cliff (a continuously
+        batching engine's first tokens stay short up to its capacity, then all grow)."""
+        rates = sorted(self._cache)
+        allowed = np.array([t.allowed for t in targets(self.slo)])
+        n = self._cache[rates[0]].miss.shape[0]
+        edges = np.linspace(0, n, batches + 1).astype(int)
+        roots = []
+        for b in range(batches):
+            part = slice(edges[b], edges[b + 1])
+            excess = [
+                float(np.max(share(Misses(m.miss[part], m.known[part])) + offset - allowed))
+                for m in (self._cache[r] for r in rates)
+            ]
+            crossing = next((k for k, e in enumerate(excess) if e > 0), None)
+            if crossing is None:
+                roots.append(rates[-1])
+            elif crossing == 0:
+                roots.append(rates[0])
+            else:
+                below, above = excess[crossing - 1], excess[crossing]
+                lo, hi = rates[crossing - 1], rates[crossing]
+                roots.append(lo + (hi - lo) * below / (below - above))
+        return roots
+
     def _grid_root(self, offset: np.ndarray, low: float, high: float, step: float) -> float:
         """`root` on the rates low * (1 + step)^i."""
         ratio = math.log1p(step)

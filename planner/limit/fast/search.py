@@ -124,7 +124,9 @@ def fast_search(
         profile_sizes = counted_as_asked(known, first, alpha=0.01)
         if profile_sizes:
             inputs, outputs = known.input_tokens, known.output_tokens
-        horizon, characterise_s = math.inf, taken.end_s - taken.start_s
+        # as a characterisation's: sizes from requests that had time to end
+        horizon = 1.5 * float(first["e2e_s"].max() or 0.0)  # type: ignore[arg-type]
+        characterise_s = taken.end_s - taken.start_s
 
     def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
         return MissCurve(
@@ -175,9 +177,9 @@ def fast_search(
         chunks += 1
         done_ok = [sized(t, horizon) for t in chains.values()]
         if profile_sizes and known is not None:
-            # hundreds of answers see what one user's few could not
+            # hundreds of prompts show what one user's few could not
             so_far = pl.concat([first, *done_ok], how="diagonal_relaxed")
-            if not counted_as_asked(known, so_far, alpha=0.001):
+            if not counted_as_asked(known, so_far, alpha=0.001, answers=False):
                 profile_sizes = False
                 note("the server counts tokens otherwise than the profile asks: the model's "
                      "request sizes are now those it returns")  # fmt: skip
@@ -189,7 +191,8 @@ def fast_search(
             curve = new_curve(inputs, outputs)
         level = [(start, t) for start, t in chains.items() if t.end_s > level_start]
         conf = _confirm(config, curve, model, level, level_start, rate, chunks, rng, z)
-        if (conf.high - conf.low) / 2 <= config.half_width * conf.limit:
+        bias_narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
+        if bias_narrow:
             resample = not profile_sizes
             conf = _with_model_spread(config, conf, curve, inputs, outputs, z, resample)
         confirmations.append(conf)
@@ -250,7 +253,9 @@ def fast_search(
         narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
         # Only a warm, chained level is compared with the long run: a chunk on an idle server
         # starts below it by design (the model replays the same cold start for the bias).
-        settled = narrow and (not chained or _sampled_the_tail(conf, curve, z))
+        # With the profile's sizes more load narrows the bias, never the model's own noise
+        model_bound = profile_sizes and bias_narrow and not narrow
+        settled = (narrow or model_bound) and (not chained or _sampled_the_tail(conf, curve, z))
         delays = delays_verdict(conf.delay_bias_s, conf.delay_se_s, conf.delay_moved_s, z)
         capped = chunks >= config.max_chunks
         if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
@@ -259,6 +264,9 @@ def fast_search(
             return done(f"model inadequate: {why}", adequate=False)
         if settled and delays == "unclear":
             continue  # the delays' best estimate is off, not yet clearly: measure on
+        if settled and model_bound:
+            return done("converged: the interval is the model's own noise (more load would "
+                        "not narrow it)")  # fmt: skip
         if settled:
             return done("converged")
         if narrow and chunks < config.max_chunks:
@@ -432,10 +440,30 @@ def _with_model_spread(
     """The interval widened by the model's own uncertainty: the spread of the corrected root
     over `bootstrap` curves, each on resampled request sizes and its own random numbers
     (with `resample`: the sizes are a sample), and at least the noise of this curve's miss
-    share at the limit (batch means) over its slope."""
-    roots = []
+    share at the limit (batch means) over its slope. Without `resample` (the profile's
+    sizes, an engine model too costly for more curves) the noise is that of the roots of
+    five consecutive parts of this curve's run (`MissCurve.batch_roots`)."""
     bias = np.array(conf.bias)
-    for b in range(config.bootstrap if resample else 0):
+    if resample:
+        spread = _bootstrap_spread(config, curve, inputs, outputs, bias)
+        spread = max(spread, z * _curve_noise(curve, conf.limit, bias))
+    else:
+        parts = curve.batch_roots(bias)
+        t = float(student_t.ppf(0.5 + config.confidence / 2, len(parts) - 1))
+        spread = t * float(np.std(parts, ddof=1)) / math.sqrt(len(parts))
+    below = math.hypot(conf.limit - conf.low, spread)
+    above = math.hypot(conf.high - conf.limit, spread)
+    return replace(conf, low=conf.limit - below, high=conf.limit + above)
+
+
+def _bootstrap_spread(
+    config: FastConfig, curve: MissCurve, inputs: np.ndarray, outputs: np.ndarray,
+    bias: np.ndarray,
+) -> float:  # fmt: skip
+    """Student's t times the spread of the corrected root over `bootstrap` curves, each on
+    resampled request sizes and its own random numbers (0 for fewer than two)."""
+    roots = []
+    for b in range(config.bootstrap):
         rng = np.random.default_rng([config.seed, 17, b])
         pick = rng.integers(0, inputs.size, inputs.size)
         other = MissCurve(
@@ -447,15 +475,11 @@ def _with_model_spread(
             seed=config.seed + 1 + b,
         )
         roots.append(other.root(bias, rel_tol=0.005))
+    if len(roots) < 2:
+        return 0.0
     # Student's t for the few curves: their spread is itself uncertain
-    spread = 0.0
-    if len(roots) > 1:
-        t = float(student_t.ppf(0.5 + config.confidence / 2, len(roots) - 1))
-        spread = t * float(np.std(roots, ddof=1))
-    spread = max(spread, z * _curve_noise(curve, conf.limit, bias))
-    below = math.hypot(conf.limit - conf.low, spread)
-    above = math.hypot(conf.high - conf.limit, spread)
-    return replace(conf, low=conf.limit - below, high=conf.limit + above)
+    t = float(student_t.ppf(0.5 + config.confidence / 2, len(roots) - 1))
+    return t * float(np.std(roots, ddof=1))
 
 
 def _curve_noise(curve: MissCurve, rate: float, bias: np.ndarray) -> float:
