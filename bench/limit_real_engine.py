@@ -54,9 +54,11 @@ def run_limit(
     ]  # fmt: skip
     print("$", " ".join(cmd[1:]), flush=True)
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log = out.with_suffix(".log")  # its progress lines as they come (tail -f)
+    with open(log, "w") as stream:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=stream, stderr=subprocess.STDOUT, text=True)
     wall_s = time.perf_counter() - started
-    print(proc.stdout[-3000:], proc.stderr[-2000:], flush=True)
+    print(log.read_text()[-4000:], flush=True)
     limit = load_limit(out)
     fast = limit.fast
     return {

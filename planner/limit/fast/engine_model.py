@@ -17,6 +17,7 @@ the measured search.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,9 +27,9 @@ from scipy.stats import ks_2samp
 from planner.engine import EngineConfig, EngineRequest
 from planner.engine.engine import simulate
 from planner.fleet.traffic import profile_requests
-from planner.limit.fast.characterise import floats
+from planner.limit.fast.characterise import floats, step_requests
 from planner.limit.fast.model import Model, Offset, Served
-from planner.limit.fast.steps import KnownModel, Taken
+from planner.limit.fast.steps import Closed, FastConfig, KnownModel, Step, Taken
 from profiles.model import Profile
 
 SOLO_SAMPLE = 64  # requests timed alone for the mean work
@@ -118,6 +119,33 @@ class EngineModel:
             f"engine model of {c.model.name} on {c.tp} x {c.gpu.name} "
             f"({c.max_num_seqs} sequences, {c.max_num_batched_tokens} batched tokens at most)"
         )
+
+
+@dataclass(frozen=True)
+class OneUser:
+    """What one user's requests told (`one_user`)."""
+
+    model: Model  # the engine model with the offsets they measured
+    first: pl.DataFrame  # their successful records
+    profile_sizes: bool  # the server counted them as the profile asks
+    horizon: float  # sizes come from requests sent this long before a step's end
+    s: float  # seconds it took
+
+
+def one_user(config: FastConfig, known: KnownModel) -> Generator[Step, Taken, OneUser]:
+    """The known engine's start of the fast search: one user's requests measure what the
+    client, the network and the API server add to the engine's latencies, and whether the
+    server counts tokens as the profile asks them."""
+    taken = yield Closed(1, step_requests(1), min_s=config.step_s)
+    first = taken.records.filter(pl.col("ok").fill_null(False))
+    return OneUser(
+        model=measured_offset(known.model, taken),
+        first=first,
+        profile_sizes=counted_as_asked(known, first, alpha=0.01),
+        # as a characterisation's: long enough for any of them to have ended
+        horizon=1.5 * float(first["e2e_s"].max() or 0.0),  # type: ignore[arg-type]
+        s=taken.end_s - taken.start_s,
+    )
 
 
 def counted_as_asked(

@@ -48,9 +48,8 @@ from planner.limit.fast.characterise import (
     characterised,
     floats,
     sized,
-    step_requests,
 )
-from planner.limit.fast.engine_model import counted_as_asked, measured_offset
+from planner.limit.fast.engine_model import counted_as_asked, one_user
 from planner.limit.fast.misses import (
     DELAY_CAP,
     MissCurve,
@@ -68,7 +67,6 @@ from planner.limit.fast.misses import (
 from planner.limit.fast.model import Model
 from planner.limit.fast.stats import batch_means_se, mser5
 from planner.limit.fast.steps import (
-    Closed,
     Confirmation,
     FastConfig,
     FastResult,
@@ -112,21 +110,16 @@ def fast_search(
         )
         closed_inputs, closed_outputs = inputs, outputs
     else:
-        # one user: what the client and the network add to the engine's latencies
-        taken = yield Closed(1, step_requests(1), min_s=config.step_s)
-        model = measured_offset(known.model, taken)
-        first = taken.records.filter(pl.col("ok").fill_null(False))
+        start = yield from one_user(config, known)
+        model, first, horizon, characterise_s = start.model, start.first, start.horizon, start.s
         closed_inputs, closed_outputs = (
             floats(first, "input_tokens"),
             floats(first, "output_tokens"),
         )
         inputs, outputs = closed_inputs, closed_outputs
-        profile_sizes = counted_as_asked(known, first, alpha=0.01)
+        profile_sizes = start.profile_sizes
         if profile_sizes:
             inputs, outputs = known.input_tokens, known.output_tokens
-        # as a characterisation's: sizes from requests that had time to end
-        horizon = 1.5 * float(first["e2e_s"].max() or 0.0)  # type: ignore[arg-type]
-        characterise_s = taken.end_s - taken.start_s
 
     def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
         return MissCurve(
