@@ -302,13 +302,21 @@ class MissCurve:
         return roots
 
     def _grid_root(self, offset: np.ndarray, low: float, high: float, step: float) -> float:
-        """`root` on the rates low * (1 + step)^i."""
+        """`root` on the rates low * (1 + step)^i. The bisection first brackets between
+        half the capacity and `high` (where an engine's limit lies unless the SLO is tight),
+        and only below that when half the capacity already fails: each rate is a costly run."""
         ratio = math.log1p(step)
         at = lambda i: float(f"{low * math.exp(i * ratio):.6g}")  # noqa: E731
         lo, hi = 0, max(1, math.ceil(math.log(high / low) / ratio))
-        if self.excess(at(lo), offset) > 0:
+        half = math.ceil(math.log(0.5 * self.capacity_rps() / low) / ratio)
+        if 0 < half < hi:
+            if self.excess(at(half), offset) <= 0:
+                lo = half
+            else:
+                hi = half
+        if lo == 0 and self.excess(at(lo), offset) > 0:
             return at(lo)
-        if self.excess(at(hi), offset) <= 0:
+        if hi > half and self.excess(at(hi), offset) <= 0:
             return at(hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
