@@ -160,9 +160,10 @@ def counted_as_asked(
     chat template: about 1.5x and more); a server that ignores `ignore_eos` ends answers
     early. No record says which size was asked, so a few requests' counts cannot map the
     profile's sizes; and against a heavy-tailed mix 16 requests rarely show even 1.5x (the
-    search tests the prompts again on every chunk's requests). Answers are tested only where
-    every request ran to its end (one user's): a chunk's successful requests are the ones
-    short enough to end before it did."""
+    search tests the prompts again on every request its chunks sent, the load generator's
+    estimate where one did not end). Answers are tested only where every request ran to its
+    end (one user's): a chunk's successful requests are the ones short enough to end before
+    it did."""
     if served.height < 8:
         return False
     pairs = [("input_tokens", known.input_tokens)]

@@ -170,8 +170,10 @@ def fast_search(
         chunks += 1
         done_ok = [sized(t, horizon) for t in chains.values()]
         if profile_sizes and known is not None:
-            # hundreds of prompts show what one user's few could not
-            so_far = pl.concat([first, *done_ok], how="diagonal_relaxed")
+            # hundreds of prompts show what one user's few could not: every request sent,
+            # as the successful ones are those short enough to end, long prompts among them
+            sent = [t.records.filter(pl.col("input_tokens").is_not_null()) for t in chains.values()]
+            so_far = pl.concat([first, *sent], how="diagonal_relaxed")
             if not counted_as_asked(known, so_far, alpha=0.001, answers=False):
                 profile_sizes = False
                 note("the server counts tokens otherwise than the profile asks: the model's "
