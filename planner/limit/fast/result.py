@@ -10,6 +10,7 @@ import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
 from planner.limit.fast.misses import targets
+from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
 from planner.limit.probe import LevelMeasurement
 from planner.limit.result import level_record
@@ -80,10 +81,10 @@ def fast_limit_result(
     if record.interval is not None:
         interval = f"90 % interval {record.interval[0]:.3g}-{record.interval[1]:.3g} req/s"
     within = f" ({interval})" if interval else ""
+    kind = "characterised" if isinstance(result.model, ServerModel) else "engine"
     sentence = (
         f"one instance holds {result.limit:.3g} req/s{within} at {config.slo.describe()}; "
-        f"fast search: the {'engine' if record.max_slowdown is None else 'characterised'} "
-        f"model said {result.predicted:.3g}, corrected by "
+        f"fast search: the {kind} model said {result.predicted:.3g}, corrected by "
         f"its bias measured on {len(result.confirmations)} confirmation chunk(s)"
     )
     return LimitResult(
