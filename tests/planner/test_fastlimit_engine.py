@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from planner.engine import build_engine_config
+from planner.limit.fast import misses
 from planner.limit.fast.engine_model import EngineModel, measured_offset
 from planner.limit.fast.misses import MissCurve
 from planner.limit.fast.model import Offset, ServerModel
@@ -49,12 +50,14 @@ class _Gridded(ServerModel):
         return 0.02
 
 
-def test_the_grid_root_lands_on_an_mmc_queue_solved_by_erlangs_formula() -> None:
+def test_the_grid_root_lands_on_an_mmc_queue_solved_by_erlangs_formula(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Exponential service (decode cost linear in an exponential answer length), no first
     token cost: TTFT is the wait, whose tail Erlang's C formula gives. The grid's root,
     interpolated between rates 2 % apart, lands within 0.5 % of bisection on the same curve
     (the grid rate below it is 1.7 % off here) and within the curve's own noise of the
-    formula."""
+    formula. Run two rates at a time in two processes (thirds), it is the same root."""
     servers, mean_s = 4, 0.5
     rng = np.random.default_rng(3)
     outputs = 1.0 + rng.exponential(mean_s / 0.01, 50_000)
@@ -62,7 +65,9 @@ def test_the_grid_root_lands_on_an_mmc_queue_solved_by_erlangs_formula() -> None
     slo = parse_slo("ttft:p95<=0.3s")
     truth = _mmc_limit(servers, mean_s, 0.3, 0.05)
     roots = {}
-    for name, cls in (("bisection", ServerModel), ("grid", _Gridded)):
+    for name, cls, pairs in (("bisection", ServerModel, False), ("grid", _Gridded, False),
+                             ("grid in pairs", _Gridded, True)):  # fmt: skip
+        monkeypatch.setattr(misses, "_side_by_side", lambda pairs=pairs: pairs)
         model = cls(servers, (0.0, 0.0), (0.0, 0.01), (1.0,) * servers)
         curve = MissCurve(model=model, input_tokens=inputs, output_tokens=outputs, slo=slo,
                           requests=60_000, seed=2)  # fmt: skip
@@ -72,6 +77,7 @@ def test_the_grid_root_lands_on_an_mmc_queue_solved_by_erlangs_formula() -> None
     assert roots["grid"] == pytest.approx(roots["bisection"], rel=0.005)
     assert roots["grid"] == pytest.approx(truth, rel=0.02)
     assert evaluated <= 10  # bisection to 0.3 % takes about as many; offsets then reuse them
+    assert roots["grid in pairs"] == roots["grid"]
 
 
 def test_one_users_requests_measure_what_the_client_adds_to_the_engine() -> None:
