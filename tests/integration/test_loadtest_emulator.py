@@ -43,8 +43,10 @@ def test_ttft_and_tpot_match_the_emulators_own_at_50_streams(tmp_path: Path) -> 
     # The engine's own TTFT starts when the emulator's handler receives the request and ends
     # at the step's end in engine time; the client also sees its own send, the socket, and
     # the emulator's wake-up writing the chunk. With both on the 2-core box the gap measured
-    # 3.2-5.1 ms over three runs (it was 8 ms before arrival was stamped at receipt), so the
-    # bound is 8 ms here against 3 ms for bench/kit/stream_server.py, whose own timings
-    # are stamped at the socket writes.
-    assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.008, (s.ttft_s.p50, own_ttft)
+    # 3.2-5.1 ms over three runs (it was 8 ms before arrival was stamped at receipt); on
+    # 2026-12-02, a slower day of the same machine, 6.2-9.6 ms over six runs (with the
+    # emulator's prompt encoder before and after it got faster alike), so the bound is 12 ms
+    # here against 3 ms for bench/kit/stream_server.py, whose own timings are stamped at the
+    # socket writes.
+    assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.012, (s.ttft_s.p50, own_ttft)
     assert not read_records(tmp_path / "run")["tokens_estimated"].any()
