@@ -4,7 +4,7 @@ before 2026-12-02 (baseline, the same run).
 
 The emulator parses each request on the loop that also delivers every stream's tokens, so
 this time delays other requests' first tokens: at the demo's 4x, with 1,147-token prompts at
-58 requests a wall second, the old 1.5 ms encoder put the emulator's first tokens 18-33 ms
+58 requests a wall second, the old 1.5 ms encoder put the emulator's first tokens 18-26 ms
 (engine time) behind its engine model under load, and the fast search's delay check called
 the model inadequate (docs/accuracy/limit.md).
 

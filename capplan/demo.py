@@ -50,7 +50,7 @@ class DemoOptions:
     slo: str = DEMO_SLO
     # 4x: at 6x on two cores the emulator's first tokens lagged its engine model by 15 ms
     # more under load than alone, more than the fast search's delay check allows there (at
-    # 4x 18-33 ms until its prompts' encoding got 4.8x faster, bench/emulator_parse.py)
+    # 4x 18-26 ms until its prompts' encoding got 4.8x faster, bench/emulator_parse.py)
     speed: float = 4.0
     stream_interval: int = 32
     # The measured search (when the fast search's model is inadequate, or with

@@ -54,20 +54,13 @@ class ApproxTokenizer:
     approximate = True
 
     def count(self, text: str) -> int:
-        return sum(-(-len(piece) // _CHARS_PER_TOKEN) for piece in _PIECE.findall(text))
+        return sum(-(-len(piece) // _CHARS_PER_TOKEN) for piece in _pieces(text))
 
     def encode(self, text: str) -> list[int]:
         # An id is the CRC-32 of its piece's UTF-8 (at most four characters), remembered: the
         # emulator encodes every prompt on its event loop, where 1,000 tokens once took 1.5 ms
-        # and delayed every other stream's tokens (now about 0.3 ms). The pieces are those of
-        # `_PIECE` over the whole text: whitespace ends a word, so a word of letters and
-        # digits alone (`isalnum`: `\w` but the underscore) is one piece.
-        pieces: list[str] = []
-        for word in text.split():
-            if word.isalnum():
-                pieces.append(word)
-            else:
-                pieces.extend(_PIECE.findall(word))
+        # and delayed every other stream's tokens (now about 0.3 ms).
+        pieces = _pieces(text)
         if len(_IDS) > _IDS_MAX:
             _IDS.clear()
         if pieces and max(map(len, pieces)) <= _CHARS_PER_TOKEN:
@@ -77,6 +70,19 @@ class ApproxTokenizer:
             for piece in pieces
             for start in range(0, len(piece), _CHARS_PER_TOKEN)
         ]
+
+
+def _pieces(text: str) -> list[str]:
+    """`_PIECE`'s words and punctuation marks of `text`, found cheaply: whitespace ends a
+    word, so a word of letters and digits alone (`isalnum`: `\\w` but the underscore) is one
+    piece, and only the others go through the regex."""
+    pieces: list[str] = []
+    for word in text.split():
+        if word.isalnum():
+            pieces.append(word)
+        else:
+            pieces.extend(_PIECE.findall(word))
+    return pieces
 
 
 class _CrcIds(dict[str, int]):

@@ -40,7 +40,7 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     assert abs(gap) <= 0.10, (limit.feasible_max, limit.prediction.feasible_max)
     # the fast search ran with the emulator's engine model; it answered (the last 7 runs on
     # 2026-12-02, the emulator's first tokens -2 to +10 ms off the model's), or on a machine
-    # too slow for the emulator at 4x they lagged beyond the delay check (+18 to +33 ms
+    # too slow for the emulator at 4x they lagged beyond the delay check (+18 to +26 ms
     # before its prompt encoding got faster) and the measured search answered
     assert limit.fast is not None and limit.fast.model and "engine model" in limit.fast.model
     if limit.method != "fast":

@@ -49,10 +49,10 @@ def _reference_ids(text: str) -> list[int]:
 
 
 def test_encode_gives_the_definitions_ids_on_any_text() -> None:
-    """The encoder splits on whitespace and remembers ids (the emulator encodes every prompt
-    on its event loop): the ids must stay those of the definition, which prefix hashes in
-    profiles and the emulator's cache share. Unicode letters, digits and spaces, underscores,
-    punctuation inside words, words longer than four characters."""
+    """The encoder and the count split on whitespace, the encoder remembers ids (the emulator
+    encodes every prompt on its event loop): the ids must stay those of the definition, which
+    prefix hashes in profiles and the emulator's cache share. Unicode letters, digits and
+    spaces, underscores, punctuation inside words, words longer than four characters."""
     tok = ApproxTokenizer()
     rng = random.Random(0)
     alphabet = "aZ9 _-:,.!?\t\n" + "éß中語" + "\u00a0\u2003\x1c\u3000" + "١٢"
@@ -64,3 +64,4 @@ def test_encode_gives_the_definitions_ids_on_any_text() -> None:
     ]
     for text in texts:
         assert tok.encode(text) == _reference_ids(text), repr(text)
+        assert tok.count(text) == len(_reference_ids(text)), repr(text)

@@ -244,15 +244,15 @@ class MissCurve:
         self._cache[key] = Misses(m.miss[self._skip :], m.known[self._skip :])
 
     def _fill(self, rates: list[float]) -> None:
-        """Run the uncached `rates` side by side, one process each (`_side_by_side`)."""
+        """Run the uncached `rates` side by side, one process each (where `_side_by_side`)."""
         keys = [k for k in dict.fromkeys(float(f"{r:.6g}") for r in rates) if k not in self._cache]
-        if len(keys) < 2 or not _side_by_side():
-            return
+        if len(keys) < 2:
+            return  # one rate runs here, when asked
         fork = multiprocessing.get_context("fork")
         # Ctrl-C reaches the parent, which ends the search; the children finish their run
         with ProcessPoolExecutor(len(keys), mp_context=fork, initializer=_ignore_sigint) as pool:
-            runs = [pool.submit(_serve, self.model, self._gaps / k, self._inputs,
-                                self._outputs) for k in keys]  # fmt: skip
+            runs = [pool.submit(self.model.serve, self._gaps / k, self._inputs, self._outputs)
+                    for k in keys]  # fmt: skip
             for key, run in zip(keys, runs, strict=True):
                 self._store(key, run.result())
 
@@ -358,12 +358,6 @@ class MissCurve:
                 lo = mid
         below, above = self.excess(at(lo), offset), self.excess(at(hi), offset)
         return at(lo) + (at(hi) - at(lo)) * below / (below - above)
-
-
-def _serve(
-    model: Model, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray
-) -> Served:
-    return model.serve(arrival_s, input_tokens, output_tokens)
 
 
 def _ignore_sigint() -> None:
