@@ -30,7 +30,8 @@ of seeds, coverage >= 90 %, median time at most a third of the measured search's
 `--grid`: slot counts 4 and 16 x answer-length CV 0.2, 1, 2 x a tight and a loose TTFT
 threshold; `--misspecified`: servers the model does not describe (service slowing with
 load, prefill contention, a slot count misstated by +/-25 %); `--ablations`: the model
-alone, the measured search shortened to the fast one's time, no warm start, no correction.
+alone, the measured search shortened to the fast one's time, no warm start, no correction,
+the model sized by the answers the server returned (not by the sizes the driver draws).
 With `--method fast`, `--case` keeps only the named cases of those chosen (for example
 `--misspecified --case slots-25%`).
 """
@@ -164,7 +165,7 @@ def fast_main(args: argparse.Namespace) -> None:
         if not args.no_measured and not misspecified:
             rows.append(("measured", fast_truth.measured_tally(case, seeds, truth, print)))
         if args.ablations:
-            for variant in ("model only", "no warm start", "no correction"):
+            for variant in ("model only", "no warm start", "no correction", "measured sizes"):
                 rows.append((variant, fast_truth.fast_tally(case, seeds, variant, truth, print)))
             if len(rows) > 1 and rows[1][0] == "measured":
                 scale = float(np.median(fast.minutes) / np.median(rows[1][1].minutes))

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.kit.sim_server import ServerSpec, SimServer
+from bench.kit.sim_server import INPUT_TOKENS, ServerSpec, SimServer
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.search import Characterise, fast_search
-from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
+from planner.limit.fast.steps import Asked, Closed, FastConfig, FastResult, Open, Taken
 
 RETRY_S = 0.1
 
@@ -101,10 +101,13 @@ def run_fast(
     *,
     seed: int = 0,
     characterise: Characterise = build_model,
+    asked: Asked | None = None,
 ) -> tuple[FastResult, float]:
-    """(the fast search's result on `spec`, the virtual seconds it took)."""
+    """(the fast search's result on `spec`, the virtual seconds it took); `asked`: the sizes
+    the driver draws, as a load test knows its profile's (None: the model sizes requests by
+    the answers the server returns)."""
     driver = Driver(spec, seed)
-    search = fast_search(config, characterise=characterise)
+    search = fast_search(config, characterise=characterise, asked=asked)
     try:
         step = next(search)
         while True:
@@ -113,3 +116,9 @@ def run_fast(
     except StopIteration as stop:
         result: FastResult = stop.value
     return result, driver.server.now
+
+
+def asked_of(spec: ServerSpec, *, seed: int, n: int = 60_000) -> Asked:
+    """`n` sizes drawn as the driver draws them (its own random numbers)."""
+    outputs = spec.draw_tokens(np.random.default_rng([seed, 29]), n).astype(float)
+    return Asked(input_tokens=np.full(n, float(INPUT_TOKENS)), output_tokens=outputs)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from bench.kit.fast_driver import run_fast
+from bench.kit.fast_driver import asked_of, run_fast
 from bench.kit.queue_truth import fcfs_waits, loss_max_rate, mgc_max_rate
 from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
@@ -166,12 +166,16 @@ VARIANTS: dict[str, Callable[[FastConfig], FastConfig]] = {
     "model only": lambda c: replace(c, confirm=False),
     "no warm start": lambda c: replace(c, warm=False),
     "no correction": lambda c: replace(c, correct=False),
+    "measured sizes": lambda c: c,
 }
 
 
 def fast(case: Case, *, seed: int, variant: str = "fast") -> tuple[FastResult, float]:
+    """The fast search on the case; "measured sizes": the model sizes requests by the answers
+    the server returned, not by the sizes the driver draws (a load test's profile)."""
     config = VARIANTS[variant](FastConfig(parse_slo(case.slo), seed=seed))
-    return run_fast(case.spec, config, seed=seed, characterise=case.characterise())
+    asked = None if variant == "measured sizes" else asked_of(case.spec, seed=seed)
+    return run_fast(case.spec, config, seed=seed, characterise=case.characterise(), asked=asked)
 
 
 @dataclass(frozen=True)

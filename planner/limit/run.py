@@ -24,7 +24,7 @@ from contracts.limit import LIMIT_FILE, Dimension, LimitResult, write_limit
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
 from planner.engine import EngineConfig
-from planner.limit.fast.engine_model import CURVE_REQUESTS, known_engine
+from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fallback_start, fast_limit_result, fast_record
 from planner.limit.fast.steps import FastConfig, FastResult
@@ -392,9 +392,11 @@ def _fast_search(
     started = time.perf_counter()
     driver = LiveDriver(config, options.out_dir, arrival=options.arrival, profile=profile)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
-    known = None
+    known, asked = None, None
     if options.engine is not None:
         known = known_engine(options.engine, profile, seed=options.seed)
+    else:  # the sizes the load test draws: the characterised model's where counted as asked
+        asked = asked_sizes(profile, seed=options.seed)
     fast_config = FastConfig(
         slo=search_config.slo,
         tolerance=options.tolerance,
@@ -404,7 +406,7 @@ def _fast_search(
         step_s=options.level_duration_s / 3,
         curve_requests=FastConfig.curve_requests if known is None else CURVE_REQUESTS,
     )
-    result = run_fast_search(fast_config, driver, known=known, echo=echo)
+    result = run_fast_search(fast_config, driver, known=known, asked=asked, echo=echo)
     if not result.adequate or result.limit is None:
         return _Fast(result, None)
     limit = fast_limit_result(

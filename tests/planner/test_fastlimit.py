@@ -20,6 +20,7 @@ from planner.limit.fast.misses import (
     measured_misses,
     model_delays,
     model_misses,
+    replay,
     targets,
     unsupported,
 )
@@ -89,6 +90,32 @@ def test_misses_count_failures_and_open_requests_past_the_threshold_only() -> No
     assert not only.known[2, 0]  # success only: the refusal is left out
     assert unsupported(parse_slo("ttft:mean<=1s")) is not None
     assert unsupported(slo) is None
+
+
+def test_a_replayed_request_still_open_gets_an_answer_long_enough_to_still_run() -> None:
+    """Sizes the server did not return are drawn for the model's replay; a request still
+    running after 8 s on the server needed at least that long, so the model's draw must
+    keep it running that long. On one slot the request behind it then waits as long on both
+    sides. Control: without redraws (`rounds=0`) the typical answers drawn end it early."""
+    model = ServerModel(1, (0.05, 0.0), (0.0, 0.01), (1.0,))
+    rng = np.random.default_rng(3)
+    outputs = np.round(rng.lognormal(np.log(64) - 0.8, 1.27, 20_000))  # CV 2
+    sizes = (np.full(outputs.size, 100.0), outputs)
+    arrival = np.array([0.0, 1.0])
+    inputs, answers = np.array([100.0, 100.0]), np.array([np.nan, 30.0])
+    open_s = np.array([8.0, np.nan])  # the first still running when read, 8 s after it was sent
+    for seed in range(20):
+        served, _, drawn = replay(model, arrival, inputs, answers, open_s=open_s, sizes=sizes,
+                                  rng=np.random.default_rng(seed))  # fmt: skip
+        assert served.e2e_s[0] >= 8.0 and drawn[0] > 790
+        assert served.ttft_s[1] >= 7.0  # waited for the slot
+        assert drawn[1] == 30.0  # a returned size stays
+    early = [
+        replay(model, arrival, inputs, answers, open_s=open_s, sizes=sizes,
+               rng=np.random.default_rng(seed), rounds=0)[0].e2e_s[0]
+        for seed in range(20)
+    ]  # fmt: skip
+    assert sum(e < 8.0 for e in early) >= 18
 
 
 def test_delays_cap_the_slo_latency_and_know_an_open_request_once_past_the_cap() -> None:

@@ -170,6 +170,15 @@ def test_the_profiles_sizes_serve_only_a_server_that_counts_them_as_asked() -> N
                             "output_tokens": preset[:16, 1]})  # fmt: skip
     assert not counted_as_asked(chat, counted, alpha=0.01)  # a preset's few lengths: at once
     assert not counted_as_asked(known, served(7), alpha=0.01)  # too few to tell
+    # Closed-loop steps see their longest answers end less often: compared up to the asked
+    # 75th percentile, such a sample is as asked, an answer cut short still is not
+    # (control: compared in full, the same sample is told otherwise)
+    steps = served(400)
+    long = steps["output_tokens"].to_numpy() > np.quantile(asked_out, 0.85)
+    steps = steps.filter(~pl.Series(long & (rng.random(long.size) < 0.7)))
+    assert counted_as_asked(known, steps, alpha=0.01, answers_below=0.75)
+    assert not counted_as_asked(known, steps, alpha=0.01)
+    assert not counted_as_asked(known, served(400, cut=64.0), alpha=0.01, answers_below=0.75)
 
 
 def test_the_roots_of_a_curves_parts_measure_its_roots_noise() -> None:

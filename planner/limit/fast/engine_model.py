@@ -29,7 +29,7 @@ from planner.engine.engine import simulate
 from planner.fleet.traffic import profile_requests
 from planner.limit.fast.characterise import floats, step_requests
 from planner.limit.fast.model import Model, Offset, Served
-from planner.limit.fast.steps import Closed, FastConfig, KnownModel, Step, Taken
+from planner.limit.fast.steps import Asked, Closed, FastConfig, KnownModel, Step, Taken
 from profiles.model import Profile
 
 SOLO_SAMPLE = 64  # requests timed alone for the mean work
@@ -43,13 +43,21 @@ CURVE_REQUESTS = 8_000
 
 
 def known_engine(config: EngineConfig, profile: Profile, *, seed: int) -> KnownModel:
-    """The engine model with the request sizes the load test draws from `profile` (its
-    workload stream, clipped to the engine's context as the load test clips them)."""
+    """The engine model with the request sizes the load test draws from `profile` (clipped
+    to the engine's context as the load test clips them)."""
+    asked = asked_sizes(profile, seed=seed, max_model_len=config.effective_max_model_len)
+    return KnownModel(model=EngineModel(config), input_tokens=asked.input_tokens,
+                      output_tokens=asked.output_tokens)  # fmt: skip
+
+
+def asked_sizes(
+    profile: Profile, *, seed: int, max_model_len: int = 2**31 - 1, n: int = SIZES
+) -> Asked:
+    """About `n` request sizes as the load test draws them from `profile` (its workload
+    stream: prompt tokens and `max_tokens`), clipped to `max_model_len`."""
     rng = np.random.default_rng([seed, 23])
-    drawn = profile_requests(profile, 1.0, float(SIZES), rng, config.effective_max_model_len,
-                             "poisson")  # fmt: skip
-    return KnownModel(
-        model=EngineModel(config),
+    drawn = profile_requests(profile, 1.0, float(n), rng, max_model_len, "poisson")
+    return Asked(
         input_tokens=np.array([r.prompt_tokens for r in drawn], dtype=float),
         output_tokens=np.array([r.max_tokens for r in drawn], dtype=float),
     )
@@ -151,7 +159,12 @@ def one_user(config: FastConfig, known: KnownModel) -> Generator[Step, Taken, On
 
 
 def counted_as_asked(
-    known: KnownModel, served: pl.DataFrame, *, alpha: float, answers: bool = True
+    asked: Asked,
+    served: pl.DataFrame,
+    *,
+    alpha: float,
+    answers: bool = True,
+    answers_below: float = 1.0,
 ) -> bool:
     """Whether the server counts prompts (and, with `answers`, answers) as the profile asks
     them: its counts on `served` (successful requests) not clearly drawn elsewhere
@@ -161,15 +174,22 @@ def counted_as_asked(
     early. No record says which size was asked, so a few requests' counts cannot map the
     profile's sizes; and against a heavy-tailed mix 16 requests rarely show even 1.5x (the
     search tests the prompts again on every request its chunks sent, the load generator's
-    estimate where one did not end). Answers are tested only where every request ran to its
-    end (one user's): a chunk's successful requests are the ones short enough to end before
-    it did."""
+    estimate where one did not end). Answers are tested only where the requests ran to their
+    end: one user's; or closed-loop steps' requests, whose longest answers a step of a few
+    seconds does not see end, so only answers up to the `answers_below` quantile of the
+    asked ones are compared, on both sides. At 16 slots with lognormal answers of CV 2 the
+    steps' answers came 17 % short of the mean (40 seeds): compared in full, 12 % of the
+    seeds were told otherwise at `alpha` 0.01; up to the 90th percentile 5 %; up to the 75th
+    none. Answers cut short still show there; a server that only caps the longest answers
+    does not, and the model then sizes requests longer than the server's: a lower limit."""
     if served.height < 8:
         return False
-    pairs = [("input_tokens", known.input_tokens)]
+    pairs = [(floats(served, "input_tokens"), asked.input_tokens)]
     if answers:
-        pairs.append(("output_tokens", known.output_tokens))
-    return all(ks_2samp(floats(served, name), asked).pvalue >= alpha for name, asked in pairs)
+        bound = float(np.quantile(asked.output_tokens, answers_below))
+        out = floats(served, "output_tokens")
+        pairs.append((out[out <= bound], asked.output_tokens[asked.output_tokens <= bound]))
+    return all(x.size >= 8 and ks_2samp(x, y).pvalue >= alpha for x, y in pairs)
 
 
 def measured_offset(model: Model, taken: Taken) -> Model:

@@ -25,7 +25,15 @@ import polars as pl
 from contracts.run import Stage, StageSummary
 from contracts.rundir import WORK_DIR, read_records
 from planner.limit.fast.search import fast_search
-from planner.limit.fast.steps import Closed, FastConfig, FastResult, KnownModel, Open, Taken
+from planner.limit.fast.steps import (
+    Asked,
+    Closed,
+    FastConfig,
+    FastResult,
+    KnownModel,
+    Open,
+    Taken,
+)
 from planner.limit.live import run_stage
 from planner.loadtest.run import LoadTestConfig
 from profiles.model import Profile
@@ -130,11 +138,17 @@ class _ClosedWatcher:
 
 
 def run_fast_search(
-    config: FastConfig, driver: LiveDriver, *, known: KnownModel | None = None, echo: Echo = print
+    config: FastConfig,
+    driver: LiveDriver,
+    *,
+    known: KnownModel | None = None,
+    asked: Asked | None = None,
+    echo: Echo = print,
 ) -> FastResult:
     """Drive the fast search with `driver`, printing a line per step; with a `known` model
-    (the server's engine model) there is no characterisation."""
-    search = fast_search(replace(config, chained=False), known=known, note=echo)
+    (the server's engine model) there is no characterisation; `asked`: the sizes the load
+    test draws, for the characterised model."""
+    search = fast_search(replace(config, chained=False), known=known, asked=asked, note=echo)
     try:
         step = next(search)
         while True:

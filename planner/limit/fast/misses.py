@@ -202,6 +202,51 @@ def _delays(
     return np.where(failed, np.nan if slo.success_only else cap, value)
 
 
+def replay(
+    model: Model,
+    arrival_s: np.ndarray,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    *,
+    open_s: np.ndarray,
+    sizes: tuple[np.ndarray, np.ndarray],
+    rng: np.random.Generator,
+    rounds: int = 3,
+) -> tuple[Served, np.ndarray, np.ndarray]:
+    """The model over requests whose size is NaN where the server did not return one: such
+    a request gets an (input, output) pair drawn from `sizes`. One still open after
+    `open_s` seconds (NaN: not open) needed at least that long on the server: where the
+    model ends it sooner, its answer is drawn again among the pairs at least as long as the
+    model's own pace says it needs to run that long (or that length where no pair is), up
+    to `rounds` times. Drawn from all pairs, a long answer still running at a chunk's end
+    (the heavy tail that holds slots) came back typical, and the model freed its slot
+    early. Returns what the model served and the sizes it served."""
+    inputs, outputs = input_tokens.copy(), output_tokens.copy()
+    unsized = np.isnan(inputs) | np.isnan(outputs)
+    picks = rng.integers(0, sizes[0].size, int(unsized.sum()))
+    inputs[unsized], outputs[unsized] = sizes[0][picks], sizes[1][picks]
+    served = model.serve(arrival_s, inputs, outputs)
+    order = np.argsort(sizes[1], kind="stable")
+    ranked = sizes[1][order]
+    for _ in range(rounds):
+        short = unsized & (served.e2e_s < open_s)  # NaN (not open, refused): False
+        if not short.any():
+            break
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pace = served.tpot_s[short]
+            need = 1.0 + (open_s[short] - served.ttft_s[short]) / pace
+        need = np.ceil(np.where(np.isfinite(need) & (pace > 0), need, 0.0))
+        need = np.maximum(need, outputs[short] + 1.0)
+        above = np.searchsorted(ranked, need, side="left")
+        room = ranked.size - above
+        pick = order[np.minimum(above + (rng.random(room.size) * room).astype(int),
+                                ranked.size - 1)]  # fmt: skip
+        inputs[short] = sizes[0][pick]
+        outputs[short] = np.where(room > 0, sizes[1][pick], need)
+        served = model.serve(arrival_s, inputs, outputs)
+    return served, inputs, outputs
+
+
 def share(m: Misses) -> np.ndarray:
     """Miss share per target among known requests (0 where none is known)."""
     known = m.known.sum(axis=0)

@@ -60,6 +60,7 @@ from planner.limit.fast.misses import (
     measured_misses,
     model_delays,
     model_misses,
+    replay,
     share,
     targets,
     unsupported,
@@ -67,6 +68,7 @@ from planner.limit.fast.misses import (
 from planner.limit.fast.model import Model
 from planner.limit.fast.stats import batch_means_se, mser5
 from planner.limit.fast.steps import (
+    Asked,
     Confirmation,
     FastConfig,
     FastResult,
@@ -83,12 +85,15 @@ def fast_search(
     *,
     characterise: Characterise = build_model,
     known: KnownModel | None = None,
+    asked: Asked | None = None,
     note: Callable[[str], None] = lambda _: None,
 ) -> Generator[Step, Taken, FastResult]:
     """The search as a generator (see the module); returns the FastResult. `note` is told
     the model and each confirmation chunk's estimate in a line. With a `known` model (the
     engine model of a calibrated server) there is no closed-loop characterisation: the
-    search predicts with that model on the request sizes the load test draws."""
+    search predicts with that model on the request sizes the load test draws. Without one,
+    the characterised model predicts on the `asked` sizes where the server counts the
+    closed loop's requests as asked, else on the sizes it returns."""
     why = unsupported(config.slo)
     if why is not None:
         return FastResult(
@@ -103,23 +108,23 @@ def fast_search(
             characterise_s=0,
             confirm_s=0,
         )
-    profile_sizes = False  # True: the sizes the load test draws (no sample to bootstrap)
     if known is None:
         model, inputs, outputs, horizon, characterise_s = yield from characterised(
             config, characterise
         )
-        closed_inputs, closed_outputs = inputs, outputs
+        first = pl.DataFrame({"input_tokens": inputs, "output_tokens": outputs})
+        # True: the sizes the load test draws (no sample to bootstrap)
+        profile_sizes = asked is not None and counted_as_asked(
+            asked, first, alpha=0.01, answers_below=0.75
+        )
     else:
         start = yield from one_user(config, known)
         model, first, horizon, characterise_s = start.model, start.first, start.horizon, start.s
-        closed_inputs, closed_outputs = (
-            floats(first, "input_tokens"),
-            floats(first, "output_tokens"),
-        )
-        inputs, outputs = closed_inputs, closed_outputs
-        profile_sizes = start.profile_sizes
-        if profile_sizes:
-            inputs, outputs = known.input_tokens, known.output_tokens
+        profile_sizes, asked = start.profile_sizes, known
+    closed_inputs, closed_outputs = floats(first, "input_tokens"), floats(first, "output_tokens")
+    inputs, outputs = closed_inputs, closed_outputs
+    if profile_sizes and asked is not None:
+        inputs, outputs = asked.input_tokens, asked.output_tokens
 
     def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
         return MissCurve(
@@ -146,7 +151,8 @@ def fast_search(
     mean_work = model.mean_work_s(inputs, outputs)
     z = float(norm.ppf(0.5 + config.confidence / 2))
     rng = np.random.default_rng([config.seed, 5])
-    note(f"model: {model.describe()}, {mean_work:.3g} s of work a request; "
+    sizes = "the profile's" if profile_sizes else f"{inputs.size} measured"
+    note(f"model: {model.describe()}, {mean_work:.3g} s of work a request ({sizes} sizes); "
          f"predicts {predicted:.4g} req/s")  # fmt: skip
     rate = predicted
     confirmations: list[Confirmation] = []
@@ -169,12 +175,12 @@ def fast_search(
         fresh = not chained
         chunks += 1
         done_ok = [sized(t, horizon) for t in chains.values()]
-        if profile_sizes and known is not None:
+        if profile_sizes and asked is not None:
             # hundreds of prompts show what one user's few could not: every request sent,
             # as the successful ones are those short enough to end, long prompts among them
             sent = [t.records.filter(pl.col("input_tokens").is_not_null()) for t in chains.values()]
             so_far = pl.concat([first, *sent], how="diagonal_relaxed")
-            if not counted_as_asked(known, so_far, alpha=0.001, answers=False):
+            if not counted_as_asked(asked, so_far, alpha=0.001, answers=False):
                 profile_sizes = False
                 note("the server counts tokens otherwise than the profile asks: the model's "
                      "request sizes are now those it returns")  # fmt: skip
@@ -365,12 +371,17 @@ def _paired(
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
     outputs = records["output_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
     ok = records["ok"].fill_null(False).to_numpy().astype(bool)
-    # Requests the server did not finish have no size: draw one from the measured ones.
-    unsized = ~ok | np.isnan(outputs) | np.isnan(inputs)
-    picks = rng.integers(0, curve.input_tokens.size, int(unsized.sum()))
-    inputs[unsized] = curve.input_tokens[picks]
-    outputs[unsized] = curve.output_tokens[picks]
-    served = model.serve(sent - chain_start, inputs, outputs)
+    # Requests the server did not finish have no size: the model draws one (`replay`)
+    inputs[~ok], outputs[~ok] = np.nan, np.nan
+    still = records["ok"].is_null().to_numpy()
+    if "error_class" in records.columns:  # cancelled at a stage's end: open until then
+        still |= (records["error_class"] == "cancelled").fill_null(False).to_numpy()
+    end = records["end_s"].cast(pl.Float64).fill_null(taken.end_s).to_numpy()
+    open_s = np.where(still, np.minimum(end, taken.end_s) - sent, np.nan)
+    served, inputs, outputs = replay(
+        model, sent - chain_start, inputs, outputs, open_s=open_s,
+        sizes=(curve.input_tokens, curve.output_tokens), rng=rng,
+    )  # fmt: skip
     modelled = model_misses(served, config.slo)
     measured = measured_misses(records, config.slo, now_s=taken.end_s)
     level = sent >= level_start

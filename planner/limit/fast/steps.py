@@ -51,14 +51,22 @@ class Taken:
     end_s: float
 
 
-@dataclass(frozen=True)
-class KnownModel:
-    """A model the search need not characterise (the engine model of a calibrated server)
-    and the request sizes the load test draws (the profile's: no sample to bootstrap)."""
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """The request sizes the load test draws (the profile's): with them the model's curve
+    has no sample of answers to bootstrap, where the server counts tokens as they are asked
+    (planner.limit.fast.engine_model `counted_as_asked`)."""
 
-    model: Model
     input_tokens: np.ndarray
     output_tokens: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnownModel(Asked):
+    """A model the search need not characterise (the engine model of a calibrated server)
+    and the request sizes the load test draws."""
+
+    model: Model
 
 
 @dataclass(frozen=True)
