@@ -67,6 +67,7 @@ class SimServer:
         self.first: dict[int, float] = {}
         self.end: dict[int, float] = {}
         self.refused: set[int] = set()
+        self.cancelled: set[int] = set()
 
     def arrive(self, rid: int, tokens: int) -> None:
         self.sent[rid] = self.now
@@ -129,19 +130,34 @@ class SimServer:
             else:
                 left[1] -= dt * dec
 
+    def cancel(self, ids: list[int]) -> None:
+        """Cancel those of `ids` still waiting or running (a load test ending its stage):
+        their slots go to the requests waiting."""
+        for rid in ids:
+            if rid in self.active or rid in self.waiting:
+                self.active.pop(rid, None)
+                if rid in self.waiting:
+                    self.waiting.remove(rid)
+                self.cancelled.add(rid)
+                self.end[rid] = self.now
+        while self.waiting and len(self.active) < self.spec.slots:
+            self._start(self.waiting.popleft())
+
     def drain(self) -> None:
         while self.active or self.waiting:
             self.advance(self.now + 60.0)
 
     def records(self, ids: list[int]) -> pl.DataFrame:
-        """Load-test style records of `ids` as known now (null `ok`: still running)."""
+        """Load-test style records of `ids` as known now (null `ok`: still running; a
+        cancelled request failed with error class `cancelled`, as a load test records it)."""
         rows = []
         for rid in ids:
             sent = self.sent[rid]
             first = self.first.get(rid)
             end = self.end.get(rid)
             refused = rid in self.refused
-            done = end is not None and not refused
+            cancelled = rid in self.cancelled
+            done = end is not None and not refused and not cancelled
             tokens = self.tokens[rid]
             rows.append(
                 {
@@ -151,8 +167,8 @@ class SimServer:
                     "tpot_s": (end - first) / (tokens - 1) if done and first and tokens > 1
                     else None,
                     "end_s": end,
-                    "ok": True if done else (False if refused else None),
-                    "error_class": "refused" if refused else None,
+                    "ok": True if done else (False if refused or cancelled else None),
+                    "error_class": "refused" if refused else ("cancelled" if cancelled else None),
                     "input_tokens": INPUT_TOKENS,
                     "output_tokens": tokens if done else None,
                 }

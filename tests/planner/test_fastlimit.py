@@ -14,7 +14,13 @@ import pytest
 from bench.kit.fast_driver import Driver
 from bench.kit.queue_truth import fcfs_waits
 from bench.kit.sim_server import ServerSpec, SimServer
-from planner.limit.fast.characterise import build_model, solo_costs, step_requests, summarise
+from planner.limit.fast.characterise import (
+    build_model,
+    characterised,
+    solo_costs,
+    step_requests,
+    summarise,
+)
 from planner.limit.fast.misses import (
     measured_delays,
     measured_misses,
@@ -26,7 +32,7 @@ from planner.limit.fast.misses import (
 )
 from planner.limit.fast.model import ServerModel, serve
 from planner.limit.fast.stats import batch_means_se, mser5
-from planner.limit.fast.steps import Closed
+from planner.limit.fast.steps import Closed, FastConfig
 from planner.slo.spec import parse_slo
 
 
@@ -202,6 +208,24 @@ def test_closed_loop_steps_find_the_slots_of_a_simulated_server(
     assert alone == pytest.approx(middle * spec.per_token_s, rel=0.02)
     expected = 1.0 + spec.slowdown * (slots - 1)
     assert model.slowdown[-1] == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.parametrize(("slots", "seed"), [(4, 2), (4, 17), (16, 9), (16, 10)])
+def test_an_answer_cancelled_at_a_steps_end_held_its_slot_until_then(slots: int, seed: int) -> None:
+    """Lognormal answers of CV 2 (bench/search_truth.py --grid): an answer of the tail still
+    running at a step's end is cancelled there, as the load test does, and held its slot
+    until then. Counted as held by nobody, it made 4 slots look like 2 (seed 2). Left
+    running into the next step instead (the simulated driver before it cancelled), it made
+    4 slots look like 3 (seeds 2 and 17) and 16 like 15 (seeds 9 and 10)."""
+    spec = ServerSpec(slots, 0.05, 0.01, (32, 96), tokens_cv=2.0)
+    driver = Driver(spec, seed)
+    steps = characterised(FastConfig(parse_slo("ttft:p95<=0.35s"), seed=seed), build_model)
+    step = next(steps)
+    with pytest.raises(StopIteration) as done:
+        while True:
+            step = steps.send(driver.closed(step))
+    model = done.value.value[0]
+    assert model.slots == slots
 
 
 def test_mser5_cuts_a_warm_up_ramp_and_nothing_from_a_steady_series() -> None:
