@@ -23,6 +23,7 @@ class Driver:
 
     spec: ServerSpec
     seed: int
+    drain_s: float = 0.0  # after a closed step, in-flight requests may end this long
 
     def __post_init__(self) -> None:
         self.server = SimServer(self.spec)
@@ -71,11 +72,15 @@ class Driver:
                 ids.append(new)
                 if new in self.server.refused:
                     heapq.heappush(retries, self.server.now + RETRY_S)
-        # the load test cancels what is in flight at a stage's end (planner.limit.fast.live):
-        # left running, an answer of the heavy tail held a slot through the next step, which
-        # then saw one slot fewer
+        # the load test drains a stage up to `drain_s` and cancels what is still in flight
+        # (planner.limit.fast.live): left running, an answer of the heavy tail held a slot
+        # through the next step, which then saw one slot fewer
+        end = self.server.now
+        deadline = end + self.drain_s
+        while self.server.now < deadline and any(r in self.server.active for r in ids):
+            self.server.advance(deadline, first_end=True)
         self.server.cancel(ids)
-        return Taken(records=self.server.records(ids), start_s=start, end_s=self.server.now)
+        return Taken(records=self.server.records(ids), start_s=start, end_s=end)
 
     def open(self, step: Open) -> Taken:
         if step.fresh:
@@ -110,7 +115,7 @@ def run_fast(
     """(the fast search's result on `spec`, the virtual seconds it took); `asked`: the sizes
     the driver draws, as a load test knows its profile's (None: the model sizes requests by
     the answers the server returns)."""
-    driver = Driver(spec, seed)
+    driver = Driver(spec, seed, drain_s=(config.slo.longest_wait_s or 10.0) + 1.0)
     search = fast_search(config, characterise=characterise, asked=asked)
     try:
         step = next(search)
