@@ -194,7 +194,7 @@ def fast_search(
         conf = _confirm(config, curve, model, level, level_start, rate, chunks, rng, z)
         bias_narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
         if bias_narrow:
-            resample = not profile_sizes
+            resample = not profile_sizes or model.grid_step is None  # a cheap model: curves
             conf = _with_model_spread(config, conf, curve, inputs, outputs, z, resample)
         confirmations.append(conf)
         confirm_s = taken.end_s - confirm_started
