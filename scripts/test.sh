@@ -15,10 +15,14 @@ fi
 # pdftoppm, pdftotext and pdffonts (poppler-utils) check report pages in the report tests. No
 # system CJK font is needed: the Chinese report embeds the subset of WenQuanYi Micro Hei that
 # ships inside the package (reports/fontdata/) when fontconfig finds no better one.
+# poppler-data (a recommendation of poppler-utils, which --no-install-recommends leaves out)
+# lets pdffonts read the CID fonts the page check must report as not embedded: without it
+# pdffonts says "Missing language pack for 'Adobe-GB1'" and lists no such font.
 # prometheus and promtool (Debian's prometheus package) serve a backfilled synthetic fleet to
 # the Prometheus-source tests (tests/profiles/test_prometheus.py), which skip without them.
 missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+[ -d /usr/share/poppler/cMap ] || missing+=(poppler-data)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
