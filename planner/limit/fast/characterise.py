@@ -119,7 +119,7 @@ def summarise(
     ends = np.minimum(_floats(finished, "end_s"), end_s)
     begins = _floats(finished, "end_s") - slowdown * work
     # still running, or cancelled at the stage's end (censored): held until then
-    running = ordered.filter(_open(ordered) & pl.col("ttft_s").is_not_null())
+    running = ordered.filter(still_open(ordered) & pl.col("ttft_s").is_not_null())
     run_begins = (
         _floats(running, "sent_s") + _floats(running, "ttft_s")
         - slowdown * (first_s[0] + first_s[1] * _floats(running, "input_tokens"))
@@ -145,14 +145,14 @@ def _peak(records: pl.DataFrame, start_s: float, end_s: float) -> int:
     still prefilling are not seen, so the most, not a typical count."""
     first = _floats(records, "sent_s") + _floats(records, "ttft_s")
     ends = np.where(np.isnan(_floats(records, "end_s")), end_s, _floats(records, "end_s"))
-    streaming = ~np.isnan(first) & (records["ok"].fill_null(True) | _open(records)).to_numpy()
+    streaming = ~np.isnan(first) & (records["ok"].fill_null(True) | still_open(records)).to_numpy()
     grid = np.linspace(start_s, end_s, 400)
     counts = ((first[streaming, None] <= grid) & (grid < ends[streaming, None])).sum(axis=0)
     return int(counts.max()) if counts.size else 0
 
 
-def _open(records: pl.DataFrame) -> pl.Series:
-    """Still running, or cancelled at the stage's end (a censored error class)."""
+def still_open(records: pl.DataFrame) -> pl.Series:
+    """Per record: still running, or cancelled at the stage's end (a censored error class)."""
     running = records["ok"].is_null()
     if "error_class" not in records.columns:
         return running

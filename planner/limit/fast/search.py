@@ -48,6 +48,7 @@ from planner.limit.fast.characterise import (
     characterised,
     floats,
     sized,
+    still_open,
 )
 from planner.limit.fast.engine_model import counted_as_asked, one_user
 from planner.limit.fast.misses import (
@@ -373,11 +374,8 @@ def _paired(
     ok = records["ok"].fill_null(False).to_numpy().astype(bool)
     # Requests the server did not finish have no size: the model draws one (`replay`)
     inputs[~ok], outputs[~ok] = np.nan, np.nan
-    still = records["ok"].is_null().to_numpy()
-    if "error_class" in records.columns:  # cancelled at a stage's end: open until then
-        still |= (records["error_class"] == "cancelled").fill_null(False).to_numpy()
     end = records["end_s"].cast(pl.Float64).fill_null(taken.end_s).to_numpy()
-    open_s = np.where(still, np.minimum(end, taken.end_s) - sent, np.nan)
+    open_s = np.where(still_open(records).to_numpy(), np.minimum(end, taken.end_s) - sent, np.nan)
     served, inputs, outputs = replay(
         model, sent - chain_start, inputs, outputs, open_s=open_s,
         sizes=(curve.input_tokens, curve.output_tokens), rng=rng,
