@@ -163,6 +163,12 @@ class FastSearchRecord(_Model):
         description="the model it predicted with, in words: slots characterised in closed "
         "loop, or the endpoint's engine model (calibrated) with the offsets measured alone",
     )
+    sizes: Literal["profile", "measured"] | None = Field(
+        default=None,
+        description="the request sizes the model predicted on: profile (drawn from the "
+        "profile as the load test asks them, where the server counts them so) or measured "
+        "(the prompt and answer tokens the server returned)",
+    )
 
 
 class LimitResult(_Model):

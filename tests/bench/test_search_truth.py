@@ -72,9 +72,10 @@ def test_with_the_sizes_it_asks_the_fast_search_lands_on_a_heavy_tailed_truth() 
     assert result.adequate and result.limit is not None
     assert result.low is not None and result.high is not None
     assert 0.95 <= result.limit / truth <= 1.05 and result.low <= truth <= result.high
+    assert result.sizes == "profile"  # limit.json says which sizes (planner.limit.fast.result)
     config = FastConfig(parse_slo(case.slo), seed=0, confirm=False)
     alone, _ = run_fast(case.spec, config, seed=0)  # no `asked`: the sizes it measured
-    assert alone.limit is not None and alone.limit / truth > 1.1
+    assert alone.limit is not None and alone.limit / truth > 1.1 and alone.sizes == "measured"
 
 
 @pytest.mark.skipif(

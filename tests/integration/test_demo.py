@@ -43,6 +43,7 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     # too slow for the emulator at 4x they lagged beyond the delay check (+18 to +26 ms
     # before its prompt encoding got faster) and the measured search answered
     assert limit.fast is not None and limit.fast.model and "engine model" in limit.fast.model
+    assert limit.fast.sizes == "profile"  # the emulator counts tokens as the profile asks
     if limit.method != "fast":
         assert not limit.fast.adequate and "model inadequate" in limit.fast.stopped, limit.fast
     else:

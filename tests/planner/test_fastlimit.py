@@ -275,12 +275,13 @@ def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
         return FastResult(
             model=None, predicted=4.0, limit=4.1, low=3.9, high=4.2,
             confirmations=confirmations, stopped="converged", adequate=True,
-            characterise_s=60.0, confirm_s=120.0,
+            characterise_s=60.0, confirm_s=120.0, sizes="profile",
         )  # fmt: skip
 
     config = SearchConfig(slo=parse_slo("ttft:p95<=1s"))
     record = fast_record(result(conf(3.0, 0.02), conf(4.0, 0.01)), config)
     assert (record.delay_bias_s, record.delay_se_s, record.delay_moved_s) == (0.048, 0.01, 0.05)
+    assert record.sizes == "profile"  # the sizes the model predicted on
     unknown = fast_record(result(conf(4.0, math.inf)), config)
     assert unknown.delay_se_s is None and unknown.model_dump_json()
     assert fast_record(result(), config).delay_bias_s is None

@@ -46,6 +46,7 @@ def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
         refuses=model.refuses if model else None,
         max_slowdown=model.max_slowdown if model else None,
         model=model.describe() if model else None,
+        sizes=result.sizes,
     )
 
 

@@ -148,6 +148,7 @@ def fast_search(
             adequate=True,
             characterise_s=characterise_s,
             confirm_s=0.0,
+            sizes="profile" if profile_sizes else "measured",
         )
     mean_work = model.mean_work_s(inputs, outputs)
     z = float(norm.ppf(0.5 + config.confidence / 2))
@@ -205,7 +206,8 @@ def fast_search(
              f"limit {conf.limit:.4g} req/s ({interval})")  # fmt: skip
 
         def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
-                 took_s: float = confirm_s) -> FastResult:  # fmt: skip
+                 took_s: float = confirm_s,
+                 profile: bool = profile_sizes) -> FastResult:  # fmt: skip
             return FastResult(
                 model=model,
                 predicted=predicted,
@@ -217,6 +219,7 @@ def fast_search(
                 adequate=adequate,
                 characterise_s=characterise_s,
                 confirm_s=took_s,
+                sizes="profile" if profile else "measured",
             )
 
         shift = abs(conf.limit / predicted - 1.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -134,3 +135,6 @@ class FastResult:
     adequate: bool
     characterise_s: float
     confirm_s: float
+    # the sizes the model predicted on: "profile", as the load test draws them; "measured",
+    # as the server returned them; None: no model
+    sizes: Literal["profile", "measured"] | None = None
