@@ -130,7 +130,8 @@ def fast_search(
     def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
         return MissCurve(
             model=model, input_tokens=inputs, output_tokens=outputs, slo=config.slo,
-            requests=config.curve_requests, seed=config.seed,
+            requests=config.curve_requests if model.grid_step else config.root_requests,
+            seed=config.seed,
         )  # fmt: skip
 
     curve = new_curve(inputs, outputs)
