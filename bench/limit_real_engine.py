@@ -2,6 +2,7 @@
 
     python bench/limit_real_engine.py [--out DIR] [--result FILE.json]
         [--order fast,measured]   # or calibrated (and any mix: calibrated,fast,measured)
+        [--measured-from-fast] [--reference RPS]
 
 llama.cpp (xllamacpp, the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1
 thread, continuous batching) serves preset A of bench/real_engine_prediction.py (short
@@ -9,9 +10,11 @@ prompts, 48-80-token answers) at `e2e:p95<=4s`. On the same server, one after th
 `capplan limit --method fast` (slots characterised in closed loop), `calibrated` (`capplan
 calibrate` first, then `capplan limit --method fast --calibration cal.json`: the engine
 model predicts) and `capplan limit` (the measured search) with their default level rules,
-each from 0.5 req/s. A real engine has no computed truth: the long measured search is the
-reference (issue 28: the fast answer within [0.90, 1.05] of it); `--reference RPS` gives a
-measured answer from an earlier run instead of measuring again. Prints the answers, their
+each from 0.5 req/s (`--measured-from-fast`: the measured search from the answer of the
+search before it, bracketing and narrowing by its own verdicts). A real engine has no
+computed truth: the long measured search is the reference (issue 28: the fast answer within
+[0.90, 1.05] of it); `--reference RPS` gives a measured answer from an earlier run instead
+of measuring again. Prints the answers, their
 intervals or brackets, wall times and ratios; writes them as JSON. Needs a quiet machine:
 the server, Locust and capplan share the two cores.
 """
@@ -43,13 +46,14 @@ START_RPS = 0.5
 
 
 def run_limit(
-    url: str, model: str, profile: Path, out: Path, method: str, cal: Path | None = None
-) -> dict[str, object]:
+    url: str, model: str, profile: Path, out: Path, method: str, cal: Path | None = None,
+    start_rps: float = START_RPS,
+) -> dict[str, object]:  # fmt: skip
     """One `capplan limit --method METHOD` run with default level rules; its account."""
     cmd = [
         str(Path(sys.executable).with_name("capplan")), "limit", "--host", url,
         "--model", model, "--profile", str(profile), "--slo", SLO, "--dimension", "rate",
-        "--start", f"{START_RPS:g}", "--method", method, "-o", str(out),
+        "--start", f"{start_rps:.4g}", "--method", method, "-o", str(out),
         *(["--calibration", str(cal)] if cal else []),
     ]  # fmt: skip
     print("$", " ".join(cmd[1:]), flush=True)
@@ -88,6 +92,13 @@ def main() -> None:
         default=None,
         help="the long measured search's answer from an earlier run (req/s)",
     )
+    ap.add_argument(
+        "--measured-from-fast",
+        action="store_true",
+        help="start the measured search at the previous search's answer, not at "
+        f"{START_RPS:g} req/s (it brackets and narrows from there by its own verdicts; from "
+        "0.5 req/s its first levels take most of an hour on this server)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
@@ -113,7 +124,14 @@ def main() -> None:
                         continue
                     calibrate_s = round(time.perf_counter() - started, 1)
                 method = "measured" if name == "measured" else "fast"
-                runs[name] = run_limit(server.url, server.model, profile, out / name, method, cal)
+                start = START_RPS
+                answered = [r["feasible_max"] for r in runs.values() if r.get("feasible_max")]
+                if method == "measured" and args.measured_from_fast and answered:
+                    start = float(answered[-1])  # type: ignore[arg-type]
+                runs[name] = run_limit(
+                    server.url, server.model, profile, out / name, method, cal, start
+                )
+                runs[name]["start_rps"] = start
                 if cal:
                     runs[name]["calibrate_wall_s"] = calibrate_s
         finally:
