@@ -14,9 +14,9 @@ each from 0.5 req/s (`--measured-from-fast`: the measured search from the answer
 search before it, bracketing and narrowing by its own verdicts). A real engine has no
 computed truth: the long measured search is the reference (issue 28: the fast answer within
 [0.90, 1.05] of it); `--reference RPS` gives a measured answer from an earlier run instead
-of measuring again. Prints the answers, their
-intervals or brackets, wall times and ratios; writes them as JSON. Needs a quiet machine:
-the server, Locust and capplan share the two cores.
+of measuring again. Prints the answers, their intervals or brackets, wall times and ratios;
+writes them as JSON. Needs a quiet machine: the server, Locust and capplan share the two
+cores.
 """
 
 from __future__ import annotations

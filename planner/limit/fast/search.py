@@ -130,7 +130,7 @@ def fast_search(
     def new_curve(inputs: np.ndarray, outputs: np.ndarray) -> MissCurve:
         return MissCurve(
             model=model, input_tokens=inputs, output_tokens=outputs, slo=config.slo,
-            requests=config.curve_requests if model.grid_step else config.root_requests,
+            requests=config.root_requests if model.grid_step is None else config.curve_requests,
             seed=config.seed,
         )  # fmt: skip
 

@@ -95,8 +95,8 @@ class FastConfig:
     # a cheap model's (no grid) curve of the limit: a steep curve's root from a run of
     # 60,000 requests came out above the long run's, its miss shares skewed low by the rare
     # long busy periods such a run mostly misses (16 slots, CV 0.2, TTFT within two mean
-    # services: +0.4 % over 10 seeds, +0.05 % at 200,000); the bootstrap curves, which
-    # give only a spread, keep `curve_requests`
+    # services: +0.4 % over 10 seeds, +0.2 % at 200,000; bench/curve_length.py); the
+    # bootstrap curves, which give only a spread, keep `curve_requests`
     root_requests: int = 200_000
     bootstrap: int = 12
     warm: bool = True
