@@ -15,8 +15,10 @@ search before it, bracketing and narrowing by its own verdicts). A real engine h
 computed truth: the long measured search is the reference (issue 28: the fast answer within
 [0.90, 1.05] of it); `--reference RPS` gives a measured answer from an earlier run instead
 of measuring again. Prints the answers, their intervals or brackets, wall times and ratios;
-writes them as JSON. Needs a quiet machine: the server, Locust and capplan share the two
-cores.
+writes them as JSON. Needs a quiet machine. The server is pinned to the last core and this
+script, capplan and Locust to the others, as a served engine has its own accelerator apart
+from its clients (`--no-pin`: all share every core; on two cores the server then finishes
+fewer requests with more users, as the clients take its core).
 """
 
 from __future__ import annotations
@@ -47,12 +49,12 @@ START_RPS = 0.5
 
 def run_limit(
     url: str, model: str, profile: Path, out: Path, method: str, cal: Path | None = None,
-    start_rps: float = START_RPS,
+    start_rps: float = START_RPS, slo: str = SLO,
 ) -> dict[str, object]:  # fmt: skip
     """One `capplan limit --method METHOD` run with default level rules; its account."""
     cmd = [
         str(Path(sys.executable).with_name("capplan")), "limit", "--host", url,
-        "--model", model, "--profile", str(profile), "--slo", SLO, "--dimension", "rate",
+        "--model", model, "--profile", str(profile), "--slo", slo, "--dimension", "rate",
         "--start", f"{start_rps:.4g}", "--method", method, "-o", str(out),
         *(["--calibration", str(cal)] if cal else []),
     ]  # fmt: skip
@@ -99,7 +101,14 @@ def main() -> None:
         f"{START_RPS:g} req/s (it brackets and narrows from there by its own verdicts; from "
         "0.5 req/s its first levels take most of an hour on this server)",
     )
+    ap.add_argument("--slo", default=SLO, help=f"the SLO of the searches (default {SLO})")
+    ap.add_argument("--no-pin", action="store_true", help="do not give the server its own core")
     args = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    server_cpus = None
+    if not args.no_pin and len(cores) >= 2:
+        server_cpus = {cores[-1]}
+        os.sched_setaffinity(0, set(cores[:-1]))  # capplan and Locust inherit it
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +117,12 @@ def main() -> None:
         profile = out / "preset_A.json"
         save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
         server = start_llama_server(
-            model, n_parallel=SLOTS, n_ctx=N_CTX, n_threads=1, log_path=out / "llama.log"
+            model,
+            n_parallel=SLOTS,
+            n_ctx=N_CTX,
+            n_threads=1,
+            log_path=out / "llama.log",
+            cpus=server_cpus,
         )
         runs: dict[str, dict[str, object]] = {}
         load_before = os.getloadavg()
@@ -129,7 +143,7 @@ def main() -> None:
                 if method == "measured" and args.measured_from_fast and answered:
                     start = float(answered[-1])  # type: ignore[arg-type]
                 runs[name] = run_limit(
-                    server.url, server.model, profile, out / name, method, cal, start
+                    server.url, server.model, profile, out / name, method, cal, start, args.slo
                 )
                 runs[name]["start_rps"] = start
                 if cal:
@@ -158,7 +172,8 @@ def main() -> None:
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "slots": SLOTS,
-        "slo": SLO,
+        "server_cpus": sorted(server_cpus) if server_cpus else None,
+        "slo": args.slo,
         "runs": runs,
         "reference_rps": reference,
         "reference_given": args.reference is not None,

@@ -178,8 +178,12 @@ def start_llama_server(
     n_threads: int = 1,
     deadline_s: float = 60.0,
     log_path: Path | None = None,
+    cpus: set[int] | None = None,
 ) -> LlamaServer:
-    """Serve `model_path` with xllamacpp in a subprocess; poll /health until it is ready."""
+    """Serve `model_path` with xllamacpp in a subprocess; poll /health until it is ready.
+
+    `cpus` pins the server (all its threads, set before it starts) to those cores.
+    """
     port = free_port()
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
     cmd = [
@@ -193,7 +197,10 @@ def start_llama_server(
         str(n_ctx),
         str(n_threads),
     ]
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ), preexec_fn=pin
+    )
     server = LlamaServer(proc, port, alias)
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:

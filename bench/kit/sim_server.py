@@ -37,6 +37,7 @@ class ServerSpec:
     slowdown: float = 0.0
     serial_prefill: bool = False
     tokens_cv: float | None = None
+    prefill_slows: bool = True  # False: only the decode slows as more share the server
 
     def draw_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
         low, high = self.tokens
@@ -88,7 +89,8 @@ class SimServer:
         k = len(self.active)
         speed = 1.0 / (1.0 + self.spec.slowdown * max(k - 1, 0))
         prefilling = sum(1 for left in self.active.values() if left[0] > 0)
-        pre = speed / prefilling if self.spec.serial_prefill and prefilling else speed
+        pre = speed if self.spec.prefill_slows else 1.0
+        pre = pre / prefilling if self.spec.serial_prefill and prefilling else pre
         return pre, speed
 
     def advance(self, until: float, *, first_end: bool = False) -> list[int]:

@@ -98,6 +98,7 @@ def search_limit(
     echo: Echo = print,
     clock: Callable[[], float] = time.perf_counter,
     time_scale: float = 1.0,
+    answered_before: bool = False,
 ) -> LimitResult:
     """Run the search with `probe`, print a line per level, write and return limit.json.
 
@@ -106,10 +107,12 @@ def search_limit(
     limit.json. Raises RunError when the search measured nothing, FailedRunError (exit 3) as
     soon as a level ends without one successful request while none has succeeded before: a
     target that fails everything (a wrong model, a dead endpoint) has no limit to search for.
+    `answered_before`: the target answered before this search (the fast search's steps), so
+    a first level where nothing ended in time is overloaded, not dead.
     """
     started = clock()
     count = 0
-    seen_success = False
+    seen_success = answered_before
 
     def on_level(outcome: LevelOutcome) -> None:
         nonlocal count, seen_success
@@ -363,6 +366,7 @@ def run_limit(
         verify=verify,
         echo=echo,
         time_scale=options.time_scale,
+        answered_before=options.method == "fast" and fast.result.model is not None,
     )
     if options.method == "fast":
         # the measured search answered: limit.json also says why the fast one could not

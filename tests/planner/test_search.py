@@ -434,3 +434,35 @@ def test_a_search_where_nothing_succeeds_stops_at_its_first_level(tmp_path: Path
     assert len(lines) == 1 and lines[0].startswith("run  1")
     assert not (tmp_path / "limit.json").exists()
     assert FailedRunError("").exit_code == 3
+
+
+@dataclass
+class FirstLevelLost(CurveProbe):
+    """Nothing of its first level succeeds (llama.cpp still working off the requests a fast
+    search's overloaded confirmation cancelled), then it serves as CurveProbe does."""
+
+    lost: bool = True
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        self.error_share = 1.0 if self.lost else 0.0
+        self.lost = False
+        return super().measure(load, abandon=abandon)
+
+
+def test_after_the_fast_search_answered_a_first_level_without_success_is_a_failed_level(
+    tmp_path: Path,
+) -> None:
+    """The measured search taking over from the fast search starts on a target that has
+    answered: a first level where nothing succeeds failed, and the search goes on below it
+    (where this server holds). Without `answered_before` (the control) it stops there as at
+    a dead target."""
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=100)
+    probe = FirstLevelLost(np.random.default_rng(16))
+    limit = search_limit(probe, config, tmp_path, echo=lambda _: None, answered_before=True)
+    assert limit.levels[0].verdict == "fail" and limit.levels[0].completed == 0
+    assert len(limit.levels) > 1
+    assert limit.feasible_max is not None and limit.feasible_max < 4.0
+    assert limit.infeasible_min == 4.0
+    control = FirstLevelLost(np.random.default_rng(16))
+    with pytest.raises(FailedRunError, match=r"^no request succeeded at level 4"):
+        search_limit(control, config, tmp_path / "control", echo=lambda _: None)

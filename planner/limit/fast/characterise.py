@@ -8,6 +8,13 @@ Their first round is left out (it starts from an empty server). From what remain
   answer against output length, each a least-squares line;
 - slowdown at n users: the decode time measured over the decode time the solo lines predict
   for the same requests (a queue wait sits before the first token, never in the decode);
+  it finds the requests in service, below. The model's slowdown, which stretches a
+  request's whole work, is what makes its throughput the step's: the time requests held the
+  server over their solo work (their end-to-end time where every user was served; where
+  some waited, the slowdown that makes the requests in service the slots). llama.cpp with
+  4 slots on two shared cores decoded 7-9 times slower at 4 users than alone but took only
+  1.5 times as long to the first token: the decode ratio applied to the whole work gave it
+  9.8 req/s where the step itself ended 15.6;
 - in service: by Little's law, throughput x the time a request holds the server (its solo
   work x the slowdown). It equals the users while every user is served; once it stays
   clearly below them the server holds no more: its slots are then the most requests seen
@@ -45,6 +52,15 @@ class StepSummary:
     failed_share: float
     peak: int = 0  # most of the step's requests seen between first token and end at once
     ttft_p50_s: float = 0.0  # median first-token time of the step's successful requests
+    held_ratio: float = 1.0  # their end-to-end time over their solo work
+
+    def held_slowdown(self, slots: int) -> float:
+        """The slowdown of a request's whole work that gives this step's throughput: its
+        end-to-end ratio where every user was served, else the one that would make the
+        requests in service the slots (see the module)."""
+        if not self.saturated or self.in_service <= 0:
+            return max(self.held_ratio, 1.0)
+        return max(self.slowdown * slots / self.in_service, 1.0)
 
     @property
     def saturated(self) -> bool:
@@ -108,6 +124,11 @@ def summarise(
     predicted = decode_s[0] + decode_s[1] * np.maximum(_floats(done, "output_tokens") - 1, 0)
     slowdown = float(measured.sum() / predicted.sum()) if predicted.sum() > 0 else 1.0
     slowdown = max(slowdown, 1.0)
+    done_work = (
+        first_s[0] + first_s[1] * _floats(done, "input_tokens")
+        + decode_s[0] + decode_s[1] * np.maximum(_floats(done, "output_tokens") - 1, 0)
+    )  # fmt: skip
+    solo = float(done_work.sum())
     # every request of the step that held the server inside the window
     finished = ordered.filter(pl.col("ok").fill_null(False) & pl.col("end_s").is_not_null())
     first_work = first_s[0] + first_s[1] * _floats(finished, "input_tokens")
@@ -136,6 +157,7 @@ def summarise(
         failed_share=failed_share,
         peak=_peak(ordered, start, end_s),
         ttft_p50_s=float(np.median(_floats(done, "ttft_s"))) if done.height else 0.0,
+        held_ratio=float(_floats(done, "e2e_s").sum()) / solo if solo > 0 else 1.0,
     )
 
 
@@ -166,13 +188,14 @@ def _floats(frame: pl.DataFrame, name: str) -> np.ndarray:
 def build_model(summaries: list[StepSummary], first_s: tuple[float, float],
                 decode_s: tuple[float, float]) -> ServerModel:  # fmt: skip
     """The model the steps describe: slots where the in-service count stopped following the
-    users (else the most users tried), slowdown interpolated between the steps."""
+    users (else the most users tried), the slowdown of a request's whole work (see the
+    module) interpolated between the steps."""
     saturated = [s for s in summaries if s.saturated]
     refuses = _refuses(summaries)
     # the first step whose users the server no longer all held; else the most users tried
     most = max(s.users for s in summaries)
     slots = max(1, saturated[0].peak or round(saturated[0].in_service)) if saturated else most
-    points = sorted({min(s.users, slots): s.slowdown for s in summaries}.items())
+    points = sorted({min(s.users, slots): s.held_slowdown(slots) for s in summaries}.items())
     ks = np.array([k for k, _ in points], dtype=float)
     gs = np.array([g for _, g in points], dtype=float)
     if ks[0] > 1:
