@@ -2,7 +2,7 @@
 
     python bench/limit_real_engine.py [--out DIR] [--result FILE.json]
         [--order fast,measured]   # or calibrated (and any mix: calibrated,fast,measured)
-        [--measured-from-fast] [--reference RPS]
+        [--measured-from-fast] [--reference RPS] [--shape tiny|small] [--slo SLO] [--pin]
 
 llama.cpp (xllamacpp, the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1
 thread, continuous batching) serves preset A of bench/real_engine_prediction.py (short
@@ -15,10 +15,10 @@ search before it, bracketing and narrowing by its own verdicts). A real engine h
 computed truth: the long measured search is the reference (issue 28: the fast answer within
 [0.90, 1.05] of it); `--reference RPS` gives a measured answer from an earlier run instead
 of measuring again. Prints the answers, their intervals or brackets, wall times and ratios;
-writes them as JSON. Needs a quiet machine. The server is pinned to the last core and this
-script, capplan and Locust to the others, as a served engine has its own accelerator apart
-from its clients (`--no-pin`: all share every core; on two cores the server then finishes
-fewer requests with more users, as the clients take its core).
+writes them as JSON. Needs a quiet machine: the server, Locust and capplan share the
+cores. `--pin` gives the server the last core and the rest to this script, capplan and
+Locust (on two cores the tiny Llama's HTTP threads then share its one core with its
+compute); `--shape small` serves a Llama whose compute dominates its step.
 """
 
 from __future__ import annotations
@@ -45,6 +45,14 @@ from profiles.model import save_profile  # noqa: E402
 
 SLOTS = 4
 START_RPS = 0.5
+# --shape: the tiny Llama, whose step costs about as much as serving its stream over HTTP
+# (characterised on this machine: 1 user 227-340 requests in 11 s, 4 users 172-360, from
+# run to run), or one whose compute dominates (768 wide, 8 layers, its own core: 1 user 21
+# requests in 11 s, 4 users 25)
+SHAPES = {
+    "tiny": LlamaShape(),
+    "small": LlamaShape(hidden=768, layers=8, heads=8, kv_heads=8, ffn=2048),
+}
 
 
 def run_limit(
@@ -101,18 +109,19 @@ def main() -> None:
         f"{START_RPS:g} req/s (it brackets and narrows from there by its own verdicts; from "
         "0.5 req/s its first levels take most of an hour on this server)",
     )
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny", help="the model served")
     ap.add_argument("--slo", default=SLO, help=f"the SLO of the searches (default {SLO})")
-    ap.add_argument("--no-pin", action="store_true", help="do not give the server its own core")
+    ap.add_argument("--pin", action="store_true", help="give the server a core of its own")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     server_cpus = None
-    if not args.no_pin and len(cores) >= 2:
+    if args.pin and len(cores) >= 2:
         server_cpus = {cores[-1]}
         os.sched_setaffinity(0, set(cores[:-1]))  # capplan and Locust inherit it
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        shape = LlamaShape()
+        shape = SHAPES[args.shape]
         model = build_random_llama(out / "tiny.gguf", shape)
         profile = out / "preset_A.json"
         save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
@@ -174,6 +183,7 @@ def main() -> None:
         "slots": SLOTS,
         "server_cpus": sorted(server_cpus) if server_cpus else None,
         "slo": args.slo,
+        "shape": args.shape,
         "runs": runs,
         "reference_rps": reference,
         "reference_given": args.reference is not None,

@@ -211,7 +211,7 @@ def test_closed_loop_steps_find_the_slots_of_a_simulated_server(
 
 
 def test_the_slowdown_of_a_server_whose_decode_alone_slows_gives_its_throughput() -> None:
-    """llama.cpp on shared cores: at 4 users its decode ran 7-9 times slower than alone, its
+    """llama.cpp on shared cores: at 4 users its decode ran 7.3 times slower than alone, its
     first token 1.5 times. Here the first token (half the solo work) does not slow at all
     and the decode 4 times at 4 slots: the decode ratio on the whole work (the control)
     would give the model a capacity 40 % below what the saturated step served."""

@@ -12,9 +12,9 @@ Their first round is left out (it starts from an empty server). From what remain
   request's whole work, is what makes its throughput the step's: the time requests held the
   server over their solo work (their end-to-end time where every user was served; where
   some waited, the slowdown that makes the requests in service the slots). llama.cpp with
-  4 slots on two shared cores decoded 7-9 times slower at 4 users than alone but took only
+  4 slots on two shared cores decoded 7.3 times slower at 4 users than alone but took only
   1.5 times as long to the first token: the decode ratio applied to the whole work gave it
-  9.8 req/s where the step itself ended 15.6;
+  a capacity of 10.2 req/s where its 4-user step itself ended 16.1;
 - in service: by Little's law, throughput x the time a request holds the server (its solo
   work x the slowdown). It equals the users while every user is served; once it stays
   clearly below them the server holds no more: its slots are then the most requests seen
