@@ -46,9 +46,9 @@ from profiles.model import save_profile  # noqa: E402
 SLOTS = 4
 START_RPS = 0.5
 # --shape: the tiny Llama, whose step costs about as much as serving its stream over HTTP
-# (characterised on this machine: 1 user 227-340 requests in 11 s, 4 users 172-360, from
-# run to run), or one whose compute dominates (768 wide, 8 layers, its own core: 1 user 21
-# requests in 11 s, 4 users 25)
+# (its closed-loop steps on this machine, requests in 11 s from run to run: 1 user 142-235
+# and 4 users 165-202 on shared cores, 307-340 and 247-360 with --pin), or one whose compute
+# dominates (768 wide, 8 layers, --pin: 1 user 21, 4 users 25)
 SHAPES = {
     "tiny": LlamaShape(),
     "small": LlamaShape(hidden=768, layers=8, heads=8, kv_heads=8, ffn=2048),

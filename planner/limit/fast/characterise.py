@@ -119,32 +119,29 @@ def summarise(
     if "error_class" in over.columns:
         over = over.filter(~pl.col("error_class").is_in(list(CENSORED_CLASSES)).fill_null(False))
     failed_share = float((~over["ok"]).mean()) if over.height else 0.0  # type: ignore[arg-type]
+
+    def first_work(frame: pl.DataFrame) -> np.ndarray:
+        return first_s[0] + first_s[1] * _floats(frame, "input_tokens")
+
+    def decode_work(frame: pl.DataFrame) -> np.ndarray:
+        return decode_s[0] + decode_s[1] * np.maximum(_floats(frame, "output_tokens") - 1, 0)
+
     done = ended.filter(pl.col("ok").fill_null(False))
     measured = _floats(done, "e2e_s") - _floats(done, "ttft_s")
-    predicted = decode_s[0] + decode_s[1] * np.maximum(_floats(done, "output_tokens") - 1, 0)
+    predicted = decode_work(done)
     slowdown = float(measured.sum() / predicted.sum()) if predicted.sum() > 0 else 1.0
     slowdown = max(slowdown, 1.0)
-    done_work = (
-        first_s[0] + first_s[1] * _floats(done, "input_tokens")
-        + decode_s[0] + decode_s[1] * np.maximum(_floats(done, "output_tokens") - 1, 0)
-    )  # fmt: skip
-    solo = float(done_work.sum())
+    solo = float((first_work(done) + predicted).sum())
     # every request of the step that held the server inside the window
     finished = ordered.filter(pl.col("ok").fill_null(False) & pl.col("end_s").is_not_null())
-    first_work = first_s[0] + first_s[1] * _floats(finished, "input_tokens")
-    work = (
-        first_work
-        + decode_s[0]
-        + decode_s[1] * np.maximum(_floats(finished, "output_tokens") - 1, 0)
-    )
+    work = first_work(finished) + decode_work(finished)
     ends = np.minimum(_floats(finished, "end_s"), end_s)
     begins = _floats(finished, "end_s") - slowdown * work
     # still running, or cancelled at the stage's end (censored): held until then
     running = ordered.filter(still_open(ordered) & pl.col("ttft_s").is_not_null())
     run_begins = (
-        _floats(running, "sent_s") + _floats(running, "ttft_s")
-        - slowdown * (first_s[0] + first_s[1] * _floats(running, "input_tokens"))
-    )  # fmt: skip
+        _floats(running, "sent_s") + _floats(running, "ttft_s") - slowdown * first_work(running)
+    )
     begins = np.concatenate([begins, run_begins])
     ends = np.concatenate([ends, np.full(run_begins.size, end_s)])
     held = np.clip(ends, start, end_s) - np.clip(begins, start, end_s)
