@@ -7,10 +7,12 @@ its service time is `prefill_s + n * per_token_s`. `n` is the request's `max_tok
 server's own choice (`--tokens N` or `--tokens LO:HI`, uniform, seeded) so that service times
 have a known distribution whatever the client asks. With `--refuse-above N` a request that
 arrives while N requests are active is answered at once with HTTP 429 and an OpenAI error
-body. GET /timings lists per request its arrival, slot start, first chunk, end (seconds on
-the server's perf_counter clock), tokens and flags; GET /metrics has vLLM's
-`vllm:num_requests_running` and `vllm:num_requests_waiting` gauges. Chunk format and
-process launch come from bench.kit.stream_server:
+body. With `--late-cancel` the server writes nothing before a request's first token, so it
+learns that a client went away only then, as llama.cpp does: a request cancelled while it
+waited still holds its slot for the prefill. GET /timings lists per request its arrival, slot
+start, first chunk, end (seconds on the server's perf_counter clock), tokens and flags;
+GET /metrics has vLLM's `vllm:num_requests_running` and `vllm:num_requests_waiting` gauges.
+Chunk format and process launch come from bench.kit.stream_server:
 `python -m bench.kit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
 """
 
@@ -130,8 +132,10 @@ def make_app(
     tokens: TokenChoice = TokenChoice(),
     refuse_above: int = 0,
     seed: int = 0,
+    late_cancel: bool = False,
 ) -> web.Application:
-    """The app: `slots` FIFO slots; `refuse_above` > 0 refuses when that many are active."""
+    """The app: `slots` FIFO slots; `refuse_above` > 0 refuses when that many are active;
+    `late_cancel`: nothing written before the first token (see the module)."""
     line = FifoSlots(slots)
     timings: list[SlotTiming] = []
     rng = random.Random(seed)
@@ -164,6 +168,8 @@ def make_app(
             state["running"] += 1
             timing.slot_start_s = clock()
             timing.tokens = n
+            if late_cancel:
+                await asyncio.sleep(prefill_s)
             await resp.prepare(request)
             if endpoint == "chat":  # role-only first chunk, as chat servers send
                 role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
@@ -240,12 +246,14 @@ def start_slot_server(
     tokens: str = "",
     refuse_above: int = 0,
     seed: int = 0,
+    late_cancel: bool = False,
     deadline_s: float = 15.0,
 ) -> SlotServer:
     """Start the server in a subprocess and poll until it answers (or raise RuntimeError)."""
     TokenChoice.parse(tokens)  # a bad spec fails here, not in the child
     args = ["--slots", str(slots), "--prefill", str(prefill_s), "--per-token", str(per_token_s)]
     args += ["--tokens", tokens, "--refuse-above", str(refuse_above), "--seed", str(seed)]
+    args += ["--late-cancel"] if late_cancel else []
     return SlotServer(launch("bench.kit.slot_server", args, deadline_s=deadline_s))
 
 
@@ -258,6 +266,7 @@ def main() -> None:
     ap.add_argument("--tokens", default="", help="N or LO:HI chunks per answer ('' max_tokens)")
     ap.add_argument("--refuse-above", type=int, default=0, help="429 when N active (0: never)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--late-cancel", action="store_true", help="nothing sent before 1st token")
     a = ap.parse_args()
     if a.slots < 1:
         ap.error("--slots must be >= 1")
@@ -273,6 +282,7 @@ def main() -> None:
             tokens=tokens,
             refuse_above=a.refuse_above,
             seed=a.seed,
+            late_cancel=a.late_cancel,
         ),
         host="127.0.0.1",
         port=a.port,

@@ -17,6 +17,7 @@ from contracts.limit import Dimension
 from contracts.run import Stage, StagePlan, StageSummary
 from contracts.rundir import WORK_DIR, read_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.settle import cancelled_last, settle, target_probe
 from planner.limit.steady import LevelState, SteadyRules, assess
 from planner.loadtest.run import LoadTestConfig, run_loadtest
 from planner.slo.spec import Slo
@@ -46,9 +47,11 @@ class LocustProbe:
         check_every_s: float = 1.0,
         append: bool = False,
         profile: Profile | None = None,
+        echo: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.profile = profile  # loaded once for every level (None: from config)
+        self.echo = echo  # says how long a level waited for the server to settle
         self.arrival = arrival
         self.out_dir = out_dir
         self.dimension = dimension
@@ -91,6 +94,7 @@ class LocustProbe:
             append=self.append or self.levels > 1,
             progress=watcher,
             profile=self.profile,
+            echo=self.echo,
         )
         records = read_records(self.out_dir).filter(pl.col("stage") == stage.name)
         duration_s = summary.duration_s
@@ -129,13 +133,22 @@ def run_stage(
     append: bool,
     progress: Callable[[str], None] | None,
     profile: Profile | None = None,
+    echo: Callable[[str], None] | None = None,
+    settle_first: bool = True,
 ) -> StageSummary:
     """Run one stage as a one-stage load test appended to `out_dir` and return its summary.
 
     A fresh seed per stage (`seed * 1000 + seed_index`): a repeated level sees new arrivals
     and lengths, so pooling its measurements narrows the noise instead of replaying the same
-    sample. Raises TargetError when no request could connect, and what run_loadtest raises.
+    sample. When the stage before cancelled requests, the stage waits until the server has
+    worked them off (planner.limit.settle; `settle_first=False`: it does not), and says how
+    long through `echo`. Raises TargetError when no request could connect, and what
+    run_loadtest raises.
     """
+    if settle_first and append and cancelled_last(out_dir):
+        settled = settle(target_probe(config))
+        if echo is not None:
+            echo(settled.line(stage.name))
     config = config.model_copy(update={"seed": config.seed * 1000 + seed_index})
     summaries = run_loadtest(
         config,

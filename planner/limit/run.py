@@ -355,6 +355,7 @@ def run_limit(
         arrival=options.arrival,
         append=options.method == "fast",
         profile=profile,
+        echo=echo,
     )
     limit = search_limit(
         probe,
@@ -394,7 +395,9 @@ def _fast_search(
     if options.dimension != "rate":
         raise ConfigError("--method fast finds a rate limit: use --dimension rate")
     started = time.perf_counter()
-    driver = LiveDriver(config, options.out_dir, arrival=options.arrival, profile=profile)
+    driver = LiveDriver(
+        config, options.out_dir, arrival=options.arrival, profile=profile, echo=echo
+    )
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
     known, asked = None, None
     if options.engine is not None:

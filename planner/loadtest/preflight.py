@@ -89,7 +89,7 @@ def preflight(
                 f"--model {model!r}: {base} serves {', '.join(served) or 'no model'}"
             )
         chosen = model
-    ttft_s = _one_stream(base, chosen, endpoint, headers, timeout_s)
+    ttft_s = first_token_s(base, chosen, endpoint, headers, timeout_s)
     return PreflightResult(
         model=chosen, served_models=served, model_from_target=model is None, ttft_s=ttft_s
     )
@@ -127,11 +127,16 @@ def _served_models(base: str, headers: dict[str, str]) -> tuple[str, ...] | None
         raise PreflightError(f"{base}/v1/models: not an OpenAI model list") from err
 
 
-def _one_stream(
-    base: str, model: str, endpoint: Endpoint, headers: dict[str, str], timeout_s: float
+def first_token_s(
+    base: str,
+    model: str,
+    endpoint: Endpoint,
+    headers: dict[str, str],
+    timeout_s: float,
+    max_tokens: int = PREFLIGHT_TOKENS,
 ) -> float:
     """Stream one short answer; returns its time to first content, or raises PreflightError."""
-    body: dict[str, Any] = {"model": model, "max_tokens": PREFLIGHT_TOKENS, "stream": True}
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": "Say hello."}]
     else:

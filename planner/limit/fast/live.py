@@ -52,9 +52,11 @@ class LiveDriver:
         arrival: str = "poisson",
         append: bool = False,
         profile: Profile | None = None,
+        echo: Echo | None = None,
     ) -> None:
         self.config = config
         self.profile = profile  # loaded once for every step (None: from config)
+        self.echo = echo  # says how long a step waited for the server to settle
         self.out_dir = out_dir
         self.arrival = arrival
         self.stages = 0
@@ -70,6 +72,7 @@ class LiveDriver:
             append=self.append or self.stages > 1,
             progress=progress,
             profile=self.profile,
+            echo=self.echo,
         )
 
     def closed(self, step: Closed) -> Taken:
