@@ -26,14 +26,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import build_random_llama, start_llama_server  # noqa: E402
-from bench.real_engine_prediction import PRESET_A  # noqa: E402
+from bench.kit.real_engine import build_random_llama  # noqa: E402
+from bench.settle_real_engine import preset_a_target  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
 from planner.limit.live import run_stage  # noqa: E402
-from planner.loadtest.run import LoadTestConfig  # noqa: E402
-from profiles.model import save_profile  # noqa: E402
 
 EVAL = re.compile(r" eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
 
@@ -45,12 +42,7 @@ def token_ms(log: Path) -> np.ndarray:
 
 
 def one_run(gguf: Path, out: Path, rate: float) -> None:
-    out.mkdir(parents=True)
-    profile = out / "preset_A.json"
-    save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
-    server = start_llama_server(gguf, log_path=out / "llama.log")
-    config = LoadTestConfig(host=server.url, model=server.model, profile_path=str(profile),
-                            drain_s=2.0)  # fmt: skip
+    server, config = preset_a_target(gguf, out, drain_s=2.0)
     stages = [
         Stage(name="closed-8", kind="closed", role="level", duration_s=15.0, users=8),
         Stage(name="open", kind="open", role="level", duration_s=40.0, rate_rps=rate),

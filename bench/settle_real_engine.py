@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import polars as pl  # noqa: E402
 
 from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import build_random_llama, start_llama_server  # noqa: E402
+from bench.kit.real_engine import LlamaServer, build_random_llama, start_llama_server  # noqa: E402
 from bench.real_engine_prediction import PRESET_A  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
@@ -37,14 +37,21 @@ from profiles.model import save_profile  # noqa: E402
 LEVEL_S = 20.0
 
 
-def two_levels(gguf: Path, out: Path, overload: float, rate: float, settle: bool) -> None:
-    """The two levels on a fresh server; prints what they showed."""
+def preset_a_target(gguf: Path, out: Path, drain_s: float) -> tuple[LlamaServer, LoadTestConfig]:
+    """A fresh llama.cpp server on `gguf` (its log in `out`) and a load test of preset A
+    against it."""
     out.mkdir(parents=True)
     profile = out / "preset_A.json"
     save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
     server = start_llama_server(gguf, log_path=out / "llama.log")
     config = LoadTestConfig(host=server.url, model=server.model, profile_path=str(profile),
-                            drain_s=1.0)  # fmt: skip
+                            drain_s=drain_s)  # fmt: skip
+    return server, config
+
+
+def two_levels(gguf: Path, out: Path, overload: float, rate: float, settle: bool) -> None:
+    """The two levels on a fresh server; prints what they showed."""
+    server, config = preset_a_target(gguf, out, drain_s=1.0)
     waits: list[str] = []
     try:
         for index, level_rate in ((1, overload), (2, rate)):
