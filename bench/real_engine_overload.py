@@ -32,7 +32,7 @@ from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
 from planner.limit.live import run_stage  # noqa: E402
 
-EVAL = re.compile(r" eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+EVAL = re.compile(r"\|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens")  # not "prompt eval"
 
 
 def token_ms(log: Path) -> np.ndarray:
