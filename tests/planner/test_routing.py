@@ -141,3 +141,8 @@ def test_prefix_router_on_the_whole_mooncake_trace() -> None:
     _, rr = _mooncake_replay(MOONCAKE, "round_robin")
     assert prefix >= 0.8 * ideal
     assert rr < 0.6 * ideal
+
+
+def test_every_name_plan_json_knows_has_a_router() -> None:
+    for name in ALL_ROUTINGS:
+        assert make_router(name, 2).route(_req("a", (1,)), [0, 0]) in (0, 1)
