@@ -166,6 +166,9 @@ class RouterCount(_Model):
     prefix_hit_ratio: float | None = Field(
         None, description="the simulated engines' hit ratio at the planned count"
     )
+    ideal_share: float | None = Field(
+        None, description="prefix_hit_ratio over the profile's ideal hit ratio"
+    )
 
 
 class FleetCheck(_Model):

@@ -299,6 +299,6 @@ def print_routers(fleet: FleetCheck, console: Console) -> None:
             if r.min_instances_meeting is not None
             else f"> {r.searched_up_to}",
             "-" if hit is None else f"{hit:.1%}",
-            "-" if hit is None or not ideal else f"{hit / ideal:.0%}",
+            "-" if r.ideal_share is None else f"{r.ideal_share:.0%}",
         )
     console.print(table)

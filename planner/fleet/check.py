@@ -98,7 +98,8 @@ def fleet_check(
 
     for size in sorted({max(1, instances - 1), instances, instances + 1}):
         points.extend(point(size, routing) for routing in routings)
-    routers = router_counts(points, point, instances, routings) if count_routers else []
+    ideal = profile.prefix.ideal_hit_ratio
+    routers = router_counts(points, point, instances, routings, ideal) if count_routers else []
     # When n+1 still fails, look further up (least-outstanding routing) for the fewest
     # instances that meet the SLO, up to twice the plan.
     needed = min_instances_meeting(points)
@@ -136,7 +137,7 @@ def fleet_check(
             f"mbu {config.mbu:.3g}, step overhead {config.step_overhead_s * 1e3:.3g} ms "
             f"({config.calibration_source})"
         ),
-        ideal_prefix_hit_ratio=profile.prefix.ideal_hit_ratio,
+        ideal_prefix_hit_ratio=ideal,
         routers=routers,
         assumed_routing=routings[0] if count_routers else None,
         prefix_threshold=(settings or RoutingSettings()).prefix_threshold
@@ -150,12 +151,14 @@ def router_counts(
     point: Callable[[int, Routing], FleetPoint],
     instances: int,
     routings: Sequence[Routing],
+    ideal: float | None,
 ) -> list[RouterCount]:
     """Each routing's fewest instances meeting the SLO, simulating more sizes as needed.
 
     From the n-1, n and n+1 points already in `points`: while the smallest size simulated
     meets the SLO, the next smaller one is simulated (down to 1); while none meets it, the
-    next larger one (up to 2n). New points are appended to `points`.
+    next larger one (up to 2n). New points are appended to `points`. Each hit ratio at n is
+    also given as a share of the profile's `ideal` one.
     """
     limit = max(2 * instances, instances + 2)
     out = []
@@ -169,12 +172,14 @@ def router_counts(
         while min_instances_meeting(mine()) is None and max(p.instances for p in mine()) < limit:
             points.append(point(max(p.instances for p in mine()) + 1, routing))
         at_n = [p.prefix_hit_ratio for p in mine() if p.instances == instances]
+        hit = at_n[0] if at_n else None
         out.append(
             RouterCount(
                 routing=routing,
                 min_instances_meeting=min_instances_meeting(mine()),
                 searched_up_to=max(p.instances for p in mine()),
-                prefix_hit_ratio=at_n[0] if at_n else None,
+                prefix_hit_ratio=hit,
+                ideal_share=hit / ideal if hit is not None and ideal else None,
             )
         )
     points.sort(key=lambda p: (p.instances, routings.index(p.routing)))
