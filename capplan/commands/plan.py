@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
-from capplan.commands.console import FORMAT_HELP, check_format, print_result
+from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
 from capplan.commands.shared import (
     GpuHourPrice,
     Headroom,
@@ -24,7 +24,7 @@ from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
-from contracts.plan import FleetCheck, LimitInput, Plan
+from contracts.plan import LimitInput, Plan
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
@@ -277,28 +277,3 @@ def print_plan(plan: Plan, console: Console) -> None:
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")
-
-
-def print_routers(fleet: FleetCheck, console: Console) -> None:
-    """The instances each router needs and the prefix-hit ratio it reaches (--routing)."""
-    if not fleet.routers:
-        return
-    ideal = fleet.ideal_prefix_hit_ratio
-    table = Table(
-        title="Instances by router (prefix hits at the planned count; the profile's ideal "
-        + ("-" if ideal is None else f"{ideal:.1%}")
-        + ")"
-    )
-    for col in ("routing", "fewest meeting SLO", "prefix hit ratio", "of ideal"):
-        table.add_column(col, justify="right")
-    for r in fleet.routers:
-        hit = r.prefix_hit_ratio
-        table.add_row(
-            r.routing + (" (assumed)" if r.routing == fleet.assumed_routing else ""),
-            str(r.min_instances_meeting)
-            if r.min_instances_meeting is not None
-            else f"> {r.searched_up_to}",
-            "-" if hit is None else f"{hit:.1%}",
-            "-" if r.ideal_share is None else f"{r.ideal_share:.0%}",
-        )
-    console.print(table)
