@@ -17,6 +17,7 @@ from planner.fleet.check import fleet_check
 from planner.whatif.options import WhatifOptions
 from profiles.model import Profile
 
+
 def compare_routing(
     profile: Profile,
     options: WhatifOptions,
