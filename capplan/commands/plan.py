@@ -9,6 +9,16 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.commands.autoscale_opts import (
+    Autoscale,
+    AutoscaleOut,
+    AutoscalePolicy,
+    ColdStart,
+    Deployment,
+    apply_autoscale,
+    parse_autoscale,
+    print_autoscale,
+)
 from capplan.commands.console import FORMAT_HELP, check_format, print_result
 from capplan.commands.shared import (
     GpuHourPrice,
@@ -23,6 +33,7 @@ from contracts.errors import InputError
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
+from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
@@ -43,6 +54,9 @@ Examples:
 
   capplan plan --profile conv.json --limit runs/h100/limit.json --calibration cal.json \\
       -o plans/cal.json
+
+  capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
+      --cold-start-s 120 -o plans/auto.json
 """
 
 
@@ -100,6 +114,11 @@ def plan_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    autoscale: Autoscale = False,
+    autoscale_policy: AutoscalePolicy = None,
+    cold_start_s: ColdStart = DEFAULT_COLD_START_S,
+    autoscale_out: AutoscaleOut = None,
+    deployment: Deployment = "default/vllm",
 ) -> None:
     check_format(output_format)
     check_planning(
@@ -114,6 +133,7 @@ def plan_command(
         raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
     if fleet_span_s <= 0:
         raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
+    auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
     console = Console(stderr=True)
     the_profile = load_profile(profile)
     the_limit = parse_limit(limit, slo)
@@ -146,6 +166,10 @@ def plan_command(
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
+    if auto is not None:
+        plan = apply_autoscale(
+            the_profile, plan, output, auto, folder=autoscale_out, deployment=deployment
+        )
     write_model(output, plan, "the plan")
     print_result(plan, output, output_format, lambda console: print_plan(plan, console))
 
@@ -257,6 +281,8 @@ def print_plan(plan: Plan, console: Console) -> None:
             console.print(f"  calibration: {f.calibration}")
     if plan.observed is not None:
         console.print(f"observed in production: {plan.observed.sentence}")
+    if plan.autoscale is not None:
+        print_autoscale(plan.autoscale, console)
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")
