@@ -15,12 +15,14 @@ part of the step they serve; a removed replica leaves at once (no drain).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.autoscale.policies import Controller, Metrics
+from planner.capacity.queueing import erlang_c
 
 
 def erlang_c_array(servers: np.ndarray, offered: np.ndarray) -> np.ndarray:
@@ -99,6 +101,7 @@ def simulate_steps(
     next_poll, ups = 0.0, 0
     poll_s = controller.spec.poll_s if controller is not None else math.inf
     mu = 1.0 / service_s
+    reads_queue = controller is not None and controller.spec.metric == "queue"
     for m in range(n):
         t0, t1 = m * step_s, (m + 1) * step_s
         lam = float(rate_rps[m])
@@ -110,7 +113,7 @@ def simulate_steps(
                 now_s=t0,
                 replicas=ready_n + len(loading),
                 ready=ready_n,
-                waiting=backlog + _mean_queue(c_now, a_now),
+                waiting=backlog + (_mean_queue(c_now, a_now) if reads_queue else 0.0),
                 kv_usage=min(a_now, c_now) * kv_per_slot,
                 rate_rps=seen,
             )
@@ -154,11 +157,18 @@ def simulate_steps(
     )
 
 
+@functools.lru_cache(maxsize=65536)
+def _mean_queue_at(servers: int, offered: float) -> float:
+    ec = erlang_c(servers, offered)
+    return ec * offered / (servers - offered)
+
+
 def _mean_queue(servers: int, offered: float) -> float:
-    """Mean requests waiting in M/M/c (the queue metric between steps); capped for a >= c."""
+    """Mean requests waiting in M/M/c (the queue metric between steps); capped for a >= c.
+
+    The load is rounded to 0.1 Erlang so a quarter's polls reuse their computations."""
     if offered <= 0:
         return 0.0
     if servers <= 0 or offered >= servers:
         return offered
-    ec = float(erlang_c_array(np.array([servers]), np.array([offered]))[0])
-    return ec * offered / (servers - offered)
+    return _mean_queue_at(servers, min(round(offered, 1), servers - 0.05))
