@@ -97,8 +97,10 @@ def check(profile: Profile, plan: Plan, hours: float, seed: int) -> None:
         f"\nper-step model vs request-level simulation, busiest {hours:g} h "
         f"({pairs[0].requests:,} requests, {wall:.1f} s for both models x {len(pairs)}):"
     )
-    print(f"{'policy':>15} {'att steps':>10} {'att req':>8} {'diff':>7} {'rep-h steps':>12} "
-          f"{'rep-h req':>10} {'diff':>7}")
+    print(
+        f"{'policy':>15} {'att steps':>10} {'att req':>8} {'diff':>7} {'rep-h steps':>12} "
+        f"{'rep-h req':>10} {'diff':>7}"
+    )
     for p in pairs:
         print(
             f"{p.label:>15} {p.steps_attainment:10.4f} {p.requests_attainment:8.4f} "
@@ -122,20 +124,38 @@ def main() -> None:
     profile = make_profile(args.days, args.rps, args.seed)
     path = args.keep / "profile.json"
     write_model(path, profile, "the profile")
-    print(f"profile: {args.days:g} days, {len(profile.arrivals.clock_hours.peak_rps)} clock "
-          f"hours, built in {time.perf_counter() - t0:.1f} s -> {path}")
-    cli = [sys.executable, "-m", "capplan", "plan", "--profile", str(path), "--limit", LIMIT,
-           "--slo", SLO]
+    clock = profile.arrivals.clock_hours
+    assert clock is not None
+    print(
+        f"profile: {args.days:g} days, {len(clock.peak_rps)} clock "
+        f"hours, built in {time.perf_counter() - t0:.1f} s -> {path}"
+    )
+    cli = [
+        sys.executable,
+        "-m",
+        "capplan",
+        "plan",
+        "--profile",
+        str(path),
+        "--limit",
+        LIMIT,
+        "--slo",
+        SLO,
+    ]
     plain = timed([*cli, "-o", str(args.keep / "plain.json")])
     auto = timed([*cli, "--autoscale", "-o", str(args.keep / "auto.json")])
     print(f"capplan plan:             {plain:6.1f} s")
-    print(f"capplan plan --autoscale: {auto:6.1f} s  (the study: {auto - plain:.1f} s, "
-          f"{(auto - plain) / auto:.0%} of it; goal <= 60 s on 2 cores)")
+    print(
+        f"capplan plan --autoscale: {auto:6.1f} s  (the study: {auto - plain:.1f} s, "
+        f"{(auto - plain) / auto:.0%} of it; goal <= 60 s on 2 cores)"
+    )
     plan = Plan.model_validate_json((args.keep / "auto.json").read_text())
     assert plan.autoscale is not None
     for o in (plan.autoscale.static, *plan.autoscale.policies):
-        print(f"  {o.label:>15}: attainment {o.attainment:.4f}, {o.gpu_hours_per_month:,.0f} "
-              f"GPU-h/month ({o.cost_vs_static:.0%} of static)")
+        print(
+            f"  {o.label:>15}: attainment {o.attainment:.4f}, {o.gpu_hours_per_month:,.0f} "
+            f"GPU-h/month ({o.cost_vs_static:.0%} of static)"
+        )
     print(f"  recommended: {plan.autoscale.recommended}")
     if args.check:
         check(load_profile(path), plan, args.check_hours, args.seed)
