@@ -30,8 +30,8 @@ from contracts.review import (
     ServiceChange,
     ServiceReview,
 )
-from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
 from planner.autoscale.run import autoscale_options, study_autoscaling
+from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.certainty import (
     block_bootstrap_quantile,

@@ -157,7 +157,8 @@ REVIEW_STRINGS: dict[str, dict[str, str]] = {
         "opt_fixed_schedule": "固定时间表",
         "opt_autoscaled": "自动扩缩",
         "autoscale_heading": "自动扩缩策略模拟",
-        "autoscale_text": "各策略在画像流量上模拟，冷启动 {cold}，与静态规划对比；推荐（*）：{policy}。",
+        "autoscale_text": "各策略在画像流量上模拟，冷启动 {cold}，"
+        "与静态规划对比；推荐（*）：{policy}。",
         "col_policy": "策略",
         "col_attainment": "达标率",
         "col_burst": "突发后最差一分钟",
