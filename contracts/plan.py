@@ -234,7 +234,7 @@ class Plan(_Model):
         "the SLO, beside the limit (a profile read from Prometheus, with an SLO)",
     )
     autoscale: AutoscaleResult | None = Field(
-        None,
+        default=None,
         description="the autoscaling study (capplan plan --autoscale): each policy over the "
         "profile's day and bursts against the static count; absent in plans without it",
     )
