@@ -443,4 +443,9 @@ EN: dict[str, str] = {
         "KEDA ScaledObject and HPA written for {policy}: {query}, target {threshold} per replica."
     ),
     "autoscale_method": "Traffic: {trace}. Model: {model}.",
+    "autoscale_label_static": "static",
+    "autoscale_label_reactive_queue": "reactive-queue",
+    "autoscale_label_reactive_kv": "reactive-kv",
+    "autoscale_label_rate": "rate",
+    "autoscale_label_schedule": "schedule",
 }

@@ -390,7 +390,12 @@ ZH: dict[str, str] = {
     "autoscale_recommended": "推荐（*）：{policy}。",
     "autoscale_hourly_heading": "按小时的达标率",
     "autoscale_manifests": (
-        "已为 {policy} 生成 KEDA ScaledObject 和 HPA：{query}，每副本目标 {threshold}。"
+        "已为 {policy} 生成 KEDA ScaledObject 和 HPA 清单：{query}，每副本目标 {threshold}。"
     ),
-    "autoscale_method": "流量：{trace}。模型：{model}。",
+    "autoscale_method": "流量的重建方法与排队模型（及其实测误差）见自动扩缩指南。",
+    "autoscale_label_static": "静态",
+    "autoscale_label_reactive_queue": "按排队请求",
+    "autoscale_label_reactive_kv": "按 KV 缓存占用",
+    "autoscale_label_rate": "按请求速率",
+    "autoscale_label_schedule": "按时间表",
 }

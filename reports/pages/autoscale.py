@@ -12,6 +12,15 @@ from contracts.autoscale import PolicyOutcome
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 
+DEFAULT_LABELS = ("static", "reactive-queue", "reactive-kv", "rate", "schedule")
+
+
+def label(ctx: ReportContext, name: str) -> str:
+    """A default policy's name in the report's language; a name the user gave as given."""
+    if name in DEFAULT_LABELS:
+        return ctx.t("autoscale_label_" + name.replace("-", "_"))
+    return name
+
 
 def _worst_hour(o: PolicyOutcome) -> float | None:
     return min((x for x in o.hourly_worst if x is not None), default=None)
@@ -52,7 +61,7 @@ def page_autoscale(ctx: ReportContext) -> list[Flowable]:
         burst = o.worst_burst_minute
         rows.append(
             [
-                ("* " if o.label == auto.recommended else "") + o.label,
+                ("* " if o.label == auto.recommended else "") + label(ctx, o.label),
                 words.pct(o.attainment),
                 words.pct(_worst_hour(o)),
                 words.pct(burst.attainment) if burst else ctx.t("na"),
@@ -64,10 +73,11 @@ def page_autoscale(ctx: ReportContext) -> list[Flowable]:
     out += [
         ctx.table(rows, [CONTENT_W * f for f in (0.2, 0.13, 0.13, 0.14, 0.14, 0.13, 0.13)]),
         Spacer(1, 6),
-        ctx.para(ctx.t("autoscale_recommended", policy=auto.recommended)),
+        ctx.para(ctx.t("autoscale_recommended", policy=label(ctx, auto.recommended))),
         ctx.para(ctx.t("autoscale_hourly_heading"), styles.h2),
     ]
-    hours = [[ctx.t("autoscale_col_hour"), *(o.label for o in (auto.static, *auto.policies))]]
+    names = [label(ctx, o.label) for o in (auto.static, *auto.policies)]
+    hours = [[ctx.t("autoscale_col_hour"), *names]]
     for h in range(24):
         hours.append(
             [
@@ -83,11 +93,12 @@ def page_autoscale(ctx: ReportContext) -> list[Flowable]:
             ctx.para(
                 ctx.t(
                     "autoscale_manifests",
-                    policy=m.policy,
+                    policy=label(ctx, m.policy),
                     query=m.query,
                     threshold=words.num(m.threshold, 3),
                 )
             )
         )
+    # The trace and model are the planner's English sentences; the Chinese page names the guide.
     out.append(ctx.para(ctx.t("autoscale_method", trace=auto.trace, model=auto.model)))
     return out

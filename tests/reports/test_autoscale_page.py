@@ -15,7 +15,7 @@ from capplan.commands.autoscale_opts import parse_autoscale
 from planner.autoscale.run import study_autoscaling
 from reports import words_for
 from reports.data import load_inputs
-from reports.pages.autoscale import page_autoscale
+from reports.pages.autoscale import label, page_autoscale
 from reports.pages.context import ReportContext
 
 
@@ -25,7 +25,11 @@ def _texts(flowables: list) -> str:
         if isinstance(f, Paragraph):
             out.append(f.getPlainText())
         elif isinstance(f, Table):
-            out.extend(str(c) for row in f._cellvalues for c in row)
+            out.extend(
+                c.getPlainText() if isinstance(c, Paragraph) else str(c)
+                for row in f._cellvalues
+                for c in row
+            )
     return " ".join(out)
 
 
@@ -37,9 +41,12 @@ def test_page_shows_the_study(tmp_path: Path, lang: str, heading: str) -> None:
     assert page_autoscale(ReportContext(inputs, words_for(lang), when)) == []
     study = study_autoscaling(inputs.profile, inputs.plan, parse_autoscale(None, 240.0, 0))
     plan = inputs.plan.model_copy(update={"autoscale": study})
-    text = _texts(page_autoscale(ReportContext(replace(inputs, plan=plan), words_for(lang), when)))
+    ctx = ReportContext(replace(inputs, plan=plan), words_for(lang), when)
+    text = _texts(page_autoscale(ctx))
     assert heading in text
-    assert "* " + study.recommended in text
+    assert "* " + label(ctx, study.recommended) in text
     for o in study.policies:
-        assert o.label in text
+        assert label(ctx, o.label) in text
+    if lang == "zh":
+        assert "按时间表" in text and "schedule" not in text
     assert words_for(lang).seconds(240.0) in text
