@@ -70,6 +70,14 @@ def _hourly(h: HourlyCapacity | None, lay: Layout) -> list[Flowable]:
     return out
 
 
+_DEFAULT_POLICIES = ("static", "reactive-queue", "reactive-kv", "rate", "schedule")
+
+
+def _policy(name: str, lay: Layout) -> str:
+    """A default policy's name in the review's language; a name the user gave as given."""
+    return lay.t("policy_" + name.replace("-", "_")) if name in _DEFAULT_POLICIES else name
+
+
 def _autoscale(s: ServiceReview, lay: Layout) -> list[Flowable]:
     """The autoscaling study of the service's plan (review option `autoscale: true`)."""
     auto = s.plan.autoscale
@@ -82,7 +90,7 @@ def _autoscale(s: ServiceReview, lay: Layout) -> list[Flowable]:
         burst = o.worst_burst_minute
         rows.append(
             [
-                ("* " if o.label == auto.recommended else "") + o.label,
+                ("* " if o.label == auto.recommended else "") + _policy(o.label, lay),
                 w.pct(o.attainment),
                 w.pct(burst.attainment) if burst else "-",
                 w.integer(o.gpu_hours_per_month),
