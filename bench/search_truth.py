@@ -27,6 +27,13 @@ of seeds, coverage >= 90 %, median time at most a third of the measured search's
     .venv/bin/python bench/search_truth.py --method fast [--seeds 20] [--grid]
         [--misspecified] [--ablations] [--no-measured]
 
+`--method default` runs what `capplan limit` runs by default (issue 47): the fast search,
+then the measured levels at 0.9 and 1.1 of its answer (planner.limit.fast.result.seeded),
+and the measured search going on from there where they do not hold the answer between them
+(its `fall` column counts those runs), beside the measured search from half the capacity.
+
+    .venv/bin/python bench/search_truth.py --method default [--seeds 5] [--misspecified]
+
 `--grid`: slot counts 4 and 16 x answer-length CV 0.2, 1, 2 x a tight and a loose TTFT
 threshold; `--misspecified`: servers the model does not describe (service slowing with
 load, prefill contention, a slot count misstated by +/-25 %); `--ablations`: the model
@@ -91,13 +98,13 @@ def main() -> None:
     ap.add_argument("--rules", choices=["default", "previous"], default="default")
     ap.add_argument("--max-repeats", type=int, help="the search's repeats of a deciding level")
     ap.add_argument("--confidence", type=float, help="of the search's bootstrap intervals")
-    ap.add_argument("--method", choices=["measured", "fast"], default="measured")
+    ap.add_argument("--method", choices=["measured", "fast", "default"], default="measured")
     ap.add_argument("--grid", action="store_true", help="with --method fast")
     ap.add_argument("--misspecified", action="store_true", help="with --method fast")
     ap.add_argument("--ablations", action="store_true", help="with --method fast")
     ap.add_argument("--no-measured", action="store_true", help="skip today's search")
     args = ap.parse_args()
-    if args.method == "fast":
+    if args.method in ("fast", "default"):
         fast_main(args)
         return
     unknown = sorted(set(args.case or []) - set(CASES))
@@ -159,8 +166,11 @@ def fast_main(args: argparse.Namespace) -> None:
         truth = fast_truth.truth(case)
         print(f"{case.name}: truth {truth:.4g} req/s", flush=True)
         rows: list[tuple[str, fast_truth.Tally]] = []
-        fast = fast_truth.fast_tally(case, seeds, "fast", truth, print)
-        rows.append(("fast", fast))
+        if args.method == "default":
+            fast = fast_truth.default_tally(case, seeds, truth, print)
+        else:
+            fast = fast_truth.fast_tally(case, seeds, "fast", truth, print)
+        rows.append((args.method, fast))
         misspecified = not case.plain or case.slots_error != 1.0
         if not args.no_measured and not misspecified:
             rows.append(("measured", fast_truth.measured_tally(case, seeds, truth, print)))
@@ -175,7 +185,7 @@ def fast_main(args: argparse.Namespace) -> None:
             lines.append(f"{case.name:22} {truth:7.4g} {method:20} {tally.row()}")
         if len(rows) > 1 and rows[1][0] == "measured":
             ratio = np.median(fast.minutes) / np.median(rows[1][1].minutes)
-            lines.append(f"{case.name:22} {'':7} {'time fast/measured':20} {ratio:6.2f}")
+            lines.append(f"{case.name:22} {'':7} {f'time {args.method}/measured':20} {ratio:6.2f}")
     print()
     print(f"{'case':22} {'truth':>7} {'method':20} {fast_truth.HEADER}")
     for line in lines:

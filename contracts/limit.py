@@ -147,7 +147,13 @@ class FastSearchRecord(_Model):
     delay_moved_s: float | None = Field(
         default=None,
         description="how far the model's own mean delay moves for +/-5 % of load on those "
-        "requests: the bound delay_bias_s must lie within for the model to be adequate",
+        "requests (for reference; the adequacy rule is delay_shift)",
+    )
+    delay_shift: float | None = Field(
+        default=None,
+        description="how far delay_bias_s, as a constant offset of the model's latencies on "
+        "those requests, moves the model's limit (a share): the model is adequate while this "
+        "stays within the tolerance",
     )
     levels: list[tuple[float, int, int]] = Field(
         default_factory=list,
@@ -210,6 +216,16 @@ class LimitResult(_Model):
     )
     fast: FastSearchRecord | None = Field(
         default=None, description="the fast search's account, when it ran"
+    )
+    held_load: float | None = Field(
+        default=None,
+        description="the measured level the answer rests on below: the highest that held the "
+        "SLO with certainty at or below feasible_max (the measured search: feasible_max itself)",
+    )
+    failed_load: float | None = Field(
+        default=None,
+        description="the measured level above the answer that failed the SLO, where the server "
+        "reached one (the measured search: infeasible_min)",
     )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(

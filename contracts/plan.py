@@ -136,15 +136,40 @@ class QueueingCheck(_Model):
     target_wait_s: float | None = None
 
 
+# The fleet simulation's routers (planner.fleet.routing registers one for each).
+RoutingName = Literal[
+    "round_robin", "least_outstanding", "power_of_two", "session_affinity", "prefix_aware"
+]
+
+
 class FleetPoint(_Model):
     instances: int
-    routing: Literal["round_robin", "least_outstanding"]
+    routing: RoutingName
     attainment: float
     ttft_p95_s: float | None = None
     tpot_p95_s: float | None = None
     e2e_p95_s: float | None = None
     meets_slo: bool
     requests: int
+    prefix_hit_ratio: float | None = Field(
+        None, description="hit over queried prompt tokens, counted by the simulated engines"
+    )
+
+
+class RouterCount(_Model):
+    """What one router needs on the profile's traffic (`capplan plan --routing`)."""
+
+    routing: RoutingName
+    min_instances_meeting: int | None = Field(
+        description="fewest simulated instances meeting the SLO (None: none up to searched_up_to)"
+    )
+    searched_up_to: int = Field(ge=1, description="the largest fleet simulated for it")
+    prefix_hit_ratio: float | None = Field(
+        None, description="the simulated engines' hit ratio at the planned count"
+    )
+    ideal_share: float | None = Field(
+        None, description="prefix_hit_ratio over the profile's ideal hit ratio"
+    )
 
 
 class FleetCheck(_Model):
@@ -159,6 +184,18 @@ class FleetCheck(_Model):
     arrivals: str = Field("", description="how the arrival process was generated")
     min_instances_meeting: int | None = None  # fewest simulated instances meeting the SLO
     engine: str = Field("", description="GPU x model x tp and efficiency factors simulated")
+    ideal_prefix_hit_ratio: float | None = Field(
+        None, description="the profile's ideal prefix-hit ratio (every earlier block cached)"
+    )
+    routers: list[RouterCount] = Field(
+        default_factory=list, description="instances each router needs (plan --routing)"
+    )
+    assumed_routing: RoutingName | None = Field(
+        None, description="the router the plan's count assumes: the first one of --routing"
+    )
+    prefix_threshold: float | None = Field(
+        None, description="the prefix router's threshold (share of a prompt's blocks matched)"
+    )
 
 
 class Checks(_Model):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.finding import Finding
+from contracts.plan import FleetCheck
 
 WHATIF_SCHEMA = "capplan.whatif/1"
 COMPARE_SCHEMA = "capplan.compare/1"
@@ -91,6 +92,12 @@ class Whatif(_Model):
     assumptions: list[str]
     simulated_requests: int
     wall_s: float
+    routing_candidate: str | None = Field(
+        default=None, description="the candidate whose fleet the routers were compared on"
+    )
+    routing: FleetCheck | None = Field(
+        default=None, description="the routers compared on its planned fleet (--routing)"
+    )
 
 
 class CompareRow(_Model):

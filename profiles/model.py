@@ -322,6 +322,11 @@ class Observed(_Model):
     )
     running: Gauge | None = None
     waiting: Gauge | None = None
+    kv_usage: Gauge | None = Field(
+        default=None,
+        description="KV cache used share, 0-1 (vllm:kv_cache_usage_perc, or the deprecated "
+        "vllm:gpu_cache_usage_perc; sglang:token_usage)",
+    )
 
 
 class ProfileBody(_Model):

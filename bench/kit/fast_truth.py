@@ -21,6 +21,7 @@ from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.model import ServerModel
+from planner.limit.fast.result import held_answer, seeded
 from planner.limit.fast.search import Characterise
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.predict import EngineProbe, simulated_records
@@ -147,7 +148,15 @@ def measured(case: Case, *, seed: int, scale: float = 1.0) -> tuple[float | None
             tail_requests=rules.tail_requests * scale,
             warmup_taus=rules.warmup_taus * scale,
         )
-    probe = SpecProbe(
+    probe = _probe(case, seed=seed, rules=rules)
+    start = round(0.5 * case.spec.capacity_rps, 2)
+    config = SearchConfig(slo=slo, start=start, seed=seed, max_pooled_s=rules.max_level_s)
+    return run_search(probe, config).feasible_max, probe.took_s
+
+
+def _probe(case: Case, *, seed: int, rules: SteadyRules) -> SpecProbe:
+    slo = parse_slo(case.slo)
+    return SpecProbe(
         profile=preset_profile("chat"),
         config=build_engine_config("H100-80GB", "llama-3.1-8b"),  # unused: the server serves
         rules=rules,
@@ -156,9 +165,39 @@ def measured(case: Case, *, seed: int, scale: float = 1.0) -> tuple[float | None
         seed=seed,
         spec=case.spec,
     )
-    start = round(0.5 * case.spec.capacity_rps, 2)
-    config = SearchConfig(slo=slo, start=start, seed=seed, max_pooled_s=rules.max_level_s)
-    return run_search(probe, config).feasible_max, probe.took_s
+
+
+@dataclass(frozen=True)
+class Default:
+    """`capplan limit`'s default on a case: the fast search, then the measured levels that
+    bracket its answer or take over from it (planner.limit.fast.result.seeded)."""
+
+    limit: float | None
+    fast: FastResult
+    stopped: str  # the measured levels' (planner.limit.search)
+    levels: int  # measured levels after the fast search
+    fast_s: float  # virtual seconds of load: the fast search
+    measured_s: float  # and the measured levels after it
+
+    @property
+    def held(self) -> bool:
+        """The measured levels held the fast answer (no take-over)."""
+        return held_answer(self.stopped)
+
+
+def default(case: Case, *, seed: int) -> Default:
+    """The default search on the case, as `capplan limit` runs it (planner.limit.run)."""
+    result, fast_s = fast(case, seed=seed)
+    rules = SteadyRules()
+    config = SearchConfig(slo=parse_slo(case.slo), seed=seed, max_pooled_s=rules.max_level_s)
+    config = seeded(config, result, echo=lambda _: None)
+    probe = _probe(case, seed=seed, rules=rules)
+    search = run_search(probe, config, on_level=None)
+    answer = search.feasible_max
+    if held_answer(search.stopped):
+        answer = config.answered
+    return Default(limit=answer, fast=result, stopped=search.stopped, levels=len(search.levels),
+                   fast_s=fast_s, measured_s=probe.took_s)  # fmt: skip
 
 
 VARIANTS: dict[str, Callable[[FastConfig], FastConfig]] = {
@@ -222,6 +261,23 @@ def fast_tally(case: Case, seeds: range, variant: str, truth_rps: float,
         echo(f"  {case.name} {variant} seed {seed}: {limit:.4g} req/s{interval}, ratio "
              f"{ratios[-1]:.3f}, {took / 60:.1f} min, {result.stopped}")  # fmt: skip
     return Tally(tuple(ratios), tuple(minutes), tuple(covered), fallbacks)
+
+
+def default_tally(case: Case, seeds: range, truth_rps: float,
+                  echo: Callable[[str], None]) -> Tally:  # fmt: skip
+    """`capplan limit`'s default over `seeds` (`default`); `fallbacks` counts the runs whose
+    measured levels did not hold the fast answer (the measured search went on)."""
+    ratios, minutes, took_over = [], [], 0
+    for seed in seeds:
+        run = default(case, seed=seed)
+        took = run.fast_s + run.measured_s
+        took_over += not run.held
+        ratios.append((run.limit or 0.0) / truth_rps)
+        minutes.append(took / 60)
+        echo(f"  {case.name} default seed {seed}: {run.limit} req/s, ratio {ratios[-1]:.3f}, "
+             f"{took / 60:.1f} min (fast {run.fast_s / 60:.1f}, {run.levels} measured levels "
+             f"{run.measured_s / 60:.1f}): fast {run.fast.stopped}; {run.stopped}")  # fmt: skip
+    return Tally(tuple(ratios), tuple(minutes), (), took_over)
 
 
 def measured_tally(case: Case, seeds: range, truth_rps: float, echo: Callable[[str], None],

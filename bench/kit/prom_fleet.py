@@ -60,6 +60,7 @@ class Truth:
     prefix_queries: int = 0
     prefix_hits: int = 0
     restart_step: int | None = None  # the step at which the second instance's counters reset
+    kv_usage: dict[str, np.ndarray] = field(default_factory=dict)  # KV used share per step
 
     @property
     def end_epoch_s(self) -> int:
@@ -255,6 +256,10 @@ def generate(
         running = rng.poisson(lam / step_s * 3.0)
         add("vllm:num_requests_running", "vllm:num_requests_running", lab, running, False)
         add("vllm:num_requests_waiting", "vllm:num_requests_waiting", lab, running // 10, False)
+        # KV usage follows the load smoothly (no noise): a gauge read once a minute averages it.
+        kv = np.minimum(1.0, 0.2 + 0.5 * (lam / step_s) / (base_rps * 1.6))
+        truth.kv_usage[inst] = kv
+        add("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc", lab, kv, False)
     out.close()
     return truth
 
@@ -272,6 +277,7 @@ SGLANG_NAMES: dict[str, str | None] = {
     "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
     "vllm:num_requests_running": "sglang:num_running_reqs",
     "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:kv_cache_usage_perc": "sglang:token_usage",
 }
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.table import Table
 
 from contracts.errors import InputError
+from contracts.plan import FleetCheck
 
 PIPED_WIDTH = 200  # a pipe or a log gets whole tables, not columns squeezed to 80 characters
 
@@ -50,3 +52,28 @@ def print_result(
         return
     tables(stdout_console())
     typer.echo(f"wrote {output}")
+
+
+def print_routers(fleet: FleetCheck, console: Console) -> None:
+    """The instances each router needs and the prefix-hit ratio it reaches (--routing)."""
+    if not fleet.routers:
+        return
+    ideal = fleet.ideal_prefix_hit_ratio
+    table = Table(
+        title="Instances by router (prefix hits at the planned count; the profile's ideal "
+        + ("-" if ideal is None else f"{ideal:.1%}")
+        + ")"
+    )
+    for col in ("routing", "fewest meeting SLO", "prefix hit ratio", "of ideal"):
+        table.add_column(col, justify="right")
+    for r in fleet.routers:
+        hit = r.prefix_hit_ratio
+        table.add_row(
+            r.routing + (" (assumed)" if r.routing == fleet.assumed_routing else ""),
+            str(r.min_instances_meeting)
+            if r.min_instances_meeting is not None
+            else f"> {r.searched_up_to}",
+            "-" if hit is None else f"{hit:.1%}",
+            "-" if r.ideal_share is None else f"{r.ideal_share:.0%}",
+        )
+    console.print(table)

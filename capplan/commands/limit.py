@@ -20,9 +20,11 @@ from capplan.commands.shared import (
 HELP = (
     "Find the highest load one instance carries while the SLO still holds.\n\n"
     "Runs load levels with Locust against the endpoint (each level one stage of the run "
-    "directory), brackets exponentially until a level fails, narrows until the highest "
-    "passing and lowest failing levels are within the tolerance, writes OUT/limit.json and "
-    "prints the answer in one sentence.\n\n"
+    "directory) and writes OUT/limit.json and the answer in one sentence. By default "
+    "(--method fast) a model of the server, characterised in closed loop and corrected on "
+    "open-loop levels, answers, and two measured levels around the answer must hold and "
+    "fail; --method measured brackets exponentially until a level fails and narrows until "
+    "the highest passing and lowest failing levels are within the tolerance.\n\n"
     "Each level is judged in steady state only: it warms up for at least --warmup seconds, "
     "10 mean E2Es and 3 correlation times of the latencies (a queue still filling from the "
     "empty start keeps them correlated), then measures at least --level-duration seconds, "
@@ -134,13 +136,18 @@ def register(app: typer.Typer) -> None:
         ),
         time_scale: TimeScale = 1.0,
         method: str = typer.Option(
-            "measured",
+            "fast",
             "--method",
-            help="measured: bracket and narrow levels, each held until steady (tens of "
-            "minutes); fast: characterise the server in closed loop, predict the limit with "
-            "a model of it, confirm on a few open-loop levels and correct the model by its "
-            "bias measured on the same requests (rate SLOs on ttft/e2e/tpot shares; falls "
-            "back to measured when the model is inadequate).",
+            help="fast (default; minutes where requests take under a second, about a quarter "
+            "of measured's time on long ones): characterise the server in closed loop, "
+            "predict the limit with a model of it, confirm on open-loop levels and correct "
+            "the model by its bias measured on the same requests, then hold two measured "
+            "levels, 0.9x the answer (must pass with certainty) and 1.1x (must fail); where "
+            "the model misfits or those levels disagree, the measured search goes on from "
+            "where they point. On --dimension concurrency, and for SLOs the model has no "
+            "metric for (a mean or max, queue...), the measured search runs. measured: "
+            "bracket and narrow levels from --start, each held until steady (46-70 minutes "
+            "on the project's truth servers).",
         ),
         calibration: Path | None = typer.Option(
             None,

@@ -19,14 +19,16 @@ from capplan.commands.autoscale_opts import (
     parse_autoscale,
     print_autoscale,
 )
-from capplan.commands.console import FORMAT_HELP, check_format, print_result
+from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
 from capplan.commands.shared import (
     GpuHourPrice,
     Headroom,
     PeakQuantile,
     PeakRps,
     PeakWindow,
+    PrefixThreshold,
     Redundancy,
+    RoutingOption,
 )
 from contracts.calibration import load_calibration_file
 from contracts.errors import InputError
@@ -37,6 +39,7 @@ from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
+from planner.fleet.routing import RoutingSettings, parse_routings
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
@@ -45,6 +48,9 @@ n = ceil(peak x growth x (1 + headroom) / per-instance limit) + redundancy, for 
 scenario, with GPUs, GPU memory (weights + KV cache), CPU cores, host RAM and monthly cost;
 cross-checked by an Erlang-C / Allen-Cunneen queueing estimate and by simulating the fleet
 (n-1, n, n+1 instances of the engine model, round-robin and least-outstanding routing).
+--routing compares routers instead (prefix-aware, session affinity, power of two, ...):
+each one's fewest instances meeting the SLO and the prefix-hit ratio it reaches against the
+profile's ideal one.
 
 Examples:
 
@@ -54,6 +60,9 @@ Examples:
 
   capplan plan --profile conv.json --limit runs/h100/limit.json --calibration cal.json \\
       -o plans/cal.json
+
+  capplan plan --profile agent.json --limit 4rps --slo "ttft:p95<=2s" \\
+      --routing prefix_aware,round_robin -o plans/routing.json
 
   capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
       --cold-start-s 120 -o plans/auto.json
@@ -113,6 +122,8 @@ def plan_command(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    routing: RoutingOption = None,
+    prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
     autoscale: Autoscale = False,
     autoscale_policy: AutoscalePolicy = None,
@@ -134,6 +145,9 @@ def plan_command(
     if fleet_span_s <= 0:
         raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
     auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
+    routings = parse_routings(routing) if routing is not None else None
+    check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
+    settings = RoutingSettings(prefix_threshold=prefix_threshold, seed=seed)
     console = Console(stderr=True)
     the_profile = load_profile(profile)
     the_limit = parse_limit(limit, slo)
@@ -162,6 +176,8 @@ def plan_command(
         engine_overrides=calibration_overrides(
             load_calibration_file(calibration) if calibration else None, model
         ),
+        routings=routings,
+        routing_settings=settings,
     )
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
@@ -277,6 +293,7 @@ def print_plan(plan: Plan, console: Console) -> None:
             )
         console.print(ft)
         console.print(f"  {f.verdict}")
+        print_routers(f, console)
         if f.calibration:
             console.print(f"  calibration: {f.calibration}")
     if plan.observed is not None:

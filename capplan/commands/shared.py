@@ -79,3 +79,24 @@ GpuHourPrice = Annotated[
         "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: public on-demand table)."
     ),
 ]
+
+# --- the fleet simulation's routers: plan, whatif
+
+RoutingOption = Annotated[
+    str | None,
+    typer.Option(
+        "--routing",
+        help="Routers to compare in the fleet simulation, comma-separated (the first is the "
+        "one the count assumes), or all: round_robin, least_outstanding, power_of_two, "
+        "session_affinity, prefix_aware. Each gets its fewest instances meeting the SLO and "
+        "the prefix-hit ratio it reaches.",
+    ),
+]
+PrefixThreshold = Annotated[
+    float,
+    typer.Option(
+        "--prefix-threshold",
+        help="The prefix router's threshold: the share of a prompt's blocks its best match "
+        "must cover, in (0, 1]; below it the request goes to the least-loaded instance.",
+    ),
+]

@@ -9,18 +9,27 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
-from capplan.commands.console import FORMAT_HELP, check_format, counted, print_result
+from capplan.commands.console import (
+    FORMAT_HELP,
+    check_format,
+    counted,
+    print_result,
+    print_routers,
+)
 from capplan.commands.shared import (
     GpuHourPrice,
     Headroom,
     PeakQuantile,
     PeakRps,
     PeakWindow,
+    PrefixThreshold,
     Redundancy,
+    RoutingOption,
 )
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
+from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
@@ -35,7 +44,8 @@ why. Knobs: engine (vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp; or --engine a
 prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative, max_num_seqs,
 max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
 max_num_seqs=64:128:256), disaggregation (off, or units of p prefill and d decode
-instances: disaggregation=off:1p1d:1p3d; the KV crosses --kv-link-gbps).
+instances: disaggregation=off:1p1d:1p3d; the KV crosses --kv-link-gbps). --routing compares
+routers on the cheapest candidate's planned fleet (as capplan plan --routing).
 
 Examples:
 
@@ -50,6 +60,9 @@ Examples:
 
   capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB,H200-141GB \\
       --calibration cal.json -o whatif.json
+
+  capplan whatif --profile agent.json --slo "ttft:p95<=2s" --gpu H100-80GB \\
+      --routing prefix_aware,round_robin -o whatif.json
 """
 
 
@@ -106,9 +119,13 @@ def whatif_command(
         help="Judge levels under capplan limit's steady-state rules (slower, truer).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    routing: RoutingOption = None,
+    prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
 ) -> None:
     check_format(output_format)
+    routings = parse_routings(routing) if routing is not None else None
+    check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
     from contracts.calibration import load_calibration_file
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
@@ -163,6 +180,8 @@ def whatif_command(
         engine_overrides=calibration_overrides(
             load_calibration_file(calibration) if calibration else None, model
         ),
+        routings=routings,
+        routing_settings=RoutingSettings(prefix_threshold=prefix_threshold, seed=seed),
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None
@@ -202,6 +221,9 @@ def print_whatif(result: Whatif, console: Console) -> None:
         console.print(f"[bold]Calibration[/bold]: {result.calibration_note}")
     for lesson in result.lessons:
         console.print(f"- {lesson.sentence}")
+    if result.routing is not None:
+        console.print(f"[bold]Routers[/bold] on the fleet of {result.routing_candidate}:")
+        print_routers(result.routing, console)
     console.print(
         f"{counted(len(result.candidates), 'candidate')}, "
         f"{counted(result.simulated_requests, 'simulated request')} "

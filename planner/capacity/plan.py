@@ -50,7 +50,8 @@ from planner.engine import (
 )
 from planner.fleet.calibration import calibrate, measured_levels
 from planner.fleet.check import fleet_check
-from planner.fleet.sim import closed_loop_run, open_loop_run, simulator_slo_problem
+from planner.fleet.routing import Routing, RoutingSettings
+from planner.fleet.sim import ROUTINGS, closed_loop_run, open_loop_run, simulator_slo_problem
 from planner.slo.spec import parse_slo
 from profiles.model import Profile
 
@@ -85,6 +86,10 @@ class PlanOptions:
     name: str = ""
     # build_engine_config overrides (a cal.json's factors)
     engine_overrides: dict[str, Any] = field(default_factory=dict)
+    # --routing: the routers to compare, the first one the count assumes (None: the check's
+    # default pair, no comparison), and the prefix router's knobs.
+    routings: tuple[Routing, ...] | None = None
+    routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
 
 
 def mean_context_tokens(pairs: list[tuple[int, int]]) -> float:
@@ -298,6 +303,9 @@ def build_plan(
                 rng_seed=options.seed,
                 burst_factor=demand.burst_factor,
                 progress=progress,
+                routings=options.routings or ROUTINGS,
+                settings=options.routing_settings,
+                count_routers=options.routings is not None,
             )
             if calibration is not None:
                 checks.fleet = checks.fleet.model_copy(update={"calibration": calibration})

@@ -20,7 +20,8 @@ class EngineRequest:
 
     `block_hashes` are the chained hashes of the prompt's full blocks of `block_tokens`
     tokens (profiles.tokenize.chained_block_hashes), used by the prefix cache.
-    `kv_ready_tokens` models prefill/decode disaggregation (see the field).
+    `kv_ready_tokens` models prefill/decode disaggregation (see the field). `session_id`
+    is for the fleet's router only (session affinity); the engine never reads it.
     """
 
     request_id: str
@@ -33,6 +34,7 @@ class EngineRequest:
     # of a disaggregated fleet): taken as computed at first admission, recomputed after a
     # preemption. At most prompt_tokens - 1 count: the last is computed to sample the first.
     kv_ready_tokens: int = 0
+    session_id: str | None = None
 
 
 def check_request(request: EngineRequest, max_model_len: int) -> None:

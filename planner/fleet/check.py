@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from contracts.finding import Finding, FindingValue
-from contracts.plan import FleetCheck, FleetPoint
+from contracts.plan import FleetCheck, FleetPoint, RouterCount
 from planner.engine import EngineConfig
-from planner.fleet.sim import ROUTINGS, Routing, judge, open_loop_run, simulate_fleet
+from planner.fleet.routing import Routing, RoutingSettings
+from planner.fleet.sim import ROUTINGS, judge, open_loop_run, simulate_fleet
 from planner.fleet.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
 from planner.slo.spec import Slo
 from profiles.model import Profile
@@ -38,14 +39,17 @@ def fleet_check(
     arrival_kind: ArrivalKind = "gamma",
     burst_factor: float | None = None,
     progress: Callable[[str], None] | None = None,
+    settings: RoutingSettings | None = None,
+    count_routers: bool = False,
 ) -> FleetCheck:
     """Simulate the planned peak against n-1, n and n+1 instances under each routing.
 
     The same requests (one seeded draw) go to every fleet size and routing, so the points
     differ only in the fleet. With `burst_factor` > 1, one 10 s window starting at 40 % of
     the span runs at that multiple of the rate (the profile's 10 s peak over its planning
-    peak), so the verdict includes a burst. Raises ConfigError for a non-positive rate or
-    duration.
+    peak), so the verdict includes a burst. With `count_routers`, each routing's fewest
+    instances meeting the SLO is searched (`router_counts`) and the first routing is the one
+    the plan's count assumes. Raises ConfigError for a non-positive rate or duration.
     """
     wall0 = time.perf_counter()
     rng = np.random.default_rng(rng_seed)
@@ -72,7 +76,7 @@ def fleet_check(
 
     def point(size: int, routing: Routing) -> FleetPoint:
         nonlocal simulated
-        run = simulate_fleet(requests, config, size, routing)
+        run = simulate_fleet(requests, config, size, routing, settings)
         simulated += run.simulated_s
         verdict = judge(run, slo, warmup_s)
         if progress is not None:
@@ -89,15 +93,18 @@ def fleet_check(
             e2e_p95_s=verdict.e2e_p95_s,
             meets_slo=verdict.meets_slo,
             requests=verdict.requests,
+            prefix_hit_ratio=run.prefix_hit_ratio,
         )
 
     for size in sorted({max(1, instances - 1), instances, instances + 1}):
         points.extend(point(size, routing) for routing in routings)
+    ideal = profile.prefix.ideal_hit_ratio
+    routers = router_counts(points, point, instances, routings, ideal) if count_routers else []
     # When n+1 still fails, look further up (least-outstanding routing) for the fewest
     # instances that meet the SLO, up to twice the plan.
     needed = min_instances_meeting(points)
     size = instances + 2
-    while needed is None and size <= max(2 * instances, instances + 2):
+    while needed is None and size <= max(2 * instances, instances + 2) and not count_routers:
         extra = point(size, "least_outstanding")
         points.append(extra)
         if extra.meets_slo:
@@ -130,7 +137,53 @@ def fleet_check(
             f"mbu {config.mbu:.3g}, step overhead {config.step_overhead_s * 1e3:.3g} ms "
             f"({config.calibration_source})"
         ),
+        ideal_prefix_hit_ratio=ideal,
+        routers=routers,
+        assumed_routing=routings[0] if count_routers else None,
+        prefix_threshold=(settings or RoutingSettings()).prefix_threshold
+        if "prefix_aware" in routings
+        else None,
     )
+
+
+def router_counts(
+    points: list[FleetPoint],
+    point: Callable[[int, Routing], FleetPoint],
+    instances: int,
+    routings: Sequence[Routing],
+    ideal: float | None,
+) -> list[RouterCount]:
+    """Each routing's fewest instances meeting the SLO, simulating more sizes as needed.
+
+    From the n-1, n and n+1 points already in `points`: while the smallest size simulated
+    meets the SLO, the next smaller one is simulated (down to 1); while none meets it, the
+    next larger one (up to 2n). New points are appended to `points`. Each hit ratio at n is
+    also given as a share of the profile's `ideal` one.
+    """
+    limit = max(2 * instances, instances + 2)
+    out = []
+    for routing in routings:
+
+        def mine() -> list[FleetPoint]:
+            return [p for p in points if p.routing == routing]  # noqa: B023
+
+        while min_instances_meeting(mine()) == min(p.instances for p in mine()) > 1:
+            points.append(point(min(p.instances for p in mine()) - 1, routing))
+        while min_instances_meeting(mine()) is None and max(p.instances for p in mine()) < limit:
+            points.append(point(max(p.instances for p in mine()) + 1, routing))
+        at_n = [p.prefix_hit_ratio for p in mine() if p.instances == instances]
+        hit = at_n[0] if at_n else None
+        out.append(
+            RouterCount(
+                routing=routing,
+                min_instances_meeting=min_instances_meeting(mine()),
+                searched_up_to=max(p.instances for p in mine()),
+                prefix_hit_ratio=hit,
+                ideal_share=hit / ideal if hit is not None and ideal else None,
+            )
+        )
+    points.sort(key=lambda p: (p.instances, routings.index(p.routing)))
+    return out
 
 
 def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:

@@ -1,9 +1,11 @@
 """The fleet simulator: engine requests replayed in virtual time against n engine instances.
 
 One event loop runs over the arrivals and every instance's next step end (a heap); a request
-goes to an instance chosen by the router (`round_robin` or `least_outstanding`: fewest requests
-routed and not yet finished, lowest index on a tie) and joins that instance's next step. The
-engines are `planner.engine.Engine`, the same model the emulator runs in real time.
+goes to an instance chosen by the router (`planner.fleet.routing`: `round_robin`,
+`least_outstanding`, `power_of_two`, `session_affinity`, `prefix_aware`) and joins that
+instance's next step. The engines are `planner.engine.Engine`, the same model the emulator
+runs in real time; the prefix-hit ratio a run reports is their own prefix caches' count
+(hit prompt tokens over queried ones), never the router's estimate.
 `closed_loop_run` holds a number of users in flight on one instance instead. The requests come
 from `planner.fleet.traffic`.
 
@@ -17,8 +19,7 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -26,14 +27,15 @@ import polars as pl
 from contracts.errors import ConfigError
 from contracts.finding import Finding
 from contracts.limit import Dimension
-from planner.engine import Engine, EngineConfig, EngineRequest
+from planner.engine import Engine, EngineConfig, EngineRequest, kv_capacity_blocks
+from planner.fleet.routing import Routing, RoutingSettings, make_router
 from planner.fleet.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from planner.slo.spec import Slo
 from planner.slo.verdict import evaluate
 from profiles.model import Profile
 from profiles.workload import WorkloadStream
 
-Routing = Literal["round_robin", "least_outstanding"]
+# The routers the plan's fleet check compares unless asked for others (--routing).
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "least_outstanding")
 SIMULATED_METRICS = ("ttft", "tpot", "e2e")
 
@@ -53,6 +55,15 @@ class FleetRun:
     simulated_s: float
     wall_s: float
     steps: int
+    prefix_queried_tokens: int = 0  # prompt tokens the engines' prefix caches looked up
+    prefix_hit_tokens: int = 0  # of those, the tokens they found cached
+
+    @property
+    def prefix_hit_ratio(self) -> float | None:
+        """Hit over queried prompt tokens, summed over the instances (None: nothing queried)."""
+        if self.prefix_queried_tokens <= 0:
+            return None
+        return self.prefix_hit_tokens / self.prefix_queried_tokens
 
 
 def simulate_fleet(
@@ -60,17 +71,21 @@ def simulate_fleet(
     config: EngineConfig,
     instances: int,
     routing: Routing = "least_outstanding",
+    settings: RoutingSettings | None = None,
 ) -> FleetRun:
     """Replay `requests` (any order) against `instances` engines in virtual time.
 
-    Runs until every request has finished. Raises ConfigError for fewer than one instance or
-    an unknown routing.
+    Runs until every request has finished. `settings` tune the router (the prefix router's
+    index is bounded by the engine's KV blocks unless they say otherwise). Raises
+    ConfigError for fewer than one instance or an unknown routing.
     """
     if instances < 1:
         raise ConfigError(f"the fleet needs at least one instance, got {instances}")
-    if routing not in ROUTINGS:
-        raise ConfigError(f"unknown routing {routing!r}; known: {', '.join(ROUTINGS)}")
     wall0 = time.perf_counter()
+    settings = settings or RoutingSettings()
+    if settings.index_blocks is None:
+        settings = replace(settings, index_blocks=max(1, kv_capacity_blocks(config)))
+    router = make_router(routing, instances, settings)
     fast = config.model_copy(update={"record_token_times": False})
     engines = [Engine(fast, token_events=False) for _ in range(instances)]
     order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
@@ -100,16 +115,12 @@ def simulate_fleet(
             results[i] = None  # nothing schedulable: idle until the next arrival
 
     k = 0
-    rr = 0
+    route = router.route
     while k < n or pending:
         if k < n and (not pending or arrival[k] <= pending[0][0]):
             req = reqs[k]
             now = req.arrival_s
-            if routing == "round_robin":
-                i = rr
-                rr = (rr + 1) % instances
-            else:
-                i = min(range(instances), key=outstanding.__getitem__)
+            i = route(req, outstanding)
             engine = engines[i]
             engine.add_request(req, now)
             outstanding[i] += 1
@@ -137,6 +148,7 @@ def simulate_fleet(
             start_step(i, end)
         else:
             results[i] = None
+    gauges = [e.gauges() for e in engines]
     return FleetRun(
         instances=instances,
         routing=routing,
@@ -149,6 +161,8 @@ def simulate_fleet(
         simulated_s=last_end,
         wall_s=time.perf_counter() - wall0,
         steps=steps,
+        prefix_queried_tokens=sum(g.prefix_cache_queries_tokens for g in gauges),
+        prefix_hit_tokens=sum(g.prefix_cache_hits_tokens for g in gauges),
     )
 
 
@@ -202,6 +216,7 @@ def closed_loop_run(
                 engine.forget(ev.request_id)
                 add(now)
     data = np.array(rows, dtype=float).reshape(-1, 5)
+    gauges = engine.gauges()
     return FleetRun(
         instances=1,
         routing="round_robin",
@@ -214,6 +229,8 @@ def closed_loop_run(
         simulated_s=now,
         wall_s=time.perf_counter() - wall0,
         steps=steps,
+        prefix_queried_tokens=gauges.prefix_cache_queries_tokens,
+        prefix_hit_tokens=gauges.prefix_cache_hits_tokens,
     )
 
 
@@ -273,6 +290,8 @@ def pool_runs(runs: Sequence[FleetRun]) -> FleetRun:
         simulated_s=max(r.simulated_s for r in runs),
         wall_s=sum(r.wall_s for r in runs),
         steps=sum(r.steps for r in runs),
+        prefix_queried_tokens=sum(r.prefix_queried_tokens for r in runs),
+        prefix_hit_tokens=sum(r.prefix_hit_tokens for r in runs),
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import polars as pl
 
 from contracts.errors import ConfigError
 from locustfiles.arrivals import gamma_times
@@ -117,7 +118,8 @@ def shape_request(
     output = max(1, min(shape.output_tokens, max_model_len - prompt))
     shared = shape.prefix_index is not None or shape.session_id is not None
     hashes = shape_block_hashes(shape.messages, block_tokens, prompt) if shared else ()
-    return EngineRequest(request_id, prompt, output, arrival_s, hashes)
+    session = None if shape.session_id is None else str(shape.session_id)
+    return EngineRequest(request_id, prompt, output, arrival_s, hashes, session_id=session)
 
 
 def check_sampler(profile: Profile) -> None:
@@ -153,3 +155,53 @@ def profile_requests(
         shape_request(next(stream), str(k), t, max_model_len, block_tokens)
         for k, t in enumerate(times.tolist())
     ]
+
+
+def trace_requests(
+    frame: pl.DataFrame,
+    source_block_tokens: int,
+    block_tokens: int,
+    max_model_len: int,
+    speed: float = 1.0,
+) -> list[EngineRequest]:
+    """A log's own requests (the canonical request table) as engine requests, in its order.
+
+    Arrivals are the log's, `speed` times faster; lengths are clipped as `shape_request`
+    clips them. The log's block hashes (of `source_block_tokens` tokens: 512 for Mooncake)
+    become the engine's blocks of `block_tokens`: engine block k lies in source block
+    k * block_tokens // source_block_tokens, and its hash chains the one before with (that
+    source hash, its place in it), so two prompts share an engine block exactly when they
+    share every source block up to it. A `session_id` column goes with the requests.
+    Raises ConfigError when the source blocks are no whole number of engine blocks or the
+    speed is not positive.
+    """
+    if source_block_tokens % block_tokens or speed <= 0:
+        raise ConfigError(
+            f"a trace's {source_block_tokens}-token blocks must split into the engine's "
+            f"{block_tokens}-token blocks, at a positive speed (got {speed})"
+        )
+    per = source_block_tokens // block_tokens
+    has_hashes = "block_hashes" in frame.columns
+    sessions = frame["session_id"].to_list() if "session_id" in frame.columns else None
+    out: list[EngineRequest] = []
+    for k, row in enumerate(frame.iter_rows(named=True)):
+        prompt = max(1, min(int(row["input_tokens"] or 1), max_model_len - 1))
+        output = max(1, min(int(row["output_tokens"] or 1), max_model_len - prompt))
+        source = (row["block_hashes"] or ()) if has_hashes else ()
+        hashes: list[int] = []
+        prev = 0
+        for j in range(min(prompt // block_tokens, len(source) * per)):
+            prev = hash((prev, source[j // per], j % per))
+            hashes.append(prev)
+        session = sessions[k] if sessions is not None else None
+        out.append(
+            EngineRequest(
+                str(k),
+                prompt,
+                output,
+                float(row["arrival_s"]) / speed,
+                tuple(hashes),
+                session_id=None if session is None else str(session),
+            )
+        )
+    return out

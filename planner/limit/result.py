@@ -158,6 +158,8 @@ def build_limit_result(
         unit="rps" if config.dimension == "rate" else "users",
         feasible_max=result.feasible_max,
         infeasible_min=result.infeasible_min,
+        held_load=result.feasible_max,
+        failed_load=result.infeasible_min,
         binding=binding,
         slo=config.slo.text,
         tolerance=config.tolerance,

@@ -26,7 +26,7 @@ from locustfiles.stages import builtin_plan
 from planner.engine import EngineConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
-from planner.limit.fast.result import fallback_start, fast_limit_result, fast_record
+from planner.limit.fast.result import fast_limit_result, fast_record, held_answer, seeded
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.live import LocustProbe
 from planner.limit.probe import Probe
@@ -99,8 +99,10 @@ def search_limit(
     clock: Callable[[], float] = time.perf_counter,
     time_scale: float = 1.0,
     answered_before: bool = False,
+    announce: bool = True,
 ) -> LimitResult:
-    """Run the search with `probe`, print a line per level, write and return limit.json.
+    """Run the search with `probe`, print a line per level, write and return limit.json;
+    `announce`: print its sentence (the caller prints its own when False).
 
     `verify`, when given, is called with the result once the limit is known and returns the
     recovery time in seconds (None when the endpoint did not recover); it is recorded in
@@ -144,7 +146,8 @@ def search_limit(
         raise KeyboardInterrupt  # limit.json holds the levels measured so far
     if verify is not None:
         limit = _verified(limit, verify, out_dir, wall_s=lambda: clock() - started)
-    echo(limit.sentence)
+    if announce:
+        echo(limit.sentence)
     return limit
 
 
@@ -339,13 +342,13 @@ def run_limit(
     )
     profile, _ = config_profile(config)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
-    if options.method == "fast":
-        fast = _fast_search(options, config, search_config, profile, echo, verify)
-        if fast.limit is not None:
-            return fast.limit
-        echo(f"fast search: {fast.result.stopped}; the measured search takes over")
-        start = fallback_start(fast.result, search_config.slo) or search_config.start
-        search_config = replace(search_config, start=float(f"{start:.4g}"))
+    fast: _Fast | None = None
+    if options.method == "fast" and options.dimension == "concurrency":
+        echo("--method fast on concurrency: the measured search (its 1, 2, 4, ... users are "
+             "the closed-loop steps the fast search characterises a server with)")  # fmt: skip
+    elif options.method == "fast":
+        fast = _fast_search(options, config, search_config, profile, echo)
+        search_config = seeded(search_config, fast.result, echo)
     probe = LocustProbe(
         config,
         options.out_dir,
@@ -353,33 +356,73 @@ def run_limit(
         rules=rules,
         slo=slo,
         arrival=options.arrival,
-        append=options.method == "fast",
+        append=fast is not None,
         profile=profile,
         echo=echo,
     )
-    limit = search_limit(
-        probe,
-        search_config,
-        options.out_dir,
-        target=options.host,
-        model=options.model,
-        profile_digest=profile.digest(),
-        verify=verify,
-        echo=echo,
-        time_scale=options.time_scale,
-        answered_before=options.method == "fast" and fast.result.model is not None,
-    )
-    if options.method == "fast":
-        # the measured search answered: limit.json also says why the fast one could not
-        limit = limit.model_copy(update={"fast": fast_record(fast.result, search_config)})
-        write_limit(limit, options.out_dir / LIMIT_FILE)
+    try:
+        limit = search_limit(
+            probe,
+            search_config,
+            options.out_dir,
+            target=options.host,
+            model=options.model,
+            profile_digest=profile.digest(),
+            verify=verify if fast is None else None,
+            echo=echo,
+            time_scale=options.time_scale,
+            answered_before=fast is not None and fast.result.model is not None,
+            announce=fast is None,
+        )
+    except KeyboardInterrupt:
+        if fast is not None and fast.limit is not None:  # the fast answer, not yet bracketed
+            stopped = f"{fast.limit.stopped}; interrupted in the measured levels around it"
+            kept = fast.limit.model_copy(update={"stopped": stopped})
+            write_limit(kept, options.out_dir / LIMIT_FILE)
+        raise
+    if fast is None:
+        return limit
+    limit = _with_fast(limit, fast, search_config)
+    write_limit(limit, options.out_dir / LIMIT_FILE)
+    if verify is not None:
+        limit = _verified(limit, verify, options.out_dir, wall_s=lambda: fast.wall_s() or 0.0)
+    echo(limit.sentence)
     return limit
 
 
 @dataclass(frozen=True)
 class _Fast:
     result: FastResult
-    limit: LimitResult | None  # None: the model was inadequate
+    limit: LimitResult | None  # the fast answer's limit.json (None: the model was inadequate)
+    started_s: float  # perf_counter when the fast search began
+
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.started_s
+
+
+def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitResult:
+    """limit.json after a fast search and the measured levels that followed it. Where they
+    held the fast answer between a certain pass and a fail one step apart, the answer is the
+    fast search's, resting on them; otherwise the measured search's, with the fast search's
+    account of why it could not answer."""
+    record = fast_record(fast.result, config)
+    if fast.limit is None or not held_answer(limit.stopped):
+        return limit.model_copy(update={"fast": record, "wall_s": fast.wall_s()})
+    failed = limit.infeasible_min
+    above = f", {failed:g} failed" if failed is not None else ", nothing above it failed"
+    return fast.limit.model_copy(
+        update={
+            "levels": [*fast.limit.levels, *limit.levels],
+            "infeasible_min": failed,
+            "held_load": limit.feasible_max,
+            "failed_load": failed,
+            "binding": limit.binding or fast.limit.binding,
+            "stopped": limit.stopped,
+            "wall_s": fast.wall_s(),
+            "sentence": f"{fast.limit.sentence}; measured: {limit.feasible_max:g} req/s held "
+            f"with certainty{above}",
+        }
+    )
 
 
 def _fast_search(
@@ -388,12 +431,10 @@ def _fast_search(
     search_config: SearchConfig,
     profile: Profile,
     echo: Echo,
-    verify: Callable[[LimitResult], float | None] | None,
 ) -> _Fast:
-    """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint;
-    limit.json written (and `verify` run) when the model was adequate."""
-    if options.dimension != "rate":
-        raise ConfigError("--method fast finds a rate limit: use --dimension rate")
+    """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint; its
+    limit.json when the model was adequate (written: a Ctrl-C in the measured levels that
+    follow keeps it)."""
     started = time.perf_counter()
     driver = LiveDriver(
         config, options.out_dir, arrival=options.arrival, profile=profile, echo=echo
@@ -415,7 +456,7 @@ def _fast_search(
     )
     result = run_fast_search(fast_config, driver, known=known, asked=asked, echo=echo)
     if not result.adequate or result.limit is None:
-        return _Fast(result, None)
+        return _Fast(result, None, started)
     limit = fast_limit_result(
         result,
         search_config,
@@ -427,8 +468,4 @@ def _fast_search(
         time_scale=options.time_scale,
     )
     write_limit(limit, options.out_dir / LIMIT_FILE)
-    if verify is not None:
-        took = lambda: time.perf_counter() - started  # noqa: E731
-        limit = _verified(limit, verify, options.out_dir, wall_s=took)
-    echo(limit.sentence)
-    return _Fast(result, limit)
+    return _Fast(result, limit, started)

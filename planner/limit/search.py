@@ -38,6 +38,7 @@ from planner.slo.spec import Slo
 from planner.slo.verdict import TIME_COLUMNS, SloEvaluation, evaluate, exclude_warmup
 
 Method = Literal["isotonic", "bisect"]
+HELD_ANSWER = "held the answer"  # how `stopped` begins when levels held SearchConfig.answered
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,10 @@ class SearchConfig:
     uncertain, at most `max_repeats` extra times and until its runs total `max_pooled_s`
     (None: no time cap): a level whose misses are rare events (refusals) needs many runs to
     be certain, one whose queue settles slowly has long runs already.
+    With `answered` (a load the fast search's model answered), the search starts below it
+    and stops once a pass and a fail one `growth` step apart hold it between them: the
+    answer then rests on measured levels on both sides (the pass settled certain, the fail
+    as it came: an overloaded level is stopped as hopeless before its fail is certain).
     Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`: a
     verdict is certain when its interval lies on its side of the threshold, so the default
     0.90 makes each verdict a one-sided 95 % bound.
@@ -77,6 +82,9 @@ class SearchConfig:
     certain_pass: bool = True
     correlated_blocks: bool = True
     seed: int = 0
+    # a load another method answered (the fast search's model): the search stops as soon as
+    # a certain pass and a fail at most one `growth` step apart hold it between them
+    answered: float | None = None
 
     def __post_init__(self) -> None:
         if self.start <= 0:
@@ -392,6 +400,11 @@ def limit_search(
         passes = [x for x, o in outcomes.items() if o.passed and (hi is None or x < hi)]
         return (max(passes) if passes else None), hi
 
+    def holds_answer(lo: float, hi: float) -> bool:
+        answered = config.answered
+        step = config.growth * (1 + 1e-3)  # levels are snapped to 4 significant digits
+        return answered is not None and lo <= answered < hi and hi <= lo * step
+
     def converged(lo: float, hi: float) -> bool:
         if integer:
             return hi - lo <= max(1.0, math.floor(config.tolerance * lo))
@@ -438,7 +451,9 @@ def limit_search(
             lo, hi = bounds()
             nxt: float | None = None
             stopped = ""
-            if lo is not None and hi is not None and converged(lo, hi):
+            if lo is not None and hi is not None and holds_answer(lo, hi):
+                stopped = f"{HELD_ANSWER} {config.answered:g} between {lo:g} and {hi:g}"
+            elif lo is not None and hi is not None and converged(lo, hi):
                 stopped = "converged"
             elif len(outcomes) >= config.max_levels:
                 stopped = f"stopped at {config.max_levels} levels"
@@ -460,8 +475,12 @@ def limit_search(
                 if nxt is None:
                     stopped = "converged"
             if nxt is None:
-                # Before answering, settle the two levels the answer rests on.
-                end = next((x for x in (lo, hi) if x is not None and not outcomes[x].settled), None)
+                # Before answering, settle the two levels the answer rests on; an answer held
+                # between them needs its pass certain, and a fail above it (a queue that an
+                # overloaded level grows fails it early, as hopeless, before it is certain)
+                held = stopped.startswith(HELD_ANSWER)
+                ends = (lo,) if held else (lo, hi)
+                end = next((x for x in ends if x is not None and not outcomes[x].settled), None)
                 if end is None:
                     return result(lo, hi, stopped)
                 yield from take(end)

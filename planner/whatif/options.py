@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.fleet.routing import Routing, RoutingSettings
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
@@ -38,6 +39,10 @@ class WhatifOptions:
     seed: int = 0
     # build_engine_config overrides for every candidate (a cal.json's factors)
     engine_overrides: dict[str, Any] = field(default_factory=dict)
+    # --routing: routers compared for the cheapest candidate (None: no comparison)
+    routings: tuple[Routing, ...] | None = None
+    routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
+    routing_span_s: float = 300.0  # simulated seconds per fleet size, as the plan's default
 
     def rules(self) -> SteadyRules | None:
         """capplan limit's steady-state rules with `level_s` as the shortest window, or None

@@ -35,6 +35,7 @@ from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.specs import lookup_spec, model_catalog
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.options import WhatifOptions
+from planner.whatif.routing import compare_routing
 from planner.whatif.virtual import latency_split, virtual_limit
 from profiles.model import Profile
 
@@ -365,6 +366,7 @@ def run_whatif(
         c.pareto = True
     configs = {r.candidate.label: r.config for r in runs if r.config is not None}
     lessons = lessons_for(profile, options, candidates, configs, max_len)
+    compared = compare_routing(profile, options, candidates, configs, demand, progress)
     return Whatif(
         schema=WHATIF_SCHEMA,
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -387,6 +389,8 @@ def run_whatif(
         assumptions=assumptions(options, max_len),
         simulated_requests=sum(c.simulated_requests for c in candidates),
         wall_s=time.perf_counter() - wall0,
+        routing_candidate=compared[0] if compared else None,
+        routing=compared[1] if compared else None,
     )
 
 

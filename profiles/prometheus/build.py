@@ -31,7 +31,13 @@ from profiles.model import (
 )
 from profiles.prometheus.client import MAX_POINTS, Grid, PromClient, auth_header
 from profiles.prometheus.engines import detect_engine, engine_by_kind, resolve
-from profiles.prometheus.read import WINDOW_S, HistogramTotals, InstanceMetrics, read_metrics
+from profiles.prometheus.read import (
+    SHARE_GAUGES,
+    WINDOW_S,
+    HistogramTotals,
+    InstanceMetrics,
+    read_metrics,
+)
 from profiles.prometheus.stats import (
     arrivals_from_steps,
     gauge_stats,
@@ -191,15 +197,21 @@ def _fleet(per: dict[str, InstanceMetrics]) -> InstanceMetrics:
     """Every instance summed: requests per step, histogram totals, gauges, prefix counters."""
     ms = list(per.values())
     fleet = InstanceMetrics(requests=np.sum([m.requests for m in ms], axis=0))
+    reporting: dict[str, np.ndarray] = {}  # per gauge: instances with a value at each point
     for m in ms:
         for role, h in m.histograms.items():
             fleet.histograms.setdefault(role, HistogramTotals()).add(h)
         for role, g in m.gauges.items():
             acc = fleet.gauges.setdefault(role, np.zeros_like(g))
             acc += np.nan_to_num(g)
+            seen = reporting.setdefault(role, np.zeros_like(g))
+            seen += ~np.isnan(g)
         fleet.prefix_queries += m.prefix_queries
         fleet.prefix_hits += m.prefix_hits
         fleet.prefix_hit_rate.extend(m.prefix_hit_rate)
+    for role in SHARE_GAUGES:
+        if role in fleet.gauges:  # a share: the mean over the instances reporting it
+            fleet.gauges[role] = fleet.gauges[role] / np.maximum(reporting[role], 1)
     return fleet
 
 
@@ -234,6 +246,7 @@ def _body(
         else None,
         running=gauge_stats(m.gauges["running"]) if "running" in m.gauges else None,
         waiting=gauge_stats(m.gauges["waiting"]) if "waiting" in m.gauges else None,
+        kv_usage=gauge_stats(m.gauges["kv_usage"]) if "kv_usage" in m.gauges else None,
     )
     return ProfileBody(
         arrivals=arrivals_from_steps(m.requests, step_s, start_s),

@@ -29,6 +29,7 @@ class EngineMetrics:
     prefix_queries: tuple[str, ...] = ()  # token counters: queries and hits
     prefix_hits: tuple[str, ...] = ()
     prefix_hit_rate: tuple[str, ...] = ()  # a gauge of the hit ratio (older engines)
+    kv_usage: tuple[str, ...] = ()  # a gauge of the KV cache's used share (0-1)
     marker: str = ""  # a metric name only this engine exports (detection)
 
     def role(self, name: str) -> tuple[str, ...]:
@@ -56,9 +57,20 @@ _VLLM = EngineMetrics(
     latency_s=_VLLM_LATENCY,
     running=("vllm:num_requests_running",),
     waiting=("vllm:num_requests_waiting",),
-    # earlier V1 releases named them vllm:gpu_prefix_cache_*
-    prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    # Counters vllm:prefix_cache_queries / _hits (stored with _total); earlier V1 releases
+    # named them vllm:gpu_prefix_cache_*; a bare name where an exporter dropped the suffix.
+    prefix_queries=(
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+        "vllm:prefix_cache_queries",
+    ),
+    prefix_hits=(
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+        "vllm:prefix_cache_hits",
+    ),
+    # vllm:gpu_cache_usage_perc is deprecated and no longer emitted by default.
+    kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     marker="vllm:prefix_cache_queries_total",
 )
 
@@ -86,6 +98,7 @@ ENGINES: dict[str, EngineMetrics] = {
         running=("sglang:num_running_reqs",),
         waiting=("sglang:num_queue_reqs",),
         prefix_hit_rate=("sglang:cache_hit_rate",),
+        kv_usage=("sglang:token_usage",),
         marker="sglang:num_running_reqs",
     ),
     "tgi": EngineMetrics(
@@ -140,7 +153,7 @@ def resolve(engine: EngineMetrics, names: set[str]) -> dict[str, str]:
     histograms = {"input_tokens", "output_tokens", "ttft", "tpot", "e2e"}
     found: dict[str, str] = {}
     roles = [*REQUIRED, "ttft", "tpot", "e2e", "running", "waiting"]
-    roles += ["prefix_queries", "prefix_hits", "prefix_hit_rate"]
+    roles += ["prefix_queries", "prefix_hits", "prefix_hit_rate", "kv_usage"]
     for role in roles:
         for cand in engine.role(role):
             if series_names(cand, role in histograms) <= names:

@@ -52,6 +52,10 @@ class HistogramTotals:
         self.sum += other.sum
 
 
+# Gauges that are shares (0-1): averaged over an instance's series and over the fleet.
+SHARE_GAUGES = ("prefix_hit_rate", "kv_usage")
+
+
 @dataclass
 class InstanceMetrics:
     """One instance's metrics over the span (steps of the grid)."""
@@ -99,9 +103,9 @@ def read_metrics(
         points=(grid.points - 1) // every + 1,
         chunk_points=grid.chunk_points,
     )
-    for role in ("running", "waiting", "prefix_hit_rate"):
+    for role in ("running", "waiting", "prefix_hit_rate", "kv_usage"):
         if role in roles:
-            agg = "avg" if role == "prefix_hit_rate" else "sum"
+            agg = "avg" if role in SHARE_GAUGES else "sum"
             query = f"{agg} by (instance) ({roles[role]}{selector})"
             for first, chunk in client.range_chunks(query, gauge_grid):
                 for labels, vals in chunk.items():

@@ -421,6 +421,33 @@ EN: dict[str, str] = {
     "mismatch": "differs",
     "unknown": "not recorded",
     "na": "n/a",
+    # routers (capplan plan --routing; reports/pages/routing.py)
+    "routing_power_of_two": "power of two choices",
+    "routing_session_affinity": "session affinity",
+    "routing_prefix_aware": "prefix-aware",
+    "router_heading": "Instances by router",
+    "router_assumed": (
+        "The count of {n} assumes {routing} routing; under it the simulated fleet needs {need} "
+        "instances to meet the SLO. "
+    ),
+    "router_other": "{routing} {need}",
+    "router_others": "The other routers would need: {others}. ",
+    "router_more_than": "more than {n}",
+    "router_ideal": (
+        "Prefix-hit ratios are counted by the simulated engines' own caches at n = {n}, "
+        "against the profile's ideal of {ideal} (every earlier prompt block still cached). "
+    ),
+    "router_ideal_none": (
+        "The profile has no prefix-reuse statistics: there is no ideal hit ratio to compare with. "
+    ),
+    "router_threshold": (
+        "The prefix-aware router sends a request to the instance with the longest matched "
+        "prefix when it covers at least {threshold} of the prompt's blocks, else to the "
+        "least-loaded one."
+    ),
+    "col_router_needs": "Fewest instances meeting the SLO",
+    "col_prefix_hits": "Prefix-hit ratio at n",
+    "col_of_ideal": "Share of ideal",
     # autoscaling (capplan plan --autoscale)
     "autoscale_heading": "Autoscaling against the static plan",
     "autoscale_intro": (

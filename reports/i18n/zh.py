@@ -372,6 +372,29 @@ ZH: dict[str, str] = {
     "mismatch": "不一致",
     "unknown": "未记录",
     "na": "无",
+    # routers (capplan plan --routing; reports/pages/routing.py)
+    "routing_power_of_two": "随机二选一",
+    "routing_session_affinity": "会话亲和",
+    "routing_prefix_aware": "前缀感知",
+    "router_heading": "各路由策略所需实例数",
+    "router_assumed": (
+        "{n} 个实例的规划假定采用{routing}路由;在该路由下,仿真集群需要 {need} 个实例才能满足 SLO。"
+    ),
+    "router_other": "{routing} {need} 个",
+    "router_others": "其他路由策略所需实例数:{others}。",
+    "router_more_than": "多于 {n}",
+    "router_ideal": (
+        "前缀命中率由仿真引擎自身的缓存在 n = {n} 时统计,对照画像的理想命中率 {ideal}"
+        "(所有较早的提示块仍在缓存中)。"
+    ),
+    "router_ideal_none": "画像中没有前缀复用统计,无法与理想命中率对照。",
+    "router_threshold": (
+        "前缀感知路由在最长匹配前缀覆盖提示块的至少 {threshold} 时,将请求发往该实例,"
+        "否则发往负载最低的实例。"
+    ),
+    "col_router_needs": "满足 SLO 的最少实例数",
+    "col_prefix_hits": "n 时的前缀命中率",
+    "col_of_ideal": "占理想值比例",
     # autoscaling (capplan plan --autoscale)
     "autoscale_heading": "自动扩缩与静态规划对比",
     "autoscale_intro": (

@@ -11,9 +11,19 @@ from reportlab.platypus import (
 )
 
 from reports import charts
-from reports.charts import NAVY, ORANGE, TEAL, Axis
+from reports.charts import GRAY, GREEN, NAVY, ORANGE, RED, TEAL, Axis
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
+from reports.pages.routing import routers_section
+
+# One line per router in the fleet chart (orange marks the count for load).
+ROUTING_COLORS = {
+    "round_robin": NAVY,
+    "least_outstanding": TEAL,
+    "power_of_two": GRAY,
+    "session_affinity": RED,
+    "prefix_aware": GREEN,
+}
 
 
 def page_checks(ctx: ReportContext) -> list[Flowable]:
@@ -93,6 +103,7 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
         KeepTogether([chart_fleet(ctx)]),
         Spacer(1, 4),
         ctx.table(rows, [CONTENT_W * f for f in (0.1, 0.26, 0.13, 0.12, 0.12, 0.12, 0.15)]),
+        *routers_section(ctx, fleet),
     ]
     return out
 
@@ -115,7 +126,7 @@ def chart_fleet(ctx: ReportContext) -> Drawing:
     )
     if ctx.first_scenario is not None:
         panel.vline(ctx.first_scenario.instances_for_load, ORANGE, text="")
-    for routing, color in (("round_robin", NAVY), ("least_outstanding", TEAL)):
+    for routing, color in ROUTING_COLORS.items():
         pts = sorted((p for p in fleet.points if p.routing == routing), key=lambda p: p.instances)
         if pts:
             panel.line(

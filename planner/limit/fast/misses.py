@@ -14,13 +14,14 @@ already past the threshold; unknown requests are left out on both sides of a com
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import os
 import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -66,6 +67,9 @@ def targets(slo: Slo) -> tuple[Target, ...]:
     if slo.max_error_rate is not None:
         out.append(Target("errors", (), slo.max_error_rate))
     return tuple(out)
+
+
+DelayVerdict = Literal["agree", "unclear", "differ"]
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,10 @@ class MissCurve:
     requests: int = 20_000
     warmup_share: float = 0.1
     seed: int = 0
+    # the SLO's first latency of every request this much longer (`with_delay_offset`)
+    delay_offset_s: float = 0.0
     _cache: dict[float, Misses] = field(default_factory=dict)
+    _served: dict[float, Served] = field(default_factory=dict)  # each rate's run, as served
     _capacity: float | None = None
 
     def __post_init__(self) -> None:
@@ -285,8 +292,28 @@ class MissCurve:
         return self._cache[key]
 
     def _store(self, key: float, served: Served) -> None:
-        m = model_misses(served, self.slo)
+        self._served[key] = served
+        m = model_misses(self._offset(served), self.slo)
         self._cache[key] = Misses(m.miss[self._skip :], m.known[self._skip :])
+
+    def _offset(self, served: Served) -> Served:
+        bound = delay_bound(self.slo)
+        if self.delay_offset_s == 0.0 or bound is None:
+            return served
+        name = f"{bound[0]}_s"
+        return replace(served, **{name: getattr(served, name) + self.delay_offset_s})
+
+    def with_delay_offset(self, offset_s: float) -> MissCurve:
+        """The same curve with the SLO's first latency of every request `offset_s` longer:
+        the runs made so far are reused (their misses recounted), the rates it adds run
+        for both."""
+        other = copy.copy(self)
+        other.delay_offset_s = offset_s
+        other._cache = {}
+        for key, served in self._served.items():
+            other._store(key, served)
+        other._served = self._served
+        return other
 
     def _fill(self, rates: list[float]) -> None:
         """Run the uncached `rates` side by side, one process each (where `_side_by_side`)."""
@@ -415,35 +442,47 @@ def _side_by_side() -> bool:
     return sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2
 
 
-def delays_verdict(
-    bias_s: float, se_s: float, moved_s: float, z: float
-) -> Literal["agree", "unclear", "differ"]:
-    """Whether the server's delays at a level agree with the model's: "agree" when their
-    mean difference for the same requests (`bias_s`, batch-means error `se_s`) is within how
-    far the model's mean on them moves when they arrive `tolerance` faster or slower
-    (`moved_s`); "differ" when it is beyond that by more than `z` standard errors; "unclear"
-    between (or while its error is not known). The fast search answers only on "agree" (it
-    measures on while "unclear", up to its chunk cap).
+def offset_shift(curve: MissCurve, offset_s: float) -> float:
+    """How far a constant `offset_s` on the SLO's first latency of every request moves the
+    model's limit, as a share: the root of the curve so offset against the root without.
+    A server slower than the model by a constant meets a threshold T where the model meets
+    T - offset; the share of requests near T, not the raw offset, decides how far that is."""
+    if offset_s == 0.0:
+        return 0.0
+    count = len(targets(curve.slo))
+    base = curve.root(np.zeros(count))
+    moved = curve.with_delay_offset(offset_s).root(np.zeros(count))
+    return abs(moved / base - 1.0) if base > 0 else 0.0
+
+
+def delays_verdict(shift: float, shift_low: float, tolerance: float) -> DelayVerdict:
+    """Whether the server's delays at a level agree with the model's, by how far they move
+    the limit: "agree" when their mean difference for the same requests, taken as a constant
+    offset of the model's latencies, moves the limit (`shift`, a share) by no more than
+    `tolerance`; "differ" when even the difference's lower bound in magnitude moves it more
+    (`shift_low`); "unclear" between. The fast search answers only on "agree" (it measures
+    on while "unclear", up to its chunk cap).
 
     The miss bias cannot see a model that misstates the server's capacity where both miss
-    almost nothing (a model with a quarter fewer slots, at its own low prediction: the
-    chunks held no queue long enough for a miss on either side), but the delays differ there
-    already: the model queues requests the server serves at once. Moving the same requests'
-    load, rather than the long run's, keeps both sides to the busy periods the chunks held."""
-    beyond = abs(bias_s) - moved_s
-    if beyond <= 0:
+    almost nothing (a model with a quarter fewer slots, at its own low prediction: the chunks
+    held no queue long enough for a miss on either side), but the delays differ there
+    already: the model queues requests the server serves at once, and its requests near the
+    threshold cross it once that queue is added or taken away. A raw delay compared with how
+    far the load moves it (the rule before) condemned a model whose limit a constant offset
+    hardly moves: 20 ms of client overhead on a busy machine against a 2 s threshold."""
+    if shift <= tolerance:
         return "agree"
-    if beyond - z * se_s > 0:  # an unknown (infinite) error never differs
+    if shift_low > tolerance:
         return "differ"
     return "unclear"
 
 
-def delays_differ(slo: Slo, bias_s: float, se_s: float, moved_s: float, tolerance: float) -> str:
+def delays_differ(slo: Slo, bias_s: float, se_s: float, shift: float, tolerance: float) -> str:
     """Why a level's delays make the model inadequate, in one clause."""
     metric = (delay_bound(slo) or ("failure share", 0.0))[0]
     error = f"+/- {se_s:.2g}" if math.isfinite(se_s) else "(error unknown)"
     return (
         f"for the same requests the server's mean {metric} (capped) is {bias_s:+.3g} s "
-        f"{error} off the model's, more than {tolerance:.0%} more or less load moves the "
-        f"model's ({moved_s:.3g} s)"
+        f"{error} off the model's, which moves the limit {shift:.1%}, more than the "
+        f"tolerance {tolerance:.0%}"
     )

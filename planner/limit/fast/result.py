@@ -4,6 +4,8 @@ judged as the measured search judges a level, and the fast search's account."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -14,7 +16,7 @@ from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
 from planner.limit.probe import LevelMeasurement
 from planner.limit.result import level_record
-from planner.limit.search import SearchConfig, judge_level
+from planner.limit.search import HELD_ANSWER, SearchConfig, judge_level
 from planner.slo.spec import Slo
 
 
@@ -41,6 +43,7 @@ def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
         delay_bias_s=last.delay_bias_s if last else None,
         delay_se_s=last.delay_se_s if last and math.isfinite(last.delay_se_s) else None,
         delay_moved_s=last.delay_moved_s if last else None,
+        delay_shift=last.delay_shift if last else None,
         levels=[(c.rate, c.chunks, c.requests) for c in result.confirmations],
         slots=model.slots if model else None,
         refuses=model.refuses if model else None,
@@ -137,3 +140,44 @@ def fallback_start(result: FastResult, slo: Slo) -> float | None:
     start = max(start, top_held)
     above = [r for r in missed if r > top_held]
     return min(start, min(above)) if above else start
+
+
+# The measured search after a fast search the model could not settle steps by this factor
+# from where the fast search's levels point (2x from there overshoots into levels that fail).
+SEEDED_GROWTH = 1.25
+
+
+def seeded(
+    config: SearchConfig, result: FastResult, echo: Callable[[str], None] = print
+) -> SearchConfig:
+    """The measured levels after a fast search. Where its model answered L, one level at
+    L x (1 - 2 x tolerance) that must hold with certainty and one a `growth` step above, at
+    L x (1 + 2 x tolerance), that must fail (0.9 L and 1.1 L at the default 5 %): the answer
+    then rests on measured levels on both sides (SearchConfig.answered). Closer levels cost
+    more than they tell: at 0.95 L of the ~0.7 s slot server (bench/search_truth.py) the
+    pass stayed uncertain through repeats, and the two levels took 27.5 virtual minutes.
+    Where either level does not hold the answer, or the model was inadequate, the measured
+    search goes on from there, seeded where the measurements point (`fallback_start`),
+    never from the bottom: a misfit costs time, never the answer."""
+    tolerance = config.tolerance
+    if result.adequate and result.limit is not None:
+        answer = float(f"{result.limit:.4g}")
+        start = float(f"{answer * (1 - 2 * tolerance):.4g}")
+        growth = (1 + 2 * tolerance) / (1 - 2 * tolerance)
+        echo(f"fast search: {result.stopped}, {answer:g} req/s; measured levels around it: "
+             f"{start:g} must hold, {start * growth:.4g} must fail")  # fmt: skip
+        return replace(config, start=start, growth=growth, answered=answer)
+    pointed = fallback_start(result, config.slo)
+    if pointed is None:
+        echo(f"fast search: {result.stopped}; the measured search takes over")
+        return config
+    start = float(f"{pointed:.4g}")
+    echo(f"fast search: {result.stopped}; the measured search takes over at {start:g} req/s "
+         f"(where the fast search's levels point), {SEEDED_GROWTH:g}x a step")  # fmt: skip
+    return replace(config, start=start, growth=SEEDED_GROWTH)
+
+
+def held_answer(stopped: str) -> bool:
+    """Whether the measured levels after a fast answer held it between a certain pass and a
+    fail one step apart (`seeded`; planner.limit.search says so in its `stopped`)."""
+    return stopped.startswith(HELD_ANSWER)

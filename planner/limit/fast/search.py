@@ -25,9 +25,10 @@ simulated server. The phases:
    `confidence`) is within `half_width` of it; extend by chunks up to `max_chunks` a level.
    When the bias moves the answer more than `inadequate_shift` from the model's, the
    levels do not settle in `max_moves`, or the level's delays contradict the model's (the
-   server's mean capped SLO latency for the same requests further from the model's than a
-   `tolerance` change of load moves it: misses are rare events, delays show every queue),
-   the model is inadequate: the caller falls back to the measured search
+   server's mean capped SLO latency for the same requests, as a constant offset of the
+   model's latencies, moves the model's limit more than `tolerance`: misses are rare events,
+   delays show every queue; a misfit counts by what it does to the answer), the model is
+   inadequate: the caller falls back to the measured search
    (planner.limit.search), never to a guess.
 """
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -52,6 +53,7 @@ from planner.limit.fast.characterise import (
 from planner.limit.fast.engine_model import counted_as_asked, one_user
 from planner.limit.fast.misses import (
     DELAY_CAP,
+    DelayVerdict,
     MissCurve,
     delay_bound,
     delays_differ,
@@ -60,6 +62,7 @@ from planner.limit.fast.misses import (
     measured_misses,
     model_delays,
     model_misses,
+    offset_shift,
     replay,
     share,
     targets,
@@ -262,11 +265,14 @@ def fast_search(
         # With the profile's sizes more load narrows the bias, never the model's own noise
         model_bound = profile_sizes and bias_narrow and not narrow
         settled = (narrow or model_bound) and (not chained or _sampled_the_tail(conf, curve, z))
-        delays = delays_verdict(conf.delay_bias_s, conf.delay_se_s, conf.delay_moved_s, z)
         capped = chunks >= config.max_chunks
+        delays: DelayVerdict = "agree"
+        if settled or capped:  # the verdict decides only there; each shift is a curve's root
+            conf = confirmations[-1] = _with_delay_shift(conf, curve, z)
+            delays = delays_verdict(conf.delay_shift, conf.delay_shift_low, config.tolerance)
         if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
             why = delays_differ(config.slo, conf.delay_bias_s, conf.delay_se_s,
-                                conf.delay_moved_s, config.tolerance)  # fmt: skip
+                                conf.delay_shift, config.tolerance)  # fmt: skip
             return done(f"model inadequate: {why}", adequate=False)
         if settled and delays == "unclear":
             continue  # the delays' best estimate is off, not yet clearly: measure on
@@ -310,6 +316,7 @@ def _confirm(
     delays = np.concatenate([p.delays_s for p in pairs_of]) if pairs_of else np.zeros((0, 2))
     delays = delays[~np.isnan(delays[:, 0])]
     delay_se = batch_means_se(delays[:, 0])
+    delay_bias = float(delays[:, 0].mean()) if delays.size else 0.0
     # the model's own miss share on the level's requests: a sample without the busy periods
     # its long run has says nothing yet about the tail
     sampled = tuple(float(np.nanmean(seen_all[:, j])) if seen_all.size else 0.0
@@ -337,9 +344,21 @@ def _confirm(
         low=curve.root(bias + z * se) if certain else 0.0,
         high=curve.root(bias - z * se) if certain else math.inf,
         sampled=sampled,
-        delay_bias_s=float(delays[:, 0].mean()) if delays.size else 0.0,
+        delay_bias_s=delay_bias,
         delay_se_s=math.inf if delay_se is None else delay_se,
         delay_moved_s=float(delays[:, 1].mean()) if delays.size else 0.0,
+    )
+
+
+def _with_delay_shift(conf: Confirmation, curve: MissCurve, z: float) -> Confirmation:
+    """The confirmation with how far its delay bias, and that bias's lower bound in magnitude
+    (|bias| - z x error), move the model's limit (misses.offset_shift)."""
+    bias, se = conf.delay_bias_s, conf.delay_se_s
+    low_s = max(abs(bias) - z * se, 0.0)  # an unknown (infinite) error: 0
+    return replace(
+        conf,
+        delay_shift=offset_shift(curve, bias),
+        delay_shift_low=offset_shift(curve, math.copysign(low_s, bias)),
     )
 
 

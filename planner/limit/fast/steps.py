@@ -127,6 +127,11 @@ class Confirmation:
     delay_bias_s: float = 0.0
     delay_se_s: float = math.inf
     delay_moved_s: float = 0.0
+    # how far that delay bias, as a constant offset of the model's latencies on the level's
+    # requests, moves the limit (|root with it / root without - 1|); and how far the bias's
+    # lower bound in magnitude (|bias| - z x error, at least 0) moves it
+    delay_shift: float = 0.0
+    delay_shift_low: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
