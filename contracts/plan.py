@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.autoscale import AutoscaleResult
 from contracts.finding import Finding
 
 PLAN_SCHEMA = "capplan.plan/1"
@@ -268,6 +269,11 @@ class Plan(_Model):
         None,
         description="what each instance carried in production while its server's latency met "
         "the SLO, beside the limit (a profile read from Prometheus, with an SLO)",
+    )
+    autoscale: AutoscaleResult | None = Field(
+        default=None,
+        description="the autoscaling study (capplan plan --autoscale): each policy over the "
+        "profile's day and bursts against the static count; absent in plans without it",
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

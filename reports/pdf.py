@@ -21,6 +21,7 @@ from reports.i18n import Words
 from reports.layout import Layout, write_document
 from reports.pages.answer import page_answer
 from reports.pages.appendix import page_appendix
+from reports.pages.autoscale import page_autoscale
 from reports.pages.checks import page_checks
 from reports.pages.context import ReportContext
 from reports.pages.limit import page_limit
@@ -41,6 +42,7 @@ def story(ctx: ReportContext, which: Sequence[WhichSection] = ()) -> list[Flowab
         + page_limit(ctx)
         + page_plan(ctx)
         + page_checks(ctx)
+        + page_autoscale(ctx)
         + page_which(ctx, which)
         + page_method(ctx)
         + page_appendix(ctx)

@@ -9,6 +9,16 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.commands.autoscale_opts import (
+    Autoscale,
+    AutoscaleOut,
+    AutoscalePolicy,
+    ColdStart,
+    Deployment,
+    apply_autoscale,
+    parse_autoscale,
+    print_autoscale,
+)
 from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
 from capplan.commands.shared import (
     GpuHourPrice,
@@ -25,6 +35,7 @@ from contracts.errors import InputError
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
+from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
@@ -52,6 +63,9 @@ Examples:
 
   capplan plan --profile agent.json --limit 4rps --slo "ttft:p95<=2s" \\
       --routing prefix_aware,round_robin -o plans/routing.json
+
+  capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
+      --cold-start-s 120 -o plans/auto.json
 """
 
 
@@ -111,6 +125,11 @@ def plan_command(
     routing: RoutingOption = None,
     prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    autoscale: Autoscale = False,
+    autoscale_policy: AutoscalePolicy = None,
+    cold_start_s: ColdStart = DEFAULT_COLD_START_S,
+    autoscale_out: AutoscaleOut = None,
+    deployment: Deployment = "default/vllm",
 ) -> None:
     check_format(output_format)
     check_planning(
@@ -125,6 +144,7 @@ def plan_command(
         raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
     if fleet_span_s <= 0:
         raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
+    auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
     routings = parse_routings(routing) if routing is not None else None
     check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
     settings = RoutingSettings(prefix_threshold=prefix_threshold, seed=seed)
@@ -162,6 +182,10 @@ def plan_command(
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
     )
+    if auto is not None:
+        plan = apply_autoscale(
+            the_profile, plan, output, auto, folder=autoscale_out, deployment=deployment
+        )
     write_model(output, plan, "the plan")
     print_result(plan, output, output_format, lambda console: print_plan(plan, console))
 
@@ -274,6 +298,8 @@ def print_plan(plan: Plan, console: Console) -> None:
             console.print(f"  calibration: {f.calibration}")
     if plan.observed is not None:
         console.print(f"observed in production: {plan.observed.sentence}")
+    if plan.autoscale is not None:
+        print_autoscale(plan.autoscale, console)
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")

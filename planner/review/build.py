@@ -30,6 +30,7 @@ from contracts.review import (
     ServiceChange,
     ServiceReview,
 )
+from planner.autoscale.run import autoscale_options, study_autoscaling
 from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.certainty import (
@@ -120,6 +121,11 @@ def build_service(
         name=spec.name,
     )
     plan = build_plan(profile, limit, options, progress=progress)
+    if review.autoscale:
+        study = study_autoscaling(
+            profile, plan, autoscale_options(review.scale_up_delay_s, None, seed=review.seed)
+        )
+        plan = plan.model_copy(update={"autoscale": study})
     first = plan.scenarios[0]
     # req/s -> the limit's unit (Little's law with the plan's e2e for a concurrency limit).
     per_rps = 1.0 if first.unit == "rps" else (plan.demand.mean_e2e_s or 0.0)

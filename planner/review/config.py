@@ -119,6 +119,11 @@ class ReviewSpec(_Model):
         default=300.0, ge=0, description="model load time of a new instance (autoscaled fleet)"
     )
     fleet_check: bool = Field(default=False, description="simulate each service's fleet")
+    autoscale: bool = Field(
+        default=False,
+        description="simulate autoscaling policies per service (as capplan plan --autoscale; "
+        "cold start: scale_up_delay_s)",
+    )
     seed: int = 0
     services: list[ServiceSpec] = Field(min_length=1)
 

@@ -448,4 +448,31 @@ EN: dict[str, str] = {
     "col_router_needs": "Fewest instances meeting the SLO",
     "col_prefix_hits": "Prefix-hit ratio at n",
     "col_of_ideal": "Share of ideal",
+    # autoscaling (capplan plan --autoscale)
+    "autoscale_heading": "Autoscaling against the static plan",
+    "autoscale_intro": (
+        "Each policy was simulated over {days} days of the profile's traffic,"
+        " bursts included, with a cold start of {cold} before a new instance"
+        " serves. A request counts as good when it waits at most {budget} for"
+        " one of an instance's {slots} request slots; the target is {target}"
+        " of requests good."
+    ),
+    "autoscale_col_policy": "Policy",
+    "autoscale_col_worst_hour": "Worst hour",
+    "autoscale_col_burst": "Worst minute after a burst",
+    "autoscale_col_gpu_h": "GPU-hours / month",
+    "autoscale_col_vs_static": "vs static",
+    "autoscale_col_mean": "Mean instances",
+    "autoscale_col_hour": "Hour (UTC)",
+    "autoscale_recommended": "Recommended (*): {policy}.",
+    "autoscale_hourly_heading": "Attainment by hour of day",
+    "autoscale_manifests": (
+        "KEDA ScaledObject and HPA written for {policy}: {query}, target {threshold} per replica."
+    ),
+    "autoscale_method": "Traffic: {trace}. Model: {model}.",
+    "autoscale_label_static": "static",
+    "autoscale_label_reactive_queue": "reactive-queue",
+    "autoscale_label_reactive_kv": "reactive-kv",
+    "autoscale_label_rate": "rate",
+    "autoscale_label_schedule": "schedule",
 }

@@ -395,4 +395,30 @@ ZH: dict[str, str] = {
     "col_router_needs": "满足 SLO 的最少实例数",
     "col_prefix_hits": "n 时的前缀命中率",
     "col_of_ideal": "占理想值比例",
+    # autoscaling (capplan plan --autoscale)
+    "autoscale_heading": "自动扩缩与静态规划对比",
+    "autoscale_intro": (
+        "每个策略都在画像的 {days} 天流量（含突发）上模拟，"
+        "新实例在 {cold} 的冷启动后才开始服务。"
+        "请求等待实例 {slots} 个请求槽之一不超过 {budget} 即为达标；"
+        "目标为 {target} 的请求达标。"
+    ),
+    "autoscale_col_policy": "策略",
+    "autoscale_col_worst_hour": "最差小时",
+    "autoscale_col_burst": "突发后最差一分钟",
+    "autoscale_col_gpu_h": "GPU 小时 / 月",
+    "autoscale_col_vs_static": "相对静态",
+    "autoscale_col_mean": "平均实例数",
+    "autoscale_col_hour": "小时（UTC）",
+    "autoscale_recommended": "推荐（*）：{policy}。",
+    "autoscale_hourly_heading": "按小时的达标率",
+    "autoscale_manifests": (
+        "已为 {policy} 生成 KEDA ScaledObject 和 HPA 清单：{query}，每副本目标 {threshold}。"
+    ),
+    "autoscale_method": "流量的重建方法与排队模型（及其实测误差）见自动扩缩指南。",
+    "autoscale_label_static": "静态",
+    "autoscale_label_reactive_queue": "按排队请求",
+    "autoscale_label_reactive_kv": "按 KV 缓存占用",
+    "autoscale_label_rate": "按请求速率",
+    "autoscale_label_schedule": "按时间表",
 }

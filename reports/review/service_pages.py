@@ -70,6 +70,42 @@ def _hourly(h: HourlyCapacity | None, lay: Layout) -> list[Flowable]:
     return out
 
 
+_DEFAULT_POLICIES = ("static", "reactive-queue", "reactive-kv", "rate", "schedule")
+
+
+def _policy(name: str, lay: Layout) -> str:
+    """A default policy's name in the review's language; a name the user gave as given."""
+    return lay.t("policy_" + name.replace("-", "_")) if name in _DEFAULT_POLICIES else name
+
+
+def _autoscale(s: ServiceReview, lay: Layout) -> list[Flowable]:
+    """The autoscaling study of the service's plan (review option `autoscale: true`)."""
+    auto = s.plan.autoscale
+    if auto is None:
+        return []
+    w = lay.words
+    rows = [[lay.t(k) for k in ("col_policy", "col_attainment", "col_burst", "col_gpu_hours",
+                                "col_vs_static")]]  # fmt: skip
+    for o in (auto.static, *auto.policies):
+        burst = o.worst_burst_minute
+        rows.append(
+            [
+                ("* " if o.label == auto.recommended else "") + _policy(o.label, lay),
+                w.pct(o.attainment),
+                w.pct(burst.attainment) if burst else "-",
+                w.integer(o.gpu_hours_per_month),
+                w.pct(o.cost_vs_static),
+            ]
+        )
+    return [
+        lay.h2(lay.t("autoscale_heading")),
+        lay.para(
+            lay.t("autoscale_text", cold=w.seconds(auto.cold_start_s), policy=auto.recommended)
+        ),  # fmt: skip
+        lay.grid(rows, [0.28, 0.17, 0.19, 0.2, 0.16]),
+    ]
+
+
 def _interval(s: ServiceReview, lay: Layout) -> list[Flowable]:
     iv = s.count_interval
     out: list[Flowable] = [lay.h2(lay.t("count_heading"))]
@@ -165,6 +201,7 @@ def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> l
         )
     )
     out += _hourly(s.hourly, lay)
+    out += _autoscale(s, lay)
     out += _observed(s, lay)
     if profile is not None:
         out += baseline_pages(s, profile, lay)

@@ -66,6 +66,9 @@ ALLOWED_LATIN = {
     "capplan",
     "Locust",
     "Prometheus",
+    "KEDA",  # the autoscaler and the Kubernetes objects the plan writes, by their names
+    "HPA",
+    "ScaledObject",
     "k",
     "ttft",
     "usage",

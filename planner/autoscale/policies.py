@@ -1,0 +1,202 @@
+"""Autoscaling policies by name, their option strings, and the HPA-like controller they run in.
+
+A policy turns the fleet's metrics at one poll into a replica count; the `Controller` adds
+what the Kubernetes HPA adds around it (tolerance, min/max, scale-down stabilisation window,
+cooldown). Both simulations (request-level and per-step) drive the same controller, so a
+policy means the same thing in each. Kinds live in one registry (`POLICIES`); an unknown kind
+or metric lists the known ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from contracts.autoscale import PolicySpec
+from contracts.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metrics:
+    """What the controller reads at one poll, fleet-wide (sums over ready replicas)."""
+
+    now_s: float
+    replicas: int  # every replica, loading ones included
+    ready: int
+    waiting: float  # requests queued (vllm:num_requests_waiting summed)
+    kv_usage: float  # KV-cache usage fractions summed over ready replicas
+    rate_rps: float  # requests per second over the last minute
+
+
+@dataclass(frozen=True, kw_only=True)
+class Targets:
+    """Per-replica targets derived from the limit, for policies that do not give their own."""
+
+    queue_per_replica: float
+    kv_per_replica: float
+    rate_per_replica: float
+    schedule: tuple[int, ...]  # 24 replica counts, hour of day 0..23 (UTC)
+    max_replicas: int
+    day_offset_s: float = 0.0  # UTC second of day at simulated time 0
+
+
+class Policy(Protocol):
+    """A replica recommendation from one poll's metrics (None: no change)."""
+
+    def recommend(self, m: Metrics) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class _Ratio:
+    """HPA's AverageValue rule: ceil(fleet metric / per-replica target), within a tolerance."""
+
+    read: Callable[[Metrics], float]
+    target: float
+    tolerance: float
+
+    def recommend(self, m: Metrics) -> int | None:
+        total = self.read(m)
+        if m.replicas > 0 and abs(total / (self.target * m.replicas) - 1.0) <= self.tolerance:
+            return None
+        return math.ceil(total / self.target - 1e-9)
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """The hour's count, asked for `lead_s` (the cold start) before the hour begins."""
+
+    counts: tuple[int, ...]
+    lead_s: float
+    day_offset_s: float
+
+    def recommend(self, m: Metrics) -> int | None:
+        hour = int(((self.day_offset_s + m.now_s + self.lead_s) // 3600) % 24)
+        return self.counts[hour]
+
+
+_READ: dict[str, Callable[[Metrics], float]] = {
+    "queue": lambda m: m.waiting,
+    "kv": lambda m: m.kv_usage,
+    "rate": lambda m: m.rate_rps,
+}
+
+
+def _reactive(spec: PolicySpec, targets: Targets, cold_start_s: float) -> Policy:
+    assert spec.metric is not None  # PolicySpec requires it for reactive
+    target = target_of(spec, targets)
+    assert target is not None
+    return _Ratio(_READ[spec.metric], target, spec.tolerance)
+
+
+def _rate(spec: PolicySpec, targets: Targets, cold_start_s: float) -> Policy:
+    target = target_of(spec, targets)
+    assert target is not None
+    return _Ratio(_READ["rate"], target, spec.tolerance)
+
+
+def _schedule(spec: PolicySpec, targets: Targets, cold_start_s: float) -> Policy:
+    return _Schedule(targets.schedule, cold_start_s, targets.day_offset_s)
+
+
+POLICIES: dict[str, Callable[[PolicySpec, Targets, float], Policy]] = {
+    "reactive": _reactive,
+    "rate": _rate,
+    "schedule": _schedule,
+}
+DEFAULT_POLICIES = ("reactive:metric=queue", "reactive:metric=kv", "rate", "schedule")
+_KEYS = {
+    "metric": "metric",
+    "target": "target",
+    "window": "window_s",
+    "cooldown": "cooldown_s",
+    "poll": "poll_s",
+    "min": "min_replicas",
+    "max": "max_replicas",
+    "tolerance": "tolerance",
+    "name": "name",
+}
+
+
+def parse_policy(text: str) -> PolicySpec:
+    """`KIND[:key=value,...]` as a PolicySpec, e.g. `reactive:metric=queue,target=4,min=2`.
+
+    Keys: metric (queue|kv), target, window (s), cooldown (s), poll (s), min, max,
+    tolerance, name. Raises ConfigError naming the option, the key and what was expected.
+    """
+    where = f"--autoscale-policy {text!r}"
+    kind, _, rest = text.strip().partition(":")
+    if kind not in POLICIES:
+        raise ConfigError(f"{where}: unknown kind {kind!r}; known: {', '.join(POLICIES)}")
+    fields: dict[str, str] = {"kind": kind}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or key.strip() not in _KEYS:
+            raise ConfigError(
+                f"{where}: expected key=value with a key among {', '.join(_KEYS)}, got {item!r}"
+            )
+        fields[_KEYS[key.strip()]] = value.strip()
+    if fields.get("metric") not in (None, "queue", "kv"):
+        raise ConfigError(
+            f"{where}: unknown metric {fields['metric']!r}; known: queue "
+            "(vllm:num_requests_waiting), kv (vllm:gpu_cache_usage_perc)"
+        )
+    try:
+        return PolicySpec.model_validate(fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "policy"
+        msg = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {loc}: {msg}") from err
+
+
+def target_of(spec: PolicySpec, targets: Targets) -> float | None:
+    """The per-replica target `spec` runs at: its own, else the derived one (None: a schedule)."""
+    if spec.kind == "schedule":
+        return None
+    if spec.target is not None:
+        return spec.target
+    if spec.kind == "rate":
+        return targets.rate_per_replica
+    return targets.queue_per_replica if spec.metric == "queue" else targets.kv_per_replica
+
+
+def build_policy(spec: PolicySpec, targets: Targets, cold_start_s: float) -> Policy:
+    """The registered policy of `spec.kind`. Raises ConfigError for an unknown kind."""
+    try:
+        make = POLICIES[spec.kind]
+    except KeyError as err:
+        raise ConfigError(f"unknown policy {spec.kind!r}; known: {', '.join(POLICIES)}") from err
+    return make(spec, targets, cold_start_s)
+
+
+class Controller:
+    """The HPA loop around a policy: clamp, scale up at once, scale down stabilised and cooled."""
+
+    def __init__(self, spec: PolicySpec, policy: Policy, max_replicas: int) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.high = spec.max_replicas or max_replicas
+        self.low = min(spec.min_replicas, self.high)
+        self._history: deque[tuple[float, int]] = deque()
+        self._last_scale_s = -math.inf
+
+    def decide(self, m: Metrics) -> int:
+        """The replica count to hold after this poll."""
+        raw = self.policy.recommend(m)
+        wanted = m.replicas if raw is None else min(max(raw, self.low), self.high)
+        self._history.append((m.now_s, wanted))
+        while self._history and self._history[0][0] < m.now_s - self.spec.window_s:
+            self._history.popleft()
+        if wanted > m.replicas:
+            self._last_scale_s = m.now_s
+            return wanted
+        stable = max(w for _, w in self._history)
+        if stable < m.replicas and m.now_s - self._last_scale_s >= self.spec.cooldown_s:
+            self._last_scale_s = m.now_s
+            return max(stable, self.low)
+        return m.replicas

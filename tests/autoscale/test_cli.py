@@ -1,0 +1,89 @@
+"""`capplan plan --autoscale`: the study in plan.json, the manifests, the default cold start
+said in the output, old plans still loading, and bad policy values exiting 2 with a message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from capplan.cli import app
+from contracts.plan import Plan
+from profiles.model import save_profile
+from profiles.presets import preset_profile
+
+runner = CliRunner()
+
+
+def _profile(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.json"
+    save_profile(preset_profile("chat", rate_rps=10.0), path)
+    return path
+
+
+def _plan(tmp_path: Path, *extra: str) -> tuple[int, str, Path]:
+    out = tmp_path / "plan.json"
+    args = [
+        "plan",
+        "--profile",
+        str(_profile(tmp_path)),
+        "--limit",
+        "4rps",
+        "--slo",
+        "ttft:p95<=2s",
+        "--no-fleet-check",
+        "--autoscale",
+        "-o",
+        str(out),
+        *extra,
+    ]
+    result = runner.invoke(app, args)
+    return result.exit_code, result.output, out
+
+
+def test_autoscale_writes_study_and_manifests(tmp_path: Path) -> None:
+    code, output, out = _plan(tmp_path)
+    assert code == 0, output
+    plan = Plan.model_validate_json(out.read_text())
+    auto = plan.autoscale
+    assert auto is not None and auto.cold_start_s == 240.0
+    assert "cold start 240 s" in output
+    assert {o.label for o in auto.policies} == {"reactive-queue", "reactive-kv", "rate", "schedule"}
+    assert auto.recommended in {o.label for o in auto.policies}
+    for o in auto.policies:
+        assert len(o.hourly_attainment) == 24 and 0 <= o.attainment <= 1
+        assert o.cost_vs_static == pytest.approx(o.gpu_hours / auto.static.gpu_hours)
+    assert auto.manifests is not None
+    keda = yaml.safe_load(Path(auto.manifests.keda_path).read_text())
+    assert keda["kind"] == "ScaledObject"
+    assert keda["spec"]["triggers"][0]["metadata"]["query"] == auto.manifests.query
+    assert Path(auto.manifests.hpa_path).parent == tmp_path / "plan-autoscale"
+
+
+def test_plan_without_autoscale_field_still_loads(tmp_path: Path) -> None:
+    code, output, out = _plan(tmp_path)
+    assert code == 0, output
+    data = json.loads(out.read_text())
+    del data["autoscale"]
+    assert Plan.model_validate(data).autoscale is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--autoscale-policy", "rate:min=5,max=3"], "min_replicas (5) is above max_replicas (3)"),
+        (["--cold-start-s", "-1"], "--cold-start-s must be a number >= 0"),
+        (["--autoscale-policy", "reactive:metric=gpu"], "unknown metric 'gpu'; known: queue"),
+        (["--autoscale-policy", "magic"], "unknown kind 'magic'; known: reactive, rate, schedule"),
+        (["--autoscale-policy", "rate:window=-5"], "window_s"),
+        (["--autoscale-policy", "reactive"], "needs metric=queue or metric=kv"),
+    ],
+)
+def test_bad_policy_values_exit_2(tmp_path: Path, extra: list[str], words: str) -> None:
+    code, output, out = _plan(tmp_path, *extra)
+    assert code == 2, output
+    assert words in output and "Traceback" not in output
+    assert not out.exists()
