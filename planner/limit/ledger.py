@@ -152,7 +152,7 @@ class SearchLedger:
 
     def resume_line(self) -> str:
         """What a resumed run says before its first step."""
-        line = f"resuming {self.out_dir}: {len(self._to_replay)} finished steps from search.json"
+        line = f"resuming {self.out_dir}: finished steps in search.json: {len(self._to_replay)}"
         if self.log.discarded:
             line += (
                 f"; {', '.join(self.log.discarded)} stopped mid-way: run again from the start "

@@ -60,7 +60,9 @@ def measured_left(outcomes: Mapping[float, LevelOutcome], config: SearchConfig) 
         at_least = not done
     else:
         return Left(0, at_least=True)
-    new = min(new, max(config.max_levels - len(outcomes), 0))
+    room = max(config.max_levels - len(outcomes), 0)
+    if new >= room:  # --max-levels ends the search first: at most that many
+        new, at_least = room, False
     unsettled = sum(1 for x in (lo, hi) if x is not None and not outcomes[x].settled)
     return Left(new + unsettled, at_least=at_least)
 

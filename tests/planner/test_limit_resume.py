@@ -4,6 +4,7 @@ a run that is not the same search is refused with exit 2."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,12 +15,16 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from bench.kit.fast_driver import Driver
 from bench.kit.profiles import make_profile
+from bench.kit.sim_server import ServerSpec
 from capplan.cli import app
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitResult
 from contracts.searchlog import SearchIdentity, read_search_log
-from planner.limit.ledger import ReplayProbe, SearchLedger
+from planner.limit.fast.live import run_fast_search
+from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
+from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger
 from planner.limit.options import LimitOptions
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.run import search_limit
@@ -243,3 +248,98 @@ def test_cli_refuses_a_fresh_search_into_a_run_and_points_to_resume(tmp_path: Pa
     (tmp_path / "run" / "run.json").write_text("{}")
     output = _cli("--host", "http://127.0.0.1:9", "--slo", SLO, "-o", str(tmp_path / "run"))
     assert f"capplan limit --resume {tmp_path / 'run'}" in output
+
+
+# --------------------------------------------------------------------------- the fast search
+
+
+class ScriptedServer:
+    """A server that answers the search's i-th step with what a simulated slot server
+    (bench/kit/fast_driver.py) measured at the i-th step of a search never stopped, so a
+    stopped and resumed search sees what the whole one saw; it refuses a step the whole
+    search did not ask for at that point, and its `stop_at`-th call is stopped mid-step."""
+
+    def __init__(self, script: list[tuple[Any, Taken]], done: int, stop_at: int | None = None):
+        self.script = script
+        self.position = done  # the steps the run directory already holds
+        self.stop_at = stop_at
+        self.calls: list[Any] = []
+        self.opened: list[tuple[str, float, float, float]] = []
+        self.last_stage = ""
+
+    def _take(self, step: Any) -> Taken:
+        self.calls.append(step)
+        if self.stop_at is not None and len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        asked, taken = self.script[self.position]
+        assert step == asked, f"step {self.position}: {step} where the whole search had {asked}"
+        self.position += 1
+        self.last_stage = f"step-{self.position:02d}"
+        ROWS[self.last_stage] = taken.records
+        return taken
+
+    def closed(self, step: Closed) -> Taken:
+        return self._take(step)
+
+    def open(self, step: Open) -> Taken:
+        taken = self._take(step)
+        self.opened.append((self.last_stage, step.rate, taken.start_s, taken.end_s - taken.start_s))
+        return taken
+
+
+ROWS: dict[str, pl.DataFrame] = {}
+LINES: list[str] = []  # what the whole fast search printed
+FAST_IDENTITY = IDENTITY.model_copy(update={"method": "fast", "slo": "ttft:p95<=500ms"})
+
+
+def _fast_config() -> FastConfig:
+    slo = parse_slo("ttft:p95<=500ms")
+    return FastConfig(slo, seed=0, curve_requests=5_000, root_requests=5_000, bootstrap=2)
+
+
+def _script() -> tuple[list[tuple[Any, Taken]], FastResult]:
+    """Every step of a whole fast search on a simulated 8-slot server with its answer, and
+    the search's result."""
+    config = _fast_config()
+    driver = Driver(ServerSpec(8, 0.05, 0.01, (32, 96)), 3, drain_s=1.5)
+    script: list[tuple[Any, Taken]] = []
+
+    class Recording:
+        def closed(self, step: Closed) -> Taken:
+            script.append((step, driver.closed(step)))
+            return script[-1][1]
+
+        def open(self, step: Open) -> Taken:
+            script.append((step, driver.open(step)))
+            return script[-1][1]
+
+    return script, run_fast_search(config, Recording(), echo=LINES.append)
+
+
+def _fast(out: Path, server: ScriptedServer, *, resume: bool) -> FastResult:
+    make = SearchLedger.resumed if resume else SearchLedger.fresh
+    ledger = make(out, FAST_IDENTITY, OPTIONS, rows=ROWS.__getitem__)
+    driver = ReplayDriver(ledger, server)  # type: ignore[arg-type]
+    return run_fast_search(_fast_config(), driver, echo=lambda _: None, clock=ledger.clock)
+
+
+@pytest.mark.slow  # three fast searches: about a minute on two shared cores
+def test_a_resumed_fast_search_replays_its_steps_and_answers_the_same(tmp_path: Path) -> None:
+    script, whole = _script()
+    assert len(script) >= 6 and whole.limit is not None
+    # each confirmation line's bound on the chunks left holds
+    confirms = [line for line in LINES if line.startswith("confirm ")]
+    for k, line in enumerate(confirms):
+        assert int(re.search(r"\((\d+) chunks\)", line).group(1)) >= len(confirms) - k - 1  # type: ignore[union-attr]
+    opens = [k for k, (step, _) in enumerate(script, 1) if isinstance(step, Open)]
+    stop_at = opens[1]  # stopped in the second confirmation chunk
+    with pytest.raises(KeyboardInterrupt):
+        _fast(tmp_path, ScriptedServer(script, 0, stop_at=stop_at), resume=False)
+    assert len(read_search_log(tmp_path).steps) == stop_at - 1
+    second = ScriptedServer(script, stop_at - 1)
+    result = _fast(tmp_path, second, resume=True)
+    assert second.calls == [step for step, _ in script[stop_at - 1 :]]  # none again
+    assert (result.limit, result.low, result.high) == (whole.limit, whole.low, whole.high)
+    assert [s.stage for s in read_search_log(tmp_path).steps] == [
+        f"step-{k:02d}" for k in range(1, len(script) + 1)
+    ]
