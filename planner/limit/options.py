@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from contracts.errors import ConfigError
 from contracts.limit import Dimension
 from contracts.searchlog import SearchIdentity, SearchLog
 from planner.engine import EngineConfig
@@ -107,9 +108,16 @@ class LimitOptions:
 
 
 def recorded_options(log: SearchLog, out_dir: Path) -> LimitOptions:
-    """The LimitOptions search.json recorded, for the run directory `out_dir`."""
+    """The LimitOptions search.json recorded, for the run directory `out_dir`. Raises
+    ConfigError when it holds an option this version does not have."""
     ident = log.identity
     given = dict(log.options)
+    unknown = sorted(set(given) - {f.name for f in fields(LimitOptions)})
+    if unknown:
+        raise ConfigError(
+            f"{out_dir}: search.json holds options this capplan does not know "
+            f"({', '.join(unknown)}): it was written by another version; start a new run"
+        )
     rules, engine = given.pop("steady_rules", None), given.pop("engine", None)
     profile = None if ident.profile_source == "preset:chat" else ident.profile_source
     return LimitOptions(

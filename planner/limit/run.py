@@ -406,7 +406,13 @@ def _fast_search(
         curve_requests=FastConfig.curve_requests if known is None else CURVE_REQUESTS,
     )
     result = run_fast_search(
-        fast_config, driver, known=known, asked=asked, echo=echo, clock=ledger.clock
+        fast_config,
+        driver,
+        known=known,
+        asked=asked,
+        echo=echo,
+        clock=ledger.clock,
+        recorded=lambda: ledger.replaying,
     )
     if not result.adequate or result.limit is None:
         return _Fast(result, None)

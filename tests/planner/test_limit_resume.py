@@ -316,11 +316,15 @@ def _script() -> tuple[list[tuple[Any, Taken]], FastResult]:
     return script, run_fast_search(config, Recording(), echo=LINES.append)
 
 
-def _fast(out: Path, server: ScriptedServer, *, resume: bool) -> FastResult:
+def _fast(
+    out: Path, server: ScriptedServer, *, resume: bool, echo: Any = lambda _: None
+) -> FastResult:
     make = SearchLedger.resumed if resume else SearchLedger.fresh
     ledger = make(out, FAST_IDENTITY, OPTIONS, rows=ROWS.__getitem__)
     driver = ReplayDriver(ledger, server)  # type: ignore[arg-type]
-    return run_fast_search(_fast_config(), driver, echo=lambda _: None, clock=ledger.clock)
+    return run_fast_search(
+        _fast_config(), driver, echo=echo, clock=ledger.clock, recorded=lambda: ledger.replaying
+    )
 
 
 @pytest.mark.slow  # three fast searches: about a minute on two shared cores
@@ -330,16 +334,31 @@ def test_a_resumed_fast_search_replays_its_steps_and_answers_the_same(tmp_path: 
     # each confirmation line's bound on the chunks left holds
     confirms = [line for line in LINES if line.startswith("confirm ")]
     for k, line in enumerate(confirms):
-        assert int(re.search(r"\((\d+) chunks\)", line).group(1)) >= len(confirms) - k - 1  # type: ignore[union-attr]
+        found = re.search(r"\((\d+) chunks\)", line)
+        bound = int(found.group(1)) if found else 0  # "left ~0s": none left
+        assert bound >= len(confirms) - k - 1, line
     opens = [k for k, (step, _) in enumerate(script, 1) if isinstance(step, Open)]
     stop_at = opens[1]  # stopped in the second confirmation chunk
     with pytest.raises(KeyboardInterrupt):
         _fast(tmp_path, ScriptedServer(script, 0, stop_at=stop_at), resume=False)
     assert len(read_search_log(tmp_path).steps) == stop_at - 1
     second = ScriptedServer(script, stop_at - 1)
-    result = _fast(tmp_path, second, resume=True)
+    lines: list[str] = []
+    result = _fast(tmp_path, second, resume=True, echo=lines.append)
+    steps = [line for line in lines if line.startswith(("characterise ", "confirm "))]
+    assert [line.endswith("(recorded)") for line in steps] == [True] * (stop_at - 1) + [False] * (
+        len(script) - stop_at + 1
+    )
     assert second.calls == [step for step, _ in script[stop_at - 1 :]]  # none again
     assert (result.limit, result.low, result.high) == (whole.limit, whole.low, whole.high)
     assert [s.stage for s in read_search_log(tmp_path).steps] == [
         f"step-{k:02d}" for k in range(1, len(script) + 1)
     ]
+
+
+def test_a_log_with_an_option_this_version_lacks_is_refused(tmp_path: Path) -> None:
+    _logged_run(tmp_path / "run")
+    path = tmp_path / "run" / "search.json"
+    path.write_text(path.read_text().replace('"options": {', '"options": {"warp": 9, ', 1))
+    output = _cli("--resume", str(tmp_path / "run"))
+    assert "search.json holds options this capplan does not know (warp)" in output

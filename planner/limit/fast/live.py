@@ -166,11 +166,13 @@ def run_fast_search(
     asked: Asked | None = None,
     echo: Echo = print,
     clock: Callable[[], float] = time.perf_counter,
+    recorded: Callable[[], bool] = lambda: False,
 ) -> FastResult:
     """Drive the fast search with `driver`, printing a line per step with the elapsed wall
     time (on `clock`) and at most how long is left; with a `known` model (the server's
     engine model) there is no characterisation; `asked`: the sizes the load test draws, for
-    the characterised model."""
+    the characterised model. `recorded()` true: the step was answered from the run's log (a
+    resumed run), and its line says so."""
     search = fast_search(replace(config, chained=False), known=known, asked=asked, note=echo)
     progress = _FastProgress(config, clock)
     try:
@@ -180,12 +182,14 @@ def run_fast_search(
                 taken = driver.closed(step)
                 ok = int(taken.records["ok"].fill_null(False).sum())
                 echo(f"characterise {step.users:3d} users  {ok} ok in "
-                     f"{taken.end_s - taken.start_s:.0f} s  {progress.closed(step)}")  # fmt: skip
+                     f"{taken.end_s - taken.start_s:.0f} s  {progress.closed(step)}"
+                     + ("  (recorded)" if recorded() else ""))  # fmt: skip
             else:
                 assert isinstance(step, Open)
                 taken = driver.open(step)
                 echo(f"confirm {step.rate:.4g} req/s  {taken.records.height} requests in "
-                     f"{step.duration_s:.0f} s  {progress.open(step)}")  # fmt: skip
+                     f"{step.duration_s:.0f} s  {progress.open(step)}"
+                     + ("  (recorded)" if recorded() else ""))  # fmt: skip
             step = search.send(taken)
     except StopIteration as stop:
         result: FastResult = stop.value
