@@ -30,6 +30,7 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
     from contracts.plan import PLAN_SCHEMA, Plan
     from contracts.review import REVIEW_SCHEMA, Review
     from contracts.run import RUN_SCHEMA, RunInfo, StagePlan, StageSummary
+    from contracts.searchlog import SEARCH_SCHEMA, SearchLog
     from contracts.whatif import COMPARE_SCHEMA, WHATIF_SCHEMA, Compare, Whatif
     from planner.review.config import ReviewSpec
     from profiles.model import PROFILE_SCHEMA, Profile
@@ -49,6 +50,12 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
             LIMIT_SCHEMA,
             LimitResult,
             "`capplan limit`'s answer, in its run directory.",
+        ),
+        (
+            "search.json",
+            SEARCH_SCHEMA,
+            SearchLog,
+            "`capplan limit`'s log of its search, what `--resume` continues from.",
         ),
         ("plan.json", PLAN_SCHEMA, Plan, "`capplan plan`'s output."),
         ("whatif.json", WHATIF_SCHEMA, Whatif, "`capplan whatif`'s output."),

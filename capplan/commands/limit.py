@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -16,6 +17,9 @@ from capplan.commands.shared import (
     NoPreflight,
     TimeScale,
 )
+
+if TYPE_CHECKING:
+    from planner.limit.options import LimitOptions
 
 HELP = (
     "Find the highest load one instance carries while the SLO still holds.\n\n"
@@ -51,15 +55,20 @@ def register(app: typer.Typer) -> None:
     @app.command("limit", help=HELP)
     @handle_errors
     def limit(
-        host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
+        ctx: typer.Context,
+        host: str | None = typer.Option(
+            None, "--host", help="Base URL of the OpenAI-compatible endpoint (required)."
+        ),
         model: str | None = typer.Option(
             None,
             "--model",
             help="Model name sent in each request (default: the first one the target's "
             "/v1/models lists).",
         ),
-        slo: str = typer.Option(..., "--slo", help="SLO spec (see above)."),
-        out: Path = typer.Option(..., "-o", "--output", "--out", help="Run directory to write."),
+        slo: str | None = typer.Option(None, "--slo", help="SLO spec (see above; required)."),
+        out: Path | None = typer.Option(
+            None, "-o", "--output", "--out", help="Run directory to write (required)."
+        ),
         profile: str | None = typer.Option(
             None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
         ),
@@ -158,13 +167,31 @@ def register(app: typer.Typer) -> None:
             "characterising the server as slots in closed loop.",
         ),
         no_preflight: NoPreflight = False,
+        resume: Path | None = typer.Option(
+            None,
+            "--resume",
+            metavar="RUN_DIR",
+            help="Continue the search stopped in RUN_DIR (Ctrl-C, SIGTERM, a crash): its "
+            "finished levels are replayed from RUN_DIR/search.json, none is measured again, "
+            "and the level it stopped in is run again from its start. Every other option "
+            "comes from the run; one given must match it, except --workers, --master-bind, "
+            "--expect-workers and --api-key-env.",
+        ),
     ) -> None:
         from contracts.errors import ConfigError
-        from planner.limit.run import LimitOptions, run_limit
+        from planner.limit.options import LimitOptions
+        from planner.limit.run import run_limit
         from planner.loadtest.workers import choose_workers, load_capacity, parse_workers
         from planner.slo.spec import parse_slo
 
-        parsed_slo = parse_slo(slo, success_only=success_only)  # a bad SLO fails first
+        if resume is None:
+            for flag, given in (("--host", host), ("--slo", slo), ("-o", out)):
+                if given is None:
+                    raise ConfigError(f"missing option {flag} (needed unless --resume RUN_DIR)")
+        elif out is not None and out.resolve() != resume.resolve():
+            raise ConfigError(f"-o {out} with --resume {resume}: the run directory is RUN_DIR")
+        # a bad SLO fails first
+        parsed_slo = None if slo is None else parse_slo(slo, success_only=success_only)
 
         for option, value in (
             ("--level-duration", level_duration),
@@ -195,7 +222,7 @@ def register(app: typer.Typer) -> None:
             from contracts.calibration import load_calibration_file
             from planner.calibrate.session import calibrated_config
 
-            if how != "fast":
+            if how != "fast" and resume is None:
                 raise ConfigError("--calibration is for --method fast")
             engine = calibrated_config(load_calibration_file(calibration))
         n_workers = parse_workers(workers)
@@ -205,7 +232,7 @@ def register(app: typer.Typer) -> None:
             n_workers = choice.workers
             typer.echo(f"--workers auto: {choice.reason}", err=True)
         ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
-        if no_preflight and not model:
+        if no_preflight and not model and resume is None:
             raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
 
         def check_target(options: LimitOptions) -> str:
@@ -213,37 +240,78 @@ def register(app: typer.Typer) -> None:
 
             return checked_model(options, lambda line: typer.echo(line, err=True))
 
+        asked = dict(
+            host=host,
+            model=model or "",
+            slo=parsed_slo,
+            out_dir=out,
+            profile=profile,
+            dimension=dim,
+            start=start,
+            max_load=max_load,
+            level_duration_s=level_duration,
+            max_level_s=max_level_duration,
+            level_requests=level_requests,
+            effective_requests=effective_requests,
+            tail_requests=tail_requests,
+            warmup_s=warmup,
+            arrival=arrival,
+            tolerance=tolerance,
+            verify_burst=verify_burst,
+            workers=n_workers,
+            seed=seed,
+            endpoint=ep,
+            api_key_env=api_key_env,
+            max_levels=max_levels,
+            min_completed=min_completed,
+            time_scale=time_scale,
+            master_bind=master_bind,
+            expect_workers=expect_workers,
+            method=how,
+            engine=engine,
+        )
+        options = (
+            LimitOptions(**asked)  # type: ignore[arg-type]
+            if resume is None
+            else _resumed(ctx, resume, asked, success_only)
+        )
         run_limit(
-            LimitOptions(
-                host=host,
-                model=model or "",
-                slo=parsed_slo,
-                out_dir=out,
-                profile=profile,
-                dimension=dim,
-                start=start,
-                max_load=max_load,
-                level_duration_s=level_duration,
-                max_level_s=max_level_duration,
-                level_requests=level_requests,
-                effective_requests=effective_requests,
-                tail_requests=tail_requests,
-                warmup_s=warmup,
-                arrival=arrival,
-                tolerance=tolerance,
-                verify_burst=verify_burst,
-                workers=n_workers,
-                seed=seed,
-                endpoint=ep,
-                api_key_env=api_key_env,
-                max_levels=max_levels,
-                min_completed=min_completed,
-                time_scale=time_scale,
-                master_bind=master_bind,
-                expect_workers=expect_workers,
-                method=how,
-                engine=engine,
-            ),
+            options,
             echo=typer.echo,
             check_target=None if no_preflight else check_target,
+            resume=resume is not None,
         )
+
+
+# `capplan limit` parameters named otherwise in LimitOptions (planner.limit.options)
+_FIELDS = {
+    "out": "out_dir",
+    "level_duration": "level_duration_s",
+    "max_level_duration": "max_level_s",
+    "warmup": "warmup_s",
+    "success_only": "slo",
+    "calibration": "engine",
+}
+
+
+def _resumed(
+    ctx: typer.Context, run_dir: Path, asked: dict[str, Any], success_only: bool
+) -> LimitOptions:
+    """The options search.json recorded in `run_dir`, with those given on the command line
+    (planner.limit.run then checks that they are the same search). Raises InputError when
+    `run_dir` holds no search."""
+    from contracts.searchlog import read_search_log
+    from planner.limit.options import recorded_options
+    from planner.slo.spec import parse_slo
+
+    recorded = recorded_options(read_search_log(run_dir), run_dir)
+    given: dict[str, Any] = {}
+    for param in ctx.params:
+        source = ctx.get_parameter_source(param)
+        field = _FIELDS.get(param, param)
+        if field in asked and source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            given[field] = asked[field]
+    if given.get("slo") is None and "slo" in given:  # --success-only alone
+        given["slo"] = parse_slo(recorded.slo.text, success_only=success_only)
+    given.pop("out_dir", None)
+    return replace(recorded, **given)

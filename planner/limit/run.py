@@ -14,28 +14,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ValidationError
 
 from contracts.errors import ConfigError, RunError
 from contracts.jsonio import first_error
-from contracts.limit import LIMIT_FILE, Dimension, LimitResult, write_limit
+from contracts.limit import LIMIT_FILE, LimitResult, write_limit
+from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
-from planner.engine import EngineConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fast_limit_result, fast_record, held_answer, seeded
 from planner.limit.fast.steps import FastConfig, FastResult
+from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger, last_index
 from planner.limit.live import LocustProbe
+from planner.limit.options import LimitOptions
 from planner.limit.probe import Probe
+from planner.limit.progress import measured_left, progress_note
 from planner.limit.result import build_limit_result
 from planner.limit.search import LevelOutcome, SearchConfig, run_search
-from planner.limit.steady import SteadyRules
 from planner.loadtest.preflight import nothing_succeeded
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
-from planner.slo.spec import Slo, format_duration, format_share
+from planner.slo.spec import format_duration, format_share
 from planner.slo.verdict import ConstraintResult
 from profiles.model import Profile
 
@@ -59,9 +60,10 @@ def _format_threshold(result: ConstraintResult) -> str:
     return format_duration(result.threshold).replace(" ", "")
 
 
-def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str:
+def format_level(index: int, outcome: LevelOutcome, config: SearchConfig, note: str = "") -> str:
     """One progress line after run `index`: the level's load, its (pooled) verdict — '?'
-    when within the noise — each constraint against its threshold, goodput."""
+    when within the noise — each constraint against its threshold, goodput, then `note`
+    (the elapsed time and the estimate of the time left, planner.limit.progress)."""
     evaluation = outcome.evaluation
     load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
     verdict = {"pass": "pass", "fail": "FAIL", "invalid": "INVALID"}[outcome.verdict]
@@ -83,6 +85,8 @@ def format_level(index: int, outcome: LevelOutcome, config: SearchConfig) -> str
         parts.append(outcome.invalid)
     elif outcome.steady:
         parts.append(f"[{outcome.steady}]")
+    if note:
+        parts.append(note)
     return "  ".join(parts)
 
 
@@ -100,6 +104,7 @@ def search_limit(
     time_scale: float = 1.0,
     answered_before: bool = False,
     announce: bool = True,
+    recorded: Callable[[], bool] = lambda: False,
 ) -> LimitResult:
     """Run the search with `probe`, print a line per level, write and return limit.json;
     `announce`: print its sentence (the caller prints its own when False).
@@ -110,16 +115,23 @@ def search_limit(
     soon as a level ends without one successful request while none has succeeded before: a
     target that fails everything (a wrong model, a dead endpoint) has no limit to search for.
     `answered_before`: the target answered before this search (the fast search's steps), so
-    a first level where nothing ended in time is overloaded, not dead.
+    a first level where nothing ended in time is overloaded, not dead. Each line ends with
+    the elapsed time on `clock` and the estimate of the time left; `recorded()` true: the
+    level was answered from the run's log (a resumed run), and its line says so.
     """
     started = clock()
     count = 0
     seen_success = answered_before
+    judged: dict[float, LevelOutcome] = {}
 
     def on_level(outcome: LevelOutcome) -> None:
         nonlocal count, seen_success
         count += 1
-        echo(format_level(count, outcome, config))
+        judged[outcome.load] = outcome
+        elapsed_s = clock() - started
+        left = measured_left(judged, config)
+        note = progress_note(elapsed_s, left, elapsed_s / count)
+        echo(format_level(count, outcome, config, note) + ("  (recorded)" if recorded() else ""))
         ev = outcome.evaluation
         seen_success = seen_success or ev.completed > 0
         if not seen_success and ev.scheduled:
@@ -172,65 +184,6 @@ def _verified(
 # --------------------------------------------------------------------------- live endpoint
 
 
-@dataclass(frozen=True)
-class LimitOptions:
-    """What `capplan limit` was asked (validated by the command and by SearchConfig)."""
-
-    host: str
-    model: str
-    slo: Slo  # parsed once where the text came in (planner.slo.spec.parse_slo)
-    out_dir: Path
-    profile: str | None = None
-    dimension: Dimension = "rate"
-    start: float | None = None
-    max_load: float | None = None
-    level_duration_s: float = 30.0  # the shortest measured window of a level
-    warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
-    max_level_s: float = 900.0  # a level that has not settled by then fails as unstable
-    level_requests: int = 100  # the fewest requests a level's window holds
-    effective_requests: float | None = None  # independent ones (None: SteadyRules' default)
-    tail_requests: float | None = None  # independent ones in the SLO's tail (None: default)
-    steady_rules: SteadyRules | None = None  # all the level rules at once (the demo's)
-    growth: float = 2.0  # bracketing factor between levels until one fails
-    time_scale: float = 1.0  # the endpoint runs this many times faster than wall time
-    arrival: str = "poisson"
-    tolerance: float = 0.05
-    verify_burst: bool = False
-    workers: int = 0
-    master_bind: str | None = None  # HOST:PORT: the master alone, workers on other hosts
-    expect_workers: int = 0
-    seed: int = 0
-    endpoint: Literal["chat", "completions"] = "chat"
-    api_key_env: str | None = None
-    min_completed: int = 50
-    max_repeats: int = 5
-    max_levels: int = 24
-    drain_s: float | None = None
-    # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
-    verify_steady_s: float | None = None
-    method: Literal["measured", "fast"] = "measured"
-    # the endpoint's engine (calibrated, or the emulator's): the fast search predicts with
-    # it instead of characterising the server in closed loop
-    engine: EngineConfig | None = None
-
-    def rules(self) -> SteadyRules:
-        """The steady-state rules of each level (planner.limit.steady)."""
-        if self.steady_rules is not None:
-            return self.steady_rules
-        given: dict[str, float] = {
-            "min_window_s": self.level_duration_s,
-            "max_level_s": self.max_level_s,
-            "min_window_requests": self.level_requests,
-        }
-        if self.warmup_s is not None:
-            given["min_warmup_s"] = self.warmup_s
-        if self.effective_requests is not None:
-            given["effective_requests"] = self.effective_requests
-        if self.tail_requests is not None:
-            given["tail_requests"] = self.tail_requests
-        return SteadyRules.model_validate(given)
-
-
 def _verify_burst(
     options: LimitOptions, config: LoadTestConfig, profile: Profile, echo: Echo
 ) -> Callable[[LimitResult], float | None]:
@@ -276,13 +229,19 @@ def run_limit(
     *,
     echo: Echo = print,
     check_target: Callable[[LimitOptions], str] | None = None,
+    resume: bool = False,
 ) -> LimitResult:
     """Find the per-instance SLO limit of a live endpoint; writes `<out_dir>/limit.json`.
 
     `check_target`, once every option is valid and before any load, checks the endpoint and
     returns the model to send (planner.loadtest.preflight.checked_model; its errors propagate).
-    Raises ConfigError for a bad SLO or option, RunError/TargetError when the load test
-    cannot run, FailedRunError when no request of the first levels succeeded.
+    The search logs every step as it ends (search.json, planner.limit.ledger); `resume`
+    continues the search logged in `out_dir`, replaying its finished steps, when `options`
+    are the ones it ran with (planner.limit.options.recorded_options).
+    Raises ConfigError for a bad SLO or option, for an out_dir that holds a run (unless
+    `resume`) and for a resumed run that is not the same search; InputError when `resume`
+    finds no search there; RunError/TargetError when the load test cannot run,
+    FailedRunError when no request of the first levels succeeded.
     """
     slo = options.slo
     if options.level_duration_s <= 0:
@@ -315,8 +274,11 @@ def run_limit(
         )
     validate_arrival(options.arrival)
     check_out_dir(Path(options.out_dir))
-    if check_target is not None:
-        options = replace(options, model=check_target(options))
+    if not resume and holds_run(options.out_dir):
+        raise ConfigError(
+            f"-o {options.out_dir}: already holds a run; continue its search with "
+            f"`capplan limit --resume {options.out_dir}` or choose another folder"
+        )
     ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
     ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
     # After a level ends, in-flight requests get as long as the SLO's longest wait: past it
@@ -341,13 +303,18 @@ def run_limit(
         time_scale=options.time_scale,
     )
     profile, _ = config_profile(config)
+    resumed = _resumed(options, profile, echo) if resume else None  # checked before any load
+    if check_target is not None:
+        options = replace(options, model=check_target(options))
+        config = config.model_copy(update={"model": options.model})
+    ledger = resumed or _fresh(options, profile)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     fast: _Fast | None = None
     if options.method == "fast" and options.dimension == "concurrency":
         echo("--method fast on concurrency: the measured search (its 1, 2, 4, ... users are "
              "the closed-loop steps the fast search characterises a server with)")  # fmt: skip
     elif options.method == "fast":
-        fast = _fast_search(options, config, search_config, profile, echo)
+        fast = _fast_search(options, config, search_config, profile, echo, ledger)
         search_config = seeded(search_config, fast.result, echo)
     probe = LocustProbe(
         config,
@@ -356,13 +323,14 @@ def run_limit(
         rules=rules,
         slo=slo,
         arrival=options.arrival,
-        append=fast is not None,
+        append=fast is not None or resume,
         profile=profile,
         echo=echo,
     )
+    probe.levels = last_index(options.out_dir, ["level"])  # a resumed run: after its last
     try:
         limit = search_limit(
-            probe,
+            ReplayProbe(ledger, probe),
             search_config,
             options.out_dir,
             target=options.host,
@@ -373,6 +341,8 @@ def run_limit(
             time_scale=options.time_scale,
             answered_before=fast is not None and fast.result.model is not None,
             announce=fast is None,
+            clock=ledger.clock,
+            recorded=lambda: ledger.replaying,
         )
     except KeyboardInterrupt:
         if fast is not None and fast.limit is not None:  # the fast answer, not yet bracketed
@@ -380,24 +350,41 @@ def run_limit(
             kept = fast.limit.model_copy(update={"stopped": stopped})
             write_limit(kept, options.out_dir / LIMIT_FILE)
         raise
-    if fast is None:
-        return limit
-    limit = _with_fast(limit, fast, search_config)
-    write_limit(limit, options.out_dir / LIMIT_FILE)
-    if verify is not None:
-        limit = _verified(limit, verify, options.out_dir, wall_s=lambda: fast.wall_s() or 0.0)
-    echo(limit.sentence)
+    if fast is not None:
+        limit = _with_fast(limit, fast, search_config)
+        write_limit(limit, options.out_dir / LIMIT_FILE)
+        if verify is not None:
+            limit = _verified(limit, verify, options.out_dir, wall_s=fast.wall_s)
+        echo(limit.sentence)
+    ledger.finish()
     return limit
+
+
+def _fresh(options: LimitOptions, profile: Profile) -> SearchLedger:
+    """A new search.json for the run (the model is the one the preflight found)."""
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    identity = options.identity(profile.digest())
+    return SearchLedger.fresh(options.out_dir, identity, options.recorded())
+
+
+def _resumed(options: LimitOptions, profile: Profile, echo: Echo) -> SearchLedger:
+    """The run's search.json to continue, checked to be the same search (endpoint, model,
+    profile digest, SLO and the options that shape its levels)."""
+    identity = options.identity(profile.digest())
+    ledger = SearchLedger.resumed(options.out_dir, identity, options.recorded())
+    echo(ledger.resume_line())
+    return ledger
 
 
 @dataclass(frozen=True)
 class _Fast:
     result: FastResult
     limit: LimitResult | None  # the fast answer's limit.json (None: the model was inadequate)
-    started_s: float  # perf_counter when the fast search began
+    started_s: float  # `clock` when the fast search began
+    clock: Callable[[], float]  # the search's clock (a resumed run's counts its time before)
 
     def wall_s(self) -> float:
-        return time.perf_counter() - self.started_s
+        return self.clock() - self.started_s
 
 
 def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitResult:
@@ -431,14 +418,18 @@ def _fast_search(
     search_config: SearchConfig,
     profile: Profile,
     echo: Echo,
+    ledger: SearchLedger,
 ) -> _Fast:
     """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint; its
     limit.json when the model was adequate (written: a Ctrl-C in the measured levels that
     follow keeps it)."""
-    started = time.perf_counter()
-    driver = LiveDriver(
-        config, options.out_dir, arrival=options.arrival, profile=profile, echo=echo
-    )
+    started = ledger.clock()
+    live = LiveDriver(
+        config, options.out_dir, arrival=options.arrival, profile=profile, echo=echo,
+        append=holds_run(options.out_dir),  # a resumed run's
+    )  # fmt: skip
+    live.stages = last_index(options.out_dir, ["characterise", "confirm"])  # a resumed run's
+    driver = ReplayDriver(ledger, live)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
     known, asked = None, None
     if options.engine is not None:
@@ -454,9 +445,17 @@ def _fast_search(
         step_s=options.level_duration_s / 3,
         curve_requests=FastConfig.curve_requests if known is None else CURVE_REQUESTS,
     )
-    result = run_fast_search(fast_config, driver, known=known, asked=asked, echo=echo)
+    result = run_fast_search(
+        fast_config,
+        driver,
+        known=known,
+        asked=asked,
+        echo=echo,
+        clock=ledger.clock,
+        recorded=lambda: ledger.replaying,
+    )
     if not result.adequate or result.limit is None:
-        return _Fast(result, None, started)
+        return _Fast(result, None, started, ledger.clock)
     limit = fast_limit_result(
         result,
         search_config,
@@ -464,8 +463,8 @@ def _fast_search(
         target=options.host,
         model=options.model,
         profile_digest=profile.digest(),
-        wall_s=time.perf_counter() - started,
+        wall_s=ledger.clock() - started,
         time_scale=options.time_scale,
     )
     write_limit(limit, options.out_dir / LIMIT_FILE)
-    return _Fast(result, limit, started)
+    return _Fast(result, limit, started, ledger.clock)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -35,10 +36,25 @@ from planner.limit.fast.steps import (
     Taken,
 )
 from planner.limit.live import run_stage
+from planner.limit.progress import (
+    Left,
+    closed_steps_left,
+    fast_chunks_left,
+    format_clock,
+    progress_note,
+)
 from planner.loadtest.run import LoadTestConfig
 from profiles.model import Profile
 
 Echo = Callable[[str], None]
+
+
+class StepDriver(Protocol):
+    """Runs the fast search's steps: LiveDriver, or planner.limit.ledger's ReplayDriver."""
+
+    def closed(self, step: Closed) -> Taken: ...
+
+    def open(self, step: Open) -> Taken: ...
 
 
 class LiveDriver:
@@ -62,8 +78,10 @@ class LiveDriver:
         self.stages = 0
         self.append = append
         self.opened: list[tuple[str, float, float, float]] = []  # (stage, rate, start, held)
+        self.last_stage = ""  # the stage of the latest step
 
     def _run(self, stage: Stage, progress: Callable[[str], None] | None) -> StageSummary:
+        self.last_stage = stage.name
         return run_stage(
             self.config,
             self.out_dir,
@@ -142,16 +160,21 @@ class _ClosedWatcher:
 
 def run_fast_search(
     config: FastConfig,
-    driver: LiveDriver,
+    driver: StepDriver,
     *,
     known: KnownModel | None = None,
     asked: Asked | None = None,
     echo: Echo = print,
+    clock: Callable[[], float] = time.perf_counter,
+    recorded: Callable[[], bool] = lambda: False,
 ) -> FastResult:
-    """Drive the fast search with `driver`, printing a line per step; with a `known` model
-    (the server's engine model) there is no characterisation; `asked`: the sizes the load
-    test draws, for the characterised model."""
+    """Drive the fast search with `driver`, printing a line per step with the elapsed wall
+    time (on `clock`) and at most how long is left; with a `known` model (the server's
+    engine model) there is no characterisation; `asked`: the sizes the load test draws, for
+    the characterised model. `recorded()` true: the step was answered from the run's log (a
+    resumed run), and its line says so."""
     search = fast_search(replace(config, chained=False), known=known, asked=asked, note=echo)
+    progress = _FastProgress(config, clock)
     try:
         step = next(search)
         while True:
@@ -159,13 +182,50 @@ def run_fast_search(
                 taken = driver.closed(step)
                 ok = int(taken.records["ok"].fill_null(False).sum())
                 echo(f"characterise {step.users:3d} users  {ok} ok in "
-                     f"{taken.end_s - taken.start_s:.0f} s")  # fmt: skip
+                     f"{taken.end_s - taken.start_s:.0f} s  {progress.closed(step)}"
+                     + ("  (recorded)" if recorded() else ""))  # fmt: skip
             else:
                 assert isinstance(step, Open)
                 taken = driver.open(step)
                 echo(f"confirm {step.rate:.4g} req/s  {taken.records.height} requests in "
-                     f"{step.duration_s:.0f} s")  # fmt: skip
+                     f"{step.duration_s:.0f} s  {progress.open(step)}"
+                     + ("  (recorded)" if recorded() else ""))  # fmt: skip
             step = search.send(taken)
     except StopIteration as stop:
         result: FastResult = stop.value
     return result
+
+
+class _FastProgress:
+    """Elapsed time and the most time left after each step (planner.limit.progress)."""
+
+    def __init__(self, config: FastConfig, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.clock = clock
+        self.started = clock()
+        self.last = self.started
+        self.rates: list[float] = []
+        self.chunks = 0
+        self.open_s: list[float] = []
+
+    def _took(self) -> float:
+        now = self.clock()
+        took, self.last = now - self.last, now
+        return took
+
+    def closed(self, step: Closed) -> str:
+        self._took()
+        steps = closed_steps_left(self.config, step.users)
+        elapsed = format_clock(self.last - self.started)
+        return f"elapsed {elapsed}  left: at most {steps} more steps, then the confirmation"
+
+    def open(self, step: Open) -> str:
+        self.open_s.append(self._took())
+        if not self.rates or self.rates[-1] != step.rate:
+            self.rates.append(step.rate)
+            self.chunks = 0
+        self.chunks += 1
+        chunks = fast_chunks_left(self.config, self.chunks, len(self.rates) - 1)
+        per_chunk_s = sum(self.open_s) / len(self.open_s)
+        left = Left(chunks, at_most=True)
+        return progress_note(self.last - self.started, left, per_chunk_s, unit="chunks")
