@@ -199,6 +199,15 @@ def instance_loads(
             r.model_copy(update={"requests": float(routed.get(r.url, 0)), "source": "router"})
             for r in rows
         ]
+    if any(r.requests is not None for r in rows):
+        # An engine creates a labelled counter at its first request: a readable instance
+        # without it, beside others that have it, finished none.
+        rows = [
+            r.model_copy(update={"requests": 0.0})
+            if r.requests is None and r.source == "metrics"
+            else r
+            for r in rows
+        ]
     loads = {r.url: _load(r) for r in rows}
     measures = {m for m, _ in (x for x in loads.values() if x is not None)}
     measure = "finished requests" if "finished requests" in measures else next(iter(measures), None)

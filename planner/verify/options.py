@@ -35,7 +35,8 @@ class VerifyOptions(BaseModel):
     )
     instances_down: int = Field(default=0, ge=0)
     routing: RouterKind = Field(
-        default="round_robin", description="capplan's routing (hosts), or the balancer's (simulated)"
+        default="round_robin",
+        description="capplan's routing (hosts), or the balancer's (simulated)",
     )
     model: str = ""
     endpoint: str = "chat"
@@ -53,7 +54,11 @@ class VerifyOptions(BaseModel):
     replay_speed: float = Field(default=1.0, gt=0)
     rules: SteadyRules = Field(
         default_factory=lambda: SteadyRules(
-            warmup_e2es=3.0, effective_requests=20.0, tail_requests=0.0, min_window_s=20.0
+            warmup_e2es=3.0,
+            window_e2es=3.0,
+            effective_requests=20.0,
+            tail_requests=0.0,
+            min_window_s=20.0,
         )
     )
     sim_repeats: int = Field(default=3, ge=1)

@@ -55,15 +55,19 @@ def _steady_state(
     )
 
 
-def _invalid(state: LevelState | None, summary: StageSummary | None) -> str | None:
+def _invalid(
+    state: LevelState | None, summary: StageSummary | None, steady: Phase | None
+) -> str | None:
     """Why the steady stage cannot be judged (None: it can). A stage that did not settle is
-    judged (it failed); one whose window was too short, or whose load was not the asked one,
-    is not a test of the plan."""
-    if summary is None or state is None:
+    judged (it failed), and so is one that missed the SLO in a window shorter than the rules
+    ask: it started from an empty fleet, the most favourable state, so a longer window could
+    only have queued more. A pass in a short window, or a load that was not the asked one, is
+    not a test of the plan."""
+    if summary is None or state is None or steady is None:
         return "the run has no steady stage (interrupted before it)"
     if summary.validity is not None and summary.validity.warnings:
         return "; ".join(summary.validity.warnings)
-    if not state.ready and state.unstable is None:
+    if not state.ready and state.unstable is None and steady.measured.meets_slo:
         return f"the steady window was too short for the steady-state rules ({state.evidence()})"
     return None
 
@@ -135,7 +139,7 @@ def _verdicts(
 ) -> Judged:
     by_role = {p.role: p for p in phases}
     steady = by_role.get("steady")
-    invalid = _invalid(state, _summary(stages, "steady"))
+    invalid = _invalid(state, _summary(stages, "steady"), steady)
     held_peak = bool(
         steady is not None and steady.measured.meets_slo and state is not None
         and state.unstable is None

@@ -82,3 +82,12 @@ def test_a_balancers_502_and_504_are_their_own_error_classes() -> None:
     )
     got = errors_by_class(gateway_classes(records))
     assert got == {"gateway_502": 1, "gateway_504": 1, "server_error": 1}  # censored: not failed
+
+
+def test_a_readable_instance_without_the_request_counter_finished_none() -> None:
+    # vLLM creates its labelled request counter at the first request: an instance taken
+    # out shows gauges only
+    idle = Series()
+    idle.add(0.0, {"vllm:num_requests_running": 0.0})
+    rows, _ = instance_loads({"http://a": _series([0, 90]), "http://b": idle}, down=["http://b"])
+    assert [(r.requests, r.share, r.flag) for r in rows] == [(90.0, 1.0, "ok"), (0.0, 0.0, "ok")]
