@@ -1,4 +1,4 @@
-"""`capplan verify`'s bad input: a clear error naming what is wrong, exit code 2, before any load."""
+"""`capplan verify`'s bad input: a clear error naming what is wrong, exit code 2, no load."""
 
 from __future__ import annotations
 
