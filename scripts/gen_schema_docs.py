@@ -28,6 +28,7 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
     from contracts.calibration import CALIBRATION_SCHEMA, CalibrationFile
     from contracts.limit import LIMIT_SCHEMA, LimitResult
     from contracts.plan import PLAN_SCHEMA, Plan
+    from contracts.verify import VERIFY_SCHEMA, Verify
     from contracts.review import REVIEW_SCHEMA, Review
     from contracts.run import RUN_SCHEMA, RunInfo, StagePlan, StageSummary
     from contracts.whatif import COMPARE_SCHEMA, WHATIF_SCHEMA, Compare, Whatif
@@ -51,6 +52,7 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
             "`capplan limit`'s answer, in its run directory.",
         ),
         ("plan.json", PLAN_SCHEMA, Plan, "`capplan plan`'s output."),
+        ("verify.json", VERIFY_SCHEMA, Verify, "`capplan verify`'s output, in its run folder."),
         ("whatif.json", WHATIF_SCHEMA, Whatif, "`capplan whatif`'s output."),
         ("compare.json", COMPARE_SCHEMA, Compare, "`capplan compare`'s output."),
         ("cal.json", CALIBRATION_SCHEMA, CalibrationFile, "`capplan calibrate`'s output."),
