@@ -170,10 +170,10 @@ FINDINGS_EN: dict[str, str] = {
     # the fleet measured behind a load balancer (planner.verify)
     "verify.holds": "n={serving} of {planned} planned instances held the SLO {slo} at the "
     "design peak of {rate:.3g} req/s (attainment {attainment:.1%}; the plan simulated "
-    "{simulated:.1%}) and recovered {recovery:.0f} s after a {burst_s:g} s burst",
+    "{sim_attainment:.1%}) and recovered {recovery:.0f} s after a {burst_s:g} s burst",
     "verify.fails_peak": "n={serving} of {planned} planned instances did NOT hold the SLO {slo} "
     "at the design peak of {rate:.3g} req/s (attainment {attainment:.1%}; the plan simulated "
-    "{simulated:.1%})",
+    "{sim_attainment:.1%})",
     "verify.fails_recovery": "n={serving} of {planned} planned instances held the SLO {slo} at "
     "the design peak of {rate:.3g} req/s but did NOT recover from a {burst_s:g} s burst",
     "verify.invalid": "the test of n={serving} of {planned} planned instances at {rate:.3g} "

@@ -28,9 +28,9 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
     from contracts.calibration import CALIBRATION_SCHEMA, CalibrationFile
     from contracts.limit import LIMIT_SCHEMA, LimitResult
     from contracts.plan import PLAN_SCHEMA, Plan
-    from contracts.verify import VERIFY_SCHEMA, Verify
     from contracts.review import REVIEW_SCHEMA, Review
     from contracts.run import RUN_SCHEMA, RunInfo, StagePlan, StageSummary
+    from contracts.verify import VERIFY_SCHEMA, Verify
     from contracts.whatif import COMPARE_SCHEMA, WHATIF_SCHEMA, Compare, Whatif
     from planner.review.config import ReviewSpec
     from profiles.model import PROFILE_SCHEMA, Profile

@@ -177,14 +177,16 @@ def verdict_finding(
 ) -> Finding:
     """The verify's one sentence as a finding (contracts.finding words it)."""
     steady = next((p for p in judged.phases if p.role == "steady"), None)
+    measured = steady.measured.attainment if steady is not None else None
+    simulated = steady.simulated.attainment if steady and steady.simulated else None
     base: dict[str, FindingValue] = {
         "serving": serving,
         "planned": planned,
         "slo": slo,
         "rate": rate_rps,
         "burst_s": burst_s,
-        "attainment": steady.measured.attainment or 0.0 if steady else 0.0,
-        "simulated": (steady.simulated.attainment or 0.0 if steady and steady.simulated else 0.0),
+        "attainment": measured or 0.0,
+        "sim_attainment": simulated or 0.0,
     }
     if judged.invalid_reason is not None:
         return Finding(key="verify.invalid", values={**base, "reason": judged.invalid_reason})

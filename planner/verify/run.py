@@ -120,11 +120,9 @@ def run_verify(
         if proxy is not None:
             proxy.stop()
     routed = proxy.router.counts() if proxy is not None else None
-    verify = _result(options, plan, profile, slo, stages, serving, down, watch, routed, target)
-    if interrupted:
-        verify = verify.model_copy(
-            update={"valid": False, "invalid_reason": "interrupted (SIGTERM or Ctrl-C)"}
-        )
+    verify = _result(
+        options, plan, profile, slo, stages, serving, down, watch, routed, target, interrupted
+    )
     write_model(options.out_dir / VERIFY_FILE, verify, "verify")
     if interrupted:
         raise KeyboardInterrupt
@@ -142,6 +140,7 @@ def _result(
     watch: InstanceWatch,
     routed: dict[str, int] | None,
     target: str,
+    interrupted: bool,
 ) -> Verify:
     routing = options.routing
     simulated = simulate_stages(
@@ -151,6 +150,8 @@ def _result(
     judged = judge_run(options.out_dir, stages, slo, options.rules, simulated)
     rows, spread = instance_loads(watch.series, _taken_out(watch, down, options), routed=routed)
     reason = judged.invalid_reason or _pool_problem(spread.flagged)
+    if interrupted:
+        reason = "interrupted (SIGTERM or Ctrl-C) before the stages ended"
     judged = Judged(**{**judged.__dict__, "invalid_reason": reason})
     rate = stages.stages[0].rate_rps
     assert rate is not None and stages.stages[1].rate_rps is not None

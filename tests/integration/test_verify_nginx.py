@@ -161,3 +161,34 @@ def test_measured_percentiles_sit_near_the_plans_simulation_at_wall_speed(
         print(f"{name}: measured {measured:.4f} s, simulated {simulated:.4f} s "
               f"({measured / simulated - 1:+.1%})")  # fmt: skip
         assert measured == pytest.approx(simulated, rel=0.15), name
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_every_request_and_writes_verify_json(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    plan_path, profile_path, _ = planned
+    out = tmp_path / "v"
+    root = Path(__file__).resolve().parents[2]
+    with emulators(3, 3.0) as urls, nginx_balancer(urls) as lb:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "capplan", "verify", "--plan", str(plan_path), "--profile",
+             str(profile_path), "--host", lb, "--time-scale", "3", "--steady-s", "60", "-o",
+             str(out)],
+            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (out / "records.parts").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)  # poll: the run's first records
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    verify = Verify.model_validate_json((out / "verify.json").read_text())
+    assert not verify.valid and verify.invalid_reason is not None
+    assert "interrupted" in verify.invalid_reason and "is not valid" in verify.sentence
+    assert json.loads((out / "run.json").read_text())["interrupted"]
+    assert read_records(out).height > 0

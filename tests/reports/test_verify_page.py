@@ -21,8 +21,10 @@ runner = CliRunner()
 
 
 def _verify(plan: Path, *, down: int, holds: bool) -> Verify:
-    measured = Figures(requests=400, attainment=0.991 if holds else 0.412, meets_slo=holds,
-                       ttft_p95_s=0.321, ttft_p99_s=0.654, tpot_p95_s=0.0432, tpot_p99_s=0.0517)  # fmt: skip
+    measured = Figures(
+        requests=400, attainment=0.991 if holds else 0.412, meets_slo=holds,
+        ttft_p95_s=0.321, ttft_p99_s=0.654, tpot_p95_s=0.0432, tpot_p99_s=0.0517,
+    )  # fmt: skip
     simulated = measured.model_copy(update={"ttft_p95_s": 0.298, "attainment": 0.995})
     stages = StagePlan(stages=[Stage(name="steady", duration_s=60, rate_rps=42.0)])
     serving = 4 - down
@@ -35,7 +37,7 @@ def _verify(plan: Path, *, down: int, holds: bool) -> Verify:
     key = "verify.holds" if holds else "verify.fails_peak"
     finding = Finding(key=key, values={"serving": serving, "planned": 4, "slo": "ttft:p95<=2s",
                       "rate": 42.0, "burst_s": 30.0, "attainment": measured.attainment,
-                      "simulated": 0.995, "recovery": 12.0})  # fmt: skip
+                      "sim_attainment": 0.995, "recovery": 12.0})  # fmt: skip
     return Verify(
         created_at="2026-12-03T15:00:00Z", capplan_version="0.1.0", plan=str(plan),
         plan_digest=sha256_of(plan), profile="p.json", profile_digest="x", target="http://lb",
