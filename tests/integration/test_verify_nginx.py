@@ -192,3 +192,28 @@ def test_sigterm_keeps_every_request_and_writes_verify_json(
     assert "interrupted" in verify.invalid_reason and "is not valid" in verify.sentence
     assert json.loads((out / "run.json").read_text())["interrupted"]
     assert read_records(out).height > 0
+
+
+@pytest.mark.slow
+def test_capplans_own_router_over_hosts_leaves_the_last_one_out(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    plan_path, profile_path, _ = planned
+    out = tmp_path / "hosts"
+    with emulators(3, 3.0) as urls:
+        result = runner.invoke(
+            app,
+            ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--hosts",
+             ",".join(urls), "--routing", "least_outstanding", "--instances-down", "1",
+             "--time-scale", "3", "--steady-s", "40", "--burst-s", "10", "--recovery-s", "40",
+             "-o", str(out)],
+        )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    verify = Verify.model_validate_json((out / "verify.json").read_text())
+    assert verify.routing == "capplan least_outstanding" and not verify.held_peak
+    counts = {r.url: r.requests for r in verify.instances}
+    assert counts[urls[2]] == 0 and all(r.source == "router" for r in verify.instances)
+    scheduled = sum(s.scheduled for s in read_stages(out))
+    # every scheduled request reached one of the two (the preflight's own request besides)
+    assert counts[urls[0]] + counts[urls[1]] == pytest.approx(scheduled, abs=2)
+    _every_request_has_a_row(out)
