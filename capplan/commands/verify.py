@@ -49,7 +49,9 @@ def register(app: typer.Typer) -> None:
     def verify(
         plan: Path = typer.Option(..., "--plan", help="plan.json (capplan plan)."),
         profile: Path = typer.Option(..., "--profile", help="The profile the plan was made on."),
-        out: Path = typer.Option(..., "-o", "--out", help="Run folder; verify.json goes in it."),
+        out: Path = typer.Option(
+            ..., "-o", "--output", "--out", help="Run folder; verify.json goes in it."
+        ),
         host: str | None = typer.Option(None, "--host", help="Base URL of your load balancer."),
         hosts: str | None = typer.Option(
             None, "--hosts", help="Comma-separated instance URLs: capplan routes itself."

@@ -375,7 +375,7 @@ ZH: dict[str, str] = {
     # the fleet-verification page (reports.pages.verify)
     "verify_answer_yes": "已于 {date} 在机队上验证：n={n} 在设计峰值下达到 SLO。",
     "verify_answer_failed": "未验证：{date} 机队上 n={n} 未达到 SLO。",
-    "verify_answer_no": "未在机队上验证（未提供 capplan verify 的结果）。",
+    "verify_answer_no": "未在机队上验证（未提供机队验证结果）。",
     "verify_heading": "机队验证",
     "verify_intro": (
         "规划的设计峰值（{rate}）经机队的负载均衡器发送，随后是突发与恢复，按 {slo} 并以上限搜索的"
@@ -403,5 +403,5 @@ ZH: dict[str, str] = {
     "verify_flag_idle": "未承接流量（被摘除？）",
     "verify_flag_not_down": "已移出但仍在服务",
     "verify_flag_unread": "无指标",
-    "digest_role_verify": "verify.json（机队验证）",
+    "digest_role_verify": "机队验证文件",
 }
