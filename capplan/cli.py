@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "worker",
     "calibrate",
     "plan",
+    "verify",
     "whatif",
     "compare",
     "report",

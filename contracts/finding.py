@@ -167,4 +167,15 @@ FINDINGS_EN: dict[str, str] = {
     "fleet.meets_with_spare": "n={instances} meets the SLO, and so does n-1={below}: the "
     "headroom and redundancy are buffer above the simulated need",
     "fleet.meets_tight": "n={instances} meets the SLO, n-1={below} does not",
+    # the fleet measured behind a load balancer (planner.verify)
+    "verify.holds": "n={serving} of {planned} planned instances held the SLO {slo} at the "
+    "design peak of {rate:.3g} req/s (attainment {attainment:.1%}; the plan simulated "
+    "{sim_attainment:.1%}) and recovered {recovery:.0f} s after a {burst_s:g} s burst",
+    "verify.fails_peak": "n={serving} of {planned} planned instances did NOT hold the SLO {slo} "
+    "at the design peak of {rate:.3g} req/s (attainment {attainment:.1%}; the plan simulated "
+    "{sim_attainment:.1%})",
+    "verify.fails_recovery": "n={serving} of {planned} planned instances held the SLO {slo} at "
+    "the design peak of {rate:.3g} req/s but did NOT recover from a {burst_s:g} s burst",
+    "verify.invalid": "the test of n={serving} of {planned} planned instances at {rate:.3g} "
+    "req/s is not valid: {reason}",
 }

@@ -9,7 +9,7 @@ is set with (a Chinese one embeds its CJK font; see `reports.fonts`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,6 +64,7 @@ def render_report(
     warn: Callable[[str], None] = warn_on_stderr,
     whatif: str | Path | None = None,
     compare: str | Path | None = None,
+    verify: Sequence[str | Path] = (),
 ) -> Path:
     """Write the capacity-baseline PDF and return its path.
 
@@ -75,7 +76,8 @@ def render_report(
     non-embedded STSong-Light, which only a broken install gets). Raises
     InputError (exit code 2 in the CLI) for a missing or malformed input, an unusable
     `cjk_font` or an unknown language. `whatif` (capplan whatif's JSON) and `compare` (capplan
-    compare's) add the "Which configuration" section before the method page.
+    compare's) add the "Which configuration" section before the method page; each `verify`
+    (capplan verify's verify.json of this plan) adds to the fleet-verification page.
     """
     from reports.data import load_inputs
     from reports.pdf import build_pdf
@@ -88,6 +90,7 @@ def render_report(
         Path(plan_path),
         previous_plan=Path(previous_plan) if previous_plan is not None else None,
         limit_path=Path(limit_path) if limit_path is not None else None,
+        verify_paths=[Path(p) for p in verify],
     )
     which = load_sections(_path(whatif), _path(compare))
     return build_pdf(inputs, Path(out_pdf), words, generated_at or datetime.now(UTC), which)

@@ -6,6 +6,7 @@ validated here; the run's timeline series come from contracts.timeline. Nothing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from contracts.rundir import (
     read_stages,
 )
 from contracts.timeline import KV_METRIC, QUEUE_METRIC, Series, Timeline, run_timeline
+from contracts.verify import VERIFY_SCHEMA, Verify
 from profiles.model import Profile, load_profile
 
 __all__ = ["KV_METRIC", "QUEUE_METRIC", "ReportInputs", "Series", "Timeline", "load_inputs"]
@@ -55,11 +57,23 @@ class ReportInputs:
     previous_path: Path | None
     timeline: Timeline | None
     digests: list[InputDigest]
+    verifies: tuple[Verify, ...] = ()  # capplan verify's tests of this plan's fleet
 
 
 def load_plan(path: Path) -> Plan:
     """Read plan.json; raises InputError naming the file and the first bad field."""
     return validate(Plan, read_json(path, "plan"), path, PLAN_SCHEMA)
+
+
+def load_verify(path: Path, plan_path: Path) -> Verify:
+    """Read verify.json; raises InputError when it is bad or verified another plan."""
+    verify = validate(Verify, read_json(path, "verify"), path, VERIFY_SCHEMA)
+    if verify.plan_digest != sha256_of(plan_path):
+        raise InputError(
+            f"{path}: verifies another plan ({verify.plan}, sha256 {verify.plan_digest[:12]}), "
+            f"not {plan_path}"
+        )
+    return verify
 
 
 def load_inputs(
@@ -69,6 +83,7 @@ def load_inputs(
     *,
     previous_plan: Path | None = None,
     limit_path: Path | None = None,
+    verify_paths: Sequence[Path] = (),
 ) -> ReportInputs:
     """Load and validate every input of a report; raises InputError on a missing or bad file."""
     if not run_dir.is_dir():
@@ -92,6 +107,8 @@ def load_inputs(
     ]
     if previous_plan is not None:
         files.append(("previous", previous_plan))
+    verifies = tuple(load_verify(p, plan_path) for p in verify_paths)
+    files += [("verify", p) for p in verify_paths]
     digests = [
         InputDigest(role=role, path=str(p), sha256=sha256_of(p)) for role, p in files if p.exists()
     ]
@@ -109,4 +126,5 @@ def load_inputs(
         previous_path=previous_plan,
         timeline=timeline,
         digests=digests,
+        verifies=verifies,
     )

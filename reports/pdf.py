@@ -28,6 +28,7 @@ from reports.pages.limit import page_limit
 from reports.pages.loadtest import page_loadtest
 from reports.pages.method import page_method
 from reports.pages.plan import page_plan
+from reports.pages.verify import page_verify
 from reports.pages.which import page_which
 from reports.pages.workload import page_workload
 from reports.which_data import WhichSection
@@ -43,6 +44,7 @@ def story(ctx: ReportContext, which: Sequence[WhichSection] = ()) -> list[Flowab
         + page_plan(ctx)
         + page_checks(ctx)
         + page_autoscale(ctx)
+        + page_verify(ctx)
         + page_which(ctx, which)
         + page_method(ctx)
         + page_appendix(ctx)

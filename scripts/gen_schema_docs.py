@@ -31,6 +31,7 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
     from contracts.review import REVIEW_SCHEMA, Review
     from contracts.run import RUN_SCHEMA, RunInfo, StagePlan, StageSummary
     from contracts.searchlog import SEARCH_SCHEMA, SearchLog
+    from contracts.verify import VERIFY_SCHEMA, Verify
     from contracts.whatif import COMPARE_SCHEMA, WHATIF_SCHEMA, Compare, Whatif
     from planner.review.config import ReviewSpec
     from profiles.model import PROFILE_SCHEMA, Profile
@@ -58,6 +59,7 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
             "`capplan limit`'s log of its search, what `--resume` continues from.",
         ),
         ("plan.json", PLAN_SCHEMA, Plan, "`capplan plan`'s output."),
+        ("verify.json", VERIFY_SCHEMA, Verify, "`capplan verify`'s output, in its run folder."),
         ("whatif.json", WHATIF_SCHEMA, Whatif, "`capplan whatif`'s output."),
         ("compare.json", COMPARE_SCHEMA, Compare, "`capplan compare`'s output."),
         ("cal.json", CALIBRATION_SCHEMA, CalibrationFile, "`capplan calibrate`'s output."),

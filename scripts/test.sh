@@ -24,6 +24,9 @@ missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 [ -d /usr/share/poppler/cMap ] || missing+=(poppler-data)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# nginx (Debian's package; run by the tests as a plain child process with its own config) is
+# the real load balancer of `capplan verify`'s integration test, which skips without it.
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||

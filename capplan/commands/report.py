@@ -56,6 +56,12 @@ def register(app: typer.Typer) -> None:
         compare: Path | None = typer.Option(
             None, "--compare", help="compare.json (capplan compare): adds 'Which configuration'."
         ),
+        verify: list[Path] = typer.Option(
+            [],
+            "--verify",
+            help="verify.json (capplan verify) of this plan; repeat for N and N-K: adds the "
+            "fleet-verification page.",
+        ),
     ) -> None:
         from reports import render_report, render_which_report
 
@@ -90,5 +96,6 @@ def register(app: typer.Typer) -> None:
             warn=warn,
             whatif=whatif,
             compare=compare,
+            verify=verify,
         )
         typer.echo(str(path))

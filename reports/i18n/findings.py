@@ -114,6 +114,16 @@ FINDINGS_ZH: dict[str, str] = {
     "fleet.meets_with_spare": "机队模拟：n={instances} 达到 SLO，n-1={below} 也达到：余量与冗余是"
     "高于模拟需求的缓冲",
     "fleet.meets_tight": "机队模拟：n={instances} 达到 SLO，n-1={below} 未达到",
+    # the fleet measured behind a load balancer (planner.verify)
+    "verify.holds": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} req/s 下达到 "
+    "SLO {slo}（达标率 {attainment:.1%}；计划模拟 {sim_attainment:.1%}），并在 {burst_s:g} "
+    "秒突发后 {recovery:.0f} 秒恢复",
+    "verify.fails_peak": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} req/s "
+    "下未达到 SLO {slo}（达标率 {attainment:.1%}；计划模拟 {sim_attainment:.1%}）",
+    "verify.fails_recovery": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} "
+    "req/s 下达到 SLO {slo}，但未能从 {burst_s:g} 秒突发中恢复",
+    "verify.invalid": "对计划 {planned} 个实例中 n={serving} 个在 {rate:.3g} req/s 下的测试无效："
+    "{reason}",
 }
 
 # Names a finding carries as values, worded in Chinese (value name -> value -> words).

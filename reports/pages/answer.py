@@ -15,6 +15,7 @@ from contracts.plan import Plan
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 from reports.pages.risks import risks_table
+from reports.pages.verify import verified_line
 
 
 def page_answer(ctx: ReportContext) -> list[Flowable]:
@@ -35,6 +36,7 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         ),
         ctx.para(ctx.t("answer_heading"), styles.h2),
         ctx.para(ctx.answer_sentence(), styles.answer),
+        ctx.para(verified_line(ctx)),
     ]
     for warning in (ctx.fleet_warning(), observed_warning(ctx)):
         if warning is not None:

@@ -30,8 +30,12 @@ SAMPLE: dict[str, FindingValue] = {
     "ms": 3.15, "base_ttft": "0.52 s", "base_tpot": "21 ms", "alt_ttft": "0.61 s",
     "alt_tpot": "18 ms", "engine": "vllm", "us": 45.0, "missed": 3.65, "minutes": 60.0,
     "limit_rps": 10.0,
+    "serving": 3, "planned": 3, "slo": "ttft:p95<=1s", "burst_s": 30.0, "attainment": 0.99,
+    "sim_attainment": 1.0, "recovery": 14.0, "reason": "the steady window was too short",
 }  # fmt: skip
-ENGLISH_BY_DESIGN = {"risk.fleet_check"}  # an old plan's verdict, stored in English only
+# an old plan's verdict, stored in English only; a verify's reason (the steady-state rules'
+# evidence, in English) inside a Chinese sentence
+ENGLISH_BY_DESIGN = {"risk.fleet_check", "verify.invalid"}
 
 
 def _sample(key: str) -> Finding:

@@ -1,0 +1,153 @@
+"""`capplan verify`: load the planned fleet behind a real load balancer (thin CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from capplan.cli import check_number, handle_errors
+from capplan.commands.shared import ApiKeyEnv, Endpoint, NoPreflight, TimeScale
+
+if TYPE_CHECKING:
+    from planner.loadtest.run import LoadTestConfig
+    from planner.verify.router import RouterKind
+
+HELP = """Measure the planned fleet behind a real load balancer: does N hold the SLO at the \
+plan's design peak, through a burst, and recover; and does N-K not?
+
+Sends the profile's traffic at the plan's design peak (steady), then --burst-factor x that \
+rate for --burst-s, then the peak again until the SLO's TTFT recovers, through --host (your \
+load balancer: a Kubernetes Service, an ingress, nginx) or through capplan's own router over \
+--hosts. The steady stage is judged by the limit search's steady-state rules and SLO \
+verdict, beside the engine model's simulation of the same stages. Each instance's \
+Prometheus /metrics (vLLM, SGLang, TGI, llama.cpp) gives the load spread. Writes \
+verify.json into -o. Exit 0: the fleet held; 1: it did not (or the test was not valid); \
+2: bad input.
+
+Examples:
+
+  capplan verify --plan plan.json --profile profile.json --host http://lb:8080 -o runs/verify-n
+
+  capplan verify --plan plan.json --profile profile.json --host http://lb:8080 \\
+      --instances http://10.0.0.1:8000,http://10.0.0.2:8000,http://10.0.0.3:8000 \\
+      --instances-down 1 -o runs/verify-n-1
+
+  capplan verify --plan plan.json --profile profile.json \\
+      --hosts http://10.0.0.1:8000,http://10.0.0.2:8000 --routing least_outstanding -o runs/v
+"""
+
+
+def _urls(text: str | None) -> list[str]:
+    return [u for u in (text or "").split(",") if u.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("verify", help=HELP)
+    @handle_errors
+    def verify(
+        plan: Path = typer.Option(..., "--plan", help="plan.json (capplan plan)."),
+        profile: Path = typer.Option(..., "--profile", help="The profile the plan was made on."),
+        out: Path = typer.Option(
+            ..., "-o", "--output", "--out", help="Run folder; verify.json goes in it."
+        ),
+        host: str | None = typer.Option(None, "--host", help="Base URL of your load balancer."),
+        hosts: str | None = typer.Option(
+            None, "--hosts", help="Comma-separated instance URLs: capplan routes itself."
+        ),
+        instances: str | None = typer.Option(
+            None,
+            "--instances",
+            help="With --host: the pool's instance URLs, comma-separated, for their /metrics.",
+        ),
+        instances_down: int = typer.Option(
+            0,
+            "--instances-down",
+            help="Instances out of the pool (N-K). With --hosts capplan leaves out the last K "
+            "listed; with --host you take them out and verify checks they take nothing.",
+        ),
+        routing: str = typer.Option(
+            "round_robin",
+            "--routing",
+            help="capplan's routing over --hosts (round_robin or least_outstanding); with "
+            "--host, the balancer's, for the simulation.",
+        ),
+        model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
+        endpoint: Endpoint = "chat",
+        api_key_env: ApiKeyEnv = None,
+        slo: str | None = typer.Option(None, "--slo", help="SLO spec (default: the plan's)."),
+        steady_s: float = typer.Option(120.0, "--steady-s", help="Steady stage at the peak."),
+        burst_s: float = typer.Option(30.0, "--burst-s", help="Burst stage length."),
+        burst_factor: float = typer.Option(2.0, "--burst-factor", help="Burst rate / peak."),
+        recovery_s: float = typer.Option(
+            120.0, "--recovery-s", help="Longest wait for the TTFT to recover after the burst."
+        ),
+        replay: Path | None = typer.Option(
+            None, "--replay", help="Request log whose arrivals the steady stage replays."
+        ),
+        replay_speed: float = typer.Option(1.0, "--replay-speed", help="Replay at N x speed."),
+        workers: int = typer.Option(0, "--workers", help="Local Locust worker processes."),
+        time_scale: TimeScale = 1.0,
+        seed: int = typer.Option(0, "--seed", help="Seed of the load and the simulation."),
+        no_preflight: NoPreflight = False,
+    ) -> None:
+        from planner.verify import VerifyOptions, run_verify
+
+        for option, value in (
+            ("--steady-s", steady_s), ("--burst-s", burst_s), ("--recovery-s", recovery_s),
+            ("--time-scale", time_scale), ("--replay-speed", replay_speed),
+        ):  # fmt: skip
+            check_number(option, value, gt=0)
+        check_number("--burst-factor", burst_factor, gt=1)
+        check_number("--instances-down", instances_down, ge=0)
+        options = VerifyOptions(
+            plan_path=plan,
+            profile_path=profile,
+            out_dir=out,
+            host=host,
+            hosts=_urls(hosts),
+            instances=_urls(instances),
+            instances_down=instances_down,
+            routing=_routing(routing),
+            model=model,
+            endpoint=endpoint,
+            api_key_env=api_key_env,
+            slo=slo,
+            steady_s=steady_s,
+            burst_s=burst_s,
+            burst_factor=burst_factor,
+            recovery_s=recovery_s,
+            replay_path=str(replay) if replay else None,
+            replay_speed=replay_speed,
+            workers=workers,
+            time_scale=time_scale,
+            seed=seed,
+        )
+        result = run_verify(
+            options,
+            echo=lambda line: typer.echo(line, err=True),
+            check_target=None if no_preflight else _check_target,
+        )
+        for flag in result.spread.flagged if result.spread else []:
+            typer.echo(f"flagged: {flag}", err=True)
+        typer.echo(result.sentence)
+        typer.echo(str(out / "verify.json"))
+        if not result.holds:
+            raise typer.Exit(1)
+
+
+def _routing(text: str) -> RouterKind:
+    from contracts.errors import ConfigError
+    from planner.verify.router import ROUTER_KINDS
+
+    for kind in ROUTER_KINDS:
+        if text == kind:
+            return kind
+    raise ConfigError(f"--routing {text!r}: expected one of {', '.join(ROUTER_KINDS)}")
+
+
+def _check_target(config: LoadTestConfig) -> str:
+    from planner.loadtest.preflight import checked_model
+
+    return checked_model(config, lambda line: typer.echo(line, err=True))

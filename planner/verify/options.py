@@ -1,0 +1,147 @@
+"""What `capplan verify` runs, validated once at the edge, and the inputs it checks first.
+
+`VerifyOptions` holds the command's choices; `load_inputs` reads the plan and the profile and
+refuses a pair that does not belong together (the plan's profile digest), an instance list
+with a duplicate or of the wrong size, and a test with no instance left to serve.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts.errors import ConfigError
+from contracts.jsonio import read_json, validate
+from contracts.plan import PLAN_SCHEMA, Plan
+from contracts.run import Stage, StagePlan
+from planner.limit.steady import SteadyRules
+from planner.verify.router import RouterKind
+from profiles.model import Profile, load_profile
+
+
+class VerifyOptions(BaseModel):
+    """One verify test: the plan's fleet less `instances_down`, at its design peak."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan_path: Path
+    profile_path: Path
+    out_dir: Path = Field(description="run directory; verify.json is written into it")
+    host: str | None = Field(default=None, description="the user's load balancer")
+    hosts: list[str] = Field(default_factory=list, description="instances capplan routes to")
+    instances: list[str] = Field(
+        default_factory=list, description="with host: the pool's instances, for their metrics"
+    )
+    instances_down: int = Field(default=0, ge=0)
+    routing: RouterKind = Field(
+        default="round_robin",
+        description="capplan's routing (hosts), or the balancer's (simulated)",
+    )
+    model: str = ""
+    endpoint: str = "chat"
+    api_key_env: str | None = None
+    slo: str | None = Field(default=None, description="default: the plan's SLO")
+    steady_s: float = Field(default=120.0, gt=0)
+    burst_s: float = Field(default=30.0, gt=0)
+    recovery_s: float = Field(default=120.0, gt=0, description="longest wait for the recovery")
+    burst_factor: float = Field(default=2.0, gt=1.0)
+    time_scale: float = Field(default=1.0, gt=0)
+    seed: int = 0
+    workers: int = Field(default=0, ge=0)
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    replay_path: str | None = None
+    replay_speed: float = Field(default=1.0, gt=0)
+    rules: SteadyRules = Field(
+        default_factory=lambda: SteadyRules(
+            warmup_e2es=3.0,
+            window_e2es=3.0,
+            effective_requests=20.0,
+            tail_requests=0.0,
+            min_window_s=20.0,
+        )
+    )
+    sim_repeats: int = Field(default=3, ge=1)
+    preflight: bool = True
+
+
+def _normalized(option: str, urls: list[str]) -> list[str]:
+    out = [u.strip().rstrip("/") for u in urls if u.strip()]
+    seen: set[str] = set()
+    for url in out:
+        if url in seen:
+            raise ConfigError(f"{option}: {url} is listed twice; each instance once")
+        seen.add(url)
+        if "://" not in url:
+            raise ConfigError(f"{option}: {url!r} is not a URL; expected http://HOST:PORT")
+    return out
+
+
+def checked(options: VerifyOptions, plan: Plan) -> VerifyOptions:
+    """`options` with its URL lists normalized; ConfigError for what cannot be tested."""
+    if (options.host is None) == (not options.hosts):
+        raise ConfigError("give either --host (your load balancer) or --hosts (the instances)")
+    hosts = _normalized("--hosts", options.hosts)
+    instances = _normalized("--instances", options.instances)
+    listed = hosts or instances
+    if listed and len(listed) != plan.instances:
+        option = "--hosts" if hosts else "--instances"
+        raise ConfigError(
+            f"{option} lists {len(listed)} instance(s); the plan has {plan.instances}: list "
+            "every planned instance (--instances-down takes some out)"
+        )
+    if options.instances_down >= plan.instances:
+        raise ConfigError(
+            f"--instances-down {options.instances_down}: the plan has {plan.instances} "
+            "instance(s); at least one must serve"
+        )
+    if options.host is not None and "://" not in options.host:
+        raise ConfigError(f"--host {options.host!r}: expected a base URL, e.g. http://HOST:PORT")
+    return options.model_copy(update={"hosts": hosts, "instances": instances})
+
+
+def load_inputs(options: VerifyOptions) -> tuple[Plan, Profile]:
+    """The plan and its profile; ConfigError when the profile is not the one it was planned on."""
+    plan = validate(Plan, read_json(options.plan_path, "plan"), options.plan_path, PLAN_SCHEMA)
+    profile = load_profile(options.profile_path)
+    if profile.digest() != plan.inputs.profile_digest:
+        raise ConfigError(
+            f"{options.profile_path} is not the profile {options.plan_path} was planned on "
+            f"(profile digest {profile.digest()[:12]}, the plan's inputs.profile_digest "
+            f"{plan.inputs.profile_digest[:12]}): give the plan's own profile"
+        )
+    return plan, profile
+
+
+def design_rate_rps(plan: Plan) -> float:
+    """The plan's design peak: the rate its fleet check simulated (peak x growth)."""
+    if plan.checks.fleet is not None:
+        return plan.checks.fleet.rate_rps
+    return plan.demand.peak_rps * plan.scenarios[0].growth
+
+
+def verify_stages(options: VerifyOptions, rate_rps: float) -> StagePlan:
+    """Steady at the design peak, the burst at `burst_factor` x, then the peak again until
+    the SLO's TTFT recovers (at most `recovery_s`); a replay's steady stage is the log."""
+    arrival = "replay" if options.replay_path else "poisson"
+    return StagePlan(
+        name="verify",
+        stages=[
+            Stage(
+                name="steady",
+                role="steady",
+                duration_s=options.steady_s,
+                rate_rps=rate_rps,
+                arrival=arrival,
+            ),
+            Stage(
+                name="burst",
+                role="burst",
+                duration_s=options.burst_s,
+                rate_rps=rate_rps * options.burst_factor,
+            ),
+            Stage(
+                name="recovery", role="recovery", duration_s=options.recovery_s, rate_rps=rate_rps
+            ),
+        ],
+    )

@@ -1,0 +1,139 @@
+"""capplan's own load balancer for `capplan verify --hosts`: a reverse proxy on 127.0.0.1.
+
+With a list of instances and no load balancer of the user's, capplan routes as the plan
+assumed: each request goes to one instance chosen round-robin or least-outstanding (fewest
+requests in flight, ties to the lowest index: the fleet simulator's rule), and its answer,
+streamed or not, is passed back chunk by chunk as it comes. One proxy in front of the load
+generator sees every request in one place, so least-outstanding counts are exact even when
+Locust runs several processes, and requests per instance are counted here, not guessed from
+metrics. An instance that cannot be reached answers 502, one that does not answer within
+the timeout 504, as a load balancer would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Literal
+
+import aiohttp
+from aiohttp import web
+
+from contracts.errors import ConfigError
+
+RouterKind = Literal["round_robin", "least_outstanding"]
+ROUTER_KINDS: tuple[RouterKind, ...] = ("round_robin", "least_outstanding")
+_HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
+)
+
+
+class Router:
+    """The proxy's choice and counts: pure bookkeeping, no I/O."""
+
+    def __init__(self, hosts: Sequence[str], kind: RouterKind) -> None:
+        if kind not in ROUTER_KINDS:
+            raise ConfigError(f"--routing {kind!r}: expected one of {', '.join(ROUTER_KINDS)}")
+        self.hosts = [h.rstrip("/") for h in hosts]
+        self.kind = kind
+        self.outstanding = [0] * len(self.hosts)
+        self.routed = [0] * len(self.hosts)
+        self._next = 0
+
+    def choose(self) -> int:
+        if self.kind == "round_robin":
+            k = self._next
+            self._next = (self._next + 1) % len(self.hosts)
+        else:
+            k = min(range(len(self.hosts)), key=lambda i: (self.outstanding[i], i))
+        self.outstanding[k] += 1
+        self.routed[k] += 1
+        return k
+
+    def done(self, k: int) -> None:
+        self.outstanding[k] -= 1
+
+    def counts(self) -> dict[str, int]:
+        return dict(zip(self.hosts, self.routed, strict=True))
+
+
+class RouterProxy:
+    """The proxy served from its own thread and event loop; `start()` returns its URL."""
+
+    def __init__(self, router: Router, *, timeout_s: float) -> None:
+        self.router = router
+        self.timeout_s = timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        assert self._session is not None
+        path = request.rel_url.path_qs
+        if path.startswith("/v1/models") or request.method == "GET":
+            k = 0  # a listing, not load: the first instance answers it, uncounted
+            counted = False
+        else:
+            k = self.router.choose()
+            counted = True
+        url = self.router.hosts[k] + path
+        headers = {h: v for h, v in request.headers.items() if h.lower() not in _HOP_HEADERS}
+        body = await request.read()
+        response: web.StreamResponse | None = None
+        try:
+            async with self._session.request(
+                request.method, url, data=body, headers=headers
+            ) as upstream:
+                response = web.StreamResponse(status=upstream.status)
+                for h, v in upstream.headers.items():
+                    if h.lower() not in _HOP_HEADERS:
+                        response.headers[h] = v
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except TimeoutError:
+            if response is not None and response.prepared:
+                return response  # cut mid-stream: the client sees the stream end early
+            return web.Response(status=504, text=f"capplan router: {url} did not answer")
+        except (aiohttp.ClientError, OSError) as err:
+            if response is not None and response.prepared:
+                return response
+            return web.Response(status=502, text=f"capplan router: {url}: {err}")
+        finally:
+            if counted:
+                self.router.done(k)
+
+    async def _start(self) -> str:
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.timeout_s)
+        connector = aiohttp.TCPConnector(limit=0)
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        return f"http://127.0.0.1:{port}"
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    def start(self) -> str:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)

@@ -1,0 +1,219 @@
+"""`capplan verify` against a real nginx in front of n emulators (and, long, of slot servers).
+
+One setup shows both outcomes: the plan computes 3 instances for a rate (the engine model's
+per-instance limit, 0 % headroom, N+0); through nginx over the 3 emulators the fleet holds the
+SLO at that rate and recovers from the burst (exit 0); with one instance out of nginx's pool
+(`--instances-down 1`), the same test fails (exit 1) and the instance taken out took nothing.
+The emulators run 3x faster than wall time so the stages fit in CI; at that speed the
+client's and nginx's wall-clock costs triple in engine time, so the percentiles against the
+plan's simulation are checked at speed 1 with CAPPLAN_LONG_TESTS=1, with the slot servers'
+queueing truth (bench.kit.queue_truth's FCFS waits, code apart from capplan's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from bench.kit.nginx_lb import nginx_balancer, nginx_binary
+from bench.kit.profiles import make_profile
+from capplan.cli import app
+from contracts.rundir import read_records, read_stages
+from contracts.verify import Verify
+from planner.emulator import emulator_subprocess
+from planner.engine import build_engine_config
+from planner.fleet.check import single_instance_limit
+from planner.slo.spec import parse_slo
+from profiles.model import save_profile
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        nginx_binary() is None,
+        reason="nginx is not installed (scripts/test.sh installs Debian's nginx package)",
+    ),
+]
+LONG = pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="minutes at wall speed: set CAPPLAN_LONG_TESTS=1",
+)
+runner = CliRunner()
+GPU, MODEL, SLO = "A10-24GB", "llama-3.1-8b", "ttft:p95<=1s"
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    folder = tmp_path_factory.mktemp("verify-nginx")
+    rng = np.random.default_rng(0)
+    pairs = [(int(rng.integers(200, 800)), int(rng.integers(40, 160))) for _ in range(200)]
+    profile = make_profile(pairs, rate_rps=2.0, peak_to_mean_10s=1.5)
+    profile_path = folder / "profile.json"
+    save_profile(profile, profile_path)
+    config = build_engine_config(GPU, MODEL)
+    limit = single_instance_limit(profile, config, parse_slo(SLO), 300.0)
+    peak = round(2.2 * limit, 2)  # 3 instances at 73 % of the limit each; 2 at 110 %
+    plan_path = folder / "plan.json"
+    result = runner.invoke(
+        app,
+        ["plan", "--profile", str(profile_path), "--limit", f"{limit}rps", "--slo", SLO,
+         "--peak-rps", str(peak), "--headroom", "0", "--redundancy", "0", "--gpu", GPU,
+         "--model", MODEL, "--fleet-span", "200", "-o", str(plan_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(plan_path.read_text())
+    assert plan["instances"] == 3
+    assert plan["checks"]["fleet"]["verdict"] == "n=3 meets the SLO, n-1=2 does not"
+    return plan_path, profile_path, plan
+
+
+@contextlib.contextmanager
+def emulators(count: int, speed: float) -> Iterator[list[str]]:
+    config = build_engine_config(GPU, MODEL)
+    with contextlib.ExitStack() as stack:
+        yield [
+            stack.enter_context(
+                emulator_subprocess(config, speed=speed, seed=k, model_name="m", stream_interval=8)
+            )
+            for k in range(count)
+        ]
+
+
+def _verify(
+    planned: tuple[Path, Path, dict],
+    out: Path,
+    lb: str,
+    urls: list[str],
+    down: int,
+    speed: float,
+    steady_s: float,
+) -> tuple[int, str, Verify]:
+    plan_path, profile_path, _ = planned
+    result = runner.invoke(
+        app,
+        ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--host", lb,
+         "--instances", ",".join(urls), "--instances-down", str(down), "--time-scale",
+         str(speed), "--steady-s", str(steady_s), "--burst-s", "10", "--recovery-s", "40",
+         "-o", str(out)],
+    )  # fmt: skip
+    verify = Verify.model_validate_json((out / "verify.json").read_text())
+    return result.exit_code, result.output, verify
+
+
+def _every_request_has_a_row(out: Path) -> None:
+    records = read_records(out)
+    for stage in read_stages(out):
+        rows = records.filter(pl.col("stage") == stage.name)
+        assert rows.height == stage.scheduled, stage.name
+    assert records["request_id"].n_unique() == records.height
+
+
+def test_the_planned_three_hold_behind_nginx_and_two_do_not(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    speed = 3.0
+    with emulators(3, speed) as urls:
+        with nginx_balancer(urls) as lb:
+            code, out, at_n = _verify(planned, tmp_path / "n", lb, urls, 0, speed, 40)
+        assert code == 0, out
+        assert "n=3 of 3 planned instances held the SLO" in out
+        with nginx_balancer(urls[:2]) as lb:  # the user took the third out of the pool
+            code, out, below = _verify(planned, tmp_path / "n-1", lb, urls, 1, speed, 40)
+    assert code == 1, out
+    assert "n=2 of 3 planned instances did NOT hold the SLO" in out
+    assert at_n.holds and at_n.valid and at_n.recovered and at_n.recovery_s is not None
+    assert not below.holds and below.valid and not below.held_peak
+    # nginx's round-robin: each of the 3 took a third; with one out, 2 took half each
+    assert at_n.spread is not None and at_n.spread.max_over_fair is not None
+    assert at_n.spread.max_over_fair < 1.1 and not at_n.spread.flagged
+    assert {r.flag for r in at_n.instances} == {"ok"}
+    shares = sorted(r.share or 0.0 for r in below.instances)
+    assert shares[0] == 0.0 and shares[1] == pytest.approx(0.5, abs=0.05)
+    assert [r.url for r in below.instances if not r.serving] == [urls[2]]
+    # the plan's own fleet check at each count is beside the measurement
+    assert {p.instances for p in at_n.plan_points} == {3}
+    assert all(not p.meets_slo for p in below.plan_points)
+    steady = next(p for p in at_n.phases if p.role == "steady")
+    assert steady.simulated is not None and steady.simulated.meets_slo
+    _every_request_has_a_row(tmp_path / "n")
+    _every_request_has_a_row(tmp_path / "n-1")
+
+
+@LONG
+def test_measured_percentiles_sit_near_the_plans_simulation_at_wall_speed(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    with emulators(3, 1.0) as urls, nginx_balancer(urls) as lb:
+        code, out, at_n = _verify(planned, tmp_path / "n", lb, urls, 0, 1.0, 60)
+    assert code == 0, out
+    steady = next(p for p in at_n.phases if p.role == "steady")
+    sim = steady.simulated
+    assert sim is not None
+    for name in ("ttft_p95_s", "ttft_p99_s", "tpot_p95_s", "tpot_p99_s"):
+        measured, simulated = getattr(steady.measured, name), getattr(sim, name)
+        print(f"{name}: measured {measured:.4f} s, simulated {simulated:.4f} s "
+              f"({measured / simulated - 1:+.1%})")  # fmt: skip
+        assert measured == pytest.approx(simulated, rel=0.15), name
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_every_request_and_writes_verify_json(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    plan_path, profile_path, _ = planned
+    out = tmp_path / "v"
+    root = Path(__file__).resolve().parents[2]
+    with emulators(3, 3.0) as urls, nginx_balancer(urls) as lb:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "capplan", "verify", "--plan", str(plan_path), "--profile",
+             str(profile_path), "--host", lb, "--time-scale", "3", "--steady-s", "60", "-o",
+             str(out)],
+            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (out / "records.parts").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)  # poll: the run's first records
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    verify = Verify.model_validate_json((out / "verify.json").read_text())
+    assert not verify.valid and verify.invalid_reason is not None
+    assert "interrupted" in verify.invalid_reason and "is not valid" in verify.sentence
+    assert json.loads((out / "run.json").read_text())["interrupted"]
+    assert read_records(out).height > 0
+
+
+@pytest.mark.slow
+def test_capplans_own_router_over_hosts_leaves_the_last_one_out(
+    planned: tuple[Path, Path, dict], tmp_path: Path
+) -> None:
+    plan_path, profile_path, _ = planned
+    out = tmp_path / "hosts"
+    with emulators(3, 3.0) as urls:
+        result = runner.invoke(
+            app,
+            ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--hosts",
+             ",".join(urls), "--routing", "least_outstanding", "--instances-down", "1",
+             "--time-scale", "3", "--steady-s", "40", "--burst-s", "10", "--recovery-s", "40",
+             "-o", str(out)],
+        )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    verify = Verify.model_validate_json((out / "verify.json").read_text())
+    assert verify.routing == "capplan least_outstanding" and not verify.held_peak
+    counts = {r.url: r.requests for r in verify.instances}
+    assert counts[urls[2]] == 0 and all(r.source == "router" for r in verify.instances)
+    scheduled = sum(s.scheduled for s in read_stages(out))
+    # every scheduled request reached one of the two (the preflight's own request besides)
+    assert counts[urls[0]] + counts[urls[1]] == pytest.approx(scheduled, abs=2)
+    _every_request_has_a_row(out)

@@ -1,0 +1,105 @@
+"""`capplan verify`'s bad input: a clear error naming what is wrong, exit code 2, no load."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.kit.profiles import make_profile
+from capplan.cli import app
+from profiles.model import save_profile
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("verify")
+    profile = folder / "profile.json"
+    save_profile(make_profile(rate_rps=3.0), profile)
+    plan = folder / "plan.json"
+    result = runner.invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", "4rps", "--peak-rps", "9",
+         "--slo", "ttft:p95<=2s", "--headroom", "0", "--redundancy", "0",
+         "--no-fleet-check", "-o", str(plan)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return plan, profile
+
+
+def _verify(planned: tuple[Path, Path], tmp_path: Path, *args: str) -> tuple[int, str]:
+    plan, profile = planned
+    argv = ["verify", "--plan", str(plan), "--profile", str(profile), "-o", str(tmp_path / "v")]
+    result = runner.invoke(app, [*argv, *args])
+    return result.exit_code, result.output
+
+
+def test_a_profile_the_plan_was_not_made_on_is_refused(
+    planned: tuple[Path, Path], tmp_path: Path
+) -> None:
+    other = tmp_path / "other.json"
+    save_profile(make_profile(rate_rps=5.0), other)
+    result = runner.invoke(
+        app,
+        ["verify", "--plan", str(planned[0]), "--profile", str(other), "--host",
+         "http://127.0.0.1:9", "-o", str(tmp_path / "v")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "is not the profile" in result.output and "profile_digest" in result.output
+
+
+def test_a_duplicate_instance_and_a_wrong_count_are_refused(
+    planned: tuple[Path, Path], tmp_path: Path
+) -> None:
+    code, out = _verify(planned, tmp_path, "--hosts", "http://127.0.0.1:1,http://127.0.0.1:1/")
+    assert code == 2 and "http://127.0.0.1:1 is listed twice" in out
+    code, out = _verify(planned, tmp_path, "--hosts", "http://127.0.0.1:1,http://127.0.0.1:2")
+    assert code == 2 and "lists 2 instance(s); the plan has 3" in out
+    code, out = _verify(planned, tmp_path, "--host", "http://127.0.0.1:1", "--instances-down", "3")
+    assert code == 2 and "at least one must serve" in out
+    code, out = _verify(planned, tmp_path)
+    assert code == 2 and "either --host" in out
+
+
+def test_an_unreachable_balancer_is_refused(planned: tuple[Path, Path], tmp_path: Path) -> None:
+    code, out = _verify(planned, tmp_path, "--host", "http://127.0.0.1:9")
+    assert code == 2, out
+    assert "http://127.0.0.1:9: the target does not answer" in out
+    assert not (tmp_path / "v" / "verify.json").exists()
+
+
+class _Only502(http.server.BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        body = b'{"error": {"message": "no live upstreams"}}'
+        self.send_response(502)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def only_5xx() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Only502)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_balancer_answering_only_5xx_is_refused(
+    planned: tuple[Path, Path], tmp_path: Path, only_5xx: str
+) -> None:
+    code, out = _verify(planned, tmp_path, "--host", only_5xx, "--model", "m")
+    assert code == 2, out
+    assert "HTTP 502" in out and "no live upstreams" in out
