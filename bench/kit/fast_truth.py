@@ -19,6 +19,7 @@ from bench.kit.fast_driver import asked_of, run_fast
 from bench.kit.queue_truth import fcfs_waits, loss_max_rate, mgc_max_rate
 from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
+from planner.limit.config import SearchConfig
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import held_answer, seeded
@@ -26,7 +27,7 @@ from planner.limit.fast.search import Characterise
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.predict import EngineProbe, simulated_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import SearchConfig, run_search
+from planner.limit.search import run_search
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile

@@ -19,9 +19,10 @@ import polars as pl
 
 from bench.kit.queue_truth import fcfs_waits
 from planner.engine import EngineRequest, build_engine_config
+from planner.limit.config import SearchConfig
 from planner.limit.predict import EngineProbe, simulated_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import SearchConfig, run_search
+from planner.limit.search import run_search
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile

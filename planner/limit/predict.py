@@ -24,9 +24,10 @@ from contracts.limit import LimitResult
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import ArrivalKind, profile_requests
+from planner.limit.config import SearchConfig
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.result import build_limit_result
-from planner.limit.search import SearchConfig, run_search
+from planner.limit.search import run_search
 from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
 from planner.slo.spec import Slo
 from profiles.model import Profile

@@ -23,6 +23,7 @@ from contracts.limit import LIMIT_FILE, LimitResult, write_limit
 from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
+from planner.limit.config import SearchConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fast_limit_result, fast_record, held_answer, seeded
@@ -33,7 +34,7 @@ from planner.limit.options import LimitOptions
 from planner.limit.probe import Probe
 from planner.limit.progress import measured_left, progress_note
 from planner.limit.result import build_limit_result
-from planner.limit.search import LevelOutcome, SearchConfig, run_search
+from planner.limit.search import LevelOutcome, run_search
 from planner.loadtest.preflight import nothing_succeeded
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
 from planner.slo.spec import format_duration, format_share

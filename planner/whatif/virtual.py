@@ -22,8 +22,9 @@ from planner.engine import EngineConfig
 from planner.fleet.sim import (
     simulator_slo_problem,
 )
+from planner.limit.config import SearchConfig
 from planner.limit.predict import EngineProbe
-from planner.limit.search import SearchConfig, SearchResult, run_search
+from planner.limit.search import SearchResult, run_search
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import Disagg, DisaggProbe

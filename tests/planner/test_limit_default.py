@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner.limit.config import SearchConfig
 from planner.limit.fast.misses import MissCurve, delays_verdict, offset_shift
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import SEEDED_GROWTH, held_answer, seeded
 from planner.limit.fast.steps import Confirmation, FastResult
-from planner.limit.search import SearchConfig, run_search
+from planner.limit.search import run_search
 from planner.slo.spec import parse_slo
 from tests.planner.test_search import Z95, CurveProbe
 

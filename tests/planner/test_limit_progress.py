@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from planner.limit.config import SearchConfig
 from planner.limit.progress import Left, format_clock, measured_left, progress_note
-from planner.limit.search import LevelOutcome, SearchConfig
+from planner.limit.search import LevelOutcome
 from planner.slo.spec import parse_slo
 from planner.slo.verdict import evaluate
 

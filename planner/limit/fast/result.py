@@ -11,12 +11,13 @@ import numpy as np
 import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
+from planner.limit.config import HELD_ANSWER, SearchConfig
 from planner.limit.fast.misses import targets
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
 from planner.limit.probe import LevelMeasurement
 from planner.limit.result import level_record
-from planner.limit.search import HELD_ANSWER, SearchConfig, judge_level
+from planner.limit.search import judge_level
 from planner.slo.spec import Slo
 
 
