@@ -98,6 +98,15 @@ def _behavior(spec: PolicySpec) -> dict[str, Any]:
     }
 
 
+def _metadata(target: Target) -> dict[str, str]:
+    return {"name": f"{target.deployment}-autoscale", "namespace": target.namespace}
+
+
+def _deployment_ref(target: Target) -> dict[str, str]:
+    """The Deployment both objects scale."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.deployment}
+
+
 def keda_scaled_object(
     spec: PolicySpec, target: Target, threshold: float, max_replicas: int
 ) -> dict[str, Any]:
@@ -106,13 +115,9 @@ def keda_scaled_object(
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": {"name": f"{target.deployment}-autoscale", "namespace": target.namespace},
+        "metadata": _metadata(target),
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": target.deployment,
-            },
+            "scaleTargetRef": _deployment_ref(target),
             "pollingInterval": int(round(spec.poll_s)),
             "cooldownPeriod": int(round(max(spec.cooldown_s, spec.window_s))),
             "minReplicaCount": spec.min_replicas,
@@ -139,13 +144,9 @@ def hpa(spec: PolicySpec, target: Target, threshold: float, max_replicas: int) -
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": f"{target.deployment}-autoscale", "namespace": target.namespace},
+        "metadata": _metadata(target),
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": target.deployment,
-            },
+            "scaleTargetRef": _deployment_ref(target),
             "minReplicas": max(1, spec.min_replicas),  # the HPA cannot scale to zero
             "maxReplicas": spec.max_replicas or max_replicas,
             "metrics": [

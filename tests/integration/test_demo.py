@@ -48,6 +48,10 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
         assert not limit.fast.adequate and "model inadequate" in limit.fast.stopped, limit.fast
     else:
         assert limit.fast.adequate, limit.fast
+        # the answer rests on measured levels below and above it (issue 47)
+        assert limit.held_load is not None and limit.failed_load is not None, limit
+        assert limit.held_load < limit.feasible_max < limit.failed_load
+        assert "held with certainty" in limit.sentence
     assert limit.time_scale == options.speed
     assert any(f"engine model {limit.prediction.feasible_max:.3g} req/s" in x for x in lines)
     assert plan.inputs.limit.value == pytest.approx(limit.feasible_max)

@@ -184,6 +184,8 @@ def _run_limit(
         app,
         [
             "limit",
+            "--method",
+            "measured",  # the measured search against the engine model's truth
             "--host",
             emulator,
             "--model",
@@ -277,5 +279,6 @@ def test_unreachable_endpoint_is_a_target_error(profile_path: Path, tmp_path: Pa
     assert not (tmp_path / "run").exists()
     result = CliRunner().invoke(app, [*args, "--no-preflight"])
     assert result.exit_code == 1, result.output
-    assert "no request of level-01 reached the endpoint" in result.output
+    # the default search's first stage is the fast search's first closed-loop step
+    assert "no request of characterise-01 reached the endpoint" in result.output
     assert "connect_refused" in result.output

@@ -42,7 +42,7 @@ def _start(url: str, profile: Path, out: Path) -> subprocess.Popen[str]:
     cmd += ["--slo", "ttft:p95<=250ms", "--start", "2", "--arrival", "constant"]
     cmd += ["--level-duration", "2", "--warmup", "0.5", "--level-requests", "10"]
     cmd += ["--effective-requests", "0", "--tail-requests", "0", "--max-level-duration", "8"]
-    cmd += ["--max-levels", "3", "--no-preflight", "-o", str(out)]
+    cmd += ["--max-levels", "3", "--no-preflight", "--method", "measured", "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 

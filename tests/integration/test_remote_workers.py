@@ -220,6 +220,7 @@ def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
     limit_args += ["--level-requests", "8", "--min-completed", "5", "-o", str(out)]
     limit_args += ["--effective-requests", "0", "--tail-requests", "0"]  # short fixed levels
     limit_args += ["--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2"]
+    limit_args += ["--method", "measured"]  # two fixed levels, each a Locust run on the workers
     master = subprocess.Popen(limit_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     workers: list[subprocess.Popen[bytes]] = []
     try:
