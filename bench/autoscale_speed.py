@@ -2,6 +2,7 @@
 model's error against the request-level simulation.
 
     python bench/autoscale_speed.py [--days 90] [--rps 40] [--keep DIR] [--check]
+        [--routing prefix_aware,round_robin]
 
 1. Builds the profile: requests per 15 s scrape drawn from bench/kit/prom_fleet.py's traffic
    pattern (diurnal, quieter weekends, weekly growth) and turned into the profile's arrivals
@@ -118,6 +119,9 @@ def main() -> None:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--check-hours", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--routing", default=None, help="also time --autoscale with --routing LIST (issue 49)"
+    )
     args = ap.parse_args()
     args.keep.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -149,6 +153,10 @@ def main() -> None:
         f"capplan plan --autoscale: {auto:6.1f} s  (the study: {auto - plain:.1f} s, "
         f"{(auto - plain) / auto:.0%} of it; goal <= 60 s on 2 cores)"
     )
+    if args.routing:
+        routed = [*cli, "--autoscale", "--routing", args.routing]
+        both = timed([*routed, "-o", str(args.keep / "routed.json")])
+        print(f"capplan plan --autoscale --routing {args.routing}: {both:6.1f} s (goal <= 60 s)")
     plan = Plan.model_validate_json((args.keep / "auto.json").read_text())
     assert plan.autoscale is not None
     for o in (plan.autoscale.static, *plan.autoscale.policies):
