@@ -130,10 +130,10 @@ def test_calibration_is_for_the_fast_search_and_a_bad_file_is_named(tmp_path: Pa
             "-o", str(tmp_path / "run"), "--no-preflight"]  # fmt: skip
     bad = tmp_path / "cal.json"
     bad.write_text('{"schema": "capplan.calibration/v1"}')
-    result = runner.invoke(app, [*base, "--calibration", str(bad)])
+    result = runner.invoke(app, [*base, "--method", "measured", "--calibration", str(bad)])
     assert result.exit_code == 2
     assert "--calibration is for --method fast" in result.output
-    result = runner.invoke(app, [*base, "--method", "fast", "--calibration", str(bad)])
+    result = runner.invoke(app, [*base, "--calibration", str(bad)])  # fast: the default
     assert result.exit_code == 2
     assert "cal.json" in result.output
     assert "Traceback" not in result.output
