@@ -58,7 +58,7 @@ class LimitOptions:
     drain_s: float | None = None
     # steady stage of --verify-burst; None: 4 levels' worth, at least 60 s
     verify_steady_s: float | None = None
-    method: Literal["measured", "fast"] = "measured"
+    method: Literal["measured", "fast"] = "fast"  # as `capplan limit --method` (issue 47)
     # the endpoint's engine (calibrated, or the emulator's): the fast search predicts with
     # it instead of characterising the server in closed loop
     engine: EngineConfig | None = None
