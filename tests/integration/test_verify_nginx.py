@@ -183,8 +183,11 @@ def test_sigterm_keeps_every_request_and_writes_verify_json(
             cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
         )  # fmt: skip
         deadline = time.monotonic() + 60
-        while not (out / "records.parts").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)  # poll: the run's first records
+        parts = out / "records.parts"
+        # poll: the run's first records written (the folder alone exists before any row: a
+        # fresh clone's CI once signalled then, and the run had nothing to keep)
+        while time.monotonic() < deadline and not any(parts.glob("part-*.msgpack")):
+            time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 128 + signal.SIGTERM
     verify = Verify.model_validate_json((out / "verify.json").read_text())
