@@ -17,8 +17,9 @@ import numpy as np
 from contracts.finding import Finding, FindingValue
 from contracts.plan import FleetCheck, FleetPoint, RouterCount
 from planner.engine import EngineConfig
+from planner.fleet.pool import FleetJob, FleetPool, Measured, workers_wanted
 from planner.fleet.routing import Routing, RoutingSettings
-from planner.fleet.sim import ROUTINGS, judge, open_loop_run, simulate_fleet
+from planner.fleet.sim import ROUTINGS, judge, open_loop_run
 from planner.fleet.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
 from planner.slo.spec import Slo
 from profiles.model import Profile
@@ -49,7 +50,9 @@ def fleet_check(
     the span runs at that multiple of the rate (the profile's 10 s peak over its planning
     peak), so the verdict includes a burst. With `count_routers`, each routing's fewest
     instances meeting the SLO is searched (`router_counts`) and the first routing is the one
-    the plan's count assumes. Raises ConfigError for a non-positive rate or duration.
+    the plan's count assumes, the only one simulated at n-1 and n+1. Points run side by side
+    on the cores when there are many requests (`planner.fleet.pool`). Raises ConfigError for
+    a non-positive rate or duration.
     """
     wall0 = time.perf_counter()
     rng = np.random.default_rng(rng_seed)
@@ -72,44 +75,46 @@ def fleet_check(
     )
     warmup_s = duration_s * warmup_frac
     points: list[FleetPoint] = []
-    simulated = 0.0
 
-    def point(size: int, routing: Routing) -> FleetPoint:
-        nonlocal simulated
-        run = simulate_fleet(requests, config, size, routing, settings)
-        simulated += run.simulated_s
-        verdict = judge(run, slo, warmup_s)
+    def reported(got: Measured) -> None:
         if progress is not None:
+            p = got.point
             progress(
-                f"fleet n={size} {routing}: attainment {verdict.attainment:.1%}, "
-                f"{'meets' if verdict.meets_slo else 'misses'} the SLO ({run.wall_s:.1f} s wall)"
+                f"fleet n={p.instances} {p.routing}: attainment {p.attainment:.1%}, "
+                f"{'meets' if p.meets_slo else 'misses'} the SLO ({got.wall_s:.1f} s wall)"
             )
-        return FleetPoint(
-            instances=size,
-            routing=routing,
-            attainment=verdict.attainment,
-            ttft_p95_s=verdict.ttft_p95_s,
-            tpot_p95_s=verdict.tpot_p95_s,
-            e2e_p95_s=verdict.e2e_p95_s,
-            meets_slo=verdict.meets_slo,
-            requests=verdict.requests,
-            prefix_hit_ratio=run.prefix_hit_ratio,
-        )
 
-    for size in sorted({max(1, instances - 1), instances, instances + 1}):
-        points.extend(point(size, routing) for routing in routings)
-    ideal = profile.prefix.ideal_hit_ratio
-    routers = router_counts(points, point, instances, routings, ideal) if count_routers else []
-    # When n+1 still fails, look further up (least-outstanding routing) for the fewest
-    # instances that meet the SLO, up to twice the plan.
-    needed = min_instances_meeting(points)
-    size = instances + 2
-    while needed is None and size <= max(2 * instances, instances + 2) and not count_routers:
-        extra = point(size, "least_outstanding")
-        points.append(extra)
-        if extra.meets_slo:
-            needed = size
-        size += 1
+    job = FleetJob(requests, config, settings, slo, warmup_s)
+    with FleetPool(job, workers_wanted(len(requests)), reported) as pool:
+
+        def point(size: int, routing: Routing) -> FleetPoint:
+            return pool.measured(size, routing).point
+
+        # Counting routers, only the assumed one needs n-1 and n+1: the others are searched
+        # from n (their hit ratio is read there) by `router_counts`.
+        base = [
+            (size, routing)
+            for size in sorted({max(1, instances - 1), instances, instances + 1})
+            for routing in (routings if size == instances or not count_routers else routings[:1])
+        ]
+        pool.prefetch(base)
+        points.extend(point(*key) for key in base)
+        ideal = profile.prefix.ideal_hit_ratio
+        routers = (
+            router_counts(points, point, instances, routings, ideal, pool.prefetch)
+            if count_routers
+            else []
+        )
+        # When n+1 still fails, look further up (least-outstanding routing) for the fewest
+        # instances that meet the SLO, up to twice the plan.
+        needed = min_instances_meeting(points)
+        size = instances + 2
+        while needed is None and size <= max(2 * instances, instances + 2) and not count_routers:
+            extra = point(size, "least_outstanding")
+            points.append(extra)
+            if extra.meets_slo:
+                needed = size
+            size += 1
     verdict = fleet_verdict(points, instances)
     return FleetCheck(
         simulated_s=duration_s,
@@ -152,31 +157,44 @@ def router_counts(
     instances: int,
     routings: Sequence[Routing],
     ideal: float | None,
+    prefetch: Callable[[list[tuple[int, Routing]]], None] | None = None,
 ) -> list[RouterCount]:
     """Each routing's fewest instances meeting the SLO, simulating more sizes as needed.
 
-    From the n-1, n and n+1 points already in `points`: while the smallest size simulated
-    meets the SLO, the next smaller one is simulated (down to 1); while none meets it, the
-    next larger one (up to 2n). New points are appended to `points`. Each hit ratio at n is
-    also given as a share of the profile's `ideal` one.
+    From the points already in `points` (n-1, n and n+1 for the assumed routing, the first;
+    n for the others): when the smallest size simulated meets the SLO, the fewest below it is
+    bisected (a fleet's attainment falls with fewer instances), trying the assumed routing's
+    answer and the size below it first, since routings mostly tie: about two simulations per
+    other routing instead of one per size. Those two are handed to `prefetch` for all the
+    other routings at once (`FleetPool.prefetch` runs them side by side). When none meets
+    the SLO, larger sizes are simulated one by one (up to 2n). New points are appended to
+    `points`. Each hit ratio at n is also given as a share of the profile's `ideal` one.
     """
     limit = max(2 * instances, instances + 2)
     out = []
+    guess: int | None = None
     for routing in routings:
 
         def mine() -> list[FleetPoint]:
             return [p for p in points if p.routing == routing]  # noqa: B023
 
-        while min_instances_meeting(mine()) == min(p.instances for p in mine()) > 1:
-            points.append(point(min(p.instances for p in mine()) - 1, routing))
+        smallest = min(p.instances for p in mine())
+        if min_instances_meeting(mine()) == smallest > 1:
+            _bisect_fewest(points, lambda n: point(n, routing), smallest, guess)  # noqa: B023
         while min_instances_meeting(mine()) is None and max(p.instances for p in mine()) < limit:
             points.append(point(max(p.instances for p in mine()) + 1, routing))
         at_n = [p.prefix_hit_ratio for p in mine() if p.instances == instances]
         hit = at_n[0] if at_n else None
+        fewest = min_instances_meeting(mine())
+        if guess is None and fewest is not None:
+            guess = fewest
+            if prefetch is not None:
+                first = min(guess, instances - 1)
+                prefetch([(size, r) for r in routings[1:] for size in (first, first - 1)])
         out.append(
             RouterCount(
                 routing=routing,
-                min_instances_meeting=min_instances_meeting(mine()),
+                min_instances_meeting=fewest,
                 searched_up_to=max(p.instances for p in mine()),
                 prefix_hit_ratio=hit,
                 ideal_share=hit / ideal if hit is not None and ideal else None,
@@ -184,6 +202,28 @@ def router_counts(
         )
     points.sort(key=lambda p: (p.instances, routings.index(p.routing)))
     return out
+
+
+def _bisect_fewest(
+    points: list[FleetPoint], at: Callable[[int], FleetPoint], meets: int, guess: int | None
+) -> None:
+    """Simulate sizes below `meets` (which meets the SLO) until the fewest meeting it is found.
+
+    0 instances fail by definition. `guess` (or the size just below `meets`, when the guess is
+    not below it) is tried first, then the size next to it on the side its outcome points
+    to; then the gap is halved. Appends each point to `points`.
+    """
+    lo, hi = 0, meets
+    probe = None if guess is None else min(guess, hi - 1)
+    while hi - lo > 1:
+        guessed = probe is not None and lo < probe < hi
+        size = probe if guessed and probe is not None else (lo + hi) // 2
+        p = at(size)
+        points.append(p)
+        if p.meets_slo:
+            hi, probe = size, (size - 1 if guessed else None)
+        else:
+            lo, probe = size, (size + 1 if guessed else None)
 
 
 def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:

@@ -10,7 +10,13 @@ from contracts.plan import FleetPoint
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine import EngineRequest, build_engine_config, simulate
-from planner.fleet.check import fleet_verdict, min_instances_meeting, single_instance_limit
+from planner.fleet.check import (
+    fleet_verdict,
+    min_instances_meeting,
+    router_counts,
+    single_instance_limit,
+)
+from planner.fleet.routing import Routing
 from planner.fleet.sim import ROUTINGS, FleetRun, judge, simulate_fleet
 from planner.slo.spec import parse_slo
 from tests.helpers.shared_data import azure_conv_profile
@@ -146,3 +152,64 @@ def test_fleet_verdicts() -> None:
     assert "does NOT meet" in verdict and "only with least_outstanding" in verdict
     none = _points({2: (False, False), 3: (False, False), 4: (False, False)})
     assert min_instances_meeting(none) is None
+
+
+@pytest.mark.parametrize("instances", [3, 8, 16, 40])
+def test_router_counts_find_each_routers_fewest_with_few_simulations(instances: int) -> None:
+    """Each router meets the SLO from a known size up (its truth here); the search must name it
+    for every router, from sizes far below the plan's n, in about two simulations per router
+    when routers tie, never more than a downward scan would take."""
+    routers: tuple[Routing, ...] = (
+        "round_robin",
+        "least_outstanding",
+        "power_of_two",
+        "session_affinity",
+    )
+    fewest = dict(zip(routers, (2, 2, 1, instances + 2), strict=True))
+    asked: list[tuple[int, str]] = []
+
+    def point(size: int, routing: Routing) -> FleetPoint:
+        asked.append((size, routing))
+        ok = size >= fewest[routing]
+        return FleetPoint(
+            instances=size,
+            routing=routing,
+            attainment=1.0 if ok else 0.5,
+            meets_slo=ok,
+            requests=100,
+        )
+
+    points = [point(n, r) for n in (instances - 1, instances, instances + 1) for r in routers]
+    first = len(asked)
+    found = router_counts(points, point, instances, routers, None)
+    assert {c.routing: c.min_instances_meeting for c in found} == fewest
+    searched = asked[first:]
+    assert len(set(searched)) == len(searched), "a size was simulated twice"
+    # round_robin bisects below n-1 (log2 n); the next three try the answer before theirs
+    # and its neighbour (2 each, session_affinity's fails at once: 1), then it scans up (1).
+    assert len(searched) <= (instances - 1).bit_length() + 2 + 2 + 1 + 1
+
+
+def test_points_from_worker_processes_equal_the_ones_simulated_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool's spawned workers replay the same requests: each point they return is the
+    point this process simulates; a worker count that is not a count is refused."""
+    from planner.fleet.pool import FleetJob, FleetPool, measure, workers_wanted
+
+    job = FleetJob(_requests(400, 0.01), CONFIG, None, parse_slo("ttft:p95<=0.5s"), 1.0)
+    keys: list[tuple[int, Routing]] = [
+        (1, "round_robin"),
+        (4, "least_outstanding"),
+        (8, "power_of_two"),
+    ]
+    with FleetPool(job, 2) as pool:
+        pool.prefetch(keys)
+        there = [pool.measured(*key).point for key in keys]
+    assert there == [measure(job, *key).point for key in keys]
+    assert len({p.attainment for p in there}) > 1  # the sizes differ: not one point thrice
+    monkeypatch.setenv("CAPPLAN_FLEET_WORKERS", "two")
+    with pytest.raises(ConfigError, match="CAPPLAN_FLEET_WORKERS='two': expected a whole"):
+        workers_wanted(10)
+    monkeypatch.setenv("CAPPLAN_FLEET_WORKERS", "1")
+    assert workers_wanted(10**6) == 1
