@@ -177,7 +177,7 @@ def bracket_verdict(answer: float | None, held: float | None, failed: float | No
         why.append("no level failed")
     elif failed <= answer or failed > BRACKET[1] * answer:
         why.append(f"failed at {failed / answer:.3f} L")
-    return "; ".join(w for w in why if w) or "bracketed"
+    return "; ".join(why) or "bracketed"
 
 
 def fresh_servers(
@@ -286,8 +286,8 @@ def main() -> None:
         "--deadline-s",
         type=float,
         default=None,
-        help="--fresh-servers: Ctrl-C each search after this many seconds (limit.json keeps "
-        "its levels so far)",
+        help="--fresh-servers: Ctrl-C each search after this many seconds (a search stopped in "
+        "its measured levels keeps them in limit.json; one stopped in its fast phase writes none)",
     )
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))

@@ -216,8 +216,8 @@ def _bisect_fewest(
     lo, hi = 0, meets
     probe = None if guess is None else min(guess, hi - 1)
     while hi - lo > 1:
-        guessed = probe is not None and lo < probe < hi
-        size = probe if guessed and probe is not None else (lo + hi) // 2
+        size = probe if probe is not None and lo < probe < hi else (lo + hi) // 2
+        guessed = size == probe
         p = at(size)
         points.append(p)
         if p.meets_slo:

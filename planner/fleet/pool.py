@@ -3,7 +3,7 @@
 Every point of a fleet check (a fleet size and a routing) replays the same requests, so the
 points are independent. `FleetPool.prefetch` simulates a batch of them on up to `workers`
 spawned processes (each given the requests once, at its start) and keeps the results;
-`FleetPool.point` returns a kept one, or simulates it here. A check with few requests runs
+`FleetPool.measured` returns a kept one, or simulates it here. A check with few requests runs
 in this process alone: starting a worker costs about a second, more than such a point.
 `CAPPLAN_FLEET_WORKERS` sets the number of workers (1: none).
 """
@@ -42,10 +42,9 @@ class FleetJob:
 
 @dataclass(frozen=True)
 class Measured:
-    """One simulated point with what the check reports of its run."""
+    """One simulated point and the wall time its simulation took (the progress line)."""
 
     point: FleetPoint
-    simulated_s: float
     wall_s: float
 
 
@@ -64,7 +63,7 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         requests=verdict.requests,
         prefix_hit_ratio=run.prefix_hit_ratio,
     )
-    return Measured(point, run.simulated_s, run.wall_s)
+    return Measured(point, run.wall_s)
 
 
 def workers_wanted(requests: int) -> int:
