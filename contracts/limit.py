@@ -146,8 +146,9 @@ class FastSearchRecord(_Model):
     )
     delay_moved_s: float | None = Field(
         default=None,
-        description="how far the model's own mean delay moves for +/-5 % of load on those "
-        "requests (for reference; the adequacy rule is delay_shift)",
+        description="no longer computed (null since 2026-12-04; earlier files keep it): how "
+        "far the model's own mean delay moved for +/-5 % of load; the adequacy rule is "
+        "delay_shift",
     )
     delay_shift: float | None = Field(
         default=None,

@@ -7,8 +7,10 @@ bisection's count; the isotonic interpolation usually needs fewer — plus one m
 each of the two deciding levels whose verdict is not yet settled, never more new levels than
 `max_levels` allows. While the bracket is open (no fail yet, or no pass yet) at least one
 more level is needed and then a narrowing from one growth step: the estimate is a lower
-bound and says so. Levels are costed at the mean wall time of the runs so far. The fast
-search's estimate is an upper bound: the chunks its level and moves have left at most.
+bound and says so. After a fast answer (`SearchConfig.answered`) two levels decide: one that
+holds just below the answer and one above it. Levels are costed at the mean wall time of the
+runs so far. The fast search's estimate is an upper bound: the chunks its level and moves
+have left at most.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ def measured_left(outcomes: Mapping[float, LevelOutcome], config: SearchConfig) 
     passes = [x for x, o in outcomes.items() if o.passed and (hi is None or x < hi)]
     lo = max(passes) if passes else None
     at_least = False
+    answered = config.answered
+    if answered is not None and lo is not None:
+        top = lo * config.growth * 1.001  # levels are snapped to 4 significant digits
+        if lo <= answered < top and (hi is None or answered < hi <= top):
+            # a fast answer held just above `lo`: the level above it decides (search.py)
+            new = 0 if hi is not None else 1
+            return Left(new + int(not outcomes[lo].settled))
+    if answered is not None and not outcomes:
+        return Left(2)  # one level below the answer, one above
     if lo is not None and hi is not None:
         new = _narrowing(hi - lo, lo, config)
     elif lo is not None:

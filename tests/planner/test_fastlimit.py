@@ -292,7 +292,7 @@ def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
         return Confirmation(
             rate=rate, chunks=2, requests=400, warmup_cut=10, bias=(0.01,), bias_se=(0.004,),
             limit=rate, low=rate * 0.97, high=rate * 1.03,
-            delay_bias_s=0.012 * rate, delay_se_s=se, delay_moved_s=0.05,
+            delay_bias_s=0.012 * rate, delay_se_s=se,
         )  # fmt: skip
 
     def result(*confirmations: Confirmation) -> FastResult:
@@ -304,7 +304,7 @@ def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
 
     config = SearchConfig(slo=parse_slo("ttft:p95<=1s"))
     record = fast_record(result(conf(3.0, 0.02), conf(4.0, 0.01)), config)
-    assert (record.delay_bias_s, record.delay_se_s, record.delay_moved_s) == (0.048, 0.01, 0.05)
+    assert (record.delay_bias_s, record.delay_se_s, record.delay_moved_s) == (0.048, 0.01, None)
     assert record.sizes == "profile"  # the sizes the model predicted on
     unknown = fast_record(result(conf(4.0, math.inf)), config)
     assert unknown.delay_se_s is None and unknown.model_dump_json()

@@ -13,7 +13,8 @@ from planner.limit.fast.misses import MissCurve, delays_verdict, offset_shift
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import SEEDED_GROWTH, held_answer, seeded
 from planner.limit.fast.steps import Confirmation, FastResult
-from planner.limit.search import run_search
+from planner.limit.progress import measured_left
+from planner.limit.search import LevelOutcome, run_search
 from planner.slo.spec import parse_slo
 from tests.planner.test_search import Z95, CurveProbe
 
@@ -131,3 +132,25 @@ def test_the_measured_levels_hold_a_right_answer_and_take_over_from_a_wrong_one(
     # within the search's 5 % tolerance of the truth, up to each level's own noise
     assert 0.9 * truth <= result.feasible_max <= 1.02 * truth
     assert 0.98 * truth <= result.infeasible_min <= 1.1 * truth
+
+
+def test_the_time_left_after_a_right_fast_answer_counts_the_two_levels_that_follow() -> None:
+    """The progress estimate (planner.limit.progress.measured_left) against the levels the
+    search really ran after each one, on the closed-form server: two levels decide a held
+    answer. Before the estimate knew `answered` it said 4+ levels here."""
+    probe = CurveProbe(np.random.default_rng(7), duration_s=60.0)
+    truth = probe.ttft_limit(1.0, Z95)
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), max_levels=12, seed=1)
+    config = seeded(config, _fast(truth, True), echo=lambda _: None)
+    estimates = [measured_left({}, config)]
+    seen: dict[float, LevelOutcome] = {}
+
+    def told(outcome: LevelOutcome) -> None:
+        seen[outcome.load] = outcome
+        estimates.append(measured_left(seen, config))
+
+    result = run_search(probe, config, on_level=told)
+    assert held_answer(result.stopped), result.stopped
+    runs = len(estimates) - 1
+    assert [e.runs for e in estimates] == [runs - i for i in range(runs + 1)]
+    assert not any(e.at_least for e in estimates)

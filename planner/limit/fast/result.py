@@ -43,7 +43,6 @@ def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
         else {},
         delay_bias_s=last.delay_bias_s if last else None,
         delay_se_s=last.delay_se_s if last and math.isfinite(last.delay_se_s) else None,
-        delay_moved_s=last.delay_moved_s if last else None,
         delay_shift=last.delay_shift if last else None,
         levels=[(c.rate, c.chunks, c.requests) for c in result.confirmations],
         slots=model.slots if model else None,

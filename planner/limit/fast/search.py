@@ -313,10 +313,10 @@ def _confirm(
     cuts = sum(p.cut for p in pairs_of)
     d_all = np.concatenate([p.diffs for p in pairs_of]) if pairs_of else np.zeros((0, count))
     seen_all = np.concatenate([p.seen for p in pairs_of]) if pairs_of else np.zeros((0, count))
-    delays = np.concatenate([p.delays_s for p in pairs_of]) if pairs_of else np.zeros((0, 2))
-    delays = delays[~np.isnan(delays[:, 0])]
-    delay_se = batch_means_se(delays[:, 0])
-    delay_bias = float(delays[:, 0].mean()) if delays.size else 0.0
+    delays = np.concatenate([p.delays_s for p in pairs_of]) if pairs_of else np.zeros(0)
+    delays = delays[~np.isnan(delays)]
+    delay_se = batch_means_se(delays)
+    delay_bias = float(delays.mean()) if delays.size else 0.0
     # the model's own miss share on the level's requests: a sample without the busy periods
     # its long run has says nothing yet about the tail
     sampled = tuple(float(np.nanmean(seen_all[:, j])) if seen_all.size else 0.0
@@ -346,7 +346,6 @@ def _confirm(
         sampled=sampled,
         delay_bias_s=delay_bias,
         delay_se_s=math.inf if delay_se is None else delay_se,
-        delay_moved_s=float(delays[:, 1].mean()) if delays.size else 0.0,
     )
 
 
@@ -368,9 +367,7 @@ class _Paired:
 
     diffs: np.ndarray  # (requests, targets): measured miss - the model's, NaN where unknown
     seen: np.ndarray  # (requests, targets): the model's own miss, NaN where unknown
-    # (requests, 2): measured delay - the model's (NaN where unknown); how far the model's
-    # moves when the arrivals come `tolerance` faster or slower (half the difference)
-    delays_s: np.ndarray
+    delays_s: np.ndarray  # (requests,): measured delay - the model's, NaN where unknown
     cut: int  # the warm-up MSER-5 cut
 
 
@@ -388,8 +385,7 @@ def _paired(
     measured miss minus the model's for the same request (NaN where either is unknown), or
     minus the model's long-run share without the correction; the model's own miss for the
     same request (NaN where either is unknown); per request, the measured delay minus the
-    model's (NaN where the measured one is unknown) and how far the model's moves with the
-    load (misses.delays_verdict); and the warm-up cut."""
+    model's (NaN where the measured one is unknown); and the warm-up cut."""
     records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
     sent = records["sent_s"].cast(pl.Float64).to_numpy()
     inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
@@ -424,15 +420,9 @@ def _paired(
         out[:, j] = np.where(known, d, np.nan)
         modelled_j = modelled.miss[keep, j].astype(float)
         seen[:, j] = np.where(measured.known[keep, j] & modelled.known[keep, j], modelled_j, np.nan)
-    measured_delay = measured_delays(records, config.slo, now_s=taken.end_s)
-    loads = [
-        model_delays(model.serve((sent - chain_start) / scale, inputs, outputs), config.slo)
-        for scale in (1.0 - config.tolerance, 1.0 + config.tolerance)
-    ]
-    delays = np.column_stack([
-        measured_delay - model_delays(served, config.slo),
-        np.where(np.isnan(measured_delay), np.nan, (loads[1] - loads[0]) / 2),
-    ])  # fmt: skip
+    delays = measured_delays(records, config.slo, now_s=taken.end_s) - model_delays(
+        served, config.slo
+    )
     return _Paired(diffs=out, seen=seen, delays_s=delays[keep], cut=cut)
 
 

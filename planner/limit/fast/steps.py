@@ -122,11 +122,9 @@ class Confirmation:
     # per target, the model's own miss share on the level's requests (its replay)
     sampled: tuple[float, ...] = ()
     # the server's delay minus the model's for the same requests (planner.limit.fast.misses
-    # `_delays`: the SLO's first latency, capped), its mean and batch-means error; and how
-    # much the model's mean delay on them moves when their load changes by `tolerance`
+    # `_delays`: the SLO's first latency, capped), its mean and batch-means error
     delay_bias_s: float = 0.0
     delay_se_s: float = math.inf
-    delay_moved_s: float = 0.0
     # how far that delay bias, as a constant offset of the model's latencies on the level's
     # requests, moves the limit (|root with it / root without - 1|); and how far the bias's
     # lower bound in magnitude (|bias| - z x error, at least 0) moves it
