@@ -50,7 +50,6 @@ from bench.kit.profiles import make_profile  # noqa: E402
 from bench.kit.real_engine import LlamaShape, build_random_llama, start_llama_server  # noqa: E402
 from bench.real_engine_prediction import PRESET_A, SLO  # noqa: E402
 from contracts.limit import load_limit  # noqa: E402
-from planner.limit.config import HELD_ANSWER  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
 
 SLOTS = 4
@@ -136,7 +135,7 @@ def fresh_row(out: Path, exit_code: int, wall_s: float) -> dict[str, object]:
     answer, held, failed = limit.feasible_max, limit.held_load, limit.failed_load
     measured = [lv for lv in limit.levels if lv.stage.startswith("level")]
     first = measured[0].load if measured else None
-    took_over = not limit.stopped.startswith(HELD_ANSWER)
+    took_over = not limit.answer_held
     row |= {
         "answer_rps": answer,
         "held_rps": held,

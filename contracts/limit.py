@@ -228,6 +228,12 @@ class LimitResult(_Model):
         description="the measured level above the answer that failed the SLO, where the server "
         "reached one (the measured search: infeasible_min)",
     )
+    answer_held: bool = Field(
+        default=False,
+        description="the fast search answered and the measured levels held its answer: "
+        "held_load passed with certainty below it and failed_load, one step above, failed "
+        "(false: the measured search answered, or an earlier file)",
+    )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(
         default="",

@@ -22,7 +22,7 @@ from planner.engine import EngineRequest, build_engine_config
 from planner.limit.config import SearchConfig
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.model import ServerModel
-from planner.limit.fast.result import held_answer, seeded
+from planner.limit.fast.result import seeded
 from planner.limit.fast.search import Characterise
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.predict import EngineProbe, simulated_records
@@ -179,11 +179,7 @@ class Default:
     levels: int  # measured levels after the fast search
     fast_s: float  # virtual seconds of load: the fast search
     measured_s: float  # and the measured levels after it
-
-    @property
-    def held(self) -> bool:
-        """The measured levels held the fast answer (no take-over)."""
-        return held_answer(self.stopped)
+    held: bool  # the measured levels held the fast answer (no take-over)
 
 
 def default(case: Case, *, seed: int) -> Default:
@@ -195,10 +191,10 @@ def default(case: Case, *, seed: int) -> Default:
     probe = _probe(case, seed=seed, rules=rules)
     search = run_search(probe, config, on_level=None)
     answer = search.feasible_max
-    if held_answer(search.stopped):
+    if search.held_answer:
         answer = config.answered
     return Default(limit=answer, fast=result, stopped=search.stopped, levels=len(search.levels),
-                   fast_s=fast_s, measured_s=probe.took_s)  # fmt: skip
+                   fast_s=fast_s, measured_s=probe.took_s, held=search.held_answer)  # fmt: skip
 
 
 VARIANTS: dict[str, Callable[[FastConfig], FastConfig]] = {

@@ -160,6 +160,7 @@ def build_limit_result(
         infeasible_min=result.infeasible_min,
         held_load=result.feasible_max,
         failed_load=result.infeasible_min,
+        answer_held=result.held_answer,
         binding=binding,
         slo=config.slo.text,
         tolerance=config.tolerance,

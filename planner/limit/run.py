@@ -26,7 +26,7 @@ from locustfiles.stages import builtin_plan
 from planner.limit.config import SearchConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
-from planner.limit.fast.result import fast_limit_result, fast_record, held_answer, seeded
+from planner.limit.fast.result import fast_limit_result, fast_record, seeded
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger, last_index
 from planner.limit.live import LocustProbe
@@ -394,7 +394,7 @@ def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitRe
     fast search's, resting on them; otherwise the measured search's, with the fast search's
     account of why it could not answer."""
     record = fast_record(fast.result, config)
-    if fast.limit is None or not held_answer(limit.stopped):
+    if fast.limit is None or not limit.answer_held:
         return limit.model_copy(update={"fast": record, "wall_s": fast.wall_s()})
     failed = limit.infeasible_min
     above = f", {failed:g} failed" if failed is not None else ", nothing above it failed"
@@ -403,6 +403,7 @@ def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitRe
             "levels": [*fast.limit.levels, *limit.levels],
             "infeasible_min": failed,
             "held_load": limit.feasible_max,
+            "answer_held": True,
             "failed_load": failed,
             "binding": limit.binding or fast.limit.binding,
             "stopped": limit.stopped,

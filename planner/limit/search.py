@@ -75,6 +75,8 @@ class SearchResult:
     feasible_max: float | None
     infeasible_min: float | None
     stopped: str = ""
+    # the levels held SearchConfig.answered between a certain pass and a fail one step apart
+    held_answer: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -358,6 +360,7 @@ def limit_search(
             feasible_max=lo,
             infeasible_min=hi,
             stopped=stopped,
+            held_answer=stopped.startswith(HELD_ANSWER),
         )
 
     try:

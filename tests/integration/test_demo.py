@@ -46,8 +46,9 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     assert limit.fast.sizes == "profile"  # the emulator counts tokens as the profile asks
     if limit.method != "fast":
         assert not limit.fast.adequate and "model inadequate" in limit.fast.stopped, limit.fast
+        assert not limit.answer_held
     else:
-        assert limit.fast.adequate, limit.fast
+        assert limit.fast.adequate and limit.answer_held, limit.fast
         # the answer rests on measured levels below and above it (issue 47)
         assert limit.held_load is not None and limit.failed_load is not None, limit
         assert limit.held_load < limit.feasible_max < limit.failed_load

@@ -316,7 +316,7 @@ def test_the_measured_search_takes_over_between_the_levels_that_held_and_missed(
     kept between the highest confirmation level on which the server met the SLO's share
     and the lowest above it on which it did not (a bias too large for the model's curve
     puts the root far below both: the demo's emulator once gave 3.9 req/s after 17.2 held
-    and 18.2 missed 12 %)."""
+    and 18.2 missed 12 %), and, where none held, at most two seeded steps below the miss."""
     from planner.limit.fast.result import fallback_start
     from planner.limit.fast.steps import Confirmation, FastResult
 
@@ -343,6 +343,9 @@ def test_the_measured_search_takes_over_between_the_levels_that_held_and_missed(
     assert fallback_start(result(30.0, missed), slo) == 18.22
     assert fallback_start(result(3.885), slo) == 3.885
     assert fallback_start(result(None, missed), slo) == 17.2  # no limit: the model's
+    # nothing held and a root far below the miss (llama.cpp, 2026-12-04: missed at 22.6,
+    # root 4.588, limit 15.24): two seeded steps below the miss, 22.6 / 1.25**2
+    assert fallback_start(result(4.588, conf(22.6, 0.01, 0.4)), slo) == pytest.approx(14.464)
 
 
 def test_a_queueing_server_that_drops_a_few_requests_under_overload_does_not_refuse() -> None:

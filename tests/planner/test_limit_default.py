@@ -11,7 +11,7 @@ import pytest
 from planner.limit.config import SearchConfig
 from planner.limit.fast.misses import MissCurve, delays_verdict, offset_shift
 from planner.limit.fast.model import ServerModel
-from planner.limit.fast.result import SEEDED_GROWTH, held_answer, seeded
+from planner.limit.fast.result import SEEDED_GROWTH, seeded
 from planner.limit.fast.steps import Confirmation, FastResult
 from planner.limit.progress import measured_left
 from planner.limit.search import LevelOutcome, run_search
@@ -121,7 +121,7 @@ def test_the_measured_levels_hold_a_right_answer_and_take_over_from_a_wrong_one(
     config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), max_levels=12, seed=1)
     config = seeded(config, _fast(share * truth, True), echo=lambda _: None)
     result = run_search(probe, config)
-    assert held_answer(result.stopped) is held, result.stopped
+    assert result.held_answer is held, result.stopped
     if held:
         above = float(f"{config.start * config.growth:.4g}")
         assert [o.load for o in result.levels] == [config.start, above]
@@ -150,7 +150,7 @@ def test_the_time_left_after_a_right_fast_answer_counts_the_two_levels_that_foll
         estimates.append(measured_left(seen, config))
 
     result = run_search(probe, config, on_level=told)
-    assert held_answer(result.stopped), result.stopped
+    assert result.held_answer, result.stopped
     runs = len(estimates) - 1
     assert [e.runs for e in estimates] == [runs - i for i in range(runs + 1)]
     assert not any(e.at_least for e in estimates)

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
-from planner.limit.config import HELD_ANSWER, SearchConfig
+from planner.limit.config import SearchConfig
 from planner.limit.fast.misses import targets
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
@@ -123,7 +123,12 @@ def fallback_start(result: FastResult, slo: Slo) -> float | None:
     misses there plus the bias) held; one that missed more did not. A bias too large for the
     model's curve puts the corrected root far below every level that held (on the demo's
     emulator, 3.9 req/s after a level at 17.2 held and one at 18.2 missed 12 %): the start
-    is kept between the highest level that held and the lowest that did not."""
+    is kept between the highest level that held and the lowest that did not. Where none
+    held, the misfit model's root is no measurement: the start is kept at most two seeded
+    steps (SEEDED_GROWTH) below the lowest level that missed. On a fresh llama.cpp server
+    (bench/limit_real_engine.py, 2026-12-04) a model that missed at 22.6 req/s put its
+    corrected root at 4.59 req/s, and the measured search climbed six levels from there to
+    a limit of 15.2."""
     start = result.limit or result.predicted
     allowed = [t.allowed for t in targets(slo)]
     held: list[float] = []
@@ -139,7 +144,10 @@ def fallback_start(result: FastResult, slo: Slo) -> float | None:
     top_held = max(held, default=0.0)
     start = max(start, top_held)
     above = [r for r in missed if r > top_held]
-    return min(start, min(above)) if above else start
+    if not above:
+        return start
+    floor = max(top_held, min(above) / SEEDED_GROWTH**2)
+    return min(max(start, floor), min(above))
 
 
 # The measured search after a fast search the model could not settle steps by this factor
@@ -175,9 +183,3 @@ def seeded(
     echo(f"fast search: {result.stopped}; the measured search takes over at {start:g} req/s "
          f"(where the fast search's levels point), {SEEDED_GROWTH:g}x a step")  # fmt: skip
     return replace(config, start=start, growth=SEEDED_GROWTH)
-
-
-def held_answer(stopped: str) -> bool:
-    """Whether the measured levels after a fast answer held it between a certain pass and a
-    fail one step apart (`seeded`; planner.limit.search says so in its `stopped`)."""
-    return stopped.startswith(HELD_ANSWER)
