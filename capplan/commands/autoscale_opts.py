@@ -17,7 +17,7 @@ from rich.table import Table
 from contracts.autoscale import AutoscaleResult
 from contracts.plan import Plan
 from planner.autoscale.attach import autoscale_plan, manifest_target
-from planner.autoscale.run import AutoscaleOptions, autoscale_options
+from planner.autoscale.run import AutoscaleOptions, autoscale_options, why_not
 from profiles.model import Profile
 
 Autoscale = Annotated[
@@ -115,6 +115,9 @@ def print_autoscale(result: AutoscaleResult, console: Console) -> None:
         )
     console.print(table)
     console.print(f"  recommended: [bold]{result.recommended}[/bold]: {result.recommended_reason}")
+    for o in result.policies:
+        if o.label != result.recommended:
+            console.print(f"  not {o.label}: {why_not(o, result)}")
     m = result.manifests
     if m is not None:
         console.print(

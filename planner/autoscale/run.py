@@ -235,6 +235,34 @@ def recommend(outcomes: list[PolicyOutcome], target: float) -> tuple[str, str]:
     )
 
 
+def why_not(policy: PolicyOutcome, result: AutoscaleResult) -> str:
+    """Why `policy` is not the recommended one, in one clause for the console: below the
+    target, or meeting it at more GPU-hours than the recommended policy. A policy that
+    scales up more than once an hour on average is said to flap, with the queue rule's
+    cause when it reads the queue: ceil(waiting / target) asks for min_replicas whenever
+    nothing waits, so it scales down between bursts and pays the cold start again."""
+    best = next((o for o in result.policies if o.label == result.recommended), None)
+    if policy.meets_target and best is not None:
+        clause = (
+            f"meets the target at {policy.cost_vs_static:.1%} of the static GPU-hours, "
+            f"{best.label} at {best.cost_vs_static:.1%}"
+        )
+    else:
+        clause = (
+            f"{policy.attainment:.1%} attainment, below the {result.target_attainment:.3g} target"
+        )
+    hours = result.horizon_s / 3600.0
+    if hours > 0 and policy.scale_ups > hours and policy.spec is not None:
+        low = policy.spec.min_replicas
+        clause += (
+            f"; it flaps: {policy.scale_ups} scale-ups in {hours:.0f} hours between {low} and "
+            f"{policy.max_instances} replicas, each paying the {result.cold_start_s:g} s cold start"
+        )
+        if policy.spec.metric == "queue":
+            clause += " (a queue target asks for the fewest replicas whenever nothing waits)"
+    return clause
+
+
 def manifest_policy(result: AutoscaleResult) -> PolicyOutcome:
     """The policy the manifests are written for: the recommended one if a metric drives it,
     else the metric-driven policy `recommend` picks among the rest.

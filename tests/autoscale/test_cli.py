@@ -61,6 +61,46 @@ def test_autoscale_writes_study_and_manifests(tmp_path: Path) -> None:
     assert keda["kind"] == "ScaledObject"
     assert keda["spec"]["triggers"][0]["metadata"]["query"] == auto.manifests.query
     assert Path(auto.manifests.hpa_path).parent == tmp_path / "plan-autoscale"
+    # each policy not recommended says why, in the policy's own figures
+    for o in auto.policies:
+        if o.label != auto.recommended:
+            assert f"not {o.label}: " in output
+            below = f"{o.attainment:.1%} attainment, below the 0.95 target"
+            cheaper = f"meets the target at {o.cost_vs_static:.1%} of the static GPU-hours"
+            assert (below if not o.meets_target else cheaper) in " ".join(output.split())
+
+
+def test_a_queue_policy_that_scales_up_more_than_hourly_is_said_to_flap() -> None:
+    """why_not on the figures bench/autoscale_speed.py --rps 10 printed (2026-12-05): the queue
+    rule went 1 -> 16 replicas 12,266 times in 2,160 hours at 49.8 % attainment; the KV
+    rule, 444 scale-ups, is not said to flap."""
+    from contracts.autoscale import AutoscaleResult, PolicyOutcome, PolicySpec
+    from planner.autoscale.run import why_not
+
+    def outcome(spec: PolicySpec, attainment: float, cost: float, ups: int) -> PolicyOutcome:
+        return PolicyOutcome(
+            label=spec.label, spec=spec, attainment=attainment, hourly_attainment=[None] * 24,
+            hourly_worst=[None] * 24, gpu_hours=cost * 100, gpu_hours_per_month=cost * 100,
+            monthly_cost_usd=cost, cost_vs_static=cost, mean_instances=4, max_instances=16,
+            scale_ups=ups, meets_target=attainment >= 0.95,
+        )  # fmt: skip
+
+    queue = outcome(PolicySpec(kind="reactive", metric="queue"), 0.498, 1.76, 12266)
+    kv = outcome(PolicySpec(kind="reactive", metric="kv"), 0.9956, 0.45, 444)
+    rate = outcome(PolicySpec(kind="rate"), 0.9956, 0.452, 2200)
+    static = outcome(PolicySpec(kind="schedule"), 1.0, 1.0, 0)
+    result = AutoscaleResult.model_construct(
+        cold_start_s=240.0, horizon_s=2160 * 3600.0, target_attainment=0.95, static=static,
+        policies=[queue, kv, rate], recommended="reactive-kv",
+    )  # fmt: skip
+    said = why_not(queue, result)
+    assert said.startswith("49.8% attainment, below the 0.95 target; it flaps: 12266 scale-ups")
+    assert "whenever nothing waits" in said
+    assert why_not(kv, result) == (
+        "meets the target at 45.0% of the static GPU-hours, reactive-kv at 45.0%"
+    )
+    flapping_rate = why_not(rate, result)
+    assert "it flaps" in flapping_rate and "nothing waits" not in flapping_rate
 
 
 def test_plan_without_autoscale_field_still_loads(tmp_path: Path) -> None:
