@@ -143,9 +143,10 @@ def _result(
     interrupted: bool,
 ) -> Verify:
     routing = options.routing
+    replay = (options.replay_path, options.replay_speed) if options.replay_path else None
     simulated = simulate_stages(
         profile, plan_engine(plan), stages, serving, routing, seed=options.seed,
-        repeats=options.sim_repeats,
+        repeats=options.sim_repeats, replay=replay,
     )  # fmt: skip
     judged = judge_run(options.out_dir, stages, slo, options.rules, simulated)
     rows, spread = instance_loads(watch.series, _taken_out(watch, down, options), routed=routed)
@@ -223,7 +224,8 @@ def _arrivals(options: VerifyOptions) -> str:
     if options.replay_path:
         return (
             f"steady stage: the log {options.replay_path} replayed at {options.replay_speed:g}x; "
-            "burst and recovery: Poisson arrivals, lengths drawn from the profile"
+            "burst and recovery: Poisson arrivals, lengths drawn from the profile (the "
+            "simulation sends the same)"
         )
     return "Poisson arrivals, lengths drawn from the profile (the simulation draws alike)"
 

@@ -3,6 +3,8 @@ gateway error classes, and the checks of its inputs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -91,3 +93,48 @@ def test_a_readable_instance_without_the_request_counter_finished_none() -> None
     idle.add(0.0, {"vllm:num_requests_running": 0.0})
     rows, _ = instance_loads({"http://a": _series([0, 90]), "http://b": idle}, down=["http://b"])
     assert [(r.requests, r.share, r.flag) for r in rows] == [(90.0, 1.0, "ok"), (0.0, 0.0, "ok")]
+
+
+def test_a_replayed_steady_stage_is_simulated_with_the_logs_own_requests(tmp_path: Path) -> None:
+    """--replay: the plan's simulation beside the measurement sends the log's arrivals (sped
+    up and cut as the load test does: counted here by hand) and its lengths; the burst and
+    recovery stay drawn from the profile. The log's prompts (4,000 tokens) are ten times the
+    profile's, so the steady stage's first tokens come later than the profile's would."""
+    from bench.kit.profiles import make_profile
+    from contracts.run import Stage, StagePlan
+    from planner.engine import build_engine_config
+    from planner.verify.options import VerifyOptions, verify_stages
+    from planner.verify.simulate import simulate_stages
+
+    log = tmp_path / "log.parquet"
+    arrivals = [0.5 * k for k in range(60)]  # 2 req/s for 30 log seconds
+    pl.DataFrame(
+        {"arrival_s": arrivals, "input_tokens": [4000] * 60, "output_tokens": [50] * 60}
+    ).write_parquet(log)
+    profile = make_profile([(400, 50)] * 50, rate_rps=4.0, peak_to_mean_10s=1.5)
+    config = build_engine_config("A10-24GB", "llama-3.1-8b")
+    stages = StagePlan(
+        name="verify",
+        stages=[
+            Stage(name="steady", role="steady", duration_s=10.0, rate_rps=4.0, arrival="replay"),
+            Stage(name="burst", role="burst", duration_s=5.0, rate_rps=8.0),
+            Stage(name="recovery", role="recovery", duration_s=5.0, rate_rps=4.0),
+        ],
+    )
+    replayed = simulate_stages(
+        profile, config, stages, 2, "round_robin", repeats=2, replay=(str(log), 2.0)
+    )
+    steady = replayed.filter(pl.col("intended_send_s") < 10.0)
+    # log seconds 0-19.5 at 2x: 40 requests at 0, 0.25, ..., 9.75 s, in each of 2 draws
+    expected = sorted([0.25 * k for k in range(40)] * 2)
+    assert steady["intended_send_s"].to_list() == pytest.approx(expected)
+    assert replayed.filter(pl.col("intended_send_s") >= 10.0).height > 0  # the burst's own
+    drawn = simulate_stages(profile, config, stages, 2, "round_robin", repeats=2)
+    drawn_steady = drawn.filter(pl.col("intended_send_s") < 10.0)
+    assert drawn_steady.height != steady.height
+    assert steady["ttft_s"].median() > 3 * drawn_steady["ttft_s"].median()
+    # the options' stages: a replay makes the steady stage's arrivals the log
+    options = VerifyOptions.model_construct(
+        replay_path=str(log), steady_s=10.0, burst_s=5.0, burst_factor=2.0, recovery_s=5.0
+    )
+    assert verify_stages(options, 4.0).stages[0].arrival == "replay"
