@@ -278,12 +278,12 @@ def run_verify(
         verify=verify,
         ttft_p95_s=steady.measured.ttft_p95_s,
         logs=logs,
-        window_perf_s=_steady_window_perf_s(out, steady.warmup_s),
+        window_perf_s=steady_window_perf_s(out, steady.warmup_s),
         wall_s=wall_s,
     )
 
 
-def _steady_window_perf_s(out: Path, warmup_s: float) -> tuple[float, float]:
+def steady_window_perf_s(out: Path, warmup_s: float) -> tuple[float, float]:
     """The judged steady window (after its warm-up) on the servers' perf_counter clock: the
     run clock is seconds since run.json's start_epoch_s, and perf_counter is the host's
     CLOCK_MONOTONIC, the same in every process here."""
