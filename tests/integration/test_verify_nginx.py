@@ -6,8 +6,9 @@ SLO at that rate and recovers from the burst (exit 0); with one instance out of 
 (`--instances-down 1`), the same test fails (exit 1) and the instance taken out took nothing.
 The emulators run 3x faster than wall time so the stages fit in CI; at that speed the
 client's and nginx's wall-clock costs triple in engine time, so the percentiles against the
-plan's simulation are checked at speed 1 with CAPPLAN_LONG_TESTS=1, with the slot servers'
-queueing truth (bench.kit.queue_truth's FCFS waits, code apart from capplan's).
+plan's simulation are checked at speed 1 with CAPPLAN_LONG_TESTS=1. The same holds against
+the slot servers' queueing truth (bench.kit.queue_truth's FCFS waits, code apart from
+capplan's) in test_verify_slots.py.
 """
 
 from __future__ import annotations
