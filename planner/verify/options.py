@@ -61,7 +61,6 @@ class VerifyOptions(BaseModel):
             min_window_s=20.0,
         )
     )
-    sim_repeats: int = Field(default=3, ge=1)
     preflight: bool = True
 
 

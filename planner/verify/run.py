@@ -18,7 +18,7 @@ from contracts.errors import ConfigError
 from contracts.jsonio import write_model
 from contracts.plan import Plan
 from contracts.run import StagePlan
-from contracts.rundir import dist_version, now_iso
+from contracts.rundir import dist_version, now_iso, read_records
 from contracts.verify import VERIFY_FILE, Verify
 from planner.loadtest.run import LoadTestConfig, check_out_dir, run_loadtest
 from planner.slo.spec import Slo, parse_slo
@@ -144,9 +144,10 @@ def _result(
 ) -> Verify:
     routing = options.routing
     replay = (options.replay_path, options.replay_speed) if options.replay_path else None
+    sent = read_records(options.out_dir)["request_id"].to_list()
     simulated = simulate_stages(
         profile, plan_engine(plan), stages, serving, routing, seed=options.seed,
-        repeats=options.sim_repeats, replay=replay,
+        replay=replay, sent=sent,
     )  # fmt: skip
     judged = judge_run(options.out_dir, stages, slo, options.rules, simulated)
     rows, spread = instance_loads(watch.series, _taken_out(watch, down, options), routed=routed)
@@ -225,9 +226,9 @@ def _arrivals(options: VerifyOptions) -> str:
         return (
             f"steady stage: the log {options.replay_path} replayed at {options.replay_speed:g}x; "
             "burst and recovery: Poisson arrivals, lengths drawn from the profile (the "
-            "simulation sends the same)"
+            "simulation sends the same requests)"
         )
-    return "Poisson arrivals, lengths drawn from the profile (the simulation draws alike)"
+    return "Poisson arrivals, lengths drawn from the profile (the simulation sends the same)"
 
 
 def _digest(path: Path) -> str:

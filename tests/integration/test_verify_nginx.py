@@ -33,7 +33,9 @@ from planner.emulator import emulator_subprocess
 from planner.engine import build_engine_config
 from planner.fleet.check import single_instance_limit
 from planner.slo.spec import parse_slo
-from profiles.model import save_profile
+from planner.verify.options import VerifyOptions, verify_stages
+from planner.verify.simulate import sent_requests
+from profiles.model import load_profile, save_profile
 
 pytestmark = [
     pytest.mark.integration,
@@ -116,6 +118,36 @@ def _every_request_has_a_row(out: Path) -> None:
     assert records["request_id"].n_unique() == records.height
 
 
+def _the_simulation_sent_what_the_run_sent(
+    planned: tuple[Path, Path, dict], out: Path, steady_s: float
+) -> None:
+    """The plan's prediction beside the measurement sends the run's own requests
+    (planner.verify.simulate.sent_requests): every record's send time from the run's first
+    stage and its answer's length are those the rebuilt schedule gives the same request id,
+    so "planned against measured" compares one traffic (the load generator here is the
+    check: Locust's driver scheduled what was recorded)."""
+    _, profile_path, plan = planned
+    stages = verify_stages(
+        VerifyOptions.model_construct(steady_s=steady_s, burst_s=10.0, burst_factor=2.0,
+                                      recovery_s=40.0, replay_path=None),
+        plan["checks"]["fleet"]["rate_rps"],
+    )  # fmt: skip
+    rebuilt = {
+        r.request_id: r
+        for r in sent_requests(
+            load_profile(profile_path), build_engine_config(GPU, MODEL), stages, seed=0
+        )  # fmt: skip
+    }
+    origin = read_stages(out)[0].start_s
+    records = read_records(out)
+    assert records.height > 100
+    for row in records.iter_rows(named=True):
+        request = rebuilt[row["request_id"]]
+        assert row["intended_send_s"] - origin == pytest.approx(request.arrival_s, abs=1e-6)
+        if row["ok"]:
+            assert row["output_tokens"] == request.max_tokens, row["request_id"]
+
+
 def test_the_planned_three_hold_behind_nginx_and_two_do_not(
     planned: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:
@@ -145,6 +177,7 @@ def test_the_planned_three_hold_behind_nginx_and_two_do_not(
     assert steady.simulated is not None and steady.simulated.meets_slo
     _every_request_has_a_row(tmp_path / "n")
     _every_request_has_a_row(tmp_path / "n-1")
+    _the_simulation_sent_what_the_run_sent(planned, tmp_path / "n", 40)
 
 
 @LONG
