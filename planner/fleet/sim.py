@@ -1,11 +1,13 @@
 """The fleet simulator: engine requests replayed in virtual time against n engine instances.
 
-One event loop runs over the arrivals and every instance's next step end (a heap); a request
-goes to an instance chosen by the router (`planner.fleet.routing`: `round_robin`,
-`least_outstanding`, `power_of_two`, `session_affinity`, `prefix_aware`) and joins that
-instance's next step. The engines are `planner.engine.Engine`, the same model the emulator
-runs in real time; the prefix-hit ratio a run reports is their own prefix caches' count
-(hit prompt tokens over queried ones), never the router's estimate.
+One event loop runs over the arrivals and every instance's next step end (a heap; for an
+instance in a decode run, `planner.engine.engine`, the run's last step end, cut back to the
+step in flight when a request is routed to it); a request goes to an instance chosen by the
+router (`planner.fleet.routing`: `round_robin`, `least_outstanding`, `power_of_two`,
+`session_affinity`, `prefix_aware`) and joins that instance's next step. The engines are
+`planner.engine.Engine`, the same model the emulator runs in real time; the prefix-hit ratio
+a run reports is their own prefix caches' count (hit prompt tokens over queried ones), never
+the router's estimate.
 `closed_loop_run` holds a number of users in flight on one instance instead. The requests come
 from `planner.fleet.traffic`.
 
@@ -15,6 +17,7 @@ empty fleet is optimistic): the same verdict the limit search gives a measured s
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time
@@ -27,7 +30,7 @@ import polars as pl
 from contracts.errors import ConfigError
 from contracts.finding import Finding
 from contracts.limit import Dimension
-from planner.engine import Engine, EngineConfig, EngineRequest, kv_capacity_blocks
+from planner.engine import Engine, EngineConfig, EngineRequest, StepResult, kv_capacity_blocks
 from planner.fleet.routing import Routing, RoutingSettings, make_router
 from planner.fleet.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from planner.slo.spec import Slo
@@ -99,18 +102,36 @@ def simulate_fleet(
     out_tokens = np.zeros(n, dtype=np.int64)
     where = np.full(n, -1, dtype=np.int64)
     outstanding = [0] * instances
-    pending: list[tuple[float, int]] = []  # (step end, instance) of instances mid-step
+    pending: list[tuple[float, int, int]] = []  # (step end, instance, entry) mid-step
     results: list[object] = [None] * instances
     steps = 0
     last_end = 0.0
 
+    # An engine in a decode run (planner.engine.engine) takes the whole run at once: its
+    # steps have no events, so only a request routed to it during them matters, and then
+    # the steps after the one in flight are given back (`cut_run`). `due` holds each
+    # instance's one live entry in `pending` (older ones are skipped).
+    runs: list[list[float]] = [[] for _ in range(instances)]
+    due = [-1] * instances
+    run_result = StepResult(start_s=0.0, duration_s=0.0, end_s=0.0, events=())
+
     def start_step(i: int, now: float) -> None:
         nonlocal steps
-        res = engines[i].step(now)
+        engine = engines[i]
+        if engine.run_steps_left():
+            ends = runs[i] = engine.take_run(now)
+            steps += len(ends)
+            results[i] = run_result
+            due[i] += 1
+            heapq.heappush(pending, (ends[-1], i, due[i]))
+            return
+        runs[i] = []
+        res = engine.step(now)
         if res.duration_s > 0:  # a step, or a wait for the engine's front end
             steps += res.batch_size > 0
             results[i] = res
-            heapq.heappush(pending, (res.end_s, i))
+            due[i] += 1
+            heapq.heappush(pending, (res.end_s, i, due[i]))
         else:
             results[i] = None  # nothing schedulable: idle until the next arrival
 
@@ -122,6 +143,16 @@ def simulate_fleet(
             now = req.arrival_s
             i = route(req, outstanding)
             engine = engines[i]
+            ends = runs[i]
+            if ends:
+                # The step in flight is the first ending at or after the arrival.
+                kept = bisect.bisect_left(ends, now) + 1
+                if kept < len(ends):
+                    engine.cut_run(kept)
+                    steps -= len(ends) - kept
+                    due[i] += 1
+                    heapq.heappush(pending, (ends[kept - 1], i, due[i]))
+                runs[i] = []
             engine.add_request(req, now)
             outstanding[i] += 1
             where[k] = i
@@ -129,8 +160,11 @@ def simulate_fleet(
             if results[i] is None:
                 start_step(i, now)
             continue
-        end, i = heapq.heappop(pending)
+        end, i, version = heapq.heappop(pending)
+        if version != due[i]:
+            continue  # a decode run cut short: its step in flight has its own entry
         last_end = end
+        runs[i] = []
         res = results[i]
         engine = engines[i]
         for ev in res.events:  # type: ignore[attr-defined]

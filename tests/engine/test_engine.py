@@ -234,3 +234,50 @@ def test_bad_requests_are_rejected() -> None:
     engine.add_request(_req(3, 10, 5), 0.0)
     with pytest.raises(InputError, match="already used"):
         engine.add_request(_req(3, 10, 5), 0.0)
+
+
+def test_decode_runs_change_no_timeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine without token events takes decode runs step by step (`simulate`, and a
+    caller stepping it) and settles them when a request arrives or its gauges are read: every
+    request gets the timeline, and the engine the gauges, that ordinary steps give, also
+    with a cache small enough to preempt, and for requests read in the middle of a run."""
+    rng = np.random.default_rng(11)
+    requests = [
+        EngineRequest(str(k), int(rng.integers(20, 2000)), int(rng.integers(1, 600)), k * 0.04)
+        for k in range(600)
+    ]
+    run_steps = 0
+    run_step = Engine._run_step
+
+    def counted(self: Engine, now_s: float) -> Any:
+        nonlocal run_steps
+        run_steps += 1
+        return run_step(self, now_s)
+
+    def run(config: EngineConfig) -> tuple[list[tuple[Any, ...]], list[Any]]:
+        engine = Engine(config, token_events=False)
+        gauges = []
+        for r in requests[:50]:
+            engine.add_request(r, 0.0)
+        now = 0.0
+        for step in range(3000):
+            now = engine.step(now).end_s
+            if step % 7 == 0:  # read in the middle of runs, now and then
+                gauges.append(engine.gauges())
+                gauges.extend(
+                    (t.output_tokens, t.last_token_s) for t in engine.timelines().values()
+                )
+        rows = [
+            (t.first_token_s, t.last_token_s, t.output_tokens, t.preemptions, t.finished_s)
+            for t in simulate(requests, config)
+        ]
+        return rows, gauges
+
+    monkeypatch.setattr(Engine, "_run_step", counted)
+    quiet = {"record_token_times": False, **NO_FRONT_END}
+    configs = [_h100(**quiet), _h100(kv_free_fraction=0.01, **quiet)]
+    with_runs = [run(c) for c in configs]
+    assert run_steps > 500
+    monkeypatch.setattr(Engine, "_start_run", lambda self: None)
+    assert [run(c) for c in configs] == with_runs
+    assert sum(row[3] for row in with_runs[1][0]) > 0  # preemptions happened

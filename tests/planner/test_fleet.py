@@ -213,3 +213,56 @@ def test_points_from_worker_processes_equal_the_ones_simulated_here(
         workers_wanted(10)
     monkeypatch.setenv("CAPPLAN_FLEET_WORKERS", "1")
     assert workers_wanted(10**6) == 1
+
+
+@pytest.mark.parametrize("kv_free_fraction", [None, 0.02])
+def test_decode_runs_give_the_fleet_a_step_by_step_engine_gives(
+    kv_free_fraction: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engines that take their decode runs at once (and give back the steps after the one
+    in flight when a request is routed to them) yield, under every router, the run that
+    engines stepping one step at a time yield, to the last bit: with shared prefixes and
+    sessions, and with a KV cache small enough to evict and preempt."""
+    from planner.engine import Engine
+    from planner.fleet.routing import ALL_ROUTINGS
+    from planner.fleet.traffic import BurstWindow, profile_requests
+    from profiles.presets import preset_profile
+
+    config = CONFIG.model_copy(update={"kv_free_fraction": kv_free_fraction})
+    requests = profile_requests(
+        preset_profile("agent"),
+        12.0,
+        40.0,
+        np.random.default_rng(5),
+        config.effective_max_model_len,
+        burst=BurstWindow(start_s=15.0, duration_s=5.0, factor=2.0),
+        block_tokens=config.block_tokens,
+    )
+    taken = cut = 0
+    take_run, cut_run = Engine.take_run, Engine.cut_run
+
+    def counted_take(self: Engine, now_s: float) -> list[float]:
+        nonlocal taken
+        ends = take_run(self, now_s)
+        taken += len(ends)
+        return ends
+
+    def counted_cut(self: Engine, steps: int) -> None:
+        nonlocal cut
+        cut += 1
+        cut_run(self, steps)
+
+    monkeypatch.setattr(Engine, "take_run", counted_take)
+    monkeypatch.setattr(Engine, "cut_run", counted_cut)
+    fast = {r: simulate_fleet(requests, config, 3, r) for r in ALL_ROUTINGS}
+    # Most steps are in runs, unless the cache is so small that requests mostly wait.
+    share = taken / sum(run.steps for run in fast.values())
+    assert share > (0.5 if kv_free_fraction is None else 0.01) and cut > 10, (share, cut)
+    monkeypatch.setattr(Engine, "_start_run", lambda self: None)
+    for routing, run in fast.items():
+        slow = simulate_fleet(requests, config, 3, routing)
+        for field in ("arrival_s", "ttft_s", "tpot_s", "e2e_s", "output_tokens", "instance"):
+            np.testing.assert_array_equal(getattr(run, field), getattr(slow, field), err_msg=field)
+        assert (run.simulated_s, run.steps) == (slow.simulated_s, slow.steps)
+        assert run.prefix_hit_tokens == slow.prefix_hit_tokens > 0
+        assert run.prefix_queried_tokens == slow.prefix_queried_tokens
