@@ -26,11 +26,9 @@ Requests generate exactly `max_tokens` tokens: the caller decides where a stream
 Decode runs: after a step, when every running request is decoding, nothing waits and no
 request would finish or need a block that is not free, the next steps are known to be plain
 decode steps of the same batch. An engine that emits no per-token events and records no
-token times (the fleet simulator's) then runs them in O(1) each (`_run_step`: the batch's
-KV tokens grow by one per request and step) and applies the tokens to the requests once,
-when anything next looks at them (`_settle`). A caller driving many engines takes a whole
-run at once (`take_run`) and gives back the steps after the one in flight when a request
-reaches the engine (`cut_run`). The steps, their times and every request's timeline are the
+token times (the fleet simulator's) then runs them in O(1) each and applies the tokens to
+the requests once, when anything next looks at them (`Engine.runs`,
+planner.engine.decode_run). The steps, their times and every request's timeline are the
 same as step by step, to the bit (tests/engine/test_engine.py, tests/planner/test_fleet.py).
 """
 
@@ -42,6 +40,7 @@ from collections.abc import Sequence
 from contracts.errors import InputError
 from planner.engine.admission import Admission
 from planner.engine.batch import LiveRequest, StepBatch
+from planner.engine.decode_run import DecodeRuns
 from planner.engine.frontend import FrontEnd
 from planner.engine.kv import BlockPool
 from planner.engine.requests import (
@@ -94,14 +93,8 @@ class Engine:
         self._spec_k = config.spec_draft_tokens
         self._spec_gain = config.spec_tokens_per_step
         # Decode runs (the module's docstring): only where no caller sees per-step state.
-        self._runs = not token_events and not self._record and not self._spec_k
-        self._runs = self._runs and self._group == 1
-        self._run_left = 0  # decode-only steps the run may still take in O(1)
-        self._run_done = 0  # steps taken in the run, not yet applied to the requests
-        self._run_batch = 0  # the run's batch size
-        self._run_kv0 = 0  # the batch's computed tokens when the run began
-        self._run_end_s = 0.0  # the end of the run's last step
-        self._run_taken: list[float] = []  # the step ends the last take_run returned
+        self.runs = DecodeRuns(self)
+        self._runs_on = not (token_events or self._record or self._spec_k or self._group != 1)
 
     # ------------------------------------------------------------------ requests in and out
 
@@ -111,7 +104,7 @@ class Engine:
         Raises InputError for a duplicate id, non-positive lengths, min_tokens > max_tokens,
         or prompt + max_tokens beyond the engine's max model length.
         """
-        self._end_run()
+        self.runs.end()
         rid = request.request_id
         if rid in self._timelines:
             raise InputError(f"request id {rid!r} already used")
@@ -127,7 +120,7 @@ class Engine:
 
     def abort(self, request_id: str, now_s: float) -> None:
         """Cancel a live request and free its blocks (unknown or finished ids are ignored)."""
-        self._end_run()
+        self.runs.end()
         r = self._live.pop(request_id, None)
         if r is None:
             return
@@ -146,13 +139,13 @@ class Engine:
 
     def timeline(self, request_id: str) -> RequestTimeline:
         """The timeline of a request ever added. Raises KeyError for an unknown id."""
-        if self._run_done:
-            self._settle()
+        if self.runs.done:
+            self.runs.settle()
         return self._timelines[request_id]
 
     def timelines(self) -> dict[str, RequestTimeline]:
         """Every request's timeline, by id, in order of addition."""
-        self._settle()
+        self.runs.settle()
         return self._timelines
 
     def forget(self, request_id: str) -> None:
@@ -161,7 +154,7 @@ class Engine:
             self._timelines.pop(request_id, None)
 
     def gauges(self) -> EngineGauges:
-        self._settle()
+        self.runs.settle()
         pool = self._pool
         total = pool.num_blocks
         used = pool.used_blocks
@@ -188,10 +181,10 @@ class Engine:
         alone; under multi-step scheduling (`scheduler_steps` N) waiting requests join only
         between groups of N decode-only steps, and a decode-only step pays the per-request
         CPU cost over N (it is spent once a group)."""
-        if self._run_left:
-            return self._run_step(now_s)
-        if self._run_done:
-            self._settle()
+        if self.runs.left:
+            return self.runs.step(now_s)
+        if self.runs.done:
+            self.runs.settle()
         if self._frontend is not None:
             self._frontend.leave(now_s, self._waiting)
         batch = StepBatch(self.config.max_num_batched_tokens)
@@ -223,8 +216,8 @@ class Engine:
         end = now_s + duration
         group_end = self._group == 1 or self._decode_streak % self._group == 0
         self._advance(batch, end, group_end)
-        if self._runs and not batch.preempted:
-            self._start_run()
+        if self._runs_on and not batch.preempted:
+            self.runs.start()
         prefill = batch.prefill_tokens
         return StepResult(
             start_s=now_s,
@@ -235,131 +228,6 @@ class Engine:
             decode_tokens=batch.tokens - prefill,
             batch_size=len(batch.scheduled),
         )
-
-    # ------------------------------------------------------------------ decode runs
-
-    def _start_run(self) -> None:
-        """After a step: let the next steps run as a decode run when they are sure to be
-        decode-only steps of the running batch (nothing waiting or in the front end, every
-        running request past its first token and computed up to its last, none finishing
-        before the last of them, and the blocks they grow into free)."""
-        running = self._running
-        if self._waiting or not running:
-            return
-        if self._frontend is not None and self._frontend.next_ready_s() is not None:
-            return
-        m = len(running)
-        if m > self.config.max_num_batched_tokens:
-            return
-        # The step where a request reaches its target finishes it: a step like any other.
-        left = min([r.target - r.tokens for r in running]) - 1
-        if left < 1:
-            return
-        bt = self._bt
-        kv0 = need = 0
-        for r in running:
-            c = r.computed
-            if r.tokens - c != 1 or r.tokens <= r.prompt or r.registering or r.riding:
-                return
-            kv0 += c
-            if c + left > r.cap:
-                need += -(-(c + left) // bt) - r.holding.blocks
-        if need > self._pool.free_blocks:
-            return
-        self._run_left = left
-        self._run_batch = m
-        self._run_kv0 = kv0
-
-    def run_steps_left(self) -> int:
-        """Steps the current decode run may still take (0: the next step is an ordinary one)."""
-        return self._run_left
-
-    def take_run(self, now_s: float) -> list[float]:
-        """Take every step left in the decode run, the first starting at `now_s`, each at
-        the end of the one before; the ends of those steps (empty when not in a run).
-
-        Their results are what `step` returns for them one by one (no events). A caller
-        that learns of a request arriving during one of them keeps the steps up to it
-        (`cut_run`) before adding the request."""
-        left = self._run_left
-        m = self._run_batch
-        fm = float(m)
-        kv = self._run_kv0 + m * self._run_done
-        step_time = self.step_time_s
-        ends: list[float] = []
-        end = now_s
-        for _ in range(left):
-            kv += m
-            end = end + step_time(m, float(kv), kv, fm, 0, decode_pairs=float(kv))
-            ends.append(end)
-        self._run_left = 0
-        if ends:
-            self._run_done += left
-            self._run_end_s = end
-            self._generation_total += m * left
-            self._decode_streak += left
-        self._run_taken = ends
-        return ends
-
-    def cut_run(self, steps: int) -> None:
-        """Keep only the first `steps` (>= 1) of the steps the last `take_run` took (before
-        anything reads the requests or gauges)."""
-        taken = self._run_taken
-        dropped = len(taken) - steps
-        if dropped <= 0 or steps < 1:
-            return
-        self._run_done -= dropped
-        self._run_end_s = taken[steps - 1]
-        self._generation_total -= self._run_batch * dropped
-        self._decode_streak -= dropped
-        self._run_taken = taken[:steps]
-
-    def _end_run(self) -> None:
-        """Settle the decode run and end it: a request comes or goes."""
-        self._settle()
-        self._run_left = 0
-
-    def _run_step(self, now_s: float) -> StepResult:
-        """One step of a decode run: what `step` computes for it, without the requests.
-
-        Each request decodes one token over its context, so the step reads (and its
-        attention pairs number) the batch's computed tokens plus one per request and step.
-        """
-        self._run_left -= 1
-        self._run_done += 1
-        m = self._run_batch
-        kv = self._run_kv0 + m * self._run_done
-        self._decode_streak += 1
-        duration = self.step_time_s(m, float(kv), kv, float(m), 0, decode_pairs=float(kv))
-        end = now_s + duration
-        self._run_end_s = end
-        self._generation_total += m
-        return StepResult(
-            start_s=now_s, duration_s=duration, end_s=end, events=(), decode_tokens=m, batch_size=m
-        )
-
-    def _settle(self) -> None:
-        """Apply the decode run's steps taken so far to the running requests: their tokens,
-        their last token's time and the blocks they grew into (free when the run began, and
-        counted for all its steps). The run goes on from there."""
-        k = self._run_done
-        if not k:
-            return
-        self._run_done = 0
-        self._run_kv0 += self._run_batch * k
-        end = self._run_end_s
-        bt = self._bt
-        pool = self._pool
-        for r in self._running:
-            c = r.computed + k
-            r.computed = c
-            r.tokens += k
-            tl = r.tl
-            tl.output_tokens += k
-            tl.last_token_s = end
-            if c > r.cap:
-                pool.allocate(r.holding, -(-c // bt) - r.holding.blocks)
-                r.cap = r.holding.blocks * bt
 
     # ------------------------------------------------------------------ the step's phases
 
@@ -465,7 +333,7 @@ class Engine:
                 continue  # a prefill chunk that does not reach the end of the prompt
             if r.tokens == r.prompt:
                 prompt_total += r.prompt
-            n = 1 if v == q else self._accepted(r, v)
+            n = 1 if v == q else _accepted(r, v, self._spec_gain)
             r.tokens += n
             generated += n
             tl = r.tl
@@ -491,22 +359,22 @@ class Engine:
         self._prompt_total += prompt_total
         self._generation_total += generated
 
-    def _accepted(self, r: LiveRequest, verified: int) -> int:
-        """Tokens a speculative decode of `r` emits: accepted drafts plus the target's
-        token, in expectation; the fractional part carries to the next step so the mean
-        rate is exact."""
-        credit = r.spec_credit + self._spec_gain
-        n = min(int(credit), verified, r.target - r.tokens)
-        r.spec_credit = credit - int(credit)
-        r.computed += n - 1
-        return n
-
     def _finish(self, r: LiveRequest, end_s: float, events: list[TokenEvent]) -> None:
         r.tl.finished_s = end_s
         self._pool.free(r.holding)
         del self._live[r.id]
         self._finished += 1
         events.append(TokenEvent(r.id, "finished", end_s, 0))
+
+
+def _accepted(r: LiveRequest, verified: int, spec_gain: float) -> int:
+    """Tokens a speculative decode of `r` emits: accepted drafts plus the target's token, in
+    expectation; the fractional part carries to the next step so the mean rate is exact."""
+    credit = r.spec_credit + spec_gain
+    n = min(int(credit), verified, r.target - r.tokens)
+    r.spec_credit = credit - int(credit)
+    r.computed += n - 1
+    return n
 
 
 def simulate(requests: Sequence[EngineRequest], config: EngineConfig) -> list[RequestTimeline]:

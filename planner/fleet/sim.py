@@ -109,7 +109,7 @@ def simulate_fleet(
 
     # An engine in a decode run (planner.engine.engine) takes the whole run at once: its
     # steps have no events, so only a request routed to it during them matters, and then
-    # the steps after the one in flight are given back (`cut_run`). `due` holds each
+    # the steps after the one in flight are given back (`DecodeRuns.cut`). `due` holds each
     # instance's one live entry in `pending` (older ones are skipped).
     runs: list[list[float]] = [[] for _ in range(instances)]
     due = [-1] * instances
@@ -118,8 +118,8 @@ def simulate_fleet(
     def start_step(i: int, now: float) -> None:
         nonlocal steps
         engine = engines[i]
-        if engine.run_steps_left():
-            ends = runs[i] = engine.take_run(now)
+        if engine.runs.left:
+            ends = runs[i] = engine.runs.take(now)
             steps += len(ends)
             results[i] = run_result
             due[i] += 1
@@ -148,7 +148,7 @@ def simulate_fleet(
                 # The step in flight is the first ending at or after the arrival.
                 kept = bisect.bisect_left(ends, now) + 1
                 if kept < len(ends):
-                    engine.cut_run(kept)
+                    engine.runs.cut(kept)
                     steps -= len(ends) - kept
                     due[i] += 1
                     heapq.heappush(pending, (ends[kept - 1], i, due[i]))

@@ -16,6 +16,7 @@ from planner.engine import (
     kv_capacity_tokens,
     simulate,
 )
+from planner.engine.decode_run import DecodeRuns
 from profiles.tokenize import chained_block_hashes
 
 # The scheduler's own behaviour, without the front-end queue in front of it
@@ -247,9 +248,9 @@ def test_decode_runs_change_no_timeline(monkeypatch: pytest.MonkeyPatch) -> None
         for k in range(600)
     ]
     run_steps = 0
-    run_step = Engine._run_step
+    run_step = DecodeRuns.step
 
-    def counted(self: Engine, now_s: float) -> Any:
+    def counted(self: DecodeRuns, now_s: float) -> Any:
         nonlocal run_steps
         run_steps += 1
         return run_step(self, now_s)
@@ -273,11 +274,11 @@ def test_decode_runs_change_no_timeline(monkeypatch: pytest.MonkeyPatch) -> None
         ]
         return rows, gauges
 
-    monkeypatch.setattr(Engine, "_run_step", counted)
+    monkeypatch.setattr(DecodeRuns, "step", counted)
     quiet = {"record_token_times": False, **NO_FRONT_END}
     configs = [_h100(**quiet), _h100(kv_free_fraction=0.01, **quiet)]
     with_runs = [run(c) for c in configs]
     assert run_steps > 500
-    monkeypatch.setattr(Engine, "_start_run", lambda self: None)
+    monkeypatch.setattr(DecodeRuns, "start", lambda self: None)
     assert [run(c) for c in configs] == with_runs
     assert sum(row[3] for row in with_runs[1][0]) > 0  # preemptions happened

@@ -223,7 +223,7 @@ def test_decode_runs_give_the_fleet_a_step_by_step_engine_gives(
     in flight when a request is routed to them) yield, under every router, the run that
     engines stepping one step at a time yield, to the last bit: with shared prefixes and
     sessions, and with a KV cache small enough to evict and preempt."""
-    from planner.engine import Engine
+    from planner.engine.decode_run import DecodeRuns
     from planner.fleet.routing import ALL_ROUTINGS
     from planner.fleet.traffic import BurstWindow, profile_requests
     from profiles.presets import preset_profile
@@ -239,26 +239,26 @@ def test_decode_runs_give_the_fleet_a_step_by_step_engine_gives(
         block_tokens=config.block_tokens,
     )
     taken = cut = 0
-    take_run, cut_run = Engine.take_run, Engine.cut_run
+    take_run, cut_run = DecodeRuns.take, DecodeRuns.cut
 
-    def counted_take(self: Engine, now_s: float) -> list[float]:
+    def counted_take(self: DecodeRuns, now_s: float) -> list[float]:
         nonlocal taken
         ends = take_run(self, now_s)
         taken += len(ends)
         return ends
 
-    def counted_cut(self: Engine, steps: int) -> None:
+    def counted_cut(self: DecodeRuns, steps: int) -> None:
         nonlocal cut
         cut += 1
         cut_run(self, steps)
 
-    monkeypatch.setattr(Engine, "take_run", counted_take)
-    monkeypatch.setattr(Engine, "cut_run", counted_cut)
+    monkeypatch.setattr(DecodeRuns, "take", counted_take)
+    monkeypatch.setattr(DecodeRuns, "cut", counted_cut)
     fast = {r: simulate_fleet(requests, config, 3, r) for r in ALL_ROUTINGS}
     # Most steps are in runs, unless the cache is so small that requests mostly wait.
     share = taken / sum(run.steps for run in fast.values())
     assert share > (0.5 if kv_free_fraction is None else 0.01) and cut > 10, (share, cut)
-    monkeypatch.setattr(Engine, "_start_run", lambda self: None)
+    monkeypatch.setattr(DecodeRuns, "start", lambda self: None)
     for routing, run in fast.items():
         slow = simulate_fleet(requests, config, 3, routing)
         for field in ("arrival_s", "ttft_s", "tpot_s", "e2e_s", "output_tokens", "instance"):
