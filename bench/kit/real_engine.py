@@ -16,8 +16,10 @@ import sys
 import sysconfig
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -56,8 +58,9 @@ def _training_text(max_bytes: int = 4_000_000) -> list[str]:
     return texts
 
 
-def _train_tokenizer(vocab: int) -> tuple[list[str], list[str]]:
-    """(tokens in id order, merges 'a b') of a byte-level BPE with the ChatML specials."""
+def trained_tokenizer_json(vocab: int) -> str:
+    """tokenizer.json text of a byte-level BPE trained on `_training_text`, the ChatML
+    specials first (ids 0-2, marked special)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -70,11 +73,46 @@ def _train_tokenizer(vocab: int) -> tuple[list[str], list[str]]:
         show_progress=False,
     )
     tok.train_from_iterator(_training_text(), trainer=trainer)
-    data = json.loads(tok.to_str())
+    return tok.to_str()
+
+
+def _train_tokenizer(vocab: int) -> tuple[list[str], list[str]]:
+    """(tokens in id order, merges 'a b') of a byte-level BPE with the ChatML specials."""
+    data = json.loads(trained_tokenizer_json(vocab))
     by_id = sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])
     tokens = [t for t, _ in by_id]
     merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
     return tokens, merges
+
+
+def random_weights(
+    shape: LlamaShape, n_vocab: int, seed: int
+) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(GGUF name, HF name, array) of each tensor of the random Llama, [out, in] like both
+    formats store them: float16 weights drawn from N(0, 0.02) in this order, float32 norms of
+    ones. Q and K are left unpermuted: random either way."""
+    rng = np.random.default_rng(seed)
+
+    def weight(*dims: int) -> np.ndarray:
+        return (rng.standard_normal(dims) * 0.02).astype(np.float16)
+
+    kv_dim = shape.kv_heads * (shape.hidden // shape.heads)
+    ones = np.ones(shape.hidden, dtype=np.float32)
+    yield "token_embd.weight", "model.embed_tokens.weight", weight(n_vocab, shape.hidden)
+    for i in range(shape.layers):
+        g, h = f"blk.{i}.", f"model.layers.{i}."
+        yield g + "attn_norm.weight", h + "input_layernorm.weight", ones
+        yield g + "attn_q.weight", h + "self_attn.q_proj.weight", weight(shape.hidden, shape.hidden)
+        yield g + "attn_k.weight", h + "self_attn.k_proj.weight", weight(kv_dim, shape.hidden)
+        yield g + "attn_v.weight", h + "self_attn.v_proj.weight", weight(kv_dim, shape.hidden)
+        o_proj = weight(shape.hidden, shape.hidden)
+        yield g + "attn_output.weight", h + "self_attn.o_proj.weight", o_proj
+        yield g + "ffn_norm.weight", h + "post_attention_layernorm.weight", ones
+        yield g + "ffn_gate.weight", h + "mlp.gate_proj.weight", weight(shape.ffn, shape.hidden)
+        yield g + "ffn_up.weight", h + "mlp.up_proj.weight", weight(shape.ffn, shape.hidden)
+        yield g + "ffn_down.weight", h + "mlp.down_proj.weight", weight(shape.hidden, shape.ffn)
+    yield "output_norm.weight", "model.norm.weight", ones
+    yield "output.weight", "lm_head.weight", weight(n_vocab, shape.hidden)
 
 
 def build_random_llama(path: Path, shape: LlamaShape = LlamaShape(), seed: int = 0) -> Path:
@@ -84,11 +122,6 @@ def build_random_llama(path: Path, shape: LlamaShape = LlamaShape(), seed: int =
     tokens, merges = _train_tokenizer(shape.vocab)
     n_vocab = len(tokens)
     head_dim = shape.hidden // shape.heads
-    rng = np.random.default_rng(seed)
-
-    def weight(*dims: int) -> np.ndarray:
-        return (rng.standard_normal(dims) * 0.02).astype(np.float16)
-
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name("capplan-random-llama")
     w.add_context_length(shape.context)
@@ -113,21 +146,8 @@ def build_random_llama(path: Path, shape: LlamaShape = LlamaShape(), seed: int =
     w.add_add_bos_token(False)
     w.add_chat_template(CHATML_TEMPLATE)
 
-    kv_dim = shape.kv_heads * head_dim
-    ones = np.ones(shape.hidden, dtype=np.float32)
-    w.add_tensor("token_embd.weight", weight(n_vocab, shape.hidden))
-    for i in range(shape.layers):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.attn_q.weight", weight(shape.hidden, shape.hidden))
-        w.add_tensor(f"blk.{i}.attn_k.weight", weight(kv_dim, shape.hidden))
-        w.add_tensor(f"blk.{i}.attn_v.weight", weight(kv_dim, shape.hidden))
-        w.add_tensor(f"blk.{i}.attn_output.weight", weight(shape.hidden, shape.hidden))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", weight(shape.ffn, shape.hidden))
-        w.add_tensor(f"blk.{i}.ffn_up.weight", weight(shape.ffn, shape.hidden))
-        w.add_tensor(f"blk.{i}.ffn_down.weight", weight(shape.hidden, shape.ffn))
-    w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", weight(n_vocab, shape.hidden))
+    for name, _, tensor in random_weights(shape, n_vocab, seed):
+        w.add_tensor(name, tensor)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -150,6 +170,8 @@ class LlamaServer:
             self.proc.kill()
         self.proc.wait()
 
+
+S = TypeVar("S", bound=LlamaServer)
 
 _SERVE = """
 import sys, xllamacpp
@@ -201,11 +223,19 @@ def start_llama_server(
     proc = subprocess.Popen(
         cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ), preexec_fn=pin
     )
-    server = LlamaServer(proc, port, alias)
+    return wait_ready(LlamaServer(proc, port, alias), deadline_s, log_path, "llama server")
+
+
+def wait_ready(server: S, deadline_s: float, log_path: Path | None, what: str) -> S:
+    """`server` once its /health answers 200, polled until `deadline_s`; raises RuntimeError
+    (with the tail of its log, where it has one) when it exits first or stays silent."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama server exited with code {proc.returncode}")
+        if server.proc.poll() is not None:
+            server.stop()
+            raise RuntimeError(
+                f"{what} exited with code {server.proc.returncode}{log_tail(log_path)}"
+            )
         try:
             with urllib.request.urlopen(server.url + "/health", timeout=1) as resp:
                 if resp.status == 200:
@@ -214,4 +244,12 @@ def start_llama_server(
             pass
         time.sleep(0.1)
     server.stop()
-    raise RuntimeError("llama server did not become ready")
+    raise RuntimeError(f"{what} did not become ready in {deadline_s:g} s{log_tail(log_path)}")
+
+
+def log_tail(log_path: Path | None, lines: int = 30) -> str:
+    """The last `lines` lines of a server's log, as text to append to an error ('' without)."""
+    if log_path is None or not log_path.exists():
+        return ""
+    tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    return f"; the last lines of {log_path}:\n" + "\n".join(tail)
