@@ -43,6 +43,12 @@ def _sentence_body(
         return "no level was measured"
     if lo is None:
         assert hi is not None
+        lowest = result.outcome(hi)
+        if lowest is not None and lowest.invalid is not None:
+            return (
+                f"no level was valid: the load generator could not offer even "
+                f"{_unit_text(dimension, hi)} (add --workers N, or give it cores of its own)"
+            )
         reason = f" ({_constraint_words(binding)} fails)" if binding else ""
         return f"one instance does not meet {slo_words} even at {_unit_text(dimension, hi)}{reason}"
     holds = _unit_text(dimension, lo)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -467,3 +467,23 @@ def test_after_the_fast_search_answered_a_first_level_without_success_is_a_faile
     control = FirstLevelLost(np.random.default_rng(16))
     with pytest.raises(FailedRunError, match=r"^no request succeeded at level 4"):
         search_limit(control, config, tmp_path / "control", echo=lambda _: None)
+
+
+class _LaggingProbe(CurveProbe):
+    """A load generator 1.5 s behind its schedule at every load (a client starved of CPU)."""
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        m = super().measure(load, abandon=abandon)
+        late = m.records.with_columns(pl.lit(1.5).alias("schedule_lag_s"))
+        return replace(m, records=late)
+
+
+def test_a_search_with_no_valid_level_blames_the_load_generator_not_the_server() -> None:
+    # vLLM's CPU build on 2 shared cores (bench/limit_real_engine.py --engine vllm,
+    # 2026-12-05): every level was invalid, and the sentence said the server failed there.
+    probe = _LaggingProbe(np.random.default_rng(10))
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), start=4.0, resamples=200, max_levels=3)
+    limit = build_limit_result(run_search(probe, config))
+    assert limit.feasible_max is None
+    assert limit.sentence.startswith("no level was valid: the load generator could not offer")
+    assert "does not meet" not in limit.sentence
