@@ -168,3 +168,63 @@ def mmc_wait_quantile(servers: int, rate_rps: float, mean_service_s: float, q: f
     if waiting <= 1.0 - q:
         return 0.0
     return math.log(waiting / (1.0 - q)) / (servers * mu - rate_rps)
+
+
+def closed_ttfts(
+    users: int,
+    service_s: np.ndarray,
+    first_token_s: np.ndarray,
+    servers: int,
+    *,
+    requests: int = 100_000,
+    warmup_share: float = 0.1,
+    refuse: bool = False,
+    retry_s: float = 0.1,
+    seed: int = 0,
+) -> np.ndarray:
+    """TTFTs of `users` closed-loop clients without think time on a c-server FCFS queue
+    (each sends again the moment its answer ends), after the first `warmup_share` of
+    `requests`; NaN for a request refused (with `refuse`: no queue, the client sends again
+    `retry_s` later). Request i draws the pair (service_s[j], first_token_s[j]) for a seeded
+    uniform j. Requests are taken in send order; in FCFS order the next one starts when it
+    is sent or when the earliest server frees, whichever is later."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, service_s.size, requests)
+    sends = [(0.0, u) for u in range(users)]  # (send time, user), a heap
+    free_at = [0.0] * servers
+    out = np.full(requests, np.nan)
+    for i in range(requests):
+        sent, user = heapq.heappop(sends)
+        if refuse and free_at[0] > sent:
+            heapq.heappush(sends, (sent + retry_s, user))
+            continue
+        start = max(sent, heapq.heappop(free_at))
+        end = start + float(service_s[picks[i]])
+        heapq.heappush(free_at, end)
+        out[i] = start - sent + float(first_token_s[picks[i]])
+        heapq.heappush(sends, (end, user))
+    return out[int(warmup_share * requests) :]
+
+
+def closed_max_users(
+    service_s: np.ndarray,
+    first_token_s: np.ndarray,
+    servers: int,
+    threshold_s: float,
+    q: float,
+    *,
+    refuse: bool = False,
+    retry_s: float = 0.1,
+    max_users: int = 4096,
+) -> int:
+    """The most closed-loop users whose TTFT q-quantile (a refusal counting as +infinity)
+    stays within `threshold_s`, counted up from one."""
+    users = 0
+    while users < max_users:
+        ttft = closed_ttfts(users + 1, service_s, first_token_s, servers, refuse=refuse,
+                            retry_s=retry_s)  # fmt: skip
+        values = np.where(np.isnan(ttft), np.inf, ttft)
+        if float(np.quantile(values, q, method="inverted_cdf")) > threshold_s:
+            break
+        users += 1
+    return users

@@ -153,8 +153,10 @@ def register(app: typer.Typer) -> None:
             "the model by its bias measured on the same requests, then hold two measured "
             "levels, 0.9x the answer (must pass with certainty) and 1.1x (must fail); where "
             "the model misfits or those levels disagree, the measured search goes on from "
-            "where they point. On --dimension concurrency, and for SLOs the model has no "
-            "metric for (a mean or max, queue...), the measured search runs. measured: "
+            "where they point. On --dimension concurrency the model's own closed loop "
+            "answers N users, then N must hold and N+1 (5 % more when larger) must fail, "
+            "measured. For SLOs the model has no metric for (a mean or max, queue...), the "
+            "measured search runs. measured: "
             "bracket and narrow levels from --start, each held until steady (46-70 minutes "
             "on the project's truth servers).",
         ),

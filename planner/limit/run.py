@@ -311,10 +311,7 @@ def run_limit(
     ledger = resumed or _fresh(options, profile)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     fast: _Fast | None = None
-    if options.method == "fast" and options.dimension == "concurrency":
-        echo("--method fast on concurrency: the measured search (its 1, 2, 4, ... users are "
-             "the closed-loop steps the fast search characterises a server with)")  # fmt: skip
-    elif options.method == "fast":
+    if options.method == "fast":
         fast = _fast_search(options, config, search_config, profile, echo, ledger)
         search_config = seeded(search_config, fast.result, echo)
     probe = LocustProbe(
@@ -394,6 +391,18 @@ def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitRe
     fast search's, resting on them; otherwise the measured search's, with the fast search's
     account of why it could not answer."""
     record = fast_record(fast.result, config)
+    if config.dimension == "concurrency" and limit.answer_held:
+        # the answer is the held level itself (whole users: N held, N + 1 or more failed)
+        users = f"{limit.feasible_max:g} users"
+        return limit.model_copy(
+            update={
+                "method": "fast",
+                "fast": record,
+                "wall_s": fast.wall_s(),
+                "sentence": f"{limit.sentence}; fast search: the characterised model's closed "
+                f"loop said {users}, measured: {users} held with certainty",
+            }
+        )
     if fast.limit is None or not limit.answer_held:
         return limit.model_copy(update={"fast": record, "wall_s": fast.wall_s()})
     failed = limit.infeasible_min
@@ -434,7 +443,11 @@ def _fast_search(
     driver = ReplayDriver(ledger, live)
     # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
     known, asked = None, None
-    if options.engine is not None:
+    closed_loop = options.dimension == "concurrency"  # characterised: the closed loop's model
+    if options.engine is not None and closed_loop:
+        echo("--calibration: not on --dimension concurrency (the closed loop runs the "
+             "characterised slot model)")  # fmt: skip
+    elif options.engine is not None:
         known = known_engine(options.engine, profile, seed=options.seed)
     else:  # the sizes the load test draws: the characterised model's where counted as asked
         asked = asked_sizes(profile, seed=options.seed)
@@ -455,8 +468,9 @@ def _fast_search(
         echo=echo,
         clock=ledger.clock,
         recorded=lambda: ledger.replaying,
+        closed_loop=closed_loop,
     )
-    if not result.adequate or result.limit is None:
+    if not result.adequate or result.limit is None or closed_loop:
         return _Fast(result, None, started, ledger.clock)
     limit = fast_limit_result(
         result,

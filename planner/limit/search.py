@@ -300,7 +300,8 @@ def limit_search(
     def snap(load: float, upward: bool) -> float:
         load = min(max(load, config.lowest), config.max_load)
         if integer:
-            return float(max(1, math.ceil(load) if upward else math.floor(load)))
+            # a user count times a growth may land a hair off a whole number: not a user more
+            return float(max(1, math.ceil(load - 1e-9) if upward else math.floor(load + 1e-9)))
         return float(f"{load:.4g}")
 
     def take(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:

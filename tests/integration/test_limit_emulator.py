@@ -177,7 +177,7 @@ def _request_shape(run_dir: Path) -> tuple[int, int]:
 
 
 def _run_limit(
-    emulator: str, profile_path: Path, out: Path, slo: str, *extra: str
+    emulator: str, profile_path: Path, out: Path, slo: str, *extra: str, method: str = "measured"
 ) -> tuple[float, str]:
     started = time.perf_counter()
     result = CliRunner().invoke(
@@ -185,7 +185,7 @@ def _run_limit(
         [
             "limit",
             "--method",
-            "measured",  # the measured search against the engine model's truth
+            method,  # measured: the measured search against the engine model's truth
             "--host",
             emulator,
             "--model",
@@ -257,6 +257,32 @@ def test_concurrency_limit_matches_engine_model(
     assert abs(limit.feasible_max - expected) <= 0.10 * expected
     assert limit.littles_law is not None
     assert math.isclose(limit.littles_law.concurrency, limit.feasible_max, rel_tol=0.25)
+
+
+def test_default_concurrency_limit_rests_on_measured_users(
+    emulator: str, profile_path: Path, tmp_path: Path
+) -> None:
+    """The default search on users (planner.limit.fast.closed): closed-loop steps, the
+    characterised model's closed loop, then N must hold and N + 1 fail, measured; against
+    the engine model's own closed-loop levels (`expected_concurrency_limit`)."""
+    slo_text = "ttft:p95<=250ms"
+    out = tmp_path / "concurrency-fast"
+    wall_s, printed = _run_limit(
+        emulator, profile_path, out, slo_text, "--dimension", "concurrency", method="fast"
+    )
+    limit = load_limit(out)
+    prompt, output = _request_shape(out)
+    expected = expected_concurrency_limit(parse_slo(slo_text), prompt, output)
+    print(f"concurrency (fast): found {limit.feasible_max} users, engine model {expected}; "
+          f"{len(limit.levels)} measured levels, wall {wall_s:.0f} s")  # fmt: skip
+    assert limit.fast is not None and limit.fast.slots is not None
+    assert "characterise" in printed and "its closed loop meets the SLO up to" in printed
+    assert limit.feasible_max is not None and limit.infeasible_min is not None
+    assert abs(limit.feasible_max - expected) <= 0.10 * expected
+    assert limit.held_load == limit.feasible_max
+    assert limit.failed_load == limit.infeasible_min
+    if limit.answer_held:
+        assert limit.method == "fast" and "closed loop said" in limit.sentence
 
 
 def test_unreachable_endpoint_is_a_target_error(profile_path: Path, tmp_path: Path) -> None:

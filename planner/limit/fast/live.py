@@ -25,6 +25,7 @@ import polars as pl
 
 from contracts.run import Stage, StageSummary
 from contracts.rundir import WORK_DIR, read_records
+from planner.limit.fast.closed import fast_concurrency
 from planner.limit.fast.search import fast_search
 from planner.limit.fast.steps import (
     Asked,
@@ -167,13 +168,19 @@ def run_fast_search(
     echo: Echo = print,
     clock: Callable[[], float] = time.perf_counter,
     recorded: Callable[[], bool] = lambda: False,
+    closed_loop: bool = False,
 ) -> FastResult:
     """Drive the fast search with `driver`, printing a line per step with the elapsed wall
     time (on `clock`) and at most how long is left; with a `known` model (the server's
     engine model) there is no characterisation; `asked`: the sizes the load test draws, for
     the characterised model. `recorded()` true: the step was answered from the run's log (a
-    resumed run), and its line says so."""
-    search = fast_search(replace(config, chained=False), known=known, asked=asked, note=echo)
+    resumed run), and its line says so. `closed_loop`: the concurrency dimension's search
+    (planner.limit.fast.closed), its answer in users."""
+    search = (
+        fast_concurrency(config, asked=asked, note=echo)
+        if closed_loop
+        else fast_search(replace(config, chained=False), known=known, asked=asked, note=echo)
+    )
     progress = _FastProgress(config, clock)
     try:
         step = next(search)

@@ -12,6 +12,7 @@ import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
 from planner.limit.config import SearchConfig
+from planner.limit.fast.closed import whole_users_bracket
 from planner.limit.fast.misses import targets
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
@@ -168,6 +169,11 @@ def seeded(
     search goes on from there, seeded where the measurements point (`fallback_start`),
     never from the bottom: a misfit costs time, never the answer."""
     tolerance = config.tolerance
+    if result.adequate and result.limit is not None and config.dimension == "concurrency":
+        held, failed = whole_users_bracket(result.limit, tolerance)
+        echo(f"fast search: {result.stopped}, {held} users; measured levels around it: {held} "
+             f"must hold, {failed} must fail")  # fmt: skip
+        return replace(config, start=held, growth=failed / held, answered=float(held))
     if result.adequate and result.limit is not None:
         answer = float(f"{result.limit:.4g}")
         start = float(f"{answer * (1 - 2 * tolerance):.4g}")
@@ -175,6 +181,9 @@ def seeded(
         echo(f"fast search: {result.stopped}, {answer:g} req/s; measured levels around it: "
              f"{start:g} must hold, {start * growth:.4g} must fail")  # fmt: skip
         return replace(config, start=start, growth=growth, answered=answer)
+    if config.dimension == "concurrency":  # no confirmation levels to point anywhere
+        echo(f"fast search: {result.stopped}; the measured search takes over")
+        return config
     pointed = fallback_start(result, config.slo)
     if pointed is None:
         echo(f"fast search: {result.stopped}; the measured search takes over")

@@ -1,0 +1,130 @@
+"""capplan's measured search on users, holding closed-loop levels on a simulated slot server
+(bench/kit/sim_server.py) in virtual time: the concurrency counterpart of
+bench/kit/fast_truth.py's SpecProbe, used by bench/limit_concurrency_truth.py.
+
+A level is `users` clients that each send again as soon as their answer ends (a refused one
+`RETRY_S` later), as locustfiles/driver.py runs a closed stage. It is watched as a live level
+is (planner.limit.steady.assess and the AbandonRule every `check_every_s` on what a client
+knows by then), stops once steady, hopeless or capped, and what runs past the drain is
+cancelled. A closed loop is causal: what was sent before a time does not depend on what
+was sent after it, so the level is simulated over a doubling span until the watcher decides
+within it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from bench.kit.fast_driver import RETRY_S
+from bench.kit.sim_server import ServerSpec, SimServer
+from planner.limit.predict import _censor
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
+from planner.slo.spec import Slo
+
+
+def closed_level(spec: ServerSpec, users: int, span_s: float, seed: list[int]) -> pl.DataFrame:
+    """Records of `users` closed-loop clients on a fresh server, sending until `span_s`, every
+    request run to its end."""
+    server = SimServer(spec)
+    rng = np.random.default_rng(seed)
+    ids: list[int] = []
+    retries: list[float] = []
+
+    def send() -> None:
+        rid = len(ids)
+        ids.append(rid)
+        server.arrive(rid, int(spec.draw_tokens(rng, 1)[0]))
+        if rid in server.refused:
+            retries.append(server.now + RETRY_S)
+
+    for _ in range(users):
+        send()
+    while server.now < span_s:
+        horizon = min([span_s, server.now + 1.0, *retries])
+        ended = server.advance(horizon, first_end=True)
+        due = [t for t in retries if t <= server.now]
+        retries[:] = [t for t in retries if t > server.now]
+        for _ in range(len(ended) + len(due)):
+            if server.now < span_s:
+                send()
+    server.drain()
+    records = server.records(ids)
+    return records.with_columns(
+        pl.col("sent_s").alias("intended_send_s"),
+        (pl.col("sent_s") + pl.col("ttft_s")).alias("first_token_s"),
+        pl.col("end_s").fill_null(pl.col("sent_s")),
+    )
+
+
+@dataclass
+class ClosedProbe:
+    """A Probe of closed-loop levels (load: users) on `spec`; `took_s` adds up each level's
+    seconds and its drain, as a live search spends them."""
+
+    spec: ServerSpec
+    rules: SteadyRules
+    slo: Slo
+    drain_s: float
+    seed: int = 0
+    check_every_s: float = 1.0
+    levels: int = 0
+    took_s: float = 0.0
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        self.levels += 1
+        users = max(1, round(load))
+        rules = self.rules
+        span_s = min(rules.max_level_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
+        while True:
+            full = closed_level(self.spec, users, span_s, [self.seed, self.levels, 11])
+            stop_s, state, reason = self._watch(full, abandon, span_s)
+            if stop_s < span_s or span_s >= rules.max_level_s:
+                break
+            span_s = min(rules.max_level_s, 2.0 * span_s)
+        censor_at = stop_s if reason is not None else stop_s + self.drain_s
+        records = _censor(full.filter(pl.col("sent_s") < stop_s), censor_at)
+        if reason is not None or state is None:
+            state = assess(records, start_s=0.0, now_s=stop_s, rate_rps=None, rules=rules,
+                           slo=self.slo)  # fmt: skip
+        self.took_s += stop_s + self.drain_s
+        return LevelMeasurement(
+            load=load,
+            stage=f"virtual-{self.levels:02d}",
+            records=records,
+            duration_s=stop_s,
+            warmup_s=min(state.warmup_s, 0.5 * stop_s),
+            start_s=0.0,
+            abandoned=reason,
+            unstable=state.unstable if state.capped else None,
+            steady=state.evidence(),
+        )
+
+    def _watch(
+        self, full: pl.DataFrame, abandon: AbandonRule | None, span_s: float
+    ) -> tuple[float, LevelState | None, str | None]:
+        """(stop time, last state, abandon reason), stepping as a live watcher would."""
+        state: LevelState | None = None
+        t = self.check_every_s
+        while t <= span_s + 1e-9:
+            sent = full.filter(pl.col("sent_s") <= t)
+            known = sent.filter(pl.col("end_s") <= t)
+            grid, counts = in_flight_series(sent, 0.0, t)
+            state = assess(known, start_s=0.0, now_s=t, rate_rps=None, rules=self.rules,
+                           slo=self.slo, in_flight=(grid, counts))  # fmt: skip
+            reason = None
+            if abandon is not None:
+                window_s = max(self.rules.min_window_s, state.window_s)
+                reason = abandon.hopeless(
+                    known, now_s=t, start_s=0.0, duration_s=self.rules.min_warmup_s + window_s,
+                    warmup_s=self.rules.min_warmup_s, load=0.0, dimension="concurrency",
+                )  # fmt: skip
+            if reason is not None:
+                return t, state, reason
+            if state.done:
+                return t, state, None
+            t += self.check_every_s
+        return span_s, state, None
