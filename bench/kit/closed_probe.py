@@ -20,9 +20,9 @@ import polars as pl
 
 from bench.kit.fast_driver import RETRY_S
 from bench.kit.sim_server import ServerSpec, SimServer
-from planner.limit.predict import _censor
+from planner.limit.predict import censor, watch_level
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
+from planner.limit.steady import SteadyRules, assess
 from planner.slo.spec import Slo
 
 
@@ -81,12 +81,15 @@ class ClosedProbe:
         span_s = min(rules.max_level_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
         while True:
             full = closed_level(self.spec, users, span_s, [self.seed, self.levels, 11])
-            stop_s, state, reason = self._watch(full, abandon, span_s)
+            stop_s, state, reason = watch_level(
+                full, rules, self.slo, abandon, span_s=span_s,
+                check_every_s=self.check_every_s, rate_rps=None,
+            )  # fmt: skip
             if stop_s < span_s or span_s >= rules.max_level_s:
                 break
             span_s = min(rules.max_level_s, 2.0 * span_s)
         censor_at = stop_s if reason is not None else stop_s + self.drain_s
-        records = _censor(full.filter(pl.col("sent_s") < stop_s), censor_at)
+        records = censor(full.filter(pl.col("sent_s") < stop_s), censor_at)
         if reason is not None or state is None:
             state = assess(records, start_s=0.0, now_s=stop_s, rate_rps=None, rules=rules,
                            slo=self.slo)  # fmt: skip
@@ -102,29 +105,3 @@ class ClosedProbe:
             unstable=state.unstable if state.capped else None,
             steady=state.evidence(),
         )
-
-    def _watch(
-        self, full: pl.DataFrame, abandon: AbandonRule | None, span_s: float
-    ) -> tuple[float, LevelState | None, str | None]:
-        """(stop time, last state, abandon reason), stepping as a live watcher would."""
-        state: LevelState | None = None
-        t = self.check_every_s
-        while t <= span_s + 1e-9:
-            sent = full.filter(pl.col("sent_s") <= t)
-            known = sent.filter(pl.col("end_s") <= t)
-            grid, counts = in_flight_series(sent, 0.0, t)
-            state = assess(known, start_s=0.0, now_s=t, rate_rps=None, rules=self.rules,
-                           slo=self.slo, in_flight=(grid, counts))  # fmt: skip
-            reason = None
-            if abandon is not None:
-                window_s = max(self.rules.min_window_s, state.window_s)
-                reason = abandon.hopeless(
-                    known, now_s=t, start_s=0.0, duration_s=self.rules.min_warmup_s + window_s,
-                    warmup_s=self.rules.min_warmup_s, load=0.0, dimension="concurrency",
-                )  # fmt: skip
-            if reason is not None:
-                return t, state, reason
-            if state.done:
-                return t, state, None
-            t += self.check_every_s
-        return span_s, state, None

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import ConfigError
-from contracts.limit import LimitResult
+from contracts.limit import Dimension, LimitResult
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import ArrivalKind, profile_requests
@@ -90,7 +90,7 @@ class EngineProbe:
         sent = [r for r in requests if r.arrival_s < stop_s]
         self._count(sent)
         censor_at = stop_s if reason is not None else stop_s + self.drain_s
-        records = _censor(self._simulate(sent), censor_at)
+        records = censor(self._simulate(sent), censor_at)
         if reason is not None or state is None:
             state = assess(
                 records,
@@ -184,41 +184,50 @@ class EngineProbe:
     def _watch(
         self, full: pl.DataFrame, load: float, abandon: AbandonRule | None, span_s: float
     ) -> tuple[float, LevelState | None, str | None]:
-        """Step through the level as a watcher would, up to `span_s`: (stop time, last
-        state, abandon reason); the stop is `span_s` when nothing was decided before it."""
         assert self.rules is not None
-        state: LevelState | None = None
-        t = self.check_every_s
-        while t <= span_s + 1e-9:
-            known = full.filter(pl.col("end_s") <= t)
-            grid, counts = in_flight_series(full.filter(pl.col("intended_send_s") <= t), 0.0, t)
-            state = assess(
+        return watch_level(full, self.rules, self.slo, abandon, span_s=span_s,
+                           check_every_s=self.check_every_s, rate_rps=load)  # fmt: skip
+
+
+def watch_level(
+    full: pl.DataFrame,
+    rules: SteadyRules,
+    slo: Slo,
+    abandon: AbandonRule | None,
+    *,
+    span_s: float,
+    check_every_s: float,
+    rate_rps: float | None,
+) -> tuple[float, LevelState | None, str | None]:
+    """Step through a simulated level (records of every request sent up to `span_s`, each
+    to its end) as a live watcher would, every `check_every_s` on what a client knows by
+    then: (stop time, last state, abandon reason); the stop is `span_s` when nothing was
+    decided before it. `rate_rps`: the open level's rate; None: a closed one (users)."""
+    state: LevelState | None = None
+    t = check_every_s
+    dimension: Dimension = "rate" if rate_rps is not None else "concurrency"
+    while t <= span_s + 1e-9:
+        known = full.filter(pl.col("end_s") <= t)
+        grid, counts = in_flight_series(full.filter(pl.col("intended_send_s") <= t), 0.0, t)
+        state = assess(known, start_s=0.0, now_s=t, rate_rps=rate_rps, rules=rules, slo=slo,
+                       in_flight=(grid, counts))  # fmt: skip
+        reason = None
+        if abandon is not None:
+            reason = abandon.hopeless(
                 known,
-                start_s=0.0,
                 now_s=t,
-                rate_rps=load,
-                rules=self.rules,
-                slo=self.slo,
-                in_flight=(grid, counts),
+                start_s=0.0,
+                duration_s=rules.min_warmup_s + max(rules.min_window_s, state.window_s),
+                warmup_s=rules.min_warmup_s,
+                load=rate_rps or 0.0,
+                dimension=dimension,
             )
-            reason = None
-            if abandon is not None:
-                reason = abandon.hopeless(
-                    known,
-                    now_s=t,
-                    start_s=0.0,
-                    duration_s=self.rules.min_warmup_s
-                    + max(self.rules.min_window_s, state.window_s),
-                    warmup_s=self.rules.min_warmup_s,
-                    load=load,
-                    dimension="rate",
-                )
-            if reason is not None:
-                return t, state, reason
-            if state.done:
-                return t, state, None
-            t += self.check_every_s
-        return span_s, state, None
+        if reason is not None:
+            return t, state, reason
+        if state.done:
+            return t, state, None
+        t += check_every_s
+    return span_s, state, None
 
 
 def simulated_records(
@@ -242,7 +251,7 @@ def simulated_records(
     ).with_columns(pl.lit(None, dtype=pl.Utf8).alias("error_class"))
 
 
-def _censor(records: pl.DataFrame, at_s: float) -> pl.DataFrame:
+def censor(records: pl.DataFrame, at_s: float) -> pl.DataFrame:
     """Requests still running at `at_s` become `cancelled` rows ending there (the load test
     cancels what is in flight when its drain ends); a first token before then is kept."""
     running = pl.col("end_s").is_null() | (pl.col("end_s") > at_s)

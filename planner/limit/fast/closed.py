@@ -20,9 +20,7 @@ model's loop advances.
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
 from collections.abc import Callable, Generator
 
 import numpy as np
@@ -31,7 +29,7 @@ import polars as pl
 from planner.limit.fast.characterise import Characterise, build_model, characterised
 from planner.limit.fast.engine_model import counted_as_asked
 from planner.limit.fast.misses import model_misses, targets, unsupported
-from planner.limit.fast.model import Served, ServerModel
+from planner.limit.fast.model import Served, ServerModel, run_slots
 from planner.limit.fast.steps import Asked, FastConfig, FastResult, Step, Taken
 
 RETRY_S = 0.01  # a refused request's round trip when the steps showed none
@@ -46,64 +44,9 @@ def serve_closed(
     *,
     retry_s: float = RETRY_S,
 ) -> tuple[np.ndarray, Served]:
-    """`users` closed-loop clients on the model, starting together on an idle server; the
-    k-th request sent takes the k-th sizes, and the loop stops sending after the last.
-    Returns each request's send time and what the model did with it, in send order."""
-    first_work, total_work = model.work(input_tokens, output_tokens)
-    n = input_tokens.size
-    sent = np.full(n, np.nan)
-    ttft = np.full(n, np.nan)
-    e2e = np.full(n, np.nan)
-    refused = np.zeros(n, dtype=bool)
-    slow = (1.0, *model.slowdown)
-    first_list, total_list = first_work.tolist(), total_work.tolist()
-    firsts: list[tuple[float, int]] = []  # (W of the first token, request)
-    ends: list[tuple[float, int]] = []  # (W of the end, request)
-    sends: list[float] = [0.0] * min(users, n)  # when a user sends next (a heap)
-    waiting: deque[int] = deque()
-    now = w = 0.0
-    k = i = 0
-    inf = float("inf")
-
-    def admit(j: int) -> None:
-        heapq.heappush(firsts, (w + first_list[j], j))
-        heapq.heappush(ends, (w + total_list[j], j))
-
-    while (sends and i < n) or k:
-        next_w = min(firsts[0][0] if firsts else inf, ends[0][0] if ends else inf)
-        internal_t = now + (next_w - w) * slow[k] if k else inf
-        if sends and i < n and sends[0] <= internal_t:
-            t = heapq.heappop(sends)
-            if k:
-                w += (t - now) / slow[k]
-            now = t
-            sent[i] = t
-            if k < model.slots:
-                admit(i)
-                k += 1
-            elif model.refuses:
-                refused[i] = True
-                heapq.heappush(sends, t + retry_s)
-            else:
-                waiting.append(i)
-            i += 1
-            continue
-        w, now = next_w, internal_t
-        if firsts and firsts[0][0] <= next_w:
-            _, j = heapq.heappop(firsts)
-            ttft[j] = now - sent[j]
-            continue
-        _, j = heapq.heappop(ends)
-        e2e[j] = now - sent[j]
-        heapq.heappush(sends, now)  # its user sends again at once
-        if waiting:
-            admit(waiting.popleft())
-        else:
-            k -= 1
-    gaps = np.maximum(output_tokens - 1, 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(gaps > 0, (e2e - ttft) / gaps, np.nan)
-    return sent, Served(ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, refused=refused)
+    """`users` closed-loop clients on the model (planner.limit.fast.model `run_slots`):
+    each request's send time and what the model did with it, in send order."""
+    return run_slots(model, input_tokens, output_tokens, users=users, retry_s=retry_s)
 
 
 def closed_shares(
@@ -117,10 +60,9 @@ def closed_shares(
 ) -> np.ndarray:
     """Per SLO target, the model's miss share at `users` after its warm-up (the first tenth
     of the requests, and at least five rounds of every user)."""
-    sent, served = serve_closed(model, users, input_tokens, output_tokens, retry_s=retry_s)
-    done = ~np.isnan(sent)
+    _, served = serve_closed(model, users, input_tokens, output_tokens, retry_s=retry_s)
     warm = max(input_tokens.size // 10, 5 * users)
-    keep = done & (np.arange(sent.size) >= warm)
+    keep = np.arange(input_tokens.size) >= warm
     misses = model_misses(served, config.slo)
     miss, known = misses.miss[keep], misses.known[keep]
     counted = np.maximum(known.sum(axis=0), 1)

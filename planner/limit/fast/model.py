@@ -152,13 +152,34 @@ def serve(
 ) -> Served:
     """Run the model over arrivals (seconds, ascending) of requests of the given sizes,
     starting empty, until every admitted request ends."""
+    return run_slots(model, input_tokens, output_tokens, arrival_s=arrival_s)[1]
+
+
+def run_slots(
+    model: ServerModel,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    *,
+    arrival_s: np.ndarray | None = None,
+    users: int = 0,
+    retry_s: float = 0.0,
+) -> tuple[np.ndarray, Served]:
+    """The model's event loop, starting empty, until every admitted request ends: open
+    loop over `arrival_s` (ascending), or without it, `users` closed-loop clients that
+    start together and send again as soon as their answer ends (`retry_s` after a
+    refusal), the k-th request sent taking the k-th sizes. Returns each request's send
+    time and what the model did with it, in send order."""
     first_work, total_work = model.work(input_tokens, output_tokens)
-    n = arrival_s.size
+    n = input_tokens.size
+    closed = arrival_s is None
     ttft = np.full(n, np.nan)
     e2e = np.full(n, np.nan)
     refused = np.zeros(n, dtype=bool)
     slow = (1.0, *model.slowdown)  # slow[k]: k requests in service
-    arrivals = arrival_s.tolist()
+    inf = float("inf")
+    # each request's send time; open: the arrivals, then inf for "none left"
+    sent = [math.nan] * n if arrival_s is None else [*arrival_s.tolist(), inf]
+    sends: list[float] = [0.0] * min(users, n) if closed else []  # closed: a heap
     first_list = first_work.tolist()
     total_list = total_work.tolist()
     firsts: list[tuple[float, int]] = []  # (W of the first token, request)
@@ -168,21 +189,27 @@ def serve(
     w = 0.0
     k = 0
     i = 0
-    inf = float("inf")
-    while i < n or k:
+    while True:
+        arrive = (sends[0] if sends and i < n else inf) if closed else sent[i]
+        if arrive == inf and not k:
+            break
         next_w = min(firsts[0][0] if firsts else inf, ends[0][0] if ends else inf)
         internal_t = now + (next_w - w) * slow[k] if k else inf
-        if i < n and arrivals[i] <= internal_t:
-            t = arrivals[i]
+        if arrive <= internal_t:
+            t = heapq.heappop(sends) if closed else arrive
             if k:
                 w += (t - now) / slow[k]
             now = t
+            if closed:
+                sent[i] = t
             if k < model.slots:
                 heapq.heappush(firsts, (w + first_list[i], i))
                 heapq.heappush(ends, (w + total_list[i], i))
                 k += 1
             elif model.refuses:
                 refused[i] = True
+                if closed:
+                    heapq.heappush(sends, t + retry_s)
             else:
                 waiting.append(i)
             i += 1
@@ -190,10 +217,12 @@ def serve(
         w, now = next_w, internal_t
         if firsts and firsts[0][0] <= next_w:
             _, j = heapq.heappop(firsts)
-            ttft[j] = now - arrivals[j]
+            ttft[j] = now - sent[j]
             continue
         _, j = heapq.heappop(ends)
-        e2e[j] = now - arrivals[j]
+        e2e[j] = now - sent[j]
+        if closed:
+            heapq.heappush(sends, now)  # its user sends again at once
         if waiting:
             nxt = waiting.popleft()
             heapq.heappush(firsts, (w + first_list[nxt], nxt))
@@ -203,7 +232,7 @@ def serve(
     gaps = np.maximum(output_tokens - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(gaps > 0, (e2e - ttft) / gaps, np.nan)
-    return Served(ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, refused=refused)
+    return np.array(sent[:n]), Served(ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, refused=refused)
 
 
 @dataclass(frozen=True)
