@@ -8,11 +8,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 from bench.kit.queue_truth import closed_max_users, closed_ttfts
 from planner.limit.config import SearchConfig
-from planner.limit.fast.closed import closed_limit, closed_shares, whole_users_bracket
+from planner.limit.fast.closed import (
+    RETRY_S,
+    closed_limit,
+    closed_shares,
+    refusal_round_trip,
+    whole_users_bracket,
+)
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import seeded
 from planner.limit.fast.steps import FastConfig, FastResult
@@ -100,3 +107,18 @@ def test_the_measured_users_hold_a_right_answer_and_take_over_from_a_wrong_one(
     assert result.infeasible_min == truth + 1
     if held:
         assert [o.load for o in result.levels[:2]] == [truth, truth + 1]
+
+
+def test_a_refused_user_sends_again_after_the_refusals_own_round_trip() -> None:
+    steps = [
+        pl.DataFrame(
+            {
+                "sent_s": [0.0, 1.0, 2.0],
+                "end_s": [0.004, 1.5, 2.006],
+                "error_class": ["refused", None, "refused"],
+            }
+        ),  # fmt: skip
+        pl.DataFrame({"sent_s": [3.0], "end_s": [3.2], "error_class": [None]}),
+    ]
+    assert refusal_round_trip(steps) == pytest.approx(0.005)
+    assert refusal_round_trip(steps[1:]) == RETRY_S  # none refused
