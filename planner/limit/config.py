@@ -27,7 +27,9 @@ class SearchConfig:
     With `answered` (a load the fast search's model answered), the search starts below it
     and stops once a pass and a fail one `growth` step apart hold it between them: the
     answer then rests on measured levels on both sides (the pass settled certain, the fail
-    as it came: an overloaded level is stopped as hopeless before its fail is certain).
+    as it came: an overloaded level is stopped as hopeless before its fail is certain). The
+    pass level is run again while it is uncertain, before the search looks below it, and
+    only `max_pooled_s` caps its repeats (where `max_repeats` allows any).
     Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`: a
     verdict is certain when its interval lies on its side of the threshold, so the default
     0.90 makes each verdict a one-sided 95 % bound.

@@ -110,11 +110,14 @@ def judge_level(
     load: float,
     measurements: list[LevelMeasurement],
     rng: np.random.Generator,
+    *,
+    time_capped: bool = False,
 ) -> LevelOutcome:
     """Pool a level's measurements and judge them against the SLO.
 
     A run stopped early as hopeless holds partial records (its in-flight requests were
-    cancelled), so once the level has a full run, only full runs are pooled.
+    cancelled), so once the level has a full run, only full runs are pooled. `time_capped`:
+    only `max_pooled_s` ends the level's repeats, not `max_repeats` (where it is not 0).
     """
     full = [m for m in measurements if m.abandoned is None]
     records, duration_s = _pool(full or measurements)
@@ -164,7 +167,7 @@ def judge_level(
             or evaluation.completed == 0
             or (not evaluation.passed and evaluation.certain)
         )
-        settled = certain or _out_of_runs(config, measurements)
+        settled = certain or _out_of_runs(config, measurements, time_capped)
         return LevelOutcome(
             load=load,
             stages=stages,
@@ -177,7 +180,7 @@ def judge_level(
         )
     thin = evaluation.passed and evaluation.completed < config.min_completed
     certain = evaluation.certain and not thin
-    settled = certain or _out_of_runs(config, measurements)
+    settled = certain or _out_of_runs(config, measurements, time_capped)
     passed = evaluation.passed
     if config.certain_pass and passed and settled and not certain:
         passed = False
@@ -215,9 +218,13 @@ def _settled_fail(
     )
 
 
-def _out_of_runs(config: SearchConfig, measurements: list[LevelMeasurement]) -> bool:
-    """No more runs of this level: `max_repeats` done, or its runs total `max_pooled_s`."""
-    if len(measurements) > config.max_repeats:
+def _out_of_runs(
+    config: SearchConfig, measurements: list[LevelMeasurement], time_capped: bool = False
+) -> bool:
+    """No more runs of this level: `max_repeats` done (unless `time_capped` and repeats are
+    allowed at all, with a time cap to end them), or its runs total `max_pooled_s`."""
+    by_time = time_capped and config.max_repeats > 0 and config.max_pooled_s is not None
+    if len(measurements) > config.max_repeats and not by_time:
         return True
     held_s = sum(m.duration_s for m in measurements)
     return config.max_pooled_s is not None and held_s >= config.max_pooled_s
@@ -274,6 +281,28 @@ def _crossing_estimate(
     return min(estimates) if estimates else None
 
 
+def _snap(config: SearchConfig, load: float, upward: bool) -> float:
+    """A load the search holds: within its bounds, whole users or 4 significant digits."""
+    load = min(max(load, config.lowest), config.max_load)
+    if config.dimension == "concurrency":
+        # a user count times a growth may land a hair off a whole number: not a user more
+        return float(max(1, math.ceil(load - 1e-9) if upward else math.floor(load + 1e-9)))
+    return float(f"{load:.4g}")
+
+
+def _hold_level(config: SearchConfig) -> float | None:
+    """With `answered`: the level that must hold it (the search's first)."""
+    return None if config.answered is None else _snap(config, config.start, upward=True)
+
+
+def _abandonable_again(config: SearchConfig, load: float, runs: list[LevelMeasurement]) -> bool:
+    """The level that must hold a fast answer was stopped early as hopeless on every run so
+    far: its next run may be stopped early too (it may be hopeless after all: a misfit
+    model's answer). The rule counts requests past a threshold against the level's shortest
+    length, and near the limit a burst trips it: see `limit_search`."""
+    return load == _hold_level(config) and all(m.abandoned is not None for m in runs)
+
+
 class _StopSearch(Exception):
     """Thrown into the search generator to end it early (Ctrl-C)."""
 
@@ -298,18 +327,17 @@ def limit_search(
     order: list[float] = []
 
     def snap(load: float, upward: bool) -> float:
-        load = min(max(load, config.lowest), config.max_load)
-        if integer:
-            # a user count times a growth may land a hair off a whole number: not a user more
-            return float(max(1, math.ceil(load - 1e-9) if upward else math.floor(load + 1e-9)))
-        return float(f"{load:.4g}")
+        return _snap(config, load, upward)
 
     def take(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
         measurement = yield load
         measured.setdefault(load, []).append(measurement)
         if load not in outcomes:
             order.append(load)
-        outcomes[load] = judge_level(config, load, measured[load], rng)
+        # the level that must hold a fast answer with certainty is worth its whole time cap:
+        # given up uncertain, it sends the search below it to a certain pass further down
+        hold = load == _hold_level(config)
+        outcomes[load] = judge_level(config, load, measured[load], rng, time_capped=hold)
         if on_level is not None:
             on_level(outcomes[load])
         return outcomes[load]
@@ -369,6 +397,15 @@ def limit_search(
         slow_steps = 0
         last_passed: bool | None = None
         while True:
+            # The level that must hold a fast answer is run again while it does not pass and
+            # is not settled, before the search looks below it: an unlucky run there (stopped
+            # early by a burst, or a loss server's refusals bunched above the SLO's share)
+            # sent the search down three to five levels before its repeats held it after all
+            # (bench/search_truth.py --method default: 10-46 virtual minutes a seed).
+            hold = _hold_level(config)
+            if hold is not None and not (outcomes[hold].passed or outcomes[hold].settled):
+                yield from take(hold)
+                continue
             lo, hi = bounds()
             nxt: float | None = None
             stopped = ""
@@ -432,20 +469,22 @@ def run_search(
     """
     search = limit_search(config, on_level=on_level)
     rule = config.abandon_rule()
-    visited: set[float] = set()
+    runs: dict[float, list[LevelMeasurement]] = {}
     try:
         load = next(search)
         while True:
-            # A level measured again is settling a close verdict: hold it to its end.
-            first_visit = load not in visited
-            visited.add(load)
+            # A level measured again is settling a close verdict: hold it to its end (but a
+            # fast answer's hold level, stopped early on every run so far, may stop early).
+            before = runs.setdefault(load, [])
+            first = not before or _abandonable_again(config, load, before)
             try:
-                measurement = probe.measure(load, abandon=rule if first_visit else None)
+                measurement = probe.measure(load, abandon=rule if first else None)
             except KeyboardInterrupt:
                 # Keep what was measured: the search answers from the levels it has.
                 search.throw(_StopSearch())
             if not math.isclose(measurement.load, load, rel_tol=1e-9):
                 raise RunError(f"probe measured load {measurement.load}, asked for {load}")
+            before.append(measurement)
             load = search.send(measurement)
     except StopIteration as stop:
         final: SearchResult = stop.value

@@ -5,7 +5,10 @@ at a tighter threshold, and a server whose latency curve is known in closed form
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 import numpy as np
+import polars as pl
 import pytest
 
 from planner.limit.config import SearchConfig
@@ -13,6 +16,7 @@ from planner.limit.fast.misses import MissCurve, delays_verdict, offset_shift
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import SEEDED_GROWTH, seeded
 from planner.limit.fast.steps import Confirmation, FastResult
+from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.progress import measured_left
 from planner.limit.search import LevelOutcome, run_search
 from planner.slo.spec import parse_slo
@@ -154,3 +158,98 @@ def test_the_time_left_after_a_right_fast_answer_counts_the_two_levels_that_foll
     runs = len(estimates) - 1
     assert [e.runs for e in estimates] == [runs - i for i in range(runs + 1)]
     assert not any(e.at_least for e in estimates)
+
+
+@dataclass
+class FalseAlarmFirst(CurveProbe):
+    """Its first run is stopped as hopeless after 5 s though it was not (the abandon rule
+    tripped by a burst: requests past the threshold against the level's shortest length),
+    then it serves as CurveProbe does; `rules` records whether each run was given the
+    abandon rule."""
+
+    alarm: bool = True
+    rules: list[bool] = field(default_factory=list)
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        self.rules.append(abandon is not None)
+        if not self.alarm:
+            return super().measure(load, abandon=abandon)
+        self.alarm = False
+        whole = super().measure(load)
+        start_s = whole.start_s or 0.0
+        early = whole.records.filter(pl.col("end_s") <= start_s + 5.0)
+        self.clock_s = start_s + 5.0
+        return replace(whole, records=early, duration_s=5.0, abandoned="a burst (false alarm)")
+
+
+def test_a_hold_level_stopped_early_once_is_run_again_before_the_search_goes_below() -> None:
+    """The level that must hold a right fast answer, stopped as hopeless on its first run
+    by a false alarm, is run again (with the abandon rule: it may be hopeless after all) and
+    holds; two levels hold the answer. The control, the search before this rule, went below
+    the hold level first (to 18.08 req/s here, then 20.09 and 21.09)."""
+    probe = FalseAlarmFirst(np.random.default_rng(7), duration_s=60.0)
+    truth = probe.ttft_limit(1.0, Z95)
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), max_levels=12, seed=1)
+    config = seeded(config, _fast(truth, True), echo=lambda _: None)
+    result = run_search(probe, config)
+    hold = result.levels[0]
+    assert hold.load == config.start and hold.passed and hold.certain
+    assert len(hold.stages) == 2  # the run stopped early, and the second
+    above = float(f"{config.start * config.growth:.4g}")
+    assert [o.load for o in result.levels] == [config.start, above]
+    assert result.held_answer, result.stopped
+    assert probe.rules == [True, True, True]
+
+
+def test_a_hold_level_certainly_hopeless_is_not_run_again() -> None:
+    """A fast answer 30 % above the truth: its hold level (1.17 x the truth) is stopped as
+    hopeless with a fail beyond its interval, so it is not run again, and the measured
+    search goes on below it to the truth."""
+    probe = FalseAlarmFirst(np.random.default_rng(7), duration_s=60.0, alarm=False)
+    truth = probe.ttft_limit(1.0, Z95)
+    config = SearchConfig(slo=parse_slo("ttft:p95<=1s"), max_levels=12, seed=1)
+    config = seeded(config, _fast(1.3 * truth, True), echo=lambda _: None)
+    result = run_search(probe, config)
+    hold = result.levels[0]
+    assert hold.load == config.start and hold.abandoned and hold.certain
+    assert len(hold.stages) == 1
+    assert not result.held_answer
+    assert result.feasible_max is not None and 0.9 * truth <= result.feasible_max <= truth
+
+
+@dataclass
+class BunchedErrors(CurveProbe):
+    """A share of each run's requests, drawn at random, fails: (load / 20)^4 x 5 % (5 % at
+    20 req/s, the truth for `errors<=5%`), except in the first `unlucky` runs at
+    `bunched_at`: 4.8 % (a loss server's refusals bunched near the SLO's share)."""
+
+    bunched_at: float = 0.0
+    unlucky: int = 6
+
+    def measure(self, load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        whole = super().measure(load)
+        share = 0.05 * (load / 20.0) ** 4
+        if load == self.bunched_at and self.unlucky > 0:
+            self.unlucky -= 1
+            share = 0.048
+        n = whole.records.height
+        failed = np.zeros(n, dtype=bool)
+        failed[self.rng.choice(n, size=round(share * n), replace=False)] = True
+        return replace(whole, records=whole.records.with_columns(pl.Series("ok", ~failed)))
+
+
+def test_the_hold_level_is_run_until_certain_within_the_time_cap_not_the_repeat_count() -> None:
+    """The level that must hold a right fast answer (18 req/s: 3.3 % errors against 5 %)
+    whose first six runs came out at 4.8 %: uncertain after the five repeats `max_repeats`
+    allows, it is run on within `max_pooled_s` (900 s) until its pooled runs pass with
+    certainty, and the answer is held. The control (the repeat count as the cap, the search
+    before this rule) gave it up as a fail and answered below the hold level."""
+    config = SearchConfig(slo=parse_slo("errors<=5%"), max_levels=12, seed=1)
+    config = seeded(config, _fast(20.0, True), echo=lambda _: None)
+    probe = BunchedErrors(np.random.default_rng(3), duration_s=60.0, bunched_at=config.start)
+    result = run_search(probe, config)
+    hold = result.levels[0]
+    assert hold.load == 18.0 and hold.passed and hold.certain
+    assert config.max_repeats + 1 < len(hold.stages) <= 900 / 60
+    assert result.held_answer, result.stopped
+    assert [o.load for o in result.levels] == [18.0, 22.0]
