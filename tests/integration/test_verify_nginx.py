@@ -232,16 +232,21 @@ def test_sigterm_keeps_every_request_and_writes_verify_json(
 
 
 @pytest.mark.slow
-def test_capplans_own_router_over_hosts_leaves_the_last_one_out(
+def test_capplans_own_router_over_hosts_leaves_the_last_k_out(
     planned: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:
+    """capplan's router over --hosts leaves the last K out. K = 2: one instance at 220 % of
+    its limit fails the peak for sure. With K = 1, least-outstanding over two instances pools
+    their queues (a request goes to the shorter one), and at 110 % of the single instance's
+    limit the 40 s peak held once in CI (2026-12-06, in flight 80 -> 96) and failed only in
+    the recovery: the verdict "fails" stood, the stage it fails did not."""
     plan_path, profile_path, _ = planned
     out = tmp_path / "hosts"
     with emulators(3, 3.0) as urls:
         result = runner.invoke(
             app,
             ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--hosts",
-             ",".join(urls), "--routing", "least_outstanding", "--instances-down", "1",
+             ",".join(urls), "--routing", "least_outstanding", "--instances-down", "2",
              "--time-scale", "3", "--steady-s", "40", "--burst-s", "10", "--recovery-s", "40",
              "-o", str(out)],
         )  # fmt: skip
@@ -249,8 +254,9 @@ def test_capplans_own_router_over_hosts_leaves_the_last_one_out(
     verify = Verify.model_validate_json((out / "verify.json").read_text())
     assert verify.routing == "capplan least_outstanding" and not verify.held_peak
     counts = {r.url: r.requests for r in verify.instances}
-    assert counts[urls[2]] == 0 and all(r.source == "router" for r in verify.instances)
+    assert counts[urls[1]] == counts[urls[2]] == 0
+    assert all(r.source == "router" for r in verify.instances)
     scheduled = sum(s.scheduled for s in read_stages(out))
-    # every scheduled request reached one of the two (the preflight's own request besides)
-    assert counts[urls[0]] + counts[urls[1]] == pytest.approx(scheduled, abs=2)
+    # every scheduled request reached the one left (the preflight's own request besides)
+    assert counts[urls[0]] == pytest.approx(scheduled, abs=2)
     _every_request_has_a_row(out)
