@@ -325,6 +325,7 @@ def limit_search(
     measured: dict[float, list[LevelMeasurement]] = {}
     outcomes: dict[float, LevelOutcome] = {}
     order: list[float] = []
+    hold = _hold_level(config)
 
     def snap(load: float, upward: bool) -> float:
         return _snap(config, load, upward)
@@ -336,8 +337,8 @@ def limit_search(
             order.append(load)
         # the level that must hold a fast answer with certainty is worth its whole time cap:
         # given up uncertain, it sends the search below it to a certain pass further down
-        hold = load == _hold_level(config)
-        outcomes[load] = judge_level(config, load, measured[load], rng, time_capped=hold)
+        capped = load == hold
+        outcomes[load] = judge_level(config, load, measured[load], rng, time_capped=capped)
         if on_level is not None:
             on_level(outcomes[load])
         return outcomes[load]
@@ -402,7 +403,6 @@ def limit_search(
             # early by a burst, or a loss server's refusals bunched above the SLO's share)
             # sent the search down three to five levels before its repeats held it after all
             # (bench/search_truth.py --method default: 10-46 virtual minutes a seed).
-            hold = _hold_level(config)
             if hold is not None and not (outcomes[hold].passed or outcomes[hold].settled):
                 yield from take(hold)
                 continue
