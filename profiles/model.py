@@ -377,7 +377,10 @@ class Profile(ProfileBody):
         return self.model_dump_json(by_alias=True, indent=2)
 
     def digest(self) -> str:
-        """sha256 of the profile's JSON, for run and plan metadata."""
+        """sha256 of the profile's JSON: the profile's one identity. Every file made from a
+        profile (run, limit, plan, what-if, verify, review) records this digest, and every
+        command that pairs a file with a profile compares it. `source.digest` (the log's
+        bytes) is provenance only: two profiles of one log with other options share it."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
 

@@ -311,7 +311,7 @@ def build_plan(
                 checks.fleet = checks.fleet.model_copy(update={"calibration": calibration})
     inputs = PlanInputs(
         profile=options.profile_path,
-        profile_digest=profile.source.digest or profile.digest(),
+        profile_digest=profile.digest(),
         limit=limit.to_input(),
         slo=slo_text,
         peak_window=options.peak_window,

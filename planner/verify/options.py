@@ -103,13 +103,22 @@ def load_inputs(options: VerifyOptions) -> tuple[Plan, Profile]:
     """The plan and its profile; ConfigError when the profile is not the one it was planned on."""
     plan = validate(Plan, read_json(options.plan_path, "plan"), options.plan_path, PLAN_SCHEMA)
     profile = load_profile(options.profile_path)
-    if profile.digest() != plan.inputs.profile_digest:
+    recorded = plan.inputs.profile_digest
+    if profile.digest() == recorded:
+        return plan, profile
+    if profile.source.digest and profile.source.digest == recorded:
+        # plans written before 2026-12-06 recorded the log's digest for a profile built from a
+        # log: such a plan names the log, not which profile of it, so it cannot vouch for one
         raise ConfigError(
-            f"{options.profile_path} is not the profile {options.plan_path} was planned on "
-            f"(profile digest {profile.digest()[:12]}, the plan's inputs.profile_digest "
-            f"{plan.inputs.profile_digest[:12]}): give the plan's own profile"
+            f"{options.plan_path} records the digest of the log {options.profile_path} was "
+            f"built from ({recorded[:12]}), as plans written before 2026-12-06 did, not the "
+            f"profile's own: run `capplan plan --profile {options.profile_path} ...` again"
         )
-    return plan, profile
+    raise ConfigError(
+        f"{options.profile_path} is not the profile {options.plan_path} was planned on "
+        f"(profile digest {profile.digest()[:12]}, the plan's inputs.profile_digest "
+        f"{recorded[:12]}): give the plan's own profile"
+    )
 
 
 def design_rate_rps(plan: Plan) -> float:

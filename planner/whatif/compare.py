@@ -59,7 +59,7 @@ def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:
 
 def mismatches(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[str]:
     """Why the runs are not comparable: another profile digest or another SLO than the first."""
-    digest = profile.source.digest or profile.digest()
+    digest = profile.digest()
     out = []
     slo0 = normalise_slo(results[0][1].slo)
     for run, r in results:
@@ -145,7 +145,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         capplan_version=__version__,
         profile=options.profile_path,
-        profile_digest=profile.source.digest or profile.digest(),
+        profile_digest=profile.digest(),
         slo=results[0][1].slo,
         peak_rps=demand.peak_rps,
         peak_definition=demand.peak_definition,

@@ -372,7 +372,7 @@ def run_whatif(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         capplan_version=__version__,
         profile=options.profile_path,
-        profile_digest=profile.source.digest or profile.digest(),
+        profile_digest=profile.digest(),
         slo=slo.text,
         model=options.model,
         peak_rps=demand.peak_rps,

@@ -1,9 +1,11 @@
 """`capplan verify` against a real nginx in front of n emulators (and, long, of slot servers).
 
-One setup shows both outcomes: the plan computes 3 instances for a rate (the engine model's
-per-instance limit, 0 % headroom, N+0); through nginx over the 3 emulators the fleet holds the
-SLO at that rate and recovers from the burst (exit 0); with one instance out of nginx's pool
-(`--instances-down 1`), the same test fails (exit 1) and the instance taken out took nothing.
+One setup shows both outcomes, on the user's path (a request log -> `capplan profile` ->
+`capplan plan` -> `capplan verify`): the plan computes 3 instances for a rate (2.4x the engine
+model's per-instance limit, 0 % headroom, N+0); through nginx over the 3 emulators the fleet
+holds the SLO at that rate and recovers from the burst (exit 0); with one instance out of
+nginx's pool (`--instances-down 1`), the same test fails (exit 1) and the instance taken out
+took nothing.
 The emulators run 3x faster than wall time so the stages fit in CI; at that speed the
 client's and nginx's wall-clock costs triple in engine time, so the percentiles against the
 plan's simulation are checked at speed 1 with CAPPLAN_LONG_TESTS=1. The same holds against
@@ -25,7 +27,6 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.kit.nginx_lb import nginx_balancer, nginx_binary
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.rundir import read_records, read_stages
 from contracts.verify import Verify
@@ -35,7 +36,7 @@ from planner.fleet.check import single_instance_limit
 from planner.slo.spec import parse_slo
 from planner.verify.options import VerifyOptions, verify_stages
 from planner.verify.simulate import sent_requests
-from profiles.model import load_profile, save_profile
+from profiles.model import load_profile
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,15 +55,28 @@ GPU, MODEL, SLO = "A10-24GB", "llama-3.1-8b", "ttft:p95<=1s"
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """The user's path, as the verify guide walks it: a request log -> `capplan profile` ->
+    `capplan plan` -> `capplan verify` (a profile built from a log records the log's digest
+    beside its own: verify once refused every such profile)."""
     folder = tmp_path_factory.mktemp("verify-nginx")
     rng = np.random.default_rng(0)
-    pairs = [(int(rng.integers(200, 800)), int(rng.integers(40, 160))) for _ in range(200)]
-    profile = make_profile(pairs, rate_rps=2.0, peak_to_mean_10s=1.5)
+    arrivals = np.cumsum(rng.exponential(0.5, 200))  # Poisson, 2 req/s
+    log = folder / "requests.csv"
+    log.write_text(
+        "timestamp,input_tokens,output_tokens\n"
+        + "".join(
+            f"{t:.4f},{int(rng.integers(200, 800))},{int(rng.integers(40, 160))}\n"
+            for t in arrivals
+        )
+    )
     profile_path = folder / "profile.json"
-    save_profile(profile, profile_path)
+    result = runner.invoke(app, ["profile", str(log), "-o", str(profile_path)])
+    assert result.exit_code == 0, result.output
+    profile = load_profile(profile_path)
+    assert profile.source.digest and profile.source.digest != profile.digest()
     config = build_engine_config(GPU, MODEL)
     limit = single_instance_limit(profile, config, parse_slo(SLO), 300.0)
-    peak = round(2.2 * limit, 2)  # 3 instances at 73 % of the limit each; 2 at 110 %
+    peak = round(2.4 * limit, 2)  # 3 instances at 80 % of the limit each; 2 at 120 %
     plan_path = folder / "plan.json"
     result = runner.invoke(
         app,
@@ -235,11 +249,12 @@ def test_sigterm_keeps_every_request_and_writes_verify_json(
 def test_capplans_own_router_over_hosts_leaves_the_last_k_out(
     planned: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:
-    """capplan's router over --hosts leaves the last K out. K = 2: one instance at 220 % of
+    """capplan's router over --hosts leaves the last K out. K = 2: one instance at 240 % of
     its limit fails the peak for sure. With K = 1, least-outstanding over two instances pools
     their queues (a request goes to the shorter one), and at 110 % of the single instance's
-    limit the 40 s peak held once in CI (2026-12-06, in flight 80 -> 96) and failed only in
-    the recovery: the verdict "fails" stood, the stage it fails did not."""
+    limit (the peak was 2.2x the limit then) the 40 s peak held once in CI (2026-12-06, in
+    flight 80 -> 96) and failed only in the recovery: the verdict "fails" stood, the stage it
+    fails did not."""
     plan_path, profile_path, _ = planned
     out = tmp_path / "hosts"
     with emulators(3, 3.0) as urls:

@@ -26,7 +26,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     profile = preset_profile("chat")
     profile_path = root / "chat.json"
     save_profile(profile, profile_path)
-    digest = profile.source.digest or profile.digest()
+    digest = profile.digest()
     dirs = []
     for seqs in (8, 64):
         config = build_engine_config("L40S-48GB", "llama-3.1-8b", max_num_seqs=seqs)
@@ -93,3 +93,25 @@ def test_compare_refuses_runs_of_another_profile(
     assert forced.exit_code == 0, forced.output
     assert json.loads((tmp_path / "c.json").read_text())["forced"] is True
     assert "NOT COMPARABLE" in forced.output
+
+
+def test_runs_on_a_profile_built_from_a_log_are_comparable(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """`capplan limit` records the profile's own digest; compare once checked it against the
+    log's (source.digest) and refused every run measured on a profile built from a log."""
+    from contracts.limit import load_limit
+    from planner.whatif.compare import mismatches
+    from profiles.build import build_profile
+
+    log = tmp_path / "requests.csv"
+    log.write_text("t,i,o\n" + "".join(f"{i},{100 + i},{20 + i}\n" for i in range(40)))
+    profile = build_profile([str(log)], columns="arrival=t,input=i,output=o")
+    assert profile.source.digest and profile.source.digest != profile.digest()
+    _, (small, _) = runs
+    measured = load_limit(small / "limit.json").model_copy(
+        update={"profile_digest": profile.digest()}
+    )
+    assert mismatches(profile, [("run", measured)]) == []
+    other = measured.model_copy(update={"profile_digest": profile.source.digest})
+    assert len(mismatches(profile, [("run", other)])) == 1

@@ -103,3 +103,57 @@ def test_a_balancer_answering_only_5xx_is_refused(
     code, out = _verify(planned, tmp_path, "--host", only_5xx, "--model", "m")
     assert code == 2, out
     assert "HTTP 502" in out and "no live upstreams" in out
+
+
+@pytest.fixture(scope="module")
+def planned_from_a_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The user's path: a request log -> `capplan profile` -> `capplan plan` (the profile then
+    carries the log's digest in source.digest beside its own)."""
+    folder = tmp_path_factory.mktemp("verify-log")
+    log = folder / "requests.csv"
+    rows = [f"{0.4 * i:.3f},{200 + 37 * i % 600},{40 + 11 * i % 120}" for i in range(300)]
+    log.write_text("timestamp,input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    profile = folder / "profile.json"
+    result = runner.invoke(app, ["profile", str(log), "-o", str(profile)])
+    assert result.exit_code == 0, result.output
+    plan = folder / "plan.json"
+    result = runner.invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", "4rps", "--slo", "ttft:p95<=2s",
+         "--headroom", "0", "--redundancy", "0", "--no-fleet-check", "-o", str(plan)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return plan, profile
+
+
+def test_the_plans_own_profile_built_from_a_log_is_accepted(
+    planned_from_a_log: tuple[Path, Path],
+) -> None:
+    """Planted before the fix: the plan recorded source.digest (the log's) and verify compared
+    the profile JSON's own digest, so every profile built from a log was refused."""
+    from planner.verify.options import VerifyOptions, load_inputs
+    from profiles.model import load_profile
+
+    plan_path, profile_path = planned_from_a_log
+    profile = load_profile(profile_path)
+    assert profile.source.digest and profile.source.digest != profile.digest()
+    options = VerifyOptions.model_construct(plan_path=plan_path, profile_path=profile_path)
+    plan, loaded = load_inputs(options)
+    assert plan.inputs.profile_digest == loaded.digest() == profile.digest()
+
+
+def test_a_plan_that_recorded_the_logs_digest_is_refused_with_the_way_out(
+    planned_from_a_log: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import json
+
+    from profiles.model import load_profile
+
+    plan_path, profile_path = planned_from_a_log
+    old = json.loads(plan_path.read_text())
+    old["inputs"]["profile_digest"] = load_profile(profile_path).source.digest
+    legacy = tmp_path / "old-plan.json"
+    legacy.write_text(json.dumps(old))
+    code, out = _verify((legacy, profile_path), tmp_path, "--host", "http://127.0.0.1:9")
+    assert code == 2, out
+    assert "digest of the log" in " ".join(out.split()) and "capplan plan --profile" in out

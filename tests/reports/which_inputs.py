@@ -55,7 +55,7 @@ def build_inputs(root: Path) -> Inputs:
     )
     l40s = root / "runs" / "l40s"
     l40s.mkdir()
-    digest = profile.source.digest or profile.digest()
+    digest = profile.digest()
     write_limit(
         build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest),
         l40s / "limit.json",
