@@ -238,6 +238,15 @@ def test_cli_resume_with_another_profile_exits_2_naming_both_digests(tmp_path: P
     assert repr(make_profile([(64, 32)]).digest()) in output
 
 
+def test_cli_resume_with_another_slo_exits_2_naming_both(tmp_path: Path) -> None:
+    """The ledger refuses it (test_another_endpoint_profile_or_slo_is_refused_naming_both);
+    this is the user's view: exit 2, both SLOs named, no traceback."""
+    _logged_run(tmp_path / "run")
+    output = " ".join(_cli("--resume", str(tmp_path / "run"), "--slo", "ttft:p95<=5s").split())
+    assert "slo" in output.lower() and "ttft:p95<=5s" in output
+    assert parse_slo(SLO).text in output
+
+
 def test_cli_without_resume_needs_host_slo_and_output(tmp_path: Path) -> None:
     output = _cli("--slo", SLO, "-o", str(tmp_path / "x"))
     assert "missing option --host (needed unless --resume RUN_DIR)" in output

@@ -125,11 +125,13 @@ def test_prefix_router_reaches_the_ideal_hit_ratio_where_round_robin_gets_a_quar
 ) -> None:
     """The first 1,000 Mooncake requests on four instances: the ideal hit ratio comes from
     the profiler (every earlier block counts, an infinite cache), the simulated one from the
-    engines' own prefix caches; the router computed neither."""
+    engines' own prefix caches; the router computed neither. The router reaches 1.000x the
+    ideal here (2026-12-06); the bound sits just below it, so a router that files a request's
+    blocks under another instance than the one it chose (0.91x) fails."""
     ideal, prefix = _mooncake_replay(mooncake_head, "prefix_aware")
     _, rr = _mooncake_replay(mooncake_head, "round_robin")
     assert ideal > 0.1
-    assert prefix >= 0.8 * ideal
+    assert prefix >= 0.98 * ideal
     assert rr == pytest.approx(ideal / 4, rel=0.35)  # about 1/N of it
 
 
