@@ -189,6 +189,11 @@ class StageSummary(_Model):
     slo: str | None = Field(
         default=None, description="the SLO that goodput and attainment were judged under"
     )
+    success_only: bool = Field(
+        default=False,
+        description="`slo` was judged with --success-only (percentiles over the successful "
+        "requests alone)",
+    )
     goodput_rps: float | None = Field(
         default=None,
         description="good requests / duration under `slo` (planner.slo.verdict.evaluate: succeeded "

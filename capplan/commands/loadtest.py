@@ -226,6 +226,7 @@ def loadtest(
     from locustfiles.stages import resolve_plan
     from planner.loadtest.run import LoadTestConfig, config_profile, run_loadtest
     from planner.loadtest.workers import parse_workers
+    from planner.slo.spec import parse_slo
 
     max_error_share = None if max_errors is None else parse_share("--max-errors", max_errors)
     check_number("--rate", rate, gt=0)
@@ -260,7 +261,7 @@ def loadtest(
             max_concurrency=max_concurrency,
             scrape_metrics=not no_metrics,
             slo_ttft_s=slo_ttft,
-            slo=slo,
+            slo=parse_slo(slo) if slo else None,
             replay_path=replay,
             replay_speed=speed,
             time_scale=time_scale,

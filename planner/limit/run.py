@@ -280,8 +280,6 @@ def run_limit(
             f"-o {options.out_dir}: already holds a run; continue its search with "
             f"`capplan limit --resume {options.out_dir}` or choose another folder"
         )
-    ttft_bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
-    ttft_bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
     # After a level ends, in-flight requests get as long as the SLO's longest wait: past it
     # a request still running is a known miss, so censoring it at its age decides nothing.
     longest = slo.longest_wait_s
@@ -298,8 +296,8 @@ def run_limit(
         workers=options.workers,
         master_bind=options.master_bind,
         expect_workers=options.expect_workers,
-        slo_ttft_s=min(ttft_bounds) if ttft_bounds else None,
-        slo=options.slo.text,
+        slo_ttft_s=slo.ttft_bound_s,
+        slo=options.slo,
         drain_s=drain_s,
         time_scale=options.time_scale,
     )

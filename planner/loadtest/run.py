@@ -49,7 +49,7 @@ from locustfiles.stages import validate_plan
 from locustfiles.summary import summarize_plan
 from planner.loadtest.processes import RecoveryWatcher, log_tail, run_locust
 from planner.loadtest.remote import locust_command, master_args, note_lost, read_lost
-from planner.slo.spec import Slo, parse_slo
+from planner.slo.spec import Slo
 from planner.slo.verdict import evaluate
 from profiles.model import Profile, load_profile
 from profiles.presets import preset_profile
@@ -84,10 +84,10 @@ class LoadTestConfig(BaseModel):
     slo_ttft_s: float | None = Field(
         default=None, gt=0, description="recovery threshold when given"
     )
-    slo: str | None = Field(
+    slo: Slo | None = Field(
         default=None,
-        description="SLO spec (planner.slo grammar): each stage of stages.json gets its goodput "
-        "and attainment under it",
+        description="the SLO (parsed at the edge, success_only included): each stage of "
+        "stages.json gets its goodput and attainment under it",
     )
     replay_path: str | None = None
     replay_speed: float = Field(default=1.0, gt=0)
@@ -127,7 +127,11 @@ def judge_stages(
     for summary in summaries:
         rows = records.filter(pl.col("stage") == summary.name)
         verdict = evaluate(rows, slo, duration_s=summary.duration_s, start_s=summary.start_s)
-        update = {"slo": slo.text, "goodput_rps": verdict.goodput_rps}
+        update = {
+            "slo": slo.text,
+            "success_only": slo.success_only,
+            "goodput_rps": verdict.goodput_rps,
+        }
         out.append(summary.model_copy(update={**update, "attainment": verdict.attainment}))
     return out
 
@@ -274,7 +278,7 @@ def run_loadtest(
         if config.workers:
             raise ConfigError("--master-bind runs remote workers only: drop --workers")
         remote = master_args(config.master_bind, config.expect_workers, config.workers_wait_s)
-    slo = parse_slo(config.slo) if config.slo else None
+    slo = config.slo
     profile, source = config_profile(config, profile)
     check_out_dir(out_dir)
     if check_target is not None:

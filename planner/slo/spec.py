@@ -91,6 +91,14 @@ class Slo:
         return min(bounds) if bounds else None
 
     @property
+    def ttft_bound_s(self) -> float | None:
+        """The SLO's tightest TTFT threshold (percentile or per-request), or None: what a
+        recovery is read against, by the load test, verify and the autoscale study."""
+        bounds = [c.threshold_s for c in self.percentiles if c.metric == "ttft"]
+        bounds += [t.threshold_s for t in self.request_thresholds if t.metric == "ttft"]
+        return min(bounds) if bounds else None
+
+    @property
     def longest_wait_s(self) -> float | None:
         """The largest TTFT or E2E threshold: past it, a request still running is a miss."""
         bounds = [c.threshold_s for c in self.percentiles if c.metric in ("ttft", "e2e")]

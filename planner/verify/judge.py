@@ -83,10 +83,3 @@ def figures(
         tpot_p99_s=values["tpot_p99_s"],
         e2e_p95_s=values["e2e_p95_s"],
     )
-
-
-def ttft_threshold_s(slo: Slo) -> float | None:
-    """The SLO's TTFT threshold the recovery is read against (its tightest), or None."""
-    bounds = [c.threshold_s for c in slo.percentiles if c.metric == "ttft"]
-    bounds += [t.threshold_s for t in slo.request_thresholds if t.metric == "ttft"]
-    return min(bounds) if bounds else None

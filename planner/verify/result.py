@@ -21,7 +21,7 @@ from contracts.rundir import read_records, read_stages
 from contracts.verify import Figures, Phase
 from planner.limit.steady import LevelState, SteadyRules, assess
 from planner.slo.spec import Slo
-from planner.verify.judge import errors_by_class, figures, gateway_classes, ttft_threshold_s
+from planner.verify.judge import errors_by_class, figures, gateway_classes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,7 +146,7 @@ def _verdicts(
     )  # fmt: skip
     burst = by_role.get("burst")
     recovery_summary = _summary(stages, "recovery")
-    threshold = ttft_threshold_s(slo)
+    threshold = slo.ttft_bound_s
     if threshold is not None:
         recovered = bool(recovery_summary is not None and recovery_summary.recovered)
         recovery_s = recovery_summary.recovery_s if recovery_summary is not None else None

@@ -23,7 +23,6 @@ from contracts.verify import VERIFY_FILE, Verify
 from planner.loadtest.run import LoadTestConfig, check_out_dir, run_loadtest
 from planner.slo.spec import Slo, parse_slo
 from planner.verify.instances import IDLE_SHARE, InstanceWatch, instance_loads
-from planner.verify.judge import ttft_threshold_s
 from planner.verify.options import (
     VerifyOptions,
     checked,
@@ -57,8 +56,8 @@ def _loadtest_config(options: VerifyOptions, target: str, slo: Slo) -> LoadTestC
         workers=options.workers,
         request_timeout_s=options.request_timeout_s,
         scrape_metrics=False,  # a balancer's /metrics is one instance's: each is read instead
-        slo_ttft_s=ttft_threshold_s(slo),
-        slo=slo.text,
+        slo_ttft_s=slo.ttft_bound_s,
+        slo=slo,
         replay_path=options.replay_path,
         replay_speed=options.replay_speed,
         time_scale=options.time_scale,

@@ -341,3 +341,20 @@ def test_workers_auto_splits_a_peak_above_one_process(
     (s,) = read_stages(out)
     assert records.height == s.scheduled == 160  # 40 req/s x 4 s, constant arrivals
     assert abs(s.offered_rps / 40.0 - 1) <= 0.03 and s.errors == 0
+
+
+def test_stages_are_judged_under_the_slo_as_given_success_only_included(tmp_path: Path) -> None:
+    """The SLO reaches the load test as a `Slo`: it was once passed as text and parsed again,
+    which dropped --success-only, so stages.json was judged without it."""
+    from planner.slo.spec import parse_slo
+
+    server = start_server(ttft_s=0.02, itl_s=0.01)
+    slo = parse_slo("ttft:p95<=1s", success_only=True)
+    try:
+        plan = StagePlan(stages=[Stage(name="s", kind="open", duration_s=2.0, rate_rps=5.0)])
+        run_loadtest(_config(server.url, _profile(tmp_path, [(32, 4)]), slo=slo), plan, tmp_path)
+    finally:
+        server.stop()
+    (stage,) = read_stages(tmp_path)
+    assert stage.slo == "ttft:p95<=1s" and stage.success_only
+    assert stage.attainment is not None and stage.attainment > 0.9

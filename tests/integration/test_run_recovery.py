@@ -14,6 +14,7 @@ from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_stages
 from contracts.timeline import run_timeline
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from planner.slo.spec import parse_slo
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def test_burst_recovery_timeline_and_goodput_agree(tmp_path: Path) -> None:
         profile_path=str(profile),
         drain_s=5.0,
         slo_ttft_s=THRESHOLD_S,
-        slo="attainment>=90%:ttft<=500ms",
+        slo=parse_slo("attainment>=90%:ttft<=500ms"),
     )
     run_dir = tmp_path / "run"
     try:
