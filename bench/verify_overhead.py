@@ -31,7 +31,6 @@ from bench.kit.emulator_timelines import (
     TimelineEmulator,
     start_timeline_emulator,
 )
-from bench.kit.nginx_lb import nginx_balancer
 from bench.kit.profiles import make_profile
 from bench.kit.verify_truth import steady_window_perf_s
 from capplan.cli import app
@@ -42,6 +41,7 @@ from planner.engine import EngineRequest, build_engine_config
 from planner.fleet.check import single_instance_limit
 from planner.fleet.sim import simulate_fleet
 from planner.slo.spec import parse_slo
+from planner.verify.nginx import nginx_balancer
 from planner.verify.simulate import plan_engine, simulate_stages
 from profiles.model import load_profile, save_profile
 

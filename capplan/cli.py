@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "calibrate",
     "plan",
     "verify",
+    "lb",
     "whatif",
     "compare",
     "report",

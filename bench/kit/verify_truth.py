@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from bench.kit.nginx_lb import nginx_balancer
 from bench.kit.profiles import make_profile
 from bench.kit.queue_truth import fcfs_waits, mgc_max_rate, ttft_quantile
 from bench.kit.slot_server import SlotServer, SlotTiming, start_slot_server
 from capplan.cli import app
 from contracts.rundir import read_run_info, read_stages
 from contracts.verify import Verify
+from planner.verify.nginx import nginx_balancer
 from profiles.model import save_profile
 
 

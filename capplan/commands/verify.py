@@ -91,8 +91,15 @@ def register(app: typer.Typer) -> None:
         time_scale: TimeScale = 1.0,
         seed: int = typer.Option(0, "--seed", help="Seed of the load and the simulation."),
         no_preflight: NoPreflight = False,
+        wait_s: float = typer.Option(
+            0.0,
+            "--wait-s",
+            help="Wait up to this long for --host/--hosts to accept connections (a fleet or "
+            "balancer just started); 0: refuse at once.",
+        ),
     ) -> None:
         from planner.verify import VerifyOptions, run_verify
+        from planner.verify.nginx import wait_for_upstreams
 
         for option, value in (
             ("--steady-s", steady_s), ("--burst-s", burst_s), ("--recovery-s", recovery_s),
@@ -101,6 +108,7 @@ def register(app: typer.Typer) -> None:
             check_number(option, value, gt=0)
         check_number("--burst-factor", burst_factor, gt=1)
         check_number("--instances-down", instances_down, ge=0)
+        check_number("--wait-s", wait_s, ge=0)
         options = VerifyOptions(
             plan_path=plan,
             profile_path=profile,
@@ -124,6 +132,8 @@ def register(app: typer.Typer) -> None:
             time_scale=time_scale,
             seed=seed,
         )
+        if wait_s > 0:
+            wait_for_upstreams([host] if host else _urls(hosts), wait_s)
         result = run_verify(
             options,
             echo=lambda line: typer.echo(line, err=True),

@@ -26,7 +26,6 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.nginx_lb import nginx_balancer, nginx_binary
 from capplan.cli import app
 from contracts.rundir import read_records, read_stages
 from contracts.verify import Verify
@@ -34,16 +33,13 @@ from planner.emulator import emulator_subprocess
 from planner.engine import build_engine_config
 from planner.fleet.check import single_instance_limit
 from planner.slo.spec import parse_slo
+from planner.verify.nginx import nginx_balancer
 from planner.verify.options import VerifyOptions, verify_stages
 from planner.verify.simulate import sent_requests
 from profiles.model import load_profile
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(
-        nginx_binary() is None,
-        reason="nginx is not installed (scripts/test.sh installs Debian's nginx package)",
-    ),
 ]
 LONG = pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",

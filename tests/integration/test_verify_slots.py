@@ -19,16 +19,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.kit.nginx_lb import nginx_binary
 from bench.kit.verify_truth import CaseResult, SlotFleetCase, run_case
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        nginx_binary() is None,
-        reason="nginx is not installed (scripts/test.sh installs Debian's nginx package)",
-    ),
 ]
 CASE = SlotFleetCase()
 
