@@ -22,6 +22,7 @@ from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.arrivals import arrival_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from tests.helpers.missing import missing
 from tests.helpers.shared_data import AZURE_CONV
 
 pytestmark = pytest.mark.integration
@@ -108,7 +109,7 @@ def test_gamma_stage_shows_the_requested_cv(tmp_path: Path) -> None:
 
 def test_replay_at_10x_reproduces_inter_arrivals(tmp_path: Path) -> None:
     if not AZURE.is_file():
-        pytest.skip(f"shared traces not found at {AZURE.parent} (beside the checkout)")
+        missing(f"shared traces not found at {AZURE.parent} (beside the checkout)")
     server = start_server(ttft_s=0.005, itl_s=0.001, max_out=8)
     try:
         plan = StagePlan(

@@ -22,6 +22,7 @@ from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import trace_requests
 from profiles.build import build_profile
 from profiles.readers import read_requests
+from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 
 MOONCAKE = SHARED_DATA / "mooncake_synthetic_trace.jsonl"
@@ -113,7 +114,7 @@ def _mooncake_replay(path: Path, routing: str) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def mooncake_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not MOONCAKE.is_file():
-        pytest.skip(f"shared traces not found at {SHARED_DATA}")
+        missing(f"shared traces not found at {SHARED_DATA}")
     head = tmp_path_factory.mktemp("mooncake") / "head.jsonl"
     with MOONCAKE.open(encoding="utf-8") as src:
         head.write_text("".join(next(src) for _ in range(1000)), encoding="utf-8")
@@ -138,7 +139,7 @@ def test_prefix_router_reaches_the_ideal_hit_ratio_where_round_robin_gets_a_quar
 @pytest.mark.skipif(not os.environ.get("CAPPLAN_LONG_TESTS"), reason="CAPPLAN_LONG_TESTS=1")
 def test_prefix_router_on_the_whole_mooncake_trace() -> None:
     if not MOONCAKE.is_file():
-        pytest.skip(f"shared traces not found at {SHARED_DATA}")
+        missing(f"shared traces not found at {SHARED_DATA}")
     ideal, prefix = _mooncake_replay(MOONCAKE, "prefix_aware")
     _, rr = _mooncake_replay(MOONCAKE, "round_robin")
     assert prefix >= 0.8 * ideal

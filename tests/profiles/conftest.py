@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from bench.kit.logs import build_openai_log
+from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 
 
 @pytest.fixture
 def shared_data() -> Path:
-    """shared/data beside the checkout (skips when absent)."""
+    """shared/data beside the checkout (absent: fails in CI, skips elsewhere)."""
     if not (SHARED_DATA / "AzureLLMInferenceTrace_conv.csv").is_file():
-        pytest.skip(f"shared traces not found at {SHARED_DATA.resolve()} (beside the checkout)")
+        missing(f"shared traces not found at {SHARED_DATA.resolve()} (beside the checkout)")
     return SHARED_DATA
 
 

@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from capplan.cli import app
+from tests.helpers.missing import missing
 
 REVIEW = {
     "name": "2026-Q4",
@@ -34,7 +35,7 @@ def test_review_has_autoscaling_section(tmp_path: Path, autoscale: bool) -> None
     study = review["services"][0]["plan"].get("autoscale")
     assert (study is not None) == autoscale
     if not shutil.which("pdftotext"):
-        pytest.skip("pdftotext (poppler-utils) not installed")
+        missing("pdftotext (poppler-utils) not installed")
     text = subprocess.run(
         ["pdftotext", str(out), "-"], capture_output=True, text=True, check=True
     ).stdout
