@@ -11,8 +11,8 @@ from capplan.cli import check_number, handle_errors
 from capplan.commands.shared import ApiKeyEnv, Endpoint, NoPreflight, TimeScale
 
 if TYPE_CHECKING:
+    from planner.fleet.routing import Routing
     from planner.loadtest.run import LoadTestConfig
-    from planner.verify.router import RouterKind
 
 HELP = """Measure the planned fleet behind a real load balancer: does N hold the SLO at the \
 plan's design peak, through a burst, and recover; and does N-K not?
@@ -70,8 +70,9 @@ def register(app: typer.Typer) -> None:
         routing: str = typer.Option(
             "round_robin",
             "--routing",
-            help="capplan's routing over --hosts (round_robin or least_outstanding); with "
-            "--host, the balancer's, for the simulation.",
+            help="capplan's routing over --hosts, by load alone (round_robin, "
+            "least_outstanding, power_of_two); with --host, the balancer's (any of the plan's "
+            "routings), for the simulation.",
         ),
         model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
         endpoint: Endpoint = "chat",
@@ -147,14 +148,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def _routing(text: str) -> RouterKind:
-    from contracts.errors import ConfigError
-    from planner.verify.router import ROUTER_KINDS
+def _routing(text: str) -> Routing:
+    from planner.fleet.routing import check_routing
 
-    for kind in ROUTER_KINDS:
-        if text == kind:
-            return kind
-    raise ConfigError(f"--routing {text!r}: expected one of {', '.join(ROUTER_KINDS)}")
+    return check_routing(text)
 
 
 def _check_target(config: LoadTestConfig) -> str:

@@ -76,18 +76,35 @@ class Router(Protocol):
 
 RouterFactory = Callable[[int, RoutingSettings], Router]
 _ROUTERS: dict[str, RouterFactory] = {}
+_READS_REQUEST: set[str] = set()
 
 
-def register_router(name: Routing) -> Callable[[RouterFactory], RouterFactory]:
-    """Register a router factory under `name`; a second one under the same name is an error."""
+def register_router(
+    name: Routing, *, reads_request: bool = False
+) -> Callable[[RouterFactory], RouterFactory]:
+    """Register a router factory under `name`; a second one under the same name is an error.
+    `reads_request`: the router reads the request's prefix blocks or session (not its load
+    alone), so a proxy that sees no token ids (verify's) cannot run it."""
 
     def add(factory: RouterFactory) -> RouterFactory:
         if name in _ROUTERS:
             raise ValueError(f"router {name!r} registered twice")
         _ROUTERS[name] = factory
+        if reads_request:
+            _READS_REQUEST.add(name)
         return factory
 
     return add
+
+
+def known_routings() -> tuple[Routing, ...]:
+    """Every registered router's name, in registration order (for help texts)."""
+    return tuple(_ROUTERS)  # type: ignore[arg-type]
+
+
+def load_only_routings() -> tuple[Routing, ...]:
+    """The routers that choose by the instances' load alone, never reading the request."""
+    return tuple(n for n in known_routings() if n not in _READS_REQUEST)
 
 
 def check_routing(name: str) -> Routing:
@@ -155,7 +172,7 @@ class PowerOfTwo:
         return b if outstanding[b] < outstanding[a] else a
 
 
-@register_router("session_affinity")
+@register_router("session_affinity", reads_request=True)
 class SessionAffinity:
     def __init__(self, instances: int, settings: RoutingSettings) -> None:
         self._home: dict[str, int] = {}
@@ -223,7 +240,7 @@ class PrefixIndex:
                 del holders[old]
 
 
-@register_router("prefix_aware")
+@register_router("prefix_aware", reads_request=True)
 class PrefixAware:
     def __init__(self, instances: int, settings: RoutingSettings) -> None:
         self._settings = settings

@@ -15,8 +15,8 @@ from contracts.errors import ConfigError
 from contracts.jsonio import read_json, validate
 from contracts.plan import PLAN_SCHEMA, Plan
 from contracts.run import Stage, StagePlan
+from planner.fleet.routing import Routing
 from planner.limit.steady import SteadyRules
-from planner.verify.router import RouterKind
 from profiles.model import Profile, load_profile
 
 
@@ -34,7 +34,7 @@ class VerifyOptions(BaseModel):
         default_factory=list, description="with host: the pool's instances, for their metrics"
     )
     instances_down: int = Field(default=0, ge=0)
-    routing: RouterKind = Field(
+    routing: Routing = Field(
         default="round_robin",
         description="capplan's routing (hosts), or the balancer's (simulated)",
     )

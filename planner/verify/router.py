@@ -1,8 +1,9 @@
 """capplan's own load balancer for `capplan verify --hosts`: a reverse proxy on 127.0.0.1.
 
 With a list of instances and no load balancer of the user's, capplan routes as the plan
-assumed: each request goes to one instance chosen round-robin or least-outstanding (fewest
-requests in flight, ties to the lowest index: the fleet simulator's rule), and its answer,
+assumed: each request goes to the instance the fleet simulator's own router chooses
+(planner.fleet.routing's registry: round-robin, least-outstanding, power-of-two; one
+implementation for the plan and the proxy), and its answer,
 streamed or not, is passed back chunk by chunk as it comes. One proxy in front of the load
 generator sees every request in one place, so least-outstanding counts are exact even when
 Locust runs several processes, and requests per instance are counted here, not guessed from
@@ -15,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from typing import Literal
 
 import aiohttp
 from aiohttp import web
 
 from contracts.errors import ConfigError
+from planner.engine.requests import EngineRequest
+from planner.fleet.routing import Routing, load_only_routings, make_router
 
-RouterKind = Literal["round_robin", "least_outstanding"]
-ROUTER_KINDS: tuple[RouterKind, ...] = ("round_robin", "least_outstanding")
+# The proxy sees bytes, not token ids: its routers choose by load alone, and this stands in
+# for the request they never read.
+_UNREAD = EngineRequest(request_id="", prompt_tokens=1, max_tokens=1, arrival_s=0.0)
 _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
 )
@@ -32,21 +35,21 @@ _HOP_HEADERS = frozenset(
 class Router:
     """The proxy's choice and counts: pure bookkeeping, no I/O."""
 
-    def __init__(self, hosts: Sequence[str], kind: RouterKind) -> None:
-        if kind not in ROUTER_KINDS:
-            raise ConfigError(f"--routing {kind!r}: expected one of {', '.join(ROUTER_KINDS)}")
+    def __init__(self, hosts: Sequence[str], kind: Routing) -> None:
+        if kind not in load_only_routings():
+            raise ConfigError(
+                f"--routing {kind!r} with --hosts: capplan's proxy routes by load alone, one of "
+                f"{', '.join(load_only_routings())} (a router that reads prompts or sessions "
+                "needs --host, your own balancer)"
+            )
         self.hosts = [h.rstrip("/") for h in hosts]
         self.kind = kind
         self.outstanding = [0] * len(self.hosts)
         self.routed = [0] * len(self.hosts)
-        self._next = 0
+        self._policy = make_router(kind, len(self.hosts))
 
     def choose(self) -> int:
-        if self.kind == "round_robin":
-            k = self._next
-            self._next = (self._next + 1) % len(self.hosts)
-        else:
-            k = min(range(len(self.hosts)), key=lambda i: (self.outstanding[i], i))
+        k = self._policy.route(_UNREAD, self.outstanding)
         self.outstanding[k] += 1
         self.routed[k] += 1
         return k

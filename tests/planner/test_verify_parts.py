@@ -24,8 +24,45 @@ def test_round_robin_cycles_and_least_outstanding_takes_the_idlest() -> None:
     lo.done(1)
     lo.done(0)
     assert lo.choose() == 1  # a: 1 in flight, b: 0
-    with pytest.raises(ConfigError, match="round_robin, least_outstanding"):
+    with pytest.raises(ConfigError, match="round_robin, least_outstanding, power_of_two"):
         Router(["http://a"], "random")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="needs --host"):
+        Router(["http://a"], "prefix_aware")  # it reads prompts the proxy never tokenises
+
+
+def test_the_proxy_routes_with_the_fleet_simulators_own_routers() -> None:
+    """One implementation: for each load-only router, the proxy's choices are the fleet
+    router's on the same in-flight counts (a proxy with a copy of its own once drifted)."""
+    from planner.engine.requests import EngineRequest
+    from planner.fleet.routing import load_only_routings, make_router
+
+    assert set(load_only_routings()) == {"round_robin", "least_outstanding", "power_of_two"}
+    request = EngineRequest(request_id="r", prompt_tokens=8, max_tokens=4, arrival_s=0.0)
+    for kind in load_only_routings():
+        proxy = Router([f"http://h{i}" for i in range(4)], kind)
+        fleet = make_router(kind, 4)
+        outstanding = [0, 0, 0, 0]
+        for step in range(40):
+            expected = fleet.route(request, outstanding)
+            assert proxy.choose() == expected, (kind, step)
+            outstanding[expected] += 1
+            if step % 3 == 2:  # some finish, unevenly
+                done = max(range(4), key=outstanding.__getitem__)
+                outstanding[done] -= 1
+                proxy.done(done)
+
+
+def test_verify_help_names_every_router_the_proxy_runs() -> None:
+    from typer.testing import CliRunner
+
+    from capplan.cli import app
+    from planner.fleet.routing import load_only_routings
+
+    text = " ".join(
+        CliRunner().invoke(app, ["verify", "--help"], env={"COLUMNS": "300"}).output.split()
+    )
+    for kind in load_only_routings():
+        assert kind in text
 
 
 def _series(counts: list[float], running: float = 1.0) -> Series:
