@@ -121,6 +121,7 @@ def print_autoscale(result: AutoscaleResult, console: Console) -> None:
     m = result.manifests
     if m is not None:
         console.print(
-            f"  manifests for {m.policy}: {m.keda_path}, {m.hpa_path} ({m.query} at "
+            f"  manifests for {m.policy}: {m.keda_path}, {m.hpa_path or 'no HPA (min 0)'} "
+            f"({m.query} at "
             f"{m.threshold:.3g} per replica)"
         )

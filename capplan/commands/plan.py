@@ -180,7 +180,11 @@ def plan_command(
         routing_settings=settings,
     )
     plan = build_plan(
-        the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
+        the_profile,
+        the_limit,
+        options,
+        progress=lambda m: console.print(f"[dim]{m}[/dim]"),
+        check_instances=None if auto is None else auto.check_replicas,
     )
     if auto is not None:
         plan = apply_autoscale(

@@ -5,6 +5,11 @@ what the Kubernetes HPA adds around it (tolerance, min/max, scale-down stabilisa
 cooldown). Both simulations (request-level and per-step) drive the same controller, so a
 policy means the same thing in each. Kinds live in one registry (`POLICIES`); an unknown kind
 or metric lists the known ones.
+
+The numbers the controller runs on are the ones the manifests carry: `check_writable` refuses
+at parse time what a KEDA ScaledObject or an HPA cannot say (a poll under 1 s or of a
+fraction of a second, a window over an hour, ...), and `replicas_for` is the one place the
+replica range is resolved, for the controller and the manifests alike.
 """
 
 from __future__ import annotations
@@ -43,6 +48,63 @@ class Targets:
     schedule: tuple[int, ...]  # 24 replica counts, hour of day 0..23 (UTC)
     max_replicas: int
     day_offset_s: float = 0.0  # UTC second of day at simulated time 0
+
+
+DEFAULT_MAX_PER_PLANNED = 2  # max_replicas when the policy gives none: 2 x the planned count
+# What the objects accept, as their schemas and validators say: KEDA's CRD (pollingInterval
+# minimum 1, int32) and the Kubernetes API server's HPA validation (stabilizationWindowSeconds
+# 0..3600, a scaling policy's periodSeconds 1..1800).
+_WHOLE_S = {
+    "poll_s": ("poll", 1, 2**31 - 1, "KEDA's pollingInterval"),
+    "window_s": ("window", 0, 3600, "the HPA's scaleDown stabilizationWindowSeconds"),
+    "cooldown_s": ("cooldown", 1, 1800, "the HPA's scaleDown policy periodSeconds"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replicas:
+    """The replica range a policy runs in: the controller's clamp and the manifests' min/max."""
+
+    low: int
+    high: int
+
+
+def default_max_replicas(planned: int) -> int:
+    """max_replicas of a policy that gives none: twice the plan's instance count."""
+    return DEFAULT_MAX_PER_PLANNED * planned
+
+
+def replicas_for(spec: PolicySpec, default_max: int) -> Replicas:
+    """The range of `spec`: its own min/max, max defaulting to `default_max`.
+
+    Raises ConfigError when min is above the max (KEDA's CEL rule and the HPA's validation
+    refuse such an object, and the simulation would have to clamp one of them).
+    """
+    high = spec.max_replicas or default_max
+    if spec.min_replicas > high:
+        given = (
+            f"max={spec.max_replicas}"
+            if spec.max_replicas
+            else f"the default max ({default_max}: {DEFAULT_MAX_PER_PLANNED} x the plan)"
+        )
+        raise ConfigError(
+            f"--autoscale-policy {spec.label}: min={spec.min_replicas} is above {given}; "
+            f"give max={spec.min_replicas} or more, or a lower min"
+        )
+    return Replicas(low=spec.min_replicas, high=high)
+
+
+def check_writable(spec: PolicySpec, where: str) -> None:
+    """Raise ConfigError, naming `where` and the key, when a ScaledObject or an HPA cannot carry
+    `spec`'s timing as it is: each of poll, window and cooldown is a whole number of seconds in
+    the range its field accepts."""
+    for field, (key, low, high, what) in _WHOLE_S.items():
+        value = float(getattr(spec, field))
+        if value != round(value) or not low <= value <= high:
+            raise ConfigError(
+                f"{where}: {key}={value:g} s cannot be written: {what} takes whole seconds "
+                f"in {low}..{high}"
+            )
 
 
 class Policy(Protocol):
@@ -126,7 +188,8 @@ def parse_policy(text: str) -> PolicySpec:
     """`KIND[:key=value,...]` as a PolicySpec, e.g. `reactive:metric=queue,target=4,min=2`.
 
     Keys: metric (queue|kv), target, window (s), cooldown (s), poll (s), min, max,
-    tolerance, name. Raises ConfigError naming the option, the key and what was expected.
+    tolerance, name. Raises ConfigError naming the option, the key and what was expected, also
+    for timing a manifest cannot carry (`check_writable`).
     """
     where = f"--autoscale-policy {text!r}"
     kind, _, rest = text.strip().partition(":")
@@ -146,12 +209,14 @@ def parse_policy(text: str) -> PolicySpec:
             "(vllm:num_requests_waiting), kv (vllm:gpu_cache_usage_perc)"
         )
     try:
-        return PolicySpec.model_validate(fields)
+        spec = PolicySpec.model_validate(fields)
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(x) for x in first["loc"]) or "policy"
         msg = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{where}: {loc}: {msg}") from err
+    check_writable(spec, where)
+    return spec
 
 
 def target_of(spec: PolicySpec, targets: Targets) -> float | None:
@@ -177,11 +242,13 @@ def build_policy(spec: PolicySpec, targets: Targets, cold_start_s: float) -> Pol
 class Controller:
     """The HPA loop around a policy: clamp, scale up at once, scale down stabilised and cooled."""
 
-    def __init__(self, spec: PolicySpec, policy: Policy, max_replicas: int) -> None:
+    def __init__(self, spec: PolicySpec, policy: Policy, default_max: int) -> None:
+        """Raises ConfigError when `spec`'s min is above its max (see `replicas_for`)."""
         self.spec = spec
         self.policy = policy
-        self.high = spec.max_replicas or max_replicas
-        self.low = min(spec.min_replicas, self.high)
+        replicas = replicas_for(spec, default_max)
+        self.high = replicas.high
+        self.low = replicas.low
         self._history: deque[tuple[float, int]] = deque()
         self._last_scale_s = -math.inf
 
