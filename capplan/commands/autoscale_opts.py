@@ -34,7 +34,9 @@ AutoscalePolicy = Annotated[
         "--autoscale-policy",
         help="A policy KIND[:key=value,...] (repeat for several; default: reactive:metric=queue, "
         "reactive:metric=kv, rate, schedule). Kinds: reactive (metric=queue|kv), rate, schedule; "
-        "keys: target, window, cooldown, poll (s), min, max, tolerance, name.",
+        "keys: target, window (0..3600 s), cooldown (1..1800 s), poll (>= 1 s), min, max "
+        "(default 2 x the plan), tolerance, name; times in whole seconds, as KEDA and the HPA "
+        "take them.",
     ),
 ]
 ColdStart = Annotated[

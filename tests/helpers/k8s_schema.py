@@ -97,13 +97,18 @@ def _schema_problems(obj: Any, schema: dict[str, Any]) -> list[str]:
     ]
 
 
+@cache
+def _cel(rule: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
 def _cel_problems(value: Any, schema: dict[str, Any], path: str) -> list[str]:
     """Every x-kubernetes-validations rule met while walking `value` down `schema`, evaluated
     with `self` bound to the value at that node (as the API server does)."""
     found = []
-    env = celpy.Environment()
     for rule in schema.get("x-kubernetes-validations", []):
-        program = env.program(env.compile(rule["rule"]))
+        program = _cel(rule["rule"])
         result = program.evaluate({"self": celpy.json_to_cel(value)})
         if not isinstance(result, celpy.celtypes.BoolType) or not result:
             found.append(f"{path or '<root>'}: {rule['message']} (CEL: {rule['rule']})")
@@ -258,4 +263,5 @@ def hpa_problems(obj: dict[str, Any]) -> list[str]:
     found = _schema_problems(obj, hpa_schema())
     if obj.get("apiVersion") != "autoscaling/v2" or obj.get("kind") != "HorizontalPodAutoscaler":
         found.append("apiVersion/kind: expected autoscaling/v2 HorizontalPodAutoscaler")
-    return found + _hpa_server_problems(obj)
+    # An object that does not decode never reaches validation.go.
+    return found or _hpa_server_problems(obj)
