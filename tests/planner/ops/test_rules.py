@@ -20,15 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from capplan.cli import app
 from contracts.plan import Plan
-from profiles.model import save_profile
-from profiles.presets import preset_profile
 
-runner = CliRunner()
-SLO = "ttft:p95<=2s,tpot:p95<=0.1s"
 COMMON = {"severity": "warning", "source": "capplan"}
 
 
@@ -36,21 +30,6 @@ def promtool() -> str:
     found = shutil.which("promtool")
     assert found, "promtool is missing: install Debian's prometheus package (scripts/test.sh)"
     return found
-
-
-@pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Path]:
-    folder = tmp_path_factory.mktemp("ops")
-    profile = folder / "chat.json"
-    save_profile(preset_profile("chat", rate_rps=5.0), profile)
-    out = folder / "plan.json"
-    result = runner.invoke(
-        app,
-        ["plan", "--profile", str(profile), "--limit", "4rps", "--peak-rps", "9", "--slo", SLO,
-         "--headroom", "0.2", "--redundancy", "1", "--no-fleet-check", "-o", str(out)],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return Plan.model_validate_json(out.read_text()), out
 
 
 def test_the_plan_writes_rules_prometheus_accepts(planned: tuple[Plan, Path]) -> None:
