@@ -40,7 +40,8 @@ from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.fleet.routing import RoutingSettings, parse_routings
-from planner.ops import write_ops
+from planner.ops.rules import replan_command
+from planner.ops.write import write_ops
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
@@ -199,7 +200,13 @@ def plan_command(
         )
     if plan.inputs.slo is not None:
         folder = ops_out or output.with_name(output.stem + "-ops")
-        plan = write_ops(plan, output, folder, deployment.rpartition("/")[0] or "default")
+        plan = write_ops(
+            plan,
+            folder,
+            replan=replan_command(plan, str(output)),
+            name=output.stem,
+            namespace=deployment.rpartition("/")[0] or "default",
+        )
     write_model(output, plan, "the plan")
     print_result(plan, output, output_format, lambda console: print_plan(plan, console))
 

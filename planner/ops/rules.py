@@ -152,25 +152,32 @@ def alerts(t: OpsThresholds) -> list[Alert]:
     return out
 
 
-def runbook(plan: Plan, plan_path: str) -> str:
-    """The commands that re-plan from live traffic, with the plan's own inputs."""
+def replan_command(plan: Plan, plan_path: str) -> str:
+    """The `capplan plan` command that makes `plan` again, with its own inputs."""
     i = plan.inputs
     slo = f" --slo '{i.slo}'" if i.slo else ""
     return (
-        f"Re-plan: capplan plan --profile {i.profile} --limit {i.limit.source}{slo} "
-        f"--headroom {i.headroom:g} --redundancy {i.redundancy} -o {plan_path}; against live "
-        f"traffic: capplan review (a profile read from this Prometheus); a new limit: capplan "
-        f"limit."
+        f"capplan plan --profile {i.profile} --limit {i.limit.source}{slo} "
+        f"--headroom {i.headroom:g} --redundancy {i.redundancy} -o {plan_path}"
     )
 
 
-def rule_groups(plan: Plan, plan_path: str, t: OpsThresholds) -> dict[str, Any]:
-    """The plain rule file: one group named after the plan."""
-    book = runbook(plan, plan_path)
+def runbook(replan: str) -> str:
+    """The annotation: the command that re-plans, and where live traffic and a new limit come
+    from."""
+    return (
+        f"Re-plan: {replan}; against live traffic: capplan review (a profile read from this "
+        "Prometheus); a new limit: capplan limit."
+    )
+
+
+def rule_groups(group: str, replan: str, t: OpsThresholds) -> dict[str, Any]:
+    """The plain rule file: one group named `group`, `replan` in every runbook."""
+    book = runbook(replan)
     return {
         "groups": [
             {
-                "name": f"capplan-{plan.name or 'plan'}",
+                "name": group,
                 "rules": [a.rule(book) for a in alerts(t)],
             }
         ]
