@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.ops import OpsThresholds
+from contracts.ops import OpsThresholds, Threshold
 from contracts.plan import Plan
 from planner.ops.thresholds import latency_names, names
 from profiles.prometheus.engines import ENGINES
@@ -85,41 +85,43 @@ def attainment_expr(bucket_s: float) -> str:
     return f"{good} / sum(rate({name}_count[{ATTAINMENT_WINDOW}]))"
 
 
+def _over(
+    name: str,
+    quantity: str,
+    line: Threshold,
+    *,
+    for_: str,
+    severity: str,
+    summary: str,
+    said: str,
+) -> Alert:
+    """An alert on `quantity` above `line`; `said` names the quantity before its value."""
+    return Alert(
+        name=name, expr=f"({quantity}) > {line.value:.6g}", for_=for_, severity=severity,
+        summary=summary,
+        description=f"{said} {{{{ $value | humanize }}}} > {line.value:.4g}: {line.source}.",
+    )  # fmt: skip
+
+
 def alerts(t: OpsThresholds) -> list[Alert]:
     """The alerts of thresholds `t`, in the file's order."""
     unit = "req/s" if t.unit == "rps" else "requests in flight"
     load = load_expr(t.unit)
     out = [
-        Alert(
-            name="CapplanLoadAbovePlan", expr=f"({load}) > {t.planned_load.value:.6g}",
-            for_="10m", severity="warning",
-            summary="The fleet's load is above what the plan was sized for",
-            description=f"Load {{{{ $value | humanize }}}} {unit} > {t.planned_load.value:.4g} "
-            f"{unit}: {t.planned_load.source}; the headroom is being used.",
-        ),
-        Alert(
-            name="CapplanLoadAtCapacity", expr=f"({load}) > {t.capacity.value:.6g}",
-            for_="5m", severity="critical",
-            summary="The fleet's load is above its planned capacity",
-            description=f"Load {{{{ $value | humanize }}}} {unit} > {t.capacity.value:.4g} "
-            f"{unit}: {t.capacity.source}; the SLO is not expected to hold.",
-        ),
-        Alert(
-            name="CapplanQueueAboveLimit",
-            expr=f"({per_instance('waiting')}) > {t.queue_per_instance.value:.6g}",
-            for_="5m", severity="warning",
-            summary="An instance queues more requests than it did at its SLO limit",
-            description=f"{{{{ $labels.instance }}}}: {{{{ $value }}}} requests waiting > "
-            f"{t.queue_per_instance.value:.4g}: {t.queue_per_instance.source}.",
-        ),
-        Alert(
-            name="CapplanKvCacheHigh",
-            expr=f"({per_instance('kv_usage')}) > {t.kv_usage.value:.6g}",
-            for_="10m", severity="warning",
-            summary="An instance's KV cache is fuller than at its SLO limit",
-            description=f"{{{{ $labels.instance }}}}: KV-cache usage {{{{ $value }}}} > "
-            f"{t.kv_usage.value:.3g}: {t.kv_usage.source}.",
-        ),
+        _over("CapplanLoadAbovePlan", load, t.planned_load, for_="10m", severity="warning",
+              summary="The fleet's load is above what the plan was sized for (headroom in use)",
+              said=f"Fleet load ({unit})"),
+        _over("CapplanLoadAtCapacity", load, t.capacity, for_="5m", severity="critical",
+              summary="The fleet's load is above its planned capacity: the SLO may not hold",
+              said=f"Fleet load ({unit})"),
+        _over("CapplanQueueAboveLimit", per_instance("waiting"), t.queue_per_instance,
+              for_="5m", severity="warning",
+              summary="An instance queues more requests than it did at its SLO limit",
+              said="{{ $labels.instance }}: requests waiting"),
+        _over("CapplanKvCacheHigh", per_instance("kv_usage"), t.kv_usage, for_="10m",
+              severity="warning",
+              summary="An instance's KV cache is fuller than at its SLO limit",
+              said="{{ $labels.instance }}: KV-cache usage"),
     ]  # fmt: skip
     for metric, bound in (("ttft", t.ttft_s), ("tpot", t.tpot_s)):
         if bound is None:
