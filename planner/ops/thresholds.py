@@ -5,8 +5,8 @@ Pure over the plan and, where the limit was measured by `capplan limit`, the lim
 stages (`queue_and_kv_seen`): the highest requests-waiting and KV-usage gauges the server
 reported during the stages of the level the limit rests on. Without them (a `--limit`
 number, a server without those gauges) the queue line is the M/M/c mean queue at the
-headroom's utilisation (the autoscaling study's queue target) and the KV line the plan's own
-estimate at the limit's concurrency; each threshold says which.
+headroom's utilisation (as the autoscaling study's queue target, at most 95 %) and the KV
+line the plan's own estimate at the limit's concurrency; each threshold says which.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from contracts.ops import OpsThresholds, Threshold
 from contracts.plan import Plan
 from contracts.rundir import read_stages
 from planner.autoscale.run import fleet_of
+from planner.capacity.queueing import erlang_c
 from planner.emulator.metrics import TTFT_BUCKETS_S
 from planner.slo.spec import Slo, parse_slo
 from profiles.prometheus.engines import ENGINES
 
 KV_CEILING = 0.99  # a usage line at 1.0 can never be crossed
 MIN_QUEUE = 1.0  # alert on at least one request waiting, never on an empty queue
+MAX_UTILISATION = 0.95  # no headroom: M/M/c's queue at utilisation 1 is unbounded
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,10 +144,15 @@ def _queue(plan: Plan, seen: Seen) -> Threshold:
             source=f"the highest {seen.queue_name} at the limit, {seen.queue:g} ({seen.where})"
             + (f", at least {MIN_QUEUE:g}" if seen.queue < MIN_QUEUE else ""),
         )
+    fleet = fleet_of(plan)
+    rho = min(1.0 / (1.0 + plan.inputs.headroom), MAX_UTILISATION)
+    a = fleet.slots * rho
+    waiting = erlang_c(fleet.slots, a) * a / (fleet.slots - a)
     return Threshold(
-        value=fleet_of(plan).queue_target(),
+        value=max(MIN_QUEUE, round(waiting, 1)),
         source="estimated (no server gauges at the limit): the M/M/c mean queue of one "
-        "instance at the headroom's utilisation, at least 1",
+        f"instance's {fleet.slots} slots at {rho:.0%} utilisation (the headroom's, at most "
+        f"{MAX_UTILISATION:.0%}), at least {MIN_QUEUE:g}",
     )
 
 

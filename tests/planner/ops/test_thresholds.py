@@ -87,3 +87,23 @@ def test_a_plan_on_a_measured_limit_alerts_at_those_lines(tmp_path: Path) -> Non
     assert (t.capacity.value, t.planned_load.value) == (24.0, 20.0)
     assert "Alerts and dashboard: 7 alerts" not in result.output  # no TPOT bound: 6
     assert "Alerts and dashboard: 6 alerts" in " ".join(result.output.split())
+
+
+def test_without_headroom_the_queue_line_is_still_finite(tmp_path: Path) -> None:
+    """No headroom: M/M/c at utilisation 1 has no mean queue; the line is taken at 95 %."""
+    from profiles.model import save_profile
+    from profiles.presets import preset_profile
+
+    profile = tmp_path / "chat.json"
+    save_profile(preset_profile("chat", rate_rps=5.0), profile)
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", "4rps", "--peak-rps", "9", "--slo", SLO,
+         "--headroom", "0", "--redundancy", "0", "--no-fleet-check", "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    ops = Plan.model_validate_json(out.read_text()).ops
+    assert ops is not None
+    line = ops.thresholds.queue_per_instance
+    assert 1.0 <= line.value < 100 and "at 95% utilisation" in line.source
