@@ -27,16 +27,9 @@ import yaml
 
 from contracts.autoscale import AutoscaleManifests, PolicySpec
 from contracts.errors import ConfigError, InputError
-from planner.autoscale.policies import Replicas, replicas_for
+from planner.autoscale.policies import Replicas, policy_kind, replicas_for
 from profiles.prometheus.engines import ENGINES
 
-# KV-cache usage gauges (a fraction 0..1) per engine; the queue and rate metrics come from
-# the engine table the Prometheus reader uses.
-_KV_USAGE = {
-    "vllm": "vllm:kv_cache_usage_perc",
-    "vllm-v0": "vllm:gpu_cache_usage_perc",
-    "sglang": "sglang:token_usage",
-}
 DEFAULT_PROMETHEUS = "http://prometheus.monitoring.svc:9090"
 
 
@@ -56,19 +49,12 @@ def metric_query(spec: PolicySpec, target: Target) -> tuple[str, str]:
 
     Raises ConfigError for a schedule, an unknown engine or one without the metric.
     """
-    engine = ENGINES.get(target.engine)
-    if engine is None:
+    if target.engine not in ENGINES:
         raise ConfigError(f"unknown engine {target.engine!r}; known: {', '.join(ENGINES)}")
     sel = "{" + target.selector + "}" if target.selector else ""
-    if spec.kind == "rate":
-        name = engine.requests[0]
-        return name, f"sum(rate({name}{sel}[1m]))"
-    if spec.kind == "reactive" and spec.metric == "queue" and engine.waiting:
-        name = engine.waiting[0]
-        return name, f"sum({name}{sel})"
-    if spec.kind == "reactive" and spec.metric == "kv" and target.engine in _KV_USAGE:
-        name = _KV_USAGE[target.engine]
-        return name, f"sum({name}{sel})"
+    found = policy_kind(spec).trigger(spec, target.engine, sel)
+    if found is not None:
+        return found
     raise ConfigError(f"no {spec.label} metric for engine {target.engine!r} to write a trigger on")
 
 

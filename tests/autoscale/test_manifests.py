@@ -224,3 +224,11 @@ def test_trigger_reads_the_engine_metric(tmp_path: Path) -> None:
     assert float(trigger["metadata"]["threshold"]) == 4.0
     assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
     assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "4"
+
+
+def test_a_kind_is_registered_once() -> None:
+    from planner.autoscale.policies import POLICIES, register_policy
+
+    assert list(POLICIES) == ["reactive", "rate", "schedule"]
+    with pytest.raises(ConfigError, match="policy kind 'rate' is registered already"):
+        register_policy("rate", POLICIES["rate"])
