@@ -104,7 +104,9 @@ class AutoscaleManifests(_Model):
 
     policy: str
     keda_path: str = Field(description="KEDA ScaledObject (keda.sh/v1alpha1)")
-    hpa_path: str = Field(description="HorizontalPodAutoscaler (autoscaling/v2)")
+    hpa_path: str | None = Field(
+        description="HorizontalPodAutoscaler (autoscaling/v2); None for min 0 (KEDA only)"
+    )
     metric_name: str = Field(description="the engine's metric the trigger reads")
     query: str = Field(description="the PromQL the KEDA trigger runs")
     threshold: float = Field(description="per-replica target of the query")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.autoscale import AutoscaleResult
 from contracts.finding import Finding
+from contracts.ops import OpsFiles
 
 PLAN_SCHEMA = "capplan.plan/1"
 
@@ -274,6 +275,11 @@ class Plan(_Model):
         default=None,
         description="the autoscaling study (capplan plan --autoscale): each policy over the "
         "profile's day and bursts against the static count; absent in plans without it",
+    )
+    ops: OpsFiles | None = Field(
+        default=None,
+        description="the alert rules and the dashboard written beside the plan, with their "
+        "thresholds; absent in plans without an SLO and in earlier plans",
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

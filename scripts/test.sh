@@ -19,7 +19,8 @@ fi
 # lets pdffonts read the CID fonts the page check must report as not embedded: without it
 # pdffonts says "Missing language pack for 'Adobe-GB1'" and lists no such font.
 # prometheus and promtool (Debian's prometheus package) serve a backfilled synthetic fleet to
-# the Prometheus-source tests (tests/profiles/test_prometheus.py), which skip without them.
+# the Prometheus-source tests (tests/profiles/test_prometheus.py), which skip without them;
+# the plan's alert rules are checked with promtool (tests/planner/ops), which fail without it.
 missing=()
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 [ -d /usr/share/poppler/cMap ] || missing+=(poppler-data)

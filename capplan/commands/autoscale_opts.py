@@ -17,6 +17,7 @@ from rich.table import Table
 from contracts.autoscale import AutoscaleResult
 from contracts.plan import Plan
 from planner.autoscale.attach import autoscale_plan, manifest_target
+from planner.autoscale.policies import DEFAULT_POLICIES, POLICIES
 from planner.autoscale.run import AutoscaleOptions, autoscale_options, why_not
 from profiles.model import Profile
 
@@ -32,9 +33,12 @@ AutoscalePolicy = Annotated[
     list[str] | None,
     typer.Option(
         "--autoscale-policy",
-        help="A policy KIND[:key=value,...] (repeat for several; default: reactive:metric=queue, "
-        "reactive:metric=kv, rate, schedule). Kinds: reactive (metric=queue|kv), rate, schedule; "
-        "keys: target, window, cooldown, poll (s), min, max, tolerance, name.",
+        help="A policy KIND[:key=value,...] (repeat for several; default: "
+        f"{', '.join(DEFAULT_POLICIES)}). Kinds: {', '.join(POLICIES)} (reactive: "
+        "metric=queue|kv); "
+        "keys: target, window (0..3600 s), cooldown (1..1800 s), poll (>= 1 s), min, max "
+        "(default 2 x the plan), tolerance, name; times in whole seconds, as KEDA and the HPA "
+        "take them.",
     ),
 ]
 ColdStart = Annotated[
@@ -121,6 +125,7 @@ def print_autoscale(result: AutoscaleResult, console: Console) -> None:
     m = result.manifests
     if m is not None:
         console.print(
-            f"  manifests for {m.policy}: {m.keda_path}, {m.hpa_path} ({m.query} at "
+            f"  manifests for {m.policy}: {m.keda_path}, {m.hpa_path or 'no HPA (min 0)'} "
+            f"({m.query} at "
             f"{m.threshold:.3g} per replica)"
         )

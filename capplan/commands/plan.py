@@ -40,6 +40,8 @@ from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.fleet.routing import RoutingSettings, parse_routings
+from planner.ops.rules import replan_command
+from planner.ops.write import write_ops
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
@@ -130,6 +132,12 @@ def plan_command(
     cold_start_s: ColdStart = DEFAULT_COLD_START_S,
     autoscale_out: AutoscaleOut = None,
     deployment: Deployment = "default/vllm",
+    ops_out: Path | None = typer.Option(
+        None,
+        "--ops-out",
+        help="Folder for the alert rules (rules.yaml, prometheus-rule.yaml) and the Grafana "
+        "dashboard (default: PLAN-ops/ beside the plan; written when the plan has an SLO).",
+    ),
 ) -> None:
     check_format(output_format)
     check_planning(
@@ -180,11 +188,24 @@ def plan_command(
         routing_settings=settings,
     )
     plan = build_plan(
-        the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")
+        the_profile,
+        the_limit,
+        options,
+        progress=lambda m: console.print(f"[dim]{m}[/dim]"),
+        check_instances=None if auto is None else auto.check_replicas,
     )
     if auto is not None:
         plan = apply_autoscale(
             the_profile, plan, output, auto, folder=autoscale_out, deployment=deployment
+        )
+    if plan.inputs.slo is not None:
+        folder = ops_out or output.with_name(output.stem + "-ops")
+        plan = write_ops(
+            plan,
+            folder,
+            replan=replan_command(plan, str(output)),
+            name=output.stem,
+            namespace=deployment.rpartition("/")[0] or "default",
         )
     write_model(output, plan, "the plan")
     print_result(plan, output, output_format, lambda console: print_plan(plan, console))
@@ -300,6 +321,11 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"observed in production: {plan.observed.sentence}")
     if plan.autoscale is not None:
         print_autoscale(plan.autoscale, console)
+    if plan.ops is not None:
+        console.print(
+            f"[bold]Alerts and dashboard[/bold]: {len(plan.ops.alerts)} alerts in "
+            f"{plan.ops.rule_groups} and {plan.ops.prometheus_rule}; {plan.ops.dashboard}"
+        )
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")

@@ -60,6 +60,11 @@ def review_command(
         profiles_out=profiles,
     )
     target = json_out or output.with_suffix(".json")
+    from planner.ops.write import review_with_ops
+
+    review = review_with_ops(
+        review, f"capplan review {review_file} -o {output}", output.with_name(output.stem + "-ops")
+    )
     write_model(target, review, "review.json")
     from reports.review import render_review
 
@@ -69,3 +74,6 @@ def review_command(
         if service.observed is not None:
             typer.echo(f"{service.name}: {service.observed.sentence}")
     typer.echo(f"wrote {target} and {output}")
+    written = [s.plan.ops for s in review.services if s.plan.ops is not None]
+    if written:
+        typer.echo(f"alert rules and dashboards: {Path(written[0].rule_groups).parent.parent}/")

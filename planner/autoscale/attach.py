@@ -11,6 +11,7 @@ from pathlib import Path
 
 from contracts.plan import Plan
 from planner.autoscale.manifests import DEFAULT_PROMETHEUS, Target, write_manifests
+from planner.autoscale.policies import default_max_replicas
 from planner.autoscale.run import AutoscaleOptions, manifest_policy, study_autoscaling
 from profiles.model import Profile
 
@@ -42,6 +43,10 @@ def autoscale_plan(
     chosen = manifest_policy(result)
     assert chosen.spec is not None and chosen.target_per_replica is not None
     written = write_manifests(
-        folder, chosen.spec, target, chosen.target_per_replica, 2 * plan.instances
+        folder,
+        chosen.spec,
+        target,
+        chosen.target_per_replica,
+        default_max_replicas(plan.instances),
     )
     return plan.model_copy(update={"autoscale": result.model_copy(update={"manifests": written})})

@@ -4,9 +4,17 @@ The KEDA object (keda.sh/v1alpha1) carries a Prometheus trigger on the engine's 
 name (vLLM: `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`,
 `vllm:request_success_total`); the HPA (autoscaling/v2) reads the same metric as a Pods
 metric, which needs prometheus-adapter (or KEDA's metrics server) to serve it under the name
-given, colons replaced by underscores. Both carry the policy's min/max, its scale-down
-stabilisation window and scale up without one, as the simulation did. A schedule has no
-metric: its manifests are a metric-driven policy's, named as such.
+given, colons replaced by underscores. Both carry the numbers the simulation ran on: the
+replica range from `replicas_for` (the controller's own), the poll, the scale-down
+stabilisation window and the HPA tolerance (a beta field, HPAConfigurableTolerance, since
+Kubernetes 1.33; older API servers drop it and use the cluster-wide 10 %), and scale up at
+once, as the simulation did. A policy whose min is 0 gets the ScaledObject only: the HPA
+refuses minReplicas 0 (scale to zero is KEDA's). A schedule has no metric: its manifests are
+a metric-driven policy's, named as such.
+
+tests/autoscale/test_manifests.py validates every object against KEDA's CRD (with its CEL
+rule) and the Kubernetes OpenAPI schema with the API server's HPA rules, vendored under
+tests/fixtures/schemas/.
 """
 
 from __future__ import annotations
@@ -19,15 +27,9 @@ import yaml
 
 from contracts.autoscale import AutoscaleManifests, PolicySpec
 from contracts.errors import ConfigError, InputError
+from planner.autoscale.policies import Replicas, policy_kind, replicas_for
 from profiles.prometheus.engines import ENGINES
 
-# KV-cache usage gauges (a fraction 0..1) per engine; the queue and rate metrics come from
-# the engine table the Prometheus reader uses.
-_KV_USAGE = {
-    "vllm": "vllm:kv_cache_usage_perc",
-    "vllm-v0": "vllm:gpu_cache_usage_perc",
-    "sglang": "sglang:token_usage",
-}
 DEFAULT_PROMETHEUS = "http://prometheus.monitoring.svc:9090"
 
 
@@ -47,19 +49,12 @@ def metric_query(spec: PolicySpec, target: Target) -> tuple[str, str]:
 
     Raises ConfigError for a schedule, an unknown engine or one without the metric.
     """
-    engine = ENGINES.get(target.engine)
-    if engine is None:
+    if target.engine not in ENGINES:
         raise ConfigError(f"unknown engine {target.engine!r}; known: {', '.join(ENGINES)}")
     sel = "{" + target.selector + "}" if target.selector else ""
-    if spec.kind == "rate":
-        name = engine.requests[0]
-        return name, f"sum(rate({name}{sel}[1m]))"
-    if spec.kind == "reactive" and spec.metric == "queue" and engine.waiting:
-        name = engine.waiting[0]
-        return name, f"sum({name}{sel})"
-    if spec.kind == "reactive" and spec.metric == "kv" and target.engine in _KV_USAGE:
-        name = _KV_USAGE[target.engine]
-        return name, f"sum({name}{sel})"
+    found = policy_kind(spec).trigger(spec, target.engine, sel)
+    if found is not None:
+        return found
     raise ConfigError(f"no {spec.label} metric for engine {target.engine!r} to write a trigger on")
 
 
@@ -70,30 +65,24 @@ def _quantity(value: float) -> str:
     return f"{max(1, round(value * 1000))}m"
 
 
-def _period_s(seconds: float) -> int:
-    """An HPA policy period: whole seconds in 1..1800."""
-    return int(max(1, min(round(seconds), 1800)))
-
-
-def _ref(target: Target) -> dict[str, str]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.deployment}
-
-
-def _behavior(spec: PolicySpec) -> dict[str, Any]:
+def _behavior(spec: PolicySpec, replicas: Replicas) -> dict[str, Any]:
+    """Scale up at once (up to every replica the range allows in one period), down after the
+    window; the timing is whole seconds already (`check_writable` refused anything else)."""
+    tolerance = _quantity(spec.tolerance) if spec.tolerance > 0 else "0"
     return {
         "scaleUp": {
             "stabilizationWindowSeconds": 0,
-            "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": 15},
+                {"type": "Pods", "value": replicas.high, "periodSeconds": 15},
+            ],
+            "tolerance": tolerance,
         },
         "scaleDown": {
-            "stabilizationWindowSeconds": int(round(min(spec.window_s, 3600))),
-            "policies": [
-                {
-                    "type": "Percent",
-                    "value": 100,
-                    "periodSeconds": int(max(1, min(spec.cooldown_s, 1800))),
-                }
-            ],
+            "stabilizationWindowSeconds": int(spec.window_s),
+            "policies": [{"type": "Percent", "value": 100, "periodSeconds": int(spec.cooldown_s)}],
+            "tolerance": tolerance,
         },
     }
 
@@ -108,21 +97,25 @@ def _deployment_ref(target: Target) -> dict[str, str]:
 
 
 def keda_scaled_object(
-    spec: PolicySpec, target: Target, threshold: float, max_replicas: int
+    spec: PolicySpec, target: Target, threshold: float, default_max: int
 ) -> dict[str, Any]:
-    """The ScaledObject of `spec` with a Prometheus trigger at `threshold` per replica."""
+    """The ScaledObject of `spec` with a Prometheus trigger at `threshold` per replica.
+
+    Raises ConfigError when min is above the max (`replicas_for`) or there is no metric.
+    """
     _, query = metric_query(spec, target)
+    replicas = replicas_for(spec, default_max)
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": _metadata(target),
         "spec": {
             "scaleTargetRef": _deployment_ref(target),
-            "pollingInterval": int(round(spec.poll_s)),
-            "cooldownPeriod": int(round(max(spec.cooldown_s, spec.window_s))),
-            "minReplicaCount": spec.min_replicas,
-            "maxReplicaCount": spec.max_replicas or max_replicas,
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(spec)}},
+            "pollingInterval": int(spec.poll_s),
+            "cooldownPeriod": int(max(spec.cooldown_s, spec.window_s)),
+            "minReplicaCount": replicas.low,
+            "maxReplicaCount": replicas.high,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(spec, replicas)}},
             "triggers": [
                 {
                     "type": "prometheus",
@@ -138,17 +131,26 @@ def keda_scaled_object(
     }
 
 
-def hpa(spec: PolicySpec, target: Target, threshold: float, max_replicas: int) -> dict[str, Any]:
-    """The autoscaling/v2 HorizontalPodAutoscaler alternative (a Pods metric, AverageValue)."""
+def hpa(spec: PolicySpec, target: Target, threshold: float, default_max: int) -> dict[str, Any]:
+    """The autoscaling/v2 HorizontalPodAutoscaler alternative (a Pods metric, AverageValue).
+
+    Raises ConfigError for min 0 (the API server requires minReplicas >= 1 for a Pods
+    metric), min above max, or no metric.
+    """
     name, _ = metric_query(spec, target)
+    replicas = replicas_for(spec, default_max)
+    if replicas.low < 1:
+        raise ConfigError(
+            f"{spec.label}: min=0 has no HPA (minReplicas must be >= 1); KEDA scales to zero"
+        )
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": _metadata(target),
         "spec": {
             "scaleTargetRef": _deployment_ref(target),
-            "minReplicas": max(1, spec.min_replicas),  # the HPA cannot scale to zero
-            "maxReplicas": spec.max_replicas or max_replicas,
+            "minReplicas": replicas.low,
+            "maxReplicas": replicas.high,
             "metrics": [
                 {
                     "type": "Pods",
@@ -158,32 +160,37 @@ def hpa(spec: PolicySpec, target: Target, threshold: float, max_replicas: int) -
                     },
                 }
             ],
-            "behavior": _behavior(spec),
+            "behavior": _behavior(spec, replicas),
         },
     }
 
 
 def write_manifests(
-    directory: Path, spec: PolicySpec, target: Target, threshold: float, max_replicas: int
+    directory: Path, spec: PolicySpec, target: Target, threshold: float, default_max: int
 ) -> AutoscaleManifests:
-    """Write keda-scaledobject.yaml and hpa.yaml into `directory`; their record.
+    """Write keda-scaledobject.yaml and (min >= 1) hpa.yaml into `directory`; their record.
 
-    Raises ConfigError when the policy has no metric, InputError when the folder is unwritable.
+    `default_max` is the max replicas when the policy gives none, as the controller had it.
+    Raises ConfigError when the policy has no metric or its min is above its max, InputError
+    when the folder is unwritable.
     """
-    keda = keda_scaled_object(spec, target, threshold, max_replicas)
-    alt = hpa(spec, target, threshold, max_replicas)
+    bodies = {directory / "keda-scaledobject.yaml": keda_scaled_object(
+        spec, target, threshold, default_max
+    )}  # fmt: skip
+    hpa_path = directory / "hpa.yaml"
+    if spec.min_replicas >= 1:
+        bodies[hpa_path] = hpa(spec, target, threshold, default_max)
     name, query = metric_query(spec, target)
-    paths = directory / "keda-scaledobject.yaml", directory / "hpa.yaml"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for path, body in zip(paths, (keda, alt), strict=True):
+        for path, body in bodies.items():
             path.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
     except OSError as err:
         raise InputError(f"{directory}: cannot write the autoscaling manifests ({err})") from err
     return AutoscaleManifests(
         policy=spec.label,
-        keda_path=str(paths[0]),
-        hpa_path=str(paths[1]),
+        keda_path=str(directory / "keda-scaledobject.yaml"),
+        hpa_path=str(hpa_path) if hpa_path in bodies else None,
         metric_name=name,
         query=query,
         threshold=threshold,

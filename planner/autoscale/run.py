@@ -24,7 +24,9 @@ from planner.autoscale.policies import (
     Controller,
     Targets,
     build_policy,
+    default_max_replicas,
     parse_policy,
+    replicas_for,
     target_of,
 )
 from planner.autoscale.trace import Trace, build_trace
@@ -47,6 +49,13 @@ class AutoscaleOptions:
     policies: tuple[PolicySpec, ...] = ()
     step_s: float = STEP_S
     seed: int = 0
+
+    def check_replicas(self, planned: int) -> None:
+        """Raise ConfigError when a policy's min is above its max at a plan of `planned`
+        instances (the default max is 2 x the plan): called once the count is known, before
+        any simulation."""
+        for spec in self.policies:
+            replicas_for(spec, default_max_replicas(planned))
 
 
 def autoscale_options(
@@ -166,7 +175,7 @@ def study_autoscaling(profile: Profile, plan: Plan, options: AutoscaleOptions) -
         cold_start_s=options.cold_start_s,
         target_attainment=target,
     )
-    targets = _targets(fleet, trace, 2 * fleet.static)
+    targets = _targets(fleet, trace, default_max_replicas(fleet.static))
 
     def steps(initial: int, controller: Controller | None) -> StepRun:
         return simulate_steps(

@@ -157,9 +157,12 @@ def build_plan(
     limit: Limit,
     options: PlanOptions,
     progress: Callable[[str], None] | None = None,
+    check_instances: Callable[[int], None] | None = None,
 ) -> Plan:
     """The plan for `profile`'s peak at `limit` per instance.
 
+    `check_instances` sees the instance count as soon as it is known, before the fleet
+    simulation, and may raise (the autoscaling policies' replica ranges depend on it).
     Raises ConfigError for inconsistent inputs (see planner.capacity), an unknown GPU or model,
     or a fleet check without an SLO to judge by.
     """
@@ -213,6 +216,8 @@ def build_plan(
         for g in options.growth
     ]
     first = scenarios[0]
+    if check_instances is not None:
+        check_instances(first.instances)
     growths = sorted({*options.growth, *SENSITIVITY_GROWTHS})
     headrooms = sorted({*SENSITIVITY_HEADROOMS, options.headroom})
     cells = sensitivity(peak, limit.value, growths, headrooms, options.redundancy)

@@ -104,9 +104,15 @@ def format_clock(seconds: float) -> str:
 
 def progress_note(elapsed_s: float, left: Left, per_run_s: float, unit: str = "levels") -> str:
     """`elapsed 4m05s  left ~6m10s (3 levels)`: the runs left at `per_run_s` each."""
+    return time_note(elapsed_s, left, left.runs * per_run_s, unit)
+
+
+def time_note(elapsed_s: float, left: Left, left_s: float, unit: str) -> str:
+    """`elapsed 4m05s  left <=2m30s (2 stages)`: `left.runs` runs taking `left_s` in all."""
     sign = ">=" if left.at_least else "<=" if left.at_most else "~"
     plus = "+" if left.at_least else ""
     note = f"elapsed {format_clock(elapsed_s)}"
     if left.runs == 0 and not left.at_least:
         return f"{note}  left ~0s"
-    return f"{note}  left {sign}{format_clock(left.runs * per_run_s)} ({left.runs}{plus} {unit})"
+    unit = unit.removesuffix("s") if left.runs == 1 and not left.at_least else unit
+    return f"{note}  left {sign}{format_clock(left_s)} ({left.runs}{plus} {unit})"

@@ -70,11 +70,13 @@ def run_locust(
     progress: Callable[[str], None] | None,
     remote: list[str] | None = None,
     wait_s: float = 0.0,
+    on_stage: Callable[[int], None] | None = None,
 ) -> tuple[bool, int]:
     """Run Locust until it exits; returns (interrupted by Ctrl-C, the master's exit code).
 
     `remote`: the master's options (planner.loadtest.remote.master_args); it runs alone and waits up
-    to `wait_s` for workers started on other hosts."""
+    to `wait_s` for workers started on other hosts. `on_stage` is called with a stage's index
+    in the plan when the run enters it (see `Progress`)."""
     log_file = open(out_dir / LOG_FILE, "ab")  # noqa: SIM115 - closed in finally
     procs: list[subprocess.Popen[bytes]] = []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -105,7 +107,7 @@ def run_locust(
         else:
             spawn(args + ["--headless"])
         master_proc = procs[0]
-        reporter = Progress(out_dir, progress)
+        reporter = Progress(out_dir, progress, on_stage)
         deadline = time.monotonic() + plan_s + 600.0 + (wait_s if remote is not None else 0.0)
         try:
             while True:
@@ -207,20 +209,35 @@ class RecoveryWatcher:
 
 
 class Progress:
-    """Turns `.work/live.json` into one progress line; offered rate over the last 5 s."""
+    """Turns `.work/live.json` into one progress line (offered rate over the last 5 s), and
+    tells `on_stage` the index of each stage the run enters, once, in order (a stage shorter
+    than a poll is told too, when the next one is seen)."""
 
     WINDOW_S = 5.0
 
-    def __init__(self, out_dir: Path, progress: Callable[[str], None] | None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        progress: Callable[[str], None] | None,
+        on_stage: Callable[[int], None] | None = None,
+    ) -> None:
         self._out_dir = out_dir
         self._progress = progress
+        self._on_stage = on_stage
+        self._stage = -1
         self._history: deque[tuple[float, int]] = deque()
 
     def update(self) -> None:
-        if self._progress is None:
+        if self._progress is None and self._on_stage is None:
             return
         live = read_work_json(self._out_dir, LIVE_FILE)
         if not isinstance(live, dict):
+            return
+        stage = int(live.get("stage_index", -1))
+        while self._on_stage is not None and self._stage < stage:  # a short stage missed: each
+            self._stage += 1
+            self._on_stage(self._stage)
+        if self._progress is None:
             return
         now_t, scheduled = float(live.get("t_s", 0.0)), int(live.get("scheduled", 0))
         history = self._history

@@ -254,6 +254,7 @@ def run_loadtest(
     progress: Callable[[str], None] | None = None,
     check_target: Callable[[LoadTestConfig], str] | None = None,
     profile: Profile | None = None,
+    on_stage: Callable[[int], None] | None = None,
 ) -> list[StageSummary]:
     """Run `plan` against `config.host` with Locust and write the run directory `out_dir`.
 
@@ -262,7 +263,8 @@ def run_loadtest(
     anything is written, checks the endpoint and returns the model to send
     (planner.loadtest.preflight.checked_model; its errors propagate). On Ctrl-C (or SIGTERM, which
     the CLI raises as KeyboardInterrupt) the run stops gracefully, everything measured so far
-    is written (run.json marked interrupted) and KeyboardInterrupt is re-raised.
+    is written (run.json marked interrupted) and KeyboardInterrupt is re-raised. `on_stage`
+    hears the index of each stage of `plan` as the run enters it.
     Raises ConfigError/InputError for bad input, RunError when Locust fails to run.
     """
     out_dir = Path(out_dir)
@@ -309,7 +311,15 @@ def run_loadtest(
         scraper.start()
     try:
         interrupted, returncode = run_locust(
-            args, config.workers, out_dir, work, plan, progress, remote, config.workers_wait_s
+            args,
+            config.workers,
+            out_dir,
+            work,
+            plan,
+            progress,
+            remote,
+            config.workers_wait_s,
+            on_stage=on_stage,
         )
     finally:
         if scraper is not None:

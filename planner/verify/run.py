@@ -5,7 +5,8 @@ given instances instead of a load balancer (planner.verify.router), watches each
 metrics (planner.verify.instances), runs the steady / burst / recovery stages through Locust
 (planner.loadtest.run, the load test of every other command), judges them
 (planner.verify.result) beside the engine model's simulation of the same stages, and writes
-verify.json into the run directory. On Ctrl-C or SIGTERM the load test writes what it
+verify.json into the run directory. A line per stage says how far it is
+(planner.verify.progress). On Ctrl-C or SIGTERM the load test writes what it
 measured; verify.json is written from it, marked not valid, and the interrupt goes on.
 """
 
@@ -30,6 +31,7 @@ from planner.verify.options import (
     load_inputs,
     verify_stages,
 )
+from planner.verify.progress import StageLines
 from planner.verify.result import Judged, judge_run, plan_points, verdict_finding
 from planner.verify.router import Router, RouterProxy
 from planner.verify.simulate import plan_engine, simulate_stages
@@ -93,6 +95,7 @@ def run_verify(
     stages = verify_stages(options, rate)
     serving = plan.instances - options.instances_down
     down = _down_hosts(options)
+    lines = StageLines(stages, echo, time_scale=options.time_scale)
     proxy = None
     target = options.host or ""
     if options.hosts:
@@ -111,7 +114,9 @@ def run_verify(
             progress=None,
             check_target=check_target,
             profile=profile,
+            on_stage=lines,
         )
+        lines.done("judging them beside the engine model's simulation of the same stages")
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -120,6 +120,8 @@ def test_plan_without_autoscale_field_still_loads(tmp_path: Path) -> None:
         (["--autoscale-policy", "magic"], "unknown kind 'magic'; known: reactive, rate, schedule"),
         (["--autoscale-policy", "rate:window=-5"], "window_s"),
         (["--autoscale-policy", "reactive"], "needs metric=queue or metric=kv"),
+        (["--autoscale-policy", "rate:poll=0.4"], "poll=0.4 s cannot be written"),
+        (["--autoscale-policy", "rate:window=7200"], "window=7200 s cannot be written"),
     ],
 )
 def test_bad_policy_values_exit_2(tmp_path: Path, extra: list[str], words: str) -> None:
@@ -127,3 +129,28 @@ def test_bad_policy_values_exit_2(tmp_path: Path, extra: list[str], words: str) 
     assert code == 2, output
     assert words in output and "Traceback" not in output
     assert not out.exists()
+
+
+def test_min_above_the_default_max_exits_2_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case: min=50 on a plan whose default max is 2 x its instances. The fleet
+    check and the study would simulate; both are made to fail loudly if they are reached."""
+    import planner.autoscale.run
+    import planner.capacity.plan
+
+    def reached(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated before refusing the policy")
+
+    monkeypatch.setattr(planner.capacity.plan, "fleet_check", reached)
+    monkeypatch.setattr(planner.autoscale.run, "simulate_steps", reached)
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", str(_profile(tmp_path)), "--limit", "4rps", "--slo",
+            "ttft:p95<=2s", "--autoscale", "--autoscale-policy", "rate:min=50",
+            "-o", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "rate: min=50 is above the default max (12: 2 x the plan); give max=50 or more" in said
+    assert "Traceback" not in result.output and not out.exists()
+    assert not (tmp_path / "plan-autoscale").exists()

@@ -1,18 +1,15 @@
-"""The written manifests against the structure their API servers check.
+"""Every manifest capplan can write, against what the API servers accept, and the numbers the
+simulation ran on.
 
-Checked (no kubectl here): KEDA's ScaledObject `keda.sh/v1alpha1` as its CRD
-(kedacore/keda config/crd/bases/keda.sh_scaledobjects.yaml, KEDA v2) requires it:
-spec.scaleTargetRef.name, spec.triggers[] with type and metadata (a map of strings), int32
-counts and HPA behaviour policies with type/value/periodSeconds; and the Kubernetes
-`autoscaling/v2` HorizontalPodAutoscaler (API reference, Kubernetes 1.23+):
-spec.scaleTargetRef.kind/name, spec.maxReplicas, metrics[].type with pods.metric.name and
-pods.target.type, quantities matching resource.Quantity's pattern. The schema below is
-written from those documents, not from the writer.
+The checks are KEDA's own CRD (v2.20.2, with its CEL rule evaluated by cel-python) plus the
+offline rules of KEDA's admission webhook, and the Kubernetes 1.36 OpenAPI definition of the
+HPA plus the API server's HPA validation: tests/helpers/k8s_schema.py, schemas vendored under
+tests/fixtures/schemas/ with their sources. None of it is written from the writer.
 """
 
 from __future__ import annotations
 
-import re
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -20,126 +17,192 @@ import pytest
 import yaml
 
 from contracts.errors import ConfigError
-from planner.autoscale.manifests import Target, write_manifests
-from planner.autoscale.policies import parse_policy
-
-QUANTITY = re.compile(
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+"
-    r"(\.[0-9]*)?)|(\.[0-9]+))))?$"
+from planner.autoscale.manifests import Target, metric_query, write_manifests
+from planner.autoscale.policies import (
+    Controller,
+    Targets,
+    build_policy,
+    parse_policy,
+    replicas_for,
 )
-INT32 = (int, lambda v: -(2**31) <= v < 2**31)
-POLICY = {"type": str, "value": INT32, "periodSeconds": INT32}
-RULES = {"?stabilizationWindowSeconds": INT32, "?selectPolicy": str, "?policies": [POLICY]}
-BEHAVIOR = {"?scaleUp": RULES, "?scaleDown": RULES}
-REF = {"name": str, "?kind": str, "?apiVersion": str}
-KEDA = {
-    "apiVersion": "keda.sh/v1alpha1",
-    "kind": "ScaledObject",
-    "metadata": {"name": str, "?namespace": str},
-    "spec": {
-        "scaleTargetRef": REF,
-        "?pollingInterval": INT32,
-        "?cooldownPeriod": INT32,
-        "?minReplicaCount": INT32,
-        "?maxReplicaCount": INT32,
-        "?advanced": {"?horizontalPodAutoscalerConfig": {"?behavior": BEHAVIOR}},
-        "triggers": [{"type": str, "?metricType": ("AverageValue", "Value"), "metadata": "strmap"}],
-    },
-}
-HPA = {
-    "apiVersion": "autoscaling/v2",
-    "kind": "HorizontalPodAutoscaler",
-    "metadata": {"name": str, "?namespace": str},
-    "spec": {
-        "scaleTargetRef": {"kind": str, "name": str, "?apiVersion": str},
-        "?minReplicas": INT32,
-        "maxReplicas": INT32,
-        "?metrics": [
-            {
-                "type": ("Pods", "Object", "Resource", "External", "ContainerResource"),
-                "?pods": {
-                    "metric": {"name": str},
-                    "target": {
-                        "type": ("AverageValue", "Value", "Utilization"),
-                        "?averageValue": "quantity",
-                    },
-                },
-            }
-        ],
-        "?behavior": BEHAVIOR,
-    },
-}
+from profiles.prometheus.engines import ENGINES
+from tests.helpers.k8s_schema import hpa_problems, keda_problems
+
+KINDS = ("reactive:metric=queue", "reactive:metric=kv", "rate")
+OPTIONS = (
+    "",
+    "min=0",
+    "min=3,max=9",
+    "min=12",  # = the default max of a 6-instance plan
+    "poll=1,window=0,cooldown=1",
+    "poll=600,window=3600,cooldown=1800,tolerance=0",
+    "target=0.0004,tolerance=0.99",
+)
+DEFAULT_MAX = 12
 
 
-def check(value: Any, schema: Any, where: str = "") -> None:
-    """Raise AssertionError naming the path where `value` breaks `schema`."""
-    if isinstance(schema, dict):
-        assert isinstance(value, dict), f"{where}: expected an object"
-        keys = {k.lstrip("?"): k for k in schema}
-        unknown = set(value) - set(keys)
-        assert not unknown, f"{where}: unknown fields {unknown}"
-        for name, key in keys.items():
-            if name in value:
-                check(value[name], schema[key], f"{where}.{name}")
-            else:
-                assert key.startswith("?"), f"{where}: missing required {name}"
-    elif isinstance(schema, list):
-        assert isinstance(value, list) and value, f"{where}: expected a non-empty list"
-        for i, item in enumerate(value):
-            check(item, schema[0], f"{where}[{i}]")
-    elif schema == "strmap":
-        assert isinstance(value, dict) and all(isinstance(v, str) for v in value.values()), where
-    elif schema == "quantity":
-        assert isinstance(value, int) or (isinstance(value, str) and QUANTITY.match(value)), where
-    elif isinstance(schema, tuple) and schema and isinstance(schema[0], str):
-        assert value in schema, f"{where}: {value!r} not among {schema}"
-    elif isinstance(schema, tuple):
-        kind, ok = schema
-        assert isinstance(value, kind) and not isinstance(value, bool) and ok(value), where
-    elif isinstance(schema, str):
-        assert value == schema, f"{where}: expected {schema!r}, got {value!r}"
-    else:
-        assert isinstance(value, schema), f"{where}: expected {schema.__name__}"
+def _writable() -> list[tuple[str, str]]:
+    """(policy, engine) for every kind, option set and engine that has the kind's metric."""
+    cases = []
+    for kind, options, engine in itertools.product(KINDS, OPTIONS, ENGINES):
+        text = f"{kind},{options}" if ":" in kind and options else f"{kind}:{options}"
+        try:
+            metric_query(parse_policy(text), Target(deployment="x", engine=engine))
+        except ConfigError:
+            continue
+        cases.append((text.rstrip(":"), engine))
+    return cases
+
+
+def _load(path: str | None) -> dict[str, Any]:
+    assert path is not None
+    return dict(yaml.safe_load(Path(path).read_text()))
+
+
+@pytest.mark.parametrize(("policy", "engine"), _writable())
+def test_every_writable_manifest_is_accepted(tmp_path: Path, policy: str, engine: str) -> None:
+    spec = parse_policy(policy)
+    target = Target(deployment="llm", namespace="serving", engine=engine, selector='job="vllm"')
+    record = write_manifests(tmp_path, spec, target, spec.target or 3.33, DEFAULT_MAX)
+    keda = _load(record.keda_path)
+    assert keda_problems(keda) == []
+    replicas = replicas_for(spec, DEFAULT_MAX)
+    assert (keda["spec"]["minReplicaCount"], keda["spec"]["maxReplicaCount"]) == (
+        replicas.low,
+        replicas.high,
+    )
+    assert keda["spec"]["pollingInterval"] == spec.poll_s
+    if spec.min_replicas == 0:
+        assert record.hpa_path is None and not (tmp_path / "hpa.yaml").exists()
+        return
+    hpa = _load(record.hpa_path)
+    assert hpa_problems(hpa) == []
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (replicas.low, replicas.high)
+    down = hpa["spec"]["behavior"]["scaleDown"]
+    assert down["stabilizationWindowSeconds"] == spec.window_s
+    assert (
+        keda["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        == hpa["spec"]["behavior"]
+    )
+
+
+def test_the_cases_cover_every_engine_and_kind() -> None:
+    cases = _writable()
+    assert {e for _, e in cases} == set(ENGINES)
+    assert {p.split(",")[0].split(":")[0] for p, _ in cases} == {"reactive", "rate"}
+    assert len(cases) >= 60
+
+
+def test_the_manifest_has_the_controller_s_numbers(tmp_path: Path) -> None:
+    """The simulation's clamp and the objects' min/max are the same numbers, default max too."""
+    targets = _targets()
+    for text in ("rate:min=3", "rate:min=2,max=5", "reactive:metric=kv,min=12"):
+        spec = parse_policy(text)
+        controller = Controller(spec, build_policy(spec, targets, 0.0), targets.max_replicas)
+        record = write_manifests(tmp_path, spec, Target(deployment="x"), 3.0, targets.max_replicas)
+        keda, hpa = _load(record.keda_path), _load(record.hpa_path)
+        assert keda["spec"]["minReplicaCount"] == hpa["spec"]["minReplicas"] == controller.low
+        assert keda["spec"]["maxReplicaCount"] == hpa["spec"]["maxReplicas"] == controller.high
+
+
+def test_min_above_the_default_max_is_refused_by_both(tmp_path: Path) -> None:
+    spec = parse_policy("rate:min=20")
+    with pytest.raises(ConfigError, match=r"min=20 is above the default max \(12"):
+        write_manifests(tmp_path, spec, Target(deployment="x"), 3.0, DEFAULT_MAX)
+    with pytest.raises(ConfigError, match="min=20 is above"):
+        Controller(spec, build_policy(spec, _targets(), 0.0), DEFAULT_MAX)
+
+
+def _targets() -> Targets:
+    return Targets(
+        queue_per_replica=2.0, kv_per_replica=0.5, rate_per_replica=3.0, schedule=(1,) * 24,
+        max_replicas=DEFAULT_MAX,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("policy", "threshold", "metric"),
+    ("policy", "words"),
     [
-        ("reactive:metric=queue,min=2,max=9", 4.0, "vllm:num_requests_waiting"),
-        ("reactive:metric=kv", 0.7, "vllm:kv_cache_usage_perc"),
-        ("rate:window=600,cooldown=120", 3.33, "vllm:request_success_total"),
+        ("rate:poll=0.4", "poll=0.4 s cannot be written: KEDA's pollingInterval"),
+        ("rate:poll=30.5", "poll=30.5 s cannot be written"),
+        ("rate:window=3601", "window=3601 s cannot be written"),
+        ("rate:cooldown=0", "cooldown=0 s cannot be written"),
+        ("rate:cooldown=1801", "HPA's scaleDown policy periodSeconds takes whole seconds"),
     ],
 )
-def test_manifests_match_keda_and_hpa_structure(
-    tmp_path: Path, policy: str, threshold: float, metric: str
+def test_timing_the_objects_cannot_carry_is_refused_at_parse(policy: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        parse_policy(policy)
+
+
+def _written(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    record = write_manifests(
+        tmp_path, parse_policy("rate:min=2"), Target(deployment="x"), 2.5, DEFAULT_MAX
+    )
+    return _load(record.keda_path), _load(record.hpa_path)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        (("spec", "pollingInterval"), 0, "less than the minimum of 1"),
+        (("spec", "minReplicaCount"), 50, "minReplicaCount must be less than or equal to max"),
+        (("spec", "triggers", 0, "metadata", "threshold"), 2.5, "is not of type 'string'"),
+        (("spec", "triggers", 0, "metadata", "threshold"), "lots", "not a number"),
+        (("spec", "triggers"), [], "no triggers defined"),
+        (("metadata", "name"), "x" * 60, "HPA name 'keda-hpa-"),
+        (("spec", "pollingIntervalSeconds"), 30, "'pollingIntervalSeconds' was unexpected"),
+    ],
+)
+def test_the_keda_check_refuses_what_keda_refuses(
+    tmp_path: Path, path: tuple[Any, ...], value: Any, words: str
 ) -> None:
-    spec = parse_policy(policy)
-    target = Target(deployment="llm", namespace="serving", selector='job="vllm"')
-    record = write_manifests(tmp_path, spec, target, threshold, 12)
-    keda = yaml.safe_load(Path(record.keda_path).read_text())
-    hpa = yaml.safe_load(Path(record.hpa_path).read_text())
-    check(keda, KEDA, "keda")
-    check(hpa, HPA, "hpa")
-    trigger = keda["spec"]["triggers"][0]
-    assert trigger["type"] == "prometheus" and metric in trigger["metadata"]["query"]
-    assert float(trigger["metadata"]["threshold"]) == pytest.approx(threshold, rel=1e-5)
-    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == metric.replace(":", "_")
-    assert keda["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
-        "stabilizationWindowSeconds"
-    ] == int(spec.window_s)
-    assert keda["spec"]["minReplicaCount"] == spec.min_replicas
+    found = keda_problems(_broken(_written(tmp_path)[0], path, value))
+    assert any(words in p for p in found), found
 
 
-def test_the_check_rejects_a_broken_object(tmp_path: Path) -> None:
-    record = write_manifests(tmp_path, parse_policy("rate"), Target(deployment="x"), 2.5, 4)
-    hpa = yaml.safe_load(Path(record.hpa_path).read_text())
-    del hpa["spec"]["maxReplicas"]
-    with pytest.raises(AssertionError, match="maxReplicas"):
-        check(hpa, HPA, "hpa")
-    keda = yaml.safe_load(Path(record.keda_path).read_text())
-    keda["spec"]["triggers"][0]["metadata"]["threshold"] = 2.5  # a number, not a string
-    with pytest.raises(AssertionError):
-        check(keda, KEDA, "keda")
+def test_cel_reads_keda_s_default_max_of_100(tmp_path: Path) -> None:
+    keda = _broken(_written(tmp_path)[0], ("spec", "minReplicaCount"), 101)
+    del keda["spec"]["maxReplicaCount"]
+    found = keda_problems(keda)
+    assert any(
+        "minReplicaCount must be less than or equal to maxReplicaCount (CEL" in p for p in found
+    ), found
+    keda["spec"]["minReplicaCount"] = 100
+    assert keda_problems(keda) == []
+
+
+def _broken(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """`obj` with the value at `path` replaced by `value` (in place)."""
+    node = obj
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        (("spec", "minReplicas"), 50, "must be greater than or equal to `minReplicas`"),
+        (("spec", "minReplicas"), 0, "spec.minReplicas: must be greater than 0"),
+        (("spec", "maxReplicas"), "9", "is not of type 'integer'"),
+        (("spec", "behavior", "scaleDown", "stabilizationWindowSeconds"), 3601, "0..3600"),
+        (("spec", "behavior", "scaleDown", "policies", 0, "periodSeconds"), 0, "1..1800"),
+        (("spec", "behavior", "scaleUp", "policies", 1, "type"), "Replicas", "Unsupported"),
+        (("spec", "metrics", 0, "pods", "target", "averageValue"), "0", "must be positive"),
+        (("spec", "metrics", 0, "pods", "target", "averageValue"), "3.3.3", "must be positive"),
+        (("spec", "metrics", 0, "type"), "Object", "must populate information"),
+        (("spec", "scaleTargetRef", "name"), "a/b", "may not contain '/'"),
+        (("metadata", "name"), "Vllm_Autoscale", "no DNS subdomain"),
+        (("spec", "pollingInterval"), 30, "'pollingInterval' was unexpected"),
+    ],
+)
+def test_the_hpa_check_refuses_what_the_api_server_refuses(
+    tmp_path: Path, path: tuple[Any, ...], value: Any, words: str
+) -> None:
+    found = hpa_problems(_broken(_written(tmp_path)[1], path, value))
+    assert any(words in p for p in found), found
 
 
 def test_schedule_or_missing_metric_has_no_trigger(tmp_path: Path) -> None:
@@ -149,3 +212,23 @@ def test_schedule_or_missing_metric_has_no_trigger(tmp_path: Path) -> None:
         write_manifests(
             tmp_path, parse_policy("reactive:metric=kv"), Target(deployment="x", engine="tgi"), 1, 4
         )
+
+
+def test_trigger_reads_the_engine_metric(tmp_path: Path) -> None:
+    spec = parse_policy("reactive:metric=queue,min=2,max=9")
+    target = Target(deployment="llm", namespace="serving", selector='job="vllm"')
+    record = write_manifests(tmp_path, spec, target, 4.0, DEFAULT_MAX)
+    keda, hpa = _load(record.keda_path), _load(record.hpa_path)
+    trigger = keda["spec"]["triggers"][0]
+    assert trigger["metadata"]["query"] == 'sum(vllm:num_requests_waiting{job="vllm"})'
+    assert float(trigger["metadata"]["threshold"]) == 4.0
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
+    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "4"
+
+
+def test_a_kind_is_registered_once() -> None:
+    from planner.autoscale.policies import POLICIES, register_policy
+
+    assert list(POLICIES) == ["reactive", "rate", "schedule"]
+    with pytest.raises(ConfigError, match="policy kind 'rate' is registered already"):
+        register_policy("rate", POLICIES["rate"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,6 +121,24 @@ def _verify(
     return result.exit_code, result.output, verify
 
 
+def _says_each_stage_as_it_runs(out: str) -> None:
+    """One whole line per stage, in order, with the elapsed time growing and the time left
+    (an upper bound: the recovery stage ends once recovered), then one when the stages end;
+    CliRunner's output is not a terminal, as a pipe is not: nothing is wrapped."""
+    lines = out.splitlines()
+    stages = [line for line in lines if line.startswith("stage ")]
+    assert [line.split()[1:3] for line in stages] == [
+        ["1/3", "steady"], ["2/3", "burst"], ["3/3", "recovery"]
+    ], out  # fmt: skip
+    clock = r"(?:(\d+)m)?(\d+)s"  # planner.limit.progress.format_clock under an hour
+    elapsed = [re.search(rf"  elapsed {clock}  left <={clock} \(\d stages?\)$", s) for s in stages]
+    assert all(elapsed), stages
+    seconds = [60 * int(m.group(1) or 0) + int(m.group(2)) for m in elapsed if m]
+    assert seconds == sorted(seconds) and seconds[-1] >= 10, stages  # steady: 40 s / 3
+    done = next(i for i, line in enumerate(lines) if line.startswith("stages done  elapsed "))
+    assert done > lines.index(stages[-1]) and max(len(line) for line in lines) < 200
+
+
 def _every_request_has_a_row(out: Path) -> None:
     records = read_records(out)
     for stage in read_stages(out):
@@ -167,6 +186,7 @@ def test_the_planned_three_hold_behind_nginx_and_two_do_not(
             code, out, at_n = _verify(planned, tmp_path / "n", lb, urls, 0, speed, 40)
         assert code == 0, out
         assert "n=3 of 3 planned instances held the SLO" in out
+        _says_each_stage_as_it_runs(out)
         with nginx_balancer(urls[:2]) as lb:  # the user took the third out of the pool
             code, out, below = _verify(planned, tmp_path / "n-1", lb, urls, 1, speed, 40)
     assert code == 1, out

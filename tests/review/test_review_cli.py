@@ -146,3 +146,27 @@ def test_every_page_reads_cleanly_in_both_languages(reviews: Path) -> None:
         ["pdftotext", str(reviews / "q4.pdf"), "-"], capture_output=True, text=True, check=True
     ).stdout
     assert "batch-summ\n" not in text  # a cell breaks a name at its hyphen, not inside a word
+
+
+def test_each_service_gets_its_alert_rules_and_dashboard(reviews: Path) -> None:
+    """Every service with an SLO: rules promtool accepts, whose runbook re-runs the review,
+    and a dashboard, recorded in review.json's plan of that service."""
+    from tests.planner.ops.test_rules import promtool
+
+    review = json.loads((reviews / "q4.json").read_text())
+    with_slo = [s for s in review["services"] if s["plan"]["inputs"]["slo"]]
+    assert with_slo
+    for service in with_slo:
+        ops = service["plan"]["ops"]
+        assert Path(ops["rule_groups"]).parent == reviews / "q4-ops" / service["name"]
+        checked = subprocess.run(
+            [promtool(), "check", "rules", ops["rule_groups"]], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        rules = yaml.safe_load(Path(ops["rule_groups"]).read_text())["groups"][0]["rules"]
+        assert all(
+            f"Re-plan: capplan review {reviews / 'review.yaml'} -o {reviews / 'q4.pdf'}"
+            in r["annotations"]["runbook"]
+            for r in rules
+        )
+        assert json.loads(Path(ops["dashboard"]).read_text())["panels"]
