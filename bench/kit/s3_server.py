@@ -6,8 +6,9 @@ by the server as S3 refuses it.
 `INITIAL_NO_AUTH_ACTION_COUNT` set to the IAM calls that create its users (every later request
 is authenticated and authorised), creates three users: `admin` (every action; uploads),
 `reader` (s3:GetObject and s3:ListBucket, plus the names moto checks where AWS checks
-those two: s3:HeadObject on a HEAD, s3:ListObjectsV2 on a listing) and `nobody` (no policy), and yields an `S3Server` that knows their
-keys, uploads objects and gives the environment variables a client reads.
+those two: s3:HeadObject on a HEAD, s3:ListObjectsV2 on a listing) and `nobody` (no
+policy), and yields an `S3Server` that knows their keys, uploads objects and gives the
+environment variables a client reads.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,23 +62,20 @@ class S3Server:
             aws_secret_access_key=secret,
         )
 
+    def _bucket(self, bucket: str) -> Any:
+        """An admin client, with `bucket` created if it was not."""
+        s3 = self.client()
+        with suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+            s3.create_bucket(Bucket=bucket)
+        return s3
+
     def put(self, bucket: str, key: str, body: bytes) -> None:
         """Upload `body` as `bucket`/`key` (creating the bucket), as admin."""
-        s3 = self.client()
-        try:
-            s3.create_bucket(Bucket=bucket)
-        except s3.exceptions.BucketAlreadyOwnedByYou:
-            pass
-        s3.put_object(Bucket=bucket, Key=key, Body=body)
+        self._bucket(bucket).put_object(Bucket=bucket, Key=key, Body=body)
 
     def upload_file(self, bucket: str, key: str, path: str) -> None:
         """Upload a local file (multipart for a large one), as admin."""
-        s3 = self.client()
-        try:
-            s3.create_bucket(Bucket=bucket)
-        except s3.exceptions.BucketAlreadyOwnedByYou:
-            pass
-        s3.upload_file(path, bucket, key)
+        self._bucket(bucket).upload_file(path, bucket, key)
 
 
 def _free_port() -> int:
