@@ -1,7 +1,7 @@
 """Log readers: detect a log's format, read its files into the canonical request table.
 
 `read_requests(paths, fmt="auto", ...)` is the entry point; formats are registered by kind in
-`READERS` (azure, burstgpt, mooncake, openai-jsonl, table).
+`READERS` (azure, burstgpt, mooncake, openai-jsonl, otlp, table).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import polars as pl
 from contracts.errors import InputError
 from profiles.digest import LogFile, expand_paths
 from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
+from profiles.readers import otlp as _otlp  # (registers the OTLP reader)
 from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
 from profiles.readers.base import (
     CANONICAL_COLUMNS,
@@ -75,21 +76,29 @@ def detect_format(path: LogFile) -> str:
                 f"pass --format, one of {known_formats()}"
             )
         if text.lstrip().startswith("{"):
-            return _detect_jsonl(path)
+            return _detect_jsonl(path, text)
         header = text.splitlines()[0]
         return _by_names({n.strip().strip('"').strip() for n in header.split(",")})
 
 
-def _detect_jsonl(path: LogFile) -> str:
+def _detect_jsonl(path: LogFile, head: str) -> str:
     too_long = 0
+    first = True
     for lineno, line in read_lines(path):
         if lineno > DETECT_LINES:
             break
         if line is None:
             too_long += 1
             continue
-        obj, _, _ = parse_json_line(line)
+        if not line.strip():
+            continue
+        obj, reason, _ = parse_json_line(line)
+        if first and reason and _otlp.looks_otlp(head):
+            return "otlp"  # one pretty-printed OTLP document (a Jaeger or Tempo export)
+        first = False
         if isinstance(obj, dict):
+            if _otlp.is_otlp(obj):
+                return "otlp"
             if "hash_ids" in obj or {"input_length", "output_length"} <= obj.keys():
                 return "mooncake"
             if _OPENAI_KEYS & obj.keys():
