@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
+
+from bench.kit.processes import free_port, stop_child
 
 REGION = "us-east-1"
 READER_ACTIONS = ["s3:GetObject", "s3:HeadObject", "s3:ListBucket", "s3:ListObjectsV2"]
@@ -78,12 +79,6 @@ class S3Server:
         self._bucket(bucket).upload_file(path, bucket, key)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_up(endpoint: str, proc: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -125,7 +120,7 @@ def _users(endpoint: str) -> dict[str, tuple[str, str]]:
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
     """A moto S3 server with IAM enforced on a free loopback port, stopped on exit."""
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(_SETUP_CALLS))
     proc = subprocess.Popen(
@@ -138,9 +133,4 @@ def s3_server() -> Iterator[S3Server]:
         _wait_up(endpoint, proc)
         yield S3Server(endpoint=endpoint, keys=_users(endpoint))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc)
