@@ -151,7 +151,10 @@ def describe_error(url: str, bucket: str, key: str, err: BaseException) -> str |
     """The message for a store's error on `bucket`/`key` (None for an error of another kind)."""
     from obstore import exceptions as ox
 
-    where = f"{url}: bucket {bucket!r}, key {key!r}"
+    web = bucket.startswith(("http://", "https://"))
+    where = f"{url}: " + (
+        f"server {bucket}, path {key!r}" if web else f"bucket {bucket!r}, key {key!r}"
+    )
     if isinstance(err, ox.NotFoundError | FileNotFoundError):
         return f"{where}: no such object (the key or the bucket is missing)"
     # A refused listing comes back as a generic error carrying the 403.
@@ -191,6 +194,8 @@ def _store(url: str, scheme: str, bucket: str) -> Any:
 
     root = bucket if scheme in ("http", "https") else f"{scheme}://{urlsplit(url).netloc}"
     try:
+        if scheme == "http":  # a plain-http server (https is the default and needs nothing)
+            return from_url(root, client_options={"allow_http": True})
         return from_url(root)
     except Exception as err:  # a bad configuration: say which bucket it was for
         raise InputError(f"{url}: cannot set up {SCHEMES[scheme]} access ({err})") from err

@@ -20,6 +20,7 @@ from bench.kit.s3_server import S3Server, s3_server
 from capplan.cli import app
 from profiles.build import build_profile
 from profiles.remote import glob_regex, is_remote
+from tests.helpers.range_server import range_server
 
 pytestmark = pytest.mark.integration
 BUCKET = "logs"
@@ -142,3 +143,18 @@ def test_urls_and_globs():
     assert glob_regex("day-[12].csv").match("day-2.csv") and not glob_regex("d?.csv").match(
         "d/.csv"
     )
+
+
+@pytest.mark.parametrize("name", ["day-1.parquet", "small.csv", "openai_4.jsonl"])
+def test_profile_over_http_equals_the_local_profile(local: Path, name: str):
+    with range_server(local) as base:
+        a = build_profile([f"{base}/{name}"]).model_dump()
+        code, text = _cli([f"{base}/missing.parquet", "-o", str(local / "p.json")])
+    b = build_profile([str(local / name)]).model_dump()
+    assert a["source"]["files"] == [f"{base}/{name}"]
+    assert a["source"]["digest"] == hashlib.sha256((local / name).read_bytes()).hexdigest()
+    for d in (a, b):
+        d.pop("created_at")
+        d["source"].pop("files")
+    assert a == b
+    assert code == 2 and "no such object" in text and "path 'missing.parquet'" in text
