@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from contracts.errors import InputError
 from profiles.digest import LogFile
 from profiles.readers.base import (
     LONG_LINE_REASON,
@@ -113,10 +112,13 @@ def _value(value: Any) -> Any:
 
 def _documents(path: LogFile, skips: SkipLog) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, OTLP document) for each line of a file exporter's output, or (1, the document)
-    of a single pretty-printed export; lines that are not OTLP documents are skipped."""
+    of a single pretty-printed export; lines that are not OTLP documents are skipped (a file
+    whose first line is cut off is read line by line, that line skipped)."""
     if not _first_line_parses(path):
-        yield 1, _whole_document(path)
-        return
+        whole = _whole_document(path)
+        if whole is not None:
+            yield 1, whole
+            return
     for lineno, line in read_lines(path):
         if line is None:
             skips.skip(str(path), lineno, LONG_LINE_REASON)
@@ -143,16 +145,12 @@ def _first_line_parses(path: LogFile) -> bool:
     return True
 
 
-def _whole_document(path: LogFile) -> dict[str, Any]:
+def _whole_document(path: LogFile) -> dict[str, Any] | None:
+    """The file as one OTLP document, or None where it is not one."""
     with open_bytes(path) as fh:
         text = fh.read().decode("utf-8", errors="replace").lstrip("\ufeff")
-    obj, reason, detail = parse_json_line(text)
-    if reason or not isinstance(obj, dict) or not is_otlp(obj):
-        raise InputError(
-            f"{path}: neither one OTLP JSON object a line nor one OTLP JSON document "
-            f"({reason or 'no resourceSpans'}{': ' + detail if detail else ''})"
-        )
-    return obj
+    obj, reason, _ = parse_json_line(text)
+    return obj if not reason and isinstance(obj, dict) and is_otlp(obj) else None
 
 
 def _spans(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:

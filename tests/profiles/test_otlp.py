@@ -221,3 +221,14 @@ def test_traces_without_genai_spans_exit_2(tmp_path: Path):
     assert (
         res.exit_code == 2 and "no usable rows" in res.output and "not a GenAI span" in res.output
     )
+
+
+def test_a_cut_first_line_is_skipped_and_the_rest_read(tmp_path: Path):
+    spans, _ = made_spans(300, seed=9)
+    path = write_lines(tmp_path / "t.jsonl", spans)
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0][: len(lines[0]) // 2] + "\n" + "\n".join(lines[1:]) + "\n")
+    assert detect_format(path) == "otlp"
+    res = read_requests([str(path)])
+    assert res.skip_reasons["not valid JSON"] == 1
+    assert 0 < res.frame.height < 300
