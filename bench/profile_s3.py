@@ -53,28 +53,21 @@ def make_log(path: Path, rows: int, seed: int = 0) -> None:
 
 
 def profile_rss(target: str, env: dict[str, str]) -> tuple[float, float, str]:
-    """(peak RSS in MiB, wall seconds, the child's output) of profiling `target` alone."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _PROFILE, target],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = proc.communicate()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"profiling {target} failed:\n{err.decode()[-2000:]}")
-    # communicate() reaped the child; its rusage is in RUSAGE_CHILDREN's max since none bigger
-    # ran before it in this process (each run's figure is read in a process of its own).
-    return _peak_of_last_child(), wall, out.decode().strip()
-
-
-def _peak_of_last_child() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    """(peak RSS in MiB, wall seconds, what it printed) of `capplan profile`'s library call on
+    `target`, in a process of its own (its own rusage, from wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _PROFILE, target], cwd=ROOT, env=env, stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"profiling {target} failed:\n{err.read().decode()[-2000:]}")
+        return usage.ru_maxrss / 1024, wall, out.read().decode().strip()
 
 
 def main() -> None:
@@ -92,35 +85,12 @@ def main() -> None:
             env = dict(os.environ, **s3.env("reader"))
             results = {}
             for name, target in (("local", str(path)), ("s3", "s3://logs/q4/requests.parquet")):
-                results[name] = _isolated(name, target, env)
+                results[name] = profile_rss(target, env)
     local, remote = results["local"], results["s3"]
     print(f"log: {args.rows:,} rows, {size_mib:.0f} MiB of Parquet")
     for name, (rss, wall, out) in results.items():
         print(f"{name:>5}: peak RSS {rss:7.0f} MiB, wall-clock {wall:6.1f} s  ({out})")
     print(f"ratio s3 / local peak RSS: {remote[0] / local[0]:.2f} (target: below 2)")
-
-
-def _isolated(name: str, target: str, env: dict[str, str]) -> tuple[float, float, str]:
-    """profile_rss run from a fresh interpreter, so that RUSAGE_CHILDREN holds this run only."""
-    code = (
-        "import sys, json; sys.path.insert(0, sys.argv[3]); "
-        "from bench.profile_s3 import profile_rss; import os; "
-        "print(json.dumps(profile_rss(sys.argv[1], dict(os.environ))))"
-    )
-    res = subprocess.run(
-        [sys.executable, "-c", code, target, name, str(ROOT)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise SystemExit(f"{name} run failed:\n{res.stderr[-2000:]}")
-    import json
-
-    rss, wall, out = json.loads(res.stdout.strip().splitlines()[-1])
-    return float(rss), float(wall), str(out)
 
 
 if __name__ == "__main__":
