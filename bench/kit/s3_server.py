@@ -25,7 +25,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from bench.kit.processes import free_port, stop_child
+from bench.kit.processes import stop_child
+from planner.loadtest.netutil import free_port
 
 REGION = "us-east-1"
 READER_ACTIONS = ["s3:GetObject", "s3:HeadObject", "s3:ListBucket", "s3:ListObjectsV2"]
