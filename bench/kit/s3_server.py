@@ -25,7 +25,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from bench.kit.processes import stop_child
 from planner.loadtest.netutil import free_port
 
 REGION = "us-east-1"
@@ -134,4 +133,9 @@ def s3_server() -> Iterator[S3Server]:
         _wait_up(endpoint, proc)
         yield S3Server(endpoint=endpoint, keys=_users(endpoint))
     finally:
-        stop_child(proc)
+        proc.terminate()  # moto's server stops at SIGTERM; kill it if it hangs
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
