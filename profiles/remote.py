@@ -164,7 +164,7 @@ def describe_error(url: str, bucket: str, key: str, err: BaseException) -> str |
     ):
         return (
             f"{where}: access denied (the store refused these credentials; check the "
-            f"provider's environment variables, e.g. AWS_ACCESS_KEY_ID / AWS_PROFILE, "
+            f"provider's environment variables, e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
             f"GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_KEY)"
         )
     if isinstance(err, ox.BaseError):
