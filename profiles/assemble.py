@@ -16,6 +16,7 @@ from contracts.errors import InputError
 from profiles.arrivals import arrival_stats
 from profiles.lengths import length_stats_all
 from profiles.model import Chunked, Lengths, Prefix, Profile, ProfileBody, Source
+from profiles.observed import observed_from_frame
 from profiles.prefix import prefix_stats
 from profiles.readers import ReadResult
 from profiles.sessions import session_stats
@@ -54,6 +55,7 @@ def body_from_frame(
             sessions=sessions_job.result(),
             ok_share=ok_share,
             requests=frame.height,
+            observed=observed_from_frame(frame),
         )
 
 

@@ -404,6 +404,12 @@ def load_shards(paths: list[str]) -> tuple[list[Profile], list[str]]:
     """Read partial profiles (globs allowed); InputError naming a bad file."""
     from profiles.model import load_profile
     from profiles.readers import expand_paths
+    from profiles.remote import RemoteFile
 
     files = expand_paths(paths)
-    return [load_profile(f) for f in files], [str(f) for f in files]
+    for f in files:
+        if isinstance(f, RemoteFile):
+            raise InputError(f"{f}: --merge reads partial profiles from local files only")
+    return [load_profile(f) for f in files if not isinstance(f, RemoteFile)], [
+        str(f) for f in files
+    ]

@@ -280,7 +280,8 @@ class Sessions(_Model):
 
 
 class LatencyStats(_Model):
-    """A latency the server observed, from its histogram (metrics sources)."""
+    """A latency the server observed: from its histogram (metrics sources), or exact over the
+    requests' own values (traces; then `bucket_edges_s` is empty)."""
 
     requests: int = Field(ge=0, description="observations in the histogram over the span")
     mean_s: float | None
@@ -312,10 +313,13 @@ class ObservedWindows(_Model):
 
 
 class Observed(_Model):
-    """What the serving engine itself reported (metrics sources): latencies, queue, batch."""
+    """What the serving engine itself reported (metrics sources, traces): latencies, queue,
+    batch."""
 
     latency: dict[str, LatencyStats] = Field(
-        default_factory=dict, description="ttft, tpot, e2e -> the server's histogram"
+        default_factory=dict,
+        description="ttft, tpot, e2e (and queue, from traces) -> the server's histogram, or "
+        "the requests' own values (traces)",
     )
     windows: ObservedWindows | None = Field(
         default=None, description="per instance: load and latency percentiles per window"
@@ -339,7 +343,8 @@ class ProfileBody(_Model):
     ok_share: float | None = Field(default=None, description="share of requests the log marks ok")
     requests: int = Field(default=0, ge=0, description="requests these statistics describe")
     observed: Observed | None = Field(
-        default=None, description="server-reported latencies and queue (metrics sources)"
+        default=None,
+        description="server-reported latencies and queue (metrics sources; latencies from traces)",
     )
 
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -27,6 +26,7 @@ import polars as pl
 
 from contracts.errors import InputError
 from profiles.assemble import GROUPABLE, MAX_GROUPS, prefix_of, wrap_profile
+from profiles.digest import LogFile
 from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Bound, Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
@@ -289,7 +289,7 @@ class _Folds:
         self.rows = self.chunks = 0
         self.schema: pl.DataFrame | None = None
 
-    def read_file(self, path: Path, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
+    def read_file(self, path: LogFile, kind: str, ctx: ReaderContext, chunk_rows: int) -> None:
         steps, first_line = 0, None
         with reading(path):
             if kind == "mooncake":
@@ -369,7 +369,7 @@ class _Folds:
 
     def profile(
         self,
-        files: list[Path],
+        files: list[LogFile],
         kind: str,
         ctx: ReaderContext,
         digest: str,

@@ -19,14 +19,20 @@ if TYPE_CHECKING:
 HELP = """Profile request logs: arrivals, lengths, prefix reuse, sessions -> PROFILE.json.
 
 Reads Azure LLM inference traces, BurstGPT, Mooncake JSONL, OpenAI-style JSONL request \
-logs and generic CSV/Parquet/JSONL tables (auto-detected; gzip and zstd too; several files \
-and globs). Without logs, --preset writes a built-in profile adjusted by your figures.
+logs, OpenTelemetry GenAI traces (OTLP JSON) and generic CSV/Parquet/JSONL tables \
+(auto-detected; gzip and zstd too; several files and globs), on this machine or in object \
+storage (s3://, gs://, az://, https://, read in place with the provider's environment \
+credentials). Without logs, --preset writes a built-in profile adjusted by your figures.
 
 Examples:
 
   capplan profile logs/*.jsonl.gz -o profile.json --plots charts/
 
   capplan profile sample:azure_conv -o profile.json
+
+  capplan profile 's3://bucket/q4/*.parquet' -o profile.json   (AWS_* environment variables)
+
+  capplan profile otel/traces.jsonl --group-by model -o p.json   (OTLP file exporter output)
 
   capplan profile requests.parquet --columns arrival=ts,input=prompt,output=completion -o p.json
 
@@ -74,11 +80,13 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def profile(
         logs: list[str] = typer.Argument(
-            None, help="log files or globs; 'sample:azure_conv' for the shipped sample"
+            None,
+            help="log files or globs, local or s3://, gs://, az://, https:// URLs; "
+            "'sample:azure_conv' for the shipped sample",
         ),
         output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
         fmt: str = typer.Option(
-            "auto", "--format", help="auto|openai-jsonl|azure|burstgpt|mooncake|table"
+            "auto", "--format", help="auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table"
         ),
         columns: str = typer.Option(
             None,

@@ -1,20 +1,20 @@
 """Log readers: detect a log's format, read its files into the canonical request table.
 
 `read_requests(paths, fmt="auto", ...)` is the entry point; formats are registered by kind in
-`READERS` (azure, burstgpt, mooncake, openai-jsonl, table).
+`READERS` (azure, burstgpt, mooncake, openai-jsonl, otlp, table).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.digest import expand_paths
+from profiles.digest import LogFile, expand_paths
 from profiles.readers import jsonl as _jsonl  # noqa: F401  (registers readers)
+from profiles.readers import otlp as _otlp  # (registers the OTLP reader)
 from profiles.readers import tabular as _tabular  # noqa: F401  (registers readers)
 from profiles.readers.base import (
     CANONICAL_COLUMNS,
@@ -33,6 +33,7 @@ from profiles.readers.base import (
 )
 from profiles.readers.tabular import check_parquet_footer, parse_columns
 from profiles.readers.timeunits import check_time_unit
+from profiles.remote import polars_source
 from profiles.tokenize import Tokenizer, load_tokenizer
 
 __all__ = [
@@ -52,7 +53,7 @@ _BURSTGPT = {"Timestamp", "Request tokens", "Response tokens"}
 _OPENAI_KEYS = {"messages", "prompt", "request", "response", "usage", "body"}
 
 
-def detect_format(path: Path) -> str:
+def detect_format(path: LogFile) -> str:
     """The reader kind for `path`, from its header (CSV), first object (JSONL) or magic bytes.
 
     Raises InputError for an empty, binary, truncated or undecodable file. JSONL lines of any
@@ -66,7 +67,7 @@ def detect_format(path: Path) -> str:
             names: set[str] = set()
             if _is_plain(path):
                 check_parquet_footer(path)
-                names = set(pl.read_parquet_schema(path).keys())
+                names = set(pl.read_parquet_schema(polars_source(path)).keys())
             return _by_names(names)
         text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
         if "\x00" in text:
@@ -75,21 +76,29 @@ def detect_format(path: Path) -> str:
                 f"pass --format, one of {known_formats()}"
             )
         if text.lstrip().startswith("{"):
-            return _detect_jsonl(path)
+            return _detect_jsonl(path, text)
         header = text.splitlines()[0]
         return _by_names({n.strip().strip('"').strip() for n in header.split(",")})
 
 
-def _detect_jsonl(path: Path) -> str:
+def _detect_jsonl(path: LogFile, head: str) -> str:
     too_long = 0
+    first = True
     for lineno, line in read_lines(path):
         if lineno > DETECT_LINES:
             break
         if line is None:
             too_long += 1
             continue
-        obj, _, _ = parse_json_line(line)
+        if not line.strip():
+            continue
+        obj, reason, _ = parse_json_line(line)
+        if first and reason and _otlp.looks_otlp(head):
+            return "otlp"  # one pretty-printed OTLP document (a Jaeger or Tempo export)
+        first = False
         if isinstance(obj, dict):
+            if _otlp.is_otlp(obj):
+                return "otlp"
             if "hash_ids" in obj or {"input_length", "output_length"} <= obj.keys():
                 return "mooncake"
             if _OPENAI_KEYS & obj.keys():
@@ -102,7 +111,7 @@ def _detect_jsonl(path: Path) -> str:
     )
 
 
-def _is_plain(path: Path) -> bool:
+def _is_plain(path: LogFile) -> bool:
     with path.open("rb") as fh:
         return fh.read(4) == b"PAR1"
 
@@ -173,7 +182,7 @@ def reader_context(
     )
 
 
-def format_of(files: list[Path], fmt: str) -> str:
+def format_of(files: list[LogFile], fmt: str) -> str:
     """The one reader kind of `files`; InputError when they are in different formats."""
     kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
     distinct = sorted(set(kinds.values()))
@@ -183,7 +192,7 @@ def format_of(files: list[Path], fmt: str) -> str:
     return distinct[0]
 
 
-def no_usable_rows(files: list[Path], skips: SkipLog) -> InputError:
+def no_usable_rows(files: list[LogFile], skips: SkipLog) -> InputError:
     """The error for logs of which no row could be used, with the main reasons."""
     reasons = ", ".join(f"{why}: {n}" for why, n in skips.reasons.most_common(3))
     where = "; ".join(skips.examples[:3])
@@ -194,7 +203,9 @@ def no_usable_rows(files: list[Path], skips: SkipLog) -> InputError:
     )
 
 
-def _read_all(files: list[Path], fmt: str, ctx: ReaderContext, digest: Future[str]) -> ReadResult:
+def _read_all(
+    files: list[LogFile], fmt: str, ctx: ReaderContext, digest: Future[str]
+) -> ReadResult:
     kind = format_of(files, fmt)
     parts: list[FileFrame] = []
     for p in files:

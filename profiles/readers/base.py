@@ -25,7 +25,8 @@ from typing import IO, Any, Protocol
 import polars as pl
 
 from contracts.errors import InputError
-from profiles.digest import hash_file, started_digest
+from profiles.digest import LogFile, hash_file, started_digest
+from profiles.remote import RemoteFile, describe_error
 from profiles.tokenize import Tokenizer
 
 # Column order and dtypes of the canonical request table.
@@ -126,7 +127,7 @@ class ReadResult:
 class Reader(Protocol):
     """Reads one file into its part of the canonical table."""
 
-    def __call__(self, path: Path, ctx: ReaderContext) -> FileFrame: ...
+    def __call__(self, path: LogFile, ctx: ReaderContext) -> FileFrame: ...
 
 
 READERS: dict[str, Reader] = {}
@@ -148,7 +149,7 @@ def known_formats() -> str:
     return ", ".join(["auto", *sorted(READERS)])
 
 
-def compression_of(path: Path) -> str | None:
+def compression_of(path: LogFile) -> str | None:
     with path.open("rb") as fh:
         magic = fh.read(4)
     if magic[:2] == b"\x1f\x8b":
@@ -159,12 +160,12 @@ def compression_of(path: Path) -> str | None:
 
 
 @contextmanager
-def open_bytes(path: Path) -> Iterator[io.BufferedIOBase]:
+def open_bytes(path: LogFile) -> Iterator[io.BufferedIOBase]:
     """A buffered binary stream over `path`, decompressing gzip and zstd on the fly."""
     kind = compression_of(path)
     if kind == "gzip":
-        with gzip.open(path, "rb") as fh:
-            yield fh
+        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+            yield fh  # type: ignore[misc]
     elif kind == "zstd":
         with path.open("rb") as raw:
             yield io.BufferedReader(_ZstdFrames(raw), 1 << 20)
@@ -213,7 +214,7 @@ class _ZstdFrames(io.RawIOBase):
 
 
 def read_lines(
-    path: Path, max_line_bytes: int = MAX_LINE_BYTES
+    path: LogFile, max_line_bytes: int = MAX_LINE_BYTES
 ) -> Iterator[tuple[int, str | None]]:
     """(line number, text) for each line of `path` (UTF-8, bad bytes replaced, BOM dropped).
 
@@ -250,7 +251,7 @@ def parse_json_line(line: str) -> tuple[Any, str, str]:
 
 
 def json_objects(
-    path: Path, skips: SkipLog, source: Path | None = None
+    path: LogFile, skips: SkipLog, source: LogFile | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; any other line is skipped and counted.
 
@@ -272,7 +273,7 @@ def json_objects(
             yield lineno, obj
 
 
-def head_bytes(path: Path, n: int = 65536) -> bytes:
+def head_bytes(path: LogFile, n: int = 65536) -> bytes:
     """The first `n` decompressed bytes of `path`."""
     with open_bytes(path) as fh:
         return fh.read(n)
@@ -300,10 +301,14 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def read_error_message(path: Path, err: BaseException) -> str:
+def read_error_message(path: LogFile, err: BaseException) -> str:
     """One line naming `path` and what a library's error while reading it means for the user."""
     import zstandard
 
+    if isinstance(path, RemoteFile):
+        remote = describe_error(path.url, path.bucket, path.key, err)
+        if remote is not None:
+            return remote
     kind = compression_of(path) if path.is_file() else None
     if isinstance(err, EOFError):
         return f"{path}: the {kind or 'compressed'} stream ends early (a truncated file?)"
@@ -317,7 +322,7 @@ def read_error_message(path: Path, err: BaseException) -> str:
 
 
 @contextmanager
-def reading(path: Path) -> Iterator[None]:
+def reading(path: LogFile) -> Iterator[None]:
     """Turn any library error raised while reading `path` into one InputError naming it."""
     try:
         yield
@@ -328,11 +333,18 @@ def reading(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def plain_file(path: Path) -> Iterator[Path]:
+def plain_file(path: LogFile) -> Iterator[LogFile]:
     """`path` itself, or a decompressed temporary copy so polars can scan it lazily."""
-    if compression_of(path) is None:
+    kind = compression_of(path)
+    if kind is None:
         yield path
         return
+    if isinstance(path, RemoteFile):
+        raise InputError(
+            f"{path}: a {kind}-compressed table in object storage cannot be scanned in place "
+            "(capplan writes nothing to disk for it); store it as Parquet or uncompressed CSV, "
+            "or copy it here"
+        )
     with tempfile.TemporaryDirectory(prefix="capplan-") as tmp:
         out = Path(tmp) / path.name
         with out.open("wb") as dst, open_bytes(path) as src:
@@ -340,7 +352,7 @@ def plain_file(path: Path) -> Iterator[Path]:
         yield out
 
 
-def files_digest(paths: list[Path]) -> str:
+def files_digest(paths: list[LogFile]) -> str:
     """sha256 over the files' bytes, in order (the one `capplan profile` started as it
     started, where it did: profiles.digest); InputError naming a file that cannot be read."""
     early = started_digest(paths)
@@ -354,7 +366,7 @@ def files_digest(paths: list[Path]) -> str:
 
 
 def json_table_batches(
-    path: Path, skips: SkipLog, source: Path | None = None, rows: int | None = None
+    path: LogFile, skips: SkipLog, source: LogFile | None = None, rows: int | None = None
 ) -> Iterator[pl.DataFrame]:
     """The JSON objects of `path` as frames of `rows` objects (all of them in one frame when
     None): a String column per scalar key (nested values are left out), null where an object

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import chain
-from pathlib import Path
 
 import polars as pl
 
 from contracts.errors import InputError
+from profiles.digest import LogFile
 from profiles.readers.base import (
     FileFrame,
     ReaderContext,
@@ -27,6 +27,7 @@ from profiles.readers.tabular import (
     guess_mapping,
     plan_table,
 )
+from profiles.remote import polars_source
 
 # The chunks carry, instead of `session_id`, whether a row has one (SESSION_SEEN), its hash
 # (SESSION_HASH, `pl.col("session_id").hash()` as in profiles.sessions; null where it has
@@ -45,7 +46,7 @@ class BrokenTable(Exception):
 
 
 def read_table_chunks(
-    path: Path,
+    path: LogFile,
     ctx: ReaderContext,
     kind: str,
     chunk_rows: int,
@@ -101,8 +102,8 @@ def with_session_hashes(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _jsonl_chunks(
-    path: Path,
-    plain: Path,
+    path: LogFile,
+    plain: LogFile,
     ctx: ReaderContext,
     kind: str,
     chunk_rows: int,
@@ -131,17 +132,17 @@ def _jsonl_chunks(
         raise InputError(f"{path}: empty file (no usable line)")
 
 
-def _is_jsonl(plain: Path) -> bool:
+def _is_jsonl(plain: LogFile) -> bool:
     with plain.open("rb") as fh:
         return fh.read(64).lstrip()[:1] == b"{"
 
 
-def table_rows(path: Path) -> int | None:
+def table_rows(path: LogFile) -> int | None:
     """Rows of a plain Parquet file from its footer (None for other files)."""
     with path.open("rb") as fh:
         if fh.read(4) != b"PAR1":
             return None
     try:
-        return int(pl.scan_parquet(path).select(pl.len()).collect().item())
+        return int(pl.scan_parquet(polars_source(path)).select(pl.len()).collect().item())
     except pl.exceptions.PolarsError:
         return None

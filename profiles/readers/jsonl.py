@@ -10,13 +10,13 @@ import math
 import zlib
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
+from profiles.digest import LogFile
 from profiles.readers.base import (
     CANONICAL_COLUMNS,
     FileFrame,
@@ -63,12 +63,14 @@ def _backwards(times: np.ndarray, lines: list[int]) -> tuple[int, int | None]:
 
 
 @register_reader("mooncake")
-def read_mooncake(path: Path, ctx: ReaderContext) -> FileFrame:
+def read_mooncake(path: LogFile, ctx: ReaderContext) -> FileFrame:
     """Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)."""
     return next(mooncake_chunks(path, ctx, None))
 
 
-def mooncake_chunks(path: Path, ctx: ReaderContext, chunk_rows: int | None) -> Iterator[FileFrame]:
+def mooncake_chunks(
+    path: LogFile, ctx: ReaderContext, chunk_rows: int | None
+) -> Iterator[FileFrame]:
     """A Mooncake trace as frames of `chunk_rows` requests (one frame when None), in file
     order. The timestamps' unit and the reference for far rows come from the first frame."""
     ctx.block_tokens = MOONCAKE_BLOCK_TOKENS
@@ -98,7 +100,7 @@ class _MooncakeFrames:
     """Canonical frames of parsed Mooncake rows; the first one settles the timestamps' unit
     and the far-row reference (the median) for the rest."""
 
-    def __init__(self, path: Path, ctx: ReaderContext) -> None:
+    def __init__(self, path: LogFile, ctx: ReaderContext) -> None:
         self.path, self.ctx = path, ctx
         self.unit: str | None = None
         self.absolute = False
@@ -241,12 +243,12 @@ def _response_text(resp: dict[str, Any]) -> str | None:
 
 
 @register_reader("openai-jsonl")
-def read_openai(path: Path, ctx: ReaderContext) -> FileFrame:
+def read_openai(path: LogFile, ctx: ReaderContext) -> FileFrame:
     """OpenAI-style request logs: timestamp, request body, response usage, one object a line."""
     return next(openai_chunks(path, ctx, None))
 
 
-def openai_chunks(path: Path, ctx: ReaderContext, chunk_rows: int | None) -> Iterator[FileFrame]:
+def openai_chunks(path: LogFile, ctx: ReaderContext, chunk_rows: int | None) -> Iterator[FileFrame]:
     """An OpenAI-style request log as frames of `chunk_rows` requests (one frame when None),
     in file order; each frame holds its requests' values and block hashes, nothing more.
 
@@ -293,7 +295,7 @@ class _OpenAIFrames:
     usable row settles epoch against relative times, the far-row reference (the median) and
     the optional columns for the rest."""
 
-    def __init__(self, path: Path, ctx: ReaderContext) -> None:
+    def __init__(self, path: LogFile, ctx: ReaderContext) -> None:
         self.path, self.ctx = path, ctx
         self.absolute: bool | None = None
         self.median_s: float | None = None

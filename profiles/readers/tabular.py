@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
+from profiles.digest import LogFile
 from profiles.readers.base import (
     LONG_LINE_REASON,
     FileFrame,
@@ -35,6 +35,7 @@ from profiles.readers.timeunits import (
     typical,
     unit_warnings,
 )
+from profiles.remote import polars_source
 
 # Canonical name -> source names tried, in order, when a generic table has no mapping.
 _GUESSES: dict[str, tuple[str, ...]] = {
@@ -82,7 +83,7 @@ def parse_columns(spec: str | None) -> dict[str, str] | None:
 
 
 def scan_table(
-    path: Path, skips: SkipLog | None = None, source: Path | None = None
+    path: LogFile, skips: SkipLog | None = None, source: LogFile | None = None
 ) -> tuple[pl.LazyFrame, str]:
     """A lazy scan of a plain (decompressed) CSV, Parquet or JSONL file and its kind.
 
@@ -97,19 +98,22 @@ def scan_table(
     try:
         if head[:4] == b"PAR1":
             check_parquet_footer(path, shown)
-            return pl.scan_parquet(path), "parquet"
+            return pl.scan_parquet(polars_source(path)), "parquet"
         if head.lstrip()[:1] == b"{":
             frame = next(json_table_batches(path, skips or SkipLog(), shown))
             return frame.lazy(), "jsonl"
         lf = pl.scan_csv(
-            path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
+            polars_source(path),
+            infer_schema=False,
+            truncate_ragged_lines=True,
+            encoding="utf8-lossy",
         )
         return lf, "csv"
     except (pl.exceptions.PolarsError, OSError) as err:
         raise InputError(f"{shown}: cannot read as a table ({first_line(err)})") from err
 
 
-def check_parquet_footer(path: Path, source: Path | None = None) -> None:
+def check_parquet_footer(path: LogFile, source: LogFile | None = None) -> None:
     """InputError unless `path` ends with the Parquet magic, as every complete Parquet file does."""
     with path.open("rb") as fh:
         size = fh.seek(0, 2)
@@ -123,7 +127,9 @@ def check_parquet_footer(path: Path, source: Path | None = None) -> None:
         )
 
 
-def _csv_lines_table(path: Path, names: list[str], skips: SkipLog, source: Path) -> pl.LazyFrame:
+def _csv_lines_table(
+    path: LogFile, names: list[str], skips: SkipLog, source: LogFile
+) -> pl.LazyFrame:
     """A CSV file read one physical line at a time (quotes never span lines), as strings."""
     name = str(source)
     columns: list[list[str | None]] = [[] for _ in names]
@@ -219,8 +225,8 @@ class TablePlan:
     """What reading one table needs once its schema is known: the scan, the canonical
     expressions, and the decisions later chunks must share with the first."""
 
-    path: Path  # the file the user named
-    plain: Path  # the file polars reads (a decompressed copy of a gzip/zstd file)
+    path: LogFile  # the file the user named
+    plain: LogFile  # the file polars reads (a decompressed copy of a gzip/zstd file)
     lf: pl.LazyFrame
     kind: str  # csv, parquet, jsonl
     names: list[str]
@@ -234,8 +240,8 @@ class TablePlan:
 
 
 def plan_table(
-    path: Path,
-    plain: Path,
+    path: LogFile,
+    plain: LogFile,
     ctx: ReaderContext,
     spec: TableSpec,
     scanned: tuple[pl.LazyFrame, str] | None = None,
@@ -299,7 +305,7 @@ def plan_table(
     return TablePlan(path, plain, lf, kind, names, exprs, mapping, arrival_kind, spec)
 
 
-def read_table(path: Path, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
+def read_table(path: LogFile, ctx: ReaderContext, spec: TableSpec) -> FileFrame:
     """Read one tabular file into canonical columns, recording each bad row in ctx.skips."""
     with plain_file(path) as plain:
         plan = plan_table(path, plain, ctx, spec)
@@ -383,7 +389,7 @@ def _sorted_and_near(raw: np.ndarray, median_s: float | None) -> bool:
 
 
 def _skip_bad_rows(
-    df: pl.DataFrame, path: Path, ctx: ReaderContext, mapping: dict[str, str], offset: int
+    df: pl.DataFrame, path: LogFile, ctx: ReaderContext, mapping: dict[str, str], offset: int
 ) -> pl.DataFrame:
     """Drop rows whose timestamp or token counts did not parse; record why and where."""
     if "__line" not in df.columns:
@@ -424,7 +430,7 @@ def _backwards(
     return int(down.size), int(down[0] + 1) + line_offset
 
 
-def _azure_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
+def _azure_spec(path: LogFile, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
     return TableSpec(
         "azure",
         {"arrival": "TIMESTAMP", "input": "ContextTokens", "output": "GeneratedTokens"},
@@ -432,7 +438,7 @@ def _azure_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) 
     )
 
 
-def _burstgpt_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
+def _burstgpt_spec(path: LogFile, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
     mapping = {
         "arrival": "Timestamp",
         "input": "Request tokens",
@@ -449,7 +455,7 @@ def _burstgpt_spec(path: Path, ctx: ReaderContext, names: list[str] | None = Non
     )
 
 
-def _generic_spec(path: Path, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
+def _generic_spec(path: LogFile, ctx: ReaderContext, names: list[str] | None = None) -> TableSpec:
     if names is None:
         with plain_file(path) as plain:
             lf, _ = scan_table(plain, SkipLog(), path)
@@ -466,18 +472,18 @@ TABLE_SPECS = {"azure": _azure_spec, "burstgpt": _burstgpt_spec, "table": _gener
 
 
 @register_reader("azure")
-def read_azure(path: Path, ctx: ReaderContext) -> FileFrame:
+def read_azure(path: LogFile, ctx: ReaderContext) -> FileFrame:
     """Azure LLM inference traces: TIMESTAMP (2023: 7 fractional digits; 2024: mixed, +00:00)."""
     return read_table(path, ctx, _azure_spec(path, ctx))
 
 
 @register_reader("burstgpt")
-def read_burstgpt(path: Path, ctx: ReaderContext) -> FileFrame:
+def read_burstgpt(path: LogFile, ctx: ReaderContext) -> FileFrame:
     """BurstGPT v1/v2, read by column name; 0 response tokens marks a failed request."""
     return read_table(path, ctx, _burstgpt_spec(path, ctx))
 
 
 @register_reader("table")
-def read_generic_table(path: Path, ctx: ReaderContext) -> FileFrame:
+def read_generic_table(path: LogFile, ctx: ReaderContext) -> FileFrame:
     """A generic CSV, Parquet or JSONL table; columns by --columns or by common names."""
     return read_table(path, ctx, _generic_spec(path, ctx))

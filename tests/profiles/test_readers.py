@@ -20,7 +20,7 @@ AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 
 def test_registry_lists_every_format() -> None:
-    assert set(READERS) == {"azure", "burstgpt", "mooncake", "openai-jsonl", "table"}
+    assert set(READERS) == {"azure", "burstgpt", "mooncake", "openai-jsonl", "otlp", "table"}
 
 
 def test_detects_each_shared_trace(shared_data: Path) -> None:
