@@ -113,7 +113,7 @@ def _queue(p: _Pair) -> list[Finding]:
             rate,
             p.options.rules(),
             p.options.seed,
-            p.options.level_s,
+            p.options.fixed_level_s,
         )
         for cfg in (p.base_config, p.alt_config)
     )
