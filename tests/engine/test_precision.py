@@ -74,9 +74,7 @@ def test_the_compute_rate_is_the_formats_tensor_core_peak(
     assert _linear_s_per_token(config) == pytest.approx(expected, rel=1e-9)
 
 
-def test_nvfp4_on_a_gpu_without_fp4_tensor_cores_is_refused_naming_those_that_have_them() -> (
-    None
-):
+def test_nvfp4_on_a_gpu_without_fp4_tensor_cores_is_refused_naming_those_that_have_them() -> None:
     with pytest.raises(ConfigError, match=r"nvfp4 on H100-80GB: needs FP4 tensor cores: B200"):
         build_engine_config("H100-80GB", "llama-3.1-8b", quantization="nvfp4")
     assert build_engine_config("B200-180GB", "llama-3.1-8b", quantization="nvfp4")
