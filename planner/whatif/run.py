@@ -293,6 +293,29 @@ def run_candidate(
     return _Run(candidate, config)
 
 
+def check_servable(
+    options: WhatifOptions,
+    names: list[str],
+    combos: list[tuple[str, ...]],
+    max_len: int,
+    factors: dict[str, Any],
+) -> None:
+    """ConfigError (exit 2) when no candidate can be served at all (a quantization no GPU
+    asked for can run, a model that fits none of them), with each distinct reason; a grid
+    where only some candidates fail shows those as rows with their problem instead."""
+    problems: list[str] = []
+    for gpu, tp, pp in itertools.product(options.gpus, options.tps, options.pps):
+        for combo in combos:
+            settings = dict(zip(names, combo, strict=True))
+            try:
+                _candidate_config(options, gpu, tp, pp, settings, max_len, factors)
+            except ConfigError as err:
+                problems.append(str(err))
+                continue
+            return
+    raise ConfigError("no candidate can be served: " + "; ".join(dict.fromkeys(problems)))
+
+
 def pareto_front(candidates: list[WhatifCandidate]) -> list[WhatifCandidate]:
     """Candidates no other beats on both monthly cost and p95 e2e at the limit."""
     ok = [c for c in candidates if c.monthly_cost_usd is not None and c.e2e_p95_s is not None]
@@ -371,6 +394,7 @@ def run_whatif(
         )
     names = list(options.vary)
     combos = list(itertools.product(*(options.vary[n] for n in names))) or [()]
+    check_servable(options, names, combos, max_len, factors)
     runs: list[_Run] = []
     previous: dict[tuple[str, int, int], float] = {}
     for shape in itertools.product(options.gpus, options.tps, options.pps):
