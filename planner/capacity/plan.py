@@ -48,6 +48,7 @@ from planner.engine import (
     kv_capacity_tokens,
     weight_bytes,
 )
+from planner.engine.catalog import hf_config_path
 from planner.engine.precision import precision_overrides
 from planner.fleet.calibration import calibrate, measured_levels
 from planner.fleet.check import fleet_check
@@ -343,7 +344,8 @@ def build_plan(
         headroom=options.headroom,
         redundancy=options.redundancy,
         gpu=config.gpu.name,
-        model=config.model.name,
+        # a config.json model stays its path, so verify rebuilds the same engine from the plan
+        model=options.model if hf_config_path(options.model) else config.model.name,
         tp=options.tp,
         pp=options.pp,
         quantization=options.quantization,
