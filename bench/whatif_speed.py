@@ -1,14 +1,20 @@
-"""Wall time of a 50-candidate `capplan whatif` grid on the chat preset (goal: <= 2 minutes).
+"""Wall time of `capplan whatif`: one candidate under the default steady-state rules (goal: at
+most 10 s for an 8B model, 60 s for a 70B one, on two cores), and a 50-candidate grid with
+fixed 60 s levels (goal: <= 2 minutes).
 
-5 GPUs x kv_dtype (fp16, fp8) x max_num_seqs (32, 64, 128, 192, 256), each candidate's limit
-searched in virtual time with 60 s levels. Prints the wall time, the simulated requests and
-their rate, and the five cheapest candidates.
+`--one`: Llama-3.1-8B bf16 on one H100 and Llama-3.1-70B fp8 on one H200 (the chat preset,
+p99 TTFT <= 2 s and TPOT <= 50 ms), each under the default rules and with `--level-s 60`
+(the old default) beside it; prints wall seconds, levels, simulated requests and the limit,
+and the wall time against its goal. The grid: 5 GPUs x kv_dtype (fp16, fp8) x max_num_seqs
+(32, 64, 128, 192, 256); prints the wall time, the simulated requests and their rate, and
+the five cheapest candidates.
 
-    python bench/whatif_speed.py
+    python bench/whatif_speed.py [--one]
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from planner.slo.spec import parse_slo
@@ -16,8 +22,38 @@ from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
 from profiles.presets import preset_profile
 
+ONE = (
+    ("llama-3.1-8b", "H100-80GB", "none", 10.0),
+    ("llama-3.1-70b", "H200-141GB", "fp8", 60.0),
+)
+
+
+def one_candidate() -> None:
+    """Each ONE candidate under the default rules and with fixed 60 s levels."""
+    slo = parse_slo("ttft:p99<=2s,tpot:p99<=50ms")
+    profile = preset_profile("chat")
+    for model, gpu, quantization, goal_s in ONE:
+        for level_s in (None, 60.0):
+            options = WhatifOptions(
+                "preset:chat", slo, model=model, gpus=(gpu,), quantization=quantization,
+                level_s=level_s,
+            )  # fmt: skip
+            start = time.perf_counter()
+            c = run_whatif(profile, options).candidates[0]
+            wall = time.perf_counter() - start
+            how = "steady rules" if level_s is None else f"fixed {level_s:g} s levels"
+            limit = f"{c.limit_rps:.3g} req/s" if c.limit_rps else c.problem
+            print(
+                f"{model} {quantization} on {gpu}, {how}: {wall:.1f} s wall "
+                f"({wall / goal_s:.2f} x the {goal_s:g} s goal), {c.levels} levels, "
+                f"{c.simulated_requests:,} simulated requests, limit {limit}"
+            )
+
 
 def main() -> None:
+    if "--one" in sys.argv[1:]:
+        one_candidate()
+        return
     options = WhatifOptions(
         "preset:chat",
         parse_slo("ttft:p95<=2s,tpot:p95<=100ms"),

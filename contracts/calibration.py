@@ -97,6 +97,9 @@ class CalibrationFile(_Model):
     gpu: str
     model: str = Field(description="the engine catalog's model")
     tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1, description="pipeline stages of the server")
+    quantization: str = Field("none", description="the server's weight format (vLLM's spelling)")
+    kv_cache_dtype: str = Field("auto", description="the server's KV-cache format")
     catalog: str | None = Field(None, description="the catalog file the specs came from")
     hardware: dict[str, float] = Field(
         default_factory=dict, description="measured GPU figures (e.g. attention_flops)"

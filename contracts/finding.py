@@ -119,6 +119,9 @@ FINDINGS_EN: dict[str, str] = {
     "replayed traffic)",
     "figure.kv_dtype": "the KV cache holds {alt_tokens:,} tokens with {dtype} against "
     "{base_tokens:,}",
+    "figure.quantization": "weights take {alt_gb:.1f} GB per GPU with {fmt} against "
+    "{base_gb:.1f} GB with {base_fmt}; the KV cache holds {alt_tokens:,} tokens against "
+    "{base_tokens:,}",
     "figure.kv_dtype_need": "at the {dtype} limit the requests in flight need {need:,.0f} "
     "tokens ({share:.0%} of its cache)",
     "figure.reservation": "static reserves {max_len:,} tokens per sequence: at most {seqs:,} "

@@ -46,6 +46,12 @@ class PlanInputs(_Model):
     gpu: str
     model: str
     tp: int
+    pp: int = Field(default=1, description="pipeline stages (an instance holds tp x pp GPUs)")
+    quantization: str = Field(default="none", description="weight format (vLLM's spelling)")
+    kv_cache_dtype: str = Field(default="auto", description="KV-cache format (vLLM's spelling)")
+    catalog: str | None = Field(
+        default=None, description="the catalog file GPU and model came from"
+    )
     gpu_hour_price_usd: float
     price_source: str
     fleet_check: bool = True
@@ -102,6 +108,7 @@ class GpuMemory(_Model):
 class Resources(_Model):
     instances: int
     tp: int
+    pp: int = 1
     gpus: int
     gpu: str
     gpu_memory: GpuMemory

@@ -22,6 +22,7 @@ class WhatifCandidate(_Model):
     label: str
     gpu: str
     tp: int
+    pp: int = Field(default=1, description="pipeline stages (an instance holds tp x pp GPUs)")
     settings: dict[str, str] = Field(description="varied knob -> value")
     problem: str | None = Field(default=None, description="why there is no prediction")
     limit_rps: float | None = None
@@ -78,12 +79,16 @@ class Whatif(_Model):
     profile_digest: str
     slo: str
     model: str
+    quantization: str = Field(default="none", description="weight format (vLLM's spelling)")
+    kv_cache_dtype: str = Field(default="auto", description="KV-cache format (vLLM's spelling)")
     peak_rps: float
     peak_definition: str
     growth: float
     headroom: float
     redundancy: int
-    level_s: float
+    level_s: float | None = Field(
+        default=None, description="fixed level seconds (--level-s); None: steady-state rules"
+    )
     calibration: dict[str, float] | None = None
     calibration_note: str | None = None
     candidates: list[WhatifCandidate]

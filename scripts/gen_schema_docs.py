@@ -147,7 +147,7 @@ def render_schemas() -> str:
 
 
 def render_catalogue() -> str:
-    from planner.engine.specs import gpu_catalog, model_catalog
+    from planner.engine.catalog import gpu_catalog, model_catalog
 
     lines = [
         "# GPU and model catalogue",

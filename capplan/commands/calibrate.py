@@ -11,7 +11,13 @@ from rich.table import Table
 
 from capplan.cli import handle_errors
 from capplan.commands.console import stdout_console
-from capplan.commands.shared import ApiKeyEnv
+from capplan.commands.shared import (
+    ApiKeyEnv,
+    CatalogOption,
+    KvCacheDtypeOption,
+    PpOption,
+    QuantizationOption,
+)
 from contracts.calibration import CalibrationFile
 from contracts.errors import InputError
 from contracts.jsonio import write_model
@@ -51,10 +57,11 @@ def calibrate_command(
     catalog_model: str | None = typer.Option(
         None, "--catalog-model", help="The model's catalog name (default: --model)."
     ),
-    catalog: Path | None = typer.Option(
-        None, "--catalog", help="Catalog YAML/JSON with the GPU and model (gpus:, models:)."
-    ),
+    catalog: CatalogOption = None,
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree of the server."),
+    pp: PpOption = 1,
+    quantization: QuantizationOption = "none",
+    kv_cache_dtype: KvCacheDtypeOption = "auto",
     api_key_env: ApiKeyEnv = None,
     budget_s: float = typer.Option(300.0, "--budget-s", help="Time for the probe rounds (s)."),
     max_drift: float = typer.Option(
@@ -74,6 +81,9 @@ def calibrate_command(
         gpu=gpu,
         model=catalog_model or model,
         tp=tp,
+        pp=pp,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
         catalog=str(catalog.resolve()) if catalog is not None else None,
         engine=engine,
         budget_s=budget_s,

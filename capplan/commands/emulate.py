@@ -8,6 +8,12 @@ import typer
 from pydantic import ValidationError
 
 from capplan.cli import handle_errors
+from capplan.commands.shared import (
+    CatalogOption,
+    KvCacheDtypeOption,
+    PpOption,
+    QuantizationOption,
+)
 from contracts.errors import ConfigError, InputError
 
 HELP = """Serve an emulated LLM engine (no GPU) behind an OpenAI-compatible API.
@@ -20,6 +26,9 @@ caching and preemption, timed by a roofline of the chosen GPU and model. Endpoin
 Example:
 
   capplan emulate --gpu H100-80GB --model llama-3.1-8b --port 8000 --speed 1
+
+  capplan emulate --gpu H200-141GB --model llama-3.1-70b --quantization fp8 \\
+      --kv-cache-dtype fp8 --port 8000
 """
 
 
@@ -33,7 +42,10 @@ def register(app: typer.Typer) -> None:
             "H100-80GB", help="GPU name from the catalog (e.g. H100-80GB, a100)."
         ),
         model: str = typer.Option("llama-3.1-8b", help="Model name from the catalog."),
-        tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs per instance)."),
+        tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs per stage)."),
+        pp: PpOption = 1,
+        quantization: QuantizationOption = "none",
+        kv_cache_dtype: KvCacheDtypeOption = "auto",
         host: str = typer.Option("127.0.0.1", help="Address to bind."),
         port: int = typer.Option(8000, help="Port to bind (0: a free one)."),
         engine: str = typer.Option(
@@ -66,7 +78,7 @@ def register(app: typer.Typer) -> None:
         mfu: float | None = typer.Option(None, help="Override the compute efficiency factor."),
         mbu: float | None = typer.Option(None, help="Override the memory-bandwidth factor."),
         step_overhead_s: float | None = typer.Option(None, help="Override the step overhead."),
-        catalog: Path | None = typer.Option(None, help="Extra GPU/model catalog (YAML/JSON)."),
+        catalog: CatalogOption = None,
         served_model_name: str | None = typer.Option(None, help="Model id clients must send."),
         engine_config: Path | None = typer.Option(
             None, help="A full EngineConfig JSON (overrides the options above)."
@@ -74,6 +86,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from planner.emulator import Faults, serve
         from planner.engine import EngineConfig, build_engine_config
+        from planner.engine.precision import precision_overrides
 
         if engine_config is not None:
             try:
@@ -89,6 +102,8 @@ def register(app: typer.Typer) -> None:
                 tp=tp,
                 catalog=catalog,
                 engine=engine,
+                pp=pp,
+                **precision_overrides(quantization, kv_cache_dtype),
                 max_num_seqs=max_num_seqs,
                 max_num_batched_tokens=max_num_batched_tokens,
                 prefix_caching=prefix_caching,

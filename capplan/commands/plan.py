@@ -21,12 +21,16 @@ from capplan.commands.autoscale_opts import (
 )
 from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
 from capplan.commands.shared import (
+    CatalogOption,
     GpuHourPrice,
     Headroom,
+    KvCacheDtypeOption,
     PeakQuantile,
     PeakRps,
     PeakWindow,
+    PpOption,
     PrefixThreshold,
+    QuantizationOption,
     Redundancy,
     RoutingOption,
 )
@@ -39,6 +43,7 @@ from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
+from planner.engine.precision import precision_overrides
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.ops.rules import replan_command
 from planner.ops.write import write_ops
@@ -97,7 +102,11 @@ def plan_command(
     redundancy: Redundancy = 1,
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per instance."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per stage."),
+    pp: PpOption = 1,
+    quantization: QuantizationOption = "none",
+    kv_cache_dtype: KvCacheDtypeOption = "auto",
+    catalog: CatalogOption = None,
     gpu_hour_price: GpuHourPrice = None,
     cpu_cores_per_gpu: int = typer.Option(
         HostRule.cpu_cores_per_gpu, "--cpu-cores-per-gpu", help="Host rule: CPU cores per GPU."
@@ -148,6 +157,8 @@ def plan_command(
         tps=(tp,),
     )
     check_number("--peak-users", peak_users, gt=0)
+    check_number("--pp", pp, ge=1)
+    precision_overrides(quantization, kv_cache_dtype)  # checks both names
     if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
         raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
     if fleet_span_s <= 0:
@@ -172,6 +183,10 @@ def plan_command(
         gpu=gpu,
         model=model,
         tp=tp,
+        pp=pp,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        catalog=str(catalog) if catalog is not None else None,
         gpu_hour_price_usd=gpu_hour_price,
         fleet=not no_fleet_check,
         calibrate=not no_calibrate and calibration is None,
@@ -182,7 +197,9 @@ def plan_command(
         ),
         name=output.stem,
         engine_overrides=calibration_overrides(
-            load_calibration_file(calibration) if calibration else None, model
+            load_calibration_file(calibration) if calibration else None,
+            model,
+            str(catalog) if catalog is not None else None,
         ),
         routings=routings,
         routing_settings=settings,

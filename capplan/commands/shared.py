@@ -3,6 +3,7 @@ it appears (typer reads them from `Annotated` parameter types)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -99,4 +100,32 @@ PrefixThreshold = Annotated[
         help="The prefix router's threshold: the share of a prompt's blocks its best match "
         "must cover, in (0, 1]; below it the request goes to the least-loaded instance.",
     ),
+]
+
+# --- the configuration as deployed: whatif, plan, emulate, calibrate
+
+QuantizationOption = Annotated[
+    str,
+    typer.Option(
+        "--quantization",
+        help="Weight format, as vLLM's --quantization: none (the checkpoint's bf16), fp8, "
+        "awq, gptq (int4 weight-only), nvfp4 (FP4 tensor cores only: B200), mxfp4.",
+    ),
+]
+KvCacheDtypeOption = Annotated[
+    str,
+    typer.Option(
+        "--kv-cache-dtype", help="KV-cache format, as vLLM's: auto (the model's dtype) or fp8."
+    ),
+]
+CatalogOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--catalog",
+        help="GPU/model catalog YAML or JSON (gpus:, models:) extending the built-in one; "
+        "--model also takes a Hugging Face config.json path.",
+    ),
+]
+PpOption = Annotated[
+    int, typer.Option("--pp", help="Pipeline-parallel stages (an instance holds tp x pp GPUs).")
 ]

@@ -17,18 +17,22 @@ from capplan.commands.console import (
     print_routers,
 )
 from capplan.commands.shared import (
+    CatalogOption,
     GpuHourPrice,
     Headroom,
+    KvCacheDtypeOption,
     PeakQuantile,
     PeakRps,
     PeakWindow,
     PrefixThreshold,
+    QuantizationOption,
     Redundancy,
     RoutingOption,
 )
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
+from planner.engine.precision import precision_overrides
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
@@ -40,7 +44,12 @@ HELP = """Which engine configuration serves this traffic best, before any hardwa
 Runs the limit search against the engine model in virtual time for every candidate (GPUs x
 --tp x the values of each --vary knob), plans instances and cost for the profile's peak,
 marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
-why. Knobs: engine (vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp; or --engine a,b),
+why. Each level is judged under capplan limit's steady-state rules (--level-s: fixed
+levels instead, quicker and possibly optimistic). Precision as deployed, in vLLM's
+spelling: --quantization (none, fp8, awq, gptq, nvfp4, mxfp4) and --kv-cache-dtype (auto,
+fp8); --pp adds pipeline stages beside --tp; --model also takes a Hugging Face config.json
+path, and --catalog a file of your own GPUs and models. Knobs: engine (vllm, vllm@0.6,
+trtllm, sglang, tgi, llamacpp; or --engine a,b), quantization, kv_cache_dtype,
 prefix_caching, kv_dtype, kv_reservation, queue_policy, speculative, max_num_seqs,
 max_num_batched_tokens, gpu_memory_utilization (numeric ones take values:
 max_num_seqs=64:128:256), disaggregation (off, or units of p prefill and d decode
@@ -51,6 +60,10 @@ Examples:
 
   capplan whatif --profile agent.json --slo "ttft:p95<=2s,tpot:p95<=100ms" \\
       --gpu H100-80GB,L40S-48GB --vary prefix_caching,kv_reservation -o whatif.json
+
+  capplan whatif --profile chat.json --slo "ttft:p99<=2s,tpot:p99<=50ms" \\
+      --model llama-3.1-70b --gpu H200-141GB --quantization fp8 --vary kv_cache_dtype \\
+      -o whatif.json
 
   capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB --tp 1,2 \\
       --calibrate runs/h100/limit.json -o whatif.json
@@ -74,6 +87,17 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+def _whole_numbers(flag: str, text: str) -> tuple[int, ...]:
+    """`1,2` -> (1, 2); InputError naming the flag for anything else."""
+    try:
+        values = tuple(int(t) for t in _split(text))
+    except ValueError as err:
+        raise ConfigError(f"{flag}: expected whole numbers, e.g. 1,2 (got {text!r})") from err
+    if not values or min(values) < 1:
+        raise ConfigError(f"{flag}: expected whole numbers >= 1, e.g. 1,2 (got {text!r})")
+    return values
+
+
 def whatif_command(
     profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
     slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
@@ -87,6 +111,12 @@ def whatif_command(
     ),
     gpu: str = typer.Option("H100-80GB", "--gpu", help="GPUs, comma-separated."),
     tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
+    pp: str = typer.Option(
+        "1", "--pp", help="Pipeline-parallel stages, comma-separated (tp x pp GPUs each)."
+    ),
+    quantization: QuantizationOption = "none",
+    kv_cache_dtype: KvCacheDtypeOption = "auto",
+    catalog: CatalogOption = None,
     vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
     tp_link: str = typer.Option("auto", "--tp-link", help="auto, nvlink or pcie."),
     kv_link_gbps: float = typer.Option(
@@ -108,15 +138,18 @@ def whatif_command(
     calibration: Path | None = typer.Option(
         None, "--calibration", help="cal.json of `capplan calibrate`: its factors for every GPU."
     ),
-    level_s: float = typer.Option(
-        60.0,
+    level_s: float | None = typer.Option(
+        None,
         "--level-s",
-        help="Virtual seconds per level (with --steady: the shortest measured window).",
+        help="Fixed virtual seconds per level instead of the steady-state rules (quicker; "
+        "may be optimistic: it skips the warm-up and settling checks). With --steady: the "
+        "rules' shortest measured window.",
     ),
     steady: bool = typer.Option(
         False,
         "--steady",
-        help="Judge levels under capplan limit's steady-state rules (slower, truer).",
+        help="With --level-s: keep capplan limit's steady-state rules (the default without "
+        "--level-s).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
     routing: RoutingOption = None,
@@ -130,10 +163,8 @@ def whatif_command(
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
 
-    try:
-        tps = tuple(int(t) for t in _split(tp))
-    except ValueError as err:
-        raise ConfigError(f"--tp: expected whole numbers, e.g. 1,2 (got {tp!r})") from err
+    tps = _whole_numbers("--tp", tp)
+    pps = _whole_numbers("--pp", pp)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
@@ -145,8 +176,9 @@ def whatif_command(
     check_number("--max-model-len", max_model_len, ge=1)
     if not kv_link_gbps > 0:
         raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
-    if level_s < 10:
+    if level_s is not None and level_s < 10:
         raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
+    precision_overrides(quantization, kv_cache_dtype)  # checks both names
     engines = _split(engine)
     if not engines:
         raise ConfigError("--engine: give at least one engine, e.g. vllm or trtllm,vllm")
@@ -163,6 +195,10 @@ def whatif_command(
         engine=engines[0],
         gpus=_split(gpu),
         tps=tps,
+        pps=pps,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        catalog=str(catalog) if catalog is not None else None,
         vary=varied,
         tp_link=tp_link,
         kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
@@ -178,7 +214,9 @@ def whatif_command(
         steady=steady,
         seed=seed,
         engine_overrides=calibration_overrides(
-            load_calibration_file(calibration) if calibration else None, model
+            load_calibration_file(calibration) if calibration else None,
+            model,
+            str(catalog) if catalog is not None else None,
         ),
         routings=routings,
         routing_settings=RoutingSettings(prefix_threshold=prefix_threshold, seed=seed),
@@ -217,6 +255,9 @@ def print_whatif(result: Whatif, console: Console) -> None:
             "*" if c.pareto else "",
         )
     console.print(table)
+    if result.level_s is not None:
+        search = next((a for a in result.assumptions if a.startswith("search:")), "")
+        console.print(f"[bold yellow]Note[/bold yellow]: {search}")
     if result.calibration_note:
         console.print(f"[bold]Calibration[/bold]: {result.calibration_note}")
     for lesson in result.lessons:

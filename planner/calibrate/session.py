@@ -52,11 +52,11 @@ from planner.calibrate.probes import Target, server_kv
 from planner.engine import (
     EngineConfig,
     build_engine_config,
+    find_model,
     kv_bytes_per_token,
-    model_catalog,
     weight_bytes,
 )
-from planner.engine.specs import lookup_spec
+from planner.engine.precision import precision_overrides
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +67,9 @@ class CalibrateOptions:
     gpu: str
     model: str
     tp: int = 1
+    pp: int = 1
+    quantization: str = "none"  # vLLM's --quantization of the server
+    kv_cache_dtype: str = "auto"  # and its --kv-cache-dtype
     catalog: str | None = None
     engine: str = "vllm"
     budget_s: float = 300.0
@@ -78,8 +81,9 @@ def base_config(options: CalibrateOptions) -> EngineConfig:
     """The uncalibrated engine config of the options' GPU x model x engine (ConfigError for
     unknown names, before any request is sent)."""
     return build_engine_config(
-        options.gpu, options.model, options.tp, options.catalog, engine=options.engine
-    )
+        options.gpu, options.model, options.tp, options.catalog, engine=options.engine,
+        pp=options.pp, **precision_overrides(options.quantization, options.kv_cache_dtype),
+    )  # fmt: skip
 
 
 def kv_factors(config: EngineConfig, kv: KvCapacity) -> dict[str, Factor]:
@@ -167,6 +171,9 @@ def fit_measured(
         gpu=base.gpu.name,
         model=base.model.name,
         tp=options.tp,
+        pp=options.pp,
+        quantization=options.quantization,
+        kv_cache_dtype=options.kv_cache_dtype,
         catalog=options.catalog,
         hardware={} if p.attention_flops is None else {"attention_flops": p.attention_flops},
         factors=factors,
@@ -277,7 +284,11 @@ def calibrated_config(
     """The engine config a cal.json describes: its GPU x model x engine, its factors, its
     measured hardware figures, then `overrides`. `catalog` defaults to the one it was made with."""
     fields = {**cal.engine_overrides(), **overrides}
-    config = build_engine_config(cal.gpu, cal.model, cal.tp, catalog or cal.catalog, **fields)
+    config = build_engine_config(
+        cal.gpu, cal.model, cal.tp, catalog or cal.catalog, pp=cal.pp,
+        **precision_overrides(cal.quantization, cal.kv_cache_dtype),
+        **fields,
+    )  # fmt: skip
     return with_attention(config, cal.hardware.get("attention_flops"))
 
 
@@ -293,7 +304,7 @@ def calibration_overrides(
     """
     if cal is None:
         return {}
-    wanted = lookup_spec(model_catalog(catalog), model, "model").name
+    wanted = find_model(model, catalog).name
     if wanted != cal.model:
         raise ConfigError(
             f"the calibration is of {cal.model} ({cal.served_model} at {cal.host}), "

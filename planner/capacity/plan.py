@@ -48,6 +48,8 @@ from planner.engine import (
     kv_capacity_tokens,
     weight_bytes,
 )
+from planner.engine.catalog import hf_config_path
+from planner.engine.precision import precision_overrides
 from planner.fleet.calibration import calibrate, measured_levels
 from planner.fleet.check import fleet_check
 from planner.fleet.routing import Routing, RoutingSettings
@@ -77,6 +79,10 @@ class PlanOptions:
     gpu: str = "H100-80GB"
     model: str = "llama-3.1-8b"
     tp: int = 1
+    pp: int = 1  # pipeline stages: an instance holds tp x pp GPUs
+    quantization: str = "none"  # vLLM's --quantization (planner.engine.precision)
+    kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype
+    catalog: str | None = None  # a GPU/model catalog file extending the built-in one
     gpu_hour_price_usd: float | None = None
     fleet: bool = True
     calibrate: bool = True
@@ -86,6 +92,21 @@ class PlanOptions:
     name: str = ""
     # build_engine_config overrides (a cal.json's factors)
     engine_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """GPUs one instance holds: tp x pp."""
+        return self.tp * self.pp
+
+    def engine_config(self) -> EngineConfig:
+        """The engine of one instance: GPU x model x tp x pp at the deployed precision, with
+        the overrides (ConfigError for unknown names or a model that does not fit)."""
+        return build_engine_config(
+            self.gpu, self.model, self.tp, self.catalog, pp=self.pp,
+            **precision_overrides(self.quantization, self.kv_cache_dtype),
+            **self.engine_overrides,
+        )  # fmt: skip
+
     # --routing: the routers to compare, the first one the count assumes (None: the check's
     # default pair, no comparison), and the prefix router's knobs.
     routings: tuple[Routing, ...] | None = None
@@ -172,7 +193,7 @@ def build_plan(
         raise ConfigError(f"--tp must be >= 1, got {options.tp}")
     slo_text = options.slo or limit.slo
     slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
-    config = build_engine_config(options.gpu, options.model, options.tp, **options.engine_overrides)
+    config = options.engine_config()
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
     notes: list[Finding] = []
@@ -210,7 +231,7 @@ def build_plan(
             g,
             options.headroom,
             options.redundancy,
-            options.tp,
+            options.gpus_per_instance,
             price,
         )
         for g in options.growth
@@ -240,11 +261,12 @@ def build_plan(
             )
         )
     rule = options.host_rule
-    cores = rule.cpu_cores(options.tp)
-    ram = rule.host_ram_gib(options.tp, config.gpu.memory_bytes)
+    cores = rule.cpu_cores(options.gpus_per_instance)
+    ram = rule.host_ram_gib(options.gpus_per_instance, config.gpu.memory_bytes)
     resources = Resources(
         instances=first.instances,
         tp=options.tp,
+        pp=options.pp,
         gpus=first.gpus,
         gpu=config.gpu.name,
         gpu_memory=memory,
@@ -327,8 +349,13 @@ def build_plan(
         headroom=options.headroom,
         redundancy=options.redundancy,
         gpu=config.gpu.name,
-        model=config.model.name,
+        # a config.json model stays its path, so verify rebuilds the same engine from the plan
+        model=options.model if hf_config_path(options.model) else config.model.name,
         tp=options.tp,
+        pp=options.pp,
+        quantization=options.quantization,
+        kv_cache_dtype=options.kv_cache_dtype,
+        catalog=options.catalog,
         gpu_hour_price_usd=price,
         price_source=price_source,
         fleet_check=options.fleet,

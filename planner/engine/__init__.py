@@ -5,6 +5,7 @@ Runs in whatever clock its caller passes: real time behind the emulator, virtual
 """
 
 from planner.engine.build import build_engine_config, calibration_path, load_calibration
+from planner.engine.catalog import find_gpu, find_model, gpu_catalog, model_catalog
 from planner.engine.engine import Engine, simulate
 from planner.engine.requests import (
     EngineGauges,
@@ -18,11 +19,9 @@ from planner.engine.specs import (
     EngineConfig,
     GpuSpec,
     ModelSpec,
-    gpu_catalog,
     kv_bytes_per_token,
     kv_capacity_blocks,
     kv_capacity_tokens,
-    model_catalog,
     weight_bytes,
 )
 
@@ -41,6 +40,8 @@ __all__ = [
     "TokenEvent",
     "build_engine_config",
     "calibration_path",
+    "find_gpu",
+    "find_model",
     "gpu_catalog",
     "kv_bytes_per_token",
     "kv_capacity_blocks",

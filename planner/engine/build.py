@@ -19,16 +19,10 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.errors import ConfigError, InputError
+from planner.engine.catalog import find_gpu, find_model, fp4_gpus, normal_name
+from planner.engine.precision import QUANTIZATIONS, peak_flops
 from planner.engine.runtimes import engine_profile
-from planner.engine.specs import (
-    EngineConfig,
-    GpuSpec,
-    ModelSpec,
-    gpu_catalog,
-    lookup_spec,
-    model_catalog,
-    normal_name,
-)
+from planner.engine.specs import EngineConfig, GpuSpec
 
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
 EFFICIENCY_PATH = Path(__file__).with_name("efficiency.yaml")
@@ -110,10 +104,13 @@ def build_engine_config(
     """An EngineConfig for `gpu` x `model` served by `engine` (default: vLLM), by catalog
     name, with keyword overrides (None values are ignored).
 
-    Raises ConfigError for an unknown name (listing the known ones) or an invalid field.
+    `model` may be the path of a Hugging Face config.json. Raises ConfigError for an unknown
+    name (listing the known ones), a quantization the GPU cannot run (naming the GPUs that
+    can), a model that does not fit (by how many GB) or an invalid field.
     """
-    gpu_spec: GpuSpec = lookup_spec(gpu_catalog(catalog), gpu, "GPU")
-    model_spec: ModelSpec = lookup_spec(model_catalog(catalog), model, "model")
+    gpu_spec = find_gpu(gpu, catalog)
+    model_spec = find_model(model, catalog)
+    _check_runs(gpu_spec, str(overrides.get("quantization") or "none"), catalog)
     profile = engine_profile(engine or DEFAULT_ENGINE)
     fields: dict[str, Any] = profile.overrides()
     sources = [f"engine {profile.name}"]
@@ -138,3 +135,18 @@ def build_engine_config(
         )
         where = f"{gpu_spec.name} x {model_spec.name} x tp={tp}"
         raise ConfigError(f"engine config for {where}: {problems}") from err
+
+
+def _check_runs(gpu: GpuSpec, quantization: str, catalog: Path | str | None) -> None:
+    """ConfigError when `gpu` cannot run `quantization` at all (nvfp4 without FP4 cores)."""
+    fmt = QUANTIZATIONS.get(quantization)
+    if fmt is None:
+        return  # EngineConfig names the known ones
+    rate = peak_flops(
+        bf16_flops=gpu.bf16_flops, fp8_flops=gpu.fp8_flops, fp4_flops=gpu.fp4_flops, fmt=fmt
+    )
+    if rate is None:
+        able = ", ".join(fp4_gpus(catalog)) or "none in the catalog"
+        raise ConfigError(
+            f"--quantization {quantization} on {gpu.name}: needs FP4 tensor cores: {able}"
+        )

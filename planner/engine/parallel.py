@@ -14,7 +14,9 @@ NCCL runs the quickest: small messages (decode steps) pay the latency, large one
 the ring's 2 (tp - 1) / tp share of the bytes over the link. The latency grows with the GPU
 count; the bandwidth share tends to 2. Each board's link (bus bandwidth one way per GPU,
 NVLink or PCIe) is in the catalog (`catalog.yaml`); a board without one is taken as PCIe.
-`TP_LINKS` names links a what-if can force (`--tp-link`).
+`TP_LINKS` names links a what-if can force (`--tp-link`). Pipeline stages hand their
+microbatch's hidden states to the next stage in one point-to-point send over the same link
+(`PointToPoint`).
 """
 
 from __future__ import annotations
@@ -123,3 +125,16 @@ def fixed_allreduce(latency_s: float, bandwidth_bytes_per_s: float, tp: int) -> 
     """An all-reduce with one fixed latency and the ring's share of the bytes over a link of
     this bandwidth (a forced link, or a calibrated hop latency)."""
     return AllReduceCost(((latency_s, ring_share(tp) / bandwidth_bytes_per_s),))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointToPoint:
+    """One send between two GPUs (pipeline stages): a fixed latency and the bytes over the
+    link's one-way bandwidth."""
+
+    latency_s: float
+    bandwidth_bytes_per_s: float
+
+    def time_s(self, message_bytes: float) -> float:
+        """Seconds to send `message_bytes`."""
+        return self.latency_s + message_bytes / self.bandwidth_bytes_per_s

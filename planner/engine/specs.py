@@ -1,10 +1,7 @@
-"""GPU and model specs, their catalogs, the engine configuration and KV-cache sizing formulas.
+"""GPU and model specs, the engine configuration, and the weight and KV-cache sizing formulas.
 
-The built-in catalog (`catalog.yaml` next to this file) names each figure's public source.
-A user catalog (YAML or JSON of the same shape: `gpus:` and `models:` mappings) extends or
-overrides it. Names are matched case-insensitively; a short name matches when it is unique
-(`h100` -> `H100-80GB`), and a Hugging Face id such as `meta-llama/Llama-3.1-8B-Instruct`
-matches its base model.
+The catalogs of specs by name (built in, a user's file, a Hugging Face config.json) are
+`planner.engine.catalog`; weight and KV formats are `planner.engine.precision`.
 
 Default efficiency factors of the step-time roofline when nothing better is known:
 `mfu = 0.5` (dense bf16 GEMMs at thousands of tokens per step reach 40-60 % of peak),
@@ -16,21 +13,14 @@ factors fitted on published figures (`efficiency.yaml`) and a user's calibration
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.errors import ConfigError, InputError
-from planner.engine.parallel import LINK_KINDS, LinkKind
-
-CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+from planner.engine.parallel import LinkKind
+from planner.engine.precision import QUANTIZATION_NAMES, QUANTIZATIONS, Quantization, peak_flops
 
 DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.8
@@ -43,13 +33,14 @@ QueuePolicy = Literal["fcfs", "spf"]  # first come first served; shortest prompt
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU board: total memory, HBM bandwidth, dense bf16 (and fp8) peak, its TP link.
+    """One GPU board: total memory, HBM bandwidth, dense bf16 (fp8, fp4) peaks, its TP link.
 
     `attention_flops`, when given, is the rate of the attention kernels (QK^T and PV)
     where it differs from the matrix multiplies' `bf16_flops` (a CPU running llama.cpp:
     its attention reaches a fraction of its GEMM rate); None: the same rate. `fp8_flops`:
     the dense FP8 peak of boards with FP8 tensor cores (None: FP8 weights are computed at the
-    bf16 rate, as weight-only quantisation). `link_*`: the board's link for tensor-parallel
+    bf16 rate, as weight-only quantisation); `fp4_flops` likewise for FP4 tensor cores (None:
+    nvfp4 cannot run, mxfp4 runs weight-only). `link_*`: the board's link for tensor-parallel
     all-reduces (per-GPU bus bandwidth one way, latency per ring hop); None: PCIe defaults.
     `link_kind` (nvlink or pcie) picks NCCL's latencies for that link
     (planner.engine.parallel).
@@ -61,6 +52,7 @@ class GpuSpec:
     bf16_flops: float
     attention_flops: float | None = None
     fp8_flops: float | None = None
+    fp4_flops: float | None = None
     link_bandwidth_bytes_per_s: float | None = None
     link_latency_s: float | None = None
     link_kind: LinkKind = "pcie"
@@ -68,7 +60,15 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A dense decoder-only transformer's shape (as in its Hugging Face config.json)."""
+    """A decoder-only transformer's shape (as in its Hugging Face config.json).
+
+    `params`: every parameter (the weight bytes held); `active_params`: those one token runs
+    through (a mixture of experts' shared part plus `active_experts` of its `experts` routed
+    ones; None: all, a dense model). `mla_kv_dim`: elements one token caches per layer under
+    multi-head latent attention (DeepSeek: kv_lora_rank + qk_rope_head_dim), one latent for
+    all heads, replicated on every tensor-parallel GPU; 0: grouped-query attention, 2 x
+    kv_heads x head_dim per layer.
+    """
 
     name: str
     params: int
@@ -79,6 +79,24 @@ class ModelSpec:
     head_dim: int
     vocab_size: int
     max_context_tokens: int = 131072
+    experts: int = 0
+    active_experts: int = 0
+    active_params: int | None = None
+    mla_kv_dim: int = 0
+
+    @property
+    def params_per_token(self) -> int:
+        """Parameters one token's forward pass multiplies by (all of a dense model's)."""
+        return self.active_params or self.params
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters in the routed experts, all of them: with E experts of which k run per
+        token, params - active_params = (E - k) / E of them."""
+        if not self.experts or self.active_params is None:
+            return 0
+        idle = self.params - self.active_params
+        return round(idle * self.experts / (self.experts - self.active_experts))
 
 
 class EngineConfig(BaseModel):
@@ -94,8 +112,18 @@ class EngineConfig(BaseModel):
 
     gpu: GpuSpec
     model: ModelSpec
-    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree (GPUs per instance)")
-    dtype_bytes: int = Field(2, ge=1, le=4, description="bytes per weight and KV element")
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree (GPUs per stage)")
+    pp: int = Field(
+        1, ge=1, le=64, description="pipeline-parallel stages (an instance holds tp x pp GPUs)"
+    )
+    dtype_bytes: int = Field(
+        2, ge=1, le=4, description="bytes per checkpoint weight and KV element (1: legacy fp8)"
+    )
+    quantization: str = Field(
+        "none",
+        description=f"weight format as vLLM's --quantization: {', '.join(QUANTIZATION_NAMES)} "
+        "(planner.engine.precision)",
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     activation_reserve_bytes: int = Field(
         DEFAULT_ACTIVATION_RESERVE_BYTES,
@@ -214,6 +242,17 @@ class EngineConfig(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> EngineConfig:
+        if self.quantization not in QUANTIZATIONS:
+            raise ValueError(
+                f"unknown quantization {self.quantization!r}; known: "
+                f"{', '.join(QUANTIZATION_NAMES)}"
+            )
+        if linear_peak_flops(self) is None:
+            raise ValueError(
+                f"{self.quantization} needs FP4 tensor cores, which {self.gpu.name} has not"
+            )
+        if self.model.layers < self.pp:
+            raise ValueError(f"pp={self.pp} stages for {self.model.layers} layers")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least "
@@ -222,10 +261,14 @@ class EngineConfig(BaseModel):
         if kv_capacity_blocks(self) < 1:
             need = weight_bytes(self) + self.activation_reserve_bytes
             have = self.gpu.memory_bytes * self.gpu_memory_utilization
+            block = kv_bytes_per_token(self) * self.block_tokens
+            short = need + block - have
+            fmt = weight_format(self).name
             raise ValueError(
-                f"{self.model.name} does not fit on {self.gpu.name} x tp={self.tp}: "
-                f"weights + activation reserve need {need / 1e9:.1f} GB per GPU, "
-                f"{have / 1e9:.1f} GB usable; raise tp or pick a larger GPU"
+                f"{self.model.name} does not fit on {self.gpu.name} at quantization={fmt}, "
+                f"tp={self.tp}, pp={self.pp}: weights + activation reserve need "
+                f"{need / 1e9:.1f} GB per GPU, {have / 1e9:.1f} GB usable, {short / 1e9:.1f} GB "
+                f"short (before any KV cache); raise tp or pp, quantize, or pick a larger GPU"
             )
         return self
 
@@ -252,16 +295,47 @@ def kv_heads_per_gpu(config: EngineConfig) -> int:
     return max(1, math.ceil(config.model.kv_heads / config.tp))
 
 
+def layers_per_stage(config: EngineConfig) -> int:
+    """Layers on each pipeline stage (the largest stage's, when they do not divide evenly)."""
+    return math.ceil(config.model.layers / config.pp)
+
+
 def kv_bytes_per_token(config: EngineConfig) -> int:
-    """KV bytes of one token on each GPU: 2 (K and V) x layers x kv_heads x head_dim x KV dtype."""
+    """KV bytes of one token on each GPU: 2 (K and V) x layers x kv_heads x head_dim x KV dtype
+    (grouped-query attention, heads split over tp), or layers x mla_kv_dim x KV dtype (latent
+    attention, replicated over tp); the layers of one pipeline stage."""
     m = config.model
     dtype = config.kv_dtype_bytes or config.dtype_bytes
-    return 2 * m.layers * kv_heads_per_gpu(config) * m.head_dim * dtype
+    if m.mla_kv_dim:
+        return layers_per_stage(config) * m.mla_kv_dim * dtype
+    return 2 * layers_per_stage(config) * kv_heads_per_gpu(config) * m.head_dim * dtype
+
+
+def weight_format(config: EngineConfig) -> Quantization:
+    """The config's weight format; `dtype_bytes=1` without a quantization is fp8 (the older
+    spelling)."""
+    if config.quantization == "none" and config.dtype_bytes == 1:
+        return QUANTIZATIONS["fp8"]
+    return QUANTIZATIONS[config.quantization]
+
+
+def bytes_per_weight(config: EngineConfig) -> float:
+    """Bytes one weight takes in the config's format, scales included."""
+    return weight_format(config).bytes_per_weight or float(config.dtype_bytes)
+
+
+def linear_peak_flops(config: EngineConfig) -> float | None:
+    """Dense peak FLOP/s of one GPU for the weights' matrix multiplies (None: cannot run)."""
+    g = config.gpu
+    return peak_flops(
+        bf16_flops=g.bf16_flops, fp8_flops=g.fp8_flops, fp4_flops=g.fp4_flops,
+        fmt=weight_format(config),
+    )  # fmt: skip
 
 
 def weight_bytes(config: EngineConfig) -> int:
-    """Weight bytes on each GPU: params x dtype / tp."""
-    return math.ceil(config.model.params * config.dtype_bytes / config.tp)
+    """Weight bytes on each GPU: params x bytes per weight / (tp x pp)."""
+    return math.ceil(config.model.params * bytes_per_weight(config) / (config.tp * config.pp))
 
 
 def kv_capacity_blocks(config: EngineConfig) -> int:
@@ -279,129 +353,3 @@ def kv_capacity_blocks(config: EngineConfig) -> int:
 def kv_capacity_tokens(config: EngineConfig) -> int:
     """Tokens the KV cache holds: blocks x block_tokens."""
     return kv_capacity_blocks(config) * config.block_tokens
-
-
-# ---------------------------------------------------------------------------------- catalogs
-
-
-def _read_catalog_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"{path}: cannot read catalog ({err.strerror})") from err
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise InputError(f"{path}: not valid YAML/JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping with `gpus:` and/or `models:`")
-    return data
-
-
-def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dict[str, Any]:
-    data = _read_catalog_file(path).get(name) or {}
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: `{name}` must be a mapping of name -> fields")
-    out: dict[str, Any] = {}
-    for key, fields in data.items():
-        if not isinstance(fields, dict):
-            raise InputError(f"{path}: {name}.{key}: expected a mapping of fields")
-        missing = [f for f in required if f not in fields]
-        if missing:
-            raise InputError(f"{path}: {name}.{key}: missing field(s) {', '.join(missing)}")
-        typed: dict[str, Any] = {}
-        for field_name, value in fields.items():
-            allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
-            kind = _FIELD_TYPES.get(field_name)
-            if kind is None or field_name not in allowed:
-                known = ", ".join(allowed)
-                raise InputError(
-                    f"{path}: {name}.{key}.{field_name}: unknown field (known: {known})"
-                )
-            if kind is str:
-                if value not in LINK_KINDS:
-                    raise InputError(
-                        f"{path}: {name}.{key}.{field_name}: expected one of "
-                        f"{', '.join(LINK_KINDS)}, got {value!r}"
-                    )
-                typed[field_name] = value
-                continue
-            try:
-                number = float(value)
-            except (TypeError, ValueError) as err:
-                raise InputError(
-                    f"{path}: {name}.{key}.{field_name}: expected a number, got {value!r}"
-                ) from err
-            if number <= 0:
-                raise InputError(f"{path}: {name}.{key}.{field_name}: must be > 0, got {value!r}")
-            typed[field_name] = int(number) if kind is int else number
-        try:
-            out[str(key)] = cls(name=str(key), **typed)
-        except TypeError as err:
-            raise InputError(f"{path}: {name}.{key}: {err}") from err
-    return out
-
-
-_FIELD_TYPES: dict[str, type] = {
-    "fp8_flops": float,
-    "link_bandwidth_bytes_per_s": float,
-    "link_latency_s": float,
-    "link_kind": str,
-    "memory_bytes": int,
-    "hbm_bandwidth_bytes_per_s": float,
-    "bf16_flops": float,
-    "attention_flops": float,
-    "params": int,
-    "layers": int,
-    "hidden_size": int,
-    "attention_heads": int,
-    "kv_heads": int,
-    "head_dim": int,
-    "vocab_size": int,
-    "max_context_tokens": int,
-}
-
-_GPU_FIELDS = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "bf16_flops")
-_MODEL_FIELDS = (
-    "params",
-    "layers",
-    "hidden_size",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "vocab_size",
-)
-
-
-def gpu_catalog(path: Path | str | None = None) -> dict[str, GpuSpec]:
-    """Built-in GPUs, extended/overridden by the catalog file at `path` (YAML or JSON)."""
-    specs = _section(CATALOG_PATH, "gpus", GpuSpec, _GPU_FIELDS)
-    if path is not None:
-        specs.update(_section(Path(path), "gpus", GpuSpec, _GPU_FIELDS))
-    return specs
-
-
-def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
-    """Built-in models, extended/overridden by the catalog file at `path` (YAML or JSON)."""
-    specs = _section(CATALOG_PATH, "models", ModelSpec, _MODEL_FIELDS)
-    if path is not None:
-        specs.update(_section(Path(path), "models", ModelSpec, _MODEL_FIELDS))
-    return specs
-
-
-def normal_name(name: str) -> str:
-    name = name.strip().lower().split("/")[-1]
-    name = re.sub(r"[\s_]+", "-", name)
-    return re.sub(r"-(instruct|chat|hf)$", "", name)
-
-
-def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
-    wanted = normal_name(name)
-    by_normal = {normal_name(k): v for k, v in catalog.items()}
-    if wanted in by_normal:
-        return by_normal[wanted]
-    prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    known = ", ".join(sorted(catalog))
-    raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")

@@ -28,6 +28,7 @@ from contracts.run import StagePlan
 from locustfiles.arrivals import arrival_times, replay_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.engine import EngineConfig, build_engine_config
+from planner.engine.precision import precision_overrides
 from planner.engine.requests import EngineRequest
 from planner.fleet.sim import Routing, run_records, simulate_fleet
 from planner.fleet.traffic import shape_request
@@ -44,7 +45,11 @@ def plan_engine(plan: Plan) -> EngineConfig:
     fleet = plan.checks.fleet
     fitted = fleet.calibration if fleet is not None and fleet.calibration else {}
     overrides: dict[str, Any] = {k: fitted[k] for k in CALIBRATED_FACTORS if k in fitted}
-    return build_engine_config(inputs.gpu, inputs.model, inputs.tp, **overrides)
+    return build_engine_config(
+        inputs.gpu, inputs.model, inputs.tp, inputs.catalog, pp=inputs.pp,
+        **precision_overrides(inputs.quantization, inputs.kv_cache_dtype),
+        **overrides,
+    )  # fmt: skip
 
 
 def replayed_requests(

@@ -138,11 +138,26 @@ def simulate_disaggregated(
 
 @dataclass(kw_only=True)
 class DisaggProbe(EngineProbe):
-    """`planner.limit.predict.EngineProbe` over one disaggregated unit instead of one instance."""
+    """`planner.limit.predict.EngineProbe` over one disaggregated unit instead of one instance.
+
+    A level watched to its cap is simulated twice over the same requests (the watched span,
+    then the requests sent before the stop, which are the same ones): the second run is
+    taken from the first (the engine is deterministic).
+    """
 
     disagg: Disagg | None = None
+    _last: tuple[tuple[int, int, int, int], pl.DataFrame] | None = None
 
     def _simulate(self, requests: list[EngineRequest]) -> pl.DataFrame:
+        key = (self.levels, len(requests), id(requests[0]), id(requests[-1])) if requests else None
+        if key is not None and self._last is not None and self._last[0] == key:
+            return self._last[1]
+        records = self._simulate_once(requests)
+        if key is not None:
+            self._last = (key, records)
+        return records
+
+    def _simulate_once(self, requests: list[EngineRequest]) -> pl.DataFrame:
         if not requests or self.disagg is None:
             return super()._simulate(requests)
         run = simulate_disaggregated(requests, self.config, self.disagg)

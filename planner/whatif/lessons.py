@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from contracts.finding import Finding, FindingValue
 from contracts.whatif import Lesson, WhatifCandidate
 from planner.capacity.plan import mean_context_tokens
-from planner.engine import EngineConfig, kv_bytes_per_token
+from planner.engine import EngineConfig, kv_bytes_per_token, weight_bytes
 from planner.whatif.disagg import instances_per_unit, parse_disagg
 from planner.whatif.virtual import split_at
 from profiles.model import Profile
@@ -65,6 +65,25 @@ def _kv_needed(p: _Pair, c: WhatifCandidate) -> float | None:
     return c.concurrency_at_limit * mean_context_tokens(p.profile.lengths.sampler.pairs)
 
 
+def _kv_setting(c: WhatifCandidate) -> str:
+    """The candidate's KV format, varied as kv_dtype or as vLLM's kv_cache_dtype."""
+    return c.settings.get("kv_cache_dtype") or c.settings["kv_dtype"]
+
+
+def _quantization(p: _Pair) -> list[Finding]:
+    if p.base_config is None or p.alt_config is None:
+        return [Finding(key="figure.none")]
+    values: dict[str, FindingValue] = {
+        "fmt": p.alt.settings["quantization"],
+        "base_fmt": p.base.settings["quantization"],
+        "alt_gb": weight_bytes(p.alt_config) / 1e9,
+        "base_gb": weight_bytes(p.base_config) / 1e9,
+        "alt_tokens": p.alt.kv_capacity_tokens,
+        "base_tokens": p.base.kv_capacity_tokens,
+    }
+    return [Finding(key="figure.quantization", values=values)]
+
+
 def _kv_dtype(p: _Pair) -> list[Finding]:
     need = _kv_needed(p, p.base)
     out = [
@@ -72,7 +91,7 @@ def _kv_dtype(p: _Pair) -> list[Finding]:
             key="figure.kv_dtype",
             values={
                 "alt_tokens": p.alt.kv_capacity_tokens,
-                "dtype": p.alt.settings["kv_dtype"],
+                "dtype": _kv_setting(p.alt),
                 "base_tokens": p.base.kv_capacity_tokens,
             },
         )
@@ -80,7 +99,7 @@ def _kv_dtype(p: _Pair) -> list[Finding]:
     if need is not None and p.base.kv_capacity_tokens:
         share = need / p.base.kv_capacity_tokens
         values: dict[str, FindingValue] = {
-            "dtype": p.base.settings["kv_dtype"],
+            "dtype": _kv_setting(p.base),
             "need": need,
             "share": share,
         }
@@ -113,7 +132,7 @@ def _queue(p: _Pair) -> list[Finding]:
             rate,
             p.options.rules(),
             p.options.seed,
-            p.options.level_s,
+            p.options.fixed_level_s,
         )
         for cfg in (p.base_config, p.alt_config)
     )
@@ -226,6 +245,8 @@ FIGURES: dict[str, Figure] = {
     "engine": _engine,
     "prefix_caching": _prefix,
     "kv_dtype": _kv_dtype,
+    "kv_cache_dtype": _kv_dtype,
+    "quantization": _quantization,
     "kv_reservation": _reservation,
     "queue_policy": _queue,
     "speculative": _spec,

@@ -11,6 +11,8 @@ from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
 
+FIXED_LEVEL_S = 60.0  # a fixed level's length when none is given and rules are off
+
 
 @dataclass(frozen=True)
 class WhatifOptions:
@@ -22,6 +24,10 @@ class WhatifOptions:
     engine: str = "vllm"  # every candidate's engine, unless `vary` holds `engine`
     gpus: tuple[str, ...] = ("H100-80GB",)
     tps: tuple[int, ...] = (1,)
+    pps: tuple[int, ...] = (1,)  # pipeline stages; an instance holds tp x pp GPUs
+    quantization: str = "none"  # vLLM's --quantization (planner.engine.precision)
+    kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype: auto (the model's dtype) or fp8
+    catalog: str | None = None  # a GPU/model catalog file extending the built-in one
     vary: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tp_link: str = "auto"  # auto: each board's own link (catalog.yaml); or force one
     kv_link_bandwidth_bytes_per_s: float = DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S  # P/D only
@@ -33,8 +39,11 @@ class WhatifOptions:
     headroom: float = 0.2
     redundancy: int = 1
     gpu_hour_price_usd: float | None = None
-    level_s: float = 60.0  # fixed levels; with `steady`, the shortest measured window
-    steady: bool = False  # capplan limit's steady-state rules (slower, truer)
+    # None (the default): each level judged under capplan limit's steady-state rules; a
+    # number: fixed levels that long (quicker, may be optimistic), or with `steady` the
+    # rules' shortest measured window
+    level_s: float | None = None
+    steady: bool = False
     tolerance: float = 0.05
     seed: int = 0
     # build_engine_config overrides for every candidate (a cal.json's factors)
@@ -45,6 +54,30 @@ class WhatifOptions:
     routing_span_s: float = 300.0  # simulated seconds per fleet size, as the plan's default
 
     def rules(self) -> SteadyRules | None:
-        """capplan limit's steady-state rules with `level_s` as the shortest window, or None
-        for fixed levels of `level_s` (20 % warm-up)."""
+        """capplan limit's steady-state rules (by default; with `steady`, `level_s` as the
+        shortest window), or None for fixed levels of `level_s` (20 % warm-up)."""
+        if self.level_s is None:
+            return SteadyRules()
         return SteadyRules(min_window_s=self.level_s) if self.steady else None
+
+    @property
+    def fixed_level_s(self) -> float:
+        """Seconds of a fixed level (used only without steady-state rules)."""
+        return self.level_s if self.level_s is not None else FIXED_LEVEL_S
+
+    def search_text(self) -> str:
+        """How each level is judged, and what fixed levels skip, in one sentence."""
+        rules = self.rules()
+        if rules is not None:
+            return (
+                "levels judged under capplan limit's steady-state rules (warm-up >= "
+                f"{rules.warmup_e2es:g} mean E2Es, window >= {rules.min_window_s:g} s, "
+                f"{rules.window_e2es:g} mean E2Es and {rules.min_window_requests} requests, "
+                "settled: no growing queue)"
+            )
+        return (
+            f"fixed {self.fixed_level_s:g} s levels (--level-s, 20 % warm-up): they skip the "
+            "steady-state rules (warm-up of several mean E2Es, a window of 5 mean E2Es, no "
+            "growing queue), so a level shorter than the slowest requests can pass a load "
+            "it would not hold: the limit may be optimistic"
+        )

@@ -31,8 +31,15 @@ from planner.capacity.arithmetic import (
     usd_per_million_output_tokens,
 )
 from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
+from planner.engine.catalog import find_model
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
-from planner.engine.specs import lookup_spec, model_catalog
+from planner.engine.precision import (
+    KV_CACHE_DTYPES,
+    QUANTIZATION_NAMES,
+    kv_cache_overrides,
+    precision_overrides,
+    quantization,
+)
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.options import WhatifOptions
 from planner.whatif.routing import compare_routing
@@ -79,6 +86,13 @@ KNOBS: dict[str, Knob] = {
         ),  # fmt: skip
         Knob("prefix_caching", ("off", "on"), lambda v: {"prefix_caching": v == "on"}),
         Knob("kv_dtype", ("fp16", "fp8"), lambda v: {"kv_dtype_bytes": 1 if v == "fp8" else 2}),
+        # Precision as deployed, in vLLM's spelling (planner.engine.precision).
+        Knob("kv_cache_dtype", KV_CACHE_DTYPES, kv_cache_overrides),
+        Knob(
+            "quantization",
+            QUANTIZATION_NAMES,
+            lambda v: {"quantization": quantization(v).name},
+        ),
         Knob("kv_reservation", ("paged", "static"), lambda v: {"kv_reservation": v}),
         Knob("queue_policy", ("fcfs", "spf"), lambda v: {"queue_policy": v}),
         Knob("speculative", ("off", "on"), _spec),
@@ -160,11 +174,19 @@ def _candidate_config(
     options: WhatifOptions,
     gpu: str,
     tp: int,
+    pp: int,
     settings: dict[str, str],
     max_len: int,
     factors: dict[str, Any],
 ) -> EngineConfig:
-    overrides: dict[str, Any] = {"max_model_len": max_len, "engine": options.engine, **factors}
+    overrides: dict[str, Any] = {
+        "max_model_len": max_len,
+        "engine": options.engine,
+        "catalog": options.catalog,
+        "pp": pp,
+        **precision_overrides(options.quantization, options.kv_cache_dtype),
+        **factors,
+    }
     forced = tp_link_for(options.tp_link)
     if tp > 1 and forced is not None:
         link = TP_LINKS[forced]
@@ -175,8 +197,9 @@ def _candidate_config(
     return build_engine_config(gpu, options.model, tp, **overrides)
 
 
-def _label(gpu: str, tp: int, settings: dict[str, str]) -> str:
-    return " ".join([f"{gpu} tp{tp}", *(f"{k}={v}" for k, v in settings.items())])
+def _label(gpu: str, tp: int, pp: int, settings: dict[str, str]) -> str:
+    shape = f"{gpu} tp{tp}" + (f" pp{pp}" if pp > 1 else "")
+    return " ".join([shape, *(f"{k}={v}" for k, v in settings.items())])
 
 
 def _p95(records: pl.DataFrame, column: str) -> float | None:
@@ -191,32 +214,33 @@ def _p95(records: pl.DataFrame, column: str) -> float | None:
 def run_candidate(
     profile: Profile,
     options: WhatifOptions,
-    gpu: str,
-    tp: int,
+    shape: tuple[str, int, int],
     settings: dict[str, str],
     max_len: int,
     peak_rps: float,
     factors: dict[str, Any],
     start_rps: float | None = None,
 ) -> _Run:
-    """One candidate: its engine config, its virtual-time limit, instances and cost."""
-    label = _label(gpu, tp, settings)
+    """One candidate (`shape`: GPU, tp, pp): its engine config, its virtual-time limit,
+    instances and cost."""
+    gpu, tp, pp = shape
+    label = _label(gpu, tp, pp, settings)
     price, _ = gpu_hour_price(gpu, options.gpu_hour_price_usd)
     disagg = parse_disagg(
         settings.get("disaggregation", "off"), options.kv_link_bandwidth_bytes_per_s
     )
     units = disagg.instances if disagg is not None else 1  # instances per planned unit
     try:
-        config = _candidate_config(options, gpu, tp, settings, max_len, factors)
+        config = _candidate_config(options, gpu, tp, pp, settings, max_len, factors)
     except ConfigError as err:
-        return _Run(WhatifCandidate(label=label, gpu=gpu, tp=tp, settings=settings,
+        return _Run(WhatifCandidate(label=label, gpu=gpu, tp=tp, pp=pp, settings=settings,
                                     problem=str(err), gpu_hour_price_usd=price), None)  # fmt: skip
     vl = virtual_limit(
         profile,
         config,
         options.slo,
         rules=options.rules(),
-        level_s=options.level_s,
+        level_s=options.fixed_level_s,
         start_rps=start_rps,
         tolerance=options.tolerance,
         seed=options.seed,
@@ -231,6 +255,7 @@ def run_candidate(
         label=label,
         gpu=config.gpu.name,
         tp=tp,
+        pp=pp,
         settings=settings,
         problem=None if limit else f"no rate met the SLO ({vl.search.stopped})",
         limit_rps=limit,
@@ -256,16 +281,39 @@ def run_candidate(
         # A disaggregated candidate is planned in units of p + d instances (tp GPUs each).
         scenario = plan_scenario(
             peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy,
-            tp * units, price,
+            tp * pp * units, price,
         )  # fmt: skip
         candidate.instances = scenario.instances * units
         candidate.gpus = scenario.gpus
         candidate.monthly_cost_usd = scenario.monthly_cost_usd
         if mean_out:
             candidate.usd_per_million_output_tokens = usd_per_million_output_tokens(
-                limit, mean_out, tp * units, price
+                limit, mean_out, tp * pp * units, price
             )
     return _Run(candidate, config)
+
+
+def check_servable(
+    options: WhatifOptions,
+    names: list[str],
+    combos: list[tuple[str, ...]],
+    max_len: int,
+    factors: dict[str, Any],
+) -> None:
+    """ConfigError (exit 2) when no candidate can be served at all (a quantization no GPU
+    asked for can run, a model that fits none of them), with each distinct reason; a grid
+    where only some candidates fail shows those as rows with their problem instead."""
+    problems: list[str] = []
+    for gpu, tp, pp in itertools.product(options.gpus, options.tps, options.pps):
+        for combo in combos:
+            settings = dict(zip(names, combo, strict=True))
+            try:
+                _candidate_config(options, gpu, tp, pp, settings, max_len, factors)
+            except ConfigError as err:
+                problems.append(str(err))
+                continue
+            return
+    raise ConfigError("no candidate can be served: " + "; ".join(dict.fromkeys(problems)))
 
 
 def pareto_front(candidates: list[WhatifCandidate]) -> list[WhatifCandidate]:
@@ -313,13 +361,13 @@ def run_whatif(
     from planner.whatif.lessons import lessons_for
 
     wall0 = time.perf_counter()
-    if not options.gpus or not options.tps:
-        raise ConfigError("give at least one --gpu and one --tp")
+    if not options.gpus or not options.tps or not options.pps:
+        raise ConfigError("give at least one --gpu, one --tp and one --pp")
     slo = options.slo
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
     # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
     # not fit one H100, and the candidates may all be tp > 1).
-    model_ctx = lookup_spec(model_catalog(), options.model, "model").max_context_tokens
+    model_ctx = find_model(options.model, options.catalog).max_context_tokens
     max_len = options.max_model_len or default_max_model_len(profile, model_ctx)
     factors: dict[str, Any] = dict(options.engine_overrides)
     cal_dict: dict[str, float] | None = None
@@ -327,7 +375,12 @@ def run_whatif(
     if calibration is not None:
         from planner.fleet.calibration import calibrate
 
-        base = build_engine_config(options.gpus[0], options.model, options.tps[0], **factors)
+        base = build_engine_config(
+            options.gpus[0], options.model, options.tps[0], options.catalog,
+            pp=options.pps[0],
+            **precision_overrides(options.quantization, options.kv_cache_dtype),
+            **factors,
+        )  # fmt: skip
         if progress:
             progress(f"calibrating the engine model to {calibration.target or 'the limit.json'}")
         fitted, cal = calibrate(profile, base, calibration, rng_seed=options.seed)
@@ -341,18 +394,19 @@ def run_whatif(
         )
     names = list(options.vary)
     combos = list(itertools.product(*(options.vary[n] for n in names))) or [()]
+    check_servable(options, names, combos, max_len, factors)
     runs: list[_Run] = []
-    previous: dict[tuple[str, int], float] = {}
-    for gpu, tp in itertools.product(options.gpus, options.tps):
+    previous: dict[tuple[str, int, int], float] = {}
+    for shape in itertools.product(options.gpus, options.tps, options.pps):
         for combo in combos:
             settings = dict(zip(names, combo, strict=True))
             run = run_candidate(
-                profile, options, gpu, tp, settings, max_len, demand.peak_rps, factors,
-                start_rps=previous.get((gpu, tp)),
+                profile, options, shape, settings, max_len, demand.peak_rps, factors,
+                start_rps=previous.get(shape),
             )  # fmt: skip
             c = run.candidate
             if c.limit_rps:
-                previous.setdefault((gpu, tp), c.limit_rps)
+                previous.setdefault(shape, c.limit_rps)
             if calibration is not None:
                 c.calibration_error = cal_dict["mean_rel_error"] if cal_dict else None
             runs.append(run)
@@ -375,6 +429,8 @@ def run_whatif(
         profile_digest=profile.digest(),
         slo=slo.text,
         model=options.model,
+        quantization=options.quantization,
+        kv_cache_dtype=options.kv_cache_dtype,
         peak_rps=demand.peak_rps,
         peak_definition=demand.peak_definition,
         growth=options.growth,
@@ -400,8 +456,11 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
     return [
         f"max_model_len {max_len:,} tokens (the profile's longest request); static reservation "
         f"holds that many tokens per running sequence from admission",
-        "fp8 KV: one byte per element, twice the tokens in the same memory; weights stay bf16; "
-        "the quality cost of fp8 KV is not modelled",
+        f"precision: weights {options.quantization} (--quantization), KV cache "
+        f"{options.kv_cache_dtype} (--kv-cache-dtype); fp8 KV holds twice the tokens in the "
+        "same memory; fp8/fp4 weights run at the board's dense FP8/FP4 tensor-core peak where "
+        "it has one, else weight-only at the bf16 rate; awq/gptq int4 at the bf16 rate; the "
+        "quality cost of quantization is not modelled",
         f"speculative decoding 'on': {SPEC_DRAFT_TOKENS} draft tokens, acceptance "
         f"{SPEC_ACCEPTANCE} each, a {SPEC_DRAFT_PARAMS / 1e9:.2f}B-parameter draft costed on "
         f"the roofline; verification computes k + 1 positions per decode",
@@ -412,14 +471,6 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
         f"together; each prompt's KV crosses a {options.kv_link_bandwidth_bytes_per_s / 1e9:g} "
         f"GB/s per-GPU link (+20 us) before its decode, which streams every token; a request "
         f"is never split across units; limit, instances and cost are per unit",
-        (
-            "search: planner.limit.search in virtual time under capplan limit's steady-state rules "
-            f"(warm-up >= 3 mean E2Es, window >= {options.level_s:g} s and 5 mean E2Es, "
-            f"settled), tolerance {options.tolerance:.0%}"
-            if options.steady
-            else f"search: planner.limit.search in virtual time, fixed {options.level_s:g} s "
-            f"levels "
-            f"(20 % warm-up; not steady-state: --steady for that), tolerance "
-            f"{options.tolerance:.0%}"
-        ),
+        f"search: planner.limit.search in virtual time, {options.search_text()}, tolerance "
+        f"{options.tolerance:.0%}",
     ]

@@ -1,11 +1,12 @@
 """The limit search in virtual time for what-if candidates.
 
 `virtual_limit` runs `planner.limit.search` against `planner.limit.predict.EngineProbe` (one
-engine-model instance replaying the profile's traffic: fixed levels by default, quick
-enough for grids; with `rules`, capplan limit's steady-state rules), so the search, its
-verdicts and its limit are those of a live endpoint; only the clock is virtual. It keeps
-what the search's own result does not: per-request latencies at the limit, split into
-short and long prompts, and the replayed prefix reuse.
+engine-model instance replaying the profile's traffic) with `rules`, capplan limit's
+steady-state rules (the default of `capplan whatif`), or without them fixed levels (quicker,
+possibly optimistic: `--level-s`), so the search, its verdicts and its limit are those of a
+live endpoint; only the clock is virtual. It keeps what the search's own result does not:
+per-request latencies at the limit, split into short and long prompts, and the replayed
+prefix reuse.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import Disagg, DisaggProbe
 from profiles.model import Profile
+
+# How often the steady-state watcher looks at a simulated level (virtual seconds): a level
+# ends at most this much later than a live watcher checking every second would end it, which
+# only lengthens it (never an optimistic verdict), at a fifth of the watcher's cost.
+WATCH_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +186,7 @@ def virtual_limit(
         seed=seed,
         level_s=level_s,
         disagg=disagg,
+        check_every_s=WATCH_EVERY_S,
     )
     ceiling = throughput_ceiling_rps(profile, config) * (disagg.instances if disagg else 1)
     start = start_rps if start_rps is not None else 0.5 * ceiling

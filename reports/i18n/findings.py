@@ -68,6 +68,8 @@ FINDINGS_ZH: dict[str, str] = {
     "figure.prefix_none": "画像没有前缀统计",
     "figure.prefix_none_replayed": "画像没有前缀统计（回放流量中为 {replayed:.0%}）",
     "figure.kv_dtype": "KV 缓存用 {dtype} 可容纳 {alt_tokens:,} 个 token，原为 {base_tokens:,} 个",
+    "figure.quantization": "{fmt} 权重每个 GPU 占 {alt_gb:.1f} GB，{base_fmt} 为 {base_gb:.1f} GB；"
+    "KV 缓存可容纳 {alt_tokens:,} 个 token，原为 {base_tokens:,} 个",
     "figure.kv_dtype_need": "在 {dtype} 的上限处，进行中的请求需要 {need:,.0f} 个 token"
     "（占其缓存的 {share:.0%}）",
     "figure.reservation": "static 为每个序列预留 {max_len:,} 个 token：最多容纳 {seqs:,} 个序列，"

@@ -136,6 +136,8 @@ KNOB_NAMES: dict[str, dict[str, str]] = {
     "en": {
         "prefix_caching": "Prefix caching",
         "kv_dtype": "KV-cache dtype",
+        "kv_cache_dtype": "KV-cache dtype",
+        "quantization": "Weight quantization",
         "kv_reservation": "KV-cache allocation",
         "queue_policy": "Queue policy",
         "speculative": "Speculative decoding",
@@ -145,6 +147,8 @@ KNOB_NAMES: dict[str, dict[str, str]] = {
     "zh": {
         "prefix_caching": "前缀缓存",
         "kv_dtype": "KV 缓存数据类型",
+        "kv_cache_dtype": "KV 缓存数据类型",
+        "quantization": "权重量化",
         "kv_reservation": "KV 缓存分配方式",
         "queue_policy": "排队策略",
         "speculative": "推测解码",

@@ -9,9 +9,9 @@ import pytest
 
 from contracts.errors import InputError
 from planner.engine import build_engine_config
+from planner.engine.catalog import gpu_catalog
 from planner.engine.parallel import nccl_allreduce
 from planner.engine.roofline import Roofline
-from planner.engine.specs import gpu_catalog
 
 
 def test_small_all_reduce_pays_nccl_ll_latency_that_grows_with_gpu_count() -> None:

@@ -372,6 +372,12 @@ def test_cli_rejects_bad_options_with_exit_2() -> None:
     assert "queue_policy" in result.output
     result = runner.invoke(app, ["emulate", "--error-rate", "2"])
     assert result.exit_code == 2
+    result = runner.invoke(app, ["emulate", "--quantization", "nvfp4"])  # on the H100
+    assert result.exit_code == 2
+    assert "needs FP4 tensor cores" in result.output
+    result = runner.invoke(app, ["emulate", "--model", "llama-3.1-70b"])  # bf16 on one H100
+    assert result.exit_code == 2
+    assert "GB short" in result.output
 
 
 def test_thread_server_keeps_engine_timelines() -> None:

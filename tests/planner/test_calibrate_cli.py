@@ -88,7 +88,13 @@ def test_whatif_takes_the_calibration(tmp_path: Path) -> None:
 
 
 def test_calibrate_bad_options_exit_2_without_traceback() -> None:
-    for args in (["--budget-s", "0"], ["--gpu", "nope"], ["--api-key-env", "CAPPLAN_NO_SUCH_VAR"]):
+    for args in (
+        ["--budget-s", "0"],
+        ["--gpu", "nope"],
+        ["--api-key-env", "CAPPLAN_NO_SUCH_VAR"],
+        ["--quantization", "nvfp4"],  # refused before any request: no FP4 cores on an H100
+        ["--kv-cache-dtype", "fp4"],
+    ):
         result = runner.invoke(
             app, ["calibrate", "--host", "http://127.0.0.1:9", "--model", "llama-3.1-8b",
                   "-o", "/tmp/never.json", *args],

@@ -168,3 +168,36 @@ def test_format_json_prints_the_plan_for_scripts(tmp_path: Path) -> None:
     assert f"wrote {out}" in result.stderr and "wrote" not in result.stdout
     bad = runner.invoke(app, [*args, "-o", str(out), "--format", "yaml"])
     assert bad.exit_code == 2 and "choose one of table, json" in bad.output
+
+
+def test_plan_as_deployed_counts_tp_x_pp_gpus_and_records_the_precision(tmp_path: Path) -> None:
+    out = tmp_path / "deployed.json"
+    args = ["plan", "--profile", str(_profile(tmp_path)), "--limit", "2rps", "--no-fleet-check"]
+    args += ["--slo", "ttft:p95<=2s", "--model", "llama-3.1-70b", "--gpu", "H100-80GB"]
+    args += ["--tp", "2", "--pp", "2", "--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    plan = Plan.model_validate(json.loads(out.read_text()))
+    assert plan.resources.gpus == 4 * plan.instances
+    assert (plan.inputs.pp, plan.inputs.quantization, plan.inputs.kv_cache_dtype) == (
+        2,
+        "fp8",
+        "fp8",
+    )
+    # fp8 weights over tp 2 x pp 2: a quarter of 70.55 GB on each GPU
+    assert plan.resources.gpu_memory.weights_bytes_per_gpu == 70_553_706_496 // 4
+    bad = runner.invoke(app, [*args[:-6], "--quantization", "nvfp4", "-o", str(out)])
+    assert bad.exit_code == 2 and "needs FP4 tensor cores" in bad.output
+
+
+def test_a_config_json_model_is_kept_as_its_path_for_verify(tmp_path: Path) -> None:
+    from planner.verify.simulate import plan_engine
+
+    hf = Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "Llama-3.1-8B" / "config.json"
+    out = tmp_path / "hf.json"
+    args = ["plan", "--profile", str(_profile(tmp_path)), "--limit", "4rps", "--no-fleet-check"]
+    result = runner.invoke(app, [*args, "--model", str(hf), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    plan = Plan.model_validate(json.loads(out.read_text()))
+    assert plan.inputs.model == str(hf)
+    assert plan_engine(plan).model.params == 8_030_261_248

@@ -1,0 +1,197 @@
+"""The catalogs of GPU and model specs by name: the built-in one, a user's file, and a model
+read from a Hugging Face `config.json`.
+
+The built-in catalog (`catalog.yaml` next to this file) names each figure's public source.
+A user catalog (YAML or JSON of the same shape: `gpus:` and `models:` mappings; `--catalog
+FILE` on every command that takes --gpu or --model) extends or overrides it; each field is
+checked by name and type, and an error names the file, the entry and the field. Names are
+matched case-insensitively; a short name matches when it is unique (`h100` -> `H100-80GB`),
+and a Hugging Face id such as `meta-llama/Llama-3.1-8B-Instruct` matches its base model.
+A model may also be given as the path of a Hugging Face `config.json` (or of the folder
+holding one): its shape is read from the file (`planner.engine.hf_config`), never from the hub.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts.errors import ConfigError, InputError
+from planner.engine.hf_config import model_from_hf_config
+from planner.engine.parallel import LINK_KINDS
+from planner.engine.specs import GpuSpec, ModelSpec
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+
+def _read_catalog_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read catalog ({err.strerror})") from err
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise InputError(f"{path}: not valid YAML/JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping with `gpus:` and/or `models:`")
+    return data
+
+
+def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dict[str, Any]:
+    data = _read_catalog_file(path).get(name) or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: `{name}` must be a mapping of name -> fields")
+    out: dict[str, Any] = {}
+    for key, fields in data.items():
+        if not isinstance(fields, dict):
+            raise InputError(f"{path}: {name}.{key}: expected a mapping of fields")
+        missing = [f for f in required if f not in fields]
+        if missing:
+            raise InputError(f"{path}: {name}.{key}: missing field(s) {', '.join(missing)}")
+        typed: dict[str, Any] = {}
+        for field_name, value in fields.items():
+            allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
+            kind = _FIELD_TYPES.get(field_name)
+            if kind is None or field_name not in allowed:
+                known = ", ".join(allowed)
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: unknown field (known: {known})"
+                )
+            if kind is str:
+                if value not in LINK_KINDS:
+                    raise InputError(
+                        f"{path}: {name}.{key}.{field_name}: expected one of "
+                        f"{', '.join(LINK_KINDS)}, got {value!r}"
+                    )
+                typed[field_name] = value
+                continue
+            try:
+                number = float(value)
+            except (TypeError, ValueError) as err:
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: expected a number, got {value!r}"
+                ) from err
+            if number <= 0:
+                raise InputError(f"{path}: {name}.{key}.{field_name}: must be > 0, got {value!r}")
+            if kind is int and not number.is_integer():
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: expected a whole number, got {value!r}"
+                )
+            typed[field_name] = int(number) if kind is int else number
+        try:
+            out[str(key)] = cls(name=str(key), **typed)
+        except TypeError as err:
+            raise InputError(f"{path}: {name}.{key}: {err}") from err
+    return out
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "fp8_flops": float,
+    "fp4_flops": float,
+    "experts": int,
+    "active_experts": int,
+    "active_params": int,
+    "mla_kv_dim": int,
+    "link_bandwidth_bytes_per_s": float,
+    "link_latency_s": float,
+    "link_kind": str,
+    "memory_bytes": int,
+    "hbm_bandwidth_bytes_per_s": float,
+    "bf16_flops": float,
+    "attention_flops": float,
+    "params": int,
+    "layers": int,
+    "hidden_size": int,
+    "attention_heads": int,
+    "kv_heads": int,
+    "head_dim": int,
+    "vocab_size": int,
+    "max_context_tokens": int,
+}
+
+_GPU_FIELDS = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "bf16_flops")
+_MODEL_FIELDS = (
+    "params",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "vocab_size",
+)
+
+
+def gpu_catalog(path: Path | str | None = None) -> dict[str, GpuSpec]:
+    """Built-in GPUs, extended/overridden by the catalog file at `path` (YAML or JSON)."""
+    specs = _section(CATALOG_PATH, "gpus", GpuSpec, _GPU_FIELDS)
+    if path is not None:
+        specs.update(_section(Path(path), "gpus", GpuSpec, _GPU_FIELDS))
+    return specs
+
+
+def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
+    """Built-in models, extended/overridden by the catalog file at `path` (YAML or JSON)."""
+    specs = _section(CATALOG_PATH, "models", ModelSpec, _MODEL_FIELDS)
+    if path is not None:
+        specs.update(_section(Path(path), "models", ModelSpec, _MODEL_FIELDS))
+    return specs
+
+
+def normal_name(name: str) -> str:
+    """A catalog key as matched: lower case, no hub owner, no `meta-` prefix, no trailing
+    `-instruct`, `-chat`, `-hf` or release (`-v0.3`): `meta-llama/Meta-Llama-3.1-8B-Instruct`
+    -> `llama-3.1-8b`, `mistralai/Mixtral-8x7B-Instruct-v0.1` -> `mixtral-8x7b`."""
+    name = name.strip().lower().split("/")[-1]
+    name = re.sub(r"[\s_]+", "-", name)
+    name = re.sub(r"^meta-(?=llama)", "", name)
+    return re.sub(r"(-(instruct|chat|hf|v\d+\.\d+))+$", "", name)
+
+
+def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
+    wanted = normal_name(name)
+    by_normal = {normal_name(k): v for k, v in catalog.items()}
+    if wanted in by_normal:
+        return by_normal[wanted]
+    prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    known = ", ".join(sorted(catalog))
+    raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
+
+
+def hf_config_path(name: str) -> Path | None:
+    """The config.json `name` points at (the file, or a folder holding one), else None."""
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return path / "config.json"
+    if path.suffix == ".json" and path.is_file():
+        return path
+    return None
+
+
+def find_model(name: str, catalog: Path | str | None = None) -> ModelSpec:
+    """The model called `name` in the catalog (built in, extended by `catalog`), or read from
+    the Hugging Face config.json `name` points at. Raises ConfigError for an unknown name and
+    InputError for an unreadable or incomplete config.json."""
+    path = hf_config_path(name)
+    if path is not None:
+        return model_from_hf_config(path)
+    found: ModelSpec = lookup_spec(model_catalog(catalog), name, "model")
+    return found
+
+
+def find_gpu(name: str, catalog: Path | str | None = None) -> GpuSpec:
+    """The GPU called `name` in the catalog (built in, extended by `catalog`)."""
+    found: GpuSpec = lookup_spec(gpu_catalog(catalog), name, "GPU")
+    return found
+
+
+def fp4_gpus(catalog: Path | str | None = None) -> list[str]:
+    """Names of the catalog's GPUs with FP4 tensor cores."""
+    return sorted(g.name for g in gpu_catalog(catalog).values() if g.fp4_flops)

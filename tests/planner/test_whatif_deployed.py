@@ -1,0 +1,92 @@
+"""`capplan whatif` as deployed: precision and pipeline flags, a catalog file, a config.json
+model, the steady-state default and what fixed levels skip; bad input exits 2 with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.kit.profiles import make_profile
+from capplan.cli import app
+from planner.limit.steady import SteadyRules
+from planner.slo.spec import parse_slo
+from planner.whatif.options import WhatifOptions
+
+HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("deployed") / "profile.json"
+    path.write_text(make_profile([(256, 64), (1024, 128)]).to_json())
+    return path
+
+
+def _whatif(profile: Path, out: Path, *flags: str) -> tuple[int, str]:
+    args = ["whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "-o", str(out)]
+    result = CliRunner().invoke(app, [*args, "--level-s", "20", *flags])
+    return result.exit_code, result.output
+
+
+def test_the_default_judges_levels_under_the_steady_state_rules() -> None:
+    options = WhatifOptions("p.json", parse_slo("ttft:p95<=2s"))
+    assert options.rules() == SteadyRules()
+    assert "steady-state rules" in options.search_text()
+    fixed = WhatifOptions("p.json", parse_slo("ttft:p95<=2s"), level_s=60.0)
+    assert fixed.rules() is None and "may be optimistic" in fixed.search_text()
+
+
+def test_fixed_levels_say_what_they_skip_and_precision_is_recorded(
+    profile: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "w.json"
+    code, output = _whatif(
+        profile, out, "--model", "llama-3.1-70b", "--gpu", "H200-141GB",
+        "--quantization", "fp8", "--vary", "kv_cache_dtype",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "skip the steady-state rules" in " ".join(output.split())
+    result = json.loads(out.read_text())
+    assert (result["quantization"], result["level_s"]) == ("fp8", 20.0)
+    auto, fp8 = result["candidates"]
+    assert fp8["kv_capacity_tokens"] == pytest.approx(2 * auto["kv_capacity_tokens"], rel=0.01)
+
+
+def test_nvfp4_on_an_h100_exits_2_naming_the_gpus_that_can(profile: Path, tmp_path: Path) -> None:
+    code, output = _whatif(profile, tmp_path / "w.json", "--quantization", "nvfp4")
+    assert code == 2
+    assert "needs FP4 tensor cores: B200-180GB" in " ".join(output.split())
+
+
+def test_a_model_that_fits_nowhere_exits_2_saying_how_short(profile: Path, tmp_path: Path) -> None:
+    code, output = _whatif(profile, tmp_path / "w.json", "--model", "llama-3.1-70b")
+    assert code == 2 and "GB short" in output and "Traceback" not in output
+
+
+def test_pipeline_stages_count_their_gpus(profile: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    code, output = _whatif(
+        profile, out, "--model", "llama-3.1-70b", "--gpu", "H100-80GB", "--tp", "2",
+        "--pp", "2", "--peak-rps", "1",
+    )  # fmt: skip
+    assert code == 0, output
+    (c,) = json.loads(out.read_text())["candidates"]
+    assert (c["label"], c["pp"]) == ("H100-80GB tp2 pp2", 2)
+    assert c["gpus"] == 4 * c["instances"]
+
+
+def test_a_config_json_and_a_catalog_file_name_a_model(profile: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    code, output = _whatif(profile, out, "--model", str(HF / "Llama-3.1-8B" / "config.json"))
+    assert code == 0, output
+    bad = tmp_path / "cat.yaml"
+    bad.write_text(
+        "gpus:\n  mine:\n    memory_bytes: 80e9\n    hbm_bandwidth_bytes_per_s: lots\n"
+        "    bf16_flops: 900e12\n"
+    )
+    code, output = _whatif(profile, out, "--catalog", str(bad), "--gpu", "mine")
+    assert code == 2
+    assert "gpus.mine.hbm_bandwidth_bytes_per_s: expected a number" in " ".join(output.split())
