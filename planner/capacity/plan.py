@@ -314,6 +314,7 @@ def build_plan(
         profile_digest=profile.source.digest or profile.digest(),
         limit=limit.to_input(),
         slo=slo_text,
+        slo_terms=slo.terms() if slo is not None else [],
         peak_window=options.peak_window,
         peak_quantile=options.peak_quantile,
         peak_rps_given=options.peak_rps,
