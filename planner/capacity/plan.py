@@ -39,6 +39,7 @@ from planner.capacity.arithmetic import (
     plan_scenario,
     sensitivity,
 )
+from planner.capacity.floor import check_floor
 from planner.capacity.observed import observed_capacity
 from planner.capacity.queueing import instances_by_queueing
 from planner.engine import (
@@ -293,6 +294,8 @@ def build_plan(
                     )
                 else:
                     notes.append(Finding(key="note.no_calibration"))
+            # an SLO no instance count meets: say so, never "plan more instances"
+            check_floor(fleet_config, profile, slo)
             checks.fleet = fleet_check(
                 profile,
                 fleet_config,
