@@ -102,9 +102,18 @@ def _floor_of(c: PercentileConstraint, config: EngineConfig, profile: Profile) -
     )  # fmt: skip
 
 
+def reuses_prefixes(config: EngineConfig, profile: Profile) -> bool:
+    """The engine caches prefixes and the profile's prompts share some: a long prompt may be
+    mostly cached (a session's history), so a lone uncached prefill bounds nothing."""
+    prefix = profile.prefix
+    return config.prefix_caching and prefix.available and (prefix.ideal_hit_ratio or 0.0) > 0
+
+
 def latency_floors(config: EngineConfig, profile: Profile, slo: Slo) -> list[LatencyFloor]:
-    """The floor of each TTFT, TPOT and E2E percentile constraint of `slo` on `config`."""
-    return [_floor_of(c, config, profile) for c in slo.percentiles if c.metric in FLOOR_METRICS]
+    """The floor of each TTFT, TPOT and E2E percentile constraint of `slo` on `config`;
+    TTFT and E2E only where no prompt may come from the prefix cache (`reuses_prefixes`)."""
+    metrics = ("tpot",) if reuses_prefixes(config, profile) else FLOOR_METRICS
+    return [_floor_of(c, config, profile) for c in slo.percentiles if c.metric in metrics]
 
 
 def check_floor(config: EngineConfig, profile: Profile, slo: Slo | None) -> None:

@@ -76,3 +76,39 @@ def test_the_floor_is_above_the_prefill_s_compute_bound(chat: Path) -> None:
         bound_s = 2 * config.model.params * floor.prompt_tokens / config.gpu.bf16_flops
         assert bound_s < floor.floor_s < 3 * bound_s, (gpu, bound_s, floor.floor_s)
         assert floor.prompt_tokens == pytest.approx(profile.lengths.input.p95, abs=1)
+
+
+def test_limit_with_a_known_engine_refuses_before_any_load(chat: Path, tmp_path: Path) -> None:
+    """`capplan limit --calibration` (the server's engine known): the floor is said before a
+    request is sent; the host here answers nothing and is never asked."""
+    from planner.capacity.floor import BelowFloorError
+    from planner.limit.options import LimitOptions
+    from planner.limit.run import run_limit
+
+    options = LimitOptions(
+        host="http://127.0.0.1:9",
+        model="llama-3.1-8b",
+        slo=parse_slo("ttft:p95<=1s"),
+        out_dir=tmp_path / "run",
+        profile=str(chat),
+        engine=build_engine_config("A10-24GB", "llama-3.1-8b", 1),
+    )
+    with pytest.raises(BelowFloorError, match=r"one instance's ttft:p95 is 1\.1\d s"):
+        run_limit(options, echo=lambda _: None)
+    assert not (tmp_path / "run" / "limit.json").exists()
+
+
+def test_prompts_that_may_be_cached_claim_no_prefill_floor(tmp_path: Path) -> None:
+    """The rag preset's prompts share prefixes (sessions' history): with prefix caching its
+    long prompts may be mostly cached, so only the decode (TPOT) floor is claimed; without
+    prefix caching the prefill floor is back."""
+    path = tmp_path / "rag.json"
+    result = runner.invoke(app, ["profile", "--preset", "rag", "-o", str(path), "--quiet"])
+    assert result.exit_code == 0, result.output
+    profile = Profile.model_validate_json(path.read_text())
+    slo = parse_slo("ttft:p95<=3s,tpot:p95<=100ms")
+    cached = build_engine_config("A100-80GB", "llama-3.1-8b", 1)
+    assert [f.constraint for f in latency_floors(cached, profile, slo)] == ["tpot:p95"]
+    uncached = build_engine_config("A100-80GB", "llama-3.1-8b", 1, prefix_caching=False)
+    floors = {f.constraint: f for f in latency_floors(uncached, profile, slo)}
+    assert set(floors) == {"ttft:p95", "tpot:p95"} and floors["ttft:p95"].binds
