@@ -100,8 +100,8 @@ def stage_table(ctx: ReportContext) -> Table:
             + ([f"{cancelled(st)}"] if in_flight else [])
             + ([words.pct(st.attainment)] if judged else [])
         )
-    widths = [0.12, 0.09, 0.08, 0.14, 0.1, 0.09, 0.09, 0.09, 0.07, 0.09]
-    widths += [0.09] if in_flight else []
+    widths = [0.1, 0.065, 0.085, 0.125, 0.09, 0.065, 0.065, 0.065, 0.065, 0.09]
+    widths += [0.095] if in_flight else []
     if judged:
         widths += [0.1]
     widths = [w / sum(widths) for w in widths]

@@ -203,3 +203,13 @@ def test_a_heading_moves_to_the_page_with_its_text(tmp_path: Path, lang: str) ->
         tmp_path / "h.pdf", story, layout.words, title="t", subject="s", footer="f"
     )
     assert not [p for p in loose_ends(pdf, lang=lang) if "alone at the page's foot" in p]
+
+
+def test_the_stage_table_s_heads_stay_whole(trapped: tuple[FixturePaths, dict[str, Path]]) -> None:
+    """With its Cancelled and Attainment columns the stage table still sets every head on
+    one line ("Cancell" / "ed" once)."""
+    _, pdfs = trapped
+    with pymupdf.open(pdfs["en"]) as doc:
+        words = {w[4] for page in doc for w in page.get_text("words")}
+    heads = ("Stage", "Role", "Duration", "Offered", "Achieved", "Errors", "Recovery")
+    assert {*heads, "Cancelled", "Attainment"} <= words
