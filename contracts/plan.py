@@ -31,11 +31,28 @@ class LimitInput(_Model):
     binding: str | None = None
 
 
+class SloTerm(_Model):
+    """One term of the plan's SLO, for saying it in words in any language ("95 % of requests
+    see the first token within 2 s"); planner.slo.spec.Slo.terms writes them."""
+
+    metric: str = Field(description="ttft, tpot, e2e, itl_max, or errors")
+    stat: str | None = Field(
+        default=None, description="p95, mean, max; None for an attainment form's per-request bound"
+    )
+    threshold: float = Field(description="seconds for a latency, a fraction for errors")
+    share: float | None = Field(
+        default=None, description="attainment form: the share of requests that must meet it"
+    )
+
+
 class PlanInputs(_Model):
     profile: str
     profile_digest: str
     limit: LimitInput
     slo: str | None
+    slo_terms: list[SloTerm] = Field(
+        default_factory=list, description="the SLO's terms, for words beside its grammar"
+    )
     peak_window: str
     peak_quantile: float
     peak_rps_given: float | None = None

@@ -6,6 +6,7 @@ whose pages are numbered "n of total" in the footer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from reportlab.lib.enums import TA_LEFT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
+from reportlab.pdfbase.pdfmetrics import stringWidth
 from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import Flowable, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
@@ -29,6 +31,11 @@ PAGE_W, PAGE_H = A4
 MARGIN = 17 * mm
 CONTENT_W = PAGE_W - 2 * MARGIN
 ANSWER_PAD_PT = 8  # the answer box's shading around its text
+CELL_PAD_PT = 4  # a table cell's padding left and right of its text
+# A section (a service of the review, the appendix) starts on the page where the last one
+# ended when more than this much of the page is left: a short tail of the last section
+# (two cross-checks, five caveats) never stands alone on a nearly empty page.
+SECTION_ROOM_PT = 0.55 * (PAGE_H - 2 * MARGIN)
 
 
 class Styles:
@@ -62,6 +69,7 @@ class Styles:
             textColor=NAVY,
             spaceBefore=4,
             spaceAfter=5,
+            keepWithNext=1,  # a heading never stands alone at a page's foot
             **{**base, "fontName": w.bold},
         )
         self.h2 = ParagraphStyle(
@@ -71,6 +79,7 @@ class Styles:
             textColor=NAVY,
             spaceBefore=7,
             spaceAfter=3,
+            keepWithNext=1,
             **{**base, "fontName": w.bold},
         )
         self.body = ParagraphStyle("body", fontSize=8.8, leading=12.5, spaceAfter=3, **base)
@@ -111,6 +120,23 @@ def markup(text: str, font: str) -> str:
         f'<font face="{LATIN_FONT}">{escape(run)}</font>' if latin else escape(run)
         for run, latin in split_runs(text)
     )
+
+
+_SEPARATOR = re.compile(r"(?<=[/\\])")
+
+
+def wrap_at_separators(text: str, font: str, size: float, width: float) -> str:
+    """Paragraph markup of a path that breaks only after its separators (/ or \\) where it
+    is wider than `width` points: "limit-run/" then "records.parquet", never "records.parqu"
+    then "et". A piece between separators wider than a line still breaks where it must."""
+    lines: list[str] = []
+    current = ""
+    for piece in _SEPARATOR.split(text):
+        if current and stringWidth(current + piece, font, size) > width:
+            lines.append(current)
+            current = ""
+        current += piece
+    return "<br/>".join(escape(line) for line in [*lines, current])
 
 
 def paragraph(text: str, style: ParagraphStyle) -> Paragraph:
@@ -248,6 +274,10 @@ class Layout:
                 style = self.styles.cell_head if header and r == 0 else self.styles.cell
                 if c in mono_cols and not (header and r == 0):
                     style = self.styles.mono
+                    room = widths[c] - 2 * CELL_PAD_PT
+                    text = wrap_at_separators(str(value), style.fontName, style.fontSize, room)
+                    cells.append(Paragraph(text, style))
+                    continue
                 cells.append(paragraph(str(value), style))
             data.append(cells)
         grid = Table(data, colWidths=list(widths), repeatRows=1 if header else 0)
@@ -255,8 +285,8 @@ class Layout:
             ("VALIGN", (0, 0), (-1, -1), "MIDDLE"),
             ("TOPPADDING", (0, 0), (-1, -1), 2.2),
             ("BOTTOMPADDING", (0, 0), (-1, -1), 2.2),
-            ("LEFTPADDING", (0, 0), (-1, -1), 4),
-            ("RIGHTPADDING", (0, 0), (-1, -1), 4),
+            ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD_PT),
+            ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD_PT),
             ("LINEBELOW", (0, -1), (-1, -1), 0.5, NAVY),
         ]
         for r in range(1 if header else 0, len(rows)):

@@ -29,6 +29,7 @@ from contracts.plan import (
     QueueingCheck,
     Resources,
     Scenario,
+    SloTerm,
 )
 from contracts.run import (
     RECORD_COLUMNS,
@@ -450,6 +451,7 @@ def build_plan(
                 binding="ttft:p95",
             ),
             slo="ttft:p95<=2s",
+            slo_terms=[SloTerm(metric="ttft", stat="p95", threshold=SLO_TTFT_S)],
             peak_window="60s",
             peak_quantile=0.99,
             growth=list(growth),

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import handle_errors
-from capplan.commands.console import stdout_console
+from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     ApiKeyEnv,
     CatalogOption,
@@ -90,7 +90,7 @@ def calibrate_command(
         max_drift=max_drift,
         seed=seed,
     )
-    stderr = Console(stderr=True)
+    stderr = stderr_console()
     cal = run_calibration(options, echo=lambda m: stderr.print(f"[dim]{m}[/dim]"))
     write_model(output, cal, "the calibration")
     print_calibration(cal, stdout_console())

@@ -19,8 +19,23 @@ PIPED_WIDTH = 200  # a pipe or a log gets whole tables, not columns squeezed to 
 
 def stdout_console() -> Console:
     """A console on stdout: the terminal's width on a TTY, PIPED_WIDTH columns otherwise
-    (rich would assume 80 and cut column heads to "candi…")."""
-    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    (rich would assume 80 and cut column heads to "candi…"); see `piped_console`."""
+    return piped_console(stderr=False)
+
+
+def stderr_console() -> Console:
+    """A console on stderr, sized as `stdout_console` is for stdout."""
+    return piped_console(stderr=True)
+
+
+def piped_console(*, stderr: bool) -> Console:
+    """A console on stdout or stderr: the terminal's own on a TTY; piped or redirected, tables
+    PIPED_WIDTH columns wide and sentences never wrapped (soft wrap: one line per sentence,
+    as a log or `grep` wants them, where rich would break them at the width mid-sentence)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPED_WIDTH, soft_wrap=True)
 
 
 def counted(n: int, noun: str) -> str:

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from capplan.cli import check_number, handle_errors, parse_share
-from capplan.commands.console import stdout_console
+from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -286,7 +285,7 @@ def loadtest(
         )
     if no_preflight and not model:
         raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
-    console = Console(stderr=True)
+    console = stderr_console()
     if n_workers is None:
         config = _auto_workers(config, stage_plan)
     check = None if no_preflight else _check_target

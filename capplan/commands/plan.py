@@ -19,7 +19,13 @@ from capplan.commands.autoscale_opts import (
     parse_autoscale,
     print_autoscale,
 )
-from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
+from capplan.commands.console import (
+    FORMAT_HELP,
+    check_format,
+    print_result,
+    print_routers,
+    stderr_console,
+)
 from capplan.commands.shared import (
     CatalogOption,
     GpuHourPrice,
@@ -167,7 +173,7 @@ def plan_command(
     routings = parse_routings(routing) if routing is not None else None
     check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
     settings = RoutingSettings(prefix_threshold=prefix_threshold, seed=seed)
-    console = Console(stderr=True)
+    console = stderr_console()
     the_profile = load_profile(profile)
     the_limit = parse_limit(limit, slo)
     options = PlanOptions(

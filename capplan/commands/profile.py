@@ -270,11 +270,10 @@ def _write(prof: Profile, output: Path, quiet: bool, plots: Path | None) -> None
     for lim in src.limitations:
         typer.echo(f"not in the metrics: {lim.unknown}; assumed: {lim.assumption}", err=True)
     if not quiet:
-        from rich.console import Console
-
+        from capplan.commands.console import stdout_console
         from profiles.summary import summary_table
 
-        Console().print(summary_table(prof))
+        stdout_console().print(summary_table(prof))
     if plots is not None:
         from profiles.plots import write_plots
 

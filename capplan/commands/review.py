@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from capplan.cli import handle_errors
+from capplan.commands.console import stderr_console
 from contracts.errors import InputError
 from contracts.jsonio import write_model
 from profiles.model import Profile
@@ -48,7 +48,7 @@ def review_command(
 
     if lang not in LANGS:
         raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
-    console = Console(stderr=True)
+    console = stderr_console()
     spec = load_review(review_file)
     profiles: dict[str, Profile] = {}
     review = build_review(

@@ -15,6 +15,7 @@ from capplan.commands.console import (
     counted,
     print_result,
     print_routers,
+    stderr_console,
 )
 from capplan.commands.shared import (
     CatalogOption,
@@ -223,7 +224,7 @@ def whatif_command(
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None
-    stderr = Console(stderr=True)
+    stderr = stderr_console()
     result = run_whatif(
         the_profile,
         options,

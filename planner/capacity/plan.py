@@ -39,6 +39,7 @@ from planner.capacity.arithmetic import (
     plan_scenario,
     sensitivity,
 )
+from planner.capacity.floor import check_floor
 from planner.capacity.observed import observed_capacity
 from planner.capacity.queueing import instances_by_queueing
 from planner.engine import (
@@ -320,6 +321,8 @@ def build_plan(
                     )
                 else:
                     notes.append(Finding(key="note.no_calibration"))
+            # an SLO no instance count meets: say so, never "plan more instances"
+            check_floor(fleet_config, profile, slo)
             checks.fleet = fleet_check(
                 profile,
                 fleet_config,
@@ -341,6 +344,7 @@ def build_plan(
         profile_digest=profile.digest(),
         limit=limit.to_input(),
         slo=slo_text,
+        slo_terms=slo.terms() if slo is not None else [],
         peak_window=options.peak_window,
         peak_quantile=options.peak_quantile,
         peak_rps_given=options.peak_rps,

@@ -23,6 +23,7 @@ from contracts.limit import LIMIT_FILE, LimitResult, write_limit
 from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
+from planner.capacity.floor import check_floor
 from planner.limit.config import SearchConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
@@ -239,7 +240,9 @@ def run_limit(
     The search logs every step as it ends (search.json, planner.limit.ledger); `resume`
     continues the search logged in `out_dir`, replaying its finished steps, when `options`
     are the ones it ran with (planner.limit.options.recorded_options).
-    Raises ConfigError for a bad SLO or option, for an out_dir that holds a run (unless
+    Raises BelowFloorError (planner.capacity.floor) before any load when the server's engine
+    is known (`options.engine`) and the SLO is below what its idle instance achieves;
+    ConfigError for a bad SLO or option, for an out_dir that holds a run (unless
     `resume`) and for a resumed run that is not the same search; InputError when `resume`
     finds no search there; RunError/TargetError when the load test cannot run,
     FailedRunError when no request of the first levels succeeded.
@@ -302,6 +305,8 @@ def run_limit(
         time_scale=options.time_scale,
     )
     profile, _ = config_profile(config)
+    if options.engine is not None:  # the server's engine is known (--calibration, the demo)
+        check_floor(options.engine, profile, slo)  # an SLO below its idle floor: no search
     resumed = _resumed(options, profile, echo) if resume else None  # checked before any load
     if check_target is not None:
         options = replace(options, model=check_target(options))

@@ -20,6 +20,7 @@ from typing import Literal
 
 from contracts.errors import ConfigError
 from contracts.latency import METRIC_COLUMNS
+from contracts.plan import SloTerm
 
 SloKind = Literal["percentile", "attainment"]
 
@@ -123,6 +124,20 @@ class Slo:
         if self.success_only:
             parts.append("percentiles over successful requests only")
         return ", ".join(parts)
+
+    def terms(self) -> list[SloTerm]:
+        """The SLO as typed terms for words in a report (contracts.plan.SloTerm)."""
+        out = [
+            SloTerm(metric=c.metric, stat=c.stat, threshold=c.threshold_s) for c in self.percentiles
+        ]
+        if self.kind == "attainment":  # the percentile form's bounds only judge goodput
+            out += [
+                SloTerm(metric=t.metric, threshold=t.threshold_s, share=self.min_attainment)
+                for t in self.request_thresholds
+            ]
+        if self.max_error_rate is not None:
+            out.append(SloTerm(metric="errors", threshold=self.max_error_rate))
+        return out
 
     @property
     def canonical(self) -> str:

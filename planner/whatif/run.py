@@ -30,6 +30,7 @@ from planner.capacity.arithmetic import (
     plan_scenario,
     usd_per_million_output_tokens,
 )
+from planner.capacity.floor import BelowFloorError, latency_floors
 from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
 from planner.engine.catalog import find_model
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
@@ -168,6 +169,7 @@ def default_max_model_len(profile: Profile, model_context: int) -> int:
 class _Run:
     candidate: WhatifCandidate
     config: EngineConfig | None
+    below_floor: bool = False  # the SLO is below what an idle instance of it achieves
 
 
 def _candidate_config(
@@ -235,6 +237,13 @@ def run_candidate(
     except ConfigError as err:
         return _Run(WhatifCandidate(label=label, gpu=gpu, tp=tp, pp=pp, settings=settings,
                                     problem=str(err), gpu_hour_price_usd=price), None)  # fmt: skip
+    floors = [] if disagg is not None else latency_floors(config, profile, options.slo)
+    below = [f for f in floors if f.binds]
+    if below:  # no rate meets it: no search, no instance count
+        problem = " ".join(f.sentence() for f in below)
+        return _Run(WhatifCandidate(label=label, gpu=config.gpu.name, tp=tp, settings=settings,
+                                    problem=problem, gpu_hour_price_usd=price), config,
+                    below_floor=True)  # fmt: skip
     vl = virtual_limit(
         profile,
         config,
@@ -413,6 +422,8 @@ def run_whatif(
             if progress:
                 got = f"{c.limit_rps:.3g} req/s" if c.limit_rps else (c.problem or "-")
                 progress(f"{c.label}: {got} ({c.levels} levels, {c.wall_s:.1f} s)")
+    if all(r.below_floor for r in runs):
+        raise BelowFloorError(" ".join(dict.fromkeys(r.candidate.problem or "" for r in runs)))
     candidates = [r.candidate for r in runs]
     rank(candidates)
     front = pareto_front(candidates)

@@ -178,7 +178,7 @@ EN: dict[str, str] = {
     "chart_levels_none": "the limit file holds no measured load level",
     "axis_load_rps": "offered load (req/s)",
     "axis_load_users": "concurrent users",
-    "axis_attainment": "attainment",
+    "axis_attainment": "attainment (%)",
     "legend_pass": "pass",
     "legend_fail": "fail",
     "legend_uncertain": "uncertain",

@@ -41,6 +41,17 @@ def split_runs(text: str) -> list[tuple[str, bool]]:
     return runs
 
 
+# "1 instances" -> "1 instance": a count of one, written by a template made for many.
+_ONE_PLURAL = re.compile(
+    r"(?<![\d.,])\b1 (instance|GPU|request|user|level|stage|service|worker|spare|token)s\b"
+)
+
+
+def singular_of_one(text: str) -> str:
+    """English text with a count of exactly one followed by its noun in the singular."""
+    return _ONE_PLURAL.sub(r"1 \1", text)
+
+
 def _not_finite(value: float | None) -> str:
     """How every number format shows None, NaN and infinities."""
     if value == math.inf:
@@ -81,8 +92,10 @@ class Words:
         return "Courier"
 
     def t(self, key: str, **values: object) -> str:
-        """The string for key in this language, with {placeholders} filled."""
-        return STRINGS[self.lang][key].format(**values)
+        """The string for key in this language, with {placeholders} filled (English: a count
+        of one with its noun in the singular)."""
+        text = STRINGS[self.lang][key].format(**values)
+        return singular_of_one(text) if self.lang == "en" else text
 
     # number formats (same in both languages: units and digits are not translated)
     @staticmethod
@@ -103,7 +116,9 @@ class Words:
             return "–"
         if unit == "rps":
             return self.rate(value)
-        return f"{self.num(value)} {'个并发用户' if self.lang == 'zh' else 'users'}"
+        if self.lang == "zh":
+            return f"{self.num(value)} 个并发用户"
+        return f"{self.num(value)} {'user' if value == 1 else 'users'}"
 
     @staticmethod
     def seconds(value: float | None) -> str:

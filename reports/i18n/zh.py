@@ -166,7 +166,7 @@ ZH: dict[str, str] = {
     "chart_levels_none": "上限文件中没有已测量的负载档位",
     "axis_load_rps": "施加负载 (req/s)",
     "axis_load_users": "并发用户数",
-    "axis_attainment": "达成率",
+    "axis_attainment": "达成率 (%)",
     "legend_pass": "达标",
     "legend_fail": "不达标",
     "legend_uncertain": "不确定",

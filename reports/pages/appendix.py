@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from reportlab.platypus import (
+    CondPageBreak,
     Flowable,
-    PageBreak,
 )
 
-from reports.layout import CONTENT_W
+from reports.layout import CONTENT_W, SECTION_ROOM_PT
 from reports.pages.context import ReportContext
 
 
@@ -70,11 +70,11 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
         ],
     ]
     return [
-        PageBreak(),
+        CondPageBreak(SECTION_ROOM_PT),
         ctx.para(ctx.t("appendix_heading"), styles.h1),
         ctx.pairs(rows, label_w=0.25),
         ctx.para(ctx.t("digest_heading"), styles.h2),
-        ctx.table(digest_rows, [CONTENT_W * f for f in (0.17, 0.35, 0.48)], mono_cols=(1, 2)),
+        ctx.table(digest_rows, [CONTENT_W * f for f in (0.22, 0.36, 0.42)], mono_cols=(1, 2)),
         ctx.para(ctx.t("recorded_digests"), styles.h2),
         ctx.table(recorded, [CONTENT_W * f for f in (0.3, 0.55, 0.15)], mono_cols=(1,)),
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reportlab.graphics.shapes import Drawing
 from reportlab.platypus import (
     Flowable,
@@ -10,6 +12,7 @@ from reportlab.platypus import (
     Spacer,
 )
 
+from contracts.plan import FleetPoint
 from reports import charts
 from reports.charts import GRAY, GREEN, NAVY, ORANGE, RED, TEAL, Axis
 from reports.layout import CONTENT_W
@@ -108,17 +111,26 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
     return out
 
 
+DODGE_INSTANCES = 0.07  # each router's points sit this far beside the next one's
+SHAPES = ("circle", "triangle")
+
+
 def chart_fleet(ctx: ReportContext) -> Drawing:
+    """Simulated attainment (%) against instances, one line per router. Routers that reach
+    the same attainment (all at 100 % is common) would hide each other: each router's points
+    are set a little beside the last one's, with its own marker and dash, and a note says
+    which lines coincide."""
     fleet = ctx.plan.checks.fleet
     assert fleet is not None
     ns = [p.instances for p in fleet.points]
+    routers = [r for r in ROUTING_COLORS if any(p.routing == r for p in fleet.points)]
     drawing, panel = charts.single(
         CONTENT_W,
         140,
         Axis(min(ns) - 0.5, max(ns) + 0.5, ctx.t("axis_instances")),
         Axis(
-            min(0.5, min(p.attainment for p in fleet.points) - 0.05),
-            1.02,
+            100 * min(0.5, min(p.attainment for p in fleet.points) - 0.05),
+            102,
             ctx.t("axis_attainment"),
         ),
         font=ctx.words.font,
@@ -126,15 +138,32 @@ def chart_fleet(ctx: ReportContext) -> Drawing:
     )
     if ctx.first_scenario is not None:
         panel.vline(ctx.first_scenario.instances_for_load, ORANGE, text="")
-    for routing, color in ROUTING_COLORS.items():
+    for k, routing in enumerate(routers):
         pts = sorted((p for p in fleet.points if p.routing == routing), key=lambda p: p.instances)
-        if pts:
-            panel.line(
-                [p.instances for p in pts],
-                [p.attainment for p in pts],
-                color,
-                label=ctx.t(f"routing_{routing}"),
-            )
-            panel.markers([p.instances for p in pts], [p.attainment for p in pts], color)
+        xs = [p.instances + (k - (len(routers) - 1) / 2) * DODGE_INSTANCES for p in pts]
+        ys = [100 * p.attainment for p in pts]
+        color = ROUTING_COLORS[routing]
+        panel.line(
+            xs,
+            ys,
+            color,
+            dash=(3, 2) if k % 2 else None,
+            label=ctx.t(f"routing_{routing}"),
+        )
+        panel.markers(xs, ys, color, shape=SHAPES[k % len(SHAPES)])
+    same = _coinciding(fleet.points, routers)
+    if same:
+        panel.note(
+            ctx.t("fleet_lines_coincide", routers=", ".join(ctx.t(f"routing_{r}") for r in same))
+        )
     drawing.add(panel.render())
     return drawing
+
+
+def _coinciding(points: Sequence[FleetPoint], routers: Sequence[str]) -> list[str]:
+    """The routers whose attainment is the same as another router's at every instance count
+    both simulated (their lines would lie on top of each other)."""
+    curves = {
+        r: {p.instances: round(p.attainment, 4) for p in points if p.routing == r} for r in routers
+    }
+    return [r for r in routers if any(o != r and curves[o] == curves[r] for o in routers)]

@@ -9,6 +9,7 @@ from datetime import datetime
 from contracts.run import StageSummary
 from reports.data import ReportInputs
 from reports.i18n import Words
+from reports.i18n.slo_words import slo_in_words
 from reports.layout import Layout
 
 
@@ -27,6 +28,14 @@ class ReportContext(Layout):
 
     def slo(self) -> str:
         return self.plan.inputs.slo or self.plan.inputs.limit.slo or self.inputs.limit.slo
+
+    def slo_stated(self) -> str:
+        """The SLO's grammar with its words beside it: "ttft:p95<=2s (95 % of requests see
+        the first token within 2 s)"; the grammar alone for a plan without SLO terms."""
+        said = slo_in_words(self.words, self.plan.inputs.slo_terms)
+        if not said:
+            return self.slo()
+        return f"{self.slo()} ({said})" if self.words.lang == "en" else f"{self.slo()}({said})"
 
     def stage(self, role: str) -> StageSummary | None:
         return next((s for s in self.inputs.stages if s.role == role), None)
@@ -58,7 +67,7 @@ class ReportContext(Layout):
             key,
             peak=self.words.rate(peak) if self.unit == "rps" else self.words.num(peak),
             peak_def=self.peak_definition(),
-            slo=self.slo(),
+            slo=self.slo_stated(),
             n=plan.instances,
             gpu=self.gpu_label(),
             load=first.instances_for_load if first else plan.instances,

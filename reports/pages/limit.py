@@ -71,6 +71,25 @@ def binding_name(ctx: ReportContext) -> str:
     return "–"
 
 
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+
+
+def is_latency(name: str) -> bool:
+    """A latency constraint (ttft:p95, e2e:p99, ...), in seconds; the others (errors,
+    attainment) are shares."""
+    return name.split(":")[0].split("_")[0] in LATENCY_METRICS
+
+
+def constraint_text(ctx: ReportContext, name: str, value: float | None) -> str:
+    """A constraint's value with its unit: a latency in ms or s, a share in %."""
+    return ctx.words.seconds(value) if is_latency(name) else ctx.words.pct(value)
+
+
+def constraint_axis(name: str) -> tuple[float, str]:
+    """How a constraint is drawn: its values times the factor, on an axis in the unit."""
+    return (1.0, "axis_seconds") if is_latency(name) else (100.0, "axis_percent")
+
+
 def constraint_value(level: LimitLevel, name: str) -> float | None:
     for c in level.constraints:
         if c.name == name:
@@ -206,9 +225,11 @@ def chart_limit(ctx: ReportContext) -> Drawing | NoChart:
     name = binding_name(ctx)
     if not lim.levels:
         return NoChart(ctx.t("chart_limit", binding=name), ctx.t("chart_levels_none"))
-    values = [(lv, constraint_value(lv, name)) for lv in lim.levels]
-    threshold = next(
-        (c.threshold for lv in lim.levels for c in lv.constraints if c.name == name), None
+    factor, unit = constraint_axis(name)
+    values = [(lv, _times(constraint_value(lv, name), factor)) for lv in lim.levels]
+    threshold = _times(
+        next((c.threshold for lv in lim.levels for c in lv.constraints if c.name == name), None),
+        factor,
     )
     loads = [lv.load for lv in lim.levels]
     ys = [v for _, v in values if v is not None] + ([threshold] if threshold else [])
@@ -216,7 +237,7 @@ def chart_limit(ctx: ReportContext) -> Drawing | NoChart:
         CONTENT_W / 2,
         150,
         charts.nice_axis(loads, load_axis_label(ctx)),
-        charts.nice_axis(ys or [1.0], name),
+        charts.nice_axis(ys or [1.0], ctx.t(unit)),
         font=ctx.words.font,
         title=ctx.t("chart_limit", binding=name),
     )
@@ -230,10 +251,14 @@ def chart_limit(ctx: ReportContext) -> Drawing | NoChart:
     return drawing
 
 
+def _times(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
 def chart_attainment(ctx: ReportContext) -> Drawing | NoChart:
     """SLO attainment per load level; left out when no level recorded one."""
     lim = ctx.inputs.limit
-    values = [(lv, lv.attainment) for lv in lim.levels]
+    values = [(lv, None if lv.attainment is None else 100 * lv.attainment) for lv in lim.levels]
     ordered = sorted((lv.load, v) for lv, v in values if v is not None)
     if not ordered:
         reason = "chart_attainment_none" if lim.levels else "chart_levels_none"
@@ -243,7 +268,7 @@ def chart_attainment(ctx: ReportContext) -> Drawing | NoChart:
         CONTENT_W / 2,
         150,
         charts.nice_axis(loads, load_axis_label(ctx)),
-        Axis(0.0, 1.05, ctx.t("axis_attainment")),
+        Axis(0.0, 105.0, ctx.t("axis_attainment")),
         font=ctx.words.font,
         title=ctx.t("chart_attainment"),
     )
@@ -275,7 +300,7 @@ def limit_table(ctx: ReportContext) -> Table:
                 ctx.t(f"verdict_{lv.verdict}")
                 + (ctx.t("verdict_stopped_early") if lv.abandoned_early else "")
                 + (ctx.t("verdict_unstable") if lv.unstable else ""),
-                words.num(value),
+                constraint_text(ctx, name, value),
                 words.rate(lv.achieved_rps),
                 words.pct(lv.attainment),
                 requests_cell(ctx, lv),

@@ -11,13 +11,18 @@ from reportlab.platypus import (
 )
 
 from contracts.latency import CENSORED_CLASSES
+from contracts.run import StageSummary
 from contracts.rundir import RECORDS_FILE
 from reports import charts
 from reports.charts import GRAY, NAVY, ORANGE, RED, TEAL, Axis
 from reports.data import KV_METRIC, QUEUE_METRIC, Series
-from reports.errors import error_rows
+from reports.errors import ErrorRow, error_rows
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
+
+# A stage that offered less than this share of its asked rate shows the asked one beside it
+# (the load test warns when the offered share misses 1 by more than its tolerance).
+SHORT_OF_ASKED = 0.9
 
 
 def page_loadtest(ctx: ReportContext) -> list[Flowable]:
@@ -63,7 +68,15 @@ def stage_table(ctx: ReportContext) -> Table:
         "col_errors",
         "col_recovery",
     ]
+    in_flight = any(cancelled(st) for st in ctx.inputs.stages)
+    keys += ["col_cancelled"] if in_flight else []
     rows: list[list[str]] = [[ctx.t(k) for k in keys + (["col_attainment"] if judged else [])]]
+    stopped = {
+        name
+        for lv in ctx.inputs.limit.levels
+        if lv.abandoned_early
+        for name in [lv.stage, *lv.stages]
+    }
     for st in ctx.inputs.stages:
         if st.recovery_s is not None:
             recovery = words.seconds(st.recovery_s)
@@ -76,27 +89,44 @@ def stage_table(ctx: ReportContext) -> Table:
                 st.name,
                 ctx.role(st.role),
                 words.duration(st.duration_s),
-                words.rate(st.offered_rps),
+                offered_cell(ctx, st, stopped),
                 words.rate(st.achieved_rps),
                 words.seconds(st.ttft_s.p50),
                 words.seconds(st.ttft_s.p95),
                 words.seconds(st.tpot_s.p95),
-                f"{st.errors}",
+                f"{st.errors - cancelled(st)}",
                 recovery,
             ]
+            + ([f"{cancelled(st)}"] if in_flight else [])
             + ([words.pct(st.attainment)] if judged else [])
         )
-    widths = [0.12, 0.09, 0.09, 0.11, 0.11, 0.1, 0.1, 0.1, 0.08, 0.1]
+    widths = [0.1, 0.065, 0.085, 0.125, 0.09, 0.065, 0.065, 0.065, 0.065, 0.09]
+    widths += [0.095] if in_flight else []
     if judged:
-        widths = [w * 0.9 for w in widths] + [0.1]
+        widths += [0.1]
+    widths = [w / sum(widths) for w in widths]
     return ctx.table(rows, [CONTENT_W * f for f in widths])
 
 
 def errors_table(ctx: ReportContext) -> list[Flowable]:
-    """Failures by class for the load test's stages and the limit's levels (if any)."""
+    """Failures by class for the load test's stages and the limit's levels (if any); then,
+    in a table of their own, the requests cancelled while still in flight (not failures)."""
     found = error_rows(ctx.inputs.stages, ctx.inputs.limit)
-    if not found:
-        return []
+    failed = [r for r in found if r.error_class not in CENSORED_CLASSES]
+    cancelled = [r for r in found if r.error_class in CENSORED_CLASSES]
+    out: list[Flowable] = []
+    if failed:
+        out += [
+            ctx.para(ctx.t("errors_table"), ctx.styles.h2),
+            ctx.para(ctx.t("errors_classes")),
+            _class_rows(ctx, failed),
+        ]
+    if cancelled:
+        out += [ctx.para(ctx.t("cancelled_table"), ctx.styles.h2), _class_rows(ctx, cancelled)]
+    return out
+
+
+def _class_rows(ctx: ReportContext, found: list[ErrorRow]) -> Table:
     words, unit = ctx.words, ctx.inputs.limit.unit
     rows: list[list[str]] = [
         [ctx.t(k) for k in ("col_where", "col_class", "col_requests", "col_message")]
@@ -107,11 +137,29 @@ def errors_table(ctx: ReportContext) -> list[Flowable]:
         message = ctx.t("error_in_flight") if r.error_class in CENSORED_CLASSES else r.message
         rows.append([where, r.error_class, f"{r.requests}", message or "–"])
     widths = [CONTENT_W * f for f in (0.2, 0.16, 0.1, 0.54)]
-    return [
-        ctx.para(ctx.t("errors_table"), ctx.styles.h2),
-        ctx.para(ctx.t("errors_classes")),
-        ctx.table(rows, widths, mono_cols=(1,)),
-    ]
+    return ctx.table(rows, widths, mono_cols=(1,))
+
+
+def cancelled(st: StageSummary) -> int:
+    """The stage's requests cancelled while still in flight: counted in `errors` by the load
+    test, shown apart from its failures here."""
+    return sum(n for cls, n in st.errors_by_class.items() if cls in CENSORED_CLASSES)
+
+
+def offered_cell(ctx: ReportContext, st: StageSummary, stopped: set[str]) -> str:
+    """The offered load, with the asked one beside it when the stage stopped early or fell
+    short of it: "5.91 req/s, stopped early (16.7 asked)", never a bare 5.91 req/s."""
+    words = ctx.words
+    asked = st.validity.asked_rps if st.validity is not None else None
+    asked = asked if asked is not None else st.target_rate_rps
+    offered = words.rate(st.offered_rps)
+    if asked is None:
+        return offered
+    if st.name in stopped or st.planned_duration_s is not None:
+        return ctx.t("offered_stopped", offered=offered, asked=words.num(asked))
+    if st.offered_rps < SHORT_OF_ASKED * asked:
+        return ctx.t("offered_short", offered=offered, asked=words.num(asked))
+    return offered
 
 
 def ttft_threshold_s(ctx: ReportContext) -> float | None:

@@ -43,7 +43,7 @@ def page_method(ctx: ReportContext) -> list[Flowable]:
             peak=words.rate(plan.demand.peak_rps),
         ),
         ctx.t(
-            "method_limit",
+            "method_limit_fast" if lim.method == "fast" else "method_limit",
             dimension=ctx.t(f"dimension_{lim.dimension}"),
             slo=lim.slo,
             tol=words.pct(lim.tolerance, 0),

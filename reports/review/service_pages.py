@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from reportlab.graphics.shapes import Drawing
-from reportlab.platypus import Flowable, PageBreak
+from reportlab.platypus import CondPageBreak, Flowable
 
 from contracts.review import HourlyCapacity, ServiceReview
 from profiles.model import Profile
@@ -16,7 +16,7 @@ from reports import charts
 from reports.charts import NAVY, ORANGE, RED, Axis
 from reports.data import ReportInputs
 from reports.i18n.findings import finding_text, plan_sentence
-from reports.layout import CONTENT_W
+from reports.layout import CONTENT_W, SECTION_ROOM_PT
 from reports.observed import observed_section
 from reports.pages.checks import page_checks
 from reports.pages.context import ReportContext
@@ -174,7 +174,7 @@ def baseline_pages(s: ServiceReview, profile: Profile, lay: Layout) -> list[Flow
 def service_section(s: ServiceReview, profile: Profile | None, lay: Layout) -> list[Flowable]:
     source = lay.t(f"source_{s.growth_source}")
     out: list[Flowable] = [
-        PageBreak(),
+        CondPageBreak(SECTION_ROOM_PT),
         lay.h1(lay.t("service_heading", name=s.name)),
         lay.para(
             lay.t(

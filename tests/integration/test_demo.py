@@ -14,9 +14,11 @@ import pytest
 from pypdf import PdfReader
 
 from bench.kit.pdf_check import page_problems
+from bench.kit.pdf_loose_ends import loose_ends
 from capplan.demo import DemoOptions, run_demo
 from contracts.limit import LimitResult
 from contracts.plan import Plan
+from reports import render_report
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -71,3 +73,10 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     # Every page reads cleanly: nothing off the page, no text over text, fonts embedded
     # (bench.kit.pdf_check; the recovery chart's line labels once overlapped here).
     assert page_problems(Path(result.pdf)) == []
+    # and no loose ends (issue 61: a nearly empty page, a unit-less column, a path broken
+    # inside a name, the method of another search...), in English and in Chinese
+    names = [str(f) for f in (result.profile, result.plan, *result.run_dir.iterdir())]
+    names += [Path(n).name for n in names]
+    zh = render_report(result.profile, result.run_dir, result.plan, tmp_path / "zh.pdf", lang="zh")
+    for pdf, lang in ((Path(result.pdf), "en"), (zh, "zh")):
+        assert loose_ends(pdf, lang=lang, method=limit.method, paths=names) == [], lang

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.table import Table
 
-from capplan.commands.console import PIPED_WIDTH, counted, stdout_console
+from capplan.commands.console import PIPED_WIDTH, counted, stderr_console, stdout_console
 from contracts.limit import unit_label
 
 
@@ -25,3 +26,15 @@ def test_a_piped_console_keeps_every_column_head_whole() -> None:
     with console.capture() as captured:
         console.print(table)
     assert all(head in captured.get() for head in heads) and "…" not in captured.get()
+
+
+def test_piped_sentences_stay_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A sentence longer than PIPED_WIDTH, on stdout and stderr (both pipes under pytest),
+    comes out on one line: a log read with grep never sees one broken mid-sentence."""
+    sentence = " ".join(["n=3 does not meet the SLO at ttft p95 1.14 s"] * 8)
+    assert len(sentence) > PIPED_WIDTH
+    stdout_console().print(sentence)
+    stderr_console().print(sentence)
+    captured = capsys.readouterr()
+    assert captured.out == sentence + "\n"
+    assert captured.err == sentence + "\n"

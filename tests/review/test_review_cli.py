@@ -14,6 +14,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from bench.kit.pdf_check import page_problems
+from bench.kit.pdf_loose_ends import loose_ends
 from capplan.cli import app
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
@@ -170,3 +171,14 @@ def test_each_service_gets_its_alert_rules_and_dashboard(reviews: Path) -> None:
             for r in rules
         )
         assert json.loads(Path(ops["dashboard"]).read_text())["panels"]
+
+
+def test_no_loose_ends_in_either_language(reviews: Path) -> None:
+    """No nearly empty page (a service's short cross-checks page once stood alone), no
+    heading at a page's foot, no path or input name broken inside a word, no "1 instances"
+    (bench.kit.pdf_loose_ends)."""
+    inputs = json.loads((reviews / "q4.json").read_text())["inputs"]
+    names = [d["path"] for d in inputs] + [d["role"] for d in inputs]
+    for name, lang in (("q4", "en"), ("q4-zh", "zh")):
+        problems = loose_ends(reviews / f"{name}.pdf", lang=lang, paths=names)
+        assert not problems, "\n".join(problems)
