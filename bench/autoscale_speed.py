@@ -4,7 +4,7 @@ model's error against the request-level simulation.
     python bench/autoscale_speed.py [--days 90] [--rps 40] [--keep DIR] [--check]
         [--routing prefix_aware,round_robin]
 
-1. Builds the profile: requests per 15 s scrape drawn from bench/kit/prom_fleet.py's traffic
+1. Builds the profile: requests per 15 s scrape drawn from testkit/prom_fleet.py's traffic
    pattern (diurnal, quieter weekends, weekly growth) and turned into the profile's arrivals
    by the Prometheus reader's own statistics (`profiles.prometheus.stats.arrivals_from_steps`:
    clock hours, hour of day, weekday, rate series, as `capplan profile prometheus:URL` stores
@@ -31,7 +31,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit.prom_fleet import END_EPOCH_S, STEP_S, rate_rps  # noqa: E402
 from contracts.jsonio import write_model  # noqa: E402
 from contracts.plan import Plan  # noqa: E402
 from planner.autoscale.check import compare_models  # noqa: E402
@@ -41,6 +40,7 @@ from planner.autoscale.trace import Trace, build_trace  # noqa: E402
 from profiles.model import Profile, load_profile  # noqa: E402
 from profiles.presets import preset_profile  # noqa: E402
 from profiles.prometheus.stats import arrivals_from_steps  # noqa: E402
+from testkit.prom_fleet import END_EPOCH_S, STEP_S, rate_rps  # noqa: E402
 
 LIMIT, SLO = "4rps", "ttft:p95<=2s"
 

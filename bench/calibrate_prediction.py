@@ -3,10 +3,10 @@
     python bench/calibrate_prediction.py [--runs 3] [--out DIR] [--result FILE.json]
 
 Each run:
-1. builds the random tiny Llama of bench/kit/real_engine.py and serves it with llama.cpp
+1. builds the random tiny Llama of testkit/real_engine.py and serves it with llama.cpp
    (xllamacpp, SLOTS slots, 1 thread, continuous batching);
 2. calibrates the engine model to it with `capplan calibrate` (a catalog of nominal
-   `this-cpu` figures and the `tiny-llama` shape, bench/kit/cpu_catalog.py; the
+   `this-cpu` figures and the `tiny-llama` shape, testkit/cpu_catalog.py; the
    calibration fits what share of them the server reaches) -- no preset is involved;
 3. measures the limit of two presets with `capplan limit --dimension rate` (those of
    bench/real_engine_prediction.py: A, short prompts and long answers, decode-bound; B,
@@ -34,9 +34,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.kit.cpu_catalog import write_cpu_catalog  # noqa: E402
-from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import LlamaShape, build_random_llama, start_llama_server  # noqa: E402
 from bench.real_engine_prediction import (  # noqa: E402
     LEVEL,
     PRESET_A,
@@ -53,6 +50,9 @@ from planner.limit.predict import predict_limit  # noqa: E402
 from planner.limit.search import SearchConfig  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import load_profile, save_profile  # noqa: E402
+from testkit.cpu_catalog import write_cpu_catalog  # noqa: E402
+from testkit.profiles import make_profile  # noqa: E402
+from testkit.real_engine import LlamaShape, build_random_llama, start_llama_server  # noqa: E402
 
 SLOTS = 4
 N_CTX = 8192

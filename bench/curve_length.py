@@ -2,7 +2,7 @@
 
     python bench/curve_length.py [--case c16-cv0.2-loose] [--requests 60000,200000] [--seeds 6]
 
-The model with the simulated server's own parameters (bench/kit/fast_truth.py's grid: 50 ms
+The model with the simulated server's own parameters (testkit/fast_truth.py's grid: 50 ms
 to the first token, 10 ms a token), so only the run's length is in question: per seed, 20,000
 answer lengths drawn from the case's distribution, a `MissCurve` of N requests and its root.
 Prints the roots' mean, spread and ratio to the M/G/c truth of a million arrivals
@@ -22,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit import fast_truth  # noqa: E402
 from planner.limit.fast.misses import MissCurve, targets  # noqa: E402
 from planner.limit.fast.model import ServerModel  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
+from testkit import fast_truth  # noqa: E402
 
 
 def main() -> None:

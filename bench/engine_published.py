@@ -7,7 +7,7 @@ TABLE: published tables in the format of `../shared/data/engine_published/publis
 (per-request length files beside them); default: that table and
 `bench/data/engine_published/trtllm_v014.csv` (more rows of the same TensorRT-LLM source:
 70B at tp 1-8, FP8, online serving). For each row it builds the engine, GPU, precision and
-workload the source describes (bench/kit/published.py), runs the engine model in virtual
+workload the source describes (testkit/published.py), runs the engine model in virtual
 time and prints published, predicted and error (predicted / published - 1); then per metric
 the median and worst |error| over the rows NOT used for fitting, and the rows it cannot
 represent, with the reason. `--json FILE` writes one record per row: the row's fields,
@@ -30,7 +30,6 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +39,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.kit.published import Row, metric_value, read_table, scenario  # noqa: E402
 from planner.engine import simulate  # noqa: E402
 from planner.engine.build import EFFICIENCY_PATH, _fitted_table  # noqa: E402
+from testkit.published import Row, metric_value, read_table, scenario  # noqa: E402
+from testkit.published_fits import FITS, Fit  # noqa: E402
 
 SHARED_TABLE = ROOT.parent / "shared/data/engine_published/published.csv"
 OWN_TABLE = ROOT / "bench/data/engine_published/trtllm_v014.csv"
@@ -53,60 +53,6 @@ GROUPS = {
 }
 
 
-@dataclass(frozen=True)
-class Fit:
-    """One factor (`section`/`name`/`field` of efficiency.yaml) fitted on the one row
-    `matches` accepts, searched on a log scale between `low` and `high`."""
-
-    section: str
-    name: str
-    field: str
-    low: float
-    high: float
-    matches: Callable[[Row], bool]
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} {self.field}"
-
-
-def _row(**want: Any) -> Callable[[Row], bool]:
-    return lambda r: all(
-        (re.search(v, getattr(r, k)) if isinstance(v, str) else getattr(r, k) == v)
-        for k, v in want.items()
-    )
-
-
-_TRT_8B = {"source": "^trtllm_v014$", "model": "llama-3.1-8b", "precision": "FP16"}
-_TRT_8B_FP8 = {"source": "^trtllm_v014_8b_fp8$", "model": "llama-3.1-8b"}
-FITS = (
-    Fit("gpus", "H100-80GB", "mfu", 0.2, 1.0,
-        _row(**_TRT_8B, gpu="H100-80GB", workload="fixed 2048/128$")),
-    Fit("gpus", "H100-80GB", "mbu", 0.3, 1.0,
-        _row(**_TRT_8B, gpu="H100-80GB", workload="fixed 128/2048$")),
-    Fit("gpus", "H100-80GB", "fp8_efficiency", 0.3, 1.0,
-        _row(**_TRT_8B_FP8, gpu="H100-80GB", workload="fixed 2048/128$")),
-    Fit("gpus", "H200-141GB", "mbu", 0.3, 1.0,
-        _row(**_TRT_8B_FP8, gpu="H200-141GB", workload="fixed 128/2048$")),
-    Fit("gpus", "A100-80GB", "mfu", 0.2, 1.0,
-        _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 2048/128$")),
-    Fit("gpus", "A100-80GB", "mbu", 0.3, 1.0,
-        _row(**_TRT_8B, gpu="A100-80GB", workload="fixed 128/2048$")),
-    Fit("gpus", "H100-80GB", "tp_shard_efficiency", 0.5, 1.0,
-        _row(source="trtllm_v014_70b", gpu="H100-80GB", precision="FP16", tp=4,
-             workload="fixed 1000/1000$")),
-    Fit("engines", "vllm@0.6", "seq_overhead_s", 1e-6, 1e-3,
-        _row(source="lambda_v0", engine="steps=1$", metric="output tok/s")),
-    Fit("engines", "vllm@0.6", "frontend_s_per_request", 1e-5, 0.02,
-        _row(source="lambda_h100_8b_10", metric="TTFT p50")),
-    Fit("engines", "vllm@0.5", "seq_overhead_s", 1e-6, 1e-3,
-        _row(source="lambda_v0", engine="v0.5.4", metric="output tok/s")),
-    Fit("engines", "vllm@0.10", "seq_overhead_s", 1e-6, 1e-3,
-        _row(source="vllm_ci_h100", metric="req/s")),
-    Fit("engines", "trtllm@0.14", "frontend_s", 1e-4, 0.1,
-        _row(source="online", gpu="H100-80GB", model="8b", workload="^online 2 QPS.*467/256",
-             metric="TTFT mean")),
-)  # fmt: skip
 # The H200 has the H100's compute die: it takes the H100's compute factors and has its own
 # bandwidth factor (mbu), fitted on an H200 row. All-reduces are priced by NCCL's own cost
 # model over each board's NVLink (planner/engine/parallel.py), nothing of it fitted; the one

@@ -5,14 +5,14 @@
 
 For each truth server of bench/search_truth.py (8 slots of 0.69 s requests at
 `ttft:p95<=0.5s`; 6 slots that refuse beyond, at `ttft:p95<=1s`; 32 slots of 10 s requests at
-`ttft:p95<=2s`) held in virtual time (bench/kit/sim_server.py), on `--dimension
+`ttft:p95<=2s`) held in virtual time (testkit/sim_server.py), on `--dimension
 concurrency`: the truth, the most closed-loop users whose TTFT p95 (a refusal counting as
-infinite) stays within the threshold, from bench/kit/queue_truth.py's closed FCFS queue
+infinite) stays within the threshold, from testkit/queue_truth.py's closed FCFS queue
 (its own code, 100,000 requests a count); `capplan limit`'s default (planner.limit.fast.closed:
 closed-loop steps, the characterised model's closed loop, then N must hold and
 N + max(1, 5 % N) must fail, measured, the measured search going on where they do not hold
 N); and the measured search alone from 1 user (`--method measured`, the default `--start`).
-Each measured level follows the default steady-state rules (bench/kit/closed_probe.py).
+Each measured level follows the default steady-state rules (testkit/closed_probe.py).
 Prints per seed the answers, their ratios to the truth and the minutes of load, then per
 case the medians and the default's load time over the measured search's.
 """
@@ -27,11 +27,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit.closed_probe import ClosedProbe  # noqa: E402
-from bench.kit.fast_driver import RETRY_S, Driver, asked_of  # noqa: E402
-from bench.kit.fast_truth import truth_cases  # noqa: E402
-from bench.kit.queue_truth import closed_max_users  # noqa: E402
-from bench.kit.sim_server import ServerSpec  # noqa: E402
 from planner.limit.config import SearchConfig  # noqa: E402
 from planner.limit.fast.closed import fast_concurrency  # noqa: E402
 from planner.limit.fast.result import seeded  # noqa: E402
@@ -39,6 +34,11 @@ from planner.limit.fast.steps import Closed, FastConfig, FastResult  # noqa: E40
 from planner.limit.search import run_search  # noqa: E402
 from planner.limit.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
+from testkit.closed_probe import ClosedProbe  # noqa: E402
+from testkit.fast_driver import RETRY_S, Driver, asked_of  # noqa: E402
+from testkit.fast_truth import truth_cases  # noqa: E402
+from testkit.queue_truth import closed_max_users  # noqa: E402
+from testkit.sim_server import ServerSpec  # noqa: E402
 
 
 def truth_users(spec: ServerSpec, threshold_s: float) -> int:

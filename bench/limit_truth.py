@@ -1,7 +1,7 @@
 """Does `capplan limit` find the steady-state limit? Measured against queueing truth.
 
 For each case, starts a test server with c request slots and known service times
-(bench/kit/slot_server.py), runs `capplan limit --dimension rate` on it with default
+(testkit/slot_server.py), runs `capplan limit --dimension rate` on it with default
 settings (the first level at half the server's capacity), and computes the truth from the
 service times the server logged during that run: an M/G/c FCFS queue under Poisson
 arrivals, simulated (200k arrivals), or Erlang-B for the server that refuses beyond N active
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit.limit_truth import CASES, run_case  # noqa: E402
+from testkit.limit_truth import CASES, run_case  # noqa: E402
 
 
 def main() -> None:

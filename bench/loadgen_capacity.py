@@ -10,7 +10,7 @@ next level, so a busy moment of the machine hits them alike. Each client's searc
 from `--start-rate` until a level fails, then bisects until the highest passing and lowest
 failing rates are within `--tolerance` (5 %). A level's p99 is the best of `--tries` runs.
 
-Then a timing check against a server with known timing (bench/kit/stream_server.py, TTFT
+Then a timing check against a server with known timing (testkit/stream_server.py, TTFT
 50 ms): each client's TTFT p50 minus the server's own, at `--ttft-rate` req/s.
 
 Prints the rates, the ratios capplan / asyncio (goal: >= 1.0) and the TTFT errors.
@@ -35,13 +35,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from testkit.bisection import Bisection, search  # noqa: E402
 
 DEFAULT_LAG_P99_MS = 5.0
 OUTPUT_TOKENS = 16  # the bench server's answer length (--tokens)
@@ -190,9 +192,9 @@ def aiohttp_level(url: str, rate_rps: float, duration_s: float, tokens: int) -> 
 
 
 def capplan_level(url: str, rate_rps: float, duration_s: float, tokens: int, workers: int) -> Level:
-    from bench.kit.profiles import make_profile
     from contracts.run import Stage, StagePlan
     from planner.loadtest.run import LoadTestConfig, run_loadtest
+    from testkit.profiles import make_profile
 
     cpu0 = _children_cpu_s()
     with tempfile.TemporaryDirectory() as tmp:
@@ -218,74 +220,10 @@ def capplan_level(url: str, rate_rps: float, duration_s: float, tokens: int, wor
 # --- the search -----------------------------------------------------------------------------
 
 
-@dataclass
-class Bisection:
-    """One client's search: double until a level fails, then halve the bracket to `tolerance`.
-
-    The bracket is the highest passing rate and the lowest failing rate above it: a failure
-    below a pass (another program stalled the client) does not pull the bracket down.
-    """
-
-    start_rps: float
-    max_rps: float
-    tolerance: float
-    measured: dict[float, float] = field(default_factory=dict)  # rate -> lag p99 (s)
-    passed: dict[float, bool] = field(default_factory=dict)
-
-    @property
-    def passed_rps(self) -> float | None:
-        return max((r for r, ok in self.passed.items() if ok), default=None)
-
-    @property
-    def failed_rps(self) -> float | None:
-        lo = self.passed_rps or 0.0
-        return min((r for r, ok in self.passed.items() if not ok and r > lo), default=None)
-
-    def next_rate(self) -> float | None:
-        """The next rate to measure, or None when the search is over."""
-        lo, hi = self.passed_rps, self.failed_rps
-        if lo is not None and hi is not None:
-            return None if hi - lo <= self.tolerance * lo else round((lo + hi) / 2)
-        if lo is None and hi is None:
-            return self.start_rps
-        if hi is None:
-            assert lo is not None
-            return None if lo >= self.max_rps else min(2 * lo, self.max_rps)
-        assert hi is not None
-        return None if hi <= 2 else round(hi / 2)  # nothing passed yet: halve
-
-    def record(self, rate: float, lag_p99_s: float, passed: bool) -> None:
-        self.measured[rate] = lag_p99_s
-        self.passed[rate] = passed
-
-
-def search(
-    clients: dict[str, Callable[[float], float]],
-    make: Callable[[], Bisection],
-    lag_p99_max_s: float,
-) -> dict[str, Bisection]:
-    """Every client's bisection, interleaved: each round, each unfinished client measures its
-    next level (so a busy moment of the machine falls on all of them)."""
-    searches = {name: make() for name in clients}
-    while True:
-        todo = [(n, r) for n, b in searches.items() if (r := b.next_rate()) is not None]
-        if not todo:
-            return searches
-        for name, rate in todo:
-            p99 = clients[name](rate)
-            passed = p99 <= lag_p99_max_s
-            searches[name].record(rate, p99, passed)
-            print(
-                f"  {name:<20} {rate:8.0f} req/s  lag p99 {p99 * 1000:8.2f} ms  "
-                f"{'pass' if passed else 'FAIL'}",
-                flush=True,
-            )
-
-
 def ttft_check(rate_rps: float, duration_s: float, tokens: int) -> dict[str, tuple[float, float]]:
     """Each client's TTFT p50 and the server's own p50 at `rate_rps`, against a server whose
     first chunk leaves 50 ms after the request arrives (it stamps its own timings)."""
-    from bench.kit.stream_server import start_server as start_timed_server
+    from testkit.stream_server import start_server as start_timed_server
 
     server = start_timed_server(ttft_s=0.05, itl_s=0.005, max_out=tokens)
     out: dict[str, tuple[float, float]] = {}

@@ -2,7 +2,7 @@
 
     python bench/prefix_bounded.py [--requests 1000000] [--keep DIR] [--salts 25]
 
-1. Builds a Mooncake-style trace of --requests requests (bench/kit/logs.py
+1. Builds a Mooncake-style trace of --requests requests (testkit/logs.py
    build_mooncake_log: about 27 blocks of 512 tokens a request, so 1 M requests hold about
    27 M block hashes, past the 16 Mi that the exact statistics keep).
 2. Profiles it with `capplan profile --chunk-rows 200000` twice, each in a fresh process:
@@ -11,7 +11,7 @@
    wall time and peak RSS of each, and for every cache size the exact hit ratio, the bounded
    estimate and its bounds, and whether the exact value lies inside them.
 3. With --salts S: how often the bounds hold. Four synthetic workloads of 20 k requests
-   (bench/kit/logs.py chained_workload: Zipf-popular system prompts, conversations, fresh
+   (testkit/logs.py chained_workload: Zipf-popular system prompts, conversations, fresh
    prompts), each folded S times with its block ids XOR-ed with a random salt (another
    hash sample each time) and a sample thinned to 1/128; prints the share of points outside
    their bounds and the spread of (estimate - exact) in standard errors.
@@ -40,7 +40,7 @@ EXACT = (
 
 def build(requests: int, store: Path) -> Path:
     code = (
-        "import sys; from pathlib import Path; from bench.kit.logs import build_mooncake_log; "
+        "import sys; from pathlib import Path; from testkit.logs import build_mooncake_log; "
         f"print(f'{{build_mooncake_log(Path(sys.argv[1]), {requests}):,}} blocks')"
     )
     return made_once(store / f"mooncake-{requests}.jsonl", code)
@@ -89,9 +89,9 @@ def compare(log: Path, folder: Path) -> None:
 
 
 def coverage(salts: int) -> None:
-    from bench.kit.logs import chained_workload
     from profiles.prefix import prefix_stats
     from profiles.prefix_bounded import LruFold
+    from testkit.logs import chained_workload
 
     bt, sizes = 16, [16 << k for k in range(16)]
     rng = np.random.default_rng(1)

@@ -2,7 +2,7 @@
 
 Generates a Parquet log (`--rows` requests: epoch timestamps, input and output tokens, a
 model column), uploads it to a real S3 API on loopback (moto's server, IAM enforced:
-bench/kit/s3_server.py), then profiles it twice, each in a fresh process: from the local file
+testkit/s3_server.py), then profiles it twice, each in a fresh process: from the local file
 (the baseline) and from `s3://`. Prints each run's peak RSS (the child's ru_maxrss from
 wait4) and wall-clock time, and the ratio s3 / local. Both runs take the chunked path
 (profiles.stream) once the log has over 4 M rows; the s3 run also streams the object once
@@ -27,7 +27,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.kit.s3_server import s3_server  # noqa: E402
+from testkit.s3_server import s3_server  # noqa: E402
 
 _PROFILE = (
     "import sys; from profiles.build import build_profile; "

@@ -259,9 +259,9 @@ def breakdown(log: Path, folder: Path) -> None:
 
 
 def text_throughput(n_requests: int, folder: Path) -> None:
-    from bench.kit.logs import build_openai_log
     from profiles.readers import read_requests
     from profiles.tokenize import ApproxTokenizer, chained_block_hashes
+    from testkit.logs import build_openai_log
 
     path, _, _ = build_openai_log(folder, n=n_requests, seed=2, usage=False)
     t0 = time.perf_counter()
@@ -309,11 +309,11 @@ PREFIX_BLOCKS = 10_000_000
 
 def text_log_memory(n_requests: int, folder: Path) -> None:
     """Wall time and peak RSS of `capplan profile` on an OpenAI-style log with prompt text
-    (bench/kit/logs.py), read whole and in chunks of a tenth of it; then the prefix
+    (testkit/logs.py), read whole and in chunks of a tenth of it; then the prefix
     statistics' own peak memory per block on PREFIX_BLOCKS synthetic blocks."""
     # Built in a child: the parent's resident memory would count as each later child's peak.
     in_child(
-        "import sys; from pathlib import Path; from bench.kit.logs import build_openai_log; "
+        "import sys; from pathlib import Path; from testkit.logs import build_openai_log; "
         "build_openai_log(Path(sys.argv[1]), n=int(sys.argv[2]), seed=3)",
         str(folder),
         str(n_requests),

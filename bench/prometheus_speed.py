@@ -3,7 +3,7 @@ the floor of fetching what it reads at the step.
 
     python bench/prometheus_speed.py [--instances 20] [--days 90] [--keep DIR] [--chunk 10000]
 
-1. Generates a vLLM fleet's metrics (bench/kit/prom_fleet.py: every family, the request counter
+1. Generates a vLLM fleet's metrics (testkit/prom_fleet.py: every family, the request counter
    and the running/waiting gauges at every 15 s scrape; histograms and prefix counters once an
    hour, which is where the reader reads them, to keep the backfill to minutes) and backfills
    them into a real Prometheus with promtool. With --keep DIR the TSDB stays there and later
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit.prom_fleet import STEP_S, PromServer, generate  # noqa: E402
+from testkit.prom_fleet import STEP_S, PromServer, generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATCH = '{job="vllm"}'

@@ -2,7 +2,7 @@
 
     python bench/real_engine_overload.py [--rate 22] [--repeats 3] [--out DIR]
 
-On a fresh server each time (the random tiny Llama of bench/kit/real_engine.py, 4 slots,
+On a fresh server each time (the random tiny Llama of testkit/real_engine.py, 4 slots,
 1 thread, preset A of bench/real_engine_prediction.py): 15 s of 8 closed-loop users, then
 40 s of open-loop Poisson arrivals at `--rate` req/s, as `capplan limit` runs its steps
 (planner.limit.live.run_stage). Prints per run the requests a second each stage ended and
@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from bench.kit.real_engine import build_random_llama  # noqa: E402
 from bench.settle_real_engine import preset_a_target  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
 from planner.limit.live import run_stage  # noqa: E402
+from testkit.real_engine import build_random_llama  # noqa: E402
 
 EVAL = re.compile(r"\|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens")  # not "prompt eval"
 

@@ -2,7 +2,7 @@
 
     python bench/real_engine_prediction.py [--out DIR] [--result FILE.json]
 
-1. Builds the random tiny Llama of bench/kit/real_engine.py and serves it with llama.cpp
+1. Builds the random tiny Llama of testkit/real_engine.py and serves it with llama.cpp
    (xllamacpp, SLOTS slots, 1 thread, continuous batching).
 2. A hardware entry of our own for this CPU (`this-cpu`), from measurements, written as a
    catalog (`catalog.yaml` in --out) next to the tiny model's shape (`tiny-llama`):
@@ -47,13 +47,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.kit.cpu_catalog import model_params, write_cpu_catalog  # noqa: E402
-from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import (  # noqa: E402
-    LlamaShape,
-    build_random_llama,
-    start_llama_server,
-)
 from contracts.limit import load_limit  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.fleet.calibration import Calibration, calibrate  # noqa: E402
@@ -62,6 +55,13 @@ from planner.limit.search import SearchConfig  # noqa: E402
 from planner.limit.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
+from testkit.cpu_catalog import model_params, write_cpu_catalog  # noqa: E402
+from testkit.profiles import make_profile  # noqa: E402
+from testkit.real_engine import (  # noqa: E402
+    LlamaShape,
+    build_random_llama,
+    start_llama_server,
+)
 
 SLOTS = 4
 N_CTX = 8192

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.kit.report_inputs import write_fixture  # noqa: E402
 from reports import render_report  # noqa: E402
 from reports.data import load_inputs  # noqa: E402
+from testkit.report_inputs import write_fixture  # noqa: E402
 
 GOAL_S = 10.0
 

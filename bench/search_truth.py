@@ -2,8 +2,8 @@
 
 `bench/limit_truth.py` runs `capplan limit` once per case against the real slot server: one
 draw of a noisy measurement. This runs the same search and steady-state rules (planner.limit.search,
-planner.limit.steady) against a simulated copy of each slot server (bench/kit/slot_probe.py), over
-many seeds, and prints how the found limit spreads around the truth (bench/kit/queue_truth.py:
+planner.limit.steady) against a simulated copy of each slot server (testkit/slot_probe.py), over
+many seeds, and prints how the found limit spreads around the truth (testkit/queue_truth.py:
 M/G/c under Poisson arrivals, or Erlang-B for the refusing server) and how long the levels
 would have taken in wall-clock time. Acceptance (issue 10): within 10 % of the truth and never
 more than 5 % above it.
@@ -18,7 +18,7 @@ window, 100 requests, levels up to 300 s, any pass counts, 2 repeats of a decidi
 `--method fast` (issue 28) runs the fast search (planner.limit.fast: characterise, predict,
 confirm on warm levels, correct the model by its own error) and today's measured search on
 the same seeds against a simulated server written apart from the model
-(bench/kit/sim_server.py), and prints per case: the median ratio to the truth, the 95th
+(testkit/sim_server.py), and prints per case: the median ratio to the truth, the 95th
 percentile of |error|, the share of seeds more than 5 % above the truth, the interval's
 coverage of the truth, the median minutes of load, and the runs that fell back to the
 measured search ("model inadequate"). Acceptance: p95 |error| <= 5 %, > 1.05 in at most 5 %
@@ -54,11 +54,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kit import fast_truth  # noqa: E402
-from bench.kit.limit_truth import CASES, TruthCase  # noqa: E402
-from bench.kit.queue_truth import loss_max_rate, mgc_max_rate  # noqa: E402
-from bench.kit.slot_probe import SlotQueue, search_slot_queue  # noqa: E402
 from planner.limit.steady import SteadyRules  # noqa: E402
+from testkit import fast_truth  # noqa: E402
+from testkit.limit_truth import CASES  # noqa: E402
+from testkit.search_cases import queue_of, truth_of  # noqa: E402
+from testkit.slot_probe import search_slot_queue  # noqa: E402
 
 PREVIOUS = SteadyRules(
     warmup_e2es=3.0, max_level_s=300.0, effective_requests=0.0, tail_requests=0.0, warmup_taus=0.0
@@ -70,25 +70,6 @@ PREVIOUS_SEARCH: dict[str, object] = {
     "max_pooled_s": None,
     "confidence": 0.95,
 }
-
-
-def queue_of(case: TruthCase) -> SlotQueue:
-    low, _, high = case.tokens.partition(":")
-    return SlotQueue(
-        slots=case.refuse_above or case.slots,
-        prefill_s=case.prefill_s,
-        per_token_s=case.per_token_s,
-        tokens=(int(low), int(high or low)),
-        refuse=bool(case.refuse_above),
-    )
-
-
-def truth_of(case: TruthCase, queue: SlotQueue) -> float:
-    service = queue.service_times(np.random.default_rng(12345), 20_000)
-    if queue.refuse:
-        return loss_max_rate(queue.slots, float(service.mean()), case.quantile)
-    first = np.full(service.size, queue.prefill_s)
-    return mgc_max_rate(service, first, queue.slots, case.ttft_threshold_s, case.quantile)
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
     python bench/settle_real_engine.py [--out DIR] [--overload RPS] [--rate RPS]
 
 llama.cpp learns that a request was cancelled only when a slot starts it. On a fresh server
-each time (the random tiny Llama of bench/kit/real_engine.py, 4 slots, 1 thread, preset A of
+each time (the random tiny Llama of testkit/real_engine.py, 4 slots, 1 thread, preset A of
 bench/real_engine_prediction.py), two levels as `capplan limit` runs them
 (planner.limit.live.run_stage): 20 s at `--overload` req/s, whose queued requests the load
 test cancels 1 s after it stops sending, then 20 s at `--rate` req/s. Once without the wait
@@ -25,14 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from bench.kit.profiles import make_profile  # noqa: E402
-from bench.kit.real_engine import LlamaServer, build_random_llama, start_llama_server  # noqa: E402
 from bench.real_engine_prediction import PRESET_A  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
 from planner.limit.live import run_stage  # noqa: E402
 from planner.loadtest.run import LoadTestConfig  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
+from testkit.profiles import make_profile  # noqa: E402
+from testkit.real_engine import LlamaServer, build_random_llama, start_llama_server  # noqa: E402
 
 LEVEL_S = 20.0
 

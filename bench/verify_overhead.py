@@ -3,7 +3,7 @@
 `python -m bench.verify_overhead [--steady-s 60] [--out DIR]` runs the setup of
 tests/integration/test_verify_nginx.py's wall-speed test (the plan's 3 A10-24GB instances at
 2.2 x the engine model's limit, nginx round-robin, speed 1, 60 / 10 / 40 s stages) on
-emulators that keep their own per-request timings (bench.kit.emulator_timelines), and prints
+emulators that keep their own per-request timings (testkit.emulator_timelines), and prints
 for the judged steady window: the client's TTFT (capplan's records), the servers' TTFT
 (handler start to the engine's first token), the engine model in virtual time on the
 arrivals and lengths each server logged, and the plan's simulation (its own draws: pooled as
@@ -26,13 +26,6 @@ import numpy as np
 import polars as pl
 from typer.testing import CliRunner
 
-from bench.kit.emulator_timelines import (
-    ServerTimeline,
-    TimelineEmulator,
-    start_timeline_emulator,
-)
-from bench.kit.profiles import make_profile
-from bench.kit.verify_truth import steady_window_perf_s
 from capplan.cli import app
 from contracts.plan import Plan
 from contracts.rundir import read_records, read_stages
@@ -44,6 +37,13 @@ from planner.slo.spec import parse_slo
 from planner.verify.nginx import nginx_balancer
 from planner.verify.simulate import plan_engine, simulate_stages
 from profiles.model import load_profile, save_profile
+from testkit.emulator_timelines import (
+    ServerTimeline,
+    TimelineEmulator,
+    start_timeline_emulator,
+)
+from testkit.profiles import make_profile
+from testkit.verify_truth import steady_window_perf_s
 
 GPU, MODEL, SLO = "A10-24GB", "llama-3.1-8b", "ttft:p95<=1s"
 

@@ -3,7 +3,7 @@
 `python -m bench.verify_truth [--peak-over-limit 2.9] [--steady-s 30] [--out DIR]` plans from
 the M/G/c truth's per-instance limit (`capplan plan --limit <truth>rps`), verifies at N and
 with one instance out of nginx's pool, and prints capplan's measured TTFT p95 beside the FCFS
-truth of the servers' own logs and the steady-state truth (bench.kit.verify_truth).
+truth of the servers' own logs and the steady-state truth (testkit.verify_truth).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench.kit.verify_truth import SlotFleetCase, run_case
+from testkit.verify_truth import SlotFleetCase, run_case
 
 
 def main() -> None:

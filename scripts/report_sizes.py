@@ -1,5 +1,5 @@
 """Print the size and page count of the capacity-baseline PDF of the test fixture
-(bench/kit/report_inputs.py): English, Chinese with the embedded CJK font `capplan report`
+(testkit/report_inputs.py): English, Chinese with the embedded CJK font `capplan report`
 would choose, and Chinese in reportlab's built-in STSong-Light (not embedded). The README's
 figures on font embedding come from this script.
 
@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pypdf import PdfReader  # noqa: E402
 
-from bench.kit.report_inputs import write_fixture  # noqa: E402
 from reports import render_report  # noqa: E402
 from reports.fonts import builtin_cjk_font, choose_cjk_font  # noqa: E402
+from testkit.report_inputs import write_fixture  # noqa: E402
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check contracts planner profiles locustfiles reports capplan tests bench scripts
+.venv/bin/ruff check contracts planner profiles locustfiles reports capplan testkit tests bench scripts
 echo "== mypy"
 .venv/bin/mypy
 echo "== mkdocs (the documentation site; warnings are errors: broken links, pages off the nav)"

@@ -1,7 +1,7 @@
 """What a probe measured while holding one load level, when to give a level up, and what a
 probe is: the interface between the limit search (planner.limit.search) and whatever holds the
 load — Locust against a live endpoint (planner.limit), the engine model in virtual time
-(planner.limit.predict), a simulated queue (bench/kit/slot_probe.py) or a fake in tests."""
+(planner.limit.predict), a simulated queue (testkit/slot_probe.py) or a fake in tests."""
 
 from __future__ import annotations
 

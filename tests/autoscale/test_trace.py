@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.kit.prom_fleet import END_EPOCH_S, STEP_S, rate_rps
 from planner.autoscale.trace import build_trace
 from profiles.presets import preset_profile
 from profiles.prometheus.stats import arrivals_from_steps
+from testkit.prom_fleet import END_EPOCH_S, STEP_S, rate_rps
 
 
 def test_clock_hours_rebuild_peaks_and_means() -> None:

@@ -1,5 +1,6 @@
-"""bench/ never imports tests/, and the product never imports bench/ (read with `ast`, lazy
-imports inside functions included)."""
+"""The layers around the product (read with `ast`, lazy imports inside functions included):
+testkit/ imports the product only; tests/ import the product and testkit/, never bench/;
+bench/ imports the product and testkit/, never tests/; the product imports none of them."""
 
 from __future__ import annotations
 
@@ -35,5 +36,18 @@ def test_the_product_never_imports_bench() -> None:
     assert _importers_of("bench", PRODUCT) == []
 
 
+def test_tests_never_import_bench() -> None:
+    assert _importers_of("bench", ("tests",)) == []
+
+
+def test_testkit_imports_neither_tests_nor_bench() -> None:
+    assert _importers_of("tests", ("testkit",)) == []
+    assert _importers_of("bench", ("testkit",)) == []
+
+
+def test_the_product_never_imports_testkit() -> None:
+    assert _importers_of("testkit", PRODUCT) == []
+
+
 def test_the_scan_sees_an_import() -> None:
-    assert _importers_of("bench", ("tests/bench",))  # this folder imports bench/
+    assert _importers_of("testkit", ("tests/bench",))  # this folder imports testkit/

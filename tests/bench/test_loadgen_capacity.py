@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.loadgen_capacity import Bisection, search
+from testkit.bisection import Bisection, search
 
 
 def _client(limit_rps: float, noisy_fail_at: float | None = None) -> Callable[[float], float]:

@@ -1,4 +1,4 @@
-"""The queueing truth (bench/kit/queue_truth.py) against textbook values: Erlang-B table
+"""The queueing truth (testkit/queue_truth.py) against textbook values: Erlang-B table
 entries, and M/M/1 and M/M/c wait quantiles from Erlang-C, P(W > t) = C(c, a) e^{-(cμ-λ)t}."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.kit.queue_truth import (
+from testkit.queue_truth import (
     erlang_b,
     erlang_b_max_load,
     erlang_c,

@@ -1,4 +1,4 @@
-"""bench/kit/real_engine.py without a server: a server that dies before it is ready."""
+"""testkit/real_engine.py without a server: a server that dies before it is ready."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.real_engine import LlamaServer, wait_ready
+from testkit.real_engine import LlamaServer, wait_ready
 
 
 def test_a_server_that_exits_says_its_code_and_its_log_tail(tmp_path: Path) -> None:

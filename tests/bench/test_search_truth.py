@@ -11,13 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from bench.kit import fast_truth
-from bench.kit.fast_driver import run_fast
-from bench.kit.limit_truth import REFUSING, SHORT, TruthCase
-from bench.kit.slot_probe import search_slot_queue
-from bench.search_truth import queue_of, truth_of
 from planner.limit.fast.steps import FastConfig
 from planner.slo.spec import parse_slo
+from testkit import fast_truth
+from testkit.fast_driver import run_fast
+from testkit.limit_truth import REFUSING, SHORT, TruthCase
+from testkit.search_cases import queue_of, truth_of
+from testkit.slot_probe import search_slot_queue
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_default_rules_land_within_ten_percent_below_and_five_above_the_truth(
 
 def test_the_fast_search_lands_on_the_truth_in_a_fraction_of_the_measured_time() -> None:
     """Characterise, predict, confirm and correct (planner.limit.fast) on the simulated ~0.7 s
-    slot server (bench/kit/sim_server.py, apart from the model), against the M/G/c truth.
+    slot server (testkit/sim_server.py, apart from the model), against the M/G/c truth.
     The measured search takes about 33 virtual minutes on this case (bench/search_truth.py)."""
     case = fast_truth.truth_cases()[0]
     truth = fast_truth.truth(case)
@@ -59,7 +59,7 @@ def test_the_fast_search_lands_on_the_truth_in_a_fraction_of_the_measured_time()
 
 def test_with_the_sizes_it_asks_the_fast_search_lands_on_a_heavy_tailed_truth() -> None:
     """16 slots, answers lognormal with CV 2, TTFT p95 within half a mean service: the M/G/c
-    truth (a million arrivals, bench/kit/fast_truth.py) depends on the rare long answers
+    truth (a million arrivals, testkit/fast_truth.py) depends on the rare long answers
     that hold slots. A load test knows the sizes it asks (its profile's; here the driver's
     draws): with them the search lands on the truth and its interval covers it. Control:
     sized by the answers its closed-loop steps returned (their longest rarely end in a

@@ -1,4 +1,4 @@
-"""bench/kit/vllm_engine.py without vLLM: its safetensors file read back by hand (no torch
+"""testkit/vllm_engine.py without vLLM: its safetensors file read back by hand (no torch
 here), and the stop of a server's whole process group."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.kit.vllm_engine import VllmServer, bfloat16_bits, write_safetensors
+from testkit.vllm_engine import VllmServer, bfloat16_bits, write_safetensors
 from tests.helpers.process_group import group_ended, live_in_group
 
 

@@ -15,6 +15,7 @@ PACKAGES = (
     "planner",
     "reports",
     "capplan",
+    "testkit",
     "tests",
     "bench",
 )

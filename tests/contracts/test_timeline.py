@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.report_inputs import write_fixture
 from contracts.run import RECORD_COLUMNS
 from contracts.rundir import RECORDS_FILE, read_stages
 from contracts.timeline import KV_METRIC, QUEUE_METRIC, build_timeline, run_timeline, server_gauges
+from testkit.report_inputs import write_fixture
 
 NO_METRICS = pl.DataFrame(schema={"t_s": pl.Float64, "name": pl.Utf8, "value": pl.Float64})
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine_published import FITS
-from bench.kit.published import Row, metric_value, read_table, scenario
 from planner.engine import RequestTimeline, simulate
+from testkit.published import Row, metric_value, read_table, scenario
+from testkit.published_fits import FITS
 from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 

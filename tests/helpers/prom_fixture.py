@@ -1,4 +1,4 @@
-"""The marks of a test module that needs a real Prometheus (bench/kit/prom_fleet.py runs it)."""
+"""The marks of a test module that needs a real Prometheus (testkit/prom_fleet.py runs it)."""
 
 from __future__ import annotations
 

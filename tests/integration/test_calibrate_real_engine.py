@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.calibration import CALIBRATION_SCHEMA, load_calibration_file
 
-real_engine = pytest.importorskip("bench.kit.real_engine")
-cpu_catalog = pytest.importorskip("bench.kit.cpu_catalog")
+real_engine = pytest.importorskip("testkit.real_engine")
+cpu_catalog = pytest.importorskip("testkit.cpu_catalog")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

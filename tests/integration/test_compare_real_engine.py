@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.limit import load_limit
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 
-real_engine = pytest.importorskip("bench.kit.real_engine")
+real_engine = pytest.importorskip("testkit.real_engine")
 
 # Left out of CI (its 30 minutes) unless CAPPLAN_LONG_TESTS=1.
 LONG = "about 2 minutes of llama.cpp: set CAPPLAN_LONG_TESTS=1 (test_compare.py stays)"

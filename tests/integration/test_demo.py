@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
-from bench.kit.pdf_check import page_problems
-from bench.kit.pdf_loose_ends import loose_ends
 from capplan.demo import DemoOptions, run_demo
 from contracts.limit import LimitResult
 from contracts.plan import Plan
 from reports import render_report
+from testkit.pdf_check import page_problems
+from testkit.pdf_loose_ends import loose_ends
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -71,7 +71,7 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     said = r"The engine model, searched in virtual time under the same steady-? ?state rules"
     assert re.search(said, text), text
     # Every page reads cleanly: nothing off the page, no text over text, fonts embedded
-    # (bench.kit.pdf_check; the recovery chart's line labels once overlapped here).
+    # (testkit.pdf_check; the recovery chart's line labels once overlapped here).
     assert page_problems(Path(result.pdf)) == []
     # and no loose ends (issue 61: a nearly empty page, a unit-less column, a path broken
     # inside a name, the method of another search...), in English and in Chinese

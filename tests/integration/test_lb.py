@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.stream_server import start_server
 from capplan.cli import app
 from planner.verify.nginx import free_port
+from testkit.stream_server import start_server
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

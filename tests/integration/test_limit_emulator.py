@@ -20,7 +20,6 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.limit import load_limit
 from contracts.rundir import read_records, read_stages
@@ -37,6 +36,7 @@ from planner.loadtest.netutil import free_port
 from planner.slo.spec import Slo, parse_slo
 from planner.slo.verdict import evaluate
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 
 pytestmark = pytest.mark.integration
 

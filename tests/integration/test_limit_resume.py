@@ -15,12 +15,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
 from contracts.limit import load_limit
 from contracts.rundir import read_records, read_run_info, read_work_json
 from contracts.searchlog import read_search_log
 from planner.emulator import emulator_subprocess
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 from tests.integration.test_limit_emulator import _engine
 
 pytestmark = pytest.mark.integration

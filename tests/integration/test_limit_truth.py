@@ -3,7 +3,7 @@
 Each test starts the slot server (c FIFO request slots, known service times; or refusals
 with HTTP 429 beyond N active requests), runs the real `capplan limit` CLI on it with default
 settings (first level at half the server's capacity), and computes the truth from the
-service times the server logged during that run (bench/kit/limit_truth.py): an M/G/c
+service times the server logged during that run (testkit/limit_truth.py): an M/G/c
 FCFS simulation under Poisson arrivals, or Erlang-B for the refusing server. The found limit
 must lie within 10 % of the truth and never more than 5 % above it. `pytest -s` prints both.
 Under the default rules each case takes tens of minutes (levels near the limit run until
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.limit_truth import LONG, REFUSING, SHORT, TruthCase, run_case
+from testkit.limit_truth import LONG, REFUSING, SHORT, TruthCase, run_case
 
 pytestmark = [pytest.mark.integration]
 

@@ -15,13 +15,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.stream_server import start_server
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.arrivals import arrival_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
+from testkit.stream_server import start_server
 from tests.helpers.missing import missing
 from tests.helpers.shared_data import AZURE_CONV
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.kit.profiles import make_profile
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records
 from planner.engine import build_engine_config
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
 from tests.helpers.emulator_timings import emulator_with_timings
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def test_ttft_and_tpot_match_the_emulators_own_at_50_streams(tmp_path: Path) -> 
     # 3.2-5.1 ms over three runs (it was 8 ms before arrival was stamped at receipt); on
     # 2026-12-02, a slower day of the same machine, 6.2-9.6 ms over six runs (with the
     # emulator's prompt encoder before and after it got faster alike), so the bound is 12 ms
-    # here against 3 ms for bench/kit/stream_server.py, whose own timings are stamped at the
+    # here against 3 ms for testkit/stream_server.py, whose own timings are stamped at the
     # socket writes.
     assert own_ttft <= s.ttft_s.p50 <= own_ttft + 0.012, (s.ttft_s.p50, own_ttft)
     assert not read_records(tmp_path / "run")["tokens_estimated"].any()

@@ -8,14 +8,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.stream_server import fault_message, start_server
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_stages
 from planner.emulator import running_emulator
 from planner.emulator.server import Faults
 from planner.engine import build_engine_config
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
+from testkit.stream_server import fault_message, start_server
 
 pytestmark = pytest.mark.integration
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.real_engine import build_random_llama, start_llama_server
 from contracts.rundir import read_records, read_server_metrics
 from locustfiles.stages import builtin_plan
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
+from testkit.real_engine import build_random_llama, start_llama_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

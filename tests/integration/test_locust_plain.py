@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from bench.kit.stream_server import ROOT, start_server
 from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.live import JSON_PATH, TAB_KEY
 from planner.loadtest.netutil import free_port
 from planner.loadtest.remote import locust_command
+from testkit.stream_server import ROOT, start_server
 
 pytestmark = pytest.mark.integration
 

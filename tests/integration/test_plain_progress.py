@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.stream_server import start_server
+from testkit.profiles import make_profile
+from testkit.stream_server import start_server
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.stream_server import start_server
 from capplan.cli import app
 from contracts.errors import PreflightError
 from contracts.rundir import read_stages
@@ -17,6 +16,7 @@ from planner.emulator import running_emulator
 from planner.engine import build_engine_config
 from planner.loadtest.netutil import free_port
 from planner.loadtest.preflight import check_base_url, preflight
+from testkit.stream_server import start_server
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.prom_fleet import served
 from capplan.cli import app
 from planner.emulator import running_emulator
 from planner.emulator.metrics import LENGTH_BUCKETS_TOKENS
 from planner.engine import build_engine_config
 from profiles.tokenize import synthetic_text
+from testkit.prom_fleet import served
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 pytestmark = NEEDS_PROMETHEUS

@@ -17,13 +17,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.stream_server import start_server
 from contracts.limit import load_limit
 from contracts.run import Stage, StagePlan, StageSummary
 from contracts.rundir import read_records, read_run_info, read_stages
 from locustfiles.arrivals import arrival_times
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
+from testkit.stream_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

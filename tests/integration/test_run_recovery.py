@@ -8,13 +8,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.slot_server import start_slot_server
 from contracts.run import Stage, StagePlan
 from contracts.rundir import read_records, read_stages
 from contracts.timeline import run_timeline
 from planner.loadtest.run import LoadTestConfig, run_loadtest
 from planner.slo.spec import parse_slo
+from testkit.profiles import make_profile
+from testkit.slot_server import start_slot_server
 
 pytestmark = pytest.mark.integration
 

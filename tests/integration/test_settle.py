@@ -10,12 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.profiles import make_profile
-from bench.kit.slot_server import start_slot_server
 from contracts.run import Stage
 from contracts.rundir import read_records
 from planner.limit.live import run_stage
 from planner.loadtest.run import LoadTestConfig
+from testkit.profiles import make_profile
+from testkit.slot_server import start_slot_server
 
 pytestmark = pytest.mark.integration
 

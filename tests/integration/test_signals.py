@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
-from bench.kit.report_inputs import write_fixture
-from bench.kit.stream_server import start_server
 from capplan.cli import app
 from contracts.rundir import read_records, read_run_info, read_stages
+from testkit.profiles import make_profile
+from testkit.report_inputs import write_fixture
+from testkit.stream_server import start_server
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from bench.kit.slot_server import SlotServer, start_slot_server
+from testkit.slot_server import SlotServer, start_slot_server
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ took nothing.
 The emulators run 3x faster than wall time so the stages fit in CI; at that speed the
 client's and nginx's wall-clock costs triple in engine time, so the percentiles against the
 plan's simulation are checked at speed 1 with CAPPLAN_LONG_TESTS=1. The same holds against
-the slot servers' queueing truth (bench.kit.queue_truth's FCFS waits, code apart from
+the slot servers' queueing truth (testkit.queue_truth's FCFS waits, code apart from
 capplan's) in test_verify_slots.py.
 """
 

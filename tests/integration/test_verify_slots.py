@@ -3,7 +3,7 @@
 3 slot servers (4 FIFO slots, service 0.05 + 8..16 x 0.05 s) sit behind nginx's round-robin.
 The plan's count comes from the truth, not from capplan's engine model: the per-instance
 limit is the highest Poisson rate whose M/G/4 FCFS TTFT p95 holds `ttft:p95<=0.5s`
-(bench.kit.queue_truth, code apart from capplan's), given to `capplan plan --limit <x>rps`
+(testkit.queue_truth, code apart from capplan's), given to `capplan plan --limit <x>rps`
 as a limit measured elsewhere, at a peak of 2.9 x that limit: the plan says 3. The truth's
 steady state at that peak (Poisson arrivals dealt round-robin to 3 or 2 servers, and each
 instance alone under Poisson arrivals at peak / n) holds at 3 and fails at 2; `capplan
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.kit.verify_truth import CaseResult, SlotFleetCase, run_case
+from testkit.verify_truth import CaseResult, SlotFleetCase, run_case
 
 pytestmark = [
     pytest.mark.integration,

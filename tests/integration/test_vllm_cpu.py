@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.vllm_engine import build_random_llama_hf, start_vllm_server, vllm_python
 from locustfiles.openai_stream import StreamResult, read_stream, request_body
 from planner.calibrate.probes import Target, server_kv
 from planner.verify.instances import read_samples
 from profiles.workload import RequestSpec
+from testkit.vllm_engine import build_random_llama_hf, start_vllm_server, vllm_python
 from tests.helpers.process_group import group_ended
 
 pytestmark = [

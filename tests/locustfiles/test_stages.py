@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError, InputError
 from locustfiles.stages import (
     OPEN_DEFAULT_S,
@@ -16,6 +15,7 @@ from locustfiles.stages import (
     locust_plan,
     resolve_plan,
 )
+from testkit.profiles import make_profile
 
 PROFILE = make_profile([(100, 10)], rate_rps=4.0, peak_to_mean_10s=2.5)
 

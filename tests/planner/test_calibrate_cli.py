@@ -11,7 +11,6 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.calibration import KvCapacity
 from contracts.jsonio import write_model
@@ -19,6 +18,7 @@ from planner.calibrate import CalibrateOptions, Target, fit_measured
 from planner.calibrate.measure import probe_plan
 from planner.engine import build_engine_config
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 from tests.planner.calibrate_synthetic import synthetic
 
 runner = CliRunner()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitLevel, LimitResult, LittlesLaw
 from planner.capacity.arithmetic import (
@@ -23,6 +22,7 @@ from planner.capacity.arithmetic import (
     sensitivity,
     window_rate_quantile,
 )
+from testkit.profiles import make_profile
 
 
 def _limit_json(tmp_path: Path, **overrides: object) -> Path:

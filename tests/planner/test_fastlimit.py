@@ -1,6 +1,6 @@
 """The fast limit search's parts (planner.limit.fast): the server model against an FCFS queue
 computed by other code, misses and delays of load-test records, characterisation of a
-simulated slot server written apart from the model (bench/kit/sim_server.py), and the
+simulated slot server written apart from the model (testkit/sim_server.py), and the
 steady-state statistics against series whose answer is known."""
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.fast_driver import Driver
-from bench.kit.queue_truth import fcfs_waits
-from bench.kit.sim_server import INPUT_TOKENS, ServerSpec, SimServer
 from planner.limit.fast.characterise import (
     build_model,
     characterised,
@@ -34,6 +31,9 @@ from planner.limit.fast.model import ServerModel, serve
 from planner.limit.fast.stats import batch_means_se, mser5
 from planner.limit.fast.steps import Closed, FastConfig
 from planner.slo.spec import parse_slo
+from testkit.fast_driver import Driver
+from testkit.queue_truth import fcfs_waits
+from testkit.sim_server import INPUT_TOKENS, ServerSpec, SimServer
 
 
 def test_a_slot_model_serves_like_an_fcfs_queue_computed_elsewhere() -> None:

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
-from bench.kit.report_inputs import build_limit
 from capplan.cli import app, parse_share
 from contracts.errors import ConfigError
+from testkit.profiles import make_profile
+from testkit.report_inputs import build_limit
 
 DEAD = "http://127.0.0.1:9"
 LIVE = {

@@ -1,5 +1,5 @@
 """The fast search on users (planner.limit.fast.closed, issue 47): the characterised model's
-closed loop against a closed-loop FCFS queue written apart from it (bench/kit/queue_truth.py
+closed loop against a closed-loop FCFS queue written apart from it (testkit/queue_truth.py
 `closed_ttfts`), and the measured levels a concurrency answer rests on (N must hold, N + 1
 must fail) on a server whose latency curve is known in closed form."""
 
@@ -11,7 +11,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.queue_truth import closed_max_users, closed_ttfts
 from planner.limit.config import SearchConfig
 from planner.limit.fast.closed import (
     RETRY_S,
@@ -25,6 +24,7 @@ from planner.limit.fast.result import seeded
 from planner.limit.fast.steps import FastConfig, FastResult
 from planner.limit.search import run_search
 from planner.slo.spec import parse_slo
+from testkit.queue_truth import closed_max_users, closed_ttfts
 from tests.planner.test_search import Z95, CurveProbe
 
 # (slots, prefill s, s a token, answer tokens, TTFT p95 threshold s, refuses): the truth

@@ -15,9 +15,6 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.fast_driver import Driver
-from bench.kit.profiles import make_profile
-from bench.kit.sim_server import ServerSpec
 from capplan.cli import app
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitResult
@@ -32,6 +29,9 @@ from planner.limit.run import search_limit
 from planner.slo.spec import parse_slo
 from profiles.model import save_profile
 from profiles.presets import preset_profile
+from testkit.fast_driver import Driver
+from testkit.profiles import make_profile
+from testkit.sim_server import ServerSpec
 from tests.planner.test_search import CurveProbe
 
 SLO = "ttft:p95<=1s"
@@ -264,7 +264,7 @@ def test_cli_refuses_a_fresh_search_into_a_run_and_points_to_resume(tmp_path: Pa
 
 class ScriptedServer:
     """A server that answers the search's i-th step with what a simulated slot server
-    (bench/kit/fast_driver.py) measured at the i-th step of a search never stopped, so a
+    (testkit/fast_driver.py) measured at the i-th step of a search never stopped, so a
     stopped and resumed search sees what the whole one saw; it refuses a step the whole
     search did not ask for at that point, and its `stop_at`-th call is stopped mid-step."""
 

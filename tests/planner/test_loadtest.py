@@ -9,7 +9,6 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.recovery import recovery_curve
 from contracts.run import RECORD_COLUMNS, Stage, StagePlan
@@ -17,6 +16,7 @@ from contracts.rundir import read_records
 from locustfiles.recorder import RECORD_NAMES, RECORDS_PARTS, PartWriter
 from locustfiles.summary import summarize_stage
 from planner.loadtest.run import LoadTestConfig, run_loadtest
+from testkit.profiles import make_profile
 
 STAGE = Stage(name="s", duration_s=10.0, rate_rps=2.0)
 
@@ -152,7 +152,7 @@ def test_read_records_includes_unmerged_parts(tmp_path: Path) -> None:
 def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text("stages:\n  - {name: a, duration_s: 1, rate_rps: 1, arrival: sometimes}\n")
-    from bench.kit.profiles import make_profile
+    from testkit.profiles import make_profile
 
     prof = tmp_path / "p.json"
     prof.write_text(make_profile([(10, 2)]).to_json())

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from bench.kit.profiles import make_profile
 from contracts.errors import ConfigError
 from contracts.plan import Plan
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan, gpu_memory, mean_context_tokens
 from planner.engine import build_engine_config
+from testkit.profiles import make_profile
 
 
 def test_kv_and_weight_arithmetic_for_llama_8b_on_h100() -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from contracts.limit import LimitLevel, LimitResult
 from contracts.plan import Plan
 from planner.engine import build_engine_config
 from planner.fleet.calibration import level_metrics
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 
 runner = CliRunner()
 

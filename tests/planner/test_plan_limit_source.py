@@ -8,9 +8,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
-from bench.kit.report_inputs import build_limit
 from capplan.cli import app
+from testkit.profiles import make_profile
+from testkit.report_inputs import build_limit
 
 
 def _plan(tmp_path: Path, limit: str) -> tuple[str, dict[str, object]]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.logs import build_openai_log
 from capplan.cli import app
 from profiles.model import load_profile
+from testkit.logs import build_openai_log
 
 runner = CliRunner()
 

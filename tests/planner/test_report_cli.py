@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.report_inputs import write_fixture
 from capplan.cli import app
+from testkit.report_inputs import write_fixture
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
-from bench.kit.report_inputs import build_limit
 from capplan.cli import app
+from testkit.profiles import make_profile
+from testkit.report_inputs import build_limit
 
 
 @pytest.fixture

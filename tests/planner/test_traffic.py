@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.kit.profiles import make_profile
 from planner.engine import build_engine_config, simulate
 from planner.fleet.traffic import BurstWindow, arrival_times_s, profile_requests, shape_block_hashes
 from profiles.presets import preset_profile
 from profiles.workload import MessageShape
+from testkit.profiles import make_profile
 
 CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b")
 

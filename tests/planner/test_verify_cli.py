@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from profiles.model import save_profile
+from testkit.profiles import make_profile
 
 runner = CliRunner()
 

@@ -137,11 +137,11 @@ def test_a_replayed_steady_stage_is_simulated_with_the_logs_own_requests(tmp_pat
     up and cut as the load test does: counted here by hand) and its lengths; the burst and
     recovery stay drawn from the profile. The log's prompts (4,000 tokens) are ten times the
     profile's, so the steady stage's first tokens come later than the profile's would."""
-    from bench.kit.profiles import make_profile
     from contracts.run import Stage, StagePlan
     from planner.engine import build_engine_config
     from planner.verify.options import VerifyOptions, verify_stages
     from planner.verify.simulate import simulate_stages
+    from testkit.profiles import make_profile
 
     log = tmp_path / "log.parquet"
     arrivals = [0.5 * k for k in range(60)]  # 2 req/s for 30 log seconds

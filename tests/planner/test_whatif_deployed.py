@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
 from capplan.cli import app
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
+from testkit.profiles import make_profile
 
 HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 

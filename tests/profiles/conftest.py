@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.logs import build_openai_log
+from testkit.logs import build_openai_log
 from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 

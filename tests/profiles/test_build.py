@@ -103,7 +103,7 @@ def test_group_by_a_table_column(tmp_path: Path) -> None:
 
 
 def test_openai_iso_timestamps_and_prompt_strings(tmp_path: Path) -> None:
-    from bench.kit.logs import write_jsonl
+    from testkit.logs import write_jsonl
 
     f = write_jsonl(
         tmp_path / "c.jsonl",

@@ -16,11 +16,11 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from bench.kit.logs import write_jsonl
 from capplan.cli import app
 from profiles.model import Profile, load_profile
 from profiles.readers.base import LONG_LINE_REASON, MAX_LINE_BYTES, read_lines
 from profiles.tokenize import synthetic_text
+from testkit.logs import write_jsonl
 
 runner = CliRunner()
 

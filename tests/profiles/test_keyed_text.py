@@ -7,11 +7,11 @@ import subprocess
 import sys
 from itertools import islice
 
-from bench.kit.profiles import make_profile
 from planner.fleet.traffic import shape_block_hashes
 from profiles.model import SharedPrefix
 from profiles.tokenize import ApproxTokenizer, chained_block_hashes, keyed_text
 from profiles.workload import WorkloadStream, render_messages
+from testkit.profiles import make_profile
 
 TOK = ApproxTokenizer()
 BLOCK = 16

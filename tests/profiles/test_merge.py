@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.logs import build_openai_log
 from capplan.cli import app
 from profiles.build import build_profile
 from profiles.merge import merge_profiles
 from profiles.model import Profile, load_profile, save_profile
+from testkit.logs import build_openai_log
 
 runner = CliRunner()
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.kit.logs import chained_workload
 from profiles import prefix_bounded
 from profiles.build import build_profile
 from profiles.merge import merge_profiles
 from profiles.prefix import prefix_stats
 from profiles.prefix_bounded import LruFold
+from testkit.logs import chained_workload
 from tests.profiles.test_stats import _lru_brute
 
 BT = 16

@@ -1,7 +1,7 @@
 """`capplan profile prometheus:URL` against a real Prometheus holding a synthetic vLLM fleet.
 
 The fleet (2 instances, one day at 15 s scrapes, one instance restarting a third of the way in)
-comes from bench/kit/prom_fleet.py, which keeps what it drew: every figure below is
+comes from testkit/prom_fleet.py, which keeps what it drew: every figure below is
 checked against that truth, within the resolution the step and the buckets allow (stated at
 each check), never against capplan itself. Backfilling the day with promtool takes about 15 s,
 once for the module.
@@ -20,7 +20,13 @@ import yaml
 from pypdf import PdfReader
 from typer.testing import CliRunner
 
-from bench.kit.prom_fleet import (
+from capplan.cli import app
+from contracts.errors import InputError
+from profiles.arrivals import clock_hour_peaks
+from profiles.model import load_profile
+from profiles.prometheus.build import PromSource, build_prometheus_profile
+from profiles.prometheus.client import Grid, PromClient
+from testkit.prom_fleet import (
     LEN_EDGES,
     STEP_S,
     TTFT_EDGES_S,
@@ -30,13 +36,7 @@ from bench.kit.prom_fleet import (
     generate,
     served,
 )
-from bench.kit.report_inputs import write_fixture
-from capplan.cli import app
-from contracts.errors import InputError
-from profiles.arrivals import clock_hour_peaks
-from profiles.model import load_profile
-from profiles.prometheus.build import PromSource, build_prometheus_profile
-from profiles.prometheus.client import Grid, PromClient
+from testkit.report_inputs import write_fixture
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 pytestmark = NEEDS_PROMETHEUS

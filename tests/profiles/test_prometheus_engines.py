@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.prom_fleet import (
+from capplan.cli import app
+from profiles.model import load_profile
+from testkit.prom_fleet import (
     SGLANG_NAMES,
     PromServer,
     Truth,
     generate,
     served,
 )
-from capplan.cli import app
-from profiles.model import load_profile
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 pytestmark = NEEDS_PROMETHEUS

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.prom_fleet import PromServer, Truth, generate, served
 from capplan.cli import app
 from profiles.model import Profile, load_profile
 from profiles.prometheus.engines import ENGINES, resolve
+from testkit.prom_fleet import PromServer, Truth, generate, served
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 OLD_NAMES: dict[str, str | None] = {

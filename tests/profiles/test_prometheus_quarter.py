@@ -1,7 +1,7 @@
 """A quarter from Prometheus: 90 days of a two-instance vLLM fleet with daily and weekly shape and
 2 % growth a week, backfilled into a real Prometheus, profiled and reviewed.
 
-The generator (bench/kit/prom_fleet.py) keeps every request it drew; each figure is checked
+The generator (testkit/prom_fleet.py) keeps every request it drew; each figure is checked
 against that truth within what the step (15 s) and the buckets allow, stated at each check.
 Only what a quarter adds to tests/profiles/test_prometheus.py is written: the request counter
 at every 15 s scrape, the length histograms and prefix-cache counters once an hour (the reader
@@ -21,9 +21,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.kit.prom_fleet import LEN_EDGES, STEP_S, PromServer, Truth, generate, served
 from capplan.cli import app
 from profiles.model import load_profile
+from testkit.prom_fleet import LEN_EDGES, STEP_S, PromServer, Truth, generate, served
 from tests.helpers.prom_fixture import NEEDS_PROMETHEUS
 
 pytestmark = NEEDS_PROMETHEUS

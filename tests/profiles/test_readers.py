@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 import zstandard
 
-from bench.kit.logs import write_jsonl
 from contracts.errors import InputError
 from profiles.readers import READERS, detect_format, read_requests
 from profiles.samples import sample_path
+from testkit.logs import write_jsonl
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 

@@ -15,11 +15,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.logs import build_openai_log
-from bench.kit.s3_server import S3Server, s3_server
 from capplan.cli import app
 from profiles.build import build_profile
 from profiles.remote import glob_regex, is_remote
+from testkit.logs import build_openai_log
+from testkit.s3_server import S3Server, s3_server
 from tests.helpers.range_server import range_server
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.kit.logs import build_openai_log
 from contracts.errors import InputError
 from profiles.build import build_profile
 from profiles.fold import RANK_SAMPLE_PAIRS
 from profiles.model import Profile
+from testkit.logs import build_openai_log
 
 SKIP_KEYS = {"created_at", "read_in_chunks", "sampler"}
 

@@ -6,10 +6,10 @@ from itertools import islice
 
 import numpy as np
 
-from bench.kit.profiles import make_profile
 from profiles.model import SharedPrefix
 from profiles.tokenize import ApproxTokenizer
 from profiles.workload import WorkloadStream, render_messages
+from testkit.profiles import make_profile
 
 TOK = ApproxTokenizer()
 

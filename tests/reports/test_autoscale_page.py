@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from reportlab.platypus import Paragraph, Table
 
-from bench.kit.report_inputs import write_fixture
 from capplan.commands.autoscale_opts import parse_autoscale
 from planner.autoscale.run import study_autoscaling
 from reports import words_for
 from reports.data import load_inputs
 from reports.pages.autoscale import label, page_autoscale
 from reports.pages.context import ReportContext
+from testkit.report_inputs import write_fixture
 
 
 def _texts(flowables: list) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.kit.report_inputs import write_fixture
 from contracts.errors import InputError
 from reports.data import load_inputs, load_plan
+from testkit.report_inputs import write_fixture
 
 
 def test_bad_plan_names_file_and_field(tmp_path: Path) -> None:

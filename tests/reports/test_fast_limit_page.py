@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.kit.report_inputs import write_fixture
 from contracts.limit import FastSearchRecord
 from reports import words_for
 from reports.data import load_inputs
 from reports.pages.context import ReportContext
 from reports.pages.limit import limit_evidence, limit_sentence
+from testkit.report_inputs import write_fixture
 
 
 @pytest.mark.parametrize(("lang", "found"), [("en", "fast search"), ("zh", "快速搜索")])

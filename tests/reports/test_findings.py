@@ -3,10 +3,10 @@ wording over the same figures, with no English sentence in it, and English reads
 
 from __future__ import annotations
 
-from bench.kit.pdf_check import english_runs
 from contracts.finding import FINDINGS_EN, Finding, FindingValue, template_fields
 from reports.i18n import Words
 from reports.i18n.findings import FINDINGS_ZH, finding_text
+from testkit.pdf_check import english_runs
 
 # A figure or name for every value a wording uses.
 SAMPLE: dict[str, FindingValue] = {

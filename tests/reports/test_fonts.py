@@ -23,13 +23,13 @@ from PIL import Image
 from reportlab.pdfbase.ttfonts import TTFontFile
 from typer.testing import CliRunner
 
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from capplan.cli import app
 from contracts.errors import InputError
 from reports import fonts, render_report
 from reports.fonts import BUILTIN_CJK_FONT, ENV_VAR, SHIPPED_CJK_FONT, choose_cjk_font
 from reports.i18n import STRINGS, Words
 from reports.layout import Styles
+from testkit.report_inputs import FixturePaths, write_fixture
 
 VERA = Path(reportlab.__file__).parent / "fonts" / "Vera.ttf"  # Latin only: no U+4E2D
 TITLE_CJK = STRINGS["zh"]["doc_title"].split("{")[0].rstrip(":")  # 容量基线

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.rundir import read_records, read_stages, write_stages
 from planner.loadtest.run import judge_stages
 from planner.slo.spec import parse_slo
@@ -13,6 +12,7 @@ from reports import words_for
 from reports.data import load_inputs
 from reports.pages.context import ReportContext
 from reports.pages.loadtest import stage_table
+from testkit.report_inputs import FixturePaths, write_fixture
 
 
 def _cells(paths: FixturePaths) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""The report without loose ends (issue 61), read as a reader sees it (bench.kit.pdf_loose_ends):
+"""The report without loose ends (issue 61), read as a reader sees it (testkit.pdf_loose_ends):
 on the fixture's report made to hold every trap the demo fell into (a fast answer, a level
 stopped early, requests cancelled in flight, one user, long input paths, two routers' lines
 through the same points), in English and Chinese; and the check itself fails on a page that
@@ -14,12 +14,12 @@ import pytest
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen.canvas import Canvas
 
-from bench.kit.pdf_loose_ends import loose_ends
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from contracts.limit import FastSearchRecord, LimitResult
 from contracts.plan import Plan
 from contracts.run import RunInfo, StageSummary
 from reports import render_report
+from testkit.pdf_loose_ends import loose_ends
+from testkit.report_inputs import FixturePaths, write_fixture
 
 DEEP = "a-folder-name-long-enough/that-the-appendix-has-to-wrap/its-input-paths"
 

@@ -9,13 +9,13 @@ import pytest
 from reportlab.graphics.shapes import Drawing
 from reportlab.platypus import Paragraph
 
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from reports import words_for
 from reports.data import ReportInputs, load_inputs
 from reports.layout import NoChart
 from reports.pages.context import ReportContext
 from reports.pages.limit import chart_attainment, chart_limit
 from reports.pages.workload import chart_hours, chart_prefix
+from testkit.report_inputs import FixturePaths, write_fixture
 
 
 @pytest.fixture(scope="module")

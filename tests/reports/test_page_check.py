@@ -1,5 +1,5 @@
 """Every page of the baseline (with its what-if and compare section), the section alone and a
-deliberately broken page, read as a reader sees them (bench.kit.pdf_check): no text outside the
+deliberately broken page, read as a reader sees them (testkit.pdf_check): no text outside the
 page, over other text or cut by a shaded box's edge, every font other than the standard 14
 embedded, and no English sentence in a Chinese document. The review's PDFs are checked where
 they are made (tests/review/test_review_cli.py)."""
@@ -15,12 +15,12 @@ from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.pdfgen.canvas import Canvas
 
-from bench.kit.pdf_check import english_runs, page_problems
-from bench.kit.report_inputs import build_run
 from contracts.finding import FINDINGS_EN, Finding
 from contracts.plan import Plan
 from planner.capacity.arithmetic import HostRule
 from planner.fleet.check import fleet_verdict
+from testkit.pdf_check import english_runs, page_problems
+from testkit.report_inputs import build_run
 from tests.reports.test_findings import SAMPLE
 from tests.reports.which_inputs import Inputs, run_cli
 

@@ -14,7 +14,9 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
-from bench.kit.report_inputs import (
+from reports import render_report
+from reports.i18n import STRINGS
+from testkit.report_inputs import (
     REFUSED_MESSAGE,
     FixturePaths,
     build_limit,
@@ -23,8 +25,6 @@ from bench.kit.report_inputs import (
     build_run,
     write_fixture,
 )
-from reports import render_report
-from reports.i18n import STRINGS
 
 GENERATED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.kit.report_inputs import build_plan, write_fixture
 from reports.data import load_inputs
 from reports.i18n import Words
 from reports.pages.context import ReportContext
 from reports.pages.risks import risk_items
+from testkit.report_inputs import build_plan, write_fixture
 
 
 def _risks(tmp_path: Path, kv_headroom: float) -> list[tuple[str, str, str]]:

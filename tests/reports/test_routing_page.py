@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pypdf import PdfReader
 
-from bench.kit.report_inputs import write_fixture
 from contracts.plan import FleetCheck, FleetPoint, Plan, RouterCount
 from reports import render_report
+from testkit.report_inputs import write_fixture
 
 
 def _fleet() -> FleetCheck:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.kit.report_inputs import write_fixture
 from capplan.cli import app
 from contracts.digest import sha256_of
 from contracts.finding import Finding
 from contracts.run import Stage, StagePlan
 from contracts.verify import Figures, InstanceLoad, Phase, Spread, Verify
+from testkit.report_inputs import write_fixture
 
 runner = CliRunner()
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench.kit.report_inputs import FixturePaths, write_fixture
 from capplan.cli import app
 from contracts.limit import LimitResult, write_limit
 from planner.engine import build_engine_config
@@ -20,6 +19,7 @@ from planner.limit.result import build_limit_result
 from planner.slo.spec import parse_slo
 from planner.whatif.virtual import virtual_limit
 from profiles.model import load_profile
+from testkit.report_inputs import FixturePaths, write_fixture
 
 SLO = "ttft:p95<=2s"  # the fixture's limit was searched under it
 PEAK_RPS = "42"  # the fixture plan's peak

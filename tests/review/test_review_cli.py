@@ -13,14 +13,14 @@ import yaml
 from PIL import Image
 from typer.testing import CliRunner
 
-from bench.kit.pdf_check import page_problems
-from bench.kit.pdf_loose_ends import loose_ends
 from capplan.cli import app
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.review.build import load_service_profile
 from planner.review.config import load_review
 from reports.review.words import REVIEW_STRINGS
+from testkit.pdf_check import page_problems
+from testkit.pdf_loose_ends import loose_ends
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "review.yaml"
 
@@ -139,7 +139,7 @@ def test_review_strings_same_keys() -> None:
 
 def test_every_page_reads_cleanly_in_both_languages(reviews: Path) -> None:
     """No text outside a page, over other text or cut by a shaded box's edge; no font left
-    out; no English sentence in the Chinese review (bench.kit.pdf_check)."""
+    out; no English sentence in the Chinese review (testkit.pdf_check)."""
     for name, english in (("q4", False), ("q4-zh", True)):
         problems = page_problems(reviews / f"{name}.pdf", english=english)
         assert not problems, "\n".join(problems[:20])
@@ -176,7 +176,7 @@ def test_each_service_gets_its_alert_rules_and_dashboard(reviews: Path) -> None:
 def test_no_loose_ends_in_either_language(reviews: Path) -> None:
     """No nearly empty page (a service's short cross-checks page once stood alone), no
     heading at a page's foot, no path or input name broken inside a word, no "1 instances"
-    (bench.kit.pdf_loose_ends)."""
+    (testkit.pdf_loose_ends)."""
     inputs = json.loads((reviews / "q4.json").read_text())["inputs"]
     names = [d["path"] for d in inputs] + [d["role"] for d in inputs]
     for name, lang in (("q4", "en"), ("q4-zh", "zh")):

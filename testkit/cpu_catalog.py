@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.kit.real_engine import LlamaShape
+from testkit.real_engine import LlamaShape
 
 NOMINAL_FLOPS = 50e9
 NOMINAL_BANDWIDTH_BYTES_PER_S = 50e9

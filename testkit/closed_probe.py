@@ -1,6 +1,6 @@
 """capplan's measured search on users, holding closed-loop levels on a simulated slot server
-(bench/kit/sim_server.py) in virtual time: the concurrency counterpart of
-bench/kit/fast_truth.py's SpecProbe, used by bench/limit_concurrency_truth.py.
+(testkit/sim_server.py) in virtual time: the concurrency counterpart of
+testkit/fast_truth.py's SpecProbe, used by bench/limit_concurrency_truth.py.
 
 A level is `users` clients that each send again as soon as their answer ends (a refused one
 `RETRY_S` later), as locustfiles/driver.py runs a closed stage. It is watched as a live level
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from bench.kit.fast_driver import RETRY_S
-from bench.kit.sim_server import ServerSpec, SimServer
 from planner.limit.predict import censor, watch_level
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.limit.steady import SteadyRules, assess
 from planner.slo.spec import Slo
+from testkit.fast_driver import RETRY_S
+from testkit.sim_server import ServerSpec, SimServer
 
 
 def closed_level(spec: ServerSpec, users: int, span_s: float, seed: list[int]) -> pl.DataFrame:

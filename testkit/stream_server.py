@@ -4,7 +4,7 @@ It answers /v1/chat/completions and /v1/completions with `max_tokens` content ch
 first after `ttft_s`, then one every `itl_s` (sleeps scheduled on absolute deadlines), then
 a usage chunk and `[DONE]`. It keeps its own timings per request (first chunk written minus
 request received, and the mean gap between chunks) at GET /timings, and serves a Prometheus
-/metrics page. Run as a subprocess: `python -m bench.kit.stream_server --port P ...`;
+/metrics page. Run as a subprocess: `python -m testkit.stream_server --port P ...`;
 `start_server()` does that and waits until it answers.
 
 With `faults` (e.g. `ok,429,500,503,cut,400`) the n-th request received gets the
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bench.kit.server_app import Sample, server_app
 from planner.loadtest.netutil import free_port
 from profiles.tokenize import ApproxTokenizer
+from testkit.server_app import Sample, server_app
 
 ROOT = Path(__file__).resolve().parents[2]
 _TOKENIZER = ApproxTokenizer()
@@ -225,7 +225,7 @@ def start_server(
         args += ["--max-out", str(max_out)]
     if faults:
         args += ["--faults", ",".join(faults)]
-    return launch("bench.kit.stream_server", args, deadline_s=deadline_s)
+    return launch("testkit.stream_server", args, deadline_s=deadline_s)
 
 
 def main() -> None:

@@ -4,8 +4,8 @@ path broken inside a name, chart lines hidden under each other, "1 instances", a
 only in its grammar, and a method section that describes another search than the one that
 found the answer.
 
-Read with PyMuPDF, as bench.kit.pdf_check reads a page; `loose_ends(pdf, ...)` returns one line
-per problem; `python -m bench.kit.pdf_check report.pdf` prints them with the page check's.
+Read with PyMuPDF, as testkit.pdf_check reads a page; `loose_ends(pdf, ...)` returns one line
+per problem; `python -m testkit.pdf_check report.pdf` prints them with the page check's.
 """
 
 from __future__ import annotations

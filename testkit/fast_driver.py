@@ -1,5 +1,5 @@
 """Runs the fast limit search (planner.limit.fast) against a simulated server
-(bench/kit/sim_server.py) in virtual time, counting every second the server was under load
+(testkit/sim_server.py) in virtual time, counting every second the server was under load
 or drained, as a live run would spend it."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.kit.sim_server import INPUT_TOKENS, ServerSpec, SimServer
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.search import Characterise, fast_search
 from planner.limit.fast.steps import Asked, Closed, FastConfig, FastResult, Open, Taken
+from testkit.sim_server import INPUT_TOKENS, ServerSpec, SimServer
 
 RETRY_S = 0.1
 

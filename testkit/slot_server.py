@@ -12,8 +12,8 @@ learns that a client went away only then, as llama.cpp does: a request cancelled
 waited still holds its slot for the prefill. GET /timings lists per request its arrival, slot
 start, first chunk, end (seconds on the server's perf_counter clock), tokens and flags;
 GET /metrics has vLLM's `vllm:num_requests_running` and `vllm:num_requests_waiting` gauges.
-Chunk format and process launch come from bench.kit.stream_server:
-`python -m bench.kit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
+Chunk format and process launch come from testkit.stream_server:
+`python -m testkit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass
 
 from aiohttp import web
 
-from bench.kit.server_app import Sample, server_app
-from bench.kit.stream_server import ServerProcess, launch, stream_tokens
 from profiles.tokenize import ApproxTokenizer
+from testkit.server_app import Sample, server_app
+from testkit.stream_server import ServerProcess, launch, stream_tokens
 
 _TOKENIZER = ApproxTokenizer()
 
@@ -254,7 +254,7 @@ def start_slot_server(
     args = ["--slots", str(slots), "--prefill", str(prefill_s), "--per-token", str(per_token_s)]
     args += ["--tokens", tokens, "--refuse-above", str(refuse_above), "--seed", str(seed)]
     args += ["--late-cancel"] if late_cancel else []
-    return SlotServer(launch("bench.kit.slot_server", args, deadline_s=deadline_s))
+    return SlotServer(launch("testkit.slot_server", args, deadline_s=deadline_s))
 
 
 def main() -> None:

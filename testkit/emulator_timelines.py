@@ -1,13 +1,13 @@
 """The emulator with its own per-request timings: the server side of a client's TTFT.
 
-`python -m bench.kit.emulator_timelines --port P --gpu A10-24GB --model llama-3.1-8b` serves
+`python -m testkit.emulator_timelines --port P --gpu A10-24GB --model llama-3.1-8b` serves
 planner.emulator's EmulatorServer (keeping every request's engine timeline) and adds
 GET /timelines: per request its arrival (the handler's start) and first token, in wall
 seconds on the host's time.monotonic clock (the engine's seconds at speed 1, mapped through
 the driver's start), its prompt and output tokens, with the driver's lag (`behind_s`,
 `resyncs`). A client's TTFT less
 this one is what the client, the proxy and the process scheduling added.
-`start_timeline_emulator()` launches it (bench.kit.stream_server.launch).
+`start_timeline_emulator()` launches it (testkit.stream_server.launch).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from bench.kit.stream_server import ServerProcess, launch
 from planner.emulator.server import EmulatorServer
 from planner.engine import build_engine_config
+from testkit.stream_server import ServerProcess, launch
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def start_timeline_emulator(
 ) -> TimelineEmulator:
     args = ["--gpu", gpu, "--model", model, "--seed", str(seed)]
     args += ["--served-model-name", model_name, "--stream-interval", str(stream_interval)]
-    return TimelineEmulator(launch("bench.kit.emulator_timelines", args, deadline_s=60.0))
+    return TimelineEmulator(launch("testkit.emulator_timelines", args, deadline_s=60.0))
 
 
 def main() -> None:

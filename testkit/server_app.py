@@ -1,6 +1,6 @@
 """The app skeleton the test servers share: OpenAI routes, JSON logs and a Prometheus page.
 
-bench.kit.stream_server and bench.kit.slot_server differ in how they answer a request and
+testkit.stream_server and testkit.slot_server differ in how they answer a request and
 which figures they keep; the routes and the /metrics text format are the same, and live here.
 """
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.kit.queue_truth import loss_max_rate, mgc_max_rate
-from bench.kit.slot_server import SlotTiming, start_slot_server
+from testkit.queue_truth import loss_max_rate, mgc_max_rate
+from testkit.slot_server import SlotTiming, start_slot_server
 
 CAPPLAN = Path(sys.executable).with_name("capplan")
 

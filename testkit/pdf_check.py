@@ -4,7 +4,7 @@ report, text outside the page, text drawn over other text, fonts not embedded.
 Word boxes and shaded boxes come from PyMuPDF (a test dependency), the fonts from poppler's
 `pdffonts`. Used by the report tests (tests/reports/test_page_check.py,
 tests/review/test_review_cli.py) and usable on any PDF capplan writes:
-`python -m bench.kit.pdf_check report.pdf` (with bench.kit.pdf_loose_ends's checks).
+`python -m testkit.pdf_check report.pdf` (with testkit.pdf_loose_ends's checks).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pymupdf
 
-from bench.kit.pdf_loose_ends import loose_ends
+from testkit.pdf_loose_ends import loose_ends
 
 # Latin words a Chinese report keeps: units, metric and product names, the CLI's own words.
 ALLOWED_WORDS = frozenset(

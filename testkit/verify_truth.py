@@ -1,7 +1,7 @@
 """`capplan verify` over slot servers behind nginx, checked against the queueing truth.
 
 A case is n slot servers (c FIFO slots, service prefill + n_tokens x per-token, the server's
-own answer lengths) and a TTFT percentile SLO. The truth is bench.kit.queue_truth's, code
+own answer lengths) and a TTFT percentile SLO. The truth is testkit.queue_truth's, code
 apart from capplan's:
 
 - the per-instance limit the plan is made with: the highest Poisson rate whose M/G/c FCFS
@@ -30,14 +30,14 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from bench.kit.profiles import make_profile
-from bench.kit.queue_truth import fcfs_waits, mgc_max_rate, ttft_quantile
-from bench.kit.slot_server import SlotServer, SlotTiming, start_slot_server
 from capplan.cli import app
 from contracts.rundir import read_run_info, read_stages
 from contracts.verify import Verify
 from planner.verify.nginx import nginx_balancer
 from profiles.model import save_profile
+from testkit.profiles import make_profile
+from testkit.queue_truth import fcfs_waits, mgc_max_rate, ttft_quantile
+from testkit.slot_server import SlotServer, SlotTiming, start_slot_server
 
 
 @dataclass(frozen=True)
