@@ -154,6 +154,10 @@ class FleetPoint(_Model):
     prefix_hit_ratio: float | None = Field(
         None, description="hit over queried prompt tokens, counted by the simulated engines"
     )
+    sampled_instances: int | None = Field(
+        None,
+        description="instances simulated with their share of the traffic (None: all of them)",
+    )
 
 
 class RouterCount(_Model):

@@ -21,6 +21,8 @@ from capplan.commands.autoscale_opts import (
 )
 from capplan.commands.console import FORMAT_HELP, check_format, print_result, print_routers
 from capplan.commands.shared import (
+    ExecutorOption,
+    FleetFull,
     GpuHourPrice,
     Headroom,
     PeakQuantile,
@@ -39,6 +41,7 @@ from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
+from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from profiles.model import load_profile
 
@@ -63,6 +66,9 @@ Examples:
 
   capplan plan --profile agent.json --limit 4rps --slo "ttft:p95<=2s" \\
       --routing prefix_aware,round_robin -o plans/routing.json
+
+  capplan plan --profile big.json --limit 17.7rps --slo "ttft:p95<=2s" \\
+      --executor dask://127.0.0.1:8786 -o plans/big.json
 
   capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
       --cold-start-s 120 -o plans/auto.json
@@ -130,8 +136,11 @@ def plan_command(
     cold_start_s: ColdStart = DEFAULT_COLD_START_S,
     autoscale_out: AutoscaleOut = None,
     deployment: Deployment = "default/vllm",
+    executor: ExecutorOption = "local",
+    fleet_full: FleetFull = False,
 ) -> None:
     check_format(output_format)
+    executor_spec = parse_executor(executor)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
@@ -178,6 +187,8 @@ def plan_command(
         ),
         routings=routings,
         routing_settings=settings,
+        executor=executor_spec,
+        fleet_shortcut=not fleet_full,
     )
     plan = build_plan(
         the_profile, the_limit, options, progress=lambda m: console.print(f"[dim]{m}[/dim]")

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from planner.fleet.executor import EXECUTOR_HELP
+
 # --- reaching the endpoint: loadtest, limit, calibrate
 
 ApiKeyEnv = Annotated[
@@ -98,5 +100,17 @@ PrefixThreshold = Annotated[
         "--prefix-threshold",
         help="The prefix router's threshold: the share of a prompt's blocks its best match "
         "must cover, in (0, 1]; below it the request goes to the least-loaded instance.",
+    ),
+]
+
+
+ExecutorOption = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
+FleetFull = Annotated[
+    bool,
+    typer.Option(
+        "--fleet-full",
+        help="Simulate every instance of each fleet size, not a few instances' share of the "
+        "traffic under round-robin, least-outstanding and power-of-two routing (slower at "
+        "hundreds of instances; the shortcut falls back to it where its bound fails).",
     ),
 ]
