@@ -17,6 +17,7 @@ from capplan.commands.console import (
     print_routers,
 )
 from capplan.commands.shared import (
+    ExecutorOption,
     GpuHourPrice,
     Headroom,
     PeakQuantile,
@@ -29,6 +30,7 @@ from capplan.commands.shared import (
 from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
+from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
@@ -122,8 +124,10 @@ def whatif_command(
     routing: RoutingOption = None,
     prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    executor: ExecutorOption = "local",
 ) -> None:
     check_format(output_format)
+    executor_spec = parse_executor(executor)
     routings = parse_routings(routing) if routing is not None else None
     check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
     from contracts.calibration import load_calibration_file
@@ -182,6 +186,7 @@ def whatif_command(
         ),
         routings=routings,
         routing_settings=RoutingSettings(prefix_threshold=prefix_threshold, seed=seed),
+        executor=executor_spec,
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None

@@ -17,6 +17,7 @@ import numpy as np
 from contracts.finding import Finding, FindingValue
 from contracts.plan import FleetCheck, FleetPoint, RouterCount
 from planner.engine import EngineConfig
+from planner.fleet.estimate import estimate_check
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.pool import FleetJob, FleetPool, Measured, workers_wanted
 from planner.fleet.routing import Routing, RoutingSettings
@@ -58,7 +59,8 @@ def fleet_check(
     point under a router that treats instances alike simulates a few instances' share of the
     traffic where its bound holds (`planner.fleet.sample`; the point's `sampled_instances`);
     without, every instance. `executor` says where the points run (`planner.fleet.executor`).
-    Raises ConfigError for
+    Before the first points, the check's cost is estimated from a timed probe and reported to
+    `progress` (`planner.fleet.estimate`). Raises ConfigError for
     a non-positive rate or duration.
     """
     wall0 = time.perf_counter()
@@ -112,6 +114,9 @@ def fleet_check(
             for routing in (routings if size == instances or not count_routers else routings[:1])
         ]
         pool.prefetch(base)
+        estimate = estimate_check(traffic, config, base, shortcut, pool.workers)
+        if progress is not None:
+            progress(estimate.sentence())
         points.extend(point(*key) for key in base)
         ideal = profile.prefix.ideal_hit_ratio
         routers = (
@@ -138,6 +143,9 @@ def fleet_check(
         verdict=verdict.english(),
         verdict_finding=verdict,
         wall_s=time.perf_counter() - wall0,
+        estimated_wall_s=estimate.wall_s,
+        estimated_full_wall_s=estimate.full_wall_s,
+        simulated_requests=sum(p.requests for p in points),
         slo=slo.text,
         arrivals=(
             f"{arrival_kind} renewal process at {rate_rps:.4g} req/s, inter-arrival CV "

@@ -163,6 +163,7 @@ class FleetPool:
         self._pending: dict[tuple[int, Routing], Future[Measured]] = {}
         self._executor: ProcessPoolExecutor | None = None
         self._dask = DaskPoints(executor, job) if executor.kind == "dask" else None
+        self.workers = self._dask.workers() if self._dask is not None else workers
         if workers > 1 and self._dask is None:
             self._executor = ProcessPoolExecutor(
                 max_workers=workers,
