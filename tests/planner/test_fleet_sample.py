@@ -75,7 +75,13 @@ def _checks(
     profile = preset_profile("chat", rate_rps=mean_rps)
     return tuple(  # type: ignore[return-value]
         fleet_check(
-            profile, CONFIG, rate_rps, instances, SLO, span_s, burst_factor=BURST,
+            profile,
+            CONFIG,
+            rate_rps,
+            instances,
+            SLO,
+            span_s,
+            burst_factor=BURST,
             shortcut=shortcut,
         )  # fmt: skip
         for shortcut in (True, False)
