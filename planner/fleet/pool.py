@@ -26,7 +26,9 @@ from planner.engine import EngineConfig
 from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
+    EXACT_SHARE,
     SYMMETRIC,
+    agree,
     bootstrap_agrees,
     first_sample_size,
     sub_indices,
@@ -70,21 +72,28 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     """Simulate `job`'s traffic against `size` instances routed by `routing`, and judge it.
 
     With the job's shortcut and a router in `SYMMETRIC`, k of the `size` instances are
-    simulated with their share of the arrivals, k doubling until the bootstrap bound holds
-    (`planner.fleet.sample`); the whole fleet when k would pass half of it.
+    simulated with their share of the arrivals, k doubling until the bound holds
+    (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
+    same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
+    of it.
     """
     wall0 = time.perf_counter()
     arrivals = len(job.traffic.arrival_s)
     sampled = first_sample_size(arrivals, size) if job.shortcut else None
     rng = np.random.default_rng([job.seed, size, 0x5A])
+    smaller: FleetVerdict | None = None
     while sampled is not None and routing in SYMMETRIC:
         numbers = sub_indices(arrivals, size, sampled)
         run = simulate_fleet(
             job.traffic.sub_requests(numbers), job.config, sampled, routing, job.settings
         )
         verdict = judge(run, job.slo, job.warmup_s)
-        if bootstrap_agrees(run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng):
+        settled = routing in EXACT_SHARE or (smaller is not None and agree(smaller, verdict))
+        if settled and bootstrap_agrees(
+            run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng
+        ):
             return _measured(size, routing, run, verdict, sampled, wall0)
+        smaller = verdict
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
     return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)

@@ -6,8 +6,9 @@ arrivals i, i+n, i+2n, ...; so a sub-fleet of k instances fed the arrivals whose
 modulo n is below k, routed round-robin among themselves, replays exactly what k of the n
 instances see (`sub_indices`). Least-outstanding and power of two route the same share among
 k instances instead of n: fewer instances to choose from, so the sub-fleet is never better
-balanced than the whole one (a pessimistic error, held against the full simulation by the
-tests).
+balanced than the whole one (a pessimistic error). For them the sub-fleet of k must also
+tell what the one of k/2 told (`agree`): the same verdict and p95s within `REL_WIDTH`, so k
+grows until the size of the sub-fleet no longer matters.
 
 The error of taking k of n instances is bounded by a bootstrap over the simulated instances
 (`bootstrap_agrees`): the sub-fleet's requests are regrouped by instance, instances drawn with
@@ -34,6 +35,9 @@ from planner.fleet.routing import Routing
 from planner.fleet.sim import FleetRun, FleetVerdict
 
 SYMMETRIC: frozenset[Routing] = frozenset({"round_robin", "least_outstanding", "power_of_two"})
+# Routers under which k sub-fleet instances see exactly what k of the n instances see.
+EXACT_SHARE: frozenset[Routing] = frozenset({"round_robin"})
+ATTAINMENT_GAP = 0.01  # sub-fleets of k and 2k agree when their attainments are this close
 MIN_SAMPLED_INSTANCES = 4
 MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
 RESAMPLES = 60
@@ -55,6 +59,22 @@ def first_sample_size(arrivals: int, instances: int) -> int | None:
     per_instance = max(1.0, arrivals / instances)
     k = max(MIN_SAMPLED_INSTANCES, math.ceil(MIN_SAMPLED_REQUESTS / per_instance))
     return k if 2 * k <= instances else None
+
+
+def agree(smaller: FleetVerdict, larger: FleetVerdict) -> bool:
+    """Whether a sub-fleet of 2k instances tells what one of k told: the same verdict, the
+    attainment within `ATTAINMENT_GAP`, each p95 within `REL_WIDTH` of the larger's."""
+    if smaller.meets_slo != larger.meets_slo:
+        return False
+    if abs(smaller.attainment - larger.attainment) > ATTAINMENT_GAP:
+        return False
+    for name in ("ttft_p95_s", "tpot_p95_s"):
+        a, b = getattr(smaller, name), getattr(larger, name)
+        if (a is None) != (b is None):
+            return False
+        if a is not None and abs(a - b) > REL_WIDTH * abs(b):
+            return False
+    return True
 
 
 def regroup(run: FleetRun, chosen: np.ndarray) -> FleetRun:

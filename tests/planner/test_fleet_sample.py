@@ -89,6 +89,7 @@ def _checks(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the full check at 400 req/s: 6 points of 59k requests
 @pytest.mark.parametrize(
     ("mean_rps", "rate_rps", "instances", "span_s"),
     [(40.0, 59.26, 6, 300.0), (400.0, 592.6, 42, 100.0)],  # peaks and counts of capplan plan
