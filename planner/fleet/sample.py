@@ -6,9 +6,11 @@ arrivals i, i+n, i+2n, ...; so a sub-fleet of k instances fed the arrivals whose
 modulo n is below k, routed round-robin among themselves, replays exactly what k of the n
 instances see (`sub_indices`). Least-outstanding and power of two route the same share among
 k instances instead of n: fewer instances to choose from, so the sub-fleet is never better
-balanced than the whole one (a pessimistic error). For them the sub-fleet of k must also
-tell what the one of k/2 told (`agree`): the same verdict and p95s within `REL_WIDTH`, so k
-grows until the size of the sub-fleet no longer matters.
+balanced than the whole one: a pessimistic error (on the chat preset at 400 req/s, n = 42,
+least-outstanding TTFT p95 0.183 s with k = 4, 0.181 s with 8, 0.174 s with 16, 0.159 s with
+all 42). For them a sub-fleet's p95s are an upper bound, and its point stands only when it
+meets the SLO (a miss goes to the full simulation) and tells what the sub-fleet of k/2 told
+(`agree`: the same verdict, p95s within `REL_WIDTH`).
 
 The error of taking k of n instances is bounded by a bootstrap over the simulated instances
 (`bootstrap_agrees`): the sub-fleet's requests are regrouped by instance, instances drawn with

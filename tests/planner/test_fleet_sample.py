@@ -1,6 +1,7 @@
 """The fleet check's shortcut (planner.fleet.sample): a sub-fleet replays exactly what k of n
 round-robin instances see, and the shortcut's check agrees with the full one at 40 and 400
-req/s (chat preset, limit 17.7 req/s: the plan's counts 6 and 42)."""
+req/s (chat preset, limit 17.7 req/s: the plan's counts 6 and 42): the same count and
+verdicts, round-robin p95s within 5 %, least-outstanding ones an upper bound (0-25 % above)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from contracts.plan import FleetCheck
 from planner.engine import build_engine_config
 from planner.fleet.check import fleet_check
 from planner.fleet.pool import FleetJob, measure
-from planner.fleet.sample import first_sample_size, sub_indices
+from planner.fleet.sample import EXACT_SHARE, first_sample_size, sub_indices
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import draw_traffic, profile_requests
 from planner.slo.spec import parse_slo
@@ -112,4 +113,8 @@ def test_the_shortcut_gives_the_full_checks_count_and_percentiles(
         assert p.meets_slo == q.meets_slo
         assert math.isclose(p.attainment, q.attainment, rel_tol=0.05), (p, q)
         for name in ("ttft_p95_s", "tpot_p95_s"):
-            assert math.isclose(getattr(p, name), getattr(q, name), rel_tol=0.05), (name, p, q)
+            got, truth = getattr(p, name), getattr(q, name)
+            if p.routing in EXACT_SHARE or p.sampled_instances is None:
+                assert math.isclose(got, truth, rel_tol=0.05), (name, p, q)
+            else:  # fewer instances to choose from: an upper bound, never optimistic
+                assert 0.95 * truth <= got <= 1.25 * truth, (name, p, q)
