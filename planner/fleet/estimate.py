@@ -3,7 +3,8 @@
 `estimate_check` times one instance's share of the check's own traffic (the first
 `PROBE_REQUESTS` of it, under round-robin: what a simulated instance does for each request)
 and multiplies by the requests the check's first points will simulate: every arrival for a
-point simulated in full, the sub-fleet's share for a shortcut one (`planner.fleet.sample`).
+point simulated in full, the sub-fleet's share for a shortcut one (`planner.fleet.sample`;
+the sub-fleets of k and 2k for a router that needs them to agree).
 Divided by the workers it has, that is the wall time to expect, so a user can pick
 `--executor` before waiting. Points added later (a search past n+1, routers counted) are
 not in it, and a shortcut point whose bound fails costs more: the estimate says so.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from planner.engine import EngineConfig
 from planner.fleet.routing import Routing
-from planner.fleet.sample import SYMMETRIC, first_sample_size, sub_indices
+from planner.fleet.sample import EXACT_SHARE, SYMMETRIC, first_sample_size, sub_indices
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import Traffic
 
@@ -81,7 +82,12 @@ def estimate_check(
     requests = 0
     for size, routing in points:
         k = first_sample_size(arrivals, size) if shortcut and routing in SYMMETRIC else None
-        requests += arrivals if k is None else len(sub_indices(arrivals, size, k))
+        if k is None:
+            requests += arrivals
+            continue
+        # A router outside EXACT_SHARE settles no sooner than the second sub-fleet (2k).
+        sizes = (k,) if routing in EXACT_SHARE or 4 * k > size else (k, 2 * k)
+        requests += sum(len(sub_indices(arrivals, size, m)) for m in sizes)
     return CheckEstimate(
         points=len(points),
         requests=requests,

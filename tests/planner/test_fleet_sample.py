@@ -13,6 +13,7 @@ import pytest
 from contracts.plan import FleetCheck
 from planner.engine import build_engine_config
 from planner.fleet.check import fleet_check
+from planner.fleet.estimate import estimate_check
 from planner.fleet.pool import FleetJob, measure
 from planner.fleet.sample import EXACT_SHARE, first_sample_size, sub_indices
 from planner.fleet.sim import simulate_fleet
@@ -118,3 +119,24 @@ def test_the_shortcut_gives_the_full_checks_count_and_percentiles(
                 assert math.isclose(got, truth, rel_tol=0.05), (name, p, q)
             else:  # fewer instances to choose from: an upper bound, never optimistic
                 assert 0.95 * truth <= got <= 1.25 * truth, (name, p, q)
+
+
+def test_the_estimate_counts_the_requests_each_point_simulates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planner.fleet.sample as sample
+
+    monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+    profile = preset_profile("chat", rate_rps=40.0)
+    traffic = draw_traffic(
+        profile, 120.0, 60.0, np.random.default_rng(2), CONFIG.effective_max_model_len
+    )
+    n = len(traffic.arrival_s)
+    routers = ["round_robin", "least_outstanding", "prefix_aware"]
+    estimate = estimate_check(traffic, CONFIG, [(16, r) for r in routers], True, 2)  # type: ignore[misc]
+    share = [int((np.arange(n) % 16 < k).sum()) for k in (4, 8)]
+    # round-robin: 4 of 16; least-outstanding: 4 then 8 of 16; prefix-aware: every instance
+    assert estimate.requests == share[0] + share[0] + share[1] + n
+    assert estimate.full_requests == 3 * n
+    assert estimate.s_per_request > 0 and estimate.full_wall_s > estimate.wall_s
+    assert estimate_check(traffic, CONFIG, [(16, "round_robin")], False, 2).requests == n
