@@ -179,6 +179,10 @@ class FleetPoint(_Model):
     prefix_hit_ratio: float | None = Field(
         None, description="hit over queried prompt tokens, counted by the simulated engines"
     )
+    sampled_instances: int | None = Field(
+        None,
+        description="instances simulated with their share of the traffic (None: all of them)",
+    )
 
 
 class RouterCount(_Model):
@@ -205,6 +209,15 @@ class FleetCheck(_Model):
     verdict_finding: Finding | None = None
     calibration: dict[str, float] | None = None
     wall_s: float | None = None
+    estimated_wall_s: float | None = Field(
+        None, description="the first points' cost estimated before they ran (a timed probe)"
+    )
+    estimated_full_wall_s: float | None = Field(
+        None, description="the same estimate with every instance simulated (no shortcut)"
+    )
+    simulated_requests: int | None = Field(
+        None, description="requests judged over all points (a shortcut point: its share)"
+    )
     slo: str | None = None
     arrivals: str = Field("", description="how the arrival process was generated")
     min_instances_meeting: int | None = None  # fewest simulated instances meeting the SLO

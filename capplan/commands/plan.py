@@ -28,6 +28,8 @@ from capplan.commands.console import (
 )
 from capplan.commands.shared import (
     CatalogOption,
+    ExecutorOption,
+    FleetFull,
     GpuHourPrice,
     Headroom,
     KvCacheDtypeOption,
@@ -50,6 +52,7 @@ from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides
+from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.ops.rules import replan_command
 from planner.ops.write import write_ops
@@ -76,6 +79,9 @@ Examples:
 
   capplan plan --profile agent.json --limit 4rps --slo "ttft:p95<=2s" \\
       --routing prefix_aware,round_robin -o plans/routing.json
+
+  capplan plan --profile big.json --limit 17.7rps --slo "ttft:p95<=2s" \\
+      --executor dask://127.0.0.1:8786 -o plans/big.json
 
   capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
       --cold-start-s 120 -o plans/auto.json
@@ -153,8 +159,11 @@ def plan_command(
         help="Folder for the alert rules (rules.yaml, prometheus-rule.yaml) and the Grafana "
         "dashboard (default: PLAN-ops/ beside the plan; written when the plan has an SLO).",
     ),
+    executor: ExecutorOption = "local",
+    fleet_full: FleetFull = False,
 ) -> None:
     check_format(output_format)
+    executor_spec = parse_executor(executor)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
@@ -209,6 +218,8 @@ def plan_command(
         ),
         routings=routings,
         routing_settings=settings,
+        executor=executor_spec,
+        fleet_shortcut=not fleet_full,
     )
     plan = build_plan(
         the_profile,

@@ -8,8 +8,10 @@ import typer
 
 from capplan.cli import handle_errors
 from capplan.commands.console import stderr_console
+from capplan.commands.shared import ExecutorOption
 from contracts.errors import InputError
 from contracts.jsonio import write_model
+from planner.fleet.executor import parse_executor
 from profiles.model import Profile
 
 HELP = """Review every LLM service of a platform in one document: one plan per service, the
@@ -41,6 +43,7 @@ def review_command(
     json_out: Path | None = typer.Option(
         None, "--json", help="Where to write review.json (default: next to the PDF)."
     ),
+    executor: ExecutorOption = "local",
 ) -> None:
     from planner.review.build import build_review
     from planner.review.config import load_review
@@ -48,6 +51,7 @@ def review_command(
 
     if lang not in LANGS:
         raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
+    executor_spec = parse_executor(executor)
     console = stderr_console()
     spec = load_review(review_file)
     profiles: dict[str, Profile] = {}
@@ -58,6 +62,7 @@ def review_command(
         previous=previous,
         progress=lambda m: console.print(f"[dim]{m}[/dim]"),
         profiles_out=profiles,
+        executor=executor_spec,
     )
     target = json_out or output.with_suffix(".json")
     from planner.ops.write import review_with_ops

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from planner.fleet.executor import EXECUTOR_HELP
+
 # --- reaching the endpoint: loadtest, limit, calibrate
 
 ApiKeyEnv = Annotated[
@@ -128,4 +130,15 @@ CatalogOption = Annotated[
 ]
 PpOption = Annotated[
     int, typer.Option("--pp", help="Pipeline-parallel stages (an instance holds tp x pp GPUs).")
+]
+
+ExecutorOption = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
+FleetFull = Annotated[
+    bool,
+    typer.Option(
+        "--fleet-full",
+        help="Simulate every instance of each fleet size, not a few instances' share of the "
+        "traffic under round-robin, least-outstanding and power-of-two routing (slower at "
+        "hundreds of instances; the shortcut falls back to it where its bound fails).",
+    ),
 ]

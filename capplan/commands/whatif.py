@@ -19,6 +19,7 @@ from capplan.commands.console import (
 )
 from capplan.commands.shared import (
     CatalogOption,
+    ExecutorOption,
     GpuHourPrice,
     Headroom,
     KvCacheDtypeOption,
@@ -34,6 +35,7 @@ from contracts.errors import ConfigError, InputError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
 from planner.engine.precision import precision_overrides
+from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
@@ -156,8 +158,10 @@ def whatif_command(
     routing: RoutingOption = None,
     prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    executor: ExecutorOption = "local",
 ) -> None:
     check_format(output_format)
+    executor_spec = parse_executor(executor)
     routings = parse_routings(routing) if routing is not None else None
     check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
     from contracts.calibration import load_calibration_file
@@ -221,6 +225,7 @@ def whatif_command(
         ),
         routings=routings,
         routing_settings=RoutingSettings(prefix_threshold=prefix_threshold, seed=seed),
+        executor=executor_spec,
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None

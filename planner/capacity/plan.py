@@ -53,6 +53,7 @@ from planner.engine.catalog import hf_config_path
 from planner.engine.precision import precision_overrides
 from planner.fleet.calibration import calibrate, measured_levels
 from planner.fleet.check import fleet_check
+from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, closed_loop_run, open_loop_run, simulator_slo_problem
 from planner.slo.spec import parse_slo
@@ -112,6 +113,10 @@ class PlanOptions:
     # default pair, no comparison), and the prefix router's knobs.
     routings: tuple[Routing, ...] | None = None
     routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
+    # Where the fleet check's points run, and whether a symmetric router's point may simulate
+    # a few instances' share of the traffic (planner.fleet.sample) instead of all of them.
+    executor: ExecutorSpec = LOCAL
+    fleet_shortcut: bool = True
 
 
 def mean_context_tokens(pairs: list[tuple[int, int]]) -> float:
@@ -336,6 +341,8 @@ def build_plan(
                 routings=options.routings or ROUTINGS,
                 settings=options.routing_settings,
                 count_routers=options.routings is not None,
+                shortcut=options.fleet_shortcut,
+                executor=options.executor,
             )
             if calibration is not None:
                 checks.fleet = checks.fleet.model_copy(update={"calibration": calibration})

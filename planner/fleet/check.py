@@ -17,10 +17,12 @@ import numpy as np
 from contracts.finding import Finding, FindingValue
 from contracts.plan import FleetCheck, FleetPoint, RouterCount
 from planner.engine import EngineConfig
+from planner.fleet.estimate import estimate_check
+from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.pool import FleetJob, FleetPool, Measured, workers_wanted
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, judge, open_loop_run
-from planner.fleet.traffic import ArrivalKind, BurstWindow, arrival_cv, profile_requests
+from planner.fleet.traffic import ArrivalKind, BurstWindow, arrival_cv, draw_traffic
 from planner.slo.spec import Slo
 from profiles.model import Profile
 
@@ -42,6 +44,8 @@ def fleet_check(
     progress: Callable[[str], None] | None = None,
     settings: RoutingSettings | None = None,
     count_routers: bool = False,
+    shortcut: bool = True,
+    executor: ExecutorSpec = LOCAL,
 ) -> FleetCheck:
     """Simulate the planned peak against n-1, n and n+1 instances under each routing.
 
@@ -51,7 +55,12 @@ def fleet_check(
     peak), so the verdict includes a burst. With `count_routers`, each routing's fewest
     instances meeting the SLO is searched (`router_counts`) and the first routing is the one
     the plan's count assumes, the only one simulated at n-1 and n+1. Points run side by side
-    on the cores when there are many requests (`planner.fleet.pool`). Raises ConfigError for
+    on the cores when there are many requests (`planner.fleet.pool`). With `shortcut`, a
+    point under a router that treats instances alike simulates a few instances' share of the
+    traffic where its bound holds (`planner.fleet.sample`; the point's `sampled_instances`);
+    without, every instance. `executor` says where the points run (`planner.fleet.executor`).
+    Before the first points, the check's cost is estimated from a timed probe and reported to
+    `progress` (`planner.fleet.estimate`). Raises ConfigError for
     a non-positive rate or duration.
     """
     wall0 = time.perf_counter()
@@ -63,7 +72,7 @@ def fleet_check(
             duration_s=min(BURST_WINDOW_S, 0.5 * duration_s),
             factor=burst_factor,
         )
-    requests = profile_requests(
+    traffic = draw_traffic(
         profile,
         rate_rps,
         duration_s,
@@ -81,11 +90,18 @@ def fleet_check(
             p = got.point
             progress(
                 f"fleet n={p.instances} {p.routing}: attainment {p.attainment:.1%}, "
-                f"{'meets' if p.meets_slo else 'misses'} the SLO ({got.wall_s:.1f} s wall)"
+                f"{'meets' if p.meets_slo else 'misses'} the SLO ({got.wall_s:.1f} s wall"
+                + (
+                    ""
+                    if p.sampled_instances is None
+                    else f", {p.sampled_instances} of {p.instances} instances simulated"
+                )
+                + ")"
             )
 
-    job = FleetJob(requests, config, settings, slo, warmup_s)
-    with FleetPool(job, workers_wanted(len(requests)), reported) as pool:
+    job = FleetJob(traffic, config, settings, slo, warmup_s, shortcut=shortcut, seed=rng_seed)
+    workers = workers_wanted(len(traffic.arrival_s))
+    with FleetPool(job, workers, reported, executor) as pool:
 
         def point(size: int, routing: Routing) -> FleetPoint:
             return pool.measured(size, routing).point
@@ -98,6 +114,9 @@ def fleet_check(
             for routing in (routings if size == instances or not count_routers else routings[:1])
         ]
         pool.prefetch(base)
+        estimate = estimate_check(traffic, config, base, shortcut, pool.workers)
+        if progress is not None:
+            progress(estimate.sentence())
         points.extend(point(*key) for key in base)
         ideal = profile.prefix.ideal_hit_ratio
         routers = (
@@ -124,6 +143,9 @@ def fleet_check(
         verdict=verdict.english(),
         verdict_finding=verdict,
         wall_s=time.perf_counter() - wall0,
+        estimated_wall_s=estimate.wall_s,
+        estimated_full_wall_s=estimate.full_wall_s,
+        simulated_requests=sum(p.requests for p in points),
         slo=slo.text,
         arrivals=(
             f"{arrival_kind} renewal process at {rate_rps:.4g} req/s, inter-arrival CV "

@@ -5,22 +5,36 @@ points are independent. `FleetPool.prefetch` simulates a batch of them on up to 
 spawned processes (each given the requests once, at its start) and keeps the results;
 `FleetPool.measured` returns a kept one, or simulates it here. A check with few requests runs
 in this process alone: starting a worker costs about a second, more than such a point.
-`CAPPLAN_FLEET_WORKERS` sets the number of workers (1: none).
+`CAPPLAN_FLEET_WORKERS` sets the number of workers (1: none). With a Dask executor
+(`planner.fleet.executor`) every point runs on the cluster instead.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+
 from contracts.errors import ConfigError
 from contracts.plan import FleetPoint
-from planner.engine import EngineConfig, EngineRequest
+from planner.engine import EngineConfig
+from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
-from planner.fleet.sim import judge, simulate_fleet
+from planner.fleet.sample import (
+    EXACT_SHARE,
+    SYMMETRIC,
+    agree,
+    bootstrap_agrees,
+    first_sample_size,
+    sub_indices,
+)
+from planner.fleet.sim import FleetRun, FleetVerdict, judge, simulate_fleet
+from planner.fleet.traffic import Traffic
 from planner.slo.spec import Slo
 
 # Below this many requests a point takes well under a second: workers would cost more.
@@ -31,13 +45,19 @@ WORKERS_ENV = "CAPPLAN_FLEET_WORKERS"
 
 @dataclass(frozen=True)
 class FleetJob:
-    """What every point of one check shares: the requests, the engine, the router, the SLO."""
+    """What every point of one check shares: the traffic, the engine, the router, the SLO.
 
-    requests: Sequence[EngineRequest]
+    With `shortcut`, a point under a router that treats instances alike simulates a few
+    instances' share of the traffic (`planner.fleet.sample`) where the bound holds.
+    """
+
+    traffic: Traffic
     config: EngineConfig
     settings: RoutingSettings | None
     slo: Slo
     warmup_s: float
+    shortcut: bool = True
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,9 +69,47 @@ class Measured:
 
 
 def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
-    """Simulate `job`'s requests against `size` instances routed by `routing`, and judge it."""
-    run = simulate_fleet(job.requests, job.config, size, routing, job.settings)
-    verdict = judge(run, job.slo, job.warmup_s)
+    """Simulate `job`'s traffic against `size` instances routed by `routing`, and judge it.
+
+    With the job's shortcut and a router in `SYMMETRIC`, k of the `size` instances are
+    simulated with their share of the arrivals, k doubling until the bound holds
+    (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
+    same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
+    of it.
+    """
+    wall0 = time.perf_counter()
+    arrivals = len(job.traffic.arrival_s)
+    sampled = first_sample_size(arrivals, size) if job.shortcut else None
+    rng = np.random.default_rng([job.seed, size, 0x5A])
+    smaller: FleetVerdict | None = None
+    while sampled is not None and routing in SYMMETRIC:
+        numbers = sub_indices(arrivals, size, sampled)
+        run = simulate_fleet(
+            job.traffic.sub_requests(numbers), job.config, sampled, routing, job.settings
+        )
+        verdict = judge(run, job.slo, job.warmup_s)
+        exact = routing in EXACT_SHARE
+        # Elsewhere the sub-fleet is pessimistic: its "meets" holds for the fleet, and a
+        # "misses" is left to the full simulation.
+        settled = exact or (verdict.meets_slo and smaller is not None and agree(smaller, verdict))
+        if settled and bootstrap_agrees(
+            run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng
+        ):
+            return _measured(size, routing, run, verdict, sampled, wall0)
+        smaller = verdict
+        sampled = 2 * sampled if 4 * sampled <= size else None
+    run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
+    return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)
+
+
+def _measured(
+    size: int,
+    routing: Routing,
+    run: FleetRun,
+    verdict: FleetVerdict,
+    sampled: int | None,
+    wall0: float,
+) -> Measured:
     point = FleetPoint(
         instances=size,
         routing=routing,
@@ -62,8 +120,9 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         meets_slo=verdict.meets_slo,
         requests=verdict.requests,
         prefix_hit_ratio=run.prefix_hit_ratio,
+        sampled_instances=sampled,
     )
-    return Measured(point, run.wall_s)
+    return Measured(point, time.perf_counter() - wall0)
 
 
 def workers_wanted(requests: int) -> int:
@@ -105,13 +164,19 @@ class FleetPool:
     """
 
     def __init__(
-        self, job: FleetJob, workers: int, report: Callable[[Measured], None] | None = None
+        self,
+        job: FleetJob,
+        workers: int,
+        report: Callable[[Measured], None] | None = None,
+        executor: ExecutorSpec = LOCAL,
     ) -> None:
         self.job = job
         self.report = report
         self._pending: dict[tuple[int, Routing], Future[Measured]] = {}
         self._executor: ProcessPoolExecutor | None = None
-        if workers > 1:
+        self._dask = DaskPoints(executor, job) if executor.kind == "dask" else None
+        self.workers = self._dask.workers() if self._dask is not None else workers
+        if workers > 1 and self._dask is None:
             self._executor = ProcessPoolExecutor(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
@@ -123,19 +188,26 @@ class FleetPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._dask is not None:
+            self._dask.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
     def prefetch(self, wanted: Iterable[tuple[int, Routing]]) -> None:
         """Start simulating these points on the workers (nothing without workers)."""
-        if self._executor is None:
-            return
         for key in wanted:
-            if key[0] >= 1 and key not in self._pending:
+            if key[0] < 1 or key in self._pending:
+                continue
+            if self._dask is not None:
+                self._pending[key] = self._dask.submit(measure, *key)
+            elif self._executor is not None:
                 self._pending[key] = self._executor.submit(_in_worker, *key)
 
     def measured(self, size: int, routing: Routing) -> Measured:
-        """The point's result: a prefetched one (waiting for it), else simulated here."""
+        """The point's result: a prefetched one (waiting for it), else simulated here (or on
+        the Dask cluster, when the pool has one)."""
+        if self._dask is not None:
+            self.prefetch([(size, routing)])
         future = self._pending.pop((size, routing), None)
         got = future.result() if future is not None else measure(self.job, size, routing)
         if self.report is not None:

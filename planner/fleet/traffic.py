@@ -11,12 +11,14 @@ the free renewal process, not conditioned on its count).
 Request shapes come from the load test's own `profiles.workload.WorkloadStream` (the profile's
 length pairs, shared system prompts, sessions), with prefix-cache block hashes for shared
 content, so the simulated fleet sees the traffic the limit was measured with.
+`Traffic` holds one draw's arrival times and shapes only the requests asked for (the fleet
+check's shortcut replays a few instances' share, `planner.fleet.sample`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -128,6 +130,51 @@ def check_sampler(profile: Profile) -> None:
         raise ConfigError("the profile has no (input, output) sample pairs to draw lengths from")
 
 
+@dataclass(kw_only=True)
+class Traffic:
+    """One seeded draw of a check's traffic: all arrival times, shapes made as needed.
+
+    `all_requests` is exactly `profile_requests` for the same draw
+    (built once, when a point is simulated in full); `sub_requests` shapes only the arrivals
+    a sub-fleet replays.
+    """
+
+    profile: Profile
+    arrival_s: np.ndarray
+    stream_seed: int
+    max_model_len: int
+    block_tokens: int
+    _all: list[EngineRequest] | None = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_all": None}  # workers rebuild the full list if they need it
+
+    @property
+    def has_sessions(self) -> bool:
+        sessions = self.profile.sessions
+        return bool(sessions.available and sessions.count > 0)
+
+    def _requests(self, numbers: np.ndarray) -> list[EngineRequest]:
+        stream = WorkloadStream(self.profile, seed=self.stream_seed)
+        times = self.arrival_s[numbers].tolist()
+        return [
+            shape_request(next(stream), str(k), t, self.max_model_len, self.block_tokens)
+            for k, t in zip(numbers.tolist(), times, strict=True)
+        ]
+
+    def all_requests(self) -> list[EngineRequest]:
+        if self._all is None:
+            self._all = self._requests(np.arange(len(self.arrival_s)))
+        return self._all
+
+    def sub_requests(self, numbers: np.ndarray) -> list[EngineRequest]:
+        """The requests of arrival `numbers` (sorted) for a sub-fleet (`planner.fleet.sample`)."""
+        if self.has_sessions:
+            every = self.all_requests()
+            return [every[k] for k in numbers.tolist()]
+        return self._requests(numbers)
+
+
 def profile_requests(
     profile: Profile,
     rate_rps: float,
@@ -146,15 +193,33 @@ def profile_requests(
     (`arrival_times_s`). Raises ConfigError when the profile has no sample pairs or an unknown
     arrival kind.
     """
+    return draw_traffic(
+        profile, rate_rps, duration_s, rng, max_model_len, arrival_kind, burst, block_tokens
+    ).all_requests()
+
+
+def draw_traffic(
+    profile: Profile,
+    rate_rps: float,
+    duration_s: float,
+    rng: np.random.Generator,
+    max_model_len: int,
+    arrival_kind: ArrivalKind = "gamma",
+    burst: BurstWindow | None = None,
+    block_tokens: int = 16,
+) -> Traffic:
+    """`profile_requests`'s draw with the shapes left for later (`Traffic`); same errors."""
     check_sampler(profile)
     if arrival_kind not in ("gamma", "poisson"):
         raise ConfigError(f"unknown arrival kind {arrival_kind!r}; known: gamma, poisson")
     times = arrival_times_s(rate_rps, arrival_cv(profile, arrival_kind), duration_s, rng, burst)
-    stream = WorkloadStream(profile, seed=int(rng.integers(2**31)))
-    return [
-        shape_request(next(stream), str(k), t, max_model_len, block_tokens)
-        for k, t in enumerate(times.tolist())
-    ]
+    return Traffic(
+        profile=profile,
+        arrival_s=times,
+        stream_seed=int(rng.integers(2**31)),
+        max_model_len=max_model_len,
+        block_tokens=block_tokens,
+    )
 
 
 def trace_requests(

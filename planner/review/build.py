@@ -33,6 +33,7 @@ from contracts.review import (
 from planner.autoscale.run import autoscale_options, study_autoscaling
 from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
+from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.review.certainty import (
     block_bootstrap_quantile,
     count_interval,
@@ -90,6 +91,7 @@ def build_service(
     review: ReviewSpec,
     rng: np.random.Generator,
     progress: Callable[[str], None] | None = None,
+    executor: ExecutorSpec = LOCAL,
 ) -> ServiceReview:
     """One service: its plan (user's growth, then the data's), hourly capacity, interval, risks."""
     clock = profile.arrivals.clock_hours
@@ -119,6 +121,7 @@ def build_service(
         fleet=review.fleet_check,
         seed=review.seed,
         name=spec.name,
+        executor=executor,
     )
     plan = build_plan(profile, limit, options, progress=progress)
     if review.autoscale:
@@ -287,10 +290,12 @@ def build_review(
     previous: Path | None = None,
     progress: Callable[[str], None] | None = None,
     profiles_out: dict[str, Profile] | None = None,
+    executor: ExecutorSpec = LOCAL,
 ) -> Review:
     """The review of every service in `spec` (paths relative to the review file's folder).
 
     `profiles_out`, when given, receives each service's profile (for the PDF's workload page).
+    `executor` says where each service's fleet-check points run (`planner.fleet.executor`).
 
     Raises InputError naming the service and the field when a profile, limit, GPU, model or
     SLO of a service cannot be used, or when `previous` is not a review.json.
@@ -312,7 +317,7 @@ def build_review(
             limit = _limit(s, base)
             field = "gpu/model/slo"
             gpu_hour_price(s.gpu, s.gpu_hour_price_usd)
-            services.append(build_service(s, profile, limit, spec, rng, progress))
+            services.append(build_service(s, profile, limit, spec, rng, progress, executor))
         except InputError as err:
             raise InputError(f"{review_path}: service {s.name!r}, field {field}: {err}") from err
         for role, given in (("profile", s.profile), ("limit", s.limit)):

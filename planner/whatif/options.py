@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
@@ -52,6 +53,7 @@ class WhatifOptions:
     routings: tuple[Routing, ...] | None = None
     routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
     routing_span_s: float = 300.0  # simulated seconds per fleet size, as the plan's default
+    executor: ExecutorSpec = LOCAL  # where the router comparison's fleet points run
 
     def rules(self) -> SteadyRules | None:
         """capplan limit's steady-state rules (by default; with `steady`, `level_s` as the

@@ -51,5 +51,6 @@ def compare_routing(
         progress=progress,
         settings=options.routing_settings,
         count_routers=True,
+        executor=options.executor,
     )
     return best.label, check

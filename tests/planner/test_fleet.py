@@ -196,8 +196,13 @@ def test_points_from_worker_processes_equal_the_ones_simulated_here(
     """The pool's spawned workers replay the same requests: each point they return is the
     point this process simulates; a worker count that is not a count is refused."""
     from planner.fleet.pool import FleetJob, FleetPool, measure, workers_wanted
+    from planner.fleet.traffic import draw_traffic
+    from profiles.presets import preset_profile
 
-    job = FleetJob(_requests(400, 0.01), CONFIG, None, parse_slo("ttft:p95<=0.5s"), 1.0)
+    traffic = draw_traffic(
+        preset_profile("chat", rate_rps=40.0), 40.0, 10.0, np.random.default_rng(3), 8192
+    )
+    job = FleetJob(traffic, CONFIG, None, parse_slo("ttft:p95<=0.5s"), 1.0)
     keys: list[tuple[int, Routing]] = [
         (1, "round_robin"),
         (4, "least_outstanding"),

@@ -1,0 +1,124 @@
+"""The fleet check's shortcut: a few instances' share of the traffic simulated instead of all n.
+
+A router that treats instances alike (`SYMMETRIC`: round-robin, least-outstanding, power of
+two) gives each of n instances the same arrival process. Round-robin gives instance i the
+arrivals i, i+n, i+2n, ...; so a sub-fleet of k instances fed the arrivals whose number
+modulo n is below k, routed round-robin among themselves, replays exactly what k of the n
+instances see (`sub_indices`). Least-outstanding and power of two route the same share among
+k instances instead of n: fewer instances to choose from, so the sub-fleet is never better
+balanced than the whole one: a pessimistic error (on the chat preset at 400 req/s, n = 42,
+least-outstanding TTFT p95 0.183 s with k = 4, 0.181 s with 8, 0.174 s with 16, 0.159 s with
+all 42). For them a sub-fleet's p95s are an upper bound, and its point stands only when it
+meets the SLO (a miss goes to the full simulation) and tells what the sub-fleet of k/2 told
+(`agree`: the same verdict, p95s within `REL_WIDTH`).
+
+The error of taking k of n instances is bounded by a bootstrap over the simulated instances
+(`bootstrap_agrees`): the sub-fleet's requests are regrouped by instance, instances drawn with
+replacement, and each draw judged. The point stands when the verdicts of `AGREEMENT` of the
+draws agree with its own and the 95 % interval of each judged p95 lies within `REL_WIDTH` of
+the estimate; otherwise k doubles, and past half the fleet the whole fleet is simulated.
+A router that breaks the symmetry (prefix-aware, session affinity) is always simulated in full.
+
+Request shapes: without sessions the load test's stream draws shapes independently, so the
+sub-fleet's requests take the stream's first shapes in order
+(`planner.fleet.traffic.Traffic.sub_requests`); with
+sessions a turn's prompt depends on the turns before it, so the sub-fleet takes the same
+requests the full draw would give those arrival numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from planner.fleet.routing import Routing
+from planner.fleet.sim import FleetRun, FleetVerdict
+
+SYMMETRIC: frozenset[Routing] = frozenset({"round_robin", "least_outstanding", "power_of_two"})
+# Routers under which k sub-fleet instances see exactly what k of the n instances see.
+EXACT_SHARE: frozenset[Routing] = frozenset({"round_robin"})
+ATTAINMENT_GAP = 0.01  # sub-fleets of k and 2k agree when their attainments are this close
+MIN_SAMPLED_INSTANCES = 4
+MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
+RESAMPLES = 60
+AGREEMENT = 0.95  # share of bootstrap draws whose verdict must agree with the estimate's
+REL_WIDTH = 0.05  # the 95 % bootstrap interval of a judged p95, relative to the estimate
+
+
+def sub_indices(arrivals: int, instances: int, sampled: int) -> np.ndarray:
+    """Arrival numbers that `sampled` of `instances` round-robin instances receive."""
+    return np.flatnonzero(np.arange(arrivals) % instances < sampled)
+
+
+def first_sample_size(arrivals: int, instances: int) -> int | None:
+    """Instances to simulate first for a fleet of `instances` (None: simulate them all).
+
+    At least `MIN_SAMPLED_INSTANCES` and enough for `MIN_SAMPLED_REQUESTS`; the whole fleet
+    when that is more than half of it (the shortcut would save too little).
+    """
+    per_instance = max(1.0, arrivals / instances)
+    k = max(MIN_SAMPLED_INSTANCES, math.ceil(MIN_SAMPLED_REQUESTS / per_instance))
+    return k if 2 * k <= instances else None
+
+
+def agree(smaller: FleetVerdict, larger: FleetVerdict) -> bool:
+    """Whether a sub-fleet of 2k instances tells what one of k told: the same verdict, the
+    attainment within `ATTAINMENT_GAP`, each p95 within `REL_WIDTH` of the larger's."""
+    if smaller.meets_slo != larger.meets_slo:
+        return False
+    if abs(smaller.attainment - larger.attainment) > ATTAINMENT_GAP:
+        return False
+    for name in ("ttft_p95_s", "tpot_p95_s"):
+        a, b = getattr(smaller, name), getattr(larger, name)
+        if (a is None) != (b is None):
+            return False
+        if a is not None and abs(a - b) > REL_WIDTH * abs(b):
+            return False
+    return True
+
+
+def regroup(run: FleetRun, chosen: np.ndarray) -> FleetRun:
+    """`run`'s requests of the instances `chosen` (repeats allowed), as one run."""
+    rows = np.concatenate([np.flatnonzero(run.instance == i) for i in chosen.tolist()])
+    return FleetRun(
+        instances=len(chosen),
+        routing=run.routing,
+        arrival_s=run.arrival_s[rows],
+        ttft_s=run.ttft_s[rows],
+        tpot_s=run.tpot_s[rows],
+        e2e_s=run.e2e_s[rows],
+        output_tokens=run.output_tokens[rows],
+        instance=run.instance[rows],
+        simulated_s=run.simulated_s,
+        wall_s=0.0,
+        steps=0,
+    )
+
+
+def bootstrap_agrees(
+    run: FleetRun,
+    verdict: FleetVerdict,
+    judged: Callable[[FleetRun], FleetVerdict],
+    rng: np.random.Generator,
+) -> bool:
+    """Whether a sub-fleet's verdict and p95s hold over draws of its instances (docstring)."""
+    draws = [
+        judged(regroup(run, rng.integers(run.instances, size=run.instances)))
+        for _ in range(RESAMPLES)
+    ]
+    agree = sum(d.meets_slo == verdict.meets_slo for d in draws) / RESAMPLES
+    if agree < AGREEMENT:
+        return False
+    for name in ("ttft_p95_s", "tpot_p95_s"):
+        estimate = getattr(verdict, name)
+        values = [getattr(d, name) for d in draws]
+        if estimate is None or any(v is None for v in values):
+            continue
+        lo, hi = np.percentile(np.array(values, dtype=float), [2.5, 97.5])
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return False
+        if max(estimate - lo, hi - estimate) > REL_WIDTH * abs(estimate):
+            return False
+    return True

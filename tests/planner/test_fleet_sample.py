@@ -1,0 +1,153 @@
+"""The fleet check's shortcut (planner.fleet.sample): a sub-fleet replays exactly what k of n
+round-robin instances see, and the shortcut's check agrees with the full one at 40 and 400
+req/s (chat preset, limit 17.7 req/s: the plan's counts 6 and 42): the same count and
+verdicts, round-robin p95s within 5 %, least-outstanding ones an upper bound (0-25 % above)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from contracts.plan import FleetCheck
+from planner.engine import build_engine_config
+from planner.fleet.check import fleet_check
+from planner.fleet.estimate import estimate_check
+from planner.fleet.pool import FleetJob, measure
+from planner.fleet.sample import EXACT_SHARE, first_sample_size, sub_indices
+from planner.fleet.sim import simulate_fleet
+from planner.fleet.traffic import draw_traffic, profile_requests
+from planner.slo.spec import parse_slo
+from profiles.presets import preset_profile
+
+CONFIG = build_engine_config("H100-80GB", "llama-3.1-8b", 1)
+SLO = parse_slo("ttft:p95<=2s")
+BURST = 1.196  # the chat preset's 10 s peak over its planning peak (capplan plan says so)
+
+
+def test_a_sub_fleet_replays_exactly_what_its_round_robin_instances_see() -> None:
+    profile = preset_profile("chat", rate_rps=40.0)
+    requests = profile_requests(
+        profile, 150.0, 60.0, np.random.default_rng(1), CONFIG.effective_max_model_len
+    )
+    full = simulate_fleet(requests, CONFIG, 9, "round_robin")
+    numbers = sub_indices(len(requests), 9, 3)
+    sub = simulate_fleet([requests[k] for k in numbers], CONFIG, 3, "round_robin")
+    mine = np.isin(full.instance, [0, 1, 2])
+    assert np.array_equal(np.flatnonzero(mine), numbers)
+    # The same requests on the same instances: the same times, to the bit.
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        assert np.array_equal(getattr(full, name)[mine], getattr(sub, name), equal_nan=True)
+
+
+def test_the_draw_without_shapes_is_profile_requests() -> None:
+    profile = preset_profile("chat", rate_rps=40.0)
+    args = (profile, 60.0, 30.0)
+    a = profile_requests(*args, np.random.default_rng(5), CONFIG.effective_max_model_len)
+    b = draw_traffic(*args, np.random.default_rng(5), CONFIG.effective_max_model_len)
+    assert b.all_requests() == a
+    assert b.sub_requests(np.arange(len(a)))[: len(a)] == a  # no sessions: the stream's order
+
+
+def test_a_small_fleet_is_simulated_whole() -> None:
+    assert first_sample_size(arrivals=18_000, instances=6) is None
+    assert first_sample_size(arrivals=180_000, instances=42) == 4
+    assert first_sample_size(arrivals=1_800_000, instances=403) == 4
+    assert first_sample_size(arrivals=60_000, instances=42) == 7
+
+
+def test_a_point_whose_bound_fails_is_simulated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.fleet.sample as sample
+
+    profile = preset_profile("chat", rate_rps=40.0)
+    traffic = draw_traffic(
+        profile, 120.0, 120.0, np.random.default_rng(2), CONFIG.effective_max_model_len
+    )
+    job = FleetJob(traffic, CONFIG, None, SLO, 12.0)
+    monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+    assert measure(job, 16, "round_robin").point.sampled_instances == 4
+    monkeypatch.setattr(sample, "REL_WIDTH", 0.0)  # no interval is that narrow
+    assert measure(job, 16, "round_robin").point.sampled_instances is None
+
+
+def _checks(
+    mean_rps: float, rate_rps: float, instances: int, span_s: float
+) -> tuple[FleetCheck, FleetCheck]:
+    profile = preset_profile("chat", rate_rps=mean_rps)
+    return tuple(  # type: ignore[return-value]
+        fleet_check(
+            profile,
+            CONFIG,
+            rate_rps,
+            instances,
+            SLO,
+            span_s,
+            burst_factor=BURST,
+            shortcut=shortcut,
+        )  # fmt: skip
+        for shortcut in (True, False)
+    )
+
+
+LONG = pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="the full fleet check at 400 req/s takes about 10 minutes: CAPPLAN_LONG_TESTS=1",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # the full check at 400 req/s: 6 points of 59k requests
+@pytest.mark.parametrize(
+    ("mean_rps", "rate_rps", "instances", "span_s"),
+    [
+        (40.0, 59.26, 6, 300.0),
+        # about 10 minutes on 2 cores (the full check: 6 points of 59k requests)
+        pytest.param(400.0, 592.6, 42, 100.0, marks=LONG),
+    ],  # peaks and counts of capplan plan
+)
+def test_the_shortcut_gives_the_full_checks_count_and_percentiles(
+    mean_rps: float, rate_rps: float, instances: int, span_s: float
+) -> None:
+    short, full = _checks(mean_rps, rate_rps, instances, span_s)
+    for check in (short, full):  # shown by pytest -rA: the figures the report quotes
+        print(f"wall {check.wall_s:.1f} s, estimated {check.estimated_wall_s:.1f} s")
+        for p in check.points:
+            print(p.model_dump_json())
+    assert short.min_instances_meeting == full.min_instances_meeting
+    assert short.verdict == full.verdict
+    if instances >= 40:
+        assert all(p.sampled_instances for p in short.points)
+    pairs = {(p.instances, p.routing): p for p in full.points}
+    for p in short.points:
+        q = pairs[(p.instances, p.routing)]
+        assert p.meets_slo == q.meets_slo
+        assert math.isclose(p.attainment, q.attainment, rel_tol=0.05), (p, q)
+        for name in ("ttft_p95_s", "tpot_p95_s"):
+            got, truth = getattr(p, name), getattr(q, name)
+            if p.routing in EXACT_SHARE or p.sampled_instances is None:
+                assert math.isclose(got, truth, rel_tol=0.05), (name, p, q)
+            else:  # fewer instances to choose from: an upper bound, never optimistic
+                assert 0.95 * truth <= got <= 1.25 * truth, (name, p, q)
+
+
+def test_the_estimate_counts_the_requests_each_point_simulates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planner.fleet.sample as sample
+
+    monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+    profile = preset_profile("chat", rate_rps=40.0)
+    traffic = draw_traffic(
+        profile, 120.0, 60.0, np.random.default_rng(2), CONFIG.effective_max_model_len
+    )
+    n = len(traffic.arrival_s)
+    routers = ["round_robin", "least_outstanding", "prefix_aware"]
+    estimate = estimate_check(traffic, CONFIG, [(16, r) for r in routers], True, 2)  # type: ignore[misc]
+    share = [int((np.arange(n) % 16 < k).sum()) for k in (4, 8)]
+    # round-robin: 4 of 16; least-outstanding: 4 then 8 of 16; prefix-aware: every instance
+    assert estimate.requests == share[0] + share[0] + share[1] + n
+    assert estimate.full_requests == 3 * n
+    assert estimate.s_per_request > 0 and estimate.full_wall_s > estimate.wall_s
+    assert estimate_check(traffic, CONFIG, [(16, "round_robin")], False, 2).requests == n
