@@ -234,6 +234,12 @@ class LimitResult(_Model):
         "held_load passed with certainty below it and failed_load, one step above, failed "
         "(false: the measured search answered, or an earlier file)",
     )
+    unconfirmed: str | None = Field(
+        default=None,
+        description="why the answer is not confirmed (a search stopped before the measured "
+        "levels around its answer held it); `capplan plan` refuses such a limit unless "
+        "--accept-unconfirmed. null: confirmed, or a measured search that ended",
+    )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(
         default="",

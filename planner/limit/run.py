@@ -345,7 +345,9 @@ def run_limit(
     except KeyboardInterrupt:
         if fast is not None and fast.limit is not None:  # the fast answer, not yet bracketed
             stopped = f"{fast.limit.stopped}; interrupted in the measured levels around it"
-            kept = fast.limit.model_copy(update={"stopped": stopped})
+            kept = fast.limit.model_copy(
+                update={"stopped": stopped, "unconfirmed": _unheld(fast.limit, search_config)}
+            )
             write_limit(kept, options.out_dir / LIMIT_FILE)
         raise
     if fast is not None:
@@ -356,6 +358,16 @@ def run_limit(
         echo(limit.sentence)
     ledger.finish()
     return limit
+
+
+def _unheld(limit: LimitResult, config: SearchConfig) -> str:
+    """Why a fast answer stopped before its measured levels ended is unconfirmed."""
+    hold = f"{config.start:g} req/s (must hold)"
+    fail = f"{config.start * config.growth:.4g} req/s (must fail)"
+    return (
+        f"interrupted before the measured levels held the fast answer "
+        f"{limit.feasible_max:g} req/s: {hold} and {fail} were not both judged"
+    )
 
 
 def _fresh(options: LimitOptions, profile: Profile) -> SearchLedger:
@@ -413,6 +425,7 @@ def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitRe
             "infeasible_min": failed,
             "held_load": limit.feasible_max,
             "answer_held": True,
+            "unconfirmed": None,
             "failed_load": failed,
             "binding": limit.binding or fast.limit.binding,
             "stopped": limit.stopped,

@@ -113,6 +113,8 @@ def fast_limit_result(
         fast=record,
         sentence=sentence,
         stopped=result.stopped,
+        # written before the measured levels around it run: a crash leaves it unconfirmed
+        unconfirmed="the measured levels around the fast answer have not held it yet",
     )
 
 
