@@ -104,13 +104,14 @@ class WallRun:
         return None if self.answer_rps is None else self.answer_rps / self.truth_rps
 
     def line(self) -> str:
-        answer = "none" if self.answer_rps is None else f"{self.answer_rps:.4g} req/s"
+        unit = "users" if self.case == "users" else "req/s"
+        answer = "none" if self.answer_rps is None else f"{self.answer_rps:.4g} {unit}"
         ratio = "n/a" if self.ratio is None else f"{self.ratio:.3f}"
         held = f"held {self.held_rps:g}" if self.held_rps is not None else "held -"
         failed = f"failed {self.failed_rps:g}" if self.failed_rps is not None else "failed -"
         state = "confirmed" if self.unconfirmed is None else f"UNCONFIRMED ({self.unconfirmed})"
         return (
-            f"{self.case} run {self.run}: answer {answer}  truth {self.truth_rps:.4g} req/s  "
+            f"{self.case} run {self.run}: answer {answer}  truth {self.truth_rps:.4g} {unit}  "
             f"ratio {ratio}  wall {self.wall_s:.0f} s  [{self.method}; {held}, {failed}; "
             f"{state}; exit {self.exit_code}; {self.finished} requests logged]"
         )

@@ -134,11 +134,14 @@ def test_a_refused_user_sends_again_after_the_refusals_own_round_trip() -> None:
     assert refusal_round_trip(steps[1:]) == RETRY_S  # none refused
 
 
-def _characterise_users(stop_past_slo: bool) -> tuple[list[int], FastResult]:
+def _characterise_users(
+    stop_past_slo: bool, prefill_s: float = 0.02, tokens: int = 32
+) -> tuple[list[int], FastResult]:
     """The users of each closed-loop step on a server without a slot limit whose decode slows
     with its streams (ITL 10 ms x (1 + (N - 1) / 20), issue 60), at tpot:p95<=25ms (truth:
     31 users, where the ITL reaches 25 ms), and the fast search's answer."""
-    spec = ServerSpec(256, 0.02, 0.01, (32, 32), slowdown=1 / 20, prefill_slows=False)
+    spec = ServerSpec(256, prefill_s, 0.01, (tokens, tokens), slowdown=1 / 20,
+                      prefill_slows=False)  # fmt: skip
     config = FastConfig(parse_slo("tpot:p95<=25ms"), seed=0)
     driver = Driver(spec, 0, drain_s=2.0)
     steps: list[int] = []
@@ -173,3 +176,12 @@ def test_the_users_characterisation_stops_once_past_the_slo() -> None:
     assert result.limit is not None and 29 <= result.limit <= 31, result.limit
     control, _ = _characterise_users(stop_past_slo=False)
     assert control[-1] == 256
+
+
+def test_the_users_answer_stays_below_a_step_measured_past_the_slo() -> None:
+    """The wall-clock bench's users server (50 ms to the first token, 64 tokens): the model,
+    its slots the 32 users tried, said 1024 users (queued users do not slow its decode);
+    32 users measured past the SLO cap it at 31 (truth 31 here)."""
+    steps, result = _characterise_users(stop_past_slo=True, prefill_s=0.05, tokens=64)
+    assert steps == [1, 2, 4, 8, 16, 32]
+    assert result.limit is not None and 29 <= result.limit <= 31, result.limit

@@ -26,11 +26,11 @@ from collections.abc import Callable, Generator
 import numpy as np
 import polars as pl
 
-from planner.limit.fast.characterise import Characterise, build_model, characterised
+from planner.limit.fast.characterise import Characterise, build_model, characterised, past_slo
 from planner.limit.fast.engine_model import counted_as_asked
 from planner.limit.fast.misses import model_misses, targets, unsupported
 from planner.limit.fast.model import Served, ServerModel, run_slots
-from planner.limit.fast.steps import Asked, FastConfig, FastResult, Step, Taken
+from planner.limit.fast.steps import Asked, Closed, FastConfig, FastResult, Step, Taken
 
 RETRY_S = 0.01  # a refused request's round trip when the steps showed none
 CLOSED_REQUESTS = 20_000  # requests a user count's closed loop sends
@@ -131,11 +131,13 @@ def fast_concurrency(
         )  # fmt: skip
     steps: list[pl.DataFrame] = []  # each step's records: the refusals' round trip
     gen = characterised(config, characterise, stop_past_slo=True)
+    last: tuple[int, Taken] | None = None
     try:
         step = next(gen)
         while True:
             taken = yield step
             steps.append(taken.records)
+            last = (step.users, taken) if isinstance(step, Closed) else last
             step = gen.send(taken)
     except StopIteration as stop:
         model, inputs, outputs, _, characterise_s = stop.value
@@ -148,6 +150,13 @@ def fast_concurrency(
         inputs, outputs = asked.input_tokens, asked.output_tokens
     retry_s = refusal_round_trip(steps) if model.refuses else RETRY_S
     users = closed_limit(model, inputs, outputs, config, retry_s=retry_s)
+    if last is not None and past_slo(last[1], last[0], config) and users >= last[0]:
+        # Measured past the SLO at that many users: the model cannot hold more. A server
+        # without a slot limit, characterised up to the step past the SLO, looks to the model
+        # like one whose slots are the users it tried, and users beyond them only wait: at
+        # tpot:p95<=25ms on ITL 10 ms x (1 + N / 20) it answered 1024 users (truth 30).
+        note(f"the model's {users} users capped below the {last[0]} measured past the SLO")
+        users = last[0] - 1
     sizes = "the profile's" if profile_sizes else f"{inputs.size} measured"
     note(f"model: {model.describe()} ({sizes} sizes); its closed loop meets the SLO up to "
          f"{users} users")  # fmt: skip
