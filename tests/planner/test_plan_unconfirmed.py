@@ -108,4 +108,3 @@ def test_a_fast_answer_is_confirmed_only_where_its_levels_held_it(
     assert code == (0 if held else 2), output
     if not held:
         assert "a fast answer the measured levels around it did not hold" in output
-
