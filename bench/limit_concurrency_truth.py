@@ -7,14 +7,15 @@ For each truth server of bench/search_truth.py (8 slots of 0.69 s requests at
 `ttft:p95<=0.5s`; 6 slots that refuse beyond, at `ttft:p95<=1s`; 32 slots of 10 s requests at
 `ttft:p95<=2s`) held in virtual time (testkit/sim_server.py), on `--dimension
 concurrency`: the truth, the most closed-loop users whose TTFT p95 (a refusal counting as
-infinite) stays within the threshold, from testkit/queue_truth.py's closed FCFS queue
-(its own code, 100,000 requests a count); `capplan limit`'s default (planner.limit.fast.closed:
-closed-loop steps, the characterised model's closed loop, then N must hold and
-N + max(1, 5 % N) must fail, measured, the measured search going on where they do not hold
-N); and the measured search alone from 1 user (`--method measured`, the default `--start`).
-Each measured level follows the default steady-state rules (testkit/closed_probe.py).
-Prints per seed the answers, their ratios to the truth and the minutes of load, then per
-case the medians and the default's load time over the measured search's.
+infinite) stays within the threshold, from testkit/queue_truth.py's closed FCFS queue (its
+own code, 100,000 requests a count); `capplan limit`'s default (planner.limit.fast.closed:
+closed-loop steps until one is past the SLO by a margin, the characterised model's closed
+loop, then N - k must hold and N + k must fail, k = max(1, round(10 % N)), measured, the
+measured search going on where they do not hold N); and the measured search alone from 1
+user (`--method measured`, the default `--start`). Each measured level follows the default
+steady-state rules (testkit/closed_probe.py). Prints per seed the answers, their ratios to
+the truth and the minutes of load, then per case the medians and the default's load time
+over the measured search's.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def default(spec: ServerSpec, slo_text: str, seed: int) -> tuple[float | None, f
     found = run_search(probe, search_config)
     levels = ", ".join(f"{o.load:g} {'pass' if o.passed else 'fail'}" for o in found.levels)
     how = f"model {result.limit}; {found.stopped} ({levels})"
-    return found.feasible_max, driver.server.now + probe.took_s, how
+    answer = search_config.answered if found.held_answer else found.feasible_max
+    return answer, driver.server.now + probe.took_s, how
 
 
 def measured(spec: ServerSpec, slo_text: str, seed: int) -> tuple[float | None, float]:

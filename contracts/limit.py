@@ -234,6 +234,18 @@ class LimitResult(_Model):
         "held_load passed with certainty below it and failed_load, one step above, failed "
         "(false: the measured search answered, or an earlier file)",
     )
+    held_gap: float | None = Field(
+        default=None,
+        description="how far below the answer held_load is, as a share of the answer (0.10 "
+        "for 0.9 L; more where the level at 0.9 L was not certain within --hold-budget and "
+        "the search stepped down to 0.85 L or 0.8 L)",
+    )
+    unconfirmed: str | None = Field(
+        default=None,
+        description="why the answer is not confirmed (a search stopped before the measured "
+        "levels around its answer held it); `capplan plan` refuses such a limit unless "
+        "--accept-unconfirmed. null: confirmed, or a measured search that ended",
+    )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(
         default="",

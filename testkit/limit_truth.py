@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from testkit.queue_truth import loss_max_rate, mgc_max_rate
+from testkit.queue_truth import loaded_max_rate, loss_max_rate, mgc_max_rate
 from testkit.slot_server import SlotTiming, start_slot_server
 
 CAPPLAN = Path(sys.executable).with_name("capplan")
@@ -37,6 +37,7 @@ class TruthCase:
     ttft_threshold_s: float
     quantile: float = 0.95
     refuse_above: int = 0  # 0: queue beyond the slots; N: refuse when N are active
+    slowdown: float = 0.0  # tokens this much slower with every slot held (--slowdown)
 
     @property
     def slo(self) -> str:
@@ -112,6 +113,14 @@ def truth_rps(case: TruthCase, timings: list[SlotTiming], *, seed: int = 0) -> f
         if float(np.quantile(first, 0.999)) > case.ttft_threshold_s:
             raise ValueError("admitted requests miss the TTFT threshold on their own")
         return loss_max_rate(case.refuse_above, float(service.mean()), case.quantile)
+    if case.slowdown:
+        # each request's nominal time after its first token: what it took over its slowdown
+        factor = np.array([t.slowdown for t in done], dtype=float)
+        token = (service - first) / factor
+        return loaded_max_rate(
+            first, token, case.slots, case.slowdown, case.ttft_threshold_s, case.quantile,
+            seed=seed,
+        )  # fmt: skip
     return mgc_max_rate(service, first, case.slots, case.ttft_threshold_s, case.quantile, seed=seed)
 
 
@@ -127,6 +136,7 @@ def run_case(
         case.per_token_s,
         tokens=case.tokens,
         refuse_above=case.refuse_above,
+        slowdown=case.slowdown,
     )
     try:
         cmd = [

@@ -228,3 +228,61 @@ def closed_max_users(
             break
         users += 1
     return users
+
+
+def loaded_ttfts(
+    rate_rps: float,
+    first_token_s: np.ndarray,
+    token_s: np.ndarray,
+    servers: int,
+    slowdown: float,
+    *,
+    arrivals: int = 200_000,
+    warmup_share: float = 0.1,
+    seed: int = 0,
+) -> np.ndarray:
+    """TTFTs of an M/G/c FCFS queue at `rate_rps` whose work per request grows with
+    concurrency: a request that starts while k servers are busy (itself counted) takes
+    first_token_s[j] + token_s[j] x (1 + slowdown x k / c), for a seeded uniform j (the
+    slot server's --slowdown). `token_s`: the request's nominal time after its first token.
+    Common random numbers across rates, as simulate_ttft."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0, arrivals)
+    picks = rng.integers(0, token_s.size, arrivals)
+    arrival_s = (np.cumsum(gaps) / rate_rps).tolist()
+    first = first_token_s[picks].tolist()
+    tokens = token_s[picks].tolist()
+    free_at = [0.0] * servers
+    ttfts = [0.0] * arrivals
+    for i, t in enumerate(arrival_s):
+        start = t if t >= free_at[0] else free_at[0]
+        busy = 1 + sum(1 for f in free_at[1:] if f > start)
+        service = first[i] + tokens[i] * (1.0 + slowdown * busy / servers)
+        heapq.heapreplace(free_at, start + service)
+        ttfts[i] = start - t + first[i]
+    return np.asarray(ttfts[int(warmup_share * arrivals) :])
+
+
+def loaded_max_rate(
+    first_token_s: np.ndarray,
+    token_s: np.ndarray,
+    servers: int,
+    slowdown: float,
+    threshold_s: float,
+    q: float = 0.95,
+    *,
+    rel_tol: float = 0.002,
+    seed: int = 0,
+) -> float:
+    """The highest Poisson rate at which the TTFT `q` quantile of `loaded_ttfts` is <=
+    `threshold_s`. Raises ValueError when even an idle server misses the threshold."""
+    capacity = servers / float(np.mean(first_token_s + token_s))
+
+    def holds(rate: float) -> bool:
+        ttft = loaded_ttfts(rate, first_token_s, token_s, servers, slowdown, seed=seed)
+        return float(np.quantile(ttft, q)) <= threshold_s
+
+    low = 1e-3 * capacity
+    if not holds(low):
+        raise ValueError(f"TTFT p{q * 100:g} exceeds {threshold_s} s even without a queue")
+    return _bisect(holds, low, capacity, rel_tol)

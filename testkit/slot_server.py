@@ -4,14 +4,17 @@ A request holds one of `slots` slots while it is served; requests beyond that wa
 arrival order (FIFO). Once it holds a slot, a request streams `n` content chunks, the first
 `prefill_s` later and then one every `per_token_s`, and ends `per_token_s` after the last:
 its service time is `prefill_s + n * per_token_s`. `n` is the request's `max_tokens`, or the
-server's own choice (`--tokens N` or `--tokens LO:HI`, uniform, seeded) so that service times
-have a known distribution whatever the client asks. With `--refuse-above N` a request that
-arrives while N requests are active is answered at once with HTTP 429 and an OpenAI error
-body. With `--late-cancel` the server writes nothing before a request's first token, so it
-learns that a client went away only then, as llama.cpp does: a request cancelled while it
-waited still holds its slot for the prefill. GET /timings lists per request its arrival, slot
-start, first chunk, end (seconds on the server's perf_counter clock), tokens and flags;
-GET /metrics has vLLM's `vllm:num_requests_running` and `vllm:num_requests_waiting` gauges.
+server's own choice (`--tokens N` or `--tokens LO:HI`, uniform, seeded) so that service
+times have a known distribution whatever the client asks. With `--refuse-above N` a request
+that arrives while N requests are active is answered at once with HTTP 429 and an OpenAI
+error body. With `--slowdown S` a request's tokens come S x k / slots slower when k requests
+hold slots as it takes its own (counting itself): S more at full load, a server whose work
+per request grows with concurrency (the prefill is not slowed). With `--late-cancel` the
+server writes nothing before a request's first token, so it learns that a client went away
+only then, as llama.cpp does: a request cancelled while it waited still holds its slot for
+the prefill. GET /timings lists per request its arrival, slot start, first chunk, end
+(seconds on the server's perf_counter clock), tokens and flags; GET /metrics has vLLM's
+`vllm:num_requests_running` and `vllm:num_requests_waiting` gauges.
 Chunk format and process launch come from testkit.stream_server:
 `python -m testkit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
 """
@@ -47,6 +50,7 @@ class SlotTiming:
     tokens: int = 0
     refused: bool = False
     cancelled: bool = False  # the client went away before the end
+    slowdown: float = 1.0  # its per-token time over the nominal one (--slowdown)
 
     @property
     def service_s(self) -> float | None:
@@ -133,9 +137,11 @@ def make_app(
     refuse_above: int = 0,
     seed: int = 0,
     late_cancel: bool = False,
+    slowdown: float = 0.0,
 ) -> web.Application:
     """The app: `slots` FIFO slots; `refuse_above` > 0 refuses when that many are active;
-    `late_cancel`: nothing written before the first token (see the module)."""
+    `late_cancel`: nothing written before the first token; `slowdown`: tokens slower by that
+    share with every slot held (see the module)."""
     line = FifoSlots(slots)
     timings: list[SlotTiming] = []
     rng = random.Random(seed)
@@ -168,6 +174,8 @@ def make_app(
             state["running"] += 1
             timing.slot_start_s = clock()
             timing.tokens = n
+            timing.slowdown = 1.0 + slowdown * state["running"] / slots
+            itl_s = per_token_s * timing.slowdown
             if late_cancel:
                 await asyncio.sleep(prefill_s)
             await resp.prepare(request)
@@ -180,9 +188,9 @@ def make_app(
                 endpoint,
                 n,
                 prefill_s - (clock() - start),
-                per_token_s,
+                itl_s,
                 prompt_tokens=_TOKENIZER.count(prompt),
-                tail_s=per_token_s,
+                tail_s=itl_s,
             )
             timing.first_chunk_s = first_s
             timing.end_s = clock()
@@ -247,6 +255,7 @@ def start_slot_server(
     refuse_above: int = 0,
     seed: int = 0,
     late_cancel: bool = False,
+    slowdown: float = 0.0,
     deadline_s: float = 15.0,
 ) -> SlotServer:
     """Start the server in a subprocess and poll until it answers (or raise RuntimeError)."""
@@ -254,6 +263,7 @@ def start_slot_server(
     args = ["--slots", str(slots), "--prefill", str(prefill_s), "--per-token", str(per_token_s)]
     args += ["--tokens", tokens, "--refuse-above", str(refuse_above), "--seed", str(seed)]
     args += ["--late-cancel"] if late_cancel else []
+    args += ["--slowdown", str(slowdown)] if slowdown else []
     return SlotServer(launch("testkit.slot_server", args, deadline_s=deadline_s))
 
 
@@ -267,6 +277,7 @@ def main() -> None:
     ap.add_argument("--refuse-above", type=int, default=0, help="429 when N active (0: never)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--late-cancel", action="store_true", help="nothing sent before 1st token")
+    ap.add_argument("--slowdown", type=float, default=0.0, help="token slowdown when full")
     a = ap.parse_args()
     if a.slots < 1:
         ap.error("--slots must be >= 1")
@@ -283,6 +294,7 @@ def main() -> None:
             refuse_above=a.refuse_above,
             seed=a.seed,
             late_cancel=a.late_cancel,
+            slowdown=a.slowdown,
         ),
         host="127.0.0.1",
         port=a.port,

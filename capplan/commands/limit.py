@@ -104,6 +104,12 @@ def register(app: typer.Typer) -> None:
             "--max-level-duration",
             help="Longest a level may run (s); one not steady by then fails as unstable.",
         ),
+        hold_budget: float = typer.Option(
+            180.0,
+            "--hold-budget",
+            help="Longest the level that must hold a fast answer L (0.9 L) runs (s); not "
+            "certain by then, the search steps down to 0.85 L, then 0.8 L.",
+        ),
         arrival: str = typer.Option(
             "poisson", "--arrival", help="Rate levels: poisson, constant or gamma:K arrivals."
         ),
@@ -198,6 +204,7 @@ def register(app: typer.Typer) -> None:
         for option, value in (
             ("--level-duration", level_duration),
             ("--max-level-duration", max_level_duration),
+            ("--hold-budget", hold_budget),
             ("--start", start),
             ("--max", max_load),
             ("--time-scale", time_scale),
@@ -253,6 +260,7 @@ def register(app: typer.Typer) -> None:
             max_load=max_load,
             level_duration_s=level_duration,
             max_level_s=max_level_duration,
+            hold_budget_s=hold_budget,
             level_requests=level_requests,
             effective_requests=effective_requests,
             tail_requests=tail_requests,
@@ -290,6 +298,7 @@ _FIELDS = {
     "out": "out_dir",
     "level_duration": "level_duration_s",
     "max_level_duration": "max_level_s",
+    "hold_budget": "hold_budget_s",
     "warmup": "warmup_s",
     "success_only": "slo",
     "calibration": "engine",

@@ -49,7 +49,12 @@ from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
 from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
-from planner.capacity.arithmetic import HostRule, parse_float_list, parse_limit
+from planner.capacity.arithmetic import (
+    HostRule,
+    parse_float_list,
+    parse_limit,
+    unconfirmed_reason,
+)
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides
 from planner.fleet.executor import parse_executor
@@ -100,6 +105,12 @@ def plan_command(
         help="limit.json of `capplan limit`, or a number with unit: 17.4rps, 50users.",
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write plan.json."),
+    accept_unconfirmed: bool = typer.Option(
+        False,
+        "--accept-unconfirmed",
+        help="Plan with a limit.json whose answer is unconfirmed (a search stopped before "
+        "the measured levels around it held it); refused without this.",
+    ),
     slo: str | None = typer.Option(
         None, "--slo", help="SLO spec; must match the limit.json's (default: the limit's)."
     ),
@@ -184,7 +195,9 @@ def plan_command(
     settings = RoutingSettings(prefix_threshold=prefix_threshold, seed=seed)
     console = stderr_console()
     the_profile = load_profile(profile)
-    the_limit = parse_limit(limit, slo)
+    the_limit = parse_limit(limit, slo, accept_unconfirmed=accept_unconfirmed)
+    if the_limit.result is not None and (reason := unconfirmed_reason(the_limit.result)):
+        console.print(f"[yellow]planning with an unconfirmed limit: {reason}[/yellow]")
     options = PlanOptions(
         profile_path=str(profile),
         slo=slo,

@@ -72,12 +72,13 @@ def normalise_slo(spec: str) -> str:
     return parse_slo(spec).canonical
 
 
-def parse_limit(text: str, slo: str | None = None) -> Limit:
+def parse_limit(text: str, slo: str | None = None, *, accept_unconfirmed: bool = False) -> Limit:
     """Read `--limit`: a limit.json path, or a positive number with its unit (`17.4rps`, `50users`).
 
     Raises ConfigError for a zero, negative or unit-less number, an unknown unit, a limit.json
-    without a feasible load, or a limit.json measured under another SLO than `slo` (when given);
-    InputError for a file that is not a readable limit.json.
+    without a feasible load, a limit.json measured under another SLO than `slo` (when given),
+    or an unconfirmed one (`unconfirmed_reason`) unless `accept_unconfirmed`; InputError for a
+    file that is not a readable limit.json.
     """
     match = _NUMBER_RE.match(text)
     if match and not Path(text).is_file():
@@ -96,22 +97,42 @@ def parse_limit(text: str, slo: str | None = None) -> Limit:
         if not number > 0:
             raise ConfigError(f"--limit {text!r}: the per-instance limit must be > 0")
         return Limit(value=number, unit=unit, source=text.strip(), slo=slo)
-    return _limit_from_file(Path(text), slo)
+    return _limit_from_file(Path(text), slo, accept_unconfirmed)
 
 
-def _limit_from_file(path: Path, slo: str | None) -> Limit:
+def _limit_from_file(path: Path, slo: str | None, accept_unconfirmed: bool) -> Limit:
     if not path.exists():
         raise InputError(
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
             f"(e.g. 17.4rps, 50users)"
         )
-    return limit_from_result(load_limit(path), str(path), slo)
+    result = load_limit(path)
+    reason = unconfirmed_reason(result)
+    if reason is not None and not accept_unconfirmed:
+        raise ConfigError(
+            f"--limit {path}: the limit {result.feasible_max:g} {unit_label(result.unit)} is "
+            f"unconfirmed ({reason}); finish the search (capplan limit --resume "
+            f"{path.parent}) or plan with it anyway with --accept-unconfirmed"
+        )
+    return limit_from_result(result, str(path), slo)
+
+
+def unconfirmed_reason(result: LimitResult) -> str | None:
+    """Why a limit.json's answer is not confirmed, or None. A fast answer is confirmed only
+    when the measured levels around it held it (`answer_held`); a file that says so names
+    why (`unconfirmed`), one written before that field gets a reason from its fields."""
+    if result.unconfirmed is not None:
+        return result.unconfirmed
+    if result.method == "fast" and not result.answer_held:
+        return "a fast answer the measured levels around it did not hold"
+    return None
 
 
 def limit_from_result(result: LimitResult, source: str, slo: str | None) -> Limit:
     """The plan's per-instance limit from a measured (or predicted) limit result; `source`
     names where it came from. ConfigError when no load met the SLO, or the result was
-    measured under another SLO than `slo` (when given)."""
+    measured under another SLO than `slo` (when given). An unconfirmed result is taken as it
+    is (parse_limit refuses one unless asked)."""
     if result.feasible_max is None or result.feasible_max <= 0:
         raise ConfigError(
             f"{source}: no load met the SLO {result.slo!r} (feasible_max is "

@@ -29,7 +29,12 @@ class SearchConfig:
     answer then rests on measured levels on both sides (the pass settled certain, the fail
     as it came: an overloaded level is stopped as hopeless before its fail is certain). The
     pass level is run again while it is uncertain, before the search looks below it, and
-    only `max_pooled_s` caps its repeats (where `max_repeats` allows any).
+    only `max_pooled_s` caps its repeats (where `max_repeats` allows any). With
+    `hold_budget_s`, that level's runs end at the budget, and where it is not certain within
+    it the search steps down to the next hold level (`hold_levels`: the answer x (1 - k x
+    tolerance) for k = 3, 4 below the first, 0.85 L and 0.8 L at the default 5 %) rather
+    than pooling more runs: the answer then rests on the lower level that held, a wider
+    gap below it. The lowest hold level is pooled as before.
     Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`: a
     verdict is certain when its interval lies on its side of the threshold, so the default
     0.90 makes each verdict a one-sided 95 % bound.
@@ -60,6 +65,9 @@ class SearchConfig:
     # a load another method answered (the fast search's model): the search stops as soon as
     # a certain pass and a fail at most one `growth` step apart hold it between them
     answered: float | None = None
+    # the longest the level that must hold `answered` is run before the search steps down
+    hold_budget_s: float | None = 180.0
+    hold_steps: int = 2  # hold levels below the first (0.85 L, 0.8 L)
 
     def __post_init__(self) -> None:
         if self.start <= 0:
@@ -80,6 +88,10 @@ class SearchConfig:
             raise ConfigError(f"max pooled time must be > 0 s, got {self.max_pooled_s}")
         if not 0 < self.confidence < 1 or self.resamples < 10:
             raise ConfigError("confidence must be in (0, 1) and resamples at least 10")
+        if self.hold_budget_s is not None and self.hold_budget_s <= 0:
+            raise ConfigError(f"hold budget must be > 0 s, got {self.hold_budget_s}")
+        if self.hold_steps < 0:
+            raise ConfigError(f"hold steps must be >= 0, got {self.hold_steps}")
         if not 0 < self.abandon_error_rate <= 1:
             rate = self.abandon_error_rate
             raise ConfigError(f"abandon error rate must be in (0, 1], got {rate}")

@@ -239,7 +239,9 @@ class _LevelWatcher:
                 self.stopped_at_s = now_s
                 (work / "stop").touch()  # the locustfile's graceful stop: cancels what is in flight
                 return
-        if state.done:
-            self.ended = True
-            self.capped = state.capped
+        budget_s = self.rule.budget_s if self.rule is not None else None
+        over_budget = budget_s is not None and now_s - start_s >= budget_s
+        if state.done or over_budget:
+            self.ended = True  # over its budget: judged as it stands, not unstable
+            self.capped = state.capped and not over_budget
             (work / "end-stage").write_text(self.stage.name)

@@ -37,6 +37,7 @@ class LimitOptions:
     level_duration_s: float = 30.0  # the shortest measured window of a level
     warmup_s: float | None = None  # the shortest warm-up (None: SteadyRules' default)
     max_level_s: float = 900.0  # a level that has not settled by then fails as unstable
+    hold_budget_s: float = 180.0  # the fast answer's hold level, before stepping down
     level_requests: int = 100  # the fewest requests a level's window holds
     effective_requests: float | None = None  # independent ones (None: SteadyRules' default)
     tail_requests: float | None = None  # independent ones in the SLO's tail (None: default)

@@ -79,6 +79,8 @@ class EngineProbe:
             return self._fixed_level(load, rng)
         rules = self.rules
         cap_s = rules.max_level_s
+        if abandon is not None and abandon.budget_s is not None:
+            cap_s = min(cap_s, abandon.budget_s)  # judged as it stands at the budget
         requests = self._requests(load, cap_s, rng)
         span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
         while True:

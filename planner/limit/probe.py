@@ -50,11 +50,18 @@ class AbandonRule:
     `min_finished` finished), or when more requests are already past a TTFT or E2E
     threshold — finished above it or still waiting longer than it — than the SLO allows in
     the whole level (queue growth makes the tail unrecoverable).
+
+    `budget_s`: the run ends once it has lasted that long, steady or not, and is judged as it
+    stands (not abandoned): the level that must hold a fast answer gets a budget, and where it
+    is not certain within it the search steps down rather than holding it longer.
+    `hopeless_checks` False: only the budget ends the run (a repeat settling a close verdict).
     """
 
     slo: Slo
     error_rate: float = 0.5
     min_finished: int = 20
+    budget_s: float | None = None
+    hopeless_checks: bool = True
 
     def hopeless(
         self,
@@ -68,6 +75,8 @@ class AbandonRule:
         dimension: Dimension,
     ) -> str | None:
         """A reason to stop the level now, or None to keep going."""
+        if not self.hopeless_checks:
+            return None
         elapsed_s = now_s - start_s
         window_s = duration_s - warmup_s
         if elapsed_s <= warmup_s or window_s <= 0 or records.height == 0:

@@ -89,6 +89,19 @@ def _confidence(result: SearchResult) -> str:
     return "; ".join(parts)
 
 
+def _unconfirmed(result: SearchResult) -> str | None:
+    """Why an interrupted search's answer is not confirmed (None: the search ended)."""
+    if not result.interrupted:
+        return None
+    config = result.config
+    if config.answered is not None:
+        return (
+            f"interrupted before the measured levels around the answer "
+            f"{_unit_text(config.dimension, config.answered)} held it"
+        )
+    return "interrupted before the search's bracket was final (the answer is not yet narrowed)"
+
+
 def level_record(outcome: LevelOutcome) -> LimitLevel:
     """The limit.json entry of one judged level."""
     evaluation = outcome.evaluation
@@ -181,5 +194,6 @@ def build_limit_result(
         recovery_s=recovery_s,
         sentence=_sentence(result, binding, littles),
         stopped=result.stopped,
+        unconfirmed=_unconfirmed(result),
         time_scale=time_scale,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -27,8 +27,9 @@ from planner.capacity.floor import check_floor
 from planner.limit.config import SearchConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
-from planner.limit.fast.result import fast_limit_result, fast_record, seeded
-from planner.limit.fast.steps import FastConfig, FastResult
+from planner.limit.fast.result import fast_limit_result, seeded
+from planner.limit.fast.steps import FastConfig
+from planner.limit.held import FastAnswer, with_fast
 from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger, last_index
 from planner.limit.live import LocustProbe
 from planner.limit.options import LimitOptions
@@ -268,6 +269,7 @@ def run_limit(
         min_completed=options.min_completed,
         max_repeats=options.max_repeats,
         max_pooled_s=rules.max_level_s,  # a deciding level's runs, all together
+        hold_budget_s=options.hold_budget_s,
         max_levels=options.max_levels,
         growth=options.growth,
         seed=options.seed,
@@ -313,7 +315,7 @@ def run_limit(
         config = config.model_copy(update={"model": options.model})
     ledger = resumed or _fresh(options, profile)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
-    fast: _Fast | None = None
+    fast: FastAnswer | None = None
     if options.method == "fast":
         fast = _fast_search(options, config, search_config, profile, echo, ledger)
         search_config = seeded(search_config, fast.result, echo)
@@ -348,17 +350,29 @@ def run_limit(
     except KeyboardInterrupt:
         if fast is not None and fast.limit is not None:  # the fast answer, not yet bracketed
             stopped = f"{fast.limit.stopped}; interrupted in the measured levels around it"
-            kept = fast.limit.model_copy(update={"stopped": stopped})
+            kept = fast.limit.model_copy(
+                update={"stopped": stopped, "unconfirmed": _unheld(fast.limit, search_config)}
+            )
             write_limit(kept, options.out_dir / LIMIT_FILE)
         raise
     if fast is not None:
-        limit = _with_fast(limit, fast, search_config)
+        limit = with_fast(limit, fast, search_config)
         write_limit(limit, options.out_dir / LIMIT_FILE)
         if verify is not None:
             limit = _verified(limit, verify, options.out_dir, wall_s=fast.wall_s)
         echo(limit.sentence)
     ledger.finish()
     return limit
+
+
+def _unheld(limit: LimitResult, config: SearchConfig) -> str:
+    """Why a fast answer stopped before its measured levels ended is unconfirmed."""
+    hold = f"{config.start:g} req/s (must hold)"
+    fail = f"{config.start * config.growth:.4g} req/s (must fail)"
+    return (
+        f"interrupted before the measured levels held the fast answer "
+        f"{limit.feasible_max:g} req/s: {hold} and {fail} were not both judged"
+    )
 
 
 def _fresh(options: LimitOptions, profile: Profile) -> SearchLedger:
@@ -377,55 +391,6 @@ def _resumed(options: LimitOptions, profile: Profile, echo: Echo) -> SearchLedge
     return ledger
 
 
-@dataclass(frozen=True)
-class _Fast:
-    result: FastResult
-    limit: LimitResult | None  # the fast answer's limit.json (None: the model was inadequate)
-    started_s: float  # `clock` when the fast search began
-    clock: Callable[[], float]  # the search's clock (a resumed run's counts its time before)
-
-    def wall_s(self) -> float:
-        return self.clock() - self.started_s
-
-
-def _with_fast(limit: LimitResult, fast: _Fast, config: SearchConfig) -> LimitResult:
-    """limit.json after a fast search and the measured levels that followed it. Where they
-    held the fast answer between a certain pass and a fail one step apart, the answer is the
-    fast search's, resting on them; otherwise the measured search's, with the fast search's
-    account of why it could not answer."""
-    record = fast_record(fast.result, config)
-    if config.dimension == "concurrency" and limit.answer_held:
-        # the answer is the held level itself (whole users: N held, N + 1 or more failed)
-        users = f"{limit.feasible_max:g} users"
-        return limit.model_copy(
-            update={
-                "method": "fast",
-                "fast": record,
-                "wall_s": fast.wall_s(),
-                "sentence": f"{limit.sentence}; fast search: the characterised model's closed "
-                f"loop said {users}, measured: {users} held with certainty",
-            }
-        )
-    if fast.limit is None or not limit.answer_held:
-        return limit.model_copy(update={"fast": record, "wall_s": fast.wall_s()})
-    failed = limit.infeasible_min
-    above = f", {failed:g} failed" if failed is not None else ", nothing above it failed"
-    return fast.limit.model_copy(
-        update={
-            "levels": [*fast.limit.levels, *limit.levels],
-            "infeasible_min": failed,
-            "held_load": limit.feasible_max,
-            "answer_held": True,
-            "failed_load": failed,
-            "binding": limit.binding or fast.limit.binding,
-            "stopped": limit.stopped,
-            "wall_s": fast.wall_s(),
-            "sentence": f"{fast.limit.sentence}; measured: {limit.feasible_max:g} req/s held "
-            f"with certainty{above}",
-        }
-    )
-
-
 def _fast_search(
     options: LimitOptions,
     config: LoadTestConfig,
@@ -433,7 +398,7 @@ def _fast_search(
     profile: Profile,
     echo: Echo,
     ledger: SearchLedger,
-) -> _Fast:
+) -> FastAnswer:
     """Characterise, predict, confirm, correct (planner.limit.fast) on the live endpoint; its
     limit.json when the model was adequate (written: a Ctrl-C in the measured levels that
     follow keeps it)."""
@@ -474,7 +439,7 @@ def _fast_search(
         closed_loop=closed_loop,
     )
     if not result.adequate or result.limit is None or closed_loop:
-        return _Fast(result, None, started, ledger.clock)
+        return FastAnswer(result, None, started, ledger.clock)
     limit = fast_limit_result(
         result,
         search_config,
@@ -486,4 +451,4 @@ def _fast_search(
         time_scale=options.time_scale,
     )
     write_limit(limit, options.out_dir / LIMIT_FILE)
-    return _Fast(result, limit, started, ledger.clock)
+    return FastAnswer(result, limit, started, ledger.clock)

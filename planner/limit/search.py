@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -30,6 +30,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from contracts.errors import RunError
 from planner.limit.config import HELD_ANSWER, SearchConfig
+from planner.limit.levels import abandonable_again, hold_levels, snap_load
 from planner.limit.probe import LevelMeasurement, Probe
 from planner.limit.steady import correlation_requests
 from planner.slo.spec import Slo
@@ -281,28 +282,6 @@ def _crossing_estimate(
     return min(estimates) if estimates else None
 
 
-def _snap(config: SearchConfig, load: float, upward: bool) -> float:
-    """A load the search holds: within its bounds, whole users or 4 significant digits."""
-    load = min(max(load, config.lowest), config.max_load)
-    if config.dimension == "concurrency":
-        # a user count times a growth may land a hair off a whole number: not a user more
-        return float(max(1, math.ceil(load - 1e-9) if upward else math.floor(load + 1e-9)))
-    return float(f"{load:.4g}")
-
-
-def _hold_level(config: SearchConfig) -> float | None:
-    """With `answered`: the level that must hold it (the search's first)."""
-    return None if config.answered is None else _snap(config, config.start, upward=True)
-
-
-def _abandonable_again(config: SearchConfig, load: float, runs: list[LevelMeasurement]) -> bool:
-    """The level that must hold a fast answer was stopped early as hopeless on every run so
-    far: its next run may be stopped early too (it may be hopeless after all: a misfit
-    model's answer). The rule counts requests past a threshold against the level's shortest
-    length, and near the limit a burst trips it: see `limit_search`."""
-    return load == _hold_level(config) and all(m.abandoned is not None for m in runs)
-
-
 class _StopSearch(Exception):
     """Thrown into the search generator to end it early (Ctrl-C)."""
 
@@ -325,10 +304,12 @@ def limit_search(
     measured: dict[float, list[LevelMeasurement]] = {}
     outcomes: dict[float, LevelOutcome] = {}
     order: list[float] = []
-    hold = _hold_level(config)
+    holds = hold_levels(config)
+    hold = holds[0] if holds else None
+    given_up: set[float] = set()  # hold levels not certain within their budget: no verdict
 
     def snap(load: float, upward: bool) -> float:
-        return _snap(config, load, upward)
+        return snap_load(config, load, upward)
 
     def take(load: float) -> Generator[float, LevelMeasurement, LevelOutcome]:
         measurement = yield load
@@ -337,22 +318,35 @@ def limit_search(
             order.append(load)
         # the level that must hold a fast answer with certainty is worth its whole time cap:
         # given up uncertain, it sends the search below it to a certain pass further down
-        capped = load == hold
+        capped = load in holds
         outcomes[load] = judge_level(config, load, measured[load], rng, time_capped=capped)
         if on_level is not None:
             on_level(outcomes[load])
         return outcomes[load]
 
     def bounds() -> tuple[float | None, float | None]:
-        fails = [x for x, o in outcomes.items() if not o.passed]
+        judged = {x: o for x, o in outcomes.items() if x not in given_up}
+        fails = [x for x, o in judged.items() if not o.passed]
         hi = min(fails) if fails else None
-        passes = [x for x, o in outcomes.items() if o.passed and (hi is None or x < hi)]
+        passes = [x for x, o in judged.items() if o.passed and (hi is None or x < hi)]
         return (max(passes) if passes else None), hi
 
     def holds_answer(lo: float, hi: float) -> bool:
         answered = config.answered
         step = config.growth * (1 + 1e-3)  # levels are snapped to 4 significant digits
-        return answered is not None and lo <= answered < hi and hi <= lo * step
+        # a lower hold level the search stepped down to holds it below with a wider gap
+        top = max(lo, holds[0]) if lo in holds else lo
+        return answered is not None and lo <= answered < hi and hi <= top * step
+
+    def step_down(load: float) -> float | None:
+        """The next hold level when `load`, a hold level, is uncertain after its budget."""
+        budget_s = config.hold_budget_s
+        if budget_s is None or load != hold or outcomes[load].certain:
+            return None
+        if sum(m.duration_s for m in measured[load]) < budget_s * (1 - 1e-6):
+            return None
+        lower = holds.index(load) + 1
+        return holds[lower] if lower < len(holds) else None
 
     def converged(lo: float, hi: float) -> bool:
         if integer:
@@ -404,6 +398,10 @@ def limit_search(
             # sent the search down three to five levels before its repeats held it after all
             # (bench/search_truth.py --method default: 10-46 virtual minutes a seed).
             if hold is not None and not (outcomes[hold].passed or outcomes[hold].settled):
+                lower = step_down(hold)
+                if lower is not None:
+                    given_up.add(hold)
+                    hold = lower
                 yield from take(hold)
                 continue
             lo, hi = bounds()
@@ -441,6 +439,10 @@ def limit_search(
                 end = next((x for x in ends if x is not None and not outcomes[x].settled), None)
                 if end is None:
                     return result(lo, hi, stopped)
+                lower = step_down(end)
+                if lower is not None:  # the answer's hold level, uncertain after its budget
+                    given_up.add(end)
+                    hold = end = lower
                 yield from take(end)
                 continue
             gap_before = (hi - lo) if lo is not None and hi is not None else None
@@ -470,15 +472,21 @@ def run_search(
     search = limit_search(config, on_level=on_level)
     rule = config.abandon_rule()
     runs: dict[float, list[LevelMeasurement]] = {}
+    budgeted = hold_levels(config)[:-1]  # the lowest hold level is pooled as before
     try:
         load = next(search)
         while True:
             # A level measured again is settling a close verdict: hold it to its end (but a
             # fast answer's hold level, stopped early on every run so far, may stop early).
             before = runs.setdefault(load, [])
-            first = not before or _abandonable_again(config, load, before)
+            first = not before or abandonable_again(config, load, before)
+            abandon = rule if first else None
+            if load in budgeted and config.hold_budget_s is not None:
+                left_s = config.hold_budget_s - sum(m.duration_s for m in before)
+                abandon = replace(abandon or rule, budget_s=max(left_s, 1.0),
+                                  hopeless_checks=first)  # fmt: skip
             try:
-                measurement = probe.measure(load, abandon=rule if first else None)
+                measurement = probe.measure(load, abandon=abandon)
             except KeyboardInterrupt:
                 # Keep what was measured: the search answers from the levels it has.
                 search.throw(_StopSearch())

@@ -55,6 +55,7 @@ CASES = [
     ("limit", "--tail-requests", "-1"),
     ("limit", "--effective-requests", "nan"),
     ("limit", "--max-level-duration", "0"),
+    *(("limit", "--hold-budget", v) for v in ("0", "-5", "nan")),
     ("limit", "--time-scale", "0"),
     ("limit", "--expect-workers", "-1"),
     *(("plan", "--headroom", v) for v in ("20", "1.5", "-0.1", "-5%", "nan", "x")),

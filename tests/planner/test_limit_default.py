@@ -243,8 +243,9 @@ def test_the_hold_level_is_run_until_certain_within_the_time_cap_not_the_repeat_
     whose first six runs came out at 4.8 %: uncertain after the five repeats `max_repeats`
     allows, it is run on within `max_pooled_s` (900 s) until its pooled runs pass with
     certainty, and the answer is held. The control (the repeat count as the cap, the search
-    before this rule) gave it up as a fail and answered below the hold level."""
-    config = SearchConfig(slo=parse_slo("errors<=5%"), max_levels=12, seed=1)
+    before this rule) gave it up as a fail and answered below the hold level. Without a hold
+    budget (`hold_budget_s=None`): with one, the search steps down instead (the next test)."""
+    config = SearchConfig(slo=parse_slo("errors<=5%"), max_levels=12, seed=1, hold_budget_s=None)
     config = seeded(config, _fast(20.0, True), echo=lambda _: None)
     probe = BunchedErrors(np.random.default_rng(3), duration_s=60.0, bunched_at=config.start)
     result = run_search(probe, config)
@@ -253,3 +254,17 @@ def test_the_hold_level_is_run_until_certain_within_the_time_cap_not_the_repeat_
     assert config.max_repeats + 1 < len(hold.stages) <= 900 / 60
     assert result.held_answer, result.stopped
     assert [o.load for o in result.levels] == [18.0, 22.0]
+
+
+def test_an_uncertain_hold_level_steps_down_within_its_budget() -> None:
+    """The same bunched errors at 18 req/s with the default hold budget (180 s): after three
+    uncertain 60 s runs the search steps down to 0.85 L = 17 req/s, which holds, and the
+    answer 20 rests on it and on 22 failing, instead of pooling 18 for up to 900 s."""
+    config = SearchConfig(slo=parse_slo("errors<=5%"), max_levels=12, seed=1)
+    config = seeded(config, _fast(20.0, True), echo=lambda _: None)
+    probe = BunchedErrors(np.random.default_rng(3), duration_s=60.0, bunched_at=config.start)
+    result = run_search(probe, config)
+    first = result.levels[0]
+    assert first.load == 18.0 and not first.certain and len(first.stages) == 3
+    assert result.held_answer, result.stopped
+    assert result.feasible_max == 17.0 and result.infeasible_min == 22.0

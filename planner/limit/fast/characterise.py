@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from contracts.latency import CENSORED_CLASSES
+from planner.limit.fast.misses import measured_misses, share, targets
 from planner.limit.fast.model import Model, ServerModel
 from planner.limit.fast.steps import Closed, FastConfig, Step, Taken
 
@@ -241,12 +242,35 @@ def step_requests(users: int) -> int:
 Characterise = Callable[[list[StepSummary], tuple[float, float], tuple[float, float]], ServerModel]
 
 
+# A closed-loop step is past the SLO by a margin when some target misses on at least this
+# many times the share it allows, and on PAST_MISSES requests or more
+PAST_MARGIN = 2.0
+PAST_MISSES = 10
+
+
+def past_slo(taken: Taken, users: int, config: FastConfig) -> bool:
+    """The step (after its first round) missed some SLO target on PAST_MARGIN times the share
+    the SLO allows or more (and at least 0.05 over it): more users only miss more."""
+    records = _after_first_round(taken.records, users)
+    if records.height == 0:
+        return False
+    misses = measured_misses(records, config.slo, now_s=taken.end_s)
+    counts = misses.miss.sum(axis=0)
+    for target, missed, count in zip(targets(config.slo), share(misses), counts, strict=True):
+        bound = max(PAST_MARGIN * target.allowed, target.allowed + 0.05)
+        if count >= PAST_MISSES and missed >= bound:
+            return True
+    return False
+
+
 def characterised(
-    config: FastConfig, characterise: Characterise
+    config: FastConfig, characterise: Characterise, *, stop_past_slo: bool = False
 ) -> Generator[Step, Taken, tuple[Model, np.ndarray, np.ndarray, float, float]]:
     """Phase 1: closed-loop steps of 1, 2, 4, ... users until the server stops taking
-    more. Returns the model, the measured request sizes, the horizon that sizes a step's
-    requests (`_sized`) and the seconds it took."""
+    more (`stop_past_slo`: or a step is past the SLO by a margin, `past_slo`: the users'
+    answer lies below it, and a server without a slot limit would otherwise be climbed to
+    `max_users`). Returns the model, the measured request sizes, the horizon that sizes a
+    step's requests (`_sized`) and the seconds it took."""
     started: float | None = None
     closed: list[tuple[int, Taken]] = []
     summaries: list[StepSummary] = []
@@ -260,6 +284,8 @@ def characterised(
             first_s, decode_s = solo_costs(taken.records)
         summaries.append(summarise(taken.records, users, taken.end_s, first_s, decode_s))
         users = next_users(summaries, config.max_users)
+        if stop_past_slo and past_slo(taken, closed[-1][0], config):
+            users = None
     characterise_s = closed[-1][1].end_s - (started or 0.0)
     model = characterise(summaries, first_s, decode_s)
     # A request still running when its step ended is more likely a long one: sizes come

@@ -5,13 +5,14 @@ A concurrency level holds `users` clients that each send the next request as soo
 last one ends (locustfiles/driver.py, no think time), so its load is set by the server
 itself: users beyond the slots wait first come first served, and every wait is as long as
 the answers ahead of it. The closed-loop steps that characterise the server (1, 2, 4, ...
-users until it stops taking more) are the measured search's first levels already; the
+users until it stops taking more, or until a step is past the SLO by a margin) are the
+measured search's first levels already; the
 model then runs the closed loop for every user count (`serve_closed`, common random
 numbers: the same request sizes in the same order) and the answer is the most users whose
 miss shares stay within what the SLO allows (`closed_limit`). There is no confirmation
-phase of its own: the measured levels around the answer (planner.limit.fast.result
-`seeded`: 0.9 and 1.1 of it in whole users) confirm it, and the measured search goes on
-from there where they do not hold it.
+phase of its own: the measured levels around the answer (`whole_users_bracket`: about 0.9
+and 1.1 of it in whole users, at least one user each side) confirm it, and the measured
+search goes on from there where they do not hold it.
 
 A refused request (HTTP 429) returns at once and its user sends again; the model's user
 waits `retry_s` (the refusals' own round trip in the steps, else 10 ms) so that a refusing
@@ -20,17 +21,16 @@ model's loop advances.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator
 
 import numpy as np
 import polars as pl
 
-from planner.limit.fast.characterise import Characterise, build_model, characterised
+from planner.limit.fast.characterise import Characterise, build_model, characterised, past_slo
 from planner.limit.fast.engine_model import counted_as_asked
 from planner.limit.fast.misses import model_misses, targets, unsupported
 from planner.limit.fast.model import Served, ServerModel, run_slots
-from planner.limit.fast.steps import Asked, FastConfig, FastResult, Step, Taken
+from planner.limit.fast.steps import Asked, Closed, FastConfig, FastResult, Step, Taken
 
 RETRY_S = 0.01  # a refused request's round trip when the steps showed none
 CLOSED_REQUESTS = 20_000  # requests a user count's closed loop sends
@@ -130,12 +130,14 @@ def fast_concurrency(
             stopped=f"unsupported: {why}", adequate=False, characterise_s=0, confirm_s=0,
         )  # fmt: skip
     steps: list[pl.DataFrame] = []  # each step's records: the refusals' round trip
-    gen = characterised(config, characterise)
+    gen = characterised(config, characterise, stop_past_slo=True)
+    last: tuple[int, Taken] | None = None
     try:
         step = next(gen)
         while True:
             taken = yield step
             steps.append(taken.records)
+            last = (step.users, taken) if isinstance(step, Closed) else last
             step = gen.send(taken)
     except StopIteration as stop:
         model, inputs, outputs, _, characterise_s = stop.value
@@ -148,6 +150,13 @@ def fast_concurrency(
         inputs, outputs = asked.input_tokens, asked.output_tokens
     retry_s = refusal_round_trip(steps) if model.refuses else RETRY_S
     users = closed_limit(model, inputs, outputs, config, retry_s=retry_s)
+    if last is not None and past_slo(last[1], last[0], config) and users >= last[0]:
+        # Measured past the SLO at that many users: the model cannot hold more. A server
+        # without a slot limit, characterised up to the step past the SLO, looks to the model
+        # like one whose slots are the users it tried, and users beyond them only wait: at
+        # tpot:p95<=25ms on ITL 10 ms x (1 + N / 20) it answered 1024 users (truth 30).
+        note(f"the model's {users} users capped below the {last[0]} measured past the SLO")
+        users = last[0] - 1
     sizes = "the profile's" if profile_sizes else f"{inputs.size} measured"
     note(f"model: {model.describe()} ({sizes} sizes); its closed loop meets the SLO up to "
          f"{users} users")  # fmt: skip
@@ -169,10 +178,12 @@ def fast_concurrency(
 
 
 def whole_users_bracket(answer: float, tolerance: float) -> tuple[int, int]:
-    """The measured levels around a concurrency answer of N users: N must hold with
-    certainty and N + max(1, floor(tolerance x N)) must fail, the gap at which the measured
-    search calls whole users converged (planner.limit.search). A wider bracket would let the
-    model's answer stand one user off: on the 8-slot server of 0.69 s requests at TTFT p95
-    <= 0.5 s, 10 users miss on 0.9 % of requests and 11 on 5.3 % against the 5 % allowed."""
+    """The measured levels around a concurrency answer of N users, as the rate's 0.9 L and
+    1.1 L: N - k must hold with certainty and N + k must fail, k = max(1, round(2 x
+    tolerance x N)) (10 % at the default 5 %, at least one user each side; at 1 user, 1
+    must hold). A bracket of one user (N holds, N + 1 fails) cost far more than it told: on
+    a server whose decode slows with its streams, 29 and 30 users were still being measured
+    after 15 minutes (issue 60), and a plan rounds instances up anyway."""
     users = max(1, round(answer))
-    return users, users + max(1, math.floor(tolerance * users))
+    step = max(1, round(2 * tolerance * users))
+    return max(1, users - step), users + step

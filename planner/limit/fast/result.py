@@ -113,6 +113,8 @@ def fast_limit_result(
         fast=record,
         sentence=sentence,
         stopped=result.stopped,
+        # written before the measured levels around it run: a crash leaves it unconfirmed
+        unconfirmed="the measured levels around the fast answer have not held it yet",
     )
 
 
@@ -171,9 +173,10 @@ def seeded(
     tolerance = config.tolerance
     if result.adequate and result.limit is not None and config.dimension == "concurrency":
         held, failed = whole_users_bracket(result.limit, tolerance)
-        echo(f"fast search: {result.stopped}, {held} users; measured levels around it: {held} "
-             f"must hold, {failed} must fail")  # fmt: skip
-        return replace(config, start=held, growth=failed / held, answered=float(held))
+        users = max(1, round(result.limit))
+        echo(f"fast search: {result.stopped}, {users} users; measured levels around it: "
+             f"{held} must hold, {failed} must fail")  # fmt: skip
+        return replace(config, start=held, growth=failed / held, answered=float(users))
     if result.adequate and result.limit is not None:
         answer = float(f"{result.limit:.4g}")
         start = float(f"{answer * (1 - 2 * tolerance):.4g}")
