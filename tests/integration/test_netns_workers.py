@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SLOTS, PREFILL_S, PER_TOKEN_S, TOKENS = 4, 0.1, 0.02, "25"
 SERVER_PORT, MASTER_PORT = 8000, 5557
+REPO = Path(__file__).resolve().parents[2]  # `python -m testkit.slot_server` runs from here
 CLI = ["-c", "import sys; from capplan.cli import app; sys.exit(app())"]
 
 
@@ -67,7 +68,7 @@ def _distributed(tmp_path: Path, profile: Path) -> tuple[Path, str]:
     out = tmp_path / "netns"
     net = HostNetwork(("server", "master", "worker1", "worker2")).open()
     try:
-        net.run("server", _server_args(net.address["server"]))
+        net.run("server", _server_args(net.address["server"]), cwd=REPO)
         net.wait_listening("master", "server", SERVER_PORT, deadline_s=20)
         url = f"http://{net.address['server']}:{SERVER_PORT}"
         bind = f"{net.address['master']}:{MASTER_PORT}"
