@@ -116,6 +116,7 @@ MISFIT = {
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_the_validation_refuses_a_broken_object(name: str) -> None:
     objs = copy.deepcopy(_objects())
+    assert not any(workload_problems(obj) for obj in objs.values())  # each change alone
     BROKEN[name](objs)
     assert any(workload_problems(obj) for obj in objs.values()), name
 
@@ -123,6 +124,7 @@ def test_the_validation_refuses_a_broken_object(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(MISFIT))
 def test_objects_that_do_not_fit_are_found(name: str) -> None:
     objs = copy.deepcopy(_objects())
+    assert not _fit_problems(objs)  # each change alone
     MISFIT[name](objs)
     assert _fit_problems(objs), name
 
