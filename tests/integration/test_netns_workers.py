@@ -107,3 +107,21 @@ def test_two_workers_in_their_own_namespaces_find_the_local_limit(tmp_path: Path
             mine = records.filter(records["stage"] == name)
             assert mine.height == stages[name].scheduled > 0, name
             assert {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()} == {0, 1}
+
+
+def _namespaces() -> set[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+
+
+def test_hosts_that_cannot_be_made_fail_and_leave_no_namespace_behind() -> None:
+    """A setup that fails half way (a second host of the same name) raises, never skips, and
+    removes the namespaces it had made; a closed network leaves none either."""
+    before = _namespaces()
+    with pytest.raises(RuntimeError, match="netns add"):
+        HostNetwork(("a", "b", "a")).open()
+    assert _namespaces() == before
+    net = HostNetwork(("a", "b")).open()
+    assert {net.ns("hub"), net.ns("a"), net.ns("b")} <= _namespaces()
+    net.close()
+    assert _namespaces() == before
