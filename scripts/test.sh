@@ -28,6 +28,10 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # nginx (Debian's package; run by the tests as a plain child process with its own config) is
 # the real load balancer of `capplan verify`'s integration test, which skips without it.
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+# iproute2's `ip netns` makes the separate hosts of the remote-worker test
+# (tests/integration/test_netns_workers.py: master, workers and target each in a network
+# namespace of its own); that test needs root and fails, not skips, without them.
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||

@@ -16,7 +16,8 @@ the prefill. GET /timings lists per request its arrival, slot start, first chunk
 (seconds on the server's perf_counter clock), tokens and flags; GET /metrics has vLLM's
 `vllm:num_requests_running` and `vllm:num_requests_waiting` gauges.
 Chunk format and process launch come from testkit.stream_server:
-`python -m testkit.slot_server --port P --slots 8 ...`, or `start_slot_server()`.
+`python -m testkit.slot_server --port P --slots 8 ...` (`--host ADDR` to listen elsewhere
+than 127.0.0.1, as in a test's own network namespace), or `start_slot_server()`.
 """
 
 from __future__ import annotations
@@ -270,6 +271,7 @@ def start_slot_server(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
     ap.add_argument("--slots", type=int, default=8, help="requests served at once")
     ap.add_argument("--prefill", type=float, default=0.05, help="slot start to first chunk, s")
     ap.add_argument("--per-token", type=float, default=0.005, help="seconds per chunk")
@@ -296,7 +298,7 @@ def main() -> None:
             late_cancel=a.late_cancel,
             slowdown=a.slowdown,
         ),
-        host="127.0.0.1",
+        host=a.host,
         port=a.port,
         print=None,
         access_log=None,

@@ -33,7 +33,7 @@ from planner.loadtest.netutil import free_port
 from profiles.tokenize import ApproxTokenizer
 from testkit.server_app import Sample, server_app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 _TOKENIZER = ApproxTokenizer()
 
 
