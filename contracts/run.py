@@ -242,7 +242,9 @@ class RunInfo(_Model):
     host: str
     model: str
     endpoint: Literal["chat", "completions"]
-    profile_source: str = Field(description="profile path or 'preset:<name>'")
+    profile_source: str = Field(
+        description="profile path, 'preset:<name>', or a synthetic dataset ('random: 512 in / ...')"
+    )
     profile_digest: str
     seed: int
     plan: StagePlan

@@ -328,7 +328,9 @@ def loadtest(
     if bench is not None:
         prof, stage_plan = bench.profile(seed), bench.plan()
         # Like vLLM, wait for every request (up to its timeout) rather than cancel at a drain.
-        config = config.model_copy(update={"drain_s": timeout + 1.0})
+        config = config.model_copy(
+            update={"drain_s": timeout + 1.0, "profile_label": bench.dataset.describe()}
+        )
     elif replay and plan is None:
         stage = Stage(
             name="replay",

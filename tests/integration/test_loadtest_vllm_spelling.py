@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from capplan.cli import app
-from contracts.rundir import read_records
+from contracts.rundir import read_records, read_run_info
 from testkit.stream_server import start_server
 
 pytestmark = pytest.mark.integration
@@ -71,6 +71,7 @@ def test_random_dataset_sends_num_prompts_of_the_asked_lengths_and_prints_the_as
     assert {t["max_tokens"] for t in own} == {128}
     records = read_records(run)
     assert records.height == 200 and records["ok"].all()
+    assert read_run_info(run).profile_source == "random: 512 in / 128 out tokens"
     printed = _printed(result.output)
     asked = {(f"P{p}", m) for p in (50, 90, 99) for m in _COLUMNS}
     means = {(s, m) for s in ("Mean", "Median") for m in _COLUMNS}
