@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from capplan.cli import app
@@ -25,6 +26,20 @@ VLLM_ARGS = """--dataset-name random --random-input-len 512 --random-output-len 
     --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99"""
 GUIDELLM_ARGS = "--data prompt_tokens=64,output_tokens=8 --num-prompts 30 --request-rate 40"
 _COLUMNS = {"TTFT": "ttft_s", "TPOT": "tpot_s", "ITL": "itl_gaps_s", "E2EL": "e2e_s"}
+
+
+def _loadtest(args: str, *, ttft_s: float, itl_s: float) -> tuple[Result, list[dict[str, float]]]:
+    """`capplan loadtest ARGS` against a fresh stream server: the CLI's result (exit 0 checked)
+    and the server's own log of the requests it answered."""
+    server = start_server(ttft_s=ttft_s, itl_s=itl_s)
+    try:
+        base = ["loadtest", "--host", server.url, "--model", "m", "--no-preflight"]
+        result = CliRunner().invoke(app, [*base, *shlex.split(args)])
+        own = server.timings()
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    return result, own
 
 
 def _printed(output: str) -> dict[tuple[str, str], float]:
@@ -50,21 +65,9 @@ def _ms(records: pl.DataFrame, column: str) -> pl.Series:
 def test_random_dataset_sends_num_prompts_of_the_asked_lengths_and_prints_the_asked_percentiles(
     tmp_path: Path,
 ) -> None:
-    server = start_server(ttft_s=0.02, itl_s=0.002)
     run = tmp_path / "run"
-    try:
-        result = CliRunner().invoke(
-            app,
-            [
-                *("loadtest", "--host", server.url, "--model", "m", "--no-preflight"),
-                *("-o", str(run), "--csv", str(tmp_path / "csv" / "bench")),
-                *shlex.split(VLLM_ARGS),
-            ],
-        )
-        own = server.timings()
-    finally:
-        server.stop()
-    assert result.exit_code == 0, result.output
+    csv_args = f"-o {run} --csv {tmp_path / 'csv' / 'bench'} {VLLM_ARGS}"
+    result, own = _loadtest(csv_args, ttft_s=0.02, itl_s=0.002)
     # The server's own log: exactly 200 requests, each 512 prompt tokens asking 128 out.
     assert len(own) == 200
     assert {t["prompt_tokens"] for t in own} == {512}
@@ -105,20 +108,7 @@ def test_random_dataset_sends_num_prompts_of_the_asked_lengths_and_prints_the_as
 
 
 def test_guidellm_data_and_a_request_rate_send_exactly_the_count(tmp_path: Path) -> None:
-    server = start_server(ttft_s=0.01, itl_s=0.001)
-    try:
-        result = CliRunner().invoke(
-            app,
-            [
-                *("loadtest", "--host", server.url, "--model", "m", "--no-preflight"),
-                *("-o", str(tmp_path / "run")),
-                *shlex.split(GUIDELLM_ARGS),
-            ],
-        )
-        own = server.timings()
-    finally:
-        server.stop()
-    assert result.exit_code == 0, result.output
+    result, own = _loadtest(f"-o {tmp_path / 'run'} {GUIDELLM_ARGS}", ttft_s=0.01, itl_s=0.001)
     assert len(own) == 30 and {(t["prompt_tokens"], t["max_tokens"]) for t in own} == {(64, 8)}
     # vLLM's defaults: the ttft, tpot and itl percentiles at 99 only.
     assert set(_printed(result.output)) == {
