@@ -91,7 +91,8 @@ CsvPrefix = Annotated[
     str | None,
     typer.Option(
         "--csv",
-        help="Also write PREFIX_records.csv and PREFIX_stages.csv (as Locust's --csv).",
+        help="Also write PREFIX_records.csv and PREFIX_stages.csv (as Locust's --csv); "
+        "capplan limit also PREFIX_levels.csv, one row per level of limit.json.",
     ),
 ]
 

@@ -3,7 +3,8 @@
 `write_run_csv(run_dir, prefix)` writes PREFIX_records.csv (records.parquet, one row per
 scheduled request; a request's chunk gaps as one `;`-separated cell) and PREFIX_stages.csv
 (stages.json, one row per stage; nested fields flattened to `ttft_s.p95`-style columns, lists
-as JSON). `flat_rows` is the flattening, shared with other JSON tables written as CSV.
+of records by index, other lists as JSON); `write_limit_csv` adds PREFIX_levels.csv, one row
+per level of limit.json. `flat_rows` is the flattening, for any JSON table written as CSV.
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ from typing import Any
 import polars as pl
 
 from contracts.errors import InputError
-from contracts.rundir import read_records, read_stages
+from contracts.limit import load_limit
+from contracts.rundir import holds_run, read_records, read_stages
 
-__all__ = ["csv_paths", "flat_rows", "write_csv_rows", "write_run_csv"]
+__all__ = ["csv_paths", "flat_rows", "write_csv_rows", "write_limit_csv", "write_run_csv"]
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             _flatten(item, f"{prefix}.{key}" if prefix else str(key), out)
+    elif isinstance(value, list | tuple) and value and all(isinstance(v, Mapping) for v in value):
+        for i, item in enumerate(value):  # e.g. a level's constraints: constraints.0.value
+            _flatten(item, f"{prefix}.{i}", out)
     elif isinstance(value, list | tuple):
         out[prefix] = json.dumps(value)
     else:
@@ -78,3 +83,15 @@ def write_run_csv(run_dir: Path, prefix: str) -> list[Path]:
     columns, rows = flat_rows(s.model_dump(mode="json") for s in read_stages(run_dir))
     write_csv_rows(stages_path, columns, rows)
     return [records_path, stages_path]
+
+
+def write_limit_csv(run_dir: Path, prefix: str) -> list[Path]:
+    """Write PREFIX_levels.csv from `run_dir`/limit.json (one row per level held) and, where
+    the search measured a run there (not a fast search's prediction), its records and stages
+    CSV; returns the paths written. Raises InputError when limit.json is missing or bad."""
+    (levels_path,) = csv_paths(prefix, "levels")
+    levels_path.parent.mkdir(parents=True, exist_ok=True)
+    limit = load_limit(run_dir)
+    columns, rows = flat_rows(level.model_dump(mode="json") for level in limit.levels)
+    write_csv_rows(levels_path, columns, rows)
+    return [levels_path, *(write_run_csv(run_dir, prefix) if holds_run(run_dir) else [])]
