@@ -80,7 +80,8 @@ class Stage(_Model):
         default=None,
         gt=0,
         description="open loop: send exactly this many requests (vLLM's --num-prompts), at "
-        "rate_rps or all at once when rate_rps is None, even past duration_s",
+        "rate_rps or all at once when rate_rps is None; its summary runs until the last of them "
+        "ended (meant for a plan's only or last stage)",
     )
 
     @model_validator(mode="after")

@@ -105,6 +105,8 @@ def test_random_dataset_sends_num_prompts_of_the_asked_lengths_and_prints_the_as
     with (tmp_path / "csv" / "bench_stages.csv").open() as f:
         (stage,) = list(csv.DictReader(f))
     assert stage["scheduled"] == "200" and float(stage["ttft_s.p95"]) > 0
+    # The stage lasts until its last answer (not its 1 ms all-at-once schedule).
+    assert float(stage["duration_s"]) == pytest.approx(span_s, abs=0.5)
 
 
 def test_guidellm_data_and_a_request_rate_send_exactly_the_count(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.run import RECORD_COLUMNS
 from locustfiles.arrivals import stage_times
+from locustfiles.summary import summarize_plan
 from planner.loadtest.benchmark import count_plan, serving_summary
 from profiles.synthetic import RandomDataset, random_dataset_profile
 from profiles.workload import WorkloadStream
@@ -97,3 +98,17 @@ def test_the_summary_counts_successes_and_pools_the_gaps() -> None:
     assert itl.mean_ms == pytest.approx(250.0)  # four gaps pooled: 0.1 0.2 0.3 0.4
     assert itl.percentiles_ms[75.0] == pytest.approx(325.0)  # linear: 0.3 + 0.25 x 0.1
     assert not math.isnan(itl.median_ms or math.nan)
+
+
+def test_a_count_stage_is_summarized_until_its_last_answer() -> None:
+    plan = count_plan(4, None, "poisson")  # all at once: a nominal 1 ms schedule
+    rows = [
+        {"stage": "benchmark", "ok": True, "sent_s": 0.0, "end_s": end, "output_tokens": 10}
+        for end in (2.0, 4.0, 6.0, 8.0)
+    ]
+    (s,) = summarize_plan(_records(rows), plan, 0.0)
+    assert s.duration_s == 8.0 and s.offered_rps == 0.5 and s.output_tokens_per_s == 5.0
+    assert s.validity is not None and s.validity.warnings == []
+    (short,) = summarize_plan(_records(rows[:3]), plan, 0.0)
+    assert short.validity is not None
+    assert short.validity.warnings == ["scheduled 3 requests against 4 asked"]
