@@ -76,10 +76,24 @@ class Stage(_Model):
     arrival: str = Field(
         default="poisson", description="open loop: poisson | constant | gamma:K | replay"
     )
+    requests: int | None = Field(
+        default=None,
+        gt=0,
+        description="open loop: send exactly this many requests (vLLM's --num-prompts), at "
+        "rate_rps or all at once when rate_rps is None; its summary runs until the last of them "
+        "ended (meant for a plan's only or last stage)",
+    )
 
     @model_validator(mode="after")
     def _load_matches_kind(self) -> Stage:
-        if self.kind == "open" and self.rate_rps is None and self.arrival != "replay":
+        if self.requests is not None and (self.kind != "open" or self.arrival == "replay"):
+            raise ValueError(f"stage {self.name!r}: requests needs an open, non-replay stage")
+        if (
+            self.kind == "open"
+            and self.rate_rps is None
+            and self.arrival != "replay"
+            and self.requests is None
+        ):
             raise ValueError(f"stage {self.name!r}: an open stage needs rate_rps")
         if self.kind == "closed" and self.users is None:
             raise ValueError(f"stage {self.name!r}: a closed stage needs users")
@@ -229,7 +243,9 @@ class RunInfo(_Model):
     host: str
     model: str
     endpoint: Literal["chat", "completions"]
-    profile_source: str = Field(description="profile path or 'preset:<name>'")
+    profile_source: str = Field(
+        description="profile path, 'preset:<name>', or a synthetic dataset ('random: 512 in / ...')"
+    )
     profile_digest: str
     seed: int
     plan: StagePlan

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from contracts.errors import ConfigError
+from contracts.run import Stage
 
 ArrivalFn = Callable[[float, float, np.random.Generator], np.ndarray]
 
@@ -107,6 +108,26 @@ def arrival_times(
 ) -> np.ndarray:
     """Send times (seconds from the stage start, ascending, all < duration_s) for one stage."""
     return parse_arrival(spec)(rate_rps, duration_s, rng)
+
+
+def stage_times(stage: Stage, rng: np.random.Generator) -> np.ndarray:
+    """Send times of an open, non-replay stage (seconds from its start, ascending).
+
+    A stage with `requests` N (vLLM's --num-prompts) gets exactly N: all at 0 when it has no
+    rate (vLLM's default --request-rate inf), else the schedule of its kind over N / rate
+    seconds (which holds exactly N arrivals); the others get `arrival_times` over duration_s.
+    """
+    if stage.requests is None:
+        assert stage.rate_rps is not None
+        return arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
+    if stage.rate_rps is None:
+        return np.zeros(stage.requests)
+    times = arrival_times(stage.arrival, stage.rate_rps, stage.requests / stage.rate_rps, rng)
+    if len(times) != stage.requests:  # a rounding slip must not change the count asked
+        raise ConfigError(
+            f"stage {stage.name!r}: schedule holds {len(times)} requests, {stage.requests} asked"
+        )
+    return times
 
 
 def replay_times(

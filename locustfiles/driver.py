@@ -35,7 +35,7 @@ import orjson
 from gevent import GreenletExit
 
 from contracts.run import Stage, StagePlan
-from locustfiles.arrivals import arrival_times, replay_times
+from locustfiles.arrivals import replay_times, stage_times
 from locustfiles.http_client import StreamClient, line_reader
 from locustfiles.openai_stream import (
     PATHS,
@@ -230,9 +230,8 @@ class PlanDriver:
     def _run_open(
         self, i: int, stage: Stage, stage_start: float, cursor: _ShapeCursor, base: int
     ) -> int:
-        assert stage.rate_rps is not None
         rng = np.random.default_rng([self.options.seed, 1, i])
-        times = arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
+        times = stage_times(stage, rng)
         for j in range(self.slot.index, len(times), self.slot.count):
             if self._halted:
                 break

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contracts.run import StagePlan
-from locustfiles.arrivals import arrival_times, replay_times
+from locustfiles.arrivals import replay_times, stage_times
 from locustfiles.driver import ReplayLog, Row, Slot
 from locustfiles.recorder import RECORD_NAMES
 
@@ -64,9 +64,8 @@ def slot_schedule(
                 replay.arrival_s[skip:], replay.speed, stage.duration_s, replay.origin_s
             )
         elif stage.kind == "open" and stage.arrival != "replay":
-            assert stage.rate_rps is not None
             rng = np.random.default_rng([seed, 1, i])
-            times = arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
+            times = stage_times(stage, rng)
         if times is not None:
             for j in range(slot.index, len(times), slot.count):
                 intended = stage_start + float(times[j])

@@ -112,7 +112,11 @@ def stage_validity(
     warnings: list[str] = []
     share: float | None = None
     duration_s = max(end_s - start_s, 1e-9)
-    if stage.kind == "open" and stage.rate_rps and stage.arrival != "replay":
+    if stage.kind == "open" and stage.requests:  # a request count: all of them, no noise
+        share = rows.height / stage.requests
+        if rows.height != stage.requests:
+            warnings.append(f"scheduled {rows.height} requests against {stage.requests} asked")
+    elif stage.kind == "open" and stage.rate_rps and stage.arrival != "replay":
         expected = stage.rate_rps * duration_s
         share = rows.height / expected if expected > 0 else None
         noise = 3.0 / math.sqrt(max(expected, 1.0))
@@ -294,7 +298,9 @@ def summarize_plan(
     measured against the last steady stage and burst before them (in `previous` too).
     With `stop_s` (a run stopped early), stages not begun by then are left out and the one
     running then ends there. `stage_ends_s` holds stages ended early (steady state reached,
-    recovered): each ends there and the next one starts there."""
+    recovered): each ends there and the next one starts there. A stage with a request count
+    (`Stage.requests`) runs until the last of its requests ended, as vLLM's benchmark
+    duration does."""
     history = list(previous or [])
     ends = stage_ends_s or {}
     out: list[StageSummary] = []
@@ -303,6 +309,9 @@ def summarize_plan(
         if stop_s is not None and t >= stop_s:
             break
         end_s = min(t + stage.duration_s, ends.get(stage.name, math.inf))
+        if stage.requests is not None:  # a request count lasts until its last answer (vLLM)
+            last = records.filter(pl.col("stage") == stage.name)["end_s"].max()
+            end_s = max(end_s, float(last)) if last is not None else end_s  # type: ignore[arg-type]
         if stop_s is not None:
             end_s = min(end_s, stop_s)
         earlier = history + out

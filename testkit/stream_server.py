@@ -3,7 +3,8 @@
 It answers /v1/chat/completions and /v1/completions with `max_tokens` content chunks: the
 first after `ttft_s`, then one every `itl_s` (sleeps scheduled on absolute deadlines), then
 a usage chunk and `[DONE]`. It keeps its own timings per request (first chunk written minus
-request received, and the mean gap between chunks) at GET /timings, and serves a Prometheus
+request received, and the mean gap between chunks, with the max_tokens asked and the prompt's
+tokens) at GET /timings, and serves a Prometheus
 /metrics page. Run as a subprocess: `python -m testkit.stream_server --port P ...`;
 `start_server()` does that and waits until it answers.
 
@@ -148,7 +149,13 @@ def make_app(
                 resp, endpoint, n, ttft_s, itl_s, prompt_tokens=prompt_tokens, usage=usage
             )
             timings.append(
-                {"ttft_s": first - t0, "tpot_s": (last - first) / (n - 1) if n > 1 else 0.0, "n": n}
+                {
+                    "ttft_s": first - t0,
+                    "tpot_s": (last - first) / (n - 1) if n > 1 else 0.0,
+                    "n": n,
+                    "max_tokens": int(body.get("max_tokens", 0)),
+                    "prompt_tokens": prompt_tokens,
+                }
             )
         finally:
             state["running"] -= 1

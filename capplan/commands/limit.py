@@ -17,6 +17,7 @@ from capplan.commands.shared import (
     NoPreflight,
     TimeScale,
 )
+from capplan.commands.vbench import CsvPrefix
 
 if TYPE_CHECKING:
     from planner.limit.options import LimitOptions
@@ -185,6 +186,7 @@ def register(app: typer.Typer) -> None:
             "comes from the run; one given must match it, except --workers, --master-bind, "
             "--expect-workers and --api-key-env.",
         ),
+        csv: CsvPrefix = None,
     ) -> None:
         from contracts.errors import ConfigError
         from planner.limit.options import LimitOptions
@@ -291,6 +293,11 @@ def register(app: typer.Typer) -> None:
             check_target=None if no_preflight else check_target,
             resume=resume is not None,
         )
+        if csv is not None:
+            from planner.loadtest.csvout import write_limit_csv
+
+            written = write_limit_csv(options.out_dir, csv)
+            typer.echo("wrote " + ", ".join(str(p) for p in written))
 
 
 # `capplan limit` parameters named otherwise in LimitOptions (planner.limit.options)

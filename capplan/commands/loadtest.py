@@ -21,6 +21,22 @@ from capplan.commands.shared import (
     NoPreflight,
     TimeScale,
 )
+from capplan.commands.vbench import (
+    BenchArgs,
+    Burstiness,
+    CsvPrefix,
+    DatasetName,
+    GuidellmData,
+    MetricPercentiles,
+    NumPrompts,
+    PercentileMetrics,
+    RandomInputLen,
+    RandomOutputLen,
+    RandomRangeRatio,
+    RequestRate,
+    ServingBench,
+    serving_bench,
+)
 from contracts.errors import ConfigError
 from contracts.run import Percentiles, StageSummary
 
@@ -49,6 +65,10 @@ Examples:
 
   capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
   --duration 30 -o runs/replay
+
+  capplan loadtest --host http://127.0.0.1:8000 --dataset-name random --random-input-len 512 \
+  --random-output-len 128 --num-prompts 200 --percentile-metrics ttft,tpot,itl,e2el \
+  --metric-percentiles 50,90,99 --csv runs/rnd/bench -o runs/rnd   (vllm bench serve's spelling)
 """
 
 
@@ -220,6 +240,17 @@ def loadtest(
         "0.01 (default: only when none succeeded). The run folder is written either way.",
     ),
     no_preflight: NoPreflight = False,
+    dataset_name: DatasetName = None,
+    data: GuidellmData = None,
+    random_input_len: RandomInputLen = None,
+    random_output_len: RandomOutputLen = None,
+    random_range_ratio: RandomRangeRatio = None,
+    num_prompts: NumPrompts = None,
+    request_rate: RequestRate = None,
+    burstiness: Burstiness = None,
+    percentile_metrics: PercentileMetrics = None,
+    metric_percentiles: MetricPercentiles = None,
+    csv: CsvPrefix = None,
 ) -> None:
     from contracts.run import Stage, StagePlan
     from locustfiles.stages import resolve_plan
@@ -238,6 +269,31 @@ def loadtest(
     check_number("--expect-workers", expect_workers, ge=0)
     check_number("--slo-ttft", slo_ttft, gt=0)
     n_workers = parse_workers(workers)
+    bench = serving_bench(
+        BenchArgs(
+            dataset_name=dataset_name,
+            data=data,
+            input_len=random_input_len,
+            output_len=random_output_len,
+            range_ratio=random_range_ratio,
+            prompts=num_prompts,
+            rate_rps=request_rate,
+            burstiness=burstiness,
+            metrics=percentile_metrics,
+            percentiles=metric_percentiles,
+        )
+    )
+    if bench is not None:
+        _check_bench_alone(
+            profile=profile,
+            stage_plan=plan,
+            rate=rate,
+            users=users,
+            duration=duration,
+            replay=replay,
+        )
+        if n_workers != 0 or master_bind:
+            raise ConfigError("--dataset-name/--data runs in one process: drop --workers")
 
     if endpoint not in ("chat", "completions"):
         raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
@@ -269,7 +325,13 @@ def loadtest(
         )
     except ValidationError as err:
         raise ConfigError(f"loadtest options: {first_error(err)}") from err
-    if replay and plan is None:
+    if bench is not None:
+        prof, stage_plan = bench.profile(seed), bench.plan()
+        # Like vLLM, wait for every request (up to its timeout) rather than cancel at a drain.
+        config = config.model_copy(
+            update={"drain_s": timeout + 1.0, "profile_label": bench.dataset.describe()}
+        )
+    elif replay and plan is None:
         stage = Stage(
             name="replay",
             role="replay",
@@ -309,7 +371,7 @@ def loadtest(
             )
         finally:
             plain.close()
-    stdout_console().print(stage_table(summaries))
+    _print_results(out, summaries, bench, csv)
     from contracts.rundir import read_run_info
 
     for lost in read_run_info(out).lost_workers:
@@ -320,6 +382,38 @@ def loadtest(
         )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
     _end_with_errors(summaries, max_error_share)
+
+
+def _check_bench_alone(**given: object) -> None:
+    """--dataset-name/--data set the traffic and the load: refuse the options that would too."""
+    clash = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+    if clash:
+        raise ConfigError(
+            f"{', '.join(clash)}: not with --dataset-name/--data, which set the requests and "
+            "their count (use --request-rate and --max-concurrency for the load)"
+        )
+
+
+def _print_results(
+    out: Path, summaries: list[StageSummary], bench: ServingBench | None, csv: str | None
+) -> None:
+    """The stage table, or vLLM's summary for a --dataset-name/--data run; the CSV files."""
+    if bench is None:
+        stdout_console().print(stage_table(summaries))
+    else:
+        from capplan.commands.vbench import summary_lines
+        from contracts.rundir import read_records
+        from planner.loadtest.benchmark import serving_summary
+
+        summary = serving_summary(read_records(out), bench.metrics, bench.percentiles)
+        typer.echo(f"dataset {bench.dataset.describe()}, {bench.prompts} prompts")
+        for line in summary_lines(summary):
+            typer.echo(line)
+    if csv is not None:
+        from planner.loadtest.csvout import write_run_csv
+
+        written = write_run_csv(out, csv)
+        typer.echo("wrote " + ", ".join(str(p) for p in written))
 
 
 def _end_with_errors(summaries: list[StageSummary], max_error_share: float | None) -> None:

@@ -89,6 +89,11 @@ class LoadTestConfig(BaseModel):
         description="the SLO (parsed at the edge, success_only included): each stage of "
         "stages.json gets its goodput and attainment under it",
     )
+    profile_label: str | None = Field(
+        default=None,
+        description="how run.json names a profile made in memory (e.g. random: 512 in / "
+        "128 out tokens); None: the path or preset:chat",
+    )
     replay_path: str | None = None
     replay_speed: float = Field(default=1.0, gt=0)
     replay_start_s: float = Field(
@@ -145,7 +150,7 @@ def check_out_dir(out_dir: Path) -> None:
 def config_profile(config: LoadTestConfig, loaded: Profile | None = None) -> tuple[Profile, str]:
     """The profile to draw requests from (`loaded` when the caller holds it already) and how
     run.json names it (path or preset:chat)."""
-    source = config.profile_path or "preset:chat"
+    source = config.profile_label or config.profile_path or "preset:chat"
     if loaded is not None:
         return loaded, source
     if config.profile_path:

@@ -25,7 +25,7 @@ import polars as pl
 
 from contracts.plan import Plan
 from contracts.run import StagePlan
-from locustfiles.arrivals import arrival_times, replay_times
+from locustfiles.arrivals import replay_times, stage_times
 from locustfiles.replay import read_log_table, slice_log
 from planner.engine import EngineConfig, build_engine_config
 from planner.engine.precision import precision_overrides
@@ -100,9 +100,8 @@ def sent_requests(
                 for j, r in enumerate(logged)
             ]
         else:
-            assert stage.rate_rps is not None
             rng = np.random.default_rng([seed, 1, i])
-            times = arrival_times(stage.arrival, stage.rate_rps, stage.duration_s, rng)
+            times = stage_times(stage, rng)
             for j, t in enumerate(times.tolist()):
                 while shape.index < base + j:
                     shape = next(stream)
