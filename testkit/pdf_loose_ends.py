@@ -89,7 +89,10 @@ def empty_page(lines: Sequence[Line], n: int, last: bool, height: float) -> list
     if not last and bottom < NEAR_EMPTY_SHARE * height:
         problems.append(f"page {n}: nearly empty, its text stops {bottom:.0f} pt from the top")
     lowest = max(body, key=lambda ln: ln.bottom)
-    if lowest.size >= HEADING_PT and not last:
+    # a heading starts at the text's left margin: a large bold word ending a table cell
+    # (the risk table's "Growth beyond the / plan") is not one
+    margin = min(ln.xs[0] for ln in body)
+    if lowest.size >= HEADING_PT and lowest.xs[0] <= margin + 2.0 and not last:
         problems.append(f"page {n}: heading {' '.join(lowest.words)!r} alone at the page's foot")
     return problems
 

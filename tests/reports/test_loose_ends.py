@@ -213,3 +213,26 @@ def test_the_stage_table_s_heads_stay_whole(trapped: tuple[FixturePaths, dict[st
         words = {w[4] for page in doc for w in page.get_text("words")}
     heads = ("Stage", "Role", "Duration", "Offered", "Achieved", "Errors", "Recovery")
     assert {*heads, "Cancelled", "Attainment"} <= words
+
+
+def test_a_bold_word_ending_a_table_cell_is_no_heading(tmp_path: Path) -> None:
+    """The demo's page 1 once ended on the risk table's label "Growth beyond the / plan"
+    (bold, heading-sized, in a cell right of the badge): the check took "plan" for a heading
+    alone at the page's foot. A heading starts at the text's left margin."""
+    pdf = tmp_path / "cell.pdf"
+    canvas = Canvas(str(pdf), pagesize=A4)
+    canvas.setFont("Helvetica", 9)
+    canvas.drawString(60, 780, "The three biggest risks")
+    canvas.drawString(60, 90, "LOW")
+    canvas.drawString(220, 90, "The plan covers x1 growth.")
+    canvas.setFont("Helvetica-Bold", 10.5)
+    canvas.drawString(110, 90, "Growth beyond the")
+    canvas.drawString(110, 76, "plan")
+    canvas.showPage()
+    canvas.setFont("Helvetica", 9)
+    canvas.drawString(60, 780, "the next page, full of text")
+    canvas.drawString(60, 200, "down to here")
+    canvas.showPage()
+    canvas.drawString(60, 780, "the last page")
+    canvas.save()
+    assert not [p for p in loose_ends(pdf) if "alone at the page's foot" in p]
