@@ -154,7 +154,7 @@ def _precision(row: Row) -> dict[str, Any] | str:
     return f"precision {row.precision!r} is not modelled"
 
 
-def _sharegpt_lengths(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+def sharegpt_lengths(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """Every ShareGPT (input, output) length pair of the Lambda result files in `folder`."""
     ins: list[int] = []
     outs: list[int] = []
@@ -202,7 +202,7 @@ def _workload(
     at_once = re.search(r"ShareGPT (\d+) req at once", w)
     count = 200 if offline_200 else int(at_once.group(1)) if at_once else None
     if count is not None:
-        ins, outs = _sharegpt_lengths(folder)
+        ins, outs = sharegpt_lengths(folder)
         if len(ins) == 0:
             return "no lambda_*.json beside the table to bootstrap ShareGPT lengths from"
         n = int(min(count, cap))
