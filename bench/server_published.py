@@ -2,7 +2,7 @@
 rate, and the per-instance limit that latency implies, on real GPUs.
 
     python bench/server_published.py [--max-requests N] [--json FILE] [--write-spread]
-        [--no-trtllm]
+        [--tables own,trtllm] [--spread-from JSON ...]
 
 Tables: `bench/data/server_published/server_published.csv` (SGLang's own comparison with
 vLLM 0.6.0 on A100 and 4xH100, DataCrunch's SGLang runs on 4xH200; every row names its
@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner.engine import EngineConfig, EngineRequest, build_engine_config, simulate  # noqa: E402
 from planner.whatif.interval import SPREAD_PATH  # noqa: E402
-from testkit.published import read_table, scenario, sharegpt_lengths  # noqa: E402
+from testkit.published import metric_value, read_table, scenario, sharegpt_lengths  # noqa: E402
 
 OWN_TABLE = ROOT / "bench/data/server_published/server_published.csv"
 TRT_TABLE = ROOT / "bench/data/engine_published/trtllm_v014.csv"
@@ -192,35 +192,13 @@ def trt_rows(path: Path, cap: int | None, seed: int) -> list[ServerRow]:
     return rows
 
 
-def metric(name: str, timelines: list[Any]) -> float:
-    """The row's metric from simulated timelines, as the source's benchmark computes it."""
-    arrival = np.array([t.arrival_s for t in timelines])
-    first = np.array([t.first_token_s for t in timelines], dtype=float)
-    end = np.array([t.last_token_s for t in timelines], dtype=float)
-    out = np.array([t.output_tokens for t in timelines])
-    multi = out > 1
-    if name.startswith("TTFT"):
-        ttft = (first - arrival) * 1e3
-        return float(np.mean(ttft) if "mean" in name else np.median(ttft))
-    if name == "TPOT p50 ms":
-        return float(np.median((end - first)[multi] / (out[multi] - 1)) * 1e3)
-    if name == "ITL mean ms":
-        return float((end - first)[multi].sum() / (out[multi] - 1).sum() * 1e3)
-    if name == "ITL p50 ms":
-        gaps = np.concatenate(
-            [np.diff(t.token_times_s) for t in timelines if len(t.token_times_s) > 1]
-        )
-        return float(np.median(gaps) * 1e3)
-    raise ValueError(f"unknown metric {name!r}")
-
-
 def predict(row: ServerRow, rate_rps: float) -> float:
     """The row's metric when its requests arrive at `rate_rps` (same draws at every rate)."""
     requests = [
         EngineRequest(f"q{i}", p, o, a / rate_rps)
         for i, ((p, o), a) in enumerate(zip(row.lengths, row.unit_arrivals_s, strict=True))
     ]
-    return metric(row.metric, simulate(requests, row.config))
+    return metric_value(row.metric, simulate(requests, row.config))
 
 
 def implied_limit(row: ServerRow, at: Callable[[float], float]) -> tuple[float, str]:
@@ -280,8 +258,8 @@ def write_spread(records: list[dict[str, Any]], command: str) -> dict[str, Any]:
     import yaml
 
     header = (
-        "# Written by `python bench/server_published.py --write-spread`; read by\n"
-        "# planner/whatif/interval.py. Do not edit by hand.\n"
+        "# Written by `python bench/server_published.py` (--write-spread or --spread-from);\n"
+        "# read by planner/whatif/interval.py. Do not edit by hand.\n"
     )
     SPREAD_PATH.write_text(header + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return doc
@@ -292,22 +270,29 @@ def main() -> None:
     ap.add_argument("--max-requests", type=int, default=None, help="cap each row's requests")
     ap.add_argument("--json", type=Path, help="one record per row")
     ap.add_argument("--write-spread", action="store_true", help="write prediction_spread.yaml")
-    ap.add_argument("--no-trtllm", action="store_true", help="only the own table")
+    ap.add_argument(
+        "--tables", default="own,trtllm", help="own (server_published.csv), trtllm (online rows)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rise", type=float, default=LOADED_RISE, help="limit-row rule (x prev.)")
     ap.add_argument(
-        "--spread-from", type=Path, help="write the spread from a --json file of an earlier run"
+        "--spread-from",
+        type=Path,
+        nargs="+",
+        help="write the spread from --json files of earlier runs (no simulation)",
     )
     args = ap.parse_args()
     if args.spread_from:
-        records = json.loads(args.spread_from.read_text(encoding="utf-8"))
+        records = [r for f in args.spread_from for r in json.loads(f.read_text(encoding="utf-8"))]
         summarise(records)
-        write_spread(records, f"python bench/server_published.py --json {args.spread_from.name}")
-        print(f"wrote {SPREAD_PATH.relative_to(ROOT)} from {args.spread_from}")
+        names = " ".join(f.name for f in args.spread_from)
+        write_spread(records, f"python bench/server_published.py --json ... ({names})")
+        print(f"wrote {SPREAD_PATH.relative_to(ROOT)} from {names}")
         return
     t0 = time.perf_counter()
-    rows = own_rows(OWN_TABLE, args.max_requests, args.seed)
-    if not args.no_trtllm:
+    tables = set(args.tables.split(","))
+    rows = own_rows(OWN_TABLE, args.max_requests, args.seed) if "own" in tables else []
+    if "trtllm" in tables:
         rows += trt_rows(TRT_TABLE, args.max_requests, args.seed)
     loaded = limit_rows(rows, args.rise)
     records: list[dict[str, Any]] = []
@@ -332,6 +317,8 @@ def main() -> None:
             rec.update(predicted_limit_rps=limit, limit_ratio=row.rate_rps / limit, bound=bound)
             ratio_text = f"{row.rate_rps / limit:.2f}" + (f" ({bound})" if bound else "")
         records.append(rec)
+        if args.json:  # after every row: a stopped run keeps what it computed
+            args.json.write_text(json.dumps(records, indent=1), encoding="utf-8")
         print(f"{row.key:<86} {row.published:>9.1f} {got:>9.1f} {rec['error']:>+7.1%}  "
               f"{ratio_text}", flush=True)  # fmt: skip
     summarise(records)

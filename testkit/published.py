@@ -56,6 +56,7 @@ METRICS = (
     "TPOT p50 ms",
     "TPOT mean ms",
     "ITL mean ms",
+    "ITL p50 ms",
     "batch-8 32->128 latency ms",
     "200 ShareGPT req/s",
 )
@@ -264,6 +265,9 @@ def metric_value(metric: str, timelines: list[RequestTimeline]) -> float:
         return _stat(metric, tpot)
     if metric == "ITL mean ms":
         return float((end - first)[multi].sum() / (out[multi] - 1).sum() * 1e3)
+    if metric == "ITL p50 ms":  # every gap between tokens, pooled (needs record_token_times)
+        gaps = [np.diff(t.token_times_s) for t in timelines if len(t.token_times_s) > 1]
+        return float(np.median(np.concatenate(gaps)) * 1e3)
     raise ValueError(f"unknown metric {metric!r}")
 
 
