@@ -74,7 +74,7 @@ STAGES = (
 
 SLO_TTFT_S = 2.0  # the SLO of the fixture: ttft:p95<=2s
 RUN_COMMAND = (
-    "capplan loadtest --host http://127.0.0.1:8000 --plan steady-burst-recovery "
+    "capplan loadtest --host http://127.0.0.1:8000 --stage-plan steady-burst-recovery "
     "-o runs/chat-h100-sbr"
 )
 
