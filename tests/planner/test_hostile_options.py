@@ -19,8 +19,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app, parse_share
 from contracts.errors import ConfigError
-from testkit.profiles import make_profile
-from testkit.report_inputs import build_limit
+from testkit.report_inputs import planning_inputs
 
 DEAD = "http://127.0.0.1:9"
 LIVE = {
@@ -95,13 +94,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("hostile")
-    profile = root / "profile.json"
-    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
-    run = root / "run"
-    run.mkdir()
-    (run / "limit.json").write_text(build_limit().model_dump_json(by_alias=True))
-    return {"profile": profile, "run": run, "root": root}
+    return planning_inputs(tmp_path_factory.mktemp("hostile"))
 
 
 def _argv(command: str, files: dict[str, Path], out: Path) -> list[str]:

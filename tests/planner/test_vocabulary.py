@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import DEPRECATED_OPTIONS, app, parse_fraction, renamed_args
 from contracts.errors import ConfigError
-from testkit.profiles import make_profile
-from testkit.report_inputs import build_limit
+from testkit.report_inputs import planning_inputs
 
 DEAD = "http://127.0.0.1:9"
 LOAD = ["loadtest", "--host", DEAD, "--model", "m", "--rate", "1"]
@@ -27,15 +26,10 @@ def _commands() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("vocab")
-    profile = root / "profile.json"
-    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
-    run = root / "run"
-    run.mkdir()
-    (run / "limit.json").write_text(build_limit().model_dump_json(by_alias=True))
-    taken = root / "taken"
-    taken.write_text("not a folder")
-    return {"profile": profile, "run": run, "root": root, "taken": taken}
+    inputs = planning_inputs(tmp_path_factory.mktemp("vocab"))
+    inputs["taken"] = inputs["root"] / "taken"
+    inputs["taken"].write_text("not a folder")
+    return inputs
 
 
 def test_every_output_option_is_spelled_output() -> None:
