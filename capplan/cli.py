@@ -272,7 +272,15 @@ def renamed_args(command: str, args: list[str], warn: Callable[[str], None]) -> 
 
 
 class _RenamedOptions(typer.core.TyperCommand):
-    """A command that still takes its deprecated option spellings (DEPRECATED_OPTIONS)."""
+    """A command that still takes its deprecated option spellings (DEPRECATED_OPTIONS) and
+    names them at the end of its --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        renames = DEPRECATED_OPTIONS.get(self.name or "", {})
+        if renames and not self.epilog:
+            old = ", ".join(f"{before} (use {after})" for before, after in renames.items())
+            self.epilog = f"Deprecated spellings, still taken for one release: {old}."
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         warn = functools.partial(typer.echo, err=True)

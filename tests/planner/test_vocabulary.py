@@ -190,3 +190,9 @@ def test_a_preset_reads_80_percent_as_a_share_of_0_8(tmp_path: Path) -> None:
                                       "--shared-prefix-share", "80",
                                       "-o", str(tmp_path / "x.json")])  # fmt: skip
     assert result.exit_code == 2 and "write 80% (or 0.8)" in result.output, result.output
+
+
+def test_a_command_names_its_deprecated_spellings_in_its_help() -> None:
+    result = CliRunner().invoke(app, ["loadtest", "--help"], terminal_width=200)
+    text = " ".join(result.output.split())
+    assert "--plan (use --stage-plan)" in text and "--speed (use --replay-speed)" in text, text
