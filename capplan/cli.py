@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import typer
+import typer.core
 
 from contracts import __version__
 from contracts.errors import CapplanError, ConfigError
@@ -182,6 +183,110 @@ def parse_share(option: str, text: str) -> float:
     return share
 
 
+def parse_fraction(
+    option: str, text: str, *, positive: bool = False, below_one: bool = False
+) -> float:
+    """A share of a whole, at most 1 (below 1 with `below_one`, above 0 with `positive`),
+    written as a fraction (`0.99`) or a percent (`99%`): the one parser of every fraction
+    option. `parse_share` reads the text (a bare `99` gets the hint `write 99% (or 0.99)`);
+    ConfigError names the option and the bounds."""
+    share = parse_share(option, text)
+    if (positive and share <= 0) or share > 1 or (below_one and share >= 1):
+        low, high = ("> 0" if positive else ">= 0"), ("< 1" if below_one else "<= 1")
+        raise ConfigError(
+            f"{option} {text.strip()}: expected a share {low} and {high}, e.g. 0.95 or 95%"
+        )
+    return share
+
+
+FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
+
+
+def whole_numbers(option: str, text: str) -> tuple[int, ...]:
+    """`1,2` -> (1, 2); ConfigError naming the option for anything else or a value below 1."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    expected = "whole numbers >= 1, e.g. 1,2" if "," in text else "a whole number >= 1"
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError as err:
+        raise ConfigError(f"{option}: expected {expected} (got {text!r})") from err
+    if not values or min(values) < 1:
+        raise ConfigError(f"{option}: expected {expected} (got {text!r})")
+    return values
+
+
+def one_value(option: str, text: str, reason: str) -> str:
+    """`text` stripped, or ConfigError `OPTION A,B: REASON` when it is a comma-separated list
+    where the command takes one value (the reason names the command that takes the list)."""
+    if "," in text:
+        raise ConfigError(f"{option} {text}: {reason}")
+    return text.strip()
+
+
+def one_growth(command: str, text: str) -> float:
+    """The --growth of a command that compares at one growth factor: a number > 0; a list is
+    refused with the reason and the command that takes one (ConfigError)."""
+    reason = (
+        f"{command} compares at one growth factor; for growth scenarios use "
+        f"`capplan plan --growth {text}`"
+    )
+    value = one_value("--growth", text, reason)
+    try:
+        factor = float(value)
+    except ValueError:
+        raise ConfigError(f"--growth {text!r}: expected a factor such as 1.3") from None
+    check_number("--growth", factor, gt=0)
+    return factor
+
+
+# Old spellings kept for one release (command -> old -> new): each still works and says its
+# new name on stderr. The CLI reference lists them (scripts/gen_cli_docs.py).
+DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
+    "demo": {"--out": "--output"},
+    "emulate": {"--host": "--bind", "--speed": "--time-scale"},
+    "limit": {"--out": "--output"},
+    "loadtest": {"--out": "--output", "--plan": "--stage-plan", "--speed": "--replay-speed"},
+    "profile": {"--engine": "--metric-names", "--format": "--log-format"},
+    "report": {"--out": "--output"},
+    "verify": {"--out": "--output"},
+    "whatif": {"--calibrate": "--measured-limit"},
+}
+
+
+def renamed_args(command: str, args: list[str], warn: Callable[[str], None]) -> list[str]:
+    """`args` with each deprecated spelling of `command` (`--old` or `--old=VALUE`) replaced by
+    its new name, calling `warn("--old is deprecated; use --new")` once per use. Arguments
+    after `--` are left as they are."""
+    renames = DEPRECATED_OPTIONS.get(command, {})
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        name, eq, value = arg.partition("=")
+        new = renames.get(name)
+        if new is not None:
+            warn(f"{name} is deprecated; use {new}")
+            arg = new + eq + value
+        out.append(arg)
+    return out
+
+
+class _RenamedOptions(typer.core.TyperCommand):
+    """A command that still takes its deprecated option spellings (DEPRECATED_OPTIONS) and
+    names them at the end of its --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        renames = DEPRECATED_OPTIONS.get(self.name or "", {})
+        if renames and not self.epilog:
+            old = ", ".join(f"{before} (use {after})" for before, after in renames.items())
+            self.epilog = f"Deprecated spellings, still taken for one release: {old}."
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        warn = functools.partial(typer.echo, err=True)
+        return super().parse_args(ctx, renamed_args(self.name or "", args, warn))
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"capplan {__version__}")
@@ -200,6 +305,9 @@ def _root(
 def _register_commands(names: tuple[str, ...] = COMMAND_MODULES) -> None:
     for name in names:
         importlib.import_module(f"capplan.commands.{name}").register(_app)
+    for info in _app.registered_commands:
+        if info.cls in (None, typer.core.TyperCommand):
+            info.cls = _RenamedOptions
 
 
 def _wanted_commands(argv: list[str]) -> tuple[str, ...]:

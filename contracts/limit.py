@@ -205,7 +205,7 @@ class LimitResult(_Model):
     time_scale: float = Field(
         default=1.0,
         description="the endpoint ran this many times faster than wall time (an emulator at "
-        "--speed S); loads and latencies are in its time",
+        "--time-scale S); loads and latencies are in its time",
     )
     prediction: Prediction | None = Field(
         default=None, description="the engine model's steady-state limit, when one was made"

@@ -255,7 +255,7 @@ class RunInfo(_Model):
     time_scale: float = Field(
         default=1.0,
         description="the endpoint ran this many times faster than wall time (an emulator at "
-        "--speed S); every time in the run is in the endpoint's time",
+        "--time-scale S); every time in the run is in the endpoint's time",
     )
     started_at: str
     start_epoch_s: float | None = Field(default=None, description="run start as a Unix time; t = 0")

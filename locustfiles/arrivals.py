@@ -75,7 +75,7 @@ _KINDS: dict[str, str] = {
     "constant": "evenly spaced sends",
     "poisson": "exponential gaps (CV 1)",
     "gamma:K": "gamma gaps with shape K (CV 1/sqrt(K))",
-    "replay": "a log's own timestamps at --speed X",
+    "replay": "a log's own timestamps at --replay-speed X",
 }
 
 

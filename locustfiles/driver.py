@@ -58,7 +58,7 @@ class RunClock:
     """Seconds since the run's start (a Unix time), read through perf_counter for precision.
 
     With `time_scale` S the clock runs S times faster than wall time: the endpoint's own
-    time when it is an emulator at `--speed S`. Every schedule and every record of the run
+    time when it is an emulator at `--time-scale S`. Every schedule and every record of the run
     is then in the endpoint's time; `wall_s` turns a span of it into wall seconds to sleep.
     """
 

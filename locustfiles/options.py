@@ -60,7 +60,7 @@ def add_options(parser: Any) -> None:
         type=float,
         default=1.0,
         help="the endpoint's clock runs this many times faster than wall time (an emulator "
-        "at --speed S): schedules and records are in its time",
+        "at --time-scale S): schedules and records are in its time",
     )
     parser.add_argument(
         "--llm-no-ignore-eos", action="store_true", help="do not send ignore_eos/min_tokens"

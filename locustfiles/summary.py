@@ -134,7 +134,7 @@ def stage_validity(
     if behind is not None and behind > EMULATOR_BEHIND_SHARE * duration_s:
         warnings.append(
             f"the emulator fell {behind:.3g} s behind its clock: this machine's CPU, not the "
-            "engine model, set the pace (lower its --speed)"
+            "engine model, set the pace (lower its --time-scale)"
         )
     if server is not None and server.height and prefix is not None and prefix.available:
         hits = _counter_delta(server, "vllm:prefix_cache_hits", start_s, end_s)

@@ -1,5 +1,6 @@
 """Generate docs/reference/cli.md from the typer app `capplan.cli:app`: every command, argument
-and option with its default and help, so the reference cannot drift from the code.
+and option with its default and help, and the table of every option across commands (one
+meaning per option name), so the reference cannot drift from the code.
 
     python scripts/gen_cli_docs.py            # rewrite docs/reference/cli.md
     python scripts/gen_cli_docs.py --check    # exit 1 when the checked-in page differs
@@ -10,7 +11,10 @@ tests/docs/test_generated.py runs the check on every test run.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,149 @@ Every command, argument and option of `capplan`, with its default and help text,
 search could not produce its result, 2 on bad input, 3 when no request succeeded (see
 [exit codes](errors.md)).
 """
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionUse:
+    """One option of one command, as the vocabulary table reads it."""
+
+    command: str
+    names: str  # every spelling, e.g. "-o, --output"
+    meaning: str  # the help's first sentence
+    type: str  # typer's type name (str, int, float, path); "share": a fraction or a percent
+    takes_list: str  # "comma-separated", "repeatable" or "" (one value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionRow:
+    """One row of the vocabulary table: an option name and the one thing it means."""
+
+    option: str
+    commands: tuple[str, ...]
+    meaning: str
+    type: str
+    takes_list: str
+
+
+# "e.g. 1,2" and the like do not end a sentence
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)\.(?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a help text, on one line."""
+    flat = " ".join(text.split())
+    end = _SENTENCE_END.search(flat)
+    return flat[: end.end()] if end else flat
+
+
+def _use(command: str, param: Any) -> OptionUse:
+    help_text = param.help or ""
+    kind = "flag" if param.is_flag else param.bare_type().removeprefix("list[").rstrip("]")
+    if re.search(r"\bpercent\b", help_text):
+        kind = "share"
+    takes_list = "comma-separated" if "comma-separated" in help_text.lower() else ""
+    return OptionUse(
+        command=command,
+        names=", ".join(param.opts),
+        meaning=first_sentence(help_text),
+        type=kind,
+        takes_list="repeatable" if param.multiple else takes_list,
+    )
+
+
+def option_uses(commands: dict[str, Any]) -> dict[str, list[OptionUse]]:
+    """Every option of every command, by its long name (`--output`), in command order."""
+    uses: dict[str, list[OptionUse]] = defaultdict(list)
+    for name, command in commands.items():
+        for param in command.params:
+            if param.param_type_name == "option" and param.name != "help":
+                long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+                uses[long].append(_use(name, param))
+    return dict(sorted(uses.items()))
+
+
+def _joined(values: list[str], commands: list[str]) -> str:
+    """`a` when every command agrees, else `a: cmd1, cmd2; b: cmd3`."""
+    if len(set(values)) == 1:
+        return values[0]
+    by: dict[str, list[str]] = defaultdict(list)
+    for value, command in zip(values, commands, strict=True):
+        by[value or "one"].append(command)
+    return "; ".join(f"{v}: {', '.join(c)}" for v, c in by.items())
+
+
+def vocabulary(commands: dict[str, Any]) -> list[OptionRow]:
+    """One row per option name and meaning. A name used for one concept everywhere (or listed
+    in capplan.commands.shared.SHARED_CONCEPTS) has one row; a name with two meanings, types
+    or list forms across commands has a row for each (see `collisions`)."""
+    from capplan.commands.shared import SHARED_CONCEPTS
+
+    rows = []
+    for option, uses in option_uses(commands).items():
+        if option in SHARED_CONCEPTS:
+            groups = [uses]
+        else:
+            by_sig: dict[tuple[str, str, str], list[OptionUse]] = defaultdict(list)
+            for u in uses:
+                by_sig[(u.meaning, u.type, u.takes_list)].append(u)
+            groups = list(by_sig.values())
+        for group in groups:
+            names = [u.command for u in group]
+            rows.append(
+                OptionRow(
+                    option=max((u.names for u in group), key=len),
+                    commands=tuple(names),
+                    meaning=SHARED_CONCEPTS.get(option, group[0].meaning),
+                    type=_joined([u.type for u in group], names),
+                    takes_list=_joined([u.takes_list for u in group], names),
+                )
+            )
+    return rows
+
+
+def collisions(commands: dict[str, Any]) -> dict[str, list[OptionRow]]:
+    """Option names with more than one row in the vocabulary: one word, two meanings."""
+    rows: dict[str, list[OptionRow]] = defaultdict(list)
+    for row in vocabulary(commands):
+        rows[row.option.split(", ")[-1]].append(row)
+    return {k: v for k, v in rows.items() if len(v) > 1}
+
+
+def _vocabulary_section(commands: dict[str, Any]) -> list[str]:
+    from capplan.cli import DEPRECATED_OPTIONS
+
+    out = [
+        "## Every option across commands",
+        "",
+        "One name, one meaning: an option that several commands take means the same thing in "
+        "each (its type or list form may differ where one command compares several values "
+        "and another sizes one, which then refuses a list and says why). A list is "
+        "comma-separated (`--gpu A,B`) or repeatable (`--verify A --verify B`); a share is a "
+        "fraction (`0.2`) or a percent (`20%`).",
+        "",
+        "| option | commands | meaning | type | list |",
+        "|---|---|---|---|---|",
+    ]
+    for row in vocabulary(commands):
+        out.append(
+            f"| `{_cell(row.option)}` | {', '.join(row.commands)} | {_cell(row.meaning)} "
+            f"| {_cell(row.type)} | {_cell(row.takes_list) or 'one'} |"
+        )
+    old: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for command, renames in DEPRECATED_OPTIONS.items():
+        for before, after in renames.items():
+            old[(before, after)].append(command)
+    out += [
+        "",
+        "Deprecated spellings still work for one release and say their new name on stderr "
+        "(`--speed is deprecated; use --time-scale`):",
+        "",
+        "| old spelling | new spelling | commands |",
+        "|---|---|---|",
+        *(f"| `{b}` | `{a}` | {', '.join(c)} |" for (b, a), c in sorted(old.items())),
+        "",
+    ]
+    return out
 
 
 def _cell(text: str) -> str:
@@ -66,18 +213,24 @@ def _command_section(name: str, command: Any) -> list[str]:
     return out
 
 
-def render() -> str:
-    """The whole page, from the app with every command registered."""
+def app_commands() -> dict[str, Any]:
+    """The click commands of the app with every command registered, in `capplan --help`
+    order."""
     from capplan.cli import full_app
 
     group = typer.main.get_command(full_app())
     ctx = group.context_class(group, info_name="capplan")
-    names = group.list_commands(ctx)
-    commands = {name: group.get_command(ctx, name) for name in names}
+    return {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+
+
+def render() -> str:
+    """The whole page, from the app with every command registered."""
+    commands = app_commands()
     lines = [HEADER, "| command | what it does |", "|---|---|"]
     for name, command in commands.items():
         lines.append(f"| [`{name}`](#capplan-{name}) | {_cell(command.get_short_help_str(200))} |")
     lines.append("")
+    lines += _vocabulary_section(commands)
     for name, command in commands.items():
         lines += _command_section(name, command)
     return "\n".join(lines).rstrip() + "\n"

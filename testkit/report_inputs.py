@@ -59,6 +59,7 @@ from profiles.model import (
     SharedPrefix,
     Source,
 )
+from testkit.profiles import make_profile
 
 PEAK_RPS = 42.0
 LIMIT_RPS = 17.4
@@ -74,7 +75,7 @@ STAGES = (
 
 SLO_TTFT_S = 2.0  # the SLO of the fixture: ttft:p95<=2s
 RUN_COMMAND = (
-    "capplan loadtest --host http://127.0.0.1:8000 --plan steady-burst-recovery "
+    "capplan loadtest --host http://127.0.0.1:8000 --stage-plan steady-burst-recovery "
     "-o runs/chat-h100-sbr"
 )
 
@@ -491,3 +492,15 @@ def write_fixture(root: Path, *, seed: int = 0, scale: float = 1.0) -> FixturePa
     previous = build_plan(peak_rps=31.0, limit_rps=15.1).model_copy(update={"name": "chat-q4"})
     previous_path.write_text(previous.model_dump_json(by_alias=True, indent=2))
     return FixturePaths(profile_path, run_dir, plan_path, previous_path)
+
+
+def planning_inputs(root: Path) -> dict[str, Path]:
+    """What plan, whatif and compare read, written under `root` for CLI tests: `profile` (a
+    profile of two request shapes), `run` (a run folder holding `build_limit()`'s limit.json)
+    and `root` itself."""
+    profile = root / "profile.json"
+    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
+    run = root / "run"
+    run.mkdir()
+    (run / "limit.json").write_text(build_limit().model_dump_json(by_alias=True))
+    return {"profile": profile, "run": run, "root": root}

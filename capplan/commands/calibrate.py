@@ -9,9 +9,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import handle_errors
+from capplan.cli import handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
+    GPU_MEANING,
+    TP_MEANING,
     ApiKeyEnv,
     CatalogOption,
     KvCacheDtypeOption,
@@ -47,27 +49,32 @@ def register(app: typer.Typer) -> None:
 
 
 def calibrate_command(
-    host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible server."),
+    host: str = typer.Option(..., "--host", help="Base URL of the OpenAI-compatible endpoint."),
     model: str = typer.Option(..., "--model", help="Model name sent in each request."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write cal.json."),
     engine: str = typer.Option(
         "vllm", "--engine", help="Engine profile: vllm, trtllm, sglang, tgi, llamacpp."
     ),
-    gpu: str = typer.Option("H100-80GB", "--gpu", help="The server's GPU (engine catalog)."),
+    gpu: str = typer.Option("H100-80GB", "--gpu", help=f"{GPU_MEANING} The server's."),
     catalog_model: str | None = typer.Option(
         None, "--catalog-model", help="The model's catalog name (default: --model)."
     ),
     catalog: CatalogOption = None,
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree of the server."),
+    tp: int = typer.Option(1, "--tp", help=f"{TP_MEANING} The server's."),
     pp: PpOption = 1,
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",
     api_key_env: ApiKeyEnv = None,
     budget_s: float = typer.Option(300.0, "--budget-s", help="Time for the probe rounds (s)."),
-    max_drift: float = typer.Option(
-        0.25, "--max-drift", help="Largest median spread / trend of the repeats accepted."
+    max_drift: str = typer.Option(
+        "0.25",
+        "--max-drift",
+        help="Largest drift of the repeats accepted (median spread or trend, as a share of the "
+        "median): a fraction (0.25) or a percent (25%).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random prompts."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the random prompts."
+    ),
 ) -> None:
     from planner.calibrate import CalibrateOptions, Target, run_calibration
 
@@ -87,7 +94,7 @@ def calibrate_command(
         catalog=str(catalog.resolve()) if catalog is not None else None,
         engine=engine,
         budget_s=budget_s,
-        max_drift=max_drift,
+        max_drift=parse_fraction("--max-drift", max_drift, positive=True),
         seed=seed,
     )
     stderr = stderr_console()

@@ -8,9 +8,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.cli import (
+    check_planning,
+    handle_errors,
+    one_growth,
+    parse_fraction,
+    parse_share,
+)
 from capplan.commands.console import stdout_console
 from capplan.commands.shared import (
+    GPU_MEANING,
+    GROWTH_MEANING,
+    TP_MEANING,
     GpuHourPrice,
     Headroom,
     PeakQuantile,
@@ -51,25 +60,32 @@ def compare_command(
     profile: Path = typer.Option(..., "--profile", help="Profile JSON the runs measured."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write compare.json."),
     label: str | None = typer.Option(None, "--label", help="Labels, one per run, comma-separated."),
-    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of every run, or one per run."),
-    tp: int = typer.Option(1, "--tp", help="GPUs per instance."),
+    gpu: str = typer.Option(
+        "H100-80GB",
+        "--gpu",
+        help=f"{GPU_MEANING} One for every run, or one per run, comma-separated.",
+    ),
+    tp: int = typer.Option(1, "--tp", help=f"{TP_MEANING} The same for every run."),
     gpu_hour_price: GpuHourPrice = None,
     peak_rps: PeakRps = None,
     peak_window: PeakWindow = "60s",
-    peak_quantile: PeakQuantile = 0.99,
-    growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
+    peak_quantile: PeakQuantile = "0.99",
+    growth: str = typer.Option(
+        "1.0", "--growth", help=f"{GROWTH_MEANING} One: compare ranks at one growth."
+    ),
     headroom: Headroom = "0.2",
     redundancy: Redundancy = 1,
     force: bool = typer.Option(False, "--force", help="Compare mismatched runs anyway."),
 ) -> None:
+    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         gpu_hour_price=gpu_hour_price,
         tps=(tp,),
     )
-    check_number("--growth", growth, gt=0)
+    growth_factor = one_growth("compare", growth)
     options = CompareOptions(
         profile_path=str(profile),
         runs=tuple(str(r) for r in runs),
@@ -78,9 +94,9 @@ def compare_command(
         tp=tp,
         gpu_hour_price_usd=gpu_hour_price,
         peak_window=peak_window,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         peak_rps=peak_rps,
-        growth=growth,
+        growth=growth_factor,
         headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         force=force,

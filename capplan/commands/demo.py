@@ -24,11 +24,11 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def demo(
-        out: Path = typer.Option(
-            Path("reports/demo.pdf"), "-o", "--output", "--out", help="PDF to write."
-        ),
+        out: Path = typer.Option(Path("reports/demo.pdf"), "-o", "--output", help="PDF to write."),
         lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the profile sampler and the load."),
+        seed: int = typer.Option(
+            0, "--seed", help="Seed of the random draws. Here the profile sampler and the load."
+        ),
         cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
     ) -> None:
         from capplan.demo import DemoOptions, run_demo

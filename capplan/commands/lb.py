@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
         upstreams: list[str] = typer.Argument(
             ..., help="Instance base URLs, e.g. http://127.0.0.1:8001.", show_default=False
         ),
-        port: int = typer.Option(8080, "--port", help="Port nginx listens on."),
-        bind: str = typer.Option("127.0.0.1", "--bind", help="Address nginx listens on."),
+        port: int = typer.Option(8080, "--port", help="Port to listen on."),
+        bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on."),
         least_conn: bool = typer.Option(
             False, "--least-conn", help="nginx's least_conn instead of round-robin."
         ),
@@ -42,7 +42,9 @@ def register(app: typer.Typer) -> None:
             help="Keep nginx's passive health check (1 failure ejects an instance for 10 s).",
         ),
         wait_s: float = typer.Option(
-            60.0, "--wait-s", help="Longest wait for the upstreams to accept connections."
+            60.0,
+            "--wait-s",
+            help="Longest wait (s) for the servers to accept connections. Here the upstreams.",
         ),
         print_config: bool = typer.Option(
             False, "--print-config", help="Print nginx.conf and exit (run it yourself)."

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from capplan.cli import check_number, handle_errors
+from capplan.cli import check_number, handle_errors, parse_fraction
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
     def limit(
         ctx: typer.Context,
         host: str | None = typer.Option(
-            None, "--host", help="Base URL of the OpenAI-compatible endpoint (required)."
+            None, "--host", help="Base URL of the OpenAI-compatible endpoint. Required."
         ),
         model: str | None = typer.Option(
             None,
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         ),
         slo: str | None = typer.Option(None, "--slo", help="SLO spec (see above; required)."),
         out: Path | None = typer.Option(
-            None, "-o", "--output", "--out", help="Run directory to write (required)."
+            None, "-o", "--output", help="Run directory to write (required)."
         ),
         profile: str | None = typer.Option(
             None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
             "certain by then, the search steps down to 0.85 L, then 0.8 L.",
         ),
         arrival: str = typer.Option(
-            "poisson", "--arrival", help="Rate levels: poisson, constant or gamma:K arrivals."
+            "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
         ),
         warmup: float | None = typer.Option(
             None,
@@ -124,11 +124,12 @@ def register(app: typer.Typer) -> None:
             "--success-only",
             help="Percentiles over successful requests only (failures do not count as misses).",
         ),
-        tolerance: float = typer.Option(
-            0.05,
+        tolerance: str = typer.Option(
+            "0.05",
             "--tolerance",
-            help="Stop when the pass/fail gap is within this share (--method fast: when the "
-            "limit's 90 % interval is within 0.6 x this on either side).",
+            help="Stop when the pass/fail gap is within this share, a fraction (0.05) or a "
+            "percent (5%) (--method fast: when the limit's 90 % interval is within 0.6 x this "
+            "on either side).",
         ),
         verify_burst: bool = typer.Option(
             False,
@@ -143,7 +144,9 @@ def register(app: typer.Typer) -> None:
         ),
         master_bind: MasterBind = None,
         expect_workers: ExpectWorkers = 0,
-        seed: int = typer.Option(0, "--seed", help="Seed for traffic and bootstrap."),
+        seed: int = typer.Option(
+            0, "--seed", help="Seed of the random draws. Here traffic and bootstrap."
+        ),
         endpoint: Endpoint = "chat",
         api_key_env: ApiKeyEnv = None,
         max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
@@ -170,7 +173,7 @@ def register(app: typer.Typer) -> None:
         calibration: Path | None = typer.Option(
             None,
             "--calibration",
-            help="cal.json of `capplan calibrate` for this endpoint: --method fast predicts "
+            help="cal.json of `capplan calibrate`. For this endpoint: --method fast predicts "
             "with its engine model (continuous batching, KV cache, chunked prefill) after one "
             "user's requests measure what the client and network add, instead of "
             "characterising the server as slots in closed loop.",
@@ -212,7 +215,7 @@ def register(app: typer.Typer) -> None:
             ("--time-scale", time_scale),
         ):
             check_number(option, value, gt=0)
-        check_number("--tolerance", tolerance, gt=0, lt=1)
+        tolerance_share = parse_fraction("--tolerance", tolerance, positive=True, below_one=True)
         check_number("--warmup", warmup, ge=0)
         check_number("--effective-requests", effective_requests, ge=0)  # 0: no such rule
         check_number("--tail-requests", tail_requests, ge=0)
@@ -268,7 +271,7 @@ def register(app: typer.Typer) -> None:
             tail_requests=tail_requests,
             warmup_s=warmup,
             arrival=arrival,
-            tolerance=tolerance,
+            tolerance=tolerance_share,
             verify_burst=verify_burst,
             workers=n_workers,
             seed=seed,

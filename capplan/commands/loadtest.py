@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from capplan.cli import check_number, handle_errors, parse_share
+from capplan.cli import check_number, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     ApiKeyEnv,
@@ -19,6 +19,7 @@ from capplan.commands.shared import (
     ExpectWorkers,
     MasterBind,
     NoPreflight,
+    ReplaySpeed,
     TimeScale,
 )
 from capplan.commands.vbench import (
@@ -63,7 +64,7 @@ Examples:
   --master-bind 0.0.0.0:5557 --expect-workers 3 -o runs/r3000   (then on 3 hosts: capplan
   worker --master 10.0.0.5:5557)
 
-  capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --speed 10
+  capplan loadtest --host http://127.0.0.1:8000 --model llama --replay trace.csv --replay-speed 10
   --duration 30 -o runs/replay
 
   capplan loadtest --host http://127.0.0.1:8000 --dataset-name random --random-input-len 512 \
@@ -166,7 +167,9 @@ def _judged(s: StageSummary) -> tuple[str, str]:
 @handle_errors
 def loadtest(
     host: str = typer.Option(
-        ..., "--host", help="Base URL of the target, e.g. http://127.0.0.1:8000."
+        ...,
+        "--host",
+        help="Base URL of the OpenAI-compatible endpoint. E.g. http://127.0.0.1:8000.",
     ),
     model: str | None = typer.Option(
         None,
@@ -174,30 +177,29 @@ def loadtest(
         help="Model name sent in each request (default: the first one the target's "
         "/v1/models lists).",
     ),
-    out: Path = typer.Option(
-        ..., "-o", "--output", "--out", help="Run folder to write (runs/NAME)."
-    ),
+    out: Path = typer.Option(..., "-o", "--output", help="Run folder to write (runs/NAME)."),
     profile: str | None = typer.Option(
         None, "--profile", help="Profile JSON (default: built-in chat preset)."
     ),
     plan: str | None = typer.Option(
         None,
         "--stage-plan",
-        "--plan",
         help="steady-burst-recovery | steps | steady | a YAML/JSON stage plan file.",
     ),
     rate: float | None = typer.Option(
         None, "--rate", help="Open-loop rate in req/s (steady load of built-in plans)."
     ),
     users: int | None = typer.Option(None, "--users", help="Closed-loop users instead of a rate."),
-    arrival: str = typer.Option("poisson", "--arrival", help="poisson | constant | gamma:K."),
+    arrival: str = typer.Option(
+        "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
+    ),
     duration: float | None = typer.Option(
         None, "--duration", help="Stage length in seconds (steady stage of built-in plans)."
     ),
-    replay: str | None = typer.Option(
-        None, "--replay", help="Request log to replay at its own timestamps."
+    replay: Path | None = typer.Option(
+        None, "--replay", help="Request log whose arrivals are replayed. At their own timestamps."
     ),
-    speed: float = typer.Option(1.0, "--speed", help="Replay speed-up factor."),
+    replay_speed: ReplaySpeed = 1.0,
     endpoint: Endpoint = "chat",
     workers: str = typer.Option(
         "0",
@@ -208,7 +210,9 @@ def loadtest(
     master_bind: MasterBind = None,
     expect_workers: ExpectWorkers = 0,
     api_key_env: ApiKeyEnv = None,
-    seed: int = typer.Option(0, "--seed", help="Seed of requests and arrivals."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here requests and arrivals."
+    ),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", help="Client cap on requests in flight (reported)."
     ),
@@ -236,8 +240,9 @@ def loadtest(
     max_errors: str | None = typer.Option(
         None,
         "--max-errors",
-        help="Exit 3 when more than this share of the scheduled requests failed, e.g. 1% or "
-        "0.01 (default: only when none succeeded). The run folder is written either way.",
+        help="Exit 3 when more than this share of the scheduled requests failed, a fraction "
+        "(0.01) or a percent (1%) (default: only when none succeeded). The run folder is "
+        "written either way.",
     ),
     no_preflight: NoPreflight = False,
     dataset_name: DatasetName = None,
@@ -258,11 +263,11 @@ def loadtest(
     from planner.loadtest.workers import parse_workers
     from planner.slo.spec import parse_slo
 
-    max_error_share = None if max_errors is None else parse_share("--max-errors", max_errors)
+    max_error_share = None if max_errors is None else parse_fraction("--max-errors", max_errors)
     check_number("--rate", rate, gt=0)
     check_number("--users", users, ge=1)
     check_number("--duration", duration, gt=0)
-    check_number("--speed", speed, gt=0)
+    check_number("--replay-speed", replay_speed, gt=0)
     check_number("--timeout", timeout, gt=0)
     check_number("--max-concurrency", max_concurrency, ge=1)
     check_number("--time-scale", time_scale, gt=0)
@@ -275,7 +280,9 @@ def loadtest(
             data=data,
             input_len=random_input_len,
             output_len=random_output_len,
-            range_ratio=random_range_ratio,
+            range_ratio=None
+            if random_range_ratio is None
+            else parse_fraction("--random-range-ratio", random_range_ratio, below_one=True),
             prompts=num_prompts,
             rate_rps=request_rate,
             burstiness=burstiness,
@@ -317,8 +324,8 @@ def loadtest(
             scrape_metrics=not no_metrics,
             slo_ttft_s=slo_ttft,
             slo=parse_slo(slo) if slo else None,
-            replay_path=replay,
-            replay_speed=speed,
+            replay_path=None if replay is None else str(replay),
+            replay_speed=replay_speed,
             time_scale=time_scale,
             master_bind=master_bind,
             expect_workers=expect_workers,

@@ -8,7 +8,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.cli import (
+    check_number,
+    check_planning,
+    handle_errors,
+    one_value,
+    parse_fraction,
+    parse_share,
+    whole_numbers,
+)
 from capplan.commands.autoscale_opts import (
     Autoscale,
     AutoscaleOut,
@@ -27,6 +35,12 @@ from capplan.commands.console import (
     stderr_console,
 )
 from capplan.commands.shared import (
+    GPU_MEANING,
+    GROWTH_MEANING,
+    ONE_CONFIGURATION,
+    ONE_CONFIGURATION_HELP,
+    PP_MEANING,
+    TP_MEANING,
     CatalogOption,
     ExecutorOption,
     FleetFull,
@@ -36,7 +50,6 @@ from capplan.commands.shared import (
     PeakQuantile,
     PeakRps,
     PeakWindow,
-    PpOption,
     PrefixThreshold,
     QuantizationOption,
     Redundancy,
@@ -97,6 +110,11 @@ def register(app: typer.Typer) -> None:
     app.command(name="plan", help=HELP)(handle_errors(plan_command))
 
 
+def _one(option: str, text: str) -> str:
+    """One value of a list option of whatif; a list refused with the reason."""
+    return one_value(option, text, ONE_CONFIGURATION.format(option=option, text=text))
+
+
 def plan_command(
     profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
     limit: str = typer.Option(
@@ -119,14 +137,20 @@ def plan_command(
         None, "--peak-users", help="Planning peak as concurrent requests."
     ),
     peak_window: PeakWindow = "60s",
-    peak_quantile: PeakQuantile = 0.99,
-    growth: str = typer.Option("1.0", "--growth", help="Growth factors, e.g. 1.0,1.3,2.0."),
+    peak_quantile: PeakQuantile = "0.99",
+    growth: str = typer.Option(
+        "1.0",
+        "--growth",
+        help=f"{GROWTH_MEANING} Several, comma-separated (1.0,1.3,2.0), are growth scenarios.",
+    ),
     headroom: Headroom = "0.2",
     redundancy: Redundancy = 1,
-    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPU of one instance (engine catalog)."),
+    gpu: str = typer.Option(
+        "H100-80GB", "--gpu", help=f"{GPU_MEANING} One: {ONE_CONFIGURATION_HELP}."
+    ),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: GPUs per stage."),
-    pp: PpOption = 1,
+    tp: str = typer.Option("1", "--tp", help=f"{TP_MEANING} One: {ONE_CONFIGURATION_HELP}."),
+    pp: str = typer.Option("1", "--pp", help=f"{PP_MEANING} One: {ONE_CONFIGURATION_HELP}."),
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",
     catalog: CatalogOption = None,
@@ -150,14 +174,16 @@ def plan_command(
     calibration: Path | None = typer.Option(
         None,
         "--calibration",
-        help="cal.json of `capplan calibrate`: the engine model's factors (no limit.json fit).",
+        help="cal.json of `capplan calibrate`. The engine model's factors (no limit.json fit).",
     ),
     fleet_span_s: float = typer.Option(
         300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the simulated traffic."
+    ),
     routing: RoutingOption = None,
-    prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
+    prefix_threshold: PrefixThreshold = f"{RoutingSettings.prefix_threshold:g}",
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
     autoscale: Autoscale = False,
     autoscale_policy: AutoscalePolicy = None,
@@ -175,15 +201,18 @@ def plan_command(
 ) -> None:
     check_format(output_format)
     executor_spec = parse_executor(executor)
+    gpu = _one("--gpu", gpu)
+    tp_n = whole_numbers("--tp", _one("--tp", tp))[0]
+    pp_n = whole_numbers("--pp", _one("--pp", pp))[0]
+    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         gpu_hour_price=gpu_hour_price,
-        tps=(tp,),
+        tps=(tp_n,),
     )
     check_number("--peak-users", peak_users, gt=0)
-    check_number("--pp", pp, ge=1)
     precision_overrides(quantization, kv_cache_dtype)  # checks both names
     if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
         raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
@@ -191,8 +220,8 @@ def plan_command(
         raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
     auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
     routings = parse_routings(routing) if routing is not None else None
-    check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
-    settings = RoutingSettings(prefix_threshold=prefix_threshold, seed=seed)
+    threshold = parse_fraction("--prefix-threshold", prefix_threshold, positive=True)
+    settings = RoutingSettings(prefix_threshold=threshold, seed=seed)
     console = stderr_console()
     the_profile = load_profile(profile)
     the_limit = parse_limit(limit, slo, accept_unconfirmed=accept_unconfirmed)
@@ -202,7 +231,7 @@ def plan_command(
         profile_path=str(profile),
         slo=slo,
         peak_window=peak_window,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         peak_rps=peak_rps,
         peak_users=peak_users,
         growth=tuple(parse_float_list(growth, "--growth")),
@@ -210,8 +239,8 @@ def plan_command(
         redundancy=redundancy,
         gpu=gpu,
         model=model,
-        tp=tp,
-        pp=pp,
+        tp=tp_n,
+        pp=pp_n,
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
         catalog=str(catalog) if catalog is not None else None,

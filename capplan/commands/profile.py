@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from capplan.cli import handle_errors
+from capplan.cli import handle_errors, parse_fraction
 from contracts.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -86,7 +86,9 @@ def register(app: typer.Typer) -> None:
         ),
         output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
         fmt: str = typer.Option(
-            "auto", "--format", help="auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table"
+            "auto",
+            "--log-format",
+            help="format of the logs: auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table",
         ),
         columns: str = typer.Option(
             None,
@@ -111,13 +113,15 @@ def register(app: typer.Typer) -> None:
         cache_tokens: str = typer.Option(
             None,
             "--cache-tokens",
-            help="cache sizes for the LRU hit-ratio curve, e.g. 64Ki,1Mi,16Mi",
+            help="cache sizes for the LRU hit-ratio curve, comma-separated, e.g. 64Ki,1Mi,16Mi",
         ),
         time_unit: str = typer.Option(
             "auto", "--time-unit", help="unit of numeric timestamps: auto|s|ms|us|ns"
         ),
         plots: Path = typer.Option(None, "--plots", help="write PNG charts into this folder"),
-        seed: int = typer.Option(0, "--seed", help="seed of the (input, output) pair sampler"),
+        seed: int = typer.Option(
+            0, "--seed", help="Seed of the random draws. Here the (input, output) pair sampler."
+        ),
         preset: str = typer.Option(
             None, "--preset", help="chat|rag|agent|batch: a built-in profile instead of logs"
         ),
@@ -130,8 +134,11 @@ def register(app: typer.Typer) -> None:
         shared_prefix_tokens: int = typer.Option(
             None, "--shared-prefix-tokens", help="preset: tokens of a shared prompt prefix"
         ),
-        shared_prefix_share: float = typer.Option(
-            None, "--shared-prefix-share", help="preset: share of requests that start with it"
+        shared_prefix_share: str = typer.Option(
+            None,
+            "--shared-prefix-share",
+            help="preset: share of requests that start with it, a fraction (0.8) or a percent "
+            "(80%)",
         ),
         chunk_rows: int = typer.Option(
             None,
@@ -158,7 +165,9 @@ def register(app: typer.Typer) -> None:
             "15s", "--step", help="prometheus: query resolution, the scrape interval (divides 60s)"
         ),
         engine: str = typer.Option(
-            "auto", "--engine", help="prometheus: auto|vllm|vllm-v0|sglang|tgi (metric names)"
+            "auto",
+            "--metric-names",
+            help="prometheus: whose metric names the engines export: auto|vllm|vllm-v0|sglang|tgi",
         ),
         token_env: str = typer.Option(
             None, "--token-env", help="prometheus: environment variable holding a bearer token"
@@ -205,7 +214,9 @@ def register(app: typer.Typer) -> None:
             "input_mean": input_mean,
             "output_mean": output_mean,
             "shared_prefix_tokens": shared_prefix_tokens,
-            "shared_prefix_share": shared_prefix_share,
+            "shared_prefix_share": None
+            if shared_prefix_share is None
+            else parse_fraction("--shared-prefix-share", shared_prefix_share),
         }
         if merge:
             if preset is not None or not logs:

@@ -40,8 +40,8 @@ def register(app: typer.Typer) -> None:
         run: Path | None = typer.Option(
             None, "--run", help="Run directory (capplan loadtest / limit)."
         ),
-        plan: Path | None = typer.Option(None, "--plan", help="Plan JSON (capplan plan)."),
-        out: Path = typer.Option(..., "-o", "--output", "--out", help="Where to write the PDF."),
+        plan: Path | None = typer.Option(None, "--plan", help="plan.json of `capplan plan`."),
+        out: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
         previous: Path | None = typer.Option(
             None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
         ),

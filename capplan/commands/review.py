@@ -36,7 +36,7 @@ def review_command(
         ..., help="The review file (YAML), see examples/review.yaml."
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
-    lang: str = typer.Option("en", "--lang", help="Language of the PDF: en or zh."),
+    lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
     previous: Path | None = typer.Option(
         None, "--previous", help="Last quarter's review.json, for the change."
     ),

@@ -30,12 +30,20 @@ NoPreflight = Annotated[
         "request); --model is then required.",
     ),
 ]
+TIME_SCALE_MEANING = "The endpoint's clock runs this many times faster than wall time."
 TimeScale = Annotated[
     float,
     typer.Option(
         "--time-scale",
-        help="The endpoint runs this many times faster than wall time (capplan emulate "
-        "--speed S): loads, records and latencies are kept in its time.",
+        help=f"{TIME_SCALE_MEANING} Give capplan emulate's --time-scale S: loads, records and "
+        "latencies are kept in its time.",
+    ),
+]
+ReplaySpeed = Annotated[
+    float,
+    typer.Option(
+        "--replay-speed",
+        help="Replay the log's arrivals this many times faster than they were logged.",
     ),
 ]
 
@@ -64,8 +72,11 @@ PeakRps = Annotated[
 ]
 PeakWindow = Annotated[str, typer.Option("--peak-window", help="Window of the peak rate.")]
 PeakQuantile = Annotated[
-    float,
-    typer.Option("--peak-quantile", help="Quantile of window rates taken as the peak (0-1)."),
+    str,
+    typer.Option(
+        "--peak-quantile",
+        help="Quantile of window rates taken as the peak: a fraction (0.99) or a percent (99%).",
+    ),
 ]
 Headroom = Annotated[
     str,
@@ -96,11 +107,12 @@ RoutingOption = Annotated[
     ),
 ]
 PrefixThreshold = Annotated[
-    float,
+    str,
     typer.Option(
         "--prefix-threshold",
         help="The prefix router's threshold: the share of a prompt's blocks its best match "
-        "must cover, in (0, 1]; below it the request goes to the least-loaded instance.",
+        "must cover, in (0, 1], a fraction (0.5) or a percent (50%); below it the request goes "
+        "to the least-loaded instance.",
     ),
 ]
 
@@ -128,9 +140,15 @@ CatalogOption = Annotated[
         "--model also takes a Hugging Face config.json path.",
     ),
 ]
-PpOption = Annotated[
-    int, typer.Option("--pp", help="Pipeline-parallel stages (an instance holds tp x pp GPUs).")
-]
+GPU_MEANING = "GPU type from the engine catalog, such as H100-80GB."
+TP_MEANING = "Tensor-parallel degree: GPUs per pipeline stage."
+PP_MEANING = "Pipeline-parallel stages: an instance holds tp x pp GPUs."
+GROWTH_MEANING = "Growth factor of the peak."
+PpOption = Annotated[int, typer.Option("--pp", help=PP_MEANING)]
+
+# plan sizes one configuration; whatif compares several (the reason a list is refused)
+ONE_CONFIGURATION_HELP = "plan sizes one configuration (compare several with capplan whatif)"
+ONE_CONFIGURATION = "plan sizes one configuration; use `capplan whatif {option} {text}` to compare"
 
 ExecutorOption = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
 FleetFull = Annotated[
@@ -142,3 +160,35 @@ FleetFull = Annotated[
         "hundreds of instances; the shortcut falls back to it where its bound fails).",
     ),
 ]
+
+# --- one name, one concept (scripts/gen_cli_docs.py's table of every option)
+
+# Options whose help differs between commands (or that are a list in one command and one value
+# in another) while naming one concept: the table shows the concept once with this meaning.
+# Any other option name must mean the same in every command
+# (tests/docs/test_vocabulary.py).
+SHARED_CONCEPTS: dict[str, str] = {
+    # what each command reads or writes
+    "--output": "Where the command writes its result: a file, or a run folder for the commands "
+    "that load an endpoint.",
+    "--profile": "Profile JSON of `capplan profile`: the traffic.",
+    "--slo": "SLO in capplan's grammar, e.g. ttft:p95<=2s,tpot:p95<=100ms (docs/reference/slo.md).",
+    "--limit": "The per-instance limit: limit.json of `capplan limit` (plan also takes a number "
+    "with its unit, 17.4rps).",
+    "--previous": "The last document of this kind (report: a plan.json; review: a review.json), "
+    "for the change since.",
+    # as vLLM spells it: the model's catalog name where capplan models or serves it, the name
+    # sent in requests where it loads an endpoint (calibrate has both: --catalog-model)
+    "--model": "The model: its catalog name in emulate, plan and whatif; the name sent in each "
+    "request in loadtest, limit, calibrate and verify (as vllm serve and vllm bench serve).",
+    "--routing": "How requests reach instances: plan and whatif compare routers (a list), "
+    "verify routes with one.",
+    "--workers": "Local Locust worker processes (loadtest and limit also take 'auto').",
+    # a list where the command compares configurations (whatif, compare), one value where it
+    # sizes one (plan refuses a list and names whatif; tests/planner/test_vocabulary.py)
+    "--gpu": GPU_MEANING,
+    "--tp": TP_MEANING,
+    "--pp": PP_MEANING,
+    "--growth": GROWTH_MEANING,
+    "--engine": "Serving engine: vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp.",
+}

@@ -44,10 +44,11 @@ RandomOutputLen = Annotated[
     typer.Option("--random-output-len", help="Output tokens (max_tokens) of each random request."),
 ]
 RandomRangeRatio = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--random-range-ratio",
-        help="Lengths drawn uniformly from [len x (1 - r), len x (1 + r)]; 0 <= r < 1.",
+        help="Lengths drawn uniformly from [len x (1 - r), len x (1 + r)]; 0 <= r < 1, a "
+        "fraction (0.1) or a percent (10%).",
     ),
 ]
 NumPrompts = Annotated[
@@ -72,12 +73,15 @@ PercentileMetrics = Annotated[
     str | None,
     typer.Option(
         "--percentile-metrics",
-        help="Metrics whose percentiles the summary prints: ttft, tpot, itl, e2el.",
+        help="Metrics whose percentiles the summary prints, comma-separated: ttft, tpot, itl, "
+        "e2el.",
     ),
 ]
 MetricPercentiles = Annotated[
     str | None,
-    typer.Option("--metric-percentiles", help="Percentiles to print, e.g. 50,90,99."),
+    typer.Option(
+        "--metric-percentiles", help="Percentiles to print, comma-separated, e.g. 50,90,99."
+    ),
 ]
 GuidellmData = Annotated[
     str | None,

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import typer
 
 from capplan.cli import check_number, handle_errors
-from capplan.commands.shared import ApiKeyEnv, Endpoint, NoPreflight, TimeScale
+from capplan.commands.shared import (
+    ApiKeyEnv,
+    Endpoint,
+    NoPreflight,
+    ReplaySpeed,
+    TimeScale,
+)
 
 if TYPE_CHECKING:
     from planner.fleet.routing import Routing
@@ -47,12 +53,14 @@ def register(app: typer.Typer) -> None:
     @app.command("verify", help=HELP)
     @handle_errors
     def verify(
-        plan: Path = typer.Option(..., "--plan", help="plan.json (capplan plan)."),
+        plan: Path = typer.Option(..., "--plan", help="plan.json of `capplan plan`."),
         profile: Path = typer.Option(..., "--profile", help="The profile the plan was made on."),
-        out: Path = typer.Option(
-            ..., "-o", "--output", "--out", help="Run folder; verify.json goes in it."
+        out: Path = typer.Option(..., "-o", "--output", help="Run folder; verify.json goes in it."),
+        host: str | None = typer.Option(
+            None,
+            "--host",
+            help="Base URL of the OpenAI-compatible endpoint. Here your load balancer's.",
         ),
-        host: str | None = typer.Option(None, "--host", help="Base URL of your load balancer."),
         hosts: str | None = typer.Option(
             None, "--hosts", help="Comma-separated instance URLs: capplan routes itself."
         ),
@@ -85,18 +93,20 @@ def register(app: typer.Typer) -> None:
             120.0, "--recovery-s", help="Longest wait for the TTFT to recover after the burst."
         ),
         replay: Path | None = typer.Option(
-            None, "--replay", help="Request log whose arrivals the steady stage replays."
+            None, "--replay", help="Request log whose arrivals are replayed. By the steady stage."
         ),
-        replay_speed: float = typer.Option(1.0, "--replay-speed", help="Replay at N x speed."),
+        replay_speed: ReplaySpeed = 1.0,
         workers: int = typer.Option(0, "--workers", help="Local Locust worker processes."),
         time_scale: TimeScale = 1.0,
-        seed: int = typer.Option(0, "--seed", help="Seed of the load and the simulation."),
+        seed: int = typer.Option(
+            0, "--seed", help="Seed of the random draws. Here the load and the simulation."
+        ),
         no_preflight: NoPreflight = False,
         wait_s: float = typer.Option(
             0.0,
             "--wait-s",
-            help="Wait up to this long for --host/--hosts to accept connections (a fleet or "
-            "balancer just started); 0: refuse at once.",
+            help="Longest wait (s) for the servers to accept connections. Here --host/--hosts (a "
+            "fleet or balancer just started); 0: refuse at once.",
         ),
     ) -> None:
         from planner.verify import VerifyOptions, run_verify

@@ -8,7 +8,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import check_number, check_planning, handle_errors, parse_share
+from capplan.cli import (
+    check_number,
+    check_planning,
+    handle_errors,
+    one_growth,
+    parse_fraction,
+    parse_share,
+    whole_numbers,
+)
 from capplan.commands.console import (
     FORMAT_HELP,
     check_format,
@@ -18,6 +26,10 @@ from capplan.commands.console import (
     stderr_console,
 )
 from capplan.commands.shared import (
+    GPU_MEANING,
+    GROWTH_MEANING,
+    PP_MEANING,
+    TP_MEANING,
     CatalogOption,
     ExecutorOption,
     GpuHourPrice,
@@ -69,7 +81,7 @@ Examples:
       -o whatif.json
 
   capplan whatif --profile chat.json --slo "ttft:p95<=2s" --gpu H100-80GB --tp 1,2 \\
-      --calibrate runs/h100/limit.json -o whatif.json
+      --measured-limit runs/h100/limit.json -o whatif.json
 
   capplan whatif --profile rag.json --slo "ttft:p95<=3s" --gpu H100-80GB,A100-80GB \\
       --engine trtllm,vllm -o engines.json
@@ -90,17 +102,6 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
-def _whole_numbers(flag: str, text: str) -> tuple[int, ...]:
-    """`1,2` -> (1, 2); InputError naming the flag for anything else."""
-    try:
-        values = tuple(int(t) for t in _split(text))
-    except ValueError as err:
-        raise ConfigError(f"{flag}: expected whole numbers, e.g. 1,2 (got {text!r})") from err
-    if not values or min(values) < 1:
-        raise ConfigError(f"{flag}: expected whole numbers >= 1, e.g. 1,2 (got {text!r})")
-    return values
-
-
 def whatif_command(
     profile: Path = typer.Option(..., "--profile", help="Profile JSON (capplan profile)."),
     slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
@@ -112,34 +113,47 @@ def whatif_command(
         help="Serving engine(s), comma-separated: vllm, vllm@0.6, trtllm, sglang, tgi, "
         "llamacpp. Several are compared like a varied knob.",
     ),
-    gpu: str = typer.Option("H100-80GB", "--gpu", help="GPUs, comma-separated."),
-    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degrees, comma-separated."),
+    gpu: str = typer.Option(
+        "H100-80GB", "--gpu", help=f"{GPU_MEANING} Several, comma-separated, are compared."
+    ),
+    tp: str = typer.Option(
+        "1", "--tp", help=f"{TP_MEANING} Several, comma-separated, are compared."
+    ),
     pp: str = typer.Option(
-        "1", "--pp", help="Pipeline-parallel stages, comma-separated (tp x pp GPUs each)."
+        "1", "--pp", help=f"{PP_MEANING} Several, comma-separated, are compared."
     ),
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",
     catalog: CatalogOption = None,
     vary: str = typer.Option("", "--vary", help="Knobs to vary, comma-separated."),
-    tp_link: str = typer.Option("auto", "--tp-link", help="auto, nvlink or pcie."),
+    tp_link: str = typer.Option(
+        "auto", "--tp-link", help="Link between an instance's GPUs: auto, nvlink or pcie."
+    ),
     kv_link_gbps: float = typer.Option(
         50.0, "--kv-link-gbps", help="P/D disaggregation: per-GPU KV link, GB/s one way."
     ),
     max_model_len: int | None = typer.Option(
-        None, "--max-model-len", help="Default: the profile's longest request."
+        None,
+        "--max-model-len",
+        help="Longest request (tokens) the engine admits. Default: the profile's longest.",
     ),
     peak_rps: PeakRps = None,
     peak_window: PeakWindow = "60s",
-    peak_quantile: PeakQuantile = 0.99,
-    growth: float = typer.Option(1.0, "--growth", help="Growth factor of the peak."),
+    peak_quantile: PeakQuantile = "0.99",
+    growth: str = typer.Option(
+        "1.0", "--growth", help=f"{GROWTH_MEANING} One: whatif compares at one growth."
+    ),
     headroom: Headroom = "0.2",
     redundancy: Redundancy = 1,
     gpu_hour_price: GpuHourPrice = None,
     calibrate: Path | None = typer.Option(
-        None, "--calibrate", help="A measured limit.json of the first GPU's baseline."
+        None,
+        "--measured-limit",
+        help="limit.json of `capplan limit` on the first GPU's baseline: the engine model's "
+        "factors are fitted to it.",
     ),
     calibration: Path | None = typer.Option(
-        None, "--calibration", help="cal.json of `capplan calibrate`: its factors for every GPU."
+        None, "--calibration", help="cal.json of `capplan calibrate`. Its factors for every GPU."
     ),
     level_s: float | None = typer.Option(
         None,
@@ -154,30 +168,33 @@ def whatif_command(
         help="With --level-s: keep capplan limit's steady-state rules (the default without "
         "--level-s).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the simulated traffic."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the simulated traffic."
+    ),
     routing: RoutingOption = None,
-    prefix_threshold: PrefixThreshold = RoutingSettings.prefix_threshold,
+    prefix_threshold: PrefixThreshold = f"{RoutingSettings.prefix_threshold:g}",
     output_format: str = typer.Option("table", "--format", help=FORMAT_HELP),
     executor: ExecutorOption = "local",
 ) -> None:
     check_format(output_format)
     executor_spec = parse_executor(executor)
     routings = parse_routings(routing) if routing is not None else None
-    check_number("--prefix-threshold", prefix_threshold, gt=0, le=1)
+    threshold = parse_fraction("--prefix-threshold", prefix_threshold, positive=True)
+    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
+    growth_factor = one_growth("whatif", growth)
     from contracts.calibration import load_calibration_file
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
 
-    tps = _whole_numbers("--tp", tp)
-    pps = _whole_numbers("--pp", pp)
+    tps = whole_numbers("--tp", tp)
+    pps = whole_numbers("--pp", pp)
     check_planning(
         redundancy=redundancy,
         peak_rps=peak_rps,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         gpu_hour_price=gpu_hour_price,
         tps=tps,
     )
-    check_number("--growth", growth, gt=0)
     check_number("--max-model-len", max_model_len, ge=1)
     if not kv_link_gbps > 0:
         raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
@@ -209,9 +226,9 @@ def whatif_command(
         kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
         max_model_len=max_model_len,
         peak_window=peak_window,
-        peak_quantile=peak_quantile,
+        peak_quantile=quantile,
         peak_rps=peak_rps,
-        growth=growth,
+        growth=growth_factor,
         headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         gpu_hour_price_usd=gpu_hour_price,
@@ -224,7 +241,7 @@ def whatif_command(
             str(catalog) if catalog is not None else None,
         ),
         routings=routings,
-        routing_settings=RoutingSettings(prefix_threshold=prefix_threshold, seed=seed),
+        routing_settings=RoutingSettings(prefix_threshold=threshold, seed=seed),
         executor=executor_spec,
     )
     the_profile = load_profile(profile)

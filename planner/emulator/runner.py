@@ -50,7 +50,7 @@ def serve(
         bound = await server.start(host, port)
         announce(
             f"capplan emulate: {config.model.name} on {config.gpu.name} x{config.tp}, "
-            f"serving `{server.model_name}` at http://{host}:{bound} (speed {speed:g}x)"
+            f"serving `{server.model_name}` at http://{host}:{bound} (time scale {speed:g}x)"
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -191,11 +191,11 @@ class EmulatorProcess:
             "emulate",
             "--engine-config",
             str(config_path),
-            "--host",
+            "--bind",
             self._host,
             "--port",
             "0",
-            "--speed",
+            "--time-scale",
             repr(self._speed),
             "--seed",
             str(self._seed),

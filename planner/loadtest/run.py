@@ -116,7 +116,7 @@ class LoadTestConfig(BaseModel):
         default=1.0,
         gt=0,
         description="the endpoint's clock runs this many times faster than wall time (an "
-        "emulator at --speed S); plans, schedules and records are in the endpoint's time",
+        "emulator at --time-scale S); plans, schedules and records are in the endpoint's time",
     )
 
 

@@ -2,8 +2,8 @@
 
 Each role (the request counter, the length and latency histograms, the gauges, the prefix cache)
 lists its candidate names, newest first; the first one present on the server is used. An engine
-is chosen by `--engine` or detected from the metric names the match selects; a missing required
-role is one InputError that names what was expected.
+is chosen by `--metric-names` or detected from the metric names the match selects; a missing
+required role is one InputError that names what was expected.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def resolve(engine: EngineMetrics, names: set[str]) -> dict[str, str]:
         expected = "; ".join(f"{r}: {' or '.join(engine.role(r))}" for r in missing)
         raise InputError(
             f"the {engine.kind} metrics needed are missing for this match ({expected}); "
-            "check --match and --engine (known engines: " + known_engines() + ")"
+            "check --match and --metric-names (known engines: " + known_engines() + ")"
         )
     if "prefix_hits" not in found or "prefix_queries" not in found:
         found.pop("prefix_hits", None)

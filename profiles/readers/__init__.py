@@ -73,7 +73,7 @@ def detect_format(path: LogFile) -> str:
         if "\x00" in text:
             raise InputError(
                 f"{path}: cannot tell the format (not CSV, JSONL or Parquet); "
-                f"pass --format, one of {known_formats()}"
+                f"pass --log-format, one of {known_formats()}"
             )
         if text.lstrip().startswith("{"):
             return _detect_jsonl(path, text)

@@ -4,6 +4,7 @@ print today, and the SLO page quotes the grammar capplan prints: none can drift.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,8 +17,9 @@ def load_script(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.modules.setdefault(name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def test_the_cli_reference_is_generated_from_the_app() -> None:

@@ -302,8 +302,8 @@ def test_same_sequence_in_virtual_and_real_time_within_5_percent() -> None:
     """Client-observed TTFT/E2E (real time) match `simulate` (virtual time).
 
     Within 5 % plus 20 ms: on a shared 2-core CI runner the client's and server's event loops
-    wake up to about 16 ms late (a CI run measured 0.509 s against 0.477 s at --speed 2,
-    where each real millisecond counts twice; at --speed 1 it counts once).
+    wake up to about 16 ms late (a CI run measured 0.509 s against 0.477 s at --time-scale 2,
+    where each real millisecond counts twice; at --time-scale 1 it counts once).
     """
     from planner.engine import EngineRequest, simulate
     from profiles.tokenize import chained_block_hashes

@@ -1,6 +1,6 @@
 """`capplan limit` against the emulator lands near the limit the engine model predicts.
 
-The emulator serves the engine model in real time (`--speed` times faster); the expected
+The emulator serves the engine model in real time (`--time-scale` times faster); the expected
 limit comes from the same engine in virtual time, over the same level design (level length,
 warm-up, requests scheduled in the level measured until they finish, an idle engine at each
 level's start) and the same request shape (the records' token counts), pooled over many

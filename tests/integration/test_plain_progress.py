@@ -31,7 +31,7 @@ def test_with_no_terminal_each_stage_gets_one_line_as_the_run_passes_it(tmp_path
     )
     out = tmp_path / "run"
     cmd = [CAPPLAN, "loadtest", "--host", server.url, "--model", "m", "--profile", str(profile)]
-    cmd += ["--plan", str(plan), "-o", str(out)]
+    cmd += ["--stage-plan", str(plan), "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True

@@ -99,5 +99,5 @@ def test_an_emulator_that_fell_behind_is_named() -> None:
     v = stage_validity(_rows(100, 10.0), stage, 0.0, 10.0, server, None)
     assert v.warnings == [
         "the emulator fell 2.5 s behind its clock: this machine's CPU, not the engine model, "
-        "set the pace (lower its --speed)"
+        "set the pace (lower its --time-scale)"
     ]

@@ -19,8 +19,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app, parse_share
 from contracts.errors import ConfigError
-from testkit.profiles import make_profile
-from testkit.report_inputs import build_limit
+from testkit.report_inputs import planning_inputs
 
 DEAD = "http://127.0.0.1:9"
 LIVE = {
@@ -35,7 +34,7 @@ CASES = [
     *(("loadtest", "--rate", v) for v in ("-1", "0", "nan", "inf")),
     ("loadtest", "--timeout", "0"),
     ("loadtest", "--timeout", "-1"),
-    ("loadtest", "--speed", "0"),
+    ("loadtest", "--replay-speed", "0"),
     ("loadtest", "--max-concurrency", "0"),
     ("loadtest", "--time-scale", "-1"),
     ("loadtest", "--expect-workers", "-1"),
@@ -47,7 +46,7 @@ CASES = [
     ("limit", "--start", "0"),
     ("limit", "--start", "-1"),
     ("limit", "--max", "-1"),
-    ("limit", "--tolerance", "2"),
+    *(("limit", "--tolerance", v) for v in ("2", "100%", "0")),
     ("limit", "--max-levels", "0"),
     ("limit", "--level-requests", "0"),
     ("limit", "--min-completed", "-1"),
@@ -65,7 +64,9 @@ CASES = [
     ("plan", "--growth", "0"),
     ("plan", "--peak-rps", "-5"),
     ("plan", "--peak-users", "-1"),
-    ("plan", "--peak-quantile", "1.5"),
+    *(("plan", "--peak-quantile", v) for v in ("1.5", "99", "120%", "0%")),
+    ("plan", "--prefix-threshold", "150%"),
+    ("plan", "--tp", "1,2"),
     ("plan", "--gpu-hour-price", "-1"),
     ("plan", "--fleet-span", "0"),
     ("plan", "--cpu-cores-per-gpu", "-1"),
@@ -93,13 +94,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("hostile")
-    profile = root / "profile.json"
-    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
-    run = root / "run"
-    run.mkdir()
-    (run / "limit.json").write_text(build_limit().model_dump_json(by_alias=True))
-    return {"profile": profile, "run": run, "root": root}
+    return planning_inputs(tmp_path_factory.mktemp("hostile"))
 
 
 def _argv(command: str, files: dict[str, Path], out: Path) -> list[str]:

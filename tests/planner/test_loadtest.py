@@ -166,7 +166,7 @@ def test_cli_bad_plan_is_exit_2_without_traceback(tmp_path: Path) -> None:
             "m",
             "--profile",
             str(prof),
-            "--plan",
+            "--stage-plan",
             str(plan),
             "-o",
             str(tmp_path / "run"),

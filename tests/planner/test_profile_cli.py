@@ -89,12 +89,12 @@ def test_errors_exit_2_with_one_message(tmp_path: Path) -> None:
     out = str(tmp_path / "p.json")
     _fails_cleanly([str(empty), "-o", out], "empty file")
     _fails_cleanly(
-        ["sample:azure_conv", "--format", "weblog", "-o", out], "unknown format 'weblog'"
+        ["sample:azure_conv", "--log-format", "weblog", "-o", out], "unknown format 'weblog'"
     )
     _fails_cleanly(
         [
             "sample:azure_conv",
-            "--format",
+            "--log-format",
             "table",
             "--columns",
             "arrival=TIMESTAMP,input=X,output=Y",

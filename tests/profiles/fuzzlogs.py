@@ -319,7 +319,7 @@ def fuzz_logs(draw: st.DrawFn) -> FuzzLog:
             data = data[: draw(st.integers(0, len(data) - 1))]
             steps.append(f"stream cut to {len(data)} bytes")
     options: list[str] = [
-        "--format",
+        "--log-format",
         draw(st.sampled_from(FORMATS)) if _rarely(draw, 4) else "auto",
     ]
     if _rarely(draw, 10):

@@ -97,7 +97,7 @@ def test_truncated_parquet_is_one_clean_error(tmp_path: Path) -> None:
     data = whole.read_bytes()
     log = tmp_path / "cut.parquet"
     log.write_bytes(data[: len(data) // 2])
-    for extra in ((), ("--format", "table")):
+    for extra in ((), ("--log-format", "table")):
         code, output, _ = _profile(log, *extra)
         assert code == 2
         assert "truncated or not a Parquet file" in _one_error(output, log)

@@ -296,10 +296,10 @@ def test_a_review_runs_from_metrics(fleet: tuple[PromServer, Truth, Path]) -> No
     ("extra", "match", "expected"),
     [
         # The control: SGLang's names on a vLLM fleet are missing, and the error says which.
-        (["--engine", "sglang"], '{job="vllm"}', "sglang:prompt_tokens_histogram"),
+        (["--metric-names", "sglang"], '{job="vllm"}', "sglang:prompt_tokens_histogram"),
         ([], '{job="nope"}', 'no series match {job="nope"}'),
         ([], '{job=~"("}', "refused"),
-        (["--engine", "mystery"], '{job="vllm"}', "unknown engine 'mystery'"),
+        (["--metric-names", "mystery"], '{job="vllm"}', "unknown engine 'mystery'"),
         (["--token-env", "CAPPLAN_TEST_UNSET_TOKEN"], '{job="vllm"}', "is not set"),
     ],
 )

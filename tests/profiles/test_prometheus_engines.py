@@ -59,6 +59,6 @@ def test_sglang_names_are_detected_and_counted(sglang: tuple[PromServer, Truth, 
 
 def test_the_wrong_engine_names_what_it_expected(sglang: tuple[PromServer, Truth, Path]) -> None:
     server, truth, root = sglang
-    code, output = _run(server, truth, root / "bad.json", "--engine", "vllm")
+    code, output = _run(server, truth, root / "bad.json", "--metric-names", "vllm")
     assert code == 2
     assert "vllm:request_success_total" in output and "Traceback" not in output
