@@ -10,8 +10,38 @@ from capplan.cli import handle_errors
 from capplan.commands.report import CJK_FONT_HELP
 
 
+def demo_command(
+    out: Path = typer.Option(Path("reports/demo.pdf"), "-o", "--output", help="PDF to write."),
+    lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the profile sampler and the load."
+    ),
+    cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
+) -> None:
+    from capplan.demo import DemoOptions, run_demo
+    from contracts.errors import InputError
+    from reports.i18n import LANGS
+
+    if lang not in LANGS:
+        raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
+    options = DemoOptions(
+        out_pdf=out,
+        lang=lang,  # type: ignore[arg-type]
+        seed=seed,
+        cjk_font=cjk_font,
+    )
+    result = run_demo(
+        options,
+        echo=lambda line: typer.echo(line),
+        warn=lambda line: typer.echo(f"warning: {line}", err=True),
+    )
+    typer.echo(f"inputs: {result.profile}, {result.run_dir}, {result.plan}")
+    typer.echo(f"done in {result.wall_s:.0f} s; the capacity baseline is at:")
+    typer.echo(str(result.pdf))
+
+
 def register(app: typer.Typer) -> None:
-    @app.command(
+    app.command(
         "demo",
         help=(
             "Run the whole loop on built-in defaults, without a GPU: profile the sample trace "
@@ -21,33 +51,4 @@ def register(app: typer.Typer) -> None:
             "Example:\n\n"
             "capplan demo -o reports/demo.pdf --lang zh"
         ),
-    )
-    @handle_errors
-    def demo(
-        out: Path = typer.Option(Path("reports/demo.pdf"), "-o", "--output", help="PDF to write."),
-        lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
-        seed: int = typer.Option(
-            0, "--seed", help="Seed of the random draws. Here the profile sampler and the load."
-        ),
-        cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
-    ) -> None:
-        from capplan.demo import DemoOptions, run_demo
-        from contracts.errors import InputError
-        from reports.i18n import LANGS
-
-        if lang not in LANGS:
-            raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
-        options = DemoOptions(
-            out_pdf=out,
-            lang=lang,  # type: ignore[arg-type]
-            seed=seed,
-            cjk_font=cjk_font,
-        )
-        result = run_demo(
-            options,
-            echo=lambda line: typer.echo(line),
-            warn=lambda line: typer.echo(f"warning: {line}", err=True),
-        )
-        typer.echo(f"inputs: {result.profile}, {result.run_dir}, {result.plan}")
-        typer.echo(f"done in {result.wall_s:.0f} s; the capacity baseline is at:")
-        typer.echo(str(result.pdf))
+    )(handle_errors(demo_command))

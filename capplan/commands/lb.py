@@ -24,61 +24,62 @@ Examples:
 """
 
 
+def lb_command(
+    upstreams: list[str] = typer.Argument(
+        ..., help="Instance base URLs, e.g. http://127.0.0.1:8001.", show_default=False
+    ),
+    port: int = typer.Option(8080, "--port", help="Port to listen on."),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on."),
+    least_conn: bool = typer.Option(
+        False, "--least-conn", help="nginx's least_conn instead of round-robin."
+    ),
+    passive_check: bool = typer.Option(
+        False,
+        "--passive-check",
+        help="Keep nginx's passive health check (1 failure ejects an instance for 10 s).",
+    ),
+    wait_s: float = typer.Option(
+        60.0,
+        "--wait-s",
+        help="Longest wait (s) for the servers to accept connections. Here the upstreams.",
+    ),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print nginx.conf and exit (run it yourself)."
+    ),
+    folder: str = typer.Option(
+        "/tmp/capplan-lb",
+        "--folder",
+        help="With --print-config: where the config puts nginx's pid, logs and temp files.",
+    ),
+) -> None:
+    from pathlib import Path
+
+    from planner.verify.nginx import check_upstreams, nginx_config, serve, wait_for_upstreams
+
+    check_number("--port", port, ge=1, le=65535)
+    check_number("--wait-s", wait_s, ge=0)
+    urls = check_upstreams(upstreams)
+    if print_config:
+        text = nginx_config(
+            Path(folder), port, urls, least_conn=least_conn,
+            passive_check=passive_check, bind=bind,
+        )  # fmt: skip
+        typer.echo(text, nl=False)
+        return
+    wait_for_upstreams(urls, wait_s)
+    serve(
+        lambda url: typer.echo(
+            f"nginx balancing {len(urls)} instance(s) at {url} "
+            f"({'least_conn' if least_conn else 'round-robin'}); Ctrl-C stops it",
+            err=True,
+        ),
+        upstreams=urls,
+        least_conn=least_conn,
+        passive_check=passive_check,
+        port=port,
+        bind=bind,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("lb", help=HELP)
-    @handle_errors
-    def lb(
-        upstreams: list[str] = typer.Argument(
-            ..., help="Instance base URLs, e.g. http://127.0.0.1:8001.", show_default=False
-        ),
-        port: int = typer.Option(8080, "--port", help="Port to listen on."),
-        bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on."),
-        least_conn: bool = typer.Option(
-            False, "--least-conn", help="nginx's least_conn instead of round-robin."
-        ),
-        passive_check: bool = typer.Option(
-            False,
-            "--passive-check",
-            help="Keep nginx's passive health check (1 failure ejects an instance for 10 s).",
-        ),
-        wait_s: float = typer.Option(
-            60.0,
-            "--wait-s",
-            help="Longest wait (s) for the servers to accept connections. Here the upstreams.",
-        ),
-        print_config: bool = typer.Option(
-            False, "--print-config", help="Print nginx.conf and exit (run it yourself)."
-        ),
-        folder: str = typer.Option(
-            "/tmp/capplan-lb",
-            "--folder",
-            help="With --print-config: where the config puts nginx's pid, logs and temp files.",
-        ),
-    ) -> None:
-        from pathlib import Path
-
-        from planner.verify.nginx import check_upstreams, nginx_config, serve, wait_for_upstreams
-
-        check_number("--port", port, ge=1, le=65535)
-        check_number("--wait-s", wait_s, ge=0)
-        urls = check_upstreams(upstreams)
-        if print_config:
-            text = nginx_config(
-                Path(folder), port, urls, least_conn=least_conn,
-                passive_check=passive_check, bind=bind,
-            )  # fmt: skip
-            typer.echo(text, nl=False)
-            return
-        wait_for_upstreams(urls, wait_s)
-        serve(
-            lambda url: typer.echo(
-                f"nginx balancing {len(urls)} instance(s) at {url} "
-                f"({'least_conn' if least_conn else 'round-robin'}); Ctrl-C stops it",
-                err=True,
-            ),
-            upstreams=urls,
-            least_conn=least_conn,
-            passive_check=passive_check,
-            port=port,
-            bind=bind,
-        )
+    app.command("lb", help=HELP)(handle_errors(lb_command))

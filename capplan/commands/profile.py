@@ -75,182 +75,183 @@ def _resolve_samples(logs: list[str]) -> list[str]:
     return [str(sample_path(x[7:])) if x.startswith("sample:") else x for x in logs]
 
 
+def profile_command(
+    logs: list[str] = typer.Argument(
+        None,
+        help="log files or globs, local or s3://, gs://, az://, https:// URLs; "
+        "'sample:azure_conv' for the shipped sample",
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
+    fmt: str = typer.Option(
+        "auto",
+        "--log-format",
+        help="format of the logs: auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table",
+    ),
+    columns: str = typer.Option(
+        None,
+        "--columns",
+        help="table columns: arrival=..,input=..,output=..,session=..,model=..,tenant=..,ok=..",
+    ),
+    group_by: str = typer.Option(
+        None,
+        "--group-by",
+        help="also profile each value of this column (model, tenant, or a table column)",
+    ),
+    tokenizer: Path = typer.Option(
+        None,
+        "--tokenizer",
+        help="Hugging Face tokenizer.json for prompt text (default: approximate)",
+    ),
+    block_tokens: int = typer.Option(
+        16,
+        "--block-tokens",
+        help="prefix-cache block size in tokens (Mooncake hash_ids are 512)",
+    ),
+    cache_tokens: str = typer.Option(
+        None,
+        "--cache-tokens",
+        help="cache sizes for the LRU hit-ratio curve, comma-separated, e.g. 64Ki,1Mi,16Mi",
+    ),
+    time_unit: str = typer.Option(
+        "auto", "--time-unit", help="unit of numeric timestamps: auto|s|ms|us|ns"
+    ),
+    plots: Path = typer.Option(None, "--plots", help="write PNG charts into this folder"),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the (input, output) pair sampler."
+    ),
+    preset: str = typer.Option(
+        None, "--preset", help="chat|rag|agent|batch: a built-in profile instead of logs"
+    ),
+    rate_rps: float = typer.Option(None, "--rate-rps", help="preset: mean request rate"),
+    peak_to_mean: float = typer.Option(
+        None, "--peak-to-mean", help="preset: 60 s peak rate over the mean"
+    ),
+    input_mean: float = typer.Option(None, "--input-mean", help="preset: mean input tokens"),
+    output_mean: float = typer.Option(None, "--output-mean", help="preset: mean output tokens"),
+    shared_prefix_tokens: int = typer.Option(
+        None, "--shared-prefix-tokens", help="preset: tokens of a shared prompt prefix"
+    ),
+    shared_prefix_share: str = typer.Option(
+        None,
+        "--shared-prefix-share",
+        help="preset: share of requests that start with it, a fraction (0.8) or a percent "
+        "(80%)",
+    ),
+    chunk_rows: int = typer.Option(
+        None,
+        "--chunk-rows",
+        help="read tabular logs (CSV, Parquet, JSONL), Mooncake traces and OpenAI-style logs "
+        "in chunks of this many rows, in bounded memory (default: 1 M-row chunks for "
+        "Parquet logs over 4 M rows and other files over 256 MB, 50 k for OpenAI-style "
+        "logs; --group-by too, up to 200 values)",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
+    match: str = typer.Option(
+        "", "--match", help="prometheus: label selector of the engines, e.g. '{job=\"vllm\"}'"
+    ),
+    since: str = typer.Option(
+        "7d",
+        "--since",
+        help="prometheus: start, as a duration before --until (7d, 13w), "
+        "ISO-8601 or epoch seconds",
+    ),
+    until: str = typer.Option(
+        None, "--until", help="prometheus: end (default now; ISO-8601, epoch s or 1d ago)"
+    ),
+    step: str = typer.Option(
+        "15s", "--step", help="prometheus: query resolution, the scrape interval (divides 60s)"
+    ),
+    engine: str = typer.Option(
+        "auto",
+        "--metric-names",
+        help="prometheus: whose metric names the engines export: auto|vllm|vllm-v0|sglang|tgi",
+    ),
+    token_env: str = typer.Option(
+        None, "--token-env", help="prometheus: environment variable holding a bearer token"
+    ),
+    basic_auth_env: str = typer.Option(
+        None,
+        "--basic-auth-env",
+        help="prometheus: environment variable holding USER:PASSWORD for basic auth",
+    ),
+    merge: bool = typer.Option(
+        False,
+        "--merge",
+        help="the arguments are partial profiles (say one per day) to merge into one; the "
+        "merged profile's 'merge' section says which statistics are exact and bounds the rest",
+    ),
+) -> None:
+    if logs and len(logs) > 1 and any(x.startswith("prometheus:") for x in logs):
+        raise InputError("prometheus:URL is a source of its own: give it alone")
+    if logs and len(logs) == 1 and logs[0].startswith("prometheus:"):
+        from profiles.prometheus.build import PromSource
+
+        source = PromSource(
+            url=logs[0].removeprefix("prometheus:"),
+            match=match,
+            since=since,
+            until=until,
+            step=step,
+            engine=engine,
+            token_env=token_env,
+            basic_auth_env=basic_auth_env,
+        )
+        _write(_from_metrics(source, seed), output, quiet, plots)
+        return
+    if logs and not merge and preset is None:
+        # The files' sha256 (source.digest) starts now, on a thread of its own, while the
+        # profiler's modules import on this one (profiles.digest).
+        from profiles.digest import start_digest
+
+        start_digest(_resolve_samples(logs))
+
+    preset_opts = {
+        "rate_rps": rate_rps,
+        "peak_to_mean": peak_to_mean,
+        "input_mean": input_mean,
+        "output_mean": output_mean,
+        "shared_prefix_tokens": shared_prefix_tokens,
+        "shared_prefix_share": None
+        if shared_prefix_share is None
+        else parse_fraction("--shared-prefix-share", shared_prefix_share),
+    }
+    if merge:
+        if preset is not None or not logs:
+            raise InputError("--merge takes partial profile JSON files (and no --preset)")
+        from profiles.merge import load_shards, merge_profiles
+
+        prof = merge_profiles(*load_shards(logs), seed=seed)
+    elif preset is not None:
+        if logs:
+            raise InputError("give either log files or --preset, not both")
+        from profiles.presets import preset_profile
+
+        prof = preset_profile(preset, seed=seed, **preset_opts)  # type: ignore[arg-type]
+    else:
+        used = [k for k, v in preset_opts.items() if v is not None]
+        if used:
+            raise ConfigError(f"--{used[0].replace('_', '-')} only applies with --preset")
+        if not logs:
+            raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
+        from profiles.build import build_profile
+
+        prof = build_profile(
+            _resolve_samples(logs),
+            fmt=fmt,
+            columns=columns,
+            group_by=group_by,
+            tokenizer=str(tokenizer) if tokenizer else None,
+            block_tokens=block_tokens,
+            cache_tokens=parse_cache_tokens(cache_tokens),
+            seed=seed,
+            time_unit=time_unit,
+            chunk_rows=chunk_rows,
+        )
+    _write(prof, output, quiet, plots)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("profile", help=HELP)
-    @handle_errors
-    def profile(
-        logs: list[str] = typer.Argument(
-            None,
-            help="log files or globs, local or s3://, gs://, az://, https:// URLs; "
-            "'sample:azure_conv' for the shipped sample",
-        ),
-        output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
-        fmt: str = typer.Option(
-            "auto",
-            "--log-format",
-            help="format of the logs: auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table",
-        ),
-        columns: str = typer.Option(
-            None,
-            "--columns",
-            help="table columns: arrival=..,input=..,output=..,session=..,model=..,tenant=..,ok=..",
-        ),
-        group_by: str = typer.Option(
-            None,
-            "--group-by",
-            help="also profile each value of this column (model, tenant, or a table column)",
-        ),
-        tokenizer: Path = typer.Option(
-            None,
-            "--tokenizer",
-            help="Hugging Face tokenizer.json for prompt text (default: approximate)",
-        ),
-        block_tokens: int = typer.Option(
-            16,
-            "--block-tokens",
-            help="prefix-cache block size in tokens (Mooncake hash_ids are 512)",
-        ),
-        cache_tokens: str = typer.Option(
-            None,
-            "--cache-tokens",
-            help="cache sizes for the LRU hit-ratio curve, comma-separated, e.g. 64Ki,1Mi,16Mi",
-        ),
-        time_unit: str = typer.Option(
-            "auto", "--time-unit", help="unit of numeric timestamps: auto|s|ms|us|ns"
-        ),
-        plots: Path = typer.Option(None, "--plots", help="write PNG charts into this folder"),
-        seed: int = typer.Option(
-            0, "--seed", help="Seed of the random draws. Here the (input, output) pair sampler."
-        ),
-        preset: str = typer.Option(
-            None, "--preset", help="chat|rag|agent|batch: a built-in profile instead of logs"
-        ),
-        rate_rps: float = typer.Option(None, "--rate-rps", help="preset: mean request rate"),
-        peak_to_mean: float = typer.Option(
-            None, "--peak-to-mean", help="preset: 60 s peak rate over the mean"
-        ),
-        input_mean: float = typer.Option(None, "--input-mean", help="preset: mean input tokens"),
-        output_mean: float = typer.Option(None, "--output-mean", help="preset: mean output tokens"),
-        shared_prefix_tokens: int = typer.Option(
-            None, "--shared-prefix-tokens", help="preset: tokens of a shared prompt prefix"
-        ),
-        shared_prefix_share: str = typer.Option(
-            None,
-            "--shared-prefix-share",
-            help="preset: share of requests that start with it, a fraction (0.8) or a percent "
-            "(80%)",
-        ),
-        chunk_rows: int = typer.Option(
-            None,
-            "--chunk-rows",
-            help="read tabular logs (CSV, Parquet, JSONL), Mooncake traces and OpenAI-style logs "
-            "in chunks of this many rows, in bounded memory (default: 1 M-row chunks for "
-            "Parquet logs over 4 M rows and other files over 256 MB, 50 k for OpenAI-style "
-            "logs; --group-by too, up to 200 values)",
-        ),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary table"),
-        match: str = typer.Option(
-            "", "--match", help="prometheus: label selector of the engines, e.g. '{job=\"vllm\"}'"
-        ),
-        since: str = typer.Option(
-            "7d",
-            "--since",
-            help="prometheus: start, as a duration before --until (7d, 13w), "
-            "ISO-8601 or epoch seconds",
-        ),
-        until: str = typer.Option(
-            None, "--until", help="prometheus: end (default now; ISO-8601, epoch s or 1d ago)"
-        ),
-        step: str = typer.Option(
-            "15s", "--step", help="prometheus: query resolution, the scrape interval (divides 60s)"
-        ),
-        engine: str = typer.Option(
-            "auto",
-            "--metric-names",
-            help="prometheus: whose metric names the engines export: auto|vllm|vllm-v0|sglang|tgi",
-        ),
-        token_env: str = typer.Option(
-            None, "--token-env", help="prometheus: environment variable holding a bearer token"
-        ),
-        basic_auth_env: str = typer.Option(
-            None,
-            "--basic-auth-env",
-            help="prometheus: environment variable holding USER:PASSWORD for basic auth",
-        ),
-        merge: bool = typer.Option(
-            False,
-            "--merge",
-            help="the arguments are partial profiles (say one per day) to merge into one; the "
-            "merged profile's 'merge' section says which statistics are exact and bounds the rest",
-        ),
-    ) -> None:
-        if logs and len(logs) > 1 and any(x.startswith("prometheus:") for x in logs):
-            raise InputError("prometheus:URL is a source of its own: give it alone")
-        if logs and len(logs) == 1 and logs[0].startswith("prometheus:"):
-            from profiles.prometheus.build import PromSource
-
-            source = PromSource(
-                url=logs[0].removeprefix("prometheus:"),
-                match=match,
-                since=since,
-                until=until,
-                step=step,
-                engine=engine,
-                token_env=token_env,
-                basic_auth_env=basic_auth_env,
-            )
-            _write(_from_metrics(source, seed), output, quiet, plots)
-            return
-        if logs and not merge and preset is None:
-            # The files' sha256 (source.digest) starts now, on a thread of its own, while the
-            # profiler's modules import on this one (profiles.digest).
-            from profiles.digest import start_digest
-
-            start_digest(_resolve_samples(logs))
-
-        preset_opts = {
-            "rate_rps": rate_rps,
-            "peak_to_mean": peak_to_mean,
-            "input_mean": input_mean,
-            "output_mean": output_mean,
-            "shared_prefix_tokens": shared_prefix_tokens,
-            "shared_prefix_share": None
-            if shared_prefix_share is None
-            else parse_fraction("--shared-prefix-share", shared_prefix_share),
-        }
-        if merge:
-            if preset is not None or not logs:
-                raise InputError("--merge takes partial profile JSON files (and no --preset)")
-            from profiles.merge import load_shards, merge_profiles
-
-            prof = merge_profiles(*load_shards(logs), seed=seed)
-        elif preset is not None:
-            if logs:
-                raise InputError("give either log files or --preset, not both")
-            from profiles.presets import preset_profile
-
-            prof = preset_profile(preset, seed=seed, **preset_opts)  # type: ignore[arg-type]
-        else:
-            used = [k for k, v in preset_opts.items() if v is not None]
-            if used:
-                raise ConfigError(f"--{used[0].replace('_', '-')} only applies with --preset")
-            if not logs:
-                raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
-            from profiles.build import build_profile
-
-            prof = build_profile(
-                _resolve_samples(logs),
-                fmt=fmt,
-                columns=columns,
-                group_by=group_by,
-                tokenizer=str(tokenizer) if tokenizer else None,
-                block_tokens=block_tokens,
-                cache_tokens=parse_cache_tokens(cache_tokens),
-                seed=seed,
-                time_unit=time_unit,
-                chunk_rows=chunk_rows,
-            )
-        _write(prof, output, quiet, plots)
+    app.command("profile", help=HELP)(handle_errors(profile_command))
 
 
 def _from_metrics(source: PromSource, seed: int) -> Profile:

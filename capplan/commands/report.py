@@ -17,8 +17,76 @@ CJK_FONT_HELP = (
 )
 
 
+def report_command(
+    profile: Path | None = typer.Option(
+        None, "--profile", help="Profile JSON (capplan profile)."
+    ),
+    run: Path | None = typer.Option(
+        None, "--run", help="Run directory (capplan loadtest / limit)."
+    ),
+    plan: Path | None = typer.Option(None, "--plan", help="plan.json of `capplan plan`."),
+    out: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
+    previous: Path | None = typer.Option(
+        None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
+    ),
+    limit: Path | None = typer.Option(
+        None, "--limit", help="limit.json when it is not in the run directory."
+    ),
+    lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
+    cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
+    whatif: Path | None = typer.Option(
+        None, "--whatif", help="whatif.json (capplan whatif): adds 'Which configuration'."
+    ),
+    compare: Path | None = typer.Option(
+        None, "--compare", help="compare.json (capplan compare): adds 'Which configuration'."
+    ),
+    verify: list[Path] = typer.Option(
+        [],
+        "--verify",
+        help="verify.json (capplan verify) of this plan; repeat for N and N-K: adds the "
+        "fleet-verification page.",
+    ),
+) -> None:
+    from reports import render_report, render_which_report
+
+    def warn(line: str) -> None:
+        typer.echo(f"warning: {line}", err=True)
+
+    given = [
+        name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v
+    ]
+    if not given and (whatif is not None or compare is not None):
+        which = render_which_report(
+            out, whatif=whatif, compare=compare, lang=lang, cjk_font=cjk_font, warn=warn
+        )
+        typer.echo(str(which))
+        return
+    if profile is None or run is None or plan is None:
+        missing = [n for n in ("--profile", "--run", "--plan") if n not in given]
+        raise ConfigError(
+            f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
+            "--plan; for the 'Which configuration' section alone give only --whatif and/or "
+            "--compare"
+        )
+    path = render_report(
+        profile,
+        run,
+        plan,
+        out,
+        previous_plan=previous,
+        lang=lang,
+        limit_path=limit,
+        cjk_font=cjk_font,
+        warn=warn,
+        whatif=whatif,
+        compare=compare,
+        verify=verify,
+    )
+    typer.echo(str(path))
+
+
 def register(app: typer.Typer) -> None:
-    @app.command(
+    app.command(
         "report",
         help=(
             "Write the capacity-baseline PDF (English or Chinese) from a profile, a load-test "
@@ -31,71 +99,4 @@ def register(app: typer.Typer) -> None:
             "--plan plans/q1.json --previous plans/q4.json --lang zh -o reports/q1.pdf\n\n"
             "capplan report --whatif whatif.json --compare compare.json -o which.pdf"
         ),
-    )
-    @handle_errors
-    def report(
-        profile: Path | None = typer.Option(
-            None, "--profile", help="Profile JSON (capplan profile)."
-        ),
-        run: Path | None = typer.Option(
-            None, "--run", help="Run directory (capplan loadtest / limit)."
-        ),
-        plan: Path | None = typer.Option(None, "--plan", help="plan.json of `capplan plan`."),
-        out: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
-        previous: Path | None = typer.Option(
-            None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
-        ),
-        limit: Path | None = typer.Option(
-            None, "--limit", help="limit.json when it is not in the run directory."
-        ),
-        lang: str = typer.Option("en", "--lang", help="Language of the report: en or zh."),
-        cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
-        whatif: Path | None = typer.Option(
-            None, "--whatif", help="whatif.json (capplan whatif): adds 'Which configuration'."
-        ),
-        compare: Path | None = typer.Option(
-            None, "--compare", help="compare.json (capplan compare): adds 'Which configuration'."
-        ),
-        verify: list[Path] = typer.Option(
-            [],
-            "--verify",
-            help="verify.json (capplan verify) of this plan; repeat for N and N-K: adds the "
-            "fleet-verification page.",
-        ),
-    ) -> None:
-        from reports import render_report, render_which_report
-
-        def warn(line: str) -> None:
-            typer.echo(f"warning: {line}", err=True)
-
-        given = [
-            name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v
-        ]
-        if not given and (whatif is not None or compare is not None):
-            which = render_which_report(
-                out, whatif=whatif, compare=compare, lang=lang, cjk_font=cjk_font, warn=warn
-            )
-            typer.echo(str(which))
-            return
-        if profile is None or run is None or plan is None:
-            missing = [n for n in ("--profile", "--run", "--plan") if n not in given]
-            raise ConfigError(
-                f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
-                "--plan; for the 'Which configuration' section alone give only --whatif and/or "
-                "--compare"
-            )
-        path = render_report(
-            profile,
-            run,
-            plan,
-            out,
-            previous_plan=previous,
-            lang=lang,
-            limit_path=limit,
-            cjk_font=cjk_font,
-            warn=warn,
-            whatif=whatif,
-            compare=compare,
-            verify=verify,
-        )
-        typer.echo(str(path))
+    )(handle_errors(report_command))
