@@ -11,7 +11,6 @@ whole numbers, `1`/`1.0`), so it reads vLLM only. Each alert has a `for:` window
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Any
 
