@@ -39,7 +39,7 @@ TimeScale = Annotated[
     ),
 ]
 
-# --- load from other hosts: loadtest, limit
+# --- load from other hosts: loadtest, limit, verify
 
 MasterBind = Annotated[
     str | None,
