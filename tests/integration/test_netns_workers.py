@@ -121,7 +121,7 @@ def test_two_workers_in_their_own_namespaces_find_the_local_limit(tmp_path: Path
 
 LONG = pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",
-    reason="a load test and a verify, each local and across namespaces, about 3 minutes "
+    reason="a load test and a verify, each local and across namespaces, about 4 minutes "
     "(CI's 30-minute budget): CAPPLAN_LONG_TESTS=1",
 )
 SEED, RATE_RPS = 5, 3.0  # the slot server carries 4 / 0.6 s = 6.7 req/s
@@ -232,7 +232,7 @@ def test_verify_from_two_namespaced_workers_matches_the_local_one(tmp_path: Path
     for where, run in (("local", _run_local), ("netns", _run_namespaced)):
         out = tmp_path / where
         args = _capplan("verify", "--plan", str(plan), "--profile", str(profile), "--hosts")
-        args += ["URL", "--model", "m", "--steady-s", "30", "--burst-s", "5", "--recovery-s"]
+        args += ["URL", "--model", "m", "--steady-s", "50", "--burst-s", "5", "--recovery-s"]
         args += ["20", "--seed", str(SEED), "--no-preflight", "-o", str(out)]
         output = run(args, args.index("URL"))
         print(output[-800:])
