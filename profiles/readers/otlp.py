@@ -261,7 +261,7 @@ _WHERE: dict[str, pl.DataType] = {
     "span": pl.String(),
     "parent": pl.String(),
 }
-_LINKS = {"trace": pl.String(), "span": pl.String(), "parent": pl.String()}
+_LINKS: dict[str, pl.DataType] = {"trace": pl.String(), "span": pl.String(), "parent": pl.String()}
 CHUNK_ROWS = 65_536  # rows (and span links) kept as Python values before they become columns
 MAX_DEPTH = 256  # ancestors followed from a GenAI span (deeper: taken as outermost)
 
