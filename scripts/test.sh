@@ -42,6 +42,25 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
+# Azurite (Microsoft's Azure Storage emulator, the npm package; node and npm come with the
+# image or Debian's nodejs/npm) serves az:// to the object-storage tests
+# (tests/profiles/test_remote_emulators.py, testkit/cloud_emulators.py) with
+# CAPPLAN_LONG_TESTS=1, installed once per machine outside the checkout (about 2 minutes);
+# gs:// uses fake-gcs-server from the test extras, in every run.
+AZURITE_VERSION=3.37.0
+export AZURITE_DIR="${AZURITE_DIR:-$HOME/.cache/capplan-test/azurite-$AZURITE_VERSION}"
+if [ "${CAPPLAN_LONG_TESTS:-}" = 1 ] &&
+  [ ! -f "$AZURITE_DIR/node_modules/azurite/dist/src/blob/main.js" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    mkdir -p "$AZURITE_DIR"
+    npm install --prefix "$AZURITE_DIR" --no-audit --no-fund --loglevel=error \
+      "azurite@$AZURITE_VERSION" >/dev/null ||
+      echo "warning: could not install Azurite; the az:// tests fail in CI, skip elsewhere" >&2
+  else
+    echo "warning: npm is missing: the az:// tests fail in CI, skip elsewhere" >&2
+  fi
+fi
+
 echo "== ruff"
 .venv/bin/ruff check contracts planner profiles locustfiles reports capplan testkit tests bench scripts
 echo "== mypy"

@@ -47,7 +47,7 @@ ReplaySpeed = Annotated[
     ),
 ]
 
-# --- load from other hosts: loadtest, limit
+# --- load from other hosts: loadtest, limit, verify
 
 MasterBind = Annotated[
     str | None,

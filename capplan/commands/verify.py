@@ -11,6 +11,8 @@ from capplan.cli import check_number, handle_errors
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
+    ExpectWorkers,
+    MasterBind,
     NoPreflight,
     ReplaySpeed,
     TimeScale,
@@ -42,6 +44,10 @@ Examples:
 
   capplan verify --plan plan.json --profile profile.json \\
       --hosts http://10.0.0.1:8000,http://10.0.0.2:8000 --routing least_outstanding -o runs/v
+
+  capplan verify --plan plan.json --profile profile.json --host http://lb:8080 \\
+      --master-bind 10.0.0.5:5557 --expect-workers 3 -o runs/v   (then on 3 hosts: capplan
+      worker --master 10.0.0.5:5557)
 """
 
 
@@ -97,6 +103,8 @@ def register(app: typer.Typer) -> None:
         ),
         replay_speed: ReplaySpeed = 1.0,
         workers: int = typer.Option(0, "--workers", help="Local Locust worker processes."),
+        master_bind: MasterBind = None,
+        expect_workers: ExpectWorkers = 0,
         time_scale: TimeScale = 1.0,
         seed: int = typer.Option(
             0, "--seed", help="Seed of the random draws. Here the load and the simulation."
@@ -120,6 +128,8 @@ def register(app: typer.Typer) -> None:
         check_number("--burst-factor", burst_factor, gt=1)
         check_number("--instances-down", instances_down, ge=0)
         check_number("--wait-s", wait_s, ge=0)
+        check_number("--workers", workers, ge=0)
+        check_number("--expect-workers", expect_workers, ge=0)
         options = VerifyOptions(
             plan_path=plan,
             profile_path=profile,
@@ -140,6 +150,8 @@ def register(app: typer.Typer) -> None:
             replay_path=str(replay) if replay else None,
             replay_speed=replay_speed,
             workers=workers,
+            master_bind=master_bind,
+            expect_workers=expect_workers,
             time_scale=time_scale,
             seed=seed,
         )

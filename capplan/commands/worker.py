@@ -8,7 +8,7 @@ from capplan.cli import handle_errors
 
 HELP = """Generate load for a capplan master on another host.
 
-Joins the master started with `capplan loadtest|limit ... --master-bind HOST:PORT
+Joins the master started with `capplan loadtest|limit|verify ... --master-bind HOST:PORT
 --expect-workers N`, takes the plan, profile and options from it, sends its share of the
 open-loop schedule to the target and its records back to the master. After the master's
 run ends it waits for the next one at the same address (each `capplan limit` level is one

@@ -1,6 +1,6 @@
 """Load generation across hosts: the master's bind address, `capplan worker`, lost workers.
 
-`capplan loadtest|limit --master-bind HOST:PORT --expect-workers N` runs the Locust master
+`capplan loadtest|limit|verify --master-bind HOST:PORT --expect-workers N` runs the Locust master
 alone on that address; workers on other hosts join with `capplan worker --master HOST:PORT`
 (or `locust -f locustfiles/llm.py --worker --master-host HOST --master-port PORT`). The
 master sends each worker the plan, the profile and the options in its capplan_start message

@@ -10,6 +10,7 @@ whole numbers, `1`/`1.0`), so it reads vLLM only. Each alert has a `for:` window
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,13 +187,23 @@ def rule_groups(group: str, replan: str, t: OpsThresholds) -> dict[str, Any]:
     }
 
 
+def object_name(name: str) -> str:
+    """`name` as the API server takes an object's name (a DNS-1123 subdomain: lower case,
+    digits, '-' and '.', starting and ending with a letter or digit, at most 253
+    characters): a review's service `Chat_Bot` becomes `chat-bot`."""
+    text = re.sub(r"[^a-z0-9.-]+", "-", name.lower())
+    text = re.sub(r"\.?-+\.?", "-", re.sub(r"\.{2,}", ".", text))[:253].strip("-.")
+    return text or "capplan"
+
+
 def prometheus_rule(groups: dict[str, Any], name: str, namespace: str) -> dict[str, Any]:
-    """The same groups as a prometheus-operator PrometheusRule."""
+    """The same groups as a prometheus-operator PrometheusRule named `name` (made a valid
+    object name)."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {
-            "name": name,
+            "name": object_name(name),
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "capplan"},
         },

@@ -49,6 +49,14 @@ class VerifyOptions(BaseModel):
     time_scale: float = Field(default=1.0, gt=0)
     seed: int = 0
     workers: int = Field(default=0, ge=0)
+    master_bind: str | None = Field(
+        default=None,
+        description="HOST:PORT: the Locust master alone there; the load comes from `capplan "
+        "worker`s on other hosts (with hosts, capplan's router listens on HOST too)",
+    )
+    expect_workers: int = Field(
+        default=0, ge=0, description="with master_bind: start once this many workers joined"
+    )
     request_timeout_s: float = Field(default=300.0, gt=0)
     replay_path: str | None = None
     replay_speed: float = Field(default=1.0, gt=0)
@@ -96,7 +104,26 @@ def checked(options: VerifyOptions, plan: Plan) -> VerifyOptions:
         )
     if options.host is not None and "://" not in options.host:
         raise ConfigError(f"--host {options.host!r}: expected a base URL, e.g. http://HOST:PORT")
+    router_host(options)  # a --master-bind capplan's router cannot listen on fails here
     return options.model_copy(update={"hosts": hosts, "instances": instances})
+
+
+def router_host(options: VerifyOptions) -> str:
+    """Where capplan's router (--hosts) listens: loopback, or with remote workers the address
+    they reach the master at (--master-bind's HOST), which must then be one address, not a
+    wildcard. Raises ConfigError for a --master-bind that is not HOST:PORT or is a wildcard."""
+    if options.master_bind is None:
+        return "127.0.0.1"
+    from planner.loadtest.remote import parse_address
+
+    host, _ = parse_address(options.master_bind, "--master-bind")
+    if options.hosts and host in ("0.0.0.0", "::", ""):
+        raise ConfigError(
+            f"--master-bind {options.master_bind} with --hosts: the workers send their load to "
+            "capplan's router, which listens on --master-bind's address; give the one the "
+            "workers reach this host at, not a wildcard"
+        )
+    return host
 
 
 def load_inputs(options: VerifyOptions) -> tuple[Plan, Profile]:

@@ -52,6 +52,13 @@ class StageLines:
             + time_note(self._clock() - self._started, left, left_s, "stages")
         )
 
+    def note(self, line: str) -> None:
+        """`progress` for run_loadtest: its notes (waiting for remote workers) pass through;
+        its live figures (`<stage>  t=...`, planner.loadtest.processes.format_progress) do
+        not, the stage lines say how far the run is."""
+        if "  t=" not in line:
+            self._echo(line)
+
     def done(self, what: str) -> None:
         """The closing line: the stages are over and `what` comes next."""
         elapsed = format_clock(self._clock() - self._started)

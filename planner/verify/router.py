@@ -1,4 +1,5 @@
-"""capplan's own load balancer for `capplan verify --hosts`: a reverse proxy on 127.0.0.1.
+"""capplan's own load balancer for `capplan verify --hosts`: a reverse proxy on 127.0.0.1 (or,
+when the load comes from workers on other hosts, on the address they reach the master at).
 
 With a list of instances and no load balancer of the user's, capplan routes as the plan
 assumed: each request goes to the instance the fleet simulator's own router chooses
@@ -62,11 +63,13 @@ class Router:
 
 
 class RouterProxy:
-    """The proxy served from its own thread and event loop; `start()` returns its URL."""
+    """The proxy served from its own thread and event loop on `bind_host` (any free port);
+    `start()` returns its URL."""
 
-    def __init__(self, router: Router, *, timeout_s: float) -> None:
+    def __init__(self, router: Router, *, timeout_s: float, bind_host: str = "127.0.0.1") -> None:
         self.router = router
         self.timeout_s = timeout_s
+        self.bind_host = bind_host
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -118,12 +121,13 @@ class RouterProxy:
         app.router.add_route("*", "/{tail:.*}", self._forward)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.bind_host, 0)
         await site.start()
         server = site._server
         assert server is not None
         port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-        return f"http://127.0.0.1:{port}"
+        host = f"[{self.bind_host}]" if ":" in self.bind_host else self.bind_host
+        return f"http://{host}:{port}"
 
     async def _stop(self) -> None:
         if self._runner is not None:

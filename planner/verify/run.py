@@ -29,6 +29,7 @@ from planner.verify.options import (
     checked,
     design_rate_rps,
     load_inputs,
+    router_host,
     verify_stages,
 )
 from planner.verify.progress import StageLines
@@ -56,6 +57,8 @@ def _loadtest_config(options: VerifyOptions, target: str, slo: Slo) -> LoadTestC
         api_key_env=options.api_key_env,
         seed=options.seed,
         workers=options.workers,
+        master_bind=options.master_bind,
+        expect_workers=options.expect_workers,
         request_timeout_s=options.request_timeout_s,
         scrape_metrics=False,  # a balancer's /metrics is one instance's: each is read instead
         slo_ttft_s=slo.ttft_bound_s,
@@ -100,7 +103,9 @@ def run_verify(
     target = options.host or ""
     if options.hosts:
         router = Router([h for h in options.hosts if h not in down], options.routing)
-        proxy = RouterProxy(router, timeout_s=options.request_timeout_s)
+        proxy = RouterProxy(
+            router, timeout_s=options.request_timeout_s, bind_host=router_host(options)
+        )
         target = proxy.start()
         echo(f"routing {options.routing} over {serving} instance(s) at {target}")
     watch = InstanceWatch(options.hosts or options.instances)
@@ -111,7 +116,7 @@ def run_verify(
             _loadtest_config(options, target, slo),
             stages,
             options.out_dir,
-            progress=None,
+            progress=lines.note,
             check_target=check_target,
             profile=profile,
             on_stage=lines,

@@ -2,7 +2,9 @@
 
 Takes the OpenTelemetry Collector's file exporter output (one `{"resourceSpans": [...]}`
 object a line) and a single exported document (Jaeger's `{"result": {"resourceSpans": ...}}`,
-Tempo's `{"batches": [...]}`, or plain OTLP JSON, pretty-printed or not; read whole). A span
+Tempo's `{"batches": [...]}`, or plain OTLP JSON, pretty-printed or not; read whole). The
+file exporter's output streams: one line at a time, the kept spans turned into columns
+every CHUNK_ROWS rows, so memory grows with the requests' columns, not the file. A span
 is a request when it carries `gen_ai.operation.name` or `gen_ai.usage.*` token counts:
 
 - input / output tokens: `gen_ai.usage.input_tokens` / `output_tokens` (the semantic
@@ -252,18 +254,58 @@ _COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+# Where each kept span came from: its line (for skip reports), trace, span and parent ids.
+_WHERE: dict[str, pl.DataType] = {
+    "line": pl.Int64(),
+    "trace": pl.String(),
+    "span": pl.String(),
+    "parent": pl.String(),
+}
+_LINKS: dict[str, pl.DataType] = {"trace": pl.String(), "span": pl.String(), "parent": pl.String()}
+CHUNK_ROWS = 65_536  # rows (and span links) kept as Python values before they become columns
+MAX_DEPTH = 256  # ancestors followed from a GenAI span (deeper: taken as outermost)
+
+
+class _Chunks:
+    """Columns gathered row by row and turned into a polars frame every CHUNK_ROWS rows, so
+    that what a reader keeps per span is its columns' bytes, not a Python object each (a
+    dict per request cost about 850 bytes of heap; the file itself is read a line at a
+    time)."""
+
+    def __init__(self, schema: dict[str, pl.DataType]) -> None:
+        self._schema = schema
+        self._open: dict[str, list[Any]] = {k: [] for k in schema}
+        self._frames: list[pl.DataFrame] = []
+
+    def add(self, values: dict[str, Any]) -> None:
+        for key, column in self._open.items():
+            column.append(values[key])
+        if len(next(iter(self._open.values()))) >= CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._frames.append(
+            pl.DataFrame({k: pl.Series(k, v, dtype=self._schema[k]) for k, v in self._open.items()})
+        )
+        self._open = {k: [] for k in self._schema}
+
+    def frame(self) -> pl.DataFrame:
+        self._flush()
+        return pl.concat(self._frames, how="vertical", rechunk=True)
+
+
 @register_reader("otlp")
 def read_otlp(path: LogFile, ctx: ReaderContext) -> FileFrame:
-    """OpenTelemetry GenAI spans (OTLP JSON) -> one request per span, sorted by arrival."""
-    rows: list[dict[str, Any]] = []
-    where: list[tuple[int, str, str, str]] = []  # line, trace id, span id, parent span id
-    parents: dict[tuple[str, str], str] = {}  # (trace, span) -> parent span, of every span
+    """OpenTelemetry GenAI spans (OTLP JSON) -> one request per span, sorted by arrival.
+    A file exporter's output is read a line (one OTLP document) at a time."""
+    rows = _Chunks({**_COLUMNS, **_WHERE})
+    links = _Chunks(_LINKS)  # (trace, span) -> parent, of every span
     for lineno, doc in _documents(path, ctx.skips):
         for span in _spans(doc):
             trace, span_id = str(span.get("traceId") or ""), str(span.get("spanId") or "")
             parent = str(span.get("parentSpanId") or "")
             if span_id:
-                parents[(trace, span_id)] = parent
+                links.add({"trace": trace, "span": span_id, "parent": parent})
             attrs = attributes(span.get("attributes"))
             if not _is_genai(attrs):
                 ctx.skips.skip(str(path), lineno, NOT_GENAI, str(span.get("name", "")))
@@ -273,52 +315,56 @@ def read_otlp(path: LogFile, ctx: ReaderContext) -> FileFrame:
             except _SpanError as err:
                 ctx.skips.skip(str(path), lineno, "bad GenAI span", str(err))
                 continue
-            rows.append(row)
-            where.append((lineno, trace, span_id, parent))
-    rows, where = _outermost(rows, where, parents, (path, ctx.skips))
-    return _frame(rows, where, path, ctx)
+            rows.add({**row, "line": lineno, "trace": trace, "span": span_id, "parent": parent})
+    frame = rows.frame()
+    nested = _nested(frame, links.frame())
+    for line in frame.filter(nested)["line"].to_list():
+        ctx.skips.skip(str(path), line, NESTED)
+    return _frame(frame.filter(~nested), path, ctx)
 
 
-def _outermost(
-    rows: list[dict[str, Any]],
-    where: list[tuple[int, str, str, str]],
-    parents: dict[tuple[str, str], str],
-    skipping: tuple[LogFile, SkipLog],
-) -> tuple[list[dict[str, Any]], list[tuple[int, str, str, str]]]:
-    """The rows whose span has no GenAI span among its ancestors (through spans of any kind);
-    the others are skipped as NESTED."""
-    path, skips = skipping
-    genai = {(trace, span) for _, trace, span, _ in where if span}
-    kept_rows, kept_where = [], []
-    for row, (lineno, trace, span, parent) in zip(rows, where, strict=True):
-        seen = {span}
-        while parent and parent not in seen and (trace, parent) not in genai:
-            seen.add(parent)
-            parent = parents.get((trace, parent), "")
-        if parent and parent not in seen and (trace, parent) in genai:
-            skips.skip(str(path), lineno, NESTED)
-            continue
-        kept_rows.append(row)
-        kept_where.append((lineno, trace, span, parent))
-    return kept_rows, kept_where
-
-
-def _frame(
-    rows: list[dict[str, Any]],
-    where: list[tuple[int, str, str, str]],
-    path: LogFile,
-    ctx: ReaderContext,
-) -> FileFrame:
-    frame = pl.DataFrame(
-        {k: pl.Series(k, [r[k] for r in rows], dtype=t) for k, t in _COLUMNS.items()}
+def _nested(rows: pl.DataFrame, links: pl.DataFrame) -> pl.Series:
+    """Whether each row's span has a GenAI span among its ancestors (through spans of any
+    kind, followed by their parent ids within the trace; a span's own id or a loop of
+    ancestors ends the walk): those are skipped as NESTED, the outermost one is the request."""
+    genai = (
+        rows.filter(pl.col("span") != "")
+        .select("trace", "span")
+        .unique()
+        .with_columns(pl.lit(True).alias("genai"))
     )
+    parents = links.unique(subset=["trace", "span"], keep="last", maintain_order=True)
+    walk = rows.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("i"),
+        "trace",
+        pl.col("span").alias("own"),
+        pl.col("parent").alias("up"),
+    )
+    found: list[pl.Series] = []
+    for _ in range(MAX_DEPTH):
+        walk = walk.filter((pl.col("up") != "") & (pl.col("up") != pl.col("own")))
+        if walk.is_empty():
+            break
+        step = walk.join(genai, left_on=["trace", "up"], right_on=["trace", "span"], how="left")
+        found.append(step.filter(pl.col("genai").is_not_null())["i"])
+        walk = (
+            step.filter(pl.col("genai").is_null())
+            .join(parents, left_on=["trace", "up"], right_on=["trace", "span"], how="inner")
+            .select("i", "trace", "own", pl.col("parent").alias("up"))
+        )
+    hit = pl.concat(found) if found else pl.Series("i", [], dtype=pl.Int64)
+    return pl.int_range(rows.height, dtype=pl.Int64, eager=True).is_in(hit.implode())
+
+
+def _frame(frame: pl.DataFrame, path: LogFile, ctx: ReaderContext) -> FileFrame:
     seconds = frame["arrival_s"].to_numpy()
     far = far_from_median(seconds)
     if far.any():
+        lines = frame["line"].to_numpy()
         for i in np.flatnonzero(far):
-            ctx.skips.skip(str(path), where[int(i)][0], FAR_REASON)
+            ctx.skips.skip(str(path), int(lines[int(i)]), FAR_REASON)
         frame = frame.filter(pl.Series(~far))
-    frame = frame.sort("arrival_s", maintain_order=True)
+    frame = frame.select(list(_COLUMNS)).sort("arrival_s", maintain_order=True)
     # Optional columns no span filled are dropped, so the profile says "not available".
     keep = [
         c

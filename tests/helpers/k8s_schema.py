@@ -15,7 +15,13 @@ validateHorizontalPodAutoscalerSpec, ValidateCrossVersionObjectReference, valida
 validateMetricTarget, validateBehavior/validateScalingRules/validateScalingPolicy; the name
 rule of ValidateHorizontalPodAutoscalerName, a DNS-1123 subdomain).
 
-Both are strict about unknown fields, as `kubectl apply` is by default (field validation
+`prometheus_rule_problems` checks a monitoring.coreos.com/v1 PrometheusRule against
+prometheus-operator's own CRD (vendored, v0.93.0: its openAPIV3Schema, e.g. the Duration
+pattern of `for:` and `keep_firing_for:`, required `alert`/`record` and `expr`) and the API
+server's object-name rules (metadata.name a DNS-1123 subdomain, metadata.namespace a DNS-1123
+label).
+
+All three are strict about unknown fields, as `kubectl apply` is by default (field validation
 Strict, Kubernetes 1.27+): a field a schema does not list is a problem, not silently pruned.
 Each returns a list of problems, empty when the object would be accepted.
 """
@@ -35,6 +41,7 @@ import yaml
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "schemas"
 KEDA_CRD = SCHEMAS / "keda.sh_scaledobjects-v2.20.2.yaml"
+PROMETHEUS_RULE_CRD = SCHEMAS / "monitoring.coreos.com_prometheusrules-v0.93.0.yaml"
 HPA_SWAGGER = SCHEMAS / "k8s-1.36-autoscaling-v2-hpa.swagger.json"
 HPA_ROOT = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"
 # k8s.io/apimachinery resource.Quantity's grammar (the pattern controller-gen writes into CRDs).
@@ -42,6 +49,7 @@ QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+"
     r"(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # KEDA v2.20.2 scaledobject_types.go: defaultHPAMinReplicas, defaultHPAMaxReplicas;
 # scaledobject_webhook.go: maxK8sLabelValueLength.
@@ -67,19 +75,58 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
+def _crd_schema(path: Path, version_name: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The openAPIV3Schema of version `version_name` of the CRD in `path`, with `metadata` as
+    the API server adds it for every custom resource, strict about unknown fields."""
+    crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == version_name]
+    schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = metadata
+    return dict(_strict(schema))
+
+
 @cache
 def keda_schema() -> dict[str, Any]:
-    """The ScaledObject v1alpha1 openAPIV3Schema of the vendored CRD, with apiVersion/kind/
-    metadata as the API server adds them for every custom resource."""
-    crd = yaml.safe_load(KEDA_CRD.read_text(encoding="utf-8"))
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
-    schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
-    schema["properties"]["metadata"] = {
+    """The ScaledObject v1alpha1 openAPIV3Schema of the vendored CRD."""
+    metadata = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
         "required": ["name"],
     }
-    return dict(_strict(schema))
+    return _crd_schema(KEDA_CRD, "v1alpha1", metadata)
+
+
+@cache
+def prometheus_rule_schema() -> dict[str, Any]:
+    """The PrometheusRule v1 openAPIV3Schema of the vendored prometheus-operator CRD."""
+    strings = {"type": "object", "additionalProperties": {"type": "string"}}
+    metadata = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "namespace": {"type": "string"},
+            "labels": strings,
+            "annotations": strings,
+        },
+        "required": ["name"],
+    }
+    return _crd_schema(PROMETHEUS_RULE_CRD, "v1", metadata)
+
+
+def prometheus_rule_problems(obj: dict[str, Any]) -> list[str]:
+    """Why the API server with prometheus-operator's CRD installed would refuse `obj`."""
+    found = _schema_problems(obj, prometheus_rule_schema())
+    if obj.get("apiVersion") != "monitoring.coreos.com/v1" or obj.get("kind") != "PrometheusRule":
+        found.append("apiVersion/kind: expected monitoring.coreos.com/v1 PrometheusRule")
+    meta = obj.get("metadata", {})
+    name, namespace = meta.get("name", ""), meta.get("namespace", "default")
+    if not (DNS_SUBDOMAIN.match(name) and len(name) <= 253):
+        found.append(f"metadata.name {name!r}: not a DNS-1123 subdomain")
+    if not (DNS_LABEL.match(namespace) and len(namespace) <= 63):
+        found.append(f"metadata.namespace {namespace!r}: not a DNS-1123 label")
+    if not found:
+        found += _cel_problems(obj, prometheus_rule_schema(), "")
+    return found
 
 
 @cache

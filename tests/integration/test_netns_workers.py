@@ -1,7 +1,10 @@
-"""`capplan limit` on other hosts for real: the master, two `capplan worker`s and the target
-each in a network namespace of their own (tests.helpers.netns), so no component shares a
-loopback with another, against one local process on loopback; both must find the slot
-server's known limit.
+"""`capplan limit`, `loadtest` and `verify` on other hosts for real: the master, two `capplan
+worker`s and the target each in a network namespace of their own (tests.helpers.netns), so no
+component shares a loopback with another, against one local process on loopback. The limit
+searches must both find the slot server's known limit; the load test and the verify must
+both hold every request of the seeded schedule, once, with the same lengths, and agree on
+the latencies and the verdict (verify's --hosts router then listens on the master's address,
+and every request must pass through it).
 
 The target is the slot server with 4 slots and a fixed service time (0.1 s to the first
 token, 25 tokens at 20 ms: 0.6 s). In closed loop with N users and zero think time, up to 4
@@ -19,10 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from contracts.limit import load_limit
 from contracts.rundir import read_records, read_run_info, read_stages
+from locustfiles.arrivals import stage_times
 from testkit.profiles import make_profile
 from testkit.slot_server import start_slot_server
 from tests.helpers.netns import HostNetwork
@@ -112,6 +117,137 @@ def test_two_workers_in_their_own_namespaces_find_the_local_limit(tmp_path: Path
             mine = records.filter(records["stage"] == name)
             assert mine.height == stages[name].scheduled > 0, name
             assert {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()} == {0, 1}
+
+
+LONG = pytest.mark.skipif(
+    os.environ.get("CAPPLAN_LONG_TESTS") != "1",
+    reason="a load test and a verify, each local and across namespaces, about 4 minutes "
+    "(CI's 30-minute budget): CAPPLAN_LONG_TESTS=1",
+)
+SEED, RATE_RPS = 5, 3.0  # the slot server carries 4 / 0.6 s = 6.7 req/s
+
+
+def _capplan(*args: str) -> list[str]:
+    return [sys.executable, *CLI, *args]
+
+
+def _run_local(args: list[str], server_url_at: int) -> str:
+    """`args` (with `args[server_url_at]` the target's URL, filled here) against a slot server
+    on loopback in one local process; returns its output. Exit 1 (verify: did not hold) is
+    an answer, anything else a failure."""
+    server = start_slot_server(SLOTS, PREFILL_S, PER_TOKEN_S, tokens=TOKENS)
+    args = [*args]
+    args[server_url_at] = server.url
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def _run_namespaced(args: list[str], server_url_at: int) -> str:
+    """The same with the server, the master and two workers each in a namespace."""
+    net = HostNetwork(("server", "master", "worker1", "worker2")).open()
+    try:
+        net.run("server", _server_args(net.address["server"]), cwd=REPO)
+        net.wait_listening("master", "server", SERVER_PORT, deadline_s=20)
+        args = [*args]
+        args[server_url_at] = f"http://{net.address['server']}:{SERVER_PORT}"
+        bind = f"{net.address['master']}:{MASTER_PORT}"
+        args += ["--master-bind", bind, "--expect-workers", "2"]
+        master = net.run("master", args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for name in ("worker1", "worker2"):
+            net.run(name, _capplan("worker", "--master", bind, "--once"))
+        output, _ = master.communicate(timeout=300)
+        assert master.returncode in (0, 1), output.decode()[-3000:]
+    finally:
+        net.close()
+    return output.decode()
+
+
+def _same_requests(local: Path, remote: Path, stages: list[str]) -> None:
+    """Both runs hold the same requests of `stages` (id, lengths), each once and answered;
+    the remote one's came from both workers."""
+    import polars as pl
+
+    columns = ["request_id", "input_tokens", "output_tokens"]
+    mine = [read_records(run).filter(pl.col("stage").is_in(stages)) for run in (local, remote)]
+    for records in mine:
+        assert records["request_id"].n_unique() == records.height > 0
+        assert records["ok"].all(), records.filter(~pl.col("ok"))["error_message"].head(3).to_list()
+    assert (
+        mine[0]
+        .select(columns)
+        .sort("request_id")
+        .equals(mine[1].select(columns).sort("request_id"))
+    )
+    assert {int(r.split("/")[1]) % 2 for r in mine[1]["request_id"].to_list()} == {0, 1}
+
+
+@LONG
+def test_a_load_test_from_two_namespaced_workers_matches_the_local_one(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)]).to_json())
+    runs = {}
+    for where, run in (("local", _run_local), ("netns", _run_namespaced)):
+        out = tmp_path / where
+        args = _capplan("loadtest", "--host", "URL", "--model", "m", "--profile", str(profile))
+        args += ["--rate", f"{RATE_RPS:g}", "--duration", "15", "--stage-plan", "steady"]
+        args += ["--seed", str(SEED), "--no-preflight", "--no-metrics", "-o", str(out)]
+        run(args, args.index("URL"))
+        runs[where] = out
+    (local,), (remote,) = read_stages(runs["local"]), read_stages(runs["netns"])
+    times = stage_times(
+        read_run_info(runs["local"]).plan.stages[0], np.random.default_rng([SEED, 1, 0])
+    )
+    assert local.scheduled == remote.scheduled == len(times)
+    _same_requests(runs["local"], runs["netns"], [local.name])
+    info = read_run_info(runs["netns"])
+    assert info.master_bind is not None and info.master_bind.startswith("10.200.0.")
+    assert info.lost_workers == []
+    # Below the server's capacity: TTFT is its 0.1 s to the first token plus little queueing.
+    lp50, rp50 = local.ttft_s.p50, remote.ttft_s.p50
+    print(f"loadtest TTFT p50: local {lp50:.3f} s, 2 namespaced workers {rp50:.3f} s")
+    assert lp50 is not None and rp50 is not None and abs(rp50 - lp50) <= 0.25 * lp50
+
+
+@LONG
+def test_verify_from_two_namespaced_workers_matches_the_local_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from capplan.cli import app
+    from contracts.verify import VERIFY_FILE, Verify
+
+    profile, plan = tmp_path / "profile.json", tmp_path / "plan.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)], rate_rps=RATE_RPS).to_json())
+    made = CliRunner().invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", "5rps", "--peak-rps", f"{RATE_RPS:g}",
+         "--slo", "ttft:p95<=2s", "--headroom", "0", "--redundancy", "0", "--no-fleet-check",
+         "-o", str(plan)],
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    found: dict[str, Verify] = {}
+    for where, run in (("local", _run_local), ("netns", _run_namespaced)):
+        out = tmp_path / where
+        args = _capplan("verify", "--plan", str(plan), "--profile", str(profile), "--hosts")
+        args += ["URL", "--model", "m", "--steady-s", "50", "--burst-s", "5", "--recovery-s"]
+        args += ["20", "--seed", str(SEED), "--no-preflight", "-o", str(out)]
+        output = run(args, args.index("URL"))
+        print(output[-800:])
+        found[where] = Verify.model_validate_json((out / VERIFY_FILE).read_text())
+        (row,) = found[where].instances
+        assert row.source == "router" and row.requests == read_records(out).height
+    local, remote = found["local"], found["netns"]
+    assert remote.target.startswith("http://10.200.0.")  # the router, on the master's address
+    _same_requests(tmp_path / "local", tmp_path / "netns", ["steady", "burst"])
+    assert (local.valid, local.held_peak, local.holds) == (
+        remote.valid,
+        remote.held_peak,
+        remote.holds,
+    )
+    assert local.holds, local.sentence
 
 
 def _namespaces() -> set[str]:

@@ -20,6 +20,7 @@ import pytest
 from contracts.limit import load_limit
 from contracts.run import Stage, StagePlan, StageSummary
 from contracts.rundir import read_records, read_run_info, read_stages
+from contracts.verify import Verify
 from locustfiles.arrivals import arrival_times
 from planner.loadtest.run import LoadTestConfig, run_loadtest
 from testkit.profiles import make_profile
@@ -253,3 +254,82 @@ def test_limit_runs_its_levels_on_remote_workers(tmp_path: Path) -> None:
             numbers = {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()}
             assert numbers == {0, 1}, name
     assert (records["error_class"] != "lost").all() and read_run_info(out).lost_workers == []
+
+
+def _verify_plan(tmp_path: Path) -> tuple[Path, Path]:
+    """A one-instance plan (limit 10 req/s, peak 6 req/s) and the profile it was made on."""
+    from typer.testing import CliRunner
+
+    from capplan.cli import app
+
+    profile, plan = tmp_path / "profile.json", tmp_path / "plan.json"
+    profile.write_text(make_profile([(32, 8), (64, 4)], rate_rps=3.0).to_json())
+    made = CliRunner().invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", "10rps", "--peak-rps", "6", "--slo",
+         "ttft:p95<=5s", "--headroom", "0", "--redundancy", "0", "--no-fleet-check",
+         "-o", str(plan)],
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    return plan, profile
+
+
+def test_verify_takes_its_load_from_remote_workers(tmp_path: Path) -> None:
+    """`capplan verify --hosts URL --master-bind --expect-workers 2` (run_verify, in a thread
+    here) with two `capplan worker --once`: the steady and burst stages hold every request of
+    the seeded schedule, once, from both workers, and every request reached the instance
+    through capplan's router (its count per instance is verify.json's; a worker that kept or
+    rewrote the target bypasses it)."""
+    from locustfiles.arrivals import stage_times
+    from planner.verify import VerifyOptions, run_verify
+
+    plan, profile = _verify_plan(tmp_path)
+    port, out = _free_port(), tmp_path / "verify"
+    server = start_server(ttft_s=0.01, itl_s=0.002)
+    options = VerifyOptions(
+        plan_path=plan, profile_path=profile, out_dir=out, hosts=[server.url], model="m",
+        steady_s=3.0, burst_s=1.0, recovery_s=1.0, seed=3, preflight=False,
+        master_bind=f"127.0.0.1:{port}", expect_workers=2,
+    )  # fmt: skip
+    lines: list[str] = []
+    result: dict[str, object] = {}
+
+    def master() -> None:
+        try:
+            result["verify"] = run_verify(options, echo=lines.append)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the test's thread
+            result["error"] = err
+
+    thread = threading.Thread(target=master)
+    thread.start()
+    workers = [_worker(port) for _ in range(2)]
+    try:
+        thread.join(timeout=150)
+    finally:
+        server.stop()
+        for w in workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.wait(timeout=30)
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+            w.wait()
+    print("\n".join(lines))
+    assert not thread.is_alive()
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    assert f"waiting for 2 workers on 127.0.0.1:{port} ..." in lines
+    verify = result["verify"]
+    assert isinstance(verify, Verify)
+    records = read_records(out)
+    assert records["request_id"].n_unique() == records.height
+    for i, stage in enumerate(verify.stages.stages[:2]):  # recovery may end early
+        times = stage_times(stage, np.random.default_rng([3, 1, i]))
+        mine = records.filter(pl.col("stage") == stage.name)
+        assert sorted(mine["request_id"].to_list()) == sorted(
+            f"{stage.name}/{j}" for j in range(len(times))
+        ), stage.name
+        assert {int(r.split("/")[1]) % 2 for r in mine["request_id"].to_list()} == {0, 1}
+    assert records["ok"].all(), records.filter(~pl.col("ok"))["error_message"].head(3).to_list()
+    (row,) = verify.instances
+    assert row.source == "router" and row.requests == records.height, (row, records.height)
+    assert read_run_info(out).master_bind == f"127.0.0.1:{port}"

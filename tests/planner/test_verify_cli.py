@@ -67,6 +67,20 @@ def test_a_duplicate_instance_and_a_wrong_count_are_refused(
     assert code == 2 and "either --host" in out
 
 
+def test_a_master_bind_capplans_router_cannot_listen_on_is_refused(
+    planned: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """With --hosts the remote workers send to capplan's router, which listens on
+    --master-bind's address: a wildcard or a malformed one exits 2 before any load."""
+    hosts = "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3"
+    remote = ("--expect-workers", "2", "--hosts", hosts)
+    code, out = _verify(planned, tmp_path, "--master-bind", "0.0.0.0:5557", *remote)
+    assert code == 2 and "--master-bind 0.0.0.0:5557 with --hosts" in out, out
+    assert "not a wildcard" in " ".join(out.split())
+    code, out = _verify(planned, tmp_path, "--master-bind", "10.0.0.5", *remote)
+    assert code == 2 and "--master-bind '10.0.0.5': expected HOST:PORT" in out, out
+
+
 def test_an_unreachable_balancer_is_refused(planned: tuple[Path, Path], tmp_path: Path) -> None:
     code, out = _verify(planned, tmp_path, "--host", "http://127.0.0.1:9")
     assert code == 2, out

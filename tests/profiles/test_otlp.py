@@ -232,3 +232,40 @@ def test_a_cut_first_line_is_skipped_and_the_rest_read(tmp_path: Path):
     res = read_requests([str(path)])
     assert res.skip_reasons["not valid JSON"] == 1
     assert 0 < res.frame.height < 300
+
+
+def _heap_peak_reading(path: Path) -> tuple[int, int]:
+    """(rows read, the Python heap's peak while reading `path`, bytes; tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = read_requests([str(path)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return result.frame.height, peak
+
+
+def test_a_file_exporters_output_streams_memory_does_not_grow_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Lines are read one at a time and the kept spans become columns every CHUNK_ROWS rows
+    (300 here, so that a nested span and its parent fall in different chunks): reading 4x
+    the spans costs about the same Python heap, and the requests and skips are still
+    right. A reader that read the file whole, or kept a Python object per span, grows 4x."""
+    from profiles.readers import otlp
+
+    monkeypatch.setattr(otlp, "CHUNK_ROWS", 300)
+    peaks = {}
+    for n in (1500, 6000):
+        spans, skipped = made_spans(n, seed=3)
+        path = write_lines(tmp_path / f"traces-{n}.jsonl", spans, per_line=20)
+        rows, peaks[n] = _heap_peak_reading(path)
+        assert rows == n
+    print(f"Python heap peak: {peaks[1500] / 2**20:.2f} MiB for 1500 requests, "
+          f"{peaks[6000] / 2**20:.2f} MiB for 6000")  # fmt: skip
+    assert peaks[6000] < 1.6 * peaks[1500], peaks
+    prof = build_profile([str(path)])
+    assert prof.requests == 6000
+    assert prof.source.skip_reasons == {k: v for k, v in skipped.items() if v}

@@ -4,50 +4,22 @@ credential exit 2 naming the bucket and the key."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from capplan.cli import app
 from profiles.build import build_profile
 from profiles.remote import glob_regex, is_remote
-from testkit.logs import build_openai_log
 from testkit.s3_server import S3Server, s3_server
 from tests.helpers.range_server import range_server
 
 pytestmark = pytest.mark.integration
 BUCKET = "logs"
-
-
-def _table(n: int, seed: int, start: float) -> pl.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pl.DataFrame(
-        {
-            "timestamp": start + np.cumsum(rng.exponential(0.2, n)),
-            "input_tokens": rng.integers(1, 4000, n),
-            "output_tokens": rng.integers(1, 800, n),
-            "model": rng.choice(["a", "b"], n),
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("s3logs")
-    _table(3000, 1, 1.7e9).write_parquet(folder / "day-1.parquet", row_group_size=500)
-    _table(2000, 2, 1.7e9 + 700).write_parquet(folder / "day-2.parquet", row_group_size=500)
-    _table(500, 3, 1.7e9).write_csv(folder / "small.csv")
-    with gzip.open(folder / "small.csv.gz", "wb") as fh:
-        fh.write((folder / "small.csv").read_bytes())
-    build_openai_log(folder, n=200, seed=4)  # folder / "openai_4.jsonl"
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +37,12 @@ def as_reader(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     return s3
 
 
-def _same(remote: list[str], local: list[Path], **opts: object) -> None:
+def same_profile(remote: list[str], local: list[Path], scheme: str = "s3", **opts: object) -> None:
+    """The profile of the objects `remote` names equals that of the `local` files uploaded
+    as BUCKET/q4/NAME, the source's digest included."""
     a = build_profile(remote, **opts).model_dump()  # type: ignore[arg-type]
     b = build_profile([str(p) for p in local], **opts).model_dump()  # type: ignore[arg-type]
-    assert a["source"]["files"] == [f"s3://{BUCKET}/q4/{p.name}" for p in local]
+    assert a["source"]["files"] == [f"{scheme}://{BUCKET}/q4/{p.name}" for p in local]
     truth = hashlib.sha256(b"".join(p.read_bytes() for p in local)).hexdigest()
     assert a["source"]["digest"] == truth  # the bytes' sha256, as of the local files
     for d in (a, b):
@@ -79,7 +53,7 @@ def _same(remote: list[str], local: list[Path], **opts: object) -> None:
 
 @pytest.mark.parametrize("name", ["day-1.parquet", "small.csv", "openai_4.jsonl"])
 def test_profile_from_s3_equals_the_local_profile(as_reader: S3Server, local: Path, name: str):
-    _same([f"s3://{BUCKET}/q4/{name}"], [local / name])
+    same_profile([f"s3://{BUCKET}/q4/{name}"], [local / name])
 
 
 def test_streamed_parquet_from_s3_equals_the_local_streamed_profile(
@@ -88,7 +62,7 @@ def test_streamed_parquet_from_s3_equals_the_local_streamed_profile(
     files = [local / "day-1.parquet", local / "day-2.parquet"]
     prof = build_profile([f"s3://{BUCKET}/q4/day-*.parquet"], chunk_rows=700, group_by="model")
     assert prof.source.read_in_chunks is not None  # the streaming path, not a whole read
-    _same([f"s3://{BUCKET}/q4/day-*.parquet"], files, chunk_rows=700, group_by="model")
+    same_profile([f"s3://{BUCKET}/q4/day-*.parquet"], files, chunk_rows=700, group_by="model")
 
 
 def _cli(args: list[str]) -> tuple[int, str]:

@@ -151,7 +151,9 @@ def test_every_page_reads_cleanly_in_both_languages(reviews: Path) -> None:
 
 def test_each_service_gets_its_alert_rules_and_dashboard(reviews: Path) -> None:
     """Every service with an SLO: rules promtool accepts, whose runbook re-runs the review,
-    and a dashboard, recorded in review.json's plan of that service."""
+    a PrometheusRule prometheus-operator's CRD accepts, and a dashboard, recorded in
+    review.json's plan of that service."""
+    from tests.helpers.k8s_schema import prometheus_rule_problems
     from tests.planner.ops.test_rules import promtool
 
     review = json.loads((reviews / "q4.json").read_text())
@@ -170,6 +172,8 @@ def test_each_service_gets_its_alert_rules_and_dashboard(reviews: Path) -> None:
             in r["annotations"]["runbook"]
             for r in rules
         )
+        rule = yaml.safe_load(Path(ops["prometheus_rule"]).read_text())
+        assert prometheus_rule_problems(rule) == [], service["name"]
         assert json.loads(Path(ops["dashboard"]).read_text())["panels"]
 
 
