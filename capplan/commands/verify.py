@@ -9,6 +9,7 @@ import typer
 
 from capplan.cli import check_number, handle_errors
 from capplan.commands.shared import ApiKeyEnv, Endpoint, NoPreflight, TimeScale
+from planner.fleet.routing import load_only_routings
 
 if TYPE_CHECKING:
     from planner.fleet.routing import Routing
@@ -70,9 +71,9 @@ def register(app: typer.Typer) -> None:
         routing: str = typer.Option(
             "round_robin",
             "--routing",
-            help="capplan's routing over --hosts, by load alone (round_robin, "
-            "least_outstanding, power_of_two); with --host, the balancer's (any of the plan's "
-            "routings), for the simulation.",
+            help="capplan's routing over --hosts, by load alone "
+            f"({', '.join(load_only_routings())}); with --host, the balancer's (any of the "
+            "plan's routings), for the simulation.",
         ),
         model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
         endpoint: Endpoint = "chat",
