@@ -100,6 +100,7 @@ def register(app: typer.Typer) -> None:
             "balancer just started); 0: refuse at once.",
         ),
     ) -> None:
+        from planner.slo.spec import parse_slo
         from planner.verify import VerifyOptions, run_verify
         from planner.verify.nginx import wait_for_upstreams
 
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
             model=model,
             endpoint=endpoint,
             api_key_env=api_key_env,
-            slo=slo,
+            slo=parse_slo(slo) if slo else None,
             steady_s=steady_s,
             burst_s=burst_s,
             burst_factor=burst_factor,

@@ -128,18 +128,15 @@ def fleet_of(plan: Plan) -> Fleet:
 
 
 def slo_terms(slo: Slo | None, service_s: float) -> tuple[float, float, str]:
-    """(wait budget, target attainment, the rule in words) from the SLO's TTFT bound."""
-    ttft = [c for c in slo.percentiles if c.metric == "ttft"] if slo else []
-    thresholds = [t for t in slo.request_thresholds if t.metric == "ttft"] if slo else []
-    if thresholds and slo is not None and slo.min_attainment is not None:
-        budget, target = thresholds[0].threshold_s, slo.min_attainment
-    elif ttft:
-        budget, target = ttft[0].threshold_s, ttft[0].quantile or 0.99
+    """(wait budget, target attainment, the rule in words) from the SLO's TTFT goal."""
+    goal = slo.ttft_goal if slo is not None else None
+    if goal is not None:
+        budget, target = goal
     else:
         budget, target = NO_TTFT_WAIT_FRACTION * service_s, 0.99
     rule = (
         f"a request is good when it waits at most {budget:.3g} s for a free slot "
-        f"({'the SLO TTFT bound' if ttft or thresholds else '5 % of the e2e: no TTFT bound'}); "
+        f"({'the SLO TTFT bound' if goal else '5 % of the e2e: no TTFT bound'}); "
         f"target attainment {target:.3g}"
     )
     return budget, target, rule

@@ -102,6 +102,20 @@ class Slo:
         return min(bounds) if bounds else None
 
     @property
+    def ttft_goal(self) -> tuple[float, float] | None:
+        """(TTFT bound in s, share of requests that must meet it), or None without a TTFT
+        term: the attainment form's per-request TTFT bound and its share, else the first TTFT
+        percentile and its quantile (0.99 for a mean). What the autoscale study counts a
+        request good by."""
+        thresholds = [t for t in self.request_thresholds if t.metric == "ttft"]
+        if thresholds and self.min_attainment is not None:
+            return thresholds[0].threshold_s, self.min_attainment
+        ttft = [c for c in self.percentiles if c.metric == "ttft"]
+        if ttft:
+            return ttft[0].threshold_s, ttft[0].quantile or 0.99
+        return None
+
+    @property
     def longest_wait_s(self) -> float | None:
         """The largest TTFT or E2E threshold: past it, a request still running is a miss."""
         bounds = [c.threshold_s for c in self.percentiles if c.metric in ("ttft", "e2e")]

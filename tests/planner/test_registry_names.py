@@ -29,7 +29,7 @@ def _help(option: object) -> str:
 
 def test_every_router_registered_is_a_name_contracts_hold_and_back() -> None:
     assert known_routings() == get_args(RoutingName)  # the same names, in the same order
-    assert ALL_ROUTINGS == known_routings()
+    assert known_routings() == ALL_ROUTINGS
 
 
 def test_every_policy_registered_is_a_kind_contracts_hold_and_back() -> None:
@@ -47,7 +47,7 @@ def test_a_policy_contracts_cannot_hold_is_refused() -> None:
     before = dict(POLICIES)
     with pytest.raises(ConfigError, match="contracts.autoscale.PolicyKind"):
         register_policy("toy_policy", POLICIES["rate"])
-    assert POLICIES == before
+    assert before == POLICIES
 
 
 def test_the_help_texts_list_the_registered_names() -> None:

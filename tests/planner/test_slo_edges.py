@@ -9,6 +9,7 @@ test_layers.py), and what they hold is a file's SLO as written or a page's words
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,7 @@ def _text_slo_annotations(tree: ast.AST) -> list[int]:
     return found
 
 
+@cache
 def _sources(layers: tuple[str, ...]) -> list[tuple[str, ast.AST]]:
     return [
         (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
@@ -81,9 +83,7 @@ def test_every_listed_reader_parses() -> None:
 
 def test_no_slo_held_as_text_below_the_cli() -> None:
     held = [
-        f"{name}:{line}"
-        for name, tree in _sources(TYPED)
-        for line in _text_slo_annotations(tree)
+        f"{name}:{line}" for name, tree in _sources(TYPED) for line in _text_slo_annotations(tree)
     ]
     assert not held, f"an SLO annotated as str (hold a planner.slo.spec.Slo): {held}"
 
