@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from testkit.limit_truth import LONG, REFUSING, TruthCase, truth_rps  # noqa: E402
-from testkit.slot_server import SlotTiming, start_slot_server  # noqa: E402
+from testkit.slot_server import SlotTiming  # noqa: E402
 
 SHORT = TruthCase("short", slots=8, prefill_s=0.05, per_token_s=0.01, tokens="64",
                   ttft_threshold_s=1.0)  # fmt: skip
@@ -120,15 +120,7 @@ class WallRun:
 def run_once(case: TruthCase, run: int, out_dir: Path, deadline_s: float, verbose: bool) -> WallRun:
     """A fresh server, the default `capplan limit` on it (SIGINT at `deadline_s`), the truth
     from what the server logged."""
-    server = start_slot_server(
-        case.slots,
-        case.prefill_s,
-        case.per_token_s,
-        tokens=case.tokens,
-        refuse_above=case.refuse_above,
-        slowdown=case.slowdown,
-        seed=run,
-    )
+    server = case.start_server(seed=run)
     try:
         users = case is USERS
         cmd = [

@@ -26,6 +26,19 @@ class WhatifCandidate(_Model):
     settings: dict[str, str] = Field(description="varied knob -> value")
     problem: str | None = Field(default=None, description="why there is no prediction")
     limit_rps: float | None = None
+    limit_low_rps: float | None = Field(
+        default=None,
+        description="predicted, not measured: the low end of the limit's interval (the "
+        "validation's error spread on published server results for this engine and GPU class)",
+    )
+    limit_high_rps: float | None = Field(
+        default=None, description="the high end of the limit's interval"
+    )
+    limit_interval_basis: str | None = Field(
+        default=None,
+        description="the rows the interval comes from (`<engine>/<gpu class>` or `overall`, "
+        "with why)",
+    )
     infeasible_rps: float | None = None
     binding: str | None = None
     stopped: str = ""

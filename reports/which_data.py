@@ -43,6 +43,10 @@ class WhichRow:
     calibration_error: float | None  # whatif, when calibrated on a measured limit
     pareto: bool | None  # whatif: on the cost / p95 e2e front; None for compare
     problem: str | None  # whatif: why there is no prediction
+    # whatif: the predicted limit's interval (the validation's spread for its engine and GPU
+    # class, computed by planner.whatif.interval and stored in whatif.json); None for compare
+    limit_low: float | None = None
+    limit_high: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +126,8 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         calibration_error=c.calibration_error,
         pareto=c.pareto,
         problem=c.problem,
+        limit_low=c.limit_low_rps,
+        limit_high=c.limit_high_rps,
     )
 
 

@@ -56,8 +56,14 @@ if ! NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site_dir" >"$sit
 fi
 rm -rf "$site_dir" "$site_dir.log"
 echo "== pytest"
+# Two workers (pytest-xdist): the tests that time real servers on the wall clock run one after
+# another on one worker while the other works through the rest, a file at a time (groups in
+# tests/conftest.py). CAPPLAN_TEST_WORKERS=0 runs everything in one process.
+workers="${CAPPLAN_TEST_WORKERS:-2}"
+xdist=(-p xdist -n "$workers" --dist loadgroup)
+[ "$workers" = 0 ] && xdist=()
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${xdist[@]}" "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

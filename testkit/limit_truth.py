@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from testkit.queue_truth import loaded_max_rate, loss_max_rate, mgc_max_rate
-from testkit.slot_server import SlotTiming, start_slot_server
+from testkit.slot_server import SlotServer, SlotTiming, start_slot_server
 
 CAPPLAN = Path(sys.executable).with_name("capplan")
 
@@ -58,6 +58,18 @@ class TruthCase:
     def start_rps(self) -> float:
         """The first level: half the capacity (saves the doubling levels from 1 req/s)."""
         return round(0.5 * self.capacity_rps, 2)
+
+    def start_server(self, seed: int = 0) -> SlotServer:
+        """A fresh slot server with this case's timing (its answer lengths drawn from `seed`)."""
+        return start_slot_server(
+            self.slots,
+            self.prefill_s,
+            self.per_token_s,
+            tokens=self.tokens,
+            refuse_above=self.refuse_above,
+            slowdown=self.slowdown,
+            seed=seed,
+        )
 
 
 # About 0.7 s per request: 8 slots, 50 ms to the first token, 10 ms per token, 32..96 tokens.
@@ -130,14 +142,7 @@ def run_case(
     """Start the case's server, run `capplan limit` on it, compute the truth from what the
     server logged (also written to `out_dir/server_timings.json`). Raises RuntimeError
     (with its output) when the CLI fails, subprocess.TimeoutExpired when it overruns."""
-    server = start_slot_server(
-        case.slots,
-        case.prefill_s,
-        case.per_token_s,
-        tokens=case.tokens,
-        refuse_above=case.refuse_above,
-        slowdown=case.slowdown,
-    )
+    server = case.start_server()
     try:
         cmd = [
             str(CAPPLAN),

@@ -56,6 +56,7 @@ METRICS = (
     "TPOT p50 ms",
     "TPOT mean ms",
     "ITL mean ms",
+    "ITL p50 ms",
     "batch-8 32->128 latency ms",
     "200 ShareGPT req/s",
 )
@@ -154,7 +155,7 @@ def _precision(row: Row) -> dict[str, Any] | str:
     return f"precision {row.precision!r} is not modelled"
 
 
-def _sharegpt_lengths(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+def sharegpt_lengths(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """Every ShareGPT (input, output) length pair of the Lambda result files in `folder`."""
     ins: list[int] = []
     outs: list[int] = []
@@ -202,7 +203,7 @@ def _workload(
     at_once = re.search(r"ShareGPT (\d+) req at once", w)
     count = 200 if offline_200 else int(at_once.group(1)) if at_once else None
     if count is not None:
-        ins, outs = _sharegpt_lengths(folder)
+        ins, outs = sharegpt_lengths(folder)
         if len(ins) == 0:
             return "no lambda_*.json beside the table to bootstrap ShareGPT lengths from"
         n = int(min(count, cap))
@@ -264,6 +265,9 @@ def metric_value(metric: str, timelines: list[RequestTimeline]) -> float:
         return _stat(metric, tpot)
     if metric == "ITL mean ms":
         return float((end - first)[multi].sum() / (out[multi] - 1).sum() * 1e3)
+    if metric == "ITL p50 ms":  # every gap between tokens, pooled (needs record_token_times)
+        gaps = [np.diff(t.token_times_s) for t in timelines if len(t.token_times_s) > 1]
+        return float(np.median(np.concatenate(gaps)) * 1e3)
     raise ValueError(f"unknown metric {metric!r}")
 
 

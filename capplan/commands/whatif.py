@@ -261,6 +261,13 @@ def print_whatif(result: Whatif, console: Console) -> None:
             "*" if c.pareto else "",
         )
     console.print(table)
+    for c in ordered:
+        if c.limit_rps and c.limit_low_rps is not None and c.limit_high_rps is not None:
+            console.print(
+                f"{c.label}: predicted, not measured: {c.limit_rps:.3g} req/s (interval "
+                f"{c.limit_low_rps:.3g}-{c.limit_high_rps:.3g}; {c.limit_interval_basis})",
+                highlight=False,
+            )
     if result.level_s is not None:
         search = next((a for a in result.assumptions if a.startswith("search:")), "")
         console.print(f"[bold yellow]Note[/bold yellow]: {search}")

@@ -42,6 +42,7 @@ from planner.engine.precision import (
     quantization,
 )
 from planner.whatif.disagg import parse_disagg
+from planner.whatif.interval import default_spread, limit_interval
 from planner.whatif.options import WhatifOptions
 from planner.whatif.routing import compare_routing
 from planner.whatif.virtual import latency_split, virtual_limit
@@ -287,6 +288,12 @@ def run_candidate(
         wall_s=vl.wall_s,
     )
     if limit:
+        interval = limit_interval(
+            limit, settings.get("engine", options.engine), config.gpu.name, default_spread()
+        )
+        candidate.limit_low_rps = interval.low_rps
+        candidate.limit_high_rps = interval.high_rps
+        candidate.limit_interval_basis = interval.note
         # A disaggregated candidate is planned in units of p + d instances (tp GPUs each).
         scenario = plan_scenario(
             peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy,

@@ -51,6 +51,11 @@ WHICH_EN: dict[str, str] = {
         "{label} serves the peak of {peak} within the SLO for the least: {n} instance(s), "
         "{gpus} GPU(s), {cost} per month."
     ),
+    "which_predicted": (
+        "Predicted, not measured: {label} holds {limit} per instance in the engine model; "
+        "published server results of its engine and GPU class put the measured limit between "
+        "{low} and {high}. Measure it (capplan limit) before buying."
+    ),
     "which_gap_gpu": (
         "For your traffic, a fleet of {cheaper} costs {pct} less than one of {dearer} at the "
         "same SLO ({n1} × {cheaper} for {cost1} against {n2} × {dearer} for {cost2} per month)."
@@ -109,6 +114,10 @@ WHICH_ZH: dict[str, str] = {
     "which_lessons_heading": "这对您的流量意味着什么",
     "which_best": (
         "{label} 以最低成本在 SLO 内承载 {peak} 的峰值:{n} 个实例,{gpus} 块 GPU,每月 {cost}。"
+    ),
+    "which_predicted": (
+        "预测值,未经实测:引擎模型预测 {label} 每实例承载 {limit};按同类引擎与 GPU 的公开服务"
+        "结果,实测上限应在 {low} 至 {high} 之间。采购前请实测(capplan limit)。"
     ),
     "which_gap_gpu": (
         "对您的流量,在相同 SLO 下 {cheaper} 集群比 {dearer} 便宜 {pct}"

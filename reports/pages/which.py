@@ -126,6 +126,16 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
                 cost=w.usd(best.monthly_cost_usd),
             )
         )
+        if section.kind == "whatif" and best.limit_low is not None:
+            out.append(
+                layout.t(
+                    "which_predicted",
+                    label=best.label,
+                    limit=w.load(best.limit, best.unit),
+                    low=w.load(best.limit_low, best.unit),
+                    high=w.load(best.limit_high, best.unit),
+                )
+            )
     out += [_gap_sentence(layout, section, gap) for gap in section.cost_gaps]
     low = section.cheapest_per_token
     if low is not None and best is not None:

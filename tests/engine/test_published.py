@@ -76,3 +76,19 @@ def test_a_row_the_model_cannot_represent_says_why(metric: str, tmp_path: Path) 
     )
     sc = scenario(row, tmp_path)
     assert sc.config is None and sc.why_not is not None and "DeepSpeed-MII" in sc.why_not
+
+
+def test_itl_p50_is_the_median_of_every_gap_pooled_not_a_per_request_mean() -> None:
+    # one request with gaps of 10 ms x 3 and 100 ms, one with a single 20 ms gap: pooled
+    # gaps 10, 10, 10, 100, 20 -> median 10 ms (a mean of gaps or of TPOTs would say 30+)
+    a = RequestTimeline(
+        request_id="a", arrival_s=0.0, prompt_tokens=8, first_token_s=0.1, last_token_s=0.23,
+        output_tokens=5,
+    )  # fmt: skip
+    a.token_times_s = [0.1, 0.11, 0.12, 0.13, 0.23]
+    b = RequestTimeline(
+        request_id="b", arrival_s=0.0, prompt_tokens=8, first_token_s=0.2, last_token_s=0.22,
+        output_tokens=2,
+    )  # fmt: skip
+    b.token_times_s = [0.2, 0.22]
+    assert metric_value("ITL p50 ms", [a, b]) == pytest.approx(10.0)

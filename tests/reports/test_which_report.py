@@ -237,3 +237,28 @@ def test_whatif_format_json_prints_the_document_for_scripts(inputs: Inputs, tmp_
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == json.loads(whatif.read_text())
     assert f"wrote {whatif}" in result.stderr
+
+
+def test_a_whatif_s_first_page_says_predicted_not_measured_with_the_json_s_interval(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    data = json.loads(inputs.whatif.read_text())
+    ranked = sorted((c for c in data["candidates"] if c["rank"]), key=lambda c: c["rank"])
+    for c in ranked:  # every predicted limit carries its interval, around it
+        assert c["limit_low_rps"] < c["limit_rps"] < c["limit_high_rps"], c["label"]
+        assert "published" in c["limit_interval_basis"]
+        printed = (
+            f"{c['label']}: predicted, not measured: {c['limit_rps']:.3g} req/s (interval "
+            f"{c['limit_low_rps']:.3g}-{c['limit_high_rps']:.3g};"
+        )
+        assert printed in re.sub(r"\s+", " ", inputs.whatif_output), printed
+    out = tmp_path / "which-whatif.pdf"
+    run_cli("report", "--whatif", str(inputs.whatif), "-o", str(out))
+    first = re.sub(r"\s+", " ", PdfReader(out).pages[0].extract_text())
+    best = ranked[0]
+    assert (
+        f"Predicted, not measured: {best['label']} holds {best['limit_rps']:.3g} req/s per "
+        f"instance in the engine model; published server results of its engine and GPU class "
+        f"put the measured limit between {best['limit_low_rps']:.3g} req/s and "
+        f"{best['limit_high_rps']:.3g} req/s." in first
+    ), first

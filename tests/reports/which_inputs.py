@@ -33,6 +33,7 @@ class Inputs:
     whatif: Path
     compare: Path
     forced: Path
+    whatif_output: str  # what `capplan whatif` printed
 
 
 def run_cli(*args: str) -> str:
@@ -45,7 +46,7 @@ def build_inputs(root: Path) -> Inputs:
     """The whatif.json, compare.json and forced compare.json of the report fixture in `root`."""
     paths = write_fixture(root)
     whatif = root / "whatif.json"
-    run_cli(
+    whatif_output = run_cli(
         "whatif", "--profile", str(paths.profile), "--slo", SLO, "--gpu", "H100-80GB,L40S-48GB",
         "--vary", "prefix_caching", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
     )  # fmt: skip
@@ -77,4 +78,4 @@ def build_inputs(root: Path) -> Inputs:
         "--gpu", "H100-80GB,L40S-48GB,H100-80GB", "--peak-rps", PEAK_RPS, "--force",
         "-o", str(forced),
     )  # fmt: skip
-    return Inputs(paths, whatif, compare, forced)
+    return Inputs(paths, whatif, compare, forced, whatif_output)

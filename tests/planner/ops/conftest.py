@@ -17,16 +17,22 @@ from profiles.presets import preset_profile
 SLO = "ttft:p95<=2s,tpot:p95<=0.1s"
 
 
+def plan_chat(folder: Path, out: Path, *options: str) -> tuple[Plan, str]:
+    """`capplan plan` on the chat preset at 5 req/s with `options` (no fleet check), written
+    to `out`: the plan and what the command printed (it must exit 0)."""
+    profile = folder / "chat.json"
+    save_profile(preset_profile("chat", rate_rps=5.0), profile)
+    result = CliRunner().invoke(
+        app, ["plan", "--profile", str(profile), *options, "--no-fleet-check", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return Plan.model_validate_json(out.read_text()), result.output
+
+
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Path]:
     folder = tmp_path_factory.mktemp("ops")
-    profile = folder / "chat.json"
-    save_profile(preset_profile("chat", rate_rps=5.0), profile)
     out = folder / "plan.json"
-    result = CliRunner().invoke(
-        app,
-        ["plan", "--profile", str(profile), "--limit", "4rps", "--peak-rps", "9", "--slo", SLO,
-         "--headroom", "0.2", "--redundancy", "1", "--no-fleet-check", "-o", str(out)],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return Plan.model_validate_json(out.read_text()), out
+    plan, _ = plan_chat(folder, out, "--limit", "4rps", "--peak-rps", "9", "--slo", SLO,
+                        "--headroom", "0.2", "--redundancy", "1")  # fmt: skip
+    return plan, out

@@ -7,11 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
-from capplan.cli import app
 from contracts.limit import LimitLevel, LimitResult
-from contracts.plan import Plan
 from contracts.run import Stage, StagePlan
 from contracts.rundir import (
     consolidate_run,
@@ -22,6 +18,7 @@ from contracts.rundir import (
 )
 from locustfiles.summary import summarize_plan
 from planner.ops.thresholds import queue_and_kv_seen
+from tests.planner.ops.conftest import plan_chat
 
 SLO = "ttft:p95<=2s"
 
@@ -65,45 +62,25 @@ def test_the_lines_are_what_the_server_showed_at_the_limit(tmp_path: Path) -> No
 
 
 def test_a_plan_on_a_measured_limit_alerts_at_those_lines(tmp_path: Path) -> None:
-    from profiles.model import save_profile
-    from profiles.presets import preset_profile
-
     limit = _limit_run(tmp_path)
-    profile = tmp_path / "chat.json"
-    save_profile(preset_profile("chat", rate_rps=5.0), profile)
     out = tmp_path / "plans" / "q1.json"
-    result = CliRunner().invoke(
-        app,
-        ["plan", "--profile", str(profile), "--limit", str(limit), "--peak-rps", "20",
-         "--no-fleet-check", "-o", str(out)],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    ops = Plan.model_validate_json(out.read_text()).ops
+    plan, output = plan_chat(tmp_path, out, "--limit", str(limit), "--peak-rps", "20")
+    ops = plan.ops
     assert ops is not None and Path(ops.rule_groups).parent == tmp_path / "plans" / "q1-ops"
     t = ops.thresholds
     assert (t.queue_per_instance.value, t.kv_usage.value) == (7.0, 0.61)
     assert "the highest vllm:num_requests_waiting at the limit, 7" in t.queue_per_instance.source
     # ceil(20 x 1.2 / 8) + 1 = 4 instances, 3 serving: 24 req/s, 20 sized for
     assert (t.capacity.value, t.planned_load.value) == (24.0, 20.0)
-    assert "Alerts and dashboard: 7 alerts" not in result.output  # no TPOT bound: 6
-    assert "Alerts and dashboard: 6 alerts" in " ".join(result.output.split())
+    assert "Alerts and dashboard: 7 alerts" not in output  # no TPOT bound: 6
+    assert "Alerts and dashboard: 6 alerts" in " ".join(output.split())
 
 
 def test_without_headroom_the_queue_line_is_still_finite(tmp_path: Path) -> None:
     """No headroom: M/M/c at utilisation 1 has no mean queue; the line is taken at 95 %."""
-    from profiles.model import save_profile
-    from profiles.presets import preset_profile
-
-    profile = tmp_path / "chat.json"
-    save_profile(preset_profile("chat", rate_rps=5.0), profile)
-    out = tmp_path / "p.json"
-    result = CliRunner().invoke(
-        app,
-        ["plan", "--profile", str(profile), "--limit", "4rps", "--peak-rps", "9", "--slo", SLO,
-         "--headroom", "0", "--redundancy", "0", "--no-fleet-check", "-o", str(out)],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    ops = Plan.model_validate_json(out.read_text()).ops
+    plan, _ = plan_chat(tmp_path, tmp_path / "p.json", "--limit", "4rps", "--peak-rps", "9",
+                        "--slo", SLO, "--headroom", "0", "--redundancy", "0")  # fmt: skip
+    ops = plan.ops
     assert ops is not None
     line = ops.thresholds.queue_per_instance
     assert 1.0 <= line.value < 100 and "at 95% utilisation" in line.source
