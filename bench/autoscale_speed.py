@@ -37,6 +37,7 @@ from planner.autoscale.check import compare_models  # noqa: E402
 from planner.autoscale.policies import DEFAULT_POLICIES, parse_policy  # noqa: E402
 from planner.autoscale.run import _targets, fleet_of, slo_terms  # noqa: E402
 from planner.autoscale.trace import Trace, build_trace  # noqa: E402
+from planner.slo.recorded import plan_slo  # noqa: E402
 from profiles.model import Profile, load_profile  # noqa: E402
 from profiles.presets import preset_profile  # noqa: E402
 from profiles.prometheus.stats import arrivals_from_steps  # noqa: E402
@@ -77,7 +78,7 @@ def check(profile: Profile, plan: Plan, hours: float, seed: int) -> None:
         burst_starts_s=(),
         how="",
     )
-    budget, _, _ = slo_terms(plan.inputs.slo, fleet.service_s)
+    budget, _, _ = slo_terms(plan_slo(plan), fleet.service_s)
     targets = _targets(fleet, part, 2 * fleet.static)
     specs = [None, *(parse_policy(p) for p in DEFAULT_POLICIES)]
     t0 = time.perf_counter()

@@ -69,7 +69,7 @@ def main() -> None:
     print("mean rps | peak rps | n | check | wall s | CPU s | found | p95 diff | full/short")
     for rate in (float(r) for r in args.rates.split(",")):
         profile = preset_profile("chat", rate_rps=rate)
-        options = PlanOptions(profile_path="chat", slo=SLO, fleet=False)
+        options = PlanOptions(profile_path="chat", slo=slo, fleet=False)
         plan = build_plan(profile, parse_limit("17.7rps"), options)
         peak, n = plan.demand.peak_rps, plan.resources.instances
         burst = plan.demand.burst_factor

@@ -236,10 +236,10 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
     plan = build_plan(
         profile,
-        limit_from_result(limit, str(run_dir / LIMIT_FILE), options.slo),
+        limit_from_result(limit, str(run_dir / LIMIT_FILE), slo),
         PlanOptions(
             profile_path=str(profile_path),
-            slo=options.slo,
+            slo=slo,
             growth=options.growth,
             gpu=options.gpu,
             model=options.model,

@@ -8,13 +8,13 @@ planner, `print_autoscale` prints the result.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from contracts.autoscale import AutoscaleResult
+from contracts.autoscale import AutoscaleResult, ReactiveMetric
 from contracts.plan import Plan
 from planner.autoscale.attach import autoscale_plan, manifest_target
 from planner.autoscale.policies import DEFAULT_POLICIES, POLICIES
@@ -35,7 +35,7 @@ AutoscalePolicy = Annotated[
         "--autoscale-policy",
         help="A policy KIND[:key=value,...] (repeat for several; default: "
         f"{', '.join(DEFAULT_POLICIES)}). Kinds: {', '.join(POLICIES)} (reactive: "
-        "metric=queue|kv); "
+        f"metric={'|'.join(get_args(ReactiveMetric))}); "
         "keys: target, window (0..3600 s), cooldown (1..1800 s), poll (>= 1 s), min, max "
         "(default 2 x the plan), tolerance, name; times in whole seconds, as KEDA and the HPA "
         "take them.",

@@ -74,6 +74,7 @@ from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.ops.rules import replan_command
 from planner.ops.write import write_ops
+from planner.slo.spec import parse_slo
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
@@ -224,12 +225,13 @@ def plan_command(
     settings = RoutingSettings(prefix_threshold=threshold, seed=seed)
     console = stderr_console()
     the_profile = load_profile(profile)
-    the_limit = parse_limit(limit, slo, accept_unconfirmed=accept_unconfirmed)
+    the_slo = parse_slo(slo) if slo else None
+    the_limit = parse_limit(limit, the_slo, accept_unconfirmed=accept_unconfirmed)
     if the_limit.result is not None and (reason := unconfirmed_reason(the_limit.result)):
         console.print(f"[yellow]planning with an unconfirmed limit: {reason}[/yellow]")
     options = PlanOptions(
         profile_path=str(profile),
-        slo=slo,
+        slo=the_slo,
         peak_window=peak_window,
         peak_quantile=quantile,
         peak_rps=peak_rps,

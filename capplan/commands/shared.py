@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from planner.fleet.executor import EXECUTOR_HELP
+from planner.fleet.routing import known_routings
 
 # --- reaching the endpoint: loadtest, limit, calibrate
 
@@ -101,9 +102,8 @@ RoutingOption = Annotated[
     typer.Option(
         "--routing",
         help="Routers to compare in the fleet simulation, comma-separated (the first is the "
-        "one the count assumes), or all: round_robin, least_outstanding, power_of_two, "
-        "session_affinity, prefix_aware. Each gets its fewest instances meeting the SLO and "
-        "the prefix-hit ratio it reaches.",
+        f"one the count assumes), or all: {', '.join(known_routings())}. Each gets its "
+        "fewest instances meeting the SLO and the prefix-hit ratio it reaches.",
     ),
 ]
 PrefixThreshold = Annotated[

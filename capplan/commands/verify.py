@@ -17,6 +17,7 @@ from capplan.commands.shared import (
     ReplaySpeed,
     TimeScale,
 )
+from planner.fleet.routing import load_only_routings
 
 if TYPE_CHECKING:
     from planner.fleet.routing import Routing
@@ -84,9 +85,9 @@ def register(app: typer.Typer) -> None:
         routing: str = typer.Option(
             "round_robin",
             "--routing",
-            help="capplan's routing over --hosts, by load alone (round_robin, "
-            "least_outstanding, power_of_two); with --host, the balancer's (any of the plan's "
-            "routings), for the simulation.",
+            help="capplan's routing over --hosts, by load alone "
+            f"({', '.join(load_only_routings())}); with --host, the balancer's (any of the "
+            "plan's routings), for the simulation.",
         ),
         model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
         endpoint: Endpoint = "chat",
@@ -117,6 +118,7 @@ def register(app: typer.Typer) -> None:
             "fleet or balancer just started); 0: refuse at once.",
         ),
     ) -> None:
+        from planner.slo.spec import parse_slo
         from planner.verify import VerifyOptions, run_verify
         from planner.verify.nginx import wait_for_upstreams
 
@@ -142,7 +144,7 @@ def register(app: typer.Typer) -> None:
             model=model,
             endpoint=endpoint,
             api_key_env=api_key_env,
-            slo=slo,
+            slo=parse_slo(slo) if slo else None,
             steady_s=steady_s,
             burst_s=burst_s,
             burst_factor=burst_factor,

@@ -20,10 +20,11 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, get_args
 
 from pydantic import ValidationError
 
+from contracts.autoscale import PolicyKind as PolicyName
 from contracts.autoscale import PolicySpec
 from contracts.errors import ConfigError
 from profiles.prometheus.engines import ENGINES
@@ -220,9 +221,15 @@ POLICIES: dict[str, PolicyKind] = {}
 
 
 def register_policy(name: str, kind: PolicyKind) -> None:
-    """Add a kind under `name`. Raises ConfigError when the name is taken."""
+    """Add a kind under `name`. Raises ConfigError when the name is taken or plan.json cannot
+    hold it (contracts.autoscale.PolicyKind, the files' words)."""
     if name in POLICIES:
         raise ConfigError(f"policy kind {name!r} is registered already")
+    if name not in get_args(PolicyName):
+        raise ConfigError(
+            f"policy kind {name!r}: plan.json cannot hold the name; add it to "
+            "contracts.autoscale.PolicyKind"
+        )
     POLICIES[name] = kind
 
 

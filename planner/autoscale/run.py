@@ -32,7 +32,8 @@ from planner.autoscale.policies import (
 from planner.autoscale.trace import Trace, build_trace
 from planner.capacity.arithmetic import instances_for_load
 from planner.capacity.queueing import erlang_c
-from planner.slo.spec import parse_slo
+from planner.slo.recorded import plan_slo
+from planner.slo.spec import Slo
 from profiles.model import Profile
 
 DEFAULT_COLD_START_S = 240.0
@@ -126,20 +127,16 @@ def fleet_of(plan: Plan) -> Fleet:
     )
 
 
-def slo_terms(slo_text: str | None, service_s: float) -> tuple[float, float, str]:
-    """(wait budget, target attainment, the rule in words) from the SLO's TTFT bound."""
-    slo = parse_slo(slo_text) if slo_text else None
-    ttft = [c for c in slo.percentiles if c.metric == "ttft"] if slo else []
-    thresholds = [t for t in slo.request_thresholds if t.metric == "ttft"] if slo else []
-    if thresholds and slo is not None and slo.min_attainment is not None:
-        budget, target = thresholds[0].threshold_s, slo.min_attainment
-    elif ttft:
-        budget, target = ttft[0].threshold_s, ttft[0].quantile or 0.99
+def slo_terms(slo: Slo | None, service_s: float) -> tuple[float, float, str]:
+    """(wait budget, target attainment, the rule in words) from the SLO's TTFT goal."""
+    goal = slo.ttft_goal if slo is not None else None
+    if goal is not None:
+        budget, target = goal
     else:
         budget, target = NO_TTFT_WAIT_FRACTION * service_s, 0.99
     rule = (
         f"a request is good when it waits at most {budget:.3g} s for a free slot "
-        f"({'the SLO TTFT bound' if ttft or thresholds else '5 % of the e2e: no TTFT bound'}); "
+        f"({'the SLO TTFT bound' if goal else '5 % of the e2e: no TTFT bound'}); "
         f"target attainment {target:.3g}"
     )
     return budget, target, rule
@@ -168,7 +165,7 @@ def study_autoscaling(profile: Profile, plan: Plan, options: AutoscaleOptions) -
     fleet = fleet_of(plan)
     rng = np.random.default_rng(options.seed)
     trace = build_trace(profile, options.step_s, plan.scenarios[0].growth, rng)
-    budget, target, rule = slo_terms(plan.inputs.slo, fleet.service_s)
+    budget, target, rule = slo_terms(plan_slo(plan), fleet.service_s)
     costing = Costing(
         tp=plan.inputs.tp,
         gpu_hour_price_usd=plan.inputs.gpu_hour_price_usd,

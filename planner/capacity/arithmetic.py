@@ -20,7 +20,8 @@ from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
 from contracts.limit import LimitResult, load_limit, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
-from planner.slo.spec import parse_slo
+from planner.slo.recorded import limit_slo
+from planner.slo.spec import Slo
 from profiles.model import Profile
 
 Unit = Literal["rps", "users"]
@@ -49,7 +50,7 @@ class Limit:
     value: float
     unit: Unit
     source: str
-    slo: str | None = None
+    slo: Slo | None = None
     mean_e2e_s: float | None = None
     binding: str | None = None
     result: LimitResult | None = None
@@ -59,20 +60,13 @@ class Limit:
             value=self.value,
             unit=self.unit,
             source=self.source,
-            slo=self.slo,
+            slo=None if self.slo is None else self.slo.text,
             mean_e2e_s=self.mean_e2e_s,
             binding=self.binding,
         )
 
 
-def normalise_slo(spec: str) -> str:
-    """The SLO's meaning (planner.slo.spec.Slo.canonical), so `ttft:p95<=2s` and
-    `TTFT:p95 <= 2000ms`, or one SLO's constraints in another order, compare equal.
-    Raises ConfigError for a spec that does not parse."""
-    return parse_slo(spec).canonical
-
-
-def parse_limit(text: str, slo: str | None = None, *, accept_unconfirmed: bool = False) -> Limit:
+def parse_limit(text: str, slo: Slo | None = None, *, accept_unconfirmed: bool = False) -> Limit:
     """Read `--limit`: a limit.json path, or a positive number with its unit (`17.4rps`, `50users`).
 
     Raises ConfigError for a zero, negative or unit-less number, an unknown unit, a limit.json
@@ -100,7 +94,7 @@ def parse_limit(text: str, slo: str | None = None, *, accept_unconfirmed: bool =
     return _limit_from_file(Path(text), slo, accept_unconfirmed)
 
 
-def _limit_from_file(path: Path, slo: str | None, accept_unconfirmed: bool) -> Limit:
+def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> Limit:
     if not path.exists():
         raise InputError(
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
@@ -128,7 +122,7 @@ def unconfirmed_reason(result: LimitResult) -> str | None:
     return None
 
 
-def limit_from_result(result: LimitResult, source: str, slo: str | None) -> Limit:
+def limit_from_result(result: LimitResult, source: str, slo: Slo | None) -> Limit:
     """The plan's per-instance limit from a measured (or predicted) limit result; `source`
     names where it came from. ConfigError when no load met the SLO, or the result was
     measured under another SLO than `slo` (when given). An unconfirmed result is taken as it
@@ -138,16 +132,17 @@ def limit_from_result(result: LimitResult, source: str, slo: str | None) -> Limi
             f"{source}: no load met the SLO {result.slo!r} (feasible_max is "
             f"{result.feasible_max}); there is no per-instance limit to plan with"
         )
-    if slo is not None and normalise_slo(slo) != normalise_slo(result.slo):
+    measured = limit_slo(result)
+    if slo is not None and slo.canonical != measured.canonical:
         raise ConfigError(
             f"{source}: the limit was measured under the SLO {result.slo!r}, but --slo asks for "
-            f"{slo!r}; measure the limit under the same SLO (capplan limit --slo ...)"
+            f"{slo.text!r}; measure the limit under the same SLO (capplan limit --slo ...)"
         )
     return Limit(
         value=result.feasible_max,
         unit=result.unit,
         source=source,
-        slo=result.slo,
+        slo=measured,
         mean_e2e_s=_e2e_at_limit(result),
         binding=result.binding,
         result=result,

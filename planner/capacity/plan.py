@@ -56,7 +56,7 @@ from planner.fleet.check import fleet_check
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, closed_loop_run, open_loop_run, simulator_slo_problem
-from planner.slo.spec import parse_slo
+from planner.slo.spec import Slo
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -70,7 +70,7 @@ class PlanOptions:
     """Every input of a plan besides the profile and the limit (the CLI's options, validated)."""
 
     profile_path: str
-    slo: str | None = None
+    slo: Slo | None = None  # parsed where the text came in (the CLI, a review file)
     peak_window: str = "60s"
     peak_quantile: float = 0.99
     peak_rps: float | None = None
@@ -197,8 +197,7 @@ def build_plan(
         raise ConfigError("--growth needs at least one factor")
     if options.tp < 1:
         raise ConfigError(f"--tp must be >= 1, got {options.tp}")
-    slo_text = options.slo or limit.slo
-    slo = parse_slo(slo_text) if slo_text is not None else None  # a bad SLO fails first
+    slo = options.slo if options.slo is not None else limit.slo
     config = options.engine_config()
     price, price_source = gpu_hour_price(config.gpu.name, options.gpu_hour_price_usd)
     pairs = profile.lengths.sampler.pairs
@@ -350,7 +349,7 @@ def build_plan(
         profile=options.profile_path,
         profile_digest=profile.digest(),
         limit=limit.to_input(),
-        slo=slo_text,
+        slo=None if slo is None else slo.text,
         slo_terms=slo.terms() if slo is not None else [],
         peak_window=options.peak_window,
         peak_quantile=options.peak_quantile,

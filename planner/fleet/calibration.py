@@ -18,7 +18,7 @@ from contracts.errors import ConfigError
 from contracts.limit import Dimension, LimitResult
 from planner.engine import EngineConfig
 from planner.fleet.sim import judge, level_run, pool_runs, simulator_slo_problem
-from planner.slo.spec import parse_slo
+from planner.slo.recorded import limit_slo
 from profiles.model import Profile
 
 # Latency metrics a limit.json level may carry that one simulated instance also yields.
@@ -303,7 +303,7 @@ def _reproduces_limit(
     None when the limit's SLO is not one the simulator can judge or a bound is missing.
     """
     try:
-        slo = parse_slo(result.slo)
+        slo = limit_slo(result)
     except ConfigError:
         return None
     if simulator_slo_problem(slo) is not None:

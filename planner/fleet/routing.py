@@ -34,8 +34,7 @@ from contracts.errors import ConfigError
 from contracts.plan import RoutingName
 from planner.engine import EngineRequest
 
-Routing = RoutingName  # plan.json's names; each is registered below
-ALL_ROUTINGS: tuple[Routing, ...] = get_args(Routing)
+Routing = RoutingName  # the names plan.json can hold; the registry below must match them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,13 +81,19 @@ _READS_REQUEST: set[str] = set()
 def register_router(
     name: Routing, *, reads_request: bool = False
 ) -> Callable[[RouterFactory], RouterFactory]:
-    """Register a router factory under `name`; a second one under the same name is an error.
+    """Register a router factory under `name`; a second one under the same name is an error,
+    and so is a name plan.json cannot hold (contracts.plan.RoutingName, the files' words).
     `reads_request`: the router reads the request's prefix blocks or session (not its load
     alone), so a proxy that sees no token ids (verify's) cannot run it."""
 
     def add(factory: RouterFactory) -> RouterFactory:
         if name in _ROUTERS:
             raise ValueError(f"router {name!r} registered twice")
+        if name not in get_args(RoutingName):
+            raise ValueError(
+                f"router {name!r}: plan.json cannot hold the name; add it to "
+                "contracts.plan.RoutingName"
+            )
         _ROUTERS[name] = factory
         if reads_request:
             _READS_REQUEST.add(name)
@@ -127,7 +132,7 @@ def parse_routings(text: str) -> tuple[Routing, ...]:
     """
     names = [part.strip() for part in text.split(",") if part.strip()]
     if names == ["all"]:
-        return ALL_ROUTINGS
+        return known_routings()
     if not names:
         raise ConfigError(f"--routing needs router names; known: all, {', '.join(_ROUTERS)}")
     return tuple(dict.fromkeys(check_routing(n) for n in names))
@@ -264,3 +269,6 @@ class PrefixAware:
         if hashes:
             self._index.add(i, hashes)
         return i
+
+
+ALL_ROUTINGS: tuple[Routing, ...] = known_routings()  # every router above, in that order

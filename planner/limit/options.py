@@ -13,7 +13,8 @@ from contracts.limit import Dimension
 from contracts.searchlog import SearchIdentity, SearchLog
 from planner.engine import EngineConfig
 from planner.limit.steady import SteadyRules
-from planner.slo.spec import Slo, parse_slo
+from planner.slo.recorded import ledger_slo
+from planner.slo.spec import Slo
 
 # Fields the identity holds, and those that are no option of the search (the run directory)
 _IN_IDENTITY = frozenset({"host", "model", "slo", "profile", "dimension", "method", "seed"})
@@ -28,7 +29,7 @@ class LimitOptions:
 
     host: str
     model: str
-    slo: Slo  # parsed once where the text came in (planner.slo.spec.parse_slo)
+    slo: Slo  # parsed once where the text came in (the CLI, or planner.slo.recorded)
     out_dir: Path
     profile: str | None = None
     dimension: Dimension = "rate"
@@ -124,7 +125,7 @@ def recorded_options(log: SearchLog, out_dir: Path) -> LimitOptions:
     return LimitOptions(
         host=ident.host,
         model=ident.model,
-        slo=parse_slo(ident.slo, success_only=ident.success_only),
+        slo=ledger_slo(ident),
         out_dir=out_dir,
         profile=profile,
         dimension=ident.dimension,

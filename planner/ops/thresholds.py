@@ -22,7 +22,8 @@ from contracts.rundir import read_stages
 from planner.autoscale.run import fleet_of
 from planner.capacity.queueing import erlang_c
 from planner.emulator.metrics import TTFT_BUCKETS_S
-from planner.slo.spec import Slo, parse_slo
+from planner.slo.recorded import plan_slo
+from planner.slo.spec import Slo
 from profiles.prometheus.engines import ENGINES
 
 KV_CEILING = 0.99  # a usage line at 1.0 can never be crossed
@@ -92,13 +93,13 @@ def _held_level(limit: LimitResult) -> LimitLevel | None:
 
 def ops_thresholds(plan: Plan, seen: Seen) -> OpsThresholds:
     """The lines of `plan`. Raises ConfigError for a plan without an SLO."""
-    if plan.inputs.slo is None:
+    slo = plan_slo(plan)
+    if slo is None:
         raise ConfigError("the plan has no SLO: the latency and attainment alerts need one")
     limit = plan.inputs.limit
     serving = max(plan.instances - plan.inputs.redundancy, 1)
     capacity = serving * limit.value
     unit = "req/s" if limit.unit == "rps" else "requests in flight"
-    slo = parse_slo(plan.inputs.slo)
     quantile, bounds = _latency_bounds(slo)
     ttft = bounds.get("ttft")
     bucket = max((b for b in TTFT_BUCKETS_S if ttft is not None and b <= ttft), default=None)

@@ -14,11 +14,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
 
-from contracts.errors import InputError
+from contracts.errors import ConfigError, InputError
+from planner.slo.spec import SloField
 
 
 class _Model(BaseModel):
@@ -55,7 +57,7 @@ class ServiceSpec(_Model):
     basic_auth_env: str | None = Field(default=None, description="prometheus: USER:PASS variable")
     logs: list[str] | None = Field(default=None, description="request logs to profile instead")
     limit: str = Field(description="limit.json path or a number with its unit: 17.4rps, 50users")
-    slo: str | None = Field(default=None, description="SLO spec (default: the limit.json's)")
+    slo: SloField | None = Field(default=None, description="SLO spec (default: the limit.json's)")
     gpu: str = "H100-80GB"
     model: str = "llama-3.1-8b"
     tp: int = Field(default=1, ge=1, description="GPUs per instance")
@@ -69,6 +71,14 @@ class ServiceSpec(_Model):
     gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     peak_window: str = "60s"
     peak_quantile: float = Field(default=0.99, ge=0, le=1)
+
+    @field_validator("slo", mode="wrap")
+    @classmethod
+    def _slo_named(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ConfigError as err:  # reported with the file, the service and the field
+            raise ValueError(str(err)) from err
 
     @field_validator("limit", mode="before")
     @classmethod

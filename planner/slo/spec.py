@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from contracts.errors import ConfigError
 from contracts.latency import METRIC_COLUMNS
@@ -98,6 +100,20 @@ class Slo:
         bounds = [c.threshold_s for c in self.percentiles if c.metric == "ttft"]
         bounds += [t.threshold_s for t in self.request_thresholds if t.metric == "ttft"]
         return min(bounds) if bounds else None
+
+    @property
+    def ttft_goal(self) -> tuple[float, float] | None:
+        """(TTFT bound in s, share of requests that must meet it), or None without a TTFT
+        term: the attainment form's per-request TTFT bound and its share, else the first TTFT
+        percentile and its quantile (0.99 for a mean). What the autoscale study counts a
+        request good by."""
+        thresholds = [t for t in self.request_thresholds if t.metric == "ttft"]
+        if thresholds and self.min_attainment is not None:
+            return thresholds[0].threshold_s, self.min_attainment
+        ttft = [c for c in self.percentiles if c.metric == "ttft"]
+        if ttft:
+            return ttft[0].threshold_s, ttft[0].quantile or 0.99
+        return None
 
     @property
     def longest_wait_s(self) -> float | None:
@@ -305,3 +321,23 @@ def parse_slo(text: str, *, success_only: bool = False) -> Slo:
         request_thresholds=tuple(RequestThreshold(m, t) for m, t in thresholds.items()),
         success_only=success_only,
     )
+
+
+def _as_slo(value: object) -> Slo:
+    if isinstance(value, Slo):
+        return value
+    if isinstance(value, str):
+        return parse_slo(value)  # a model read from a file or the CLI: the edge
+    raise ValueError(f"expected an SLO spec, e.g. 'ttft:p95<=2s', got {type(value).__name__}")
+
+
+# An options model's SLO: a `Slo`, built from its text when the model is read from a file or
+# the command line (ConfigError for a bad spec) and written back as that text, so a file's
+# form is unchanged. `success_only` is not part of the text: a model that needs it keeps it
+# in a field of its own.
+SloField = Annotated[
+    Slo,
+    PlainValidator(_as_slo),
+    PlainSerializer(lambda slo: slo.text, return_type=str),
+    WithJsonSchema({"type": "string"}),
+]

@@ -17,6 +17,7 @@ from contracts.plan import PLAN_SCHEMA, Plan
 from contracts.run import Stage, StagePlan
 from planner.fleet.routing import Routing
 from planner.limit.steady import SteadyRules
+from planner.slo.spec import SloField
 from profiles.model import Profile, load_profile
 
 
@@ -41,7 +42,7 @@ class VerifyOptions(BaseModel):
     model: str = ""
     endpoint: str = "chat"
     api_key_env: str | None = None
-    slo: str | None = Field(default=None, description="default: the plan's SLO")
+    slo: SloField | None = Field(default=None, description="default: the plan's SLO")
     steady_s: float = Field(default=120.0, gt=0)
     burst_s: float = Field(default=30.0, gt=0)
     recovery_s: float = Field(default=120.0, gt=0, description="longest wait for the recovery")

@@ -173,7 +173,7 @@ def _verdicts(
 
 
 def verdict_finding(
-    judged: Judged, *, serving: int, planned: int, slo: str, rate_rps: float, burst_s: float
+    judged: Judged, *, serving: int, planned: int, slo: Slo, rate_rps: float, burst_s: float
 ) -> Finding:
     """The verify's one sentence as a finding (contracts.finding words it)."""
     steady = next((p for p in judged.phases if p.role == "steady"), None)
@@ -182,7 +182,7 @@ def verdict_finding(
     base: dict[str, FindingValue] = {
         "serving": serving,
         "planned": planned,
-        "slo": slo,
+        "slo": slo.text,
         "rate": rate_rps,
         "burst_s": burst_s,
         "attainment": measured or 0.0,

@@ -22,7 +22,8 @@ from contracts.run import StagePlan
 from contracts.rundir import dist_version, now_iso, read_records
 from contracts.verify import VERIFY_FILE, Verify
 from planner.loadtest.run import LoadTestConfig, check_out_dir, run_loadtest
-from planner.slo.spec import Slo, parse_slo
+from planner.slo.recorded import plan_slo
+from planner.slo.spec import Slo
 from planner.verify.instances import IDLE_SHARE, InstanceWatch, instance_loads
 from planner.verify.options import (
     VerifyOptions,
@@ -42,10 +43,10 @@ Echo = Callable[[str], None]
 
 
 def _slo(options: VerifyOptions, plan: Plan) -> Slo:
-    text = options.slo or plan.inputs.slo
-    if text is None:
+    slo = options.slo if options.slo is not None else plan_slo(plan)
+    if slo is None:
         raise ConfigError(f"{options.plan_path} holds no SLO (inputs.slo): give --slo")
-    return parse_slo(text)
+    return slo
 
 
 def _loadtest_config(options: VerifyOptions, target: str, slo: Slo) -> LoadTestConfig:
@@ -167,7 +168,7 @@ def _result(
     rate = stages.stages[0].rate_rps
     assert rate is not None and stages.stages[1].rate_rps is not None
     finding = verdict_finding(
-        judged, serving=serving, planned=plan.instances, slo=slo.text, rate_rps=rate,
+        judged, serving=serving, planned=plan.instances, slo=slo, rate_rps=rate,
         burst_s=options.burst_s,
     )  # fmt: skip
     return Verify(

@@ -21,10 +21,10 @@ from planner.capacity.arithmetic import (
     build_demand,
     demand_in_unit,
     gpu_hour_price,
-    normalise_slo,
     plan_scenario,
     usd_per_million_output_tokens,
 )
+from planner.slo.recorded import normalise_slo
 from profiles.model import Profile
 
 

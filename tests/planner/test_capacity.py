@@ -22,6 +22,7 @@ from planner.capacity.arithmetic import (
     sensitivity,
     window_rate_quantile,
 )
+from planner.slo.spec import parse_slo
 from testkit.profiles import make_profile
 
 
@@ -63,7 +64,7 @@ def _limit_json(tmp_path: Path, **overrides: object) -> Path:
 def test_seed_example_200_concurrent_over_50_per_instance(tmp_path: Path) -> None:
     # An instance meets P95 at 50 concurrent and degrades by 80: a peak of 200 concurrent needs
     # at least 4 instances, plus buffer.
-    limit = parse_limit(str(_limit_json(tmp_path)), slo="ttft:p95 <= 2s")
+    limit = parse_limit(str(_limit_json(tmp_path)), slo=parse_slo("ttft:p95 <= 2s"))
     assert (limit.value, limit.unit, limit.binding) == (50.0, "users", "ttft:p95")
     bare = plan_scenario(200.0, "users", limit.value, 1.0, 0.0, 0, tp=1, gpu_hour_price_usd=3.0)
     assert bare.instances == 4
@@ -112,8 +113,8 @@ def test_number_limits_parse() -> None:
 def test_limit_json_slo_must_match(tmp_path: Path) -> None:
     path = _limit_json(tmp_path)
     with pytest.raises(ConfigError, match="measured under the SLO"):
-        parse_limit(str(path), slo="ttft:p99<=2s")
-    assert parse_limit(str(path)).slo == "ttft:p95<=2s"
+        parse_limit(str(path), slo=parse_slo("ttft:p99<=2s"))
+    assert parse_limit(str(path)).slo == parse_slo("ttft:p95<=2s")
 
 
 def test_limit_json_without_feasible_load(tmp_path: Path) -> None:

@@ -110,14 +110,14 @@ def test_fleet_on_azure_conv_n_meets_and_n_minus_1_does_not() -> None:
     limit_rps = single_instance_limit(profile, CONFIG, parse_slo(slo_text), 90.0, rng_seed=1)
     options = PlanOptions(
         profile_path="azure-conv",
-        slo=slo_text,
+        slo=parse_slo(slo_text),
         peak_rps=2.6 * limit_rps,
         headroom=0.0,
         redundancy=0,
         fleet_span_s=90.0,
         seed=2,
     )
-    plan = build_plan(profile, parse_limit(f"{limit_rps:.4f}rps", slo_text), options)
+    plan = build_plan(profile, parse_limit(f"{limit_rps:.4f}rps", parse_slo(slo_text)), options)
     assert plan.instances == 3
     fleet = plan.checks.fleet
     assert fleet is not None

@@ -111,3 +111,20 @@ def test_different_slos_keep_different_canonical_forms(a: str, b: str) -> None:
 def test_success_only_is_part_of_the_canonical_form() -> None:
     spec = "ttft:p95<=2s"
     assert parse_slo(spec).canonical != parse_slo(spec, success_only=True).canonical
+
+
+@pytest.mark.parametrize(
+    ("spec", "goal"),
+    [
+        ("tpot:p95<=100ms,ttft:p99<=2s,ttft:p90<=1s", (2.0, 0.99)),  # the first TTFT term
+        ("attainment>=90%:tpot<=50ms,ttft<=1.5s", (1.5, 0.9)),
+        ("ttft:mean<=800ms", (0.8, 0.99)),
+        ("ttft:max<=3s", (3.0, 1.0)),
+        ("tpot:p95<=100ms,errors<=1%", None),
+        ("attainment>=95%:e2e<=20s", None),
+    ],
+)
+def test_the_ttft_goal_is_the_bound_and_the_share_that_must_meet_it(
+    spec: str, goal: tuple[float, float] | None
+) -> None:
+    assert parse_slo(spec).ttft_goal == goal

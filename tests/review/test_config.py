@@ -37,6 +37,13 @@ def test_good_file_defaults(tmp_path: Path) -> None:
     assert spec.confidence == 0.9
 
 
+def test_the_slo_is_read_once_and_written_back_as_given(tmp_path: Path) -> None:
+    spec = load_review(_write(tmp_path, GOOD + '    slo: "TTFT:p95 <= 2000ms"\n'))
+    slo = spec.services[0].slo
+    assert slo is not None and slo.ttft_bound_s == 2.0
+    assert spec.model_dump(mode="json")["services"][0]["slo"] == "TTFT:p95 <= 2000ms"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -47,6 +54,7 @@ def test_good_file_defaults(tmp_path: Path) -> None:
         ),
         (GOOD + "    headroom: 2x%\n", "service 'chat', field headroom"),
         (GOOD + "    gpus: 4\n", "service 'chat', field gpus: Extra inputs"),
+        (GOOD + '    slo: "ttft:p95<2s"\n', "service 'chat', field slo: SLO 'ttft:p95<2s'"),
         (GOOD.replace("    profile: preset:chat\n", ""), "give exactly one of profile or logs"),
         (GOOD.replace("    limit: 2rps\n", ""), "service 'chat', field limit: Field required"),
         (GOOD + GOOD.split("services:\n")[1], "service names must be unique; repeated: chat"),
