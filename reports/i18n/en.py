@@ -475,37 +475,5 @@ EN: dict[str, str] = {
     "autoscale_label_reactive_kv": "reactive-kv",
     "autoscale_label_rate": "rate",
     "autoscale_label_schedule": "schedule",
-    # the fleet-verification page (reports.pages.verify)
-    "verify_answer_yes": "Verified on the fleet on {date}: n={n} held the SLO at the design peak.",
-    "verify_answer_failed": "Not verified: on {date} n={n} did not hold the SLO on the fleet.",
-    "verify_answer_no": "Not verified on the fleet (no capplan verify run given).",
-    "verify_heading": "Fleet verification",
-    "verify_intro": (
-        "The plan's design peak ({rate}) sent through the fleet's load balancer, then a burst "
-        "and a recovery, judged by {slo} with the limit search's steady-state rules; beside it "
-        "the engine model's simulation of the same stages at the same instance count."
-    ),
-    "verify_compare_heading": "Planned (simulated) against measured, at the peak",
-    "verify_measured": "n={n} measured",
-    "verify_planned": "n={n} planned",
-    "verify_col_ttft_p99": "TTFT p99",
-    "verify_col_tpot_p99": "TPOT p99",
-    "verify_col_recovery": "Recovery",
-    "verify_not_recovered": "not recovered",
-    "verify_spread_heading": "Load per instance",
-    "verify_spread_of": "n={n} of {planned} planned:",
-    "verify_col_instance": "Instance",
-    "verify_col_serving": "In pool",
-    "verify_col_requests": "Requests",
-    "verify_col_share": "Share",
-    "verify_col_queue": "Queue max",
-    "verify_col_kv": "KV cache",
-    "verify_col_prefix": "Prefix hits",
-    "verify_col_flag": "Flag",
-    "verify_flag_ok": "ok",
-    "verify_flag_over_share": "more than its share",
-    "verify_flag_idle": "took nothing (ejected?)",
-    "verify_flag_not_down": "taken out, still served",
-    "verify_flag_unread": "no metrics",
     "digest_role_verify": "verify.json",
 }
