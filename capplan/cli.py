@@ -15,14 +15,17 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 import typer.core
 
 from contracts import __version__
 from contracts.errors import CapplanError, ConfigError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # The order here is the order in `capplan --help`.
 COMMAND_MODULES = (
@@ -107,6 +110,41 @@ def handle_errors(func: F) -> F:
                 raise typer.Exit(signals.exit_code()) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+ModelT = TypeVar("ModelT", bound="BaseModel")
+
+# pydantic's numeric-bound error types and the operator each states
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
+
+
+def build_options(model: type[ModelT], flags: Mapping[str, str], /, **values: Any) -> ModelT:
+    """A command's options model from its CLI values: the model holds each option's bounds and
+    default once; a value it refuses becomes the project's error (exit 2) naming the option
+    as the user typed it (`flags`: field -> --option, for fields named otherwise than
+    `--field-name`), in check_number's words where the refusal is a bound."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        flag = flags.get(field, "--" + field.replace("_", "-"))
+        value = error.get("input")
+        ctx = error.get("ctx") or {}
+        key, op = _BOUNDS.get(error["type"], ("", ""))
+        bound = f"{op} {ctx[key]:g}" if key in ctx else None
+        if bound is not None or error["type"] == "finite_number":
+            kind = "a whole number" if isinstance(value, int) else "a finite number"
+            expected = f"{kind} {bound}" if bound else kind
+            raise ConfigError(f"{flag} {value:g}: expected {expected}") from None
+        raise ConfigError(f"{flag} {value!r}: {error['msg']}") from None
 
 
 def check_number(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from capplan.cli import check_number, handle_errors
+from capplan.cli import build_options, handle_errors
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -54,6 +54,17 @@ Examples:
 
 def _urls(text: str | None) -> list[str]:
     return [u for u in (text or "").split(",") if u.strip()]
+
+
+# VerifyOptions' fields (planner.verify.options) that the CLI spells otherwise than
+# --field-name; the model holds every bound and default (tests/capplan/test_options_drift.py).
+FLAGS = {
+    "plan_path": "--plan",
+    "profile_path": "--profile",
+    "out_dir": "--output",
+    "replay_path": "--replay",
+    "preflight": "--no-preflight",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -122,17 +133,9 @@ def register(app: typer.Typer) -> None:
         from planner.verify import VerifyOptions, run_verify
         from planner.verify.nginx import wait_for_upstreams
 
-        for option, value in (
-            ("--steady-s", steady_s), ("--burst-s", burst_s), ("--recovery-s", recovery_s),
-            ("--time-scale", time_scale), ("--replay-speed", replay_speed),
-        ):  # fmt: skip
-            check_number(option, value, gt=0)
-        check_number("--burst-factor", burst_factor, gt=1)
-        check_number("--instances-down", instances_down, ge=0)
-        check_number("--wait-s", wait_s, ge=0)
-        check_number("--workers", workers, ge=0)
-        check_number("--expect-workers", expect_workers, ge=0)
-        options = VerifyOptions(
+        options = build_options(
+            VerifyOptions,
+            FLAGS,
             plan_path=plan,
             profile_path=profile,
             out_dir=out,
@@ -156,13 +159,15 @@ def register(app: typer.Typer) -> None:
             expect_workers=expect_workers,
             time_scale=time_scale,
             seed=seed,
+            preflight=not no_preflight,
+            wait_s=wait_s,
         )
-        if wait_s > 0:
-            wait_for_upstreams([host] if host else _urls(hosts), wait_s)
+        if options.wait_s > 0:
+            wait_for_upstreams([host] if host else options.hosts, options.wait_s)
         result = run_verify(
             options,
             echo=lambda line: typer.echo(line, err=True),
-            check_target=None if no_preflight else _check_target,
+            check_target=_check_target if options.preflight else None,
         )
         for flag in result.spread.flagged if result.spread else []:
             typer.echo(f"flagged: {flag}", err=True)

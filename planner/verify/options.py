@@ -24,7 +24,7 @@ from profiles.model import Profile, load_profile
 class VerifyOptions(BaseModel):
     """One verify test: the plan's fleet less `instances_down`, at its design peak."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     plan_path: Path
     profile_path: Path
@@ -71,6 +71,9 @@ class VerifyOptions(BaseModel):
         )
     )
     preflight: bool = True
+    wait_s: float = Field(
+        default=0.0, ge=0, description="longest wait for host/hosts to accept connections"
+    )
 
 
 def _normalized(option: str, urls: list[str]) -> list[str]:
