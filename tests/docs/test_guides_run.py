@@ -25,7 +25,9 @@ from tests.docs.commands import capplan_args, code_blocks, logical_lines, split_
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
-GUIDES = sorted([*(ROOT / "docs/getting-started").glob("*.md"), *(ROOT / "docs/guides").glob("*.md")])
+GUIDES = sorted(
+    [*(ROOT / "docs/getting-started").glob("*.md"), *(ROOT / "docs/guides").glob("*.md")]
+)
 MARK = "<!-- guide-run"
 LONG = re.compile(r"^<!-- guide-run long: *([^\n]*?) *-->$", re.M)
 SKIP = re.compile(r"^<!-- guide-skip: *\S[^\n]*-->$")
@@ -74,7 +76,8 @@ def unmarked_blocks(page: Path) -> list[str]:
         marker = lines[first - 3].strip() if first >= 3 else ""
         marked = marker.startswith(MARK) or bool(SKIP.match(marker))
         if language in SHELL and runs_capplan and not marked:
-            found.append(f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}:{first - 1}")
+            name = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+            found.append(f"{name}:{first - 1}")
     return found
 
 
