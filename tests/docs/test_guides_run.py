@@ -160,3 +160,13 @@ def test_the_walk_through_runs_as_written(page: Path, tmp_path: Path) -> None:
             proc.wait()
     text = log.read_text(errors="replace")
     assert proc.returncode == 0, f"{page.relative_to(ROOT)} exited {proc.returncode}:\n{text}"
+
+
+def test_the_review_guide_writes_the_repository_example() -> None:
+    """The review guide's walk-through writes examples/review.yaml (less its two comment
+    lines) into the empty folder: the two cannot drift apart."""
+    script = runnable(ROOT / "docs/guides/review.md")
+    written = re.search(r"<<'EOF'\n(.*?)^EOF$", script, re.S | re.M)
+    assert written, "the review guide no longer writes its review file with a heredoc"
+    example = (ROOT / "examples/review.yaml").read_text(encoding="utf-8").split("\n", 2)[2]
+    assert written.group(1) == example
