@@ -33,6 +33,7 @@ LONG = re.compile(r"^<!-- guide-run long: *([^\n]*?) *-->$", re.M)
 SKIP = re.compile(r"^<!-- guide-skip: *\S[^\n]*-->$")
 BLOCK = re.compile(r"^<!-- guide-run[^\n]*-->\n```bash\n(.*?)^```", re.S | re.M)
 SHELL = {"bash", "sh", "shell", "console", ""}
+LONG_LIMIT_S = 1800  # a long walk-through on a busy machine (a limit search: 10+ minutes)
 # Pages whose walk-through must stay runnable: the marker cannot quietly disappear.
 REQUIRED = {
     f"docs/{name}.md"
@@ -95,6 +96,7 @@ def page_param(page: Path) -> object:
                 reason=f"{reason}: CAPPLAN_LONG_TESTS=1",
             )
         )
+        marks.append(pytest.mark.timeout(LONG_LIMIT_S + 60))  # above pytest's 600 s default
     return pytest.param(page, marks=marks, id=str(page.relative_to(ROOT)))
 
 
@@ -153,7 +155,7 @@ def test_the_walk_through_runs_as_written(page: Path, tmp_path: Path) -> None:
             start_new_session=True,  # its own process group: nothing it started outlives it
         )
         try:
-            proc.wait(timeout=1500 if long_reason(page) else 540)
+            proc.wait(timeout=LONG_LIMIT_S if long_reason(page) else 540)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
