@@ -117,7 +117,7 @@ WHICH_ZH: dict[str, str] = {
     ),
     "which_predicted": (
         "预测值,未经实测:引擎模型预测 {label} 每实例承载 {limit};按同类引擎与 GPU 的公开服务"
-        "结果,实测上限应在 {low} 至 {high} 之间。采购前请实测(capplan limit)。"
+        "结果,实测上限应在 {low} 至 {high} 之间。采购前请用 capplan 的上限搜索实测。"
     ),
     "which_gap_gpu": (
         "对您的流量,在相同 SLO 下 {cheaper} 集群比 {dearer} 便宜 {pct}"
