@@ -38,6 +38,7 @@ class ServerSpec:
     serial_prefill: bool = False
     tokens_cv: float | None = None
     prefill_slows: bool = True  # False: only the decode slows as more share the server
+    open_loop_work: float = 1.0  # an open-loop request's work over its closed-loop work
 
     def draw_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
         low, high = self.tokens
@@ -69,10 +70,12 @@ class SimServer:
         self.end: dict[int, float] = {}
         self.refused: set[int] = set()
         self.cancelled: set[int] = set()
+        self.pace: dict[int, float] = {}  # id -> its work over the spec's (`open_loop_work`)
 
-    def arrive(self, rid: int, tokens: int) -> None:
+    def arrive(self, rid: int, tokens: int, *, open_loop: bool = False) -> None:
         self.sent[rid] = self.now
         self.tokens[rid] = tokens
+        self.pace[rid] = self.spec.open_loop_work if open_loop else 1.0
         if len(self.active) < self.spec.slots:
             self._start(rid)
         elif self.spec.refuse:
@@ -82,7 +85,11 @@ class SimServer:
             self.waiting.append(rid)
 
     def _start(self, rid: int) -> None:
-        self.active[rid] = [self.spec.prefill_s, self.tokens[rid] * self.spec.per_token_s]
+        pace = self.pace[rid]
+        self.active[rid] = [
+            pace * self.spec.prefill_s,
+            pace * self.tokens[rid] * self.spec.per_token_s,
+        ]
 
     def _speeds(self) -> tuple[float, float]:
         """(prefill speed, decode speed) of each active request."""
@@ -186,12 +193,12 @@ class SimServer:
 def serve_open(
     spec: ServerSpec, arrival_s: np.ndarray, tokens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(TTFT, E2E) of each arrival on a fresh server, every request to its end; NaN when
-    refused."""
+    """(TTFT, E2E) of each arrival (open loop) on a fresh server, every request to its end;
+    NaN when refused."""
     server = SimServer(spec)
     for rid, (t, n) in enumerate(zip(arrival_s.tolist(), tokens.tolist(), strict=True)):
         server.advance(t)
-        server.arrive(rid, int(n))
+        server.arrive(rid, int(n), open_loop=True)
     server.drain()
     ttft = np.full(arrival_s.size, np.nan)
     e2e = np.full(arrival_s.size, np.nan)
