@@ -16,36 +16,39 @@ alarm rate.
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
-import typer
 from scipy.stats import norm
 
-from planner.limit.fast.misses import MissCurve, targets
-from planner.limit.fast.model import ServerModel
-from planner.limit.fast.paired import paired
-from planner.limit.fast.queue import QueueVerdict, fit_pace
-from planner.limit.fast.stats import batch_means_se
-from planner.limit.fast.steps import FastConfig, Open
-from planner.slo.spec import parse_slo
-from testkit import fast_truth
-from testkit.fast_driver import Driver, asked_of
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-app = typer.Typer(add_completion=False)
+from planner.limit.fast.misses import MissCurve, targets  # noqa: E402
+from planner.limit.fast.model import ServerModel  # noqa: E402
+from planner.limit.fast.paired import paired  # noqa: E402
+from planner.limit.fast.queue import QueueVerdict, decode_pace, fit_pace  # noqa: E402
+from planner.limit.fast.stats import batch_means_se  # noqa: E402
+from planner.limit.fast.steps import FastConfig, Open  # noqa: E402
+from planner.slo.spec import parse_slo  # noqa: E402
+from testkit import fast_truth  # noqa: E402
+from testkit.fast_driver import Driver, asked_of  # noqa: E402
+from testkit.sim_server import ServerSpec  # noqa: E402
 
 
 def _exact_model() -> ServerModel:
     return ServerModel(slots=8, first_s=(0.05, 0.0), decode_s=(0.01, 0.01), slowdown=(1.0,) * 8)
 
 
-def _one(config: FastConfig, curve: MissCurve, spec: object, rate: float, seed: int,
+def _one(config: FastConfig, curve: MissCurve, spec: ServerSpec, rate: float, seed: int,
          z: float) -> tuple[bool, bool, float | None]:  # fmt: skip
     """(queue check says differ, miss bias beyond two errors, fitted pace) for one chunk."""
     model = curve.model
     assert isinstance(model, ServerModel)
-    driver = Driver(spec, seed)  # type: ignore[arg-type]
+    driver = Driver(spec, seed)
     mean_work = model.mean_work_s(curve.input_tokens, curve.output_tokens)
     chunk = max(config.chunk_s, config.chunk_requests / rate, config.chunk_e2es * mean_work)
     taken = driver.open(Open(rate, chunk, burst=model.in_service(rate, mean_work), fresh=True))
@@ -53,24 +56,28 @@ def _one(config: FastConfig, curve: MissCurve, spec: object, rate: float, seed: 
     pairs = paired(config, curve, model, taken, taken.start_s, taken.start_s, rate, rng)
     delays = pairs.delays_s[~np.isnan(pairs.delays_s)]
     se = batch_means_se(delays)
+    chains = [(taken.start_s, taken)]
+    service, service_se = decode_pace(model, chains, taken.start_s, curve)
     verdict = QueueVerdict(delay_bias_s=float(delays.mean()),
-                           delay_se_s=math.inf if se is None else se)  # fmt: skip
+                           delay_se_s=math.inf if se is None else se,
+                           decode_pace=service, decode_se=service_se)  # fmt: skip
     diffs = pairs.diffs[:, 0]
     diffs = diffs[~np.isnan(diffs)]
     miss_se = batch_means_se(diffs)
     err = math.inf if miss_se is None else max(miss_se, 1.0 / max(diffs.size, 1))
     misses_show = abs(float(diffs.mean())) - 2 * err > 0
-    chains = [(taken.start_s, taken)]
     pace = fit_pace(config, curve, model, chains, taken.start_s, rate)
     return verdict.differs(z), misses_show, pace
 
 
-@app.command()
-def main(
-    seeds: int = typer.Option(200, help="seeds per work factor"),
-    work: list[float] = typer.Option([1.05, 1.0], help="open-loop work over closed-loop"),
-) -> None:
+def main() -> None:
     """Print the queue check's detection share per work factor (see the module)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=200, help="seeds per work factor")
+    parser.add_argument("--work", type=float, action="append",
+                        help="open-loop work over closed (repeatable)")  # fmt: skip
+    args = parser.parse_args()
+    seeds, work = args.seeds, args.work or [1.05, 1.0]
     case = fast_truth.truth_cases()[0]
     config = FastConfig(parse_slo(case.slo), seed=0)
     asked = asked_of(case.spec, seed=0)
@@ -95,4 +102,4 @@ def main(
 
 
 if __name__ == "__main__":
-    app()
+    main()

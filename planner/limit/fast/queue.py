@@ -61,12 +61,13 @@ class QueueVerdict:
 
     def differs(self, z_crit: float) -> bool:
         """The server's queue is longer (or shorter) than the model's beyond `z_crit`; where
-        the delays' error is unknown, the decode pace is beyond `z_crit` in the same
-        direction as their mean (a server slower at the work it was given, and a queue at
-        least as long)."""
+        the delays' error is unknown, the decode pace is beyond `z_crit` and MIN_PACE_SHIFT
+        from 1 in the same direction as their mean (a server slower at the work it was given,
+        and a queue at least as long)."""
         if math.isfinite(self.delay_se_s):
             return abs(self.z) > z_crit
-        same_way = (self.decode_pace - 1.0) * self.delay_bias_s > 0
+        off = self.decode_pace - 1.0
+        same_way = off * self.delay_bias_s > 0 and abs(off) > MIN_PACE_SHIFT
         return same_way and abs(self.decode_z) > z_crit
 
 

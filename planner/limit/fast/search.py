@@ -21,6 +21,12 @@ simulated server. The phases:
    same request is a control variate (Lavenberg and Welch): queueing noise that both share
    cancels, and what remains is the model's bias. Its mean offsets the model's curve, and
    the limit is the corrected curve's root; a Newton step moves the next level there.
+   Queue check (planner.limit.fast.queue): before the misses settle, the same replay shows
+   whether the server's queue is longer than the model's (paired delays; where one chunk is
+   too short for their error, the paired decode times). When it is, the model's pace of
+   work is refitted on the level (the pace whose replay gives the server's mean delay: the
+   service time under the open-loop load, not the closed loop's) and the level moves to the
+   refitted model's limit, at most `max_refits` times.
 5. Stop when the limit's interval (the bias's batch-means error and the model's own, at
    `confidence`) is within `half_width` of it; extend by chunks up to `max_chunks` a level.
    When the bias moves the answer more than `inadequate_shift` from the model's, the
