@@ -9,9 +9,12 @@ Per seed it prints nothing; at the end, for each work factor: the share of seeds
 check (planner.limit.fast.queue: paired delays, z-test at the search's confidence) says the
 queues differ, the share whose miss bias alone is beyond two errors (the check before), and
 the fitted pace's median and 5-95 % range. With `--work 1.0` the first share is the false
-alarm rate.
+alarm rate. `--work-cv` (0.1) jitters each request's work by that coefficient of variation,
+drawn by the server and unknown to the model (without it the replay of the same arrivals
+reproduces the simulated server exactly, and any slower pace shows with certainty).
 
     .venv/bin/python bench/queue_check_power.py [--seeds 200] [--work 1.05 --work 1.0]
+        [--work-cv 0.1]
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ def main() -> None:
     """Print the queue check's detection share per work factor (see the module)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200, help="seeds per work factor")
+    parser.add_argument(
+        "--work-cv",
+        type=float,
+        default=0.1,
+        help="each request's work jittered by this CV, unknown to the model",
+    )
     parser.add_argument("--work", type=float, action="append",
                         help="open-loop work over closed (repeatable)")  # fmt: skip
     args = parser.parse_args()
@@ -88,15 +97,16 @@ def main() -> None:
     z = float(norm.ppf(0.5 + config.confidence / 2))
     print(f"model's limit {rate:.3f} req/s; z {z:.3f}; {seeds} seeds, one chunk each")
     for factor in work:
-        spec = replace(case.spec, open_loop_work=factor)
-        truth = fast_truth.truth(replace(case, spec=spec))
+        spec = replace(case.spec, open_loop_work=factor, work_cv=args.work_cv)
+        truth = fast_truth.truth(replace(case, spec=replace(spec, work_cv=0.0)))
         runs = [_one(config, curve, spec, rate, seed, z) for seed in range(seeds)]
         queue = np.mean([r[0] for r in runs])
         misses = np.mean([r[1] for r in runs])
         paces = np.array([r[2] for r in runs if r[2] is not None])
         spread = (f"median {np.median(paces):.3f} [{np.quantile(paces, 0.05):.3f}, "
                   f"{np.quantile(paces, 0.95):.3f}]") if paces.size else "none"  # fmt: skip
-        print(f"work x{factor:g}: truth {truth:.3f} req/s (model's limit {rate / truth:.3f} of "
+        print(f"work x{factor:g}, jitter CV {args.work_cv:g}: truth without jitter {truth:.3f} "
+              f"req/s (model's limit {rate / truth:.3f} of "
               f"it); queue check differs {queue:.1%}, miss bias beyond 2 errors {misses:.1%}; "
               f"fitted pace {spread} ({paces.size} fitted)")  # fmt: skip
 

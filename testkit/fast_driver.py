@@ -26,7 +26,7 @@ class Driver:
     drain_s: float = 0.0  # after a closed step, in-flight requests may end this long
 
     def __post_init__(self) -> None:
-        self.server = SimServer(self.spec)
+        self.server = SimServer(self.spec, seed=self.seed)
         self.rng = np.random.default_rng([self.seed, 3])
         self.next_id = 0
         self.chain: list[int] = []
