@@ -18,7 +18,7 @@ from planner.limit.fast.model import ServerModel
 from planner.limit.fast.paired import paired
 from planner.limit.fast.queue import QueueVerdict, decode_pace, fit_pace, paced
 from planner.limit.fast.stats import batch_means_se
-from planner.limit.fast.steps import FastConfig, Open
+from planner.limit.fast.steps import FastConfig, Open, Taken
 from planner.slo.spec import parse_slo
 from testkit import fast_truth
 from testkit.fast_driver import Driver, asked_of, run_fast
@@ -36,7 +36,10 @@ def _exact() -> ServerModel:
     return ServerModel(slots=8, first_s=(0.05, 0.0), decode_s=(0.01, 0.01), slowdown=(1.0,) * 8)
 
 
-def _chunk(work: float, seed: int) -> tuple[FastConfig, MissCurve, list, float]:  # type: ignore[type-arg]
+Chains = list[tuple[float, Taken]]
+
+
+def _chunk(work: float, seed: int) -> tuple[FastConfig, MissCurve, Chains, float]:
     """One warm 30 s chunk at RATE on the server working `work` times its closed-loop work."""
     case = _slower(work)
     config = FastConfig(parse_slo(case.slo), seed=seed)
@@ -47,7 +50,7 @@ def _chunk(work: float, seed: int) -> tuple[FastConfig, MissCurve, list, float]:
     return config, curve, [(taken.start_s, taken)], taken.start_s
 
 
-def _verdict(config: FastConfig, curve: MissCurve, chains: list, start: float) -> QueueVerdict:  # type: ignore[type-arg]
+def _verdict(config: FastConfig, curve: MissCurve, chains: Chains, start: float) -> QueueVerdict:
     model = curve.model
     assert isinstance(model, ServerModel)
     pairs = paired(config, curve, model, chains[0][1], start, start, RATE,
