@@ -26,16 +26,17 @@ class Driver:
     drain_s: float = 0.0  # after a closed step, in-flight requests may end this long
 
     def __post_init__(self) -> None:
-        self.server = SimServer(self.spec)
+        self.server = SimServer(self.spec, seed=self.seed)
         self.rng = np.random.default_rng([self.seed, 3])
         self.next_id = 0
         self.chain: list[int] = []
         self.schedule_end = 0.0
 
-    def _send(self) -> int:
+    def _send(self, *, open_loop: bool = False) -> int:
         rid = self.next_id
         self.next_id += 1
-        self.server.arrive(rid, int(self.spec.draw_tokens(self.rng, 1)[0]))
+        tokens = int(self.spec.draw_tokens(self.rng, 1)[0])
+        self.server.arrive(rid, tokens, open_loop=open_loop)
         return rid
 
     def closed(self, step: Closed) -> Taken:
@@ -90,7 +91,7 @@ class Driver:
         start = self.schedule_end
         self.server.advance(start)
         for _ in range(step.burst):
-            self.chain.append(self._send())
+            self.chain.append(self._send(open_loop=True))
         t = start
         end = start + step.duration_s
         while True:
@@ -98,7 +99,7 @@ class Driver:
             if t >= end:
                 break
             self.server.advance(t)
-            self.chain.append(self._send())
+            self.chain.append(self._send(open_loop=True))
         self.server.advance(end)
         self.schedule_end = end
         return Taken(records=self.server.records(self.chain), start_s=start, end_s=end)

@@ -65,21 +65,22 @@ class Case:
         return wrong
 
 
-def truth(case: Case, *, arrivals: int = 40_000) -> float:
+def truth(case: Case, *, arrivals: int = 40_000, queue_arrivals: int = 200_000) -> float:
     """The case's limit. Lognormal answer lengths (the grid's spreads) get a million arrivals,
     each with its own draw: with 200,000 arrivals resampling 20,000 draws the M/G/c truth
     came 0.7-1.2 % low at CV 1 and 2 (16 slots), against two million-arrival runs 0.2-1.2 %
-    apart."""
+    apart. `queue_arrivals`: the M/G/c run's arrivals otherwise (fewer for a fast test)."""
     spec = case.spec
     rng = np.random.default_rng(12345)
     lognormal = spec.tokens_cv is not None
-    draws, queue_arrivals = (1_000_000, 1_000_000) if lognormal else (20_000, 200_000)
+    draws, queue_arrivals = (1_000_000, 1_000_000) if lognormal else (20_000, queue_arrivals)
     tokens = spec.draw_tokens(rng, draws)
-    service = spec.prefill_s + tokens * spec.per_token_s
+    # the load the limit is for is open loop: the server's open-loop work (`open_loop_work`)
+    service = spec.open_loop_work * (spec.prefill_s + tokens * spec.per_token_s)
     if case.plain and spec.refuse:
         return loss_max_rate(spec.slots, float(service.mean()), case.quantile)
     if case.plain:
-        first = np.full(service.size, spec.prefill_s)
+        first = np.full(service.size, spec.open_loop_work * spec.prefill_s)
         return mgc_max_rate(service, first, spec.slots, case.ttft_s, case.quantile,
                             arrivals=queue_arrivals)  # fmt: skip
     gaps = np.cumsum(rng.exponential(1.0, arrivals))
@@ -121,8 +122,11 @@ class SpecProbe(EngineProbe):
         if spec.refuse or not (spec.slowdown == 0 and not spec.serial_prefill):
             ttft, e2e = serve_open(spec, arrival, tokens)
         else:
-            wait = fcfs_waits(arrival, spec.prefill_s + tokens * spec.per_token_s, spec.slots)
-            ttft, e2e = wait + spec.prefill_s, wait + spec.prefill_s + tokens * spec.per_token_s
+            pace = spec.open_loop_work  # the probe's levels are open loop
+            first = pace * spec.prefill_s
+            service = first + pace * tokens * spec.per_token_s
+            wait = fcfs_waits(arrival, service, spec.slots)
+            ttft, e2e = wait + first, wait + service
         records = simulated_records(arrival, ttft, e2e, np.full(arrival.size, spec.per_token_s))
         refused = pl.col("e2e_s").is_null()
         return records.with_columns(

@@ -9,7 +9,14 @@ from the plain slot server, to misspecify capplan's model:
 - `serial_prefill`: prefills share one unit: with m requests prefilling, each prefills at
   1 / m of its speed (prefill contention);
 - `tokens_cv`: answer lengths lognormal with this coefficient of variation around the middle
-  of `tokens` (service-time spread) instead of uniform over it.
+  of `tokens` (service-time spread) instead of uniform over it;
+- `open_loop_work`: a request sent open loop (a confirmation level, `arrive(open_loop=True)`)
+  costs this many times its work in closed loop: a server that works slower under the load
+  it is confirmed under than under the closed-loop steps that characterised it (issue 60:
+  by the wall clock the 8-slot server worked 0.735 s a request open loop, 0.697 s closed);
+- `work_cv`: each request's work times a lognormal factor of mean 1 and this coefficient
+  of variation, drawn by the server (`SimServer(seed=)`) and unknown to the client: a real
+  server's jitter, which the model's replay of the same requests cannot know.
 
 The simulation steps from event to event and moves every request's remaining work by hand
 (O(k) an event), unlike the model's work clock, so that the two share no code.
@@ -38,6 +45,8 @@ class ServerSpec:
     serial_prefill: bool = False
     tokens_cv: float | None = None
     prefill_slows: bool = True  # False: only the decode slows as more share the server
+    open_loop_work: float = 1.0  # an open-loop request's work over its closed-loop work
+    work_cv: float = 0.0  # per-request jitter of the work, unknown to the client
 
     def draw_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
         low, high = self.tokens
@@ -58,8 +67,9 @@ class SimServer:
     """The server's state and clock; requests are added with `arrive` at the current time and
     time moves with `advance` (events in between are processed)."""
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, *, seed: int = 0) -> None:
         self.spec = spec
+        self._jitter = np.random.default_rng([seed, 43])
         self.now = 0.0
         self.active: dict[int, list[float]] = {}  # id -> [prefill left, decode left]
         self.waiting: deque[int] = deque()
@@ -69,10 +79,15 @@ class SimServer:
         self.end: dict[int, float] = {}
         self.refused: set[int] = set()
         self.cancelled: set[int] = set()
+        self.pace: dict[int, float] = {}  # id -> its work over the spec's (`open_loop_work`)
 
-    def arrive(self, rid: int, tokens: int) -> None:
+    def arrive(self, rid: int, tokens: int, *, open_loop: bool = False) -> None:
         self.sent[rid] = self.now
         self.tokens[rid] = tokens
+        self.pace[rid] = self.spec.open_loop_work if open_loop else 1.0
+        if self.spec.work_cv > 0:
+            sigma = math.sqrt(math.log1p(self.spec.work_cv**2))
+            self.pace[rid] *= float(self._jitter.lognormal(-(sigma**2) / 2, sigma))
         if len(self.active) < self.spec.slots:
             self._start(rid)
         elif self.spec.refuse:
@@ -82,7 +97,11 @@ class SimServer:
             self.waiting.append(rid)
 
     def _start(self, rid: int) -> None:
-        self.active[rid] = [self.spec.prefill_s, self.tokens[rid] * self.spec.per_token_s]
+        pace = self.pace[rid]
+        self.active[rid] = [
+            pace * self.spec.prefill_s,
+            pace * self.tokens[rid] * self.spec.per_token_s,
+        ]
 
     def _speeds(self) -> tuple[float, float]:
         """(prefill speed, decode speed) of each active request."""
@@ -186,12 +205,12 @@ class SimServer:
 def serve_open(
     spec: ServerSpec, arrival_s: np.ndarray, tokens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(TTFT, E2E) of each arrival on a fresh server, every request to its end; NaN when
-    refused."""
+    """(TTFT, E2E) of each arrival (open loop) on a fresh server, every request to its end;
+    NaN when refused."""
     server = SimServer(spec)
     for rid, (t, n) in enumerate(zip(arrival_s.tolist(), tokens.tolist(), strict=True)):
         server.advance(t)
-        server.arrive(rid, int(n))
+        server.arrive(rid, int(n), open_loop=True)
     server.drain()
     ttft = np.full(arrival_s.size, np.nan)
     e2e = np.full(arrival_s.size, np.nan)

@@ -21,6 +21,12 @@ simulated server. The phases:
    same request is a control variate (Lavenberg and Welch): queueing noise that both share
    cancels, and what remains is the model's bias. Its mean offsets the model's curve, and
    the limit is the corrected curve's root; a Newton step moves the next level there.
+   Queue check (planner.limit.fast.queue): before the misses settle, the same replay shows
+   whether the server's queue is longer than the model's (paired delays; where one chunk is
+   too short for their error, the paired decode times). When it is, the model's pace of
+   work is refitted on the level (the pace whose replay gives the server's mean delay: the
+   service time under the open-loop load, not the closed loop's) and the level moves to the
+   refitted model's limit, at most `max_refits` times.
 5. Stop when the limit's interval (the bias's batch-means error and the model's own, at
    `confidence`) is within `half_width` of it; extend by chunks up to `max_chunks` a level.
    When the bias moves the answer more than `inadequate_shift` from the model's, the
@@ -36,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -48,29 +54,23 @@ from planner.limit.fast.characterise import (
     characterised,
     floats,
     sized,
-    still_open,
 )
 from planner.limit.fast.engine_model import counted_as_asked, one_user
 from planner.limit.fast.misses import (
-    DELAY_CAP,
     DelayVerdict,
     MissCurve,
-    delay_bound,
     delays_differ,
     delays_verdict,
-    measured_delays,
-    measured_misses,
-    model_delays,
-    model_misses,
     offset_shift,
-    replay,
     share,
     targets,
     unsupported,
 )
-from planner.limit.fast.model import Model
+from planner.limit.fast.model import Model, ServerModel
+from planner.limit.fast.paired import paired
+from planner.limit.fast.queue import MIN_PACE_SHIFT, QueueVerdict, decode_pace, fit_pace, paced
 from planner.limit.fast.spread import with_model_spread
-from planner.limit.fast.stats import batch_means_se, mser5
+from planner.limit.fast.stats import batch_means_se
 from planner.limit.fast.steps import (
     Asked,
     Confirmation,
@@ -81,7 +81,6 @@ from planner.limit.fast.steps import (
     Step,
     Taken,
 )
-from planner.slo.spec import Slo
 
 
 def fast_search(
@@ -164,7 +163,7 @@ def fast_search(
     confirmations: list[Confirmation] = []
     chains: dict[float, Taken] = {}  # chain start -> its records so far
     level_start = chain_start = 0.0
-    chunks = moves = 0
+    chunks = moves = refits = 0
     chained = config.warm and config.chained
     fresh = True
     confirm_started: float | None = None
@@ -211,9 +210,9 @@ def fast_search(
 
         def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
                  took_s: float = confirm_s,
-                 profile: bool = profile_sizes) -> FastResult:  # fmt: skip
+                 profile: bool = profile_sizes, m: Model = model) -> FastResult:  # fmt: skip
             return FastResult(
-                model=model,
+                model=m,
                 predicted=predicted,
                 limit=c.limit,
                 low=c.low,
@@ -226,6 +225,26 @@ def fast_search(
                 sizes="profile" if profile else "measured",
             )
 
+        # the queue check (planner.limit.fast.queue): a queue the model does not show refits
+        # its pace of work on the level, and the level moves to the refitted model's limit
+        refit = config.queue_check and refits < config.max_refits and conf.requests > 0
+        if refit and isinstance(model, ServerModel):
+            service, service_se = decode_pace(model, level, level_start, curve)
+            queue = QueueVerdict(delay_bias_s=conf.delay_bias_s, delay_se_s=conf.delay_se_s,
+                                 decode_pace=service, decode_se=service_se)  # fmt: skip
+            pace = None
+            if queue.differs(z):
+                pace = fit_pace(config, curve, model, level, level_start, rate)
+            if pace is not None and abs(pace - 1.0) > MIN_PACE_SHIFT:
+                model, refits = paced(model, pace), refits + 1
+                curve = new_curve(inputs, outputs)  # the curve of the refitted model
+                mean_work = model.mean_work_s(inputs, outputs)
+                rate = float(f"{curve.root(np.zeros(count)):.4g}")
+                note(f"queue check: delays {queue.delay_bias_s:+.3g} s against the model's for "
+                     f"the same arrivals, decode x{service:.3f} +/- {service_se:.2g}; its work "
+                     f"refitted x{pace:.3f} on the level: predicts {rate:.4g} req/s")  # fmt: skip
+                chunks, fresh = 0, not chained
+                continue
         shift = abs(conf.limit / predicted - 1.0)
         off = [
             (abs(b) - 2 * e, t.allowed)
@@ -308,7 +327,7 @@ def _confirm(
     """The level at `rate` after its `chunks`-th chunk: the model replays each chain holding
     the level's requests from the chain's start."""
     count = len(targets(config.slo))
-    pairs_of = [_paired(config, curve, model, taken, chain_start, level_start, rate, rng)
+    pairs_of = [paired(config, curve, model, taken, chain_start, level_start, rate, rng)
                 for chain_start, taken in chains]  # fmt: skip
     cuts = sum(p.cut for p in pairs_of)
     d_all = np.concatenate([p.diffs for p in pairs_of]) if pairs_of else np.zeros((0, count))
@@ -361,71 +380,6 @@ def _with_delay_shift(conf: Confirmation, curve: MissCurve, z: float) -> Confirm
     )
 
 
-@dataclass(frozen=True)
-class _Paired:
-    """One chain's pairs on the level (see `_paired`)."""
-
-    diffs: np.ndarray  # (requests, targets): measured miss - the model's, NaN where unknown
-    seen: np.ndarray  # (requests, targets): the model's own miss, NaN where unknown
-    delays_s: np.ndarray  # (requests,): measured delay - the model's, NaN where unknown
-    cut: int  # the warm-up MSER-5 cut
-
-
-def _paired(
-    config: FastConfig,
-    curve: MissCurve,
-    model: Model,
-    taken: Taken,
-    chain_start: float,
-    level_start: float,
-    rate: float,
-    rng: np.random.Generator,
-) -> _Paired:
-    """Per request of the level in one chain (after MSER-5's warm-up) and per target: the
-    measured miss minus the model's for the same request (NaN where either is unknown), or
-    minus the model's long-run share without the correction; the model's own miss for the
-    same request (NaN where either is unknown); per request, the measured delay minus the
-    model's (NaN where the measured one is unknown); and the warm-up cut."""
-    records = taken.records.filter(pl.col("sent_s") >= chain_start).sort("sent_s")
-    sent = records["sent_s"].cast(pl.Float64).to_numpy()
-    inputs = records["input_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
-    outputs = records["output_tokens"].cast(pl.Float64).fill_null(np.nan).to_numpy().copy()
-    ok = records["ok"].fill_null(False).to_numpy().astype(bool)
-    # Requests the server did not finish have no size: the model draws one (`replay`)
-    inputs[~ok], outputs[~ok] = np.nan, np.nan
-    end = records["end_s"].cast(pl.Float64).fill_null(taken.end_s).to_numpy()
-    open_s = np.where(still_open(records).to_numpy(), np.minimum(end, taken.end_s) - sent, np.nan)
-    served, inputs, outputs = replay(
-        model, sent - chain_start, inputs, outputs, open_s=open_s,
-        sizes=(curve.input_tokens, curve.output_tokens), rng=rng,
-    )  # fmt: skip
-    modelled = model_misses(served, config.slo)
-    measured = measured_misses(records, config.slo, now_s=taken.end_s)
-    level = sent >= level_start
-    first = int(np.argmax(level)) if level.any() else sent.size
-    cut = mser5(_warmup_series(records[first:], config.slo))
-    keep = np.zeros(sent.size, dtype=bool)
-    keep[first + cut :] = True
-    long_run = share(curve.misses(rate))
-    out = np.full((int(keep.sum()), measured.miss.shape[1]), np.nan)
-    seen = np.full(out.shape, np.nan)
-    for j in range(measured.miss.shape[1]):
-        m = measured.miss[keep, j].astype(float)
-        if config.correct:
-            d = m - modelled.miss[keep, j].astype(float)
-            known = measured.known[keep, j] & modelled.known[keep, j]
-        else:
-            d = m - float(long_run[j])
-            known = measured.known[keep, j]
-        out[:, j] = np.where(known, d, np.nan)
-        modelled_j = modelled.miss[keep, j].astype(float)
-        seen[:, j] = np.where(measured.known[keep, j] & modelled.known[keep, j], modelled_j, np.nan)
-    delays = measured_delays(records, config.slo, now_s=taken.end_s) - model_delays(
-        served, config.slo
-    )
-    return _Paired(diffs=out, seen=seen, delays_s=delays[keep], cut=cut)
-
-
 def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
     """The level's requests held the busy periods the tail is made of: on them the model did
     not miss clearly less than its long-run share at that rate (by more than `z` standard
@@ -443,14 +397,3 @@ def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
         if sampled < long_run[j] - z * sample_se:
             return False
     return True
-
-
-def _warmup_series(records: pl.DataFrame, slo: Slo) -> np.ndarray:
-    """The level's SLO latencies in send order, capped at four times the threshold (a
-    failure or a request still running at the cap): what a warm-up inflates."""
-    bound = delay_bound(slo)
-    if bound is None:
-        return (~records["ok"].fill_null(True)).to_numpy().astype(float)
-    metric, threshold = bound
-    values = records[f"{metric}_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
-    return np.minimum(values, DELAY_CAP * threshold)

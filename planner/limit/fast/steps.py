@@ -77,7 +77,8 @@ class FastConfig:
     `chunk_e2es` mean requests' work. `correct=False` offsets the curve by the
     measured share minus the model's long-run share instead of the paired difference (the
     ablation without the control variate); `warm=False` starts every level on an idle server
-    without a burst; `confirm=False` answers with the model's prediction alone."""
+    without a burst; `confirm=False` answers with the model's prediction alone;
+    `queue_check=False` never refits the model on a level's queue."""
 
     slo: Slo
     tolerance: float = 0.05
@@ -103,6 +104,11 @@ class FastConfig:
     chained: bool = True
     correct: bool = True
     confirm: bool = True
+    # the queue check (planner.limit.fast.queue): a level whose paired delays differ from
+    # the model's beyond the confidence refits the model's pace of work on that level, at
+    # most `max_refits` times; False: the ablation without it
+    queue_check: bool = True
+    max_refits: int = 2
     seed: int = 0
 
 
