@@ -129,6 +129,13 @@ def workers_wanted(requests: int) -> int:
     """Worker processes for a check of `requests`: one per core (at most `MAX_WORKERS`), none
     for a small check, or `CAPPLAN_FLEET_WORKERS`. Raises ConfigError for a value that is not
     a count."""
+    return parallel_workers(requests >= MIN_PARALLEL_REQUESTS)
+
+
+def parallel_workers(worth_it: bool) -> int:
+    """`CAPPLAN_FLEET_WORKERS` when set, else one worker per core (at most `MAX_WORKERS`) when
+    the work is `worth_it` (it outweighs starting them), else 1. Raises ConfigError for a
+    value that is not a count."""
     text = os.environ.get(WORKERS_ENV)
     if text is not None:
         try:
@@ -138,7 +145,7 @@ def workers_wanted(requests: int) -> int:
         if wanted < 1:
             raise ConfigError(f"{WORKERS_ENV}={text!r}: expected a whole number >= 1")
         return wanted
-    if requests < MIN_PARALLEL_REQUESTS:
+    if not worth_it:
         return 1
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
