@@ -111,8 +111,9 @@ def _sub_fleet_requests(
     job: FleetJob, routing: Routing, size: int, sampled: int
 ) -> list[EngineRequest]:
     """The requests `sampled` of `size` instances receive: their round-robin share, or their
-    whole sessions under a router in `GROUPED` (`planner.fleet.sample`)."""
-    if routing in GROUPED:
+    whole sessions under a router in `GROUPED` (`planner.fleet.sample`; without sessions
+    the shards are the round-robin share's, whose shapes are quicker to make)."""
+    if routing in GROUPED and job.traffic.has_sessions:
         every = job.traffic.all_requests()
         return [every[k] for k in group_sub_indices(every, size, sampled).tolist()]
     return job.traffic.sub_requests(sub_indices(len(job.traffic.arrival_s), size, sampled))
