@@ -7,16 +7,23 @@ p99 TTFT <= 2 s and TPOT <= 50 ms), each under the default rules and with `--lev
 (the old default) beside it; prints wall seconds, levels, simulated requests and the limit,
 and the wall time against its goal. The grid: 5 GPUs x kv_dtype (fp16, fp8) x max_num_seqs
 (32, 64, 128, 192, 256); prints the wall time, the simulated requests and their rate, and
-the five cheapest candidates.
+the five cheapest candidates. `--dask`: the same grid in this process alone
+(`CAPPLAN_FLEET_WORKERS=1`) and then on a Dask cluster of two single-threaded worker
+processes on this machine (`distributed.LocalCluster`, `--executor dask://...`); prints
+both wall times, their ratio (goal: <= 0.6) and whether the candidates are identical (less
+their wall times).
 
-    python bench/whatif_speed.py [--one]
+    python bench/whatif_speed.py [--one | --dask]
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
+from contracts.whatif import Whatif
+from planner.fleet.executor import LOCAL, ExecutorSpec, parse_executor
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import parse_vary, run_whatif
@@ -50,20 +57,49 @@ def one_candidate() -> None:
             )
 
 
-def main() -> None:
-    if "--one" in sys.argv[1:]:
-        one_candidate()
-        return
+def grid(executor: ExecutorSpec = LOCAL) -> tuple[Whatif, float]:
+    """The 50-candidate grid on `executor`, and its wall seconds."""
     options = WhatifOptions(
         "preset:chat",
         parse_slo("ttft:p95<=2s,tpot:p95<=100ms"),
         gpus=("H100-80GB", "H200-141GB", "A100-80GB", "L40S-48GB", "A10-24GB"),
         vary=parse_vary("kv_dtype,max_num_seqs=32:64:128:192:256"),
         level_s=60.0,
+        executor=executor,
     )
     start = time.perf_counter()
     result = run_whatif(preset_profile("chat"), options)
-    wall = time.perf_counter() - start
+    return result, time.perf_counter() - start
+
+
+def on_dask() -> None:
+    """The grid in one process, then on two local Dask workers: wall times and identity."""
+    from distributed import LocalCluster
+
+    os.environ["CAPPLAN_FLEET_WORKERS"] = "1"
+    alone, alone_s = grid()
+    print(f"one process: {alone_s:.1f} s wall, load average {os.getloadavg()[0]:.1f}")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        address = cluster.scheduler_address.removeprefix("tcp://")
+        remote, remote_s = grid(parse_executor(f"dask://{address}"))
+    same = [c.model_dump(exclude={"wall_s"}) for c in remote.candidates] == [
+        c.model_dump(exclude={"wall_s"}) for c in alone.candidates
+    ]
+    print(
+        f"two Dask workers: {remote_s:.1f} s wall, load average {os.getloadavg()[0]:.1f}; "
+        f"{remote_s / alone_s:.2f} x one process (goal <= 0.6); "
+        f"{len(alone.candidates)} candidates, identical: {same}"
+    )
+
+
+def main() -> None:
+    if "--one" in sys.argv[1:]:
+        one_candidate()
+        return
+    if "--dask" in sys.argv[1:]:
+        on_dask()
+        return
+    result, wall = grid()
     n = len(result.candidates)
     print(
         f"{n} candidates in {wall:.1f} s wall ({wall / n:.2f} s each); "

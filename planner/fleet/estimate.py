@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from planner.engine import EngineConfig
 from planner.fleet.routing import Routing
-from planner.fleet.sample import EXACT_SHARE, SYMMETRIC, first_sample_size, sub_indices
+from planner.fleet.sample import EXACT_SHARE, GROUPED, SYMMETRIC, first_sample_size, sub_indices
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import Traffic
 
@@ -81,7 +81,8 @@ def estimate_check(
     sized = [size for size, _ in points]
     requests = 0
     for size, routing in points:
-        k = first_sample_size(arrivals, size) if shortcut and routing in SYMMETRIC else None
+        sampled = shortcut and routing in SYMMETRIC | GROUPED
+        k = first_sample_size(arrivals, size) if sampled else None
         if k is None:
             requests += arrivals
             continue

@@ -22,15 +22,17 @@ import numpy as np
 
 from contracts.errors import ConfigError
 from contracts.plan import FleetPoint
-from planner.engine import EngineConfig
+from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
     EXACT_SHARE,
+    GROUPED,
     SYMMETRIC,
     agree,
     bootstrap_agrees,
     first_sample_size,
+    group_sub_indices,
     sub_indices,
 )
 from planner.fleet.sim import FleetRun, FleetVerdict, judge, simulate_fleet
@@ -71,9 +73,9 @@ class Measured:
 def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     """Simulate `job`'s traffic against `size` instances routed by `routing`, and judge it.
 
-    With the job's shortcut and a router in `SYMMETRIC`, k of the `size` instances are
-    simulated with their share of the arrivals, k doubling until the bound holds
-    (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
+    With the job's shortcut and a router in `SYMMETRIC` (or `GROUPED`: whole sessions), k of
+    the `size` instances are simulated with their share of the arrivals, k doubling until the
+    bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
     same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
     of it.
     """
@@ -82,10 +84,13 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     sampled = first_sample_size(arrivals, size) if job.shortcut else None
     rng = np.random.default_rng([job.seed, size, 0x5A])
     smaller: FleetVerdict | None = None
-    while sampled is not None and routing in SYMMETRIC:
-        numbers = sub_indices(arrivals, size, sampled)
+    while sampled is not None and routing in SYMMETRIC | GROUPED:
         run = simulate_fleet(
-            job.traffic.sub_requests(numbers), job.config, sampled, routing, job.settings
+            _sub_fleet_requests(job, routing, size, sampled),
+            job.config,
+            sampled,
+            routing,
+            job.settings,
         )
         verdict = judge(run, job.slo, job.warmup_s)
         exact = routing in EXACT_SHARE
@@ -100,6 +105,18 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
     return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)
+
+
+def _sub_fleet_requests(
+    job: FleetJob, routing: Routing, size: int, sampled: int
+) -> list[EngineRequest]:
+    """The requests `sampled` of `size` instances receive: their round-robin share, or their
+    whole sessions under a router in `GROUPED` (`planner.fleet.sample`; without sessions
+    the shards are the round-robin share's, whose shapes are quicker to make)."""
+    if routing in GROUPED and job.traffic.has_sessions:
+        every = job.traffic.all_requests()
+        return [every[k] for k in group_sub_indices(every, size, sampled).tolist()]
+    return job.traffic.sub_requests(sub_indices(len(job.traffic.arrival_s), size, sampled))
 
 
 def _measured(
@@ -129,6 +146,13 @@ def workers_wanted(requests: int) -> int:
     """Worker processes for a check of `requests`: one per core (at most `MAX_WORKERS`), none
     for a small check, or `CAPPLAN_FLEET_WORKERS`. Raises ConfigError for a value that is not
     a count."""
+    return parallel_workers(requests >= MIN_PARALLEL_REQUESTS)
+
+
+def parallel_workers(worth_it: bool) -> int:
+    """`CAPPLAN_FLEET_WORKERS` when set, else one worker per core (at most `MAX_WORKERS`) when
+    the work is `worth_it` (it outweighs starting them), else 1. Raises ConfigError for a
+    value that is not a count."""
     text = os.environ.get(WORKERS_ENV)
     if text is not None:
         try:
@@ -138,7 +162,7 @@ def workers_wanted(requests: int) -> int:
         if wanted < 1:
             raise ConfigError(f"{WORKERS_ENV}={text!r}: expected a whole number >= 1")
         return wanted
-    if requests < MIN_PARALLEL_REQUESTS:
+    if not worth_it:
         return 1
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 

@@ -17,7 +17,15 @@ The error of taking k of n instances is bounded by a bootstrap over the simulate
 replacement, and each draw judged. The point stands when the verdicts of `AGREEMENT` of the
 draws agree with its own and the 95 % interval of each judged p95 lies within `REL_WIDTH` of
 the estimate; otherwise k doubles, and past half the fleet the whole fleet is simulated.
-A router that breaks the symmetry (prefix-aware, session affinity) is always simulated in full.
+A router that breaks the symmetry (`GROUPED`: prefix-aware, session affinity) decides where a
+request goes from the requests before it (the session's first turn, the prompts already
+routed), so a sub-fleet takes whole sessions (`group_sub_indices`): session s goes to shard
+s mod n and every one of its turns with it, a request without a session to its arrival number
+mod n; the shards below k make the sub-fleet, routed by the same router among the k. Each
+simulated instance sees its sessions intact and its share of each shared prompt. Fewer
+instances to choose from, as for least-outstanding: its points settle the same way (a
+"meets" that agrees with the sub-fleet of k/2 and holds over the bootstrap; a miss is
+simulated in full).
 
 Request shapes: without sessions the load test's stream draws shapes independently, so the
 sub-fleet's requests take the stream's first shapes in order
@@ -29,14 +37,18 @@ requests the full draw would give those arrival numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from planner.engine import EngineRequest
 from planner.fleet.routing import Routing
 from planner.fleet.sim import FleetRun, FleetVerdict
 
 SYMMETRIC: frozenset[Routing] = frozenset({"round_robin", "least_outstanding", "power_of_two"})
+# Routers whose sub-fleet takes whole sessions (`group_sub_indices`).
+GROUPED: frozenset[Routing] = frozenset({"session_affinity", "prefix_aware"})
 # Routers under which k sub-fleet instances see exactly what k of the n instances see.
 EXACT_SHARE: frozenset[Routing] = frozenset({"round_robin"})
 ATTAINMENT_GAP = 0.01  # sub-fleets of k and 2k agree when their attainments are this close
@@ -50,6 +62,27 @@ REL_WIDTH = 0.05  # the 95 % bootstrap interval of a judged p95, relative to the
 def sub_indices(arrivals: int, instances: int, sampled: int) -> np.ndarray:
     """Arrival numbers that `sampled` of `instances` round-robin instances receive."""
     return np.flatnonzero(np.arange(arrivals) % instances < sampled)
+
+
+def group_sub_indices(
+    requests: Sequence[EngineRequest], instances: int, sampled: int
+) -> np.ndarray:
+    """Numbers of `requests` (in arrival order) whose shard is below `sampled` of `instances`:
+    a session's shard is its number mod `instances` (all its turns together), a request
+    without a session's its arrival number mod `instances`."""
+    shards = np.array(
+        [
+            k if r.session_id is None else _session_number(r.session_id)
+            for k, r in enumerate(requests)
+        ],
+        dtype=np.int64,
+    )
+    return np.flatnonzero(shards % instances < sampled)
+
+
+def _session_number(session_id: str) -> int:
+    """The stream numbers its sessions; any other id is hashed (stable across processes)."""
+    return int(session_id) if session_id.isdigit() else zlib.crc32(session_id.encode())
 
 
 def first_sample_size(arrivals: int, instances: int) -> int | None:

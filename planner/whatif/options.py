@@ -53,7 +53,7 @@ class WhatifOptions:
     routings: tuple[Routing, ...] | None = None
     routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
     routing_span_s: float = 300.0  # simulated seconds per fleet size, as the plan's default
-    executor: ExecutorSpec = LOCAL  # where the router comparison's fleet points run
+    executor: ExecutorSpec = LOCAL  # where the candidates and the router comparison's points run
 
     def rules(self) -> SteadyRules | None:
         """capplan limit's steady-state rules (by default; with `steady`, `level_s` as the

@@ -14,6 +14,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,8 @@ from planner.engine.precision import (
     precision_overrides,
     quantization,
 )
+from planner.fleet.executor import JobTasks
+from planner.fleet.pool import parallel_workers
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.interval import default_spread, limit_interval
 from planner.whatif.options import WhatifOptions
@@ -53,6 +56,8 @@ from profiles.model import Profile
 SPEC_DRAFT_TOKENS = 4
 SPEC_ACCEPTANCE = 0.7
 SPEC_DRAFT_PARAMS = 1_235_814_400
+# Fewer candidates run in this process: starting a worker costs about as much as one.
+MIN_PARALLEL_CANDIDATES = 8
 
 
 @dataclass(frozen=True)
@@ -309,6 +314,75 @@ def run_candidate(
     return _Run(candidate, config)
 
 
+@dataclass(frozen=True)
+class _GridJob:
+    """What every candidate of one grid shares (handed to each worker once)."""
+
+    profile: Profile
+    options: WhatifOptions
+    max_len: int
+    peak_rps: float
+    factors: dict[str, Any]
+
+
+def _grid_candidate(
+    job: _GridJob, shape: tuple[str, int, int], settings: dict[str, str], start: float | None
+) -> _Run:
+    return run_candidate(
+        job.profile, job.options, shape, settings, job.max_len, job.peak_rps, job.factors,
+        start_rps=start,
+    )  # fmt: skip
+
+
+def run_grid(
+    job: _GridJob,
+    shapes: list[tuple[str, int, int]],
+    names: list[str],
+    combos: list[tuple[str, ...]],
+    progress: Callable[[str], None] | None = None,
+) -> list[_Run]:
+    """Every candidate (shape x combo), in that order, on the options' executor.
+
+    A shape's search starts at the limit of its first candidate that has one (`start_rps`),
+    so per shape the candidates up to that one run in turn and the rest side by side; the
+    first candidate of every shape starts at once. Each candidate's result is its own
+    seeded search whatever the executor, so local, process and Dask runs are the same.
+    Progress lines come in candidate order.
+    """
+    total = len(shapes) * len(combos)
+    workers = parallel_workers(total >= MIN_PARALLEL_CANDIDATES)
+    runs: list[_Run] = []
+    with JobTasks(job.options.executor, job, workers) as tasks:
+
+        def submit(shape: tuple[str, int, int], k: int, start: float | None) -> Future[_Run]:
+            settings = dict(zip(names, combos[k], strict=True))
+            return tasks.submit(_grid_candidate, shape, settings, start)
+
+        firsts = [submit(shape, 0, None) for shape in shapes]
+        for shape, first in zip(shapes, firsts, strict=True):
+            futures = [first]
+            k = 0
+            while True:
+                got = futures[k].result()
+                _report(got.candidate, progress)
+                if got.candidate.limit_rps or k + 1 == len(combos):
+                    break
+                k += 1
+                futures.append(submit(shape, k, None))
+            start = got.candidate.limit_rps or None
+            futures += [submit(shape, j, start) for j in range(k + 1, len(combos))]
+            for future in futures[k + 1 :]:
+                _report(future.result().candidate, progress)
+            runs += [f.result() for f in futures]
+    return runs
+
+
+def _report(c: WhatifCandidate, progress: Callable[[str], None] | None) -> None:
+    if progress:
+        got = f"{c.limit_rps:.3g} req/s" if c.limit_rps else (c.problem or "-")
+        progress(f"{c.label}: {got} ({c.levels} levels, {c.wall_s:.1f} s)")
+
+
 def check_servable(
     options: WhatifOptions,
     names: list[str],
@@ -411,24 +485,12 @@ def run_whatif(
     names = list(options.vary)
     combos = list(itertools.product(*(options.vary[n] for n in names))) or [()]
     check_servable(options, names, combos, max_len, factors)
-    runs: list[_Run] = []
-    previous: dict[tuple[str, int, int], float] = {}
-    for shape in itertools.product(options.gpus, options.tps, options.pps):
-        for combo in combos:
-            settings = dict(zip(names, combo, strict=True))
-            run = run_candidate(
-                profile, options, shape, settings, max_len, demand.peak_rps, factors,
-                start_rps=previous.get(shape),
-            )  # fmt: skip
-            c = run.candidate
-            if c.limit_rps:
-                previous.setdefault(shape, c.limit_rps)
-            if calibration is not None:
-                c.calibration_error = cal_dict["mean_rel_error"] if cal_dict else None
-            runs.append(run)
-            if progress:
-                got = f"{c.limit_rps:.3g} req/s" if c.limit_rps else (c.problem or "-")
-                progress(f"{c.label}: {got} ({c.levels} levels, {c.wall_s:.1f} s)")
+    job = _GridJob(profile, options, max_len, demand.peak_rps, factors)
+    shapes = list(itertools.product(options.gpus, options.tps, options.pps))
+    runs = run_grid(job, shapes, names, combos, progress)
+    if calibration is not None:
+        for run in runs:
+            run.candidate.calibration_error = cal_dict["mean_rel_error"] if cal_dict else None
     if all(r.below_floor for r in runs):
         raise BelowFloorError(" ".join(dict.fromkeys(r.candidate.problem or "" for r in runs)))
     candidates = [r.candidate for r in runs]

@@ -1,5 +1,6 @@
 """`--executor dask://`: a real Dask scheduler and two workers on 127.0.0.1 give the fleet check
-the same points bit for bit as local processes; a bad address exits 2."""
+the same points bit for bit as local processes, and whatif's candidate grid the same
+candidates as one process; a bad address exits 2."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from planner.fleet.executor import ExecutorSpec, parse_executor
 from planner.slo.spec import parse_slo
 from profiles.model import save_profile
 from profiles.presets import preset_profile
+from tests.helpers.whatif_grid import grid_candidates
 
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
 
@@ -96,6 +98,13 @@ def test_dask_points_are_the_local_ones_bit_for_bit(cluster: str) -> None:
     remote = _check(parse_executor(cluster), shortcut=False)
     assert remote == local
     assert len(local["points"]) >= 6  # type: ignore[arg-type]
+
+
+def test_the_whatif_grid_on_dask_is_the_one_process_grid(
+    cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAPPLAN_FLEET_WORKERS", "1")
+    assert grid_candidates(parse_executor(cluster)) == grid_candidates()
 
 
 def test_a_dask_address_nobody_answers_exits_2(tmp_path: Path) -> None:

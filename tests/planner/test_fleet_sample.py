@@ -16,7 +16,7 @@ from planner.engine import build_engine_config
 from planner.fleet.check import fleet_check
 from planner.fleet.estimate import estimate_check
 from planner.fleet.pool import FleetJob, measure
-from planner.fleet.sample import EXACT_SHARE, first_sample_size, sub_indices
+from planner.fleet.sample import EXACT_SHARE, first_sample_size, group_sub_indices, sub_indices
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import draw_traffic, profile_requests
 from planner.slo.spec import parse_slo
@@ -146,8 +146,51 @@ def test_the_estimate_counts_the_requests_each_point_simulates(
     routers = ["round_robin", "least_outstanding", "prefix_aware"]
     estimate = estimate_check(traffic, CONFIG, [(16, r) for r in routers], True, 2)  # type: ignore[misc]
     share = [int((np.arange(n) % 16 < k).sum()) for k in (4, 8)]
-    # round-robin: 4 of 16; least-outstanding: 4 then 8 of 16; prefix-aware: every instance
-    assert estimate.requests == share[0] + share[0] + share[1] + n
+    # round-robin: 4 of 16; least-outstanding and prefix-aware (whole sessions): 4 then 8
+    assert estimate.requests == share[0] + 2 * (share[0] + share[1])
     assert estimate.full_requests == 3 * n
     assert estimate.s_per_request > 0 and estimate.full_wall_s > estimate.wall_s
     assert estimate_check(traffic, CONFIG, [(16, "round_robin")], False, 2).requests == n
+
+
+def _agent_job(shortcut: bool) -> FleetJob:
+    profile = preset_profile("agent", rate_rps=40.0)
+    traffic = draw_traffic(
+        profile, 40.0, 120.0, np.random.default_rng(2), CONFIG.effective_max_model_len,
+        block_tokens=CONFIG.block_tokens,
+    )  # fmt: skip
+    return FleetJob(traffic, CONFIG, None, SLO, 12.0, shortcut=shortcut)
+
+
+def test_a_grouped_sub_fleet_takes_whole_sessions() -> None:
+    every = _agent_job(True).traffic.all_requests()
+    chosen = set(group_sub_indices(every, 16, 4).tolist())
+    sessions: dict[str, set[bool]] = {}
+    for k, r in enumerate(every):
+        if r.session_id is not None:
+            sessions.setdefault(r.session_id, set()).add(k in chosen)
+    assert len(sessions) > 100
+    assert all(len(inside) == 1 for inside in sessions.values())  # all turns or none
+    assert sum(True in inside for inside in sessions.values()) > 0.2 * len(sessions)
+    assert 0.2 < len(chosen) / len(every) < 0.3  # about 4 of 16 shards
+
+
+@pytest.mark.parametrize("routing", ["session_affinity", "prefix_aware"])
+def test_session_routers_sampled_whole_sessions_match_the_full_fleet(
+    routing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planner.fleet.sample as sample
+
+    # 4,600 requests over 16 instances: too few for the 5 % bound, so it is widened here to
+    # let the shortcut settle; its percentiles are then held against the full fleet's.
+    monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+    monkeypatch.setattr(sample, "REL_WIDTH", 0.5)
+    short = measure(_agent_job(True), 16, routing).point  # type: ignore[arg-type]
+    full = measure(_agent_job(False), 16, routing).point  # type: ignore[arg-type]
+    print(short.model_dump_json(), full.model_dump_json(), sep="\n")
+    assert short.sampled_instances is not None and short.sampled_instances < 16
+    assert full.sampled_instances is None
+    assert short.meets_slo == full.meets_slo
+    assert math.isclose(short.attainment, full.attainment, rel_tol=0.01)
+    for name in ("ttft_p95_s", "tpot_p95_s"):
+        assert math.isclose(getattr(short, name), getattr(full, name), rel_tol=0.1), name
