@@ -75,18 +75,37 @@ if ! NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site_dir" >"$sit
 fi
 rm -rf "$site_dir" "$site_dir.log"
 echo "== pytest"
-# Two workers (pytest-xdist): the tests that time real servers on the wall clock run one after
-# another on one worker while the other works through the rest, a file at a time (groups in
-# tests/conftest.py). CAPPLAN_TEST_WORKERS=0 runs everything in one process.
-workers="${CAPPLAN_TEST_WORKERS:-2}"
-xdist=(-p xdist -n "$workers" --dist loadgroup)
-[ "$workers" = 0 ] && xdist=()
-set +e
-.venv/bin/python -m pytest "${xdist[@]}" "$@"
-rc=$?
-set -e
-if [ "$rc" = 5 ]; then
-  echo "pytest collected no tests: failing" >&2
-  exit 1
+# With no arguments: two pytest processes side by side on the two cores, the tests that time
+# real servers on the wall clock (marked `wall_clock` by tests/conftest.py) one after another
+# in one, everything else in the other; each prints its own lines, prefixed. With arguments
+# (or CAPPLAN_TEST_PROCESSES=1): one process, the arguments passed to pytest.
+# Exit code 5 (no tests collected) fails either way.
+run_pytest() {
+  set +e
+  .venv/bin/python -m pytest -p no:cacheprovider "$@"
+  local rc=$?
+  set -e
+  if [ "$rc" = 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+    return 1
+  fi
+  return "$rc"
+}
+if [ "$#" -gt 0 ] || [ "${CAPPLAN_TEST_PROCESSES:-2}" = 1 ]; then
+  run_pytest "$@"
+  exit $?
 fi
-exit "$rc"
+logdir="$(mktemp -d)"
+prefixed() {  # NAME ARGS...: pytest ARGS, each line prefixed [NAME]; the exit code in NAME.rc
+  local name=$1
+  shift
+  { rc=0; run_pytest "$@" || rc=$?; echo "$rc" >"$logdir/$name.rc"; } 2>&1 | sed -u "s/^/[$name] /"
+}
+prefixed wall-clock -m wall_clock &
+prefixed cpu -m "not wall_clock" &
+wait
+wall_rc=$(cat "$logdir/wall-clock.rc")
+cpu_rc=$(cat "$logdir/cpu.rc")
+rm -rf "$logdir"
+echo "== pytest: the wall-clock tests exit $wall_rc, the others exit $cpu_rc"
+[ "$wall_rc" = 0 ] && [ "$cpu_rc" = 0 ]

@@ -1,11 +1,11 @@
-"""How the suite shares two workers (scripts/test.sh runs pytest-xdist with `--dist loadgroup`).
+"""Which tests time real servers on the wall clock: marked `wall_clock` here.
 
-Tests that judge timing against real servers on the wall clock (real HTTP servers, Locust,
-nginx, the guides whose walk-through starts a server) run one after another on one worker, as
-they did in a single process: the group `wall-clock`, scheduled first because it is the
-longest. Every other test file is a group of its own (its module fixtures built once) on
-whichever worker is free.
-Without xdist the markers do nothing.
+scripts/test.sh runs the suite as two pytest processes side by side on the two cores: one
+runs the `wall_clock` tests one after another, as a single process did (real HTTP servers,
+Locust, nginx, the guides whose walk-through starts a server: they judge timing and some
+bind fixed ports), the other runs everything else (`-m "not wall_clock"`), which only uses
+the CPU. A test is `wall_clock` when it lives under WALL_CLOCK_PATHS or is marked
+`integration`.
 """
 
 from __future__ import annotations
@@ -14,27 +14,17 @@ from pathlib import Path
 
 import pytest
 
-WALL_CLOCK = "wall-clock"
-# Files (or folders) whose tests time real servers, beside any test marked `integration`.
 WALL_CLOCK_PATHS = ("tests/integration/", "tests/locustfiles/")
-# Files whose tests are each a group of their own (long, independent: the guides' walk-throughs
-# that start no server).
-PER_TEST_PATHS = ("tests/docs/test_guides_run.py",)
 
 
-def group_of(item: pytest.Item, root: Path) -> str:
-    """`wall-clock`, or the test's file relative to the repository (its node id in a
-    PER_TEST_PATHS file)."""
+def is_wall_clock(item: pytest.Item, root: Path) -> bool:
     path = Path(str(item.path)).resolve().relative_to(root).as_posix()
-    wall = path.startswith(WALL_CLOCK_PATHS) or item.get_closest_marker("integration") is not None
-    if wall:
-        return WALL_CLOCK
-    return item.nodeid if path in PER_TEST_PATHS else path
+    return path.startswith(WALL_CLOCK_PATHS) or item.get_closest_marker("integration") is not None
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath)).resolve()
-    groups = {id(item): group_of(item, root) for item in items}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-    items.sort(key=lambda item: groups[id(item)] != WALL_CLOCK)  # stable: wall-clock first
+        if is_wall_clock(item, root):
+            item.add_marker(pytest.mark.wall_clock)

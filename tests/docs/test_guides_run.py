@@ -88,8 +88,8 @@ def marked_pages() -> list[Path]:
 
 def serves(page: Path) -> bool:
     """Whether the walk-through starts a server (the emulator, a balancer) and times it on the
-    wall clock: such pages run one after another in the `wall-clock` group (tests/conftest.py),
-    the others beside them."""
+    wall clock: such pages run one after another with the other `wall_clock` tests
+    (tests/conftest.py; some bind port 8000), the others beside them."""
     return bool(re.search(r"capplan (emulate|lb)\b", runnable(page)))
 
 
