@@ -25,8 +25,9 @@ import time
 from contracts.whatif import Whatif
 from planner.fleet.executor import LOCAL, ExecutorSpec, parse_executor
 from planner.slo.spec import parse_slo
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.run import run_whatif
 from profiles.presets import preset_profile
 
 ONE = (

@@ -50,8 +50,9 @@ from planner.engine.precision import precision_overrides
 from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.run import run_whatif
 from profiles.model import load_profile
 
 HELP = """Which engine configuration serves this traffic best, before any hardware.

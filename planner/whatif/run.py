@@ -1,10 +1,11 @@
 """`capplan whatif`: which engine configuration serves a profile best, predicted in virtual time.
 
 Candidates are GPUs x tensor-parallel degrees x the values of the varied knobs (a small
-registry, `KNOBS`). Each candidate's limit comes from the limit search run against one
-engine-model instance in virtual time (`planner.whatif.virtual.virtual_limit`); instances and cost
-from the planner's arithmetic (`planner.capacity`). The lessons compare candidates that
-differ in one knob only and name the figure that explains the difference.
+registry, `planner.whatif.knobs.KNOBS`). Each candidate's limit comes from the limit search
+run against one engine-model instance in virtual time
+(`planner.whatif.virtual.virtual_limit`); instances and cost from the planner's arithmetic
+(`planner.capacity`). The lessons compare candidates that differ in one knob only and name
+the figure that explains the difference.
 """
 
 from __future__ import annotations
@@ -32,128 +33,24 @@ from planner.capacity.arithmetic import (
     usd_per_million_output_tokens,
 )
 from planner.capacity.floor import BelowFloorError, latency_floors
-from planner.engine import EngineConfig, build_engine_config, engine_profile, kv_capacity_tokens
+from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
 from planner.engine.catalog import find_model
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.precision import (
-    KV_CACHE_DTYPES,
-    QUANTIZATION_NAMES,
-    kv_cache_overrides,
     precision_overrides,
-    quantization,
 )
 from planner.fleet.executor import JobTasks
 from planner.fleet.pool import parallel_workers
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.interval import default_spread, limit_interval
+from planner.whatif.knobs import KNOBS, SPEC_ACCEPTANCE, SPEC_DRAFT_PARAMS, SPEC_DRAFT_TOKENS
 from planner.whatif.options import WhatifOptions
 from planner.whatif.routing import compare_routing
 from planner.whatif.virtual import latency_split, virtual_limit
 from profiles.model import Profile
 
-# Speculative decoding when varied "on": a Llama-3.2-1B-sized draft proposing 4 tokens,
-# each accepted with probability 0.7 (inputs: change them with the options).
-SPEC_DRAFT_TOKENS = 4
-SPEC_ACCEPTANCE = 0.7
-SPEC_DRAFT_PARAMS = 1_235_814_400
 # Fewer candidates run in this process: starting a worker costs about as much as one.
 MIN_PARALLEL_CANDIDATES = 8
-
-
-@dataclass(frozen=True)
-class Knob:
-    """A configuration choice: its values (the first is the baseline) as engine overrides."""
-
-    name: str
-    values: tuple[str, ...]
-    overrides: Callable[[str], dict[str, Any]]
-    numeric: bool = False
-    check: Callable[[str], object] | None = None  # validates a value (raises ConfigError)
-
-
-def _spec(value: str) -> dict[str, Any]:
-    if value == "off":
-        return {"spec_draft_tokens": 0}
-    return {
-        "spec_draft_tokens": SPEC_DRAFT_TOKENS,
-        "spec_acceptance_rate": SPEC_ACCEPTANCE,
-        "spec_draft_params": SPEC_DRAFT_PARAMS,
-    }
-
-
-KNOBS: dict[str, Knob] = {
-    k.name: k
-    for k in (
-        # The serving engine: its scheduler, KV rules and CPU costs (planner.engine.runtimes).
-        Knob(
-            "engine",
-            ("vllm", "trtllm", "sglang", "tgi"),
-            lambda v: {"engine": v},
-            check=engine_profile,
-        ),  # fmt: skip
-        Knob("prefix_caching", ("off", "on"), lambda v: {"prefix_caching": v == "on"}),
-        Knob("kv_dtype", ("fp16", "fp8"), lambda v: {"kv_dtype_bytes": 1 if v == "fp8" else 2}),
-        # Precision as deployed, in vLLM's spelling (planner.engine.precision).
-        Knob("kv_cache_dtype", KV_CACHE_DTYPES, kv_cache_overrides),
-        Knob(
-            "quantization",
-            QUANTIZATION_NAMES,
-            lambda v: {"quantization": quantization(v).name},
-        ),
-        Knob("kv_reservation", ("paged", "static"), lambda v: {"kv_reservation": v}),
-        Knob("queue_policy", ("fcfs", "spf"), lambda v: {"queue_policy": v}),
-        Knob("speculative", ("off", "on"), _spec),
-        Knob("max_num_seqs", ("256", "64"), lambda v: {"max_num_seqs": int(v)}, True),
-        Knob(
-            "max_num_batched_tokens",
-            ("8192", "2048"),
-            lambda v: {"max_num_batched_tokens": int(v)},
-            True,
-        ),
-        Knob(
-            "gpu_memory_utilization",
-            ("0.9", "0.8"),
-            lambda v: {"gpu_memory_utilization": float(v)},
-            True,
-        ),
-        # A fleet-level choice, not an engine knob: planner.whatif.disagg (values `off` or
-        # `<p>p<d>d`, prefill and decode instances per unit).
-        Knob("disaggregation", ("off", "1p1d", "1p3d", "3p1d"), lambda v: {}, check=parse_disagg),
-    )
-}
-
-
-def parse_vary(text: str) -> dict[str, tuple[str, ...]]:
-    """`prefix_caching,max_num_seqs=64:256` -> {knob: values}; the first value is the baseline.
-
-    Raises ConfigError naming an unknown knob (with the known ones) or a bad value.
-    """
-    out: dict[str, tuple[str, ...]] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, _, values = part.partition("=")
-        knob = KNOBS.get(name.strip())
-        if knob is None:
-            raise ConfigError(f"--vary: unknown knob {name!r}; known: {', '.join(KNOBS)}")
-        chosen = tuple(v.strip() for v in values.split(":")) if values else knob.values
-        for v in chosen:
-            if knob.check is not None:
-                knob.check(v)
-            elif knob.numeric:
-                try:
-                    if not float(v) > 0:
-                        raise ValueError
-                except ValueError as err:
-                    raise ConfigError(f"--vary {name}: {v!r} is not a positive number") from err
-            elif v not in knob.values:
-                raise ConfigError(
-                    f"--vary {name}: unknown value {v!r}; known: {', '.join(knob.values)}"
-                )
-        if len(chosen) < 2:
-            raise ConfigError(f"--vary {name}: give at least two values (e.g. {name}=64:256)")
-        out[knob.name] = chosen
-    return out
 
 
 def tp_link_for(choice: str) -> str | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from contracts.whatif import WhatifCandidate
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.slo.spec import parse_slo
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.run import run_whatif
 from profiles.presets import preset_profile
 
 # Two shapes x two knob values (CAPPLAN_FLEET_WORKERS sets the workers whatever the size).

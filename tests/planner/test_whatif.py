@@ -10,8 +10,9 @@ import pytest
 from contracts.errors import ConfigError
 from planner.engine import build_engine_config
 from planner.slo.spec import parse_slo
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.run import run_whatif
 from planner.whatif.virtual import split_at
 from profiles.presets import preset_profile
 

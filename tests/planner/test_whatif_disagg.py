@@ -15,8 +15,9 @@ from planner.engine import EngineRequest, build_engine_config
 from planner.fleet.sim import simulate_fleet
 from planner.slo.spec import parse_slo
 from planner.whatif.disagg import Disagg, simulate_disaggregated
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary, run_whatif
+from planner.whatif.run import run_whatif
 from profiles.presets import preset_profile
 
 KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2
