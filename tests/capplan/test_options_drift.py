@@ -1,8 +1,8 @@
-"""Each option of `capplan verify` and `capplan plan` declared once (issue 58 item 2): the
-command's options model (VerifyOptions, PlanOptions) holds its bound and default; the CLI
-parameter only spells it. These tests fail when the two drift apart: a field no option reaches,
-a default written twice and changed once, a bound the CLI does not enforce through the model
-(or enforces with a check of its own that disagrees)."""
+"""Each option of `capplan verify`, `plan` and `whatif` declared once (issue 58 item 2): the
+command's options model (VerifyOptions, PlanOptions, WhatifOptions) holds its bound and
+default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
+no option reaches, a default written twice and changed once, a bound the CLI does not enforce
+through the model (or enforces with a check of its own that disagrees)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ from pydantic import BaseModel
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from capplan.cli import app, parse_share
+from capplan.cli import app, one_growth, parse_share
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
+from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
 from planner.verify.options import VerifyOptions
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class Command:
     # field -> how the CLI reads the option's text (its default is text, the model's a value)
     parse: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
     shares: frozenset[str] = frozenset()  # fields given as a fraction or a percent
+
+
+def int_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
 
 
 VERIFY = Command(
@@ -79,7 +86,32 @@ PLAN = Command(
     },
     shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN]
+WHATIF = Command(
+    "whatif",
+    WhatifOptions,
+    WHATIF_FLAGS,
+    lambda tmp: ["whatif", "--profile", str(tmp / "p.json"), "--slo", "ttft:p95<=2s",
+                 "-o", str(tmp / "whatif.json")],
+    # a cal.json's factors (--calibration, a file), the search's tolerance, the router
+    # comparison's span (the plan's default)
+    not_options=frozenset({"engine_overrides", "tolerance", "routing_span_s"}),
+    # the output and its format, the measured limit and the cal.json (files)
+    not_fields=frozenset({"output", "output_format", "calibrate", "calibration"}),
+    parse={
+        "gpus": lambda text: tuple(p.strip() for p in text.split(",") if p.strip()),
+        "tps": int_tuple,
+        "pps": int_tuple,
+        "vary": parse_vary,
+        "kv_link_bandwidth_bytes_per_s": lambda gbps: gbps * 1e9,
+        "peak_quantile": lambda text: parse_share("--peak-quantile", text),
+        "headroom": lambda text: parse_share("--headroom", text),
+        "routing_settings.prefix_threshold": lambda text: parse_share("--prefix-threshold", text),
+        "growth": lambda text: one_growth("whatif", text),
+        "executor": parse_executor,
+    },
+    shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -105,7 +137,10 @@ def bounds(command: Command, path: str) -> list[Any]:
     top, _, rest = path.partition(".")
     info = command.model.model_fields[top]
     if not rest:
-        return list(info.metadata)
+        # a list's items' bounds (growth factors, --tp values) besides the field's own
+        items = [arg for arg in typing.get_args(info.annotation) if hasattr(arg, "__metadata__")]
+        extras = [extra for item in items for extra in item.__metadata__]
+        return [*info.metadata, *(b for extra in extras for b in getattr(extra, "metadata", ()))]
     hints = typing.get_type_hints(info.annotation, include_extras=True)
     extras = getattr(hints[rest], "__metadata__", ())
     return [bound for extra in extras for bound in getattr(extra, "metadata", ())]
@@ -182,7 +217,12 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
     assert seen >= {("plan", path) for path in (
         "peak_quantile", "peak_rps", "peak_users", "headroom", "redundancy", "tp", "pp",
         "gpu_hour_price_usd", "fleet_span_s", "host_rule.cpu_cores_per_gpu",
-        "host_rule.host_ram_per_gpu_memory", "routing_settings.prefix_threshold",
+        "host_rule.host_ram_per_gpu_memory", "routing_settings.prefix_threshold", "growth",
+    )}  # fmt: skip
+    assert seen >= {("whatif", path) for path in (
+        "tps", "pps", "kv_link_bandwidth_bytes_per_s", "max_model_len", "peak_quantile",
+        "peak_rps", "growth", "headroom", "redundancy", "gpu_hour_price_usd", "level_s",
+        "routing_settings.prefix_threshold",
     )}  # fmt: skip
 
 
