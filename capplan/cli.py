@@ -223,19 +223,6 @@ def parse_fraction(
 FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
 
 
-def whole_numbers(option: str, text: str) -> tuple[int, ...]:
-    """`1,2` -> (1, 2); ConfigError naming the option for anything else or a value below 1."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    expected = "whole numbers >= 1, e.g. 1,2" if "," in text else "a whole number >= 1"
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError as err:
-        raise ConfigError(f"{option}: expected {expected} (got {text!r})") from err
-    if not values or min(values) < 1:
-        raise ConfigError(f"{option}: expected {expected} (got {text!r})")
-    return values
-
-
 def one_value(option: str, text: str, reason: str) -> str:
     """`text` stripped, or ConfigError `OPTION A,B: REASON` when it is a comma-separated list
     where the command takes one value (the reason names the command that takes the list)."""
