@@ -43,8 +43,8 @@ def one_candidate() -> None:
     for model, gpu, quantization, goal_s in ONE:
         for level_s in (None, 60.0):
             options = WhatifOptions(
-                "preset:chat", slo, model=model, gpus=(gpu,), quantization=quantization,
-                level_s=level_s,
+                profile_path="preset:chat", slo=slo, model=model, gpus=(gpu,),
+                quantization=quantization, level_s=level_s,
             )  # fmt: skip
             start = time.perf_counter()
             c = run_whatif(profile, options).candidates[0]
@@ -61,8 +61,8 @@ def one_candidate() -> None:
 def grid(executor: ExecutorSpec = LOCAL) -> tuple[Whatif, float]:
     """The 50-candidate grid on `executor`, and its wall seconds."""
     options = WhatifOptions(
-        "preset:chat",
-        parse_slo("ttft:p95<=2s,tpot:p95<=100ms"),
+        profile_path="preset:chat",
+        slo=parse_slo("ttft:p95<=2s,tpot:p95<=100ms"),
         gpus=("H100-80GB", "H200-141GB", "A100-80GB", "L40S-48GB", "A10-24GB"),
         vary=parse_vary("kv_dtype,max_num_seqs=32:64:128:192:256"),
         level_s=60.0,

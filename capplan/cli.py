@@ -114,37 +114,20 @@ def handle_errors(func: F) -> F:
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 
-# pydantic's numeric-bound error types and the operator each states
-_BOUNDS = {
-    "greater_than": ("gt", ">"),
-    "greater_than_equal": ("ge", ">="),
-    "less_than": ("lt", "<"),
-    "less_than_equal": ("le", "<="),
-}
-
 
 def build_options(model: type[ModelT], flags: Mapping[str, str], /, **values: Any) -> ModelT:
     """A command's options model from its CLI values: the model holds each option's bounds and
     default once; a value it refuses becomes the project's error (exit 2) naming the option
     as the user typed it (`flags`: field -> --option, for fields named otherwise than
-    `--field-name`), in check_number's words where the refusal is a bound."""
-    from pydantic import ValidationError
+    `--field-name`; a nested field by its dotted path), in check_number's words where the
+    refusal is a bound."""
+    from contracts.options import build
 
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else ""
-        flag = flags.get(field, "--" + field.replace("_", "-"))
-        value = error.get("input")
-        ctx = error.get("ctx") or {}
-        key, op = _BOUNDS.get(error["type"], ("", ""))
-        bound = f"{op} {ctx[key]:g}" if key in ctx else None
-        if bound is not None or error["type"] == "finite_number":
-            kind = "a whole number" if isinstance(value, int) else "a finite number"
-            expected = f"{kind} {bound}" if bound else kind
-            raise ConfigError(f"{flag} {value:g}: expected {expected}") from None
-        raise ConfigError(f"{flag} {value!r}: {error['msg']}") from None
+    def flag(path: str) -> str:
+        field = path.split(".", 1)[0]
+        return flags.get(path) or flags.get(field) or "--" + field.replace("_", "-")
+
+    return build(model, flag, **values)
 
 
 def check_number(
@@ -238,19 +221,6 @@ def parse_fraction(
 
 
 FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
-
-
-def whole_numbers(option: str, text: str) -> tuple[int, ...]:
-    """`1,2` -> (1, 2); ConfigError naming the option for anything else or a value below 1."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    expected = "whole numbers >= 1, e.g. 1,2" if "," in text else "a whole number >= 1"
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError as err:
-        raise ConfigError(f"{option}: expected {expected} (got {text!r})") from err
-    if not values or min(values) < 1:
-        raise ConfigError(f"{option}: expected {expected} (got {text!r})")
-    return values
 
 
 def one_value(option: str, text: str, reason: str) -> str:

@@ -8,15 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import (
-    check_number,
-    check_planning,
-    handle_errors,
-    one_value,
-    parse_fraction,
-    parse_share,
-    whole_numbers,
-)
+from capplan.cli import build_options, handle_errors, one_value, parse_share
 from capplan.commands.autoscale_opts import (
     Autoscale,
     AutoscaleOut,
@@ -56,7 +48,7 @@ from capplan.commands.shared import (
     RoutingOption,
 )
 from contracts.calibration import load_calibration_file
-from contracts.errors import InputError
+from contracts.errors import ConfigError
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
@@ -109,6 +101,30 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     app.command(name="plan", help=HELP)(handle_errors(plan_command))
+
+
+# PlanOptions fields whose option is named otherwise than --field-name (a nested field by its
+# path); the model holds every bound and default, the parameters below only spell them.
+FLAGS = {
+    "profile_path": "--profile",
+    "gpu_hour_price_usd": "--gpu-hour-price",
+    "fleet": "--no-fleet-check",
+    "calibrate": "--no-calibrate",
+    "fleet_span_s": "--fleet-span",
+    "routings": "--routing",
+    "fleet_shortcut": "--fleet-full",
+    "host_rule.cpu_cores_per_gpu": "--cpu-cores-per-gpu",
+    "host_rule.host_ram_per_gpu_memory": "--host-ram-per-gpu-memory",
+    "routing_settings.prefix_threshold": "--prefix-threshold",
+}
+
+
+def _whole(option: str, text: str) -> int:
+    """`2` -> 2; ConfigError naming the option for anything else (the model holds the bound)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{option}: expected a whole number (got {text!r})") from None
 
 
 def _one(option: str, text: str) -> str:
@@ -203,37 +219,12 @@ def plan_command(
     check_format(output_format)
     executor_spec = parse_executor(executor)
     gpu = _one("--gpu", gpu)
-    tp_n = whole_numbers("--tp", _one("--tp", tp))[0]
-    pp_n = whole_numbers("--pp", _one("--pp", pp))[0]
-    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
-    check_planning(
-        redundancy=redundancy,
-        peak_rps=peak_rps,
-        peak_quantile=quantile,
-        gpu_hour_price=gpu_hour_price,
-        tps=(tp_n,),
-    )
-    check_number("--peak-users", peak_users, gt=0)
-    precision_overrides(quantization, kv_cache_dtype)  # checks both names
-    if cpu_cores_per_gpu < 0 or host_ram_per_gpu_memory < 0:
-        raise InputError("--cpu-cores-per-gpu and --host-ram-per-gpu-memory must be >= 0")
-    if fleet_span_s <= 0:
-        raise InputError(f"--fleet-span must be > 0, got {fleet_span_s}")
-    auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
-    routings = parse_routings(routing) if routing is not None else None
-    threshold = parse_fraction("--prefix-threshold", prefix_threshold, positive=True)
-    settings = RoutingSettings(prefix_threshold=threshold, seed=seed)
-    console = stderr_console()
-    the_profile = load_profile(profile)
-    the_slo = parse_slo(slo) if slo else None
-    the_limit = parse_limit(limit, the_slo, accept_unconfirmed=accept_unconfirmed)
-    if the_limit.result is not None and (reason := unconfirmed_reason(the_limit.result)):
-        console.print(f"[yellow]planning with an unconfirmed limit: {reason}[/yellow]")
-    options = PlanOptions(
+    options = build_options(
+        PlanOptions,
+        FLAGS,
         profile_path=str(profile),
-        slo=the_slo,
         peak_window=peak_window,
-        peak_quantile=quantile,
+        peak_quantile=parse_share("--peak-quantile", peak_quantile),
         peak_rps=peak_rps,
         peak_users=peak_users,
         growth=tuple(parse_float_list(growth, "--growth")),
@@ -241,8 +232,8 @@ def plan_command(
         redundancy=redundancy,
         gpu=gpu,
         model=model,
-        tp=tp_n,
-        pp=pp_n,
+        tp=_whole("--tp", _one("--tp", tp)),
+        pp=_whole("--pp", _one("--pp", pp)),
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
         catalog=str(catalog) if catalog is not None else None,
@@ -251,20 +242,29 @@ def plan_command(
         calibrate=not no_calibrate and calibration is None,
         fleet_span_s=fleet_span_s,
         seed=seed,
-        host_rule=HostRule(
-            cpu_cores_per_gpu=cpu_cores_per_gpu, host_ram_per_gpu_memory=host_ram_per_gpu_memory
-        ),
+        host_rule={
+            "cpu_cores_per_gpu": cpu_cores_per_gpu,
+            "host_ram_per_gpu_memory": host_ram_per_gpu_memory,
+        },
         name=output.stem,
-        engine_overrides=calibration_overrides(
-            load_calibration_file(calibration) if calibration else None,
-            model,
-            str(catalog) if catalog is not None else None,
-        ),
-        routings=routings,
-        routing_settings=settings,
+        routings=parse_routings(routing) if routing is not None else None,
+        routing_settings={"prefix_threshold": parse_share("--prefix-threshold", prefix_threshold),
+                          "seed": seed},
         executor=executor_spec,
         fleet_shortcut=not fleet_full,
+    )  # fmt: skip
+    precision_overrides(quantization, kv_cache_dtype)  # checks both names
+    auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
+    console = stderr_console()
+    the_profile = load_profile(profile)
+    the_slo = parse_slo(slo) if slo else None
+    the_limit = parse_limit(limit, the_slo, accept_unconfirmed=accept_unconfirmed)
+    if the_limit.result is not None and (reason := unconfirmed_reason(the_limit.result)):
+        console.print(f"[yellow]planning with an unconfirmed limit: {reason}[/yellow]")
+    overrides = calibration_overrides(
+        load_calibration_file(calibration) if calibration else None, model, options.catalog
     )
+    options = options.model_copy(update={"slo": the_slo, "engine_overrides": overrides})
     plan = build_plan(
         the_profile,
         the_limit,

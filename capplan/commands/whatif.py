@@ -8,15 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import (
-    check_number,
-    check_planning,
-    handle_errors,
-    one_growth,
-    parse_fraction,
-    parse_share,
-    whole_numbers,
-)
+from capplan.cli import build_options, handle_errors, one_growth, parse_share
 from capplan.commands.console import (
     FORMAT_HELP,
     check_format,
@@ -43,7 +35,7 @@ from capplan.commands.shared import (
     Redundancy,
     RoutingOption,
 )
-from contracts.errors import ConfigError, InputError
+from contracts.errors import ConfigError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif
 from planner.engine.precision import precision_overrides
@@ -97,6 +89,32 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     app.command(name="whatif", help=HELP)(handle_errors(whatif_command))
+
+
+# WhatifOptions fields whose option is named otherwise than --field-name (a nested field by its
+# path); the model holds every bound and default, the parameters below only spell them.
+FLAGS = {
+    "profile_path": "--profile",
+    "tps": "--tp",
+    "pps": "--pp",
+    "gpus": "--gpu",
+    "kv_link_bandwidth_bytes_per_s": "--kv-link-gbps",
+    "gpu_hour_price_usd": "--gpu-hour-price",
+    "routings": "--routing",
+    "routing_settings.prefix_threshold": "--prefix-threshold",
+}
+
+
+def _wholes(option: str, text: str) -> tuple[int, ...]:
+    """`1,2` -> (1, 2); ConfigError naming the option for anything but whole numbers (the
+    model holds the bound)."""
+    try:
+        values = tuple(int(p) for p in _split(text))
+    except ValueError:
+        values = ()
+    if not values:
+        raise ConfigError(f"{option}: expected whole numbers, e.g. 1,2 (got {text!r})")
+    return values
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -178,29 +196,42 @@ def whatif_command(
     executor: ExecutorOption = "local",
 ) -> None:
     check_format(output_format)
-    executor_spec = parse_executor(executor)
-    routings = parse_routings(routing) if routing is not None else None
-    threshold = parse_fraction("--prefix-threshold", prefix_threshold, positive=True)
-    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
-    growth_factor = one_growth("whatif", growth)
     from contracts.calibration import load_calibration_file
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides
 
-    tps = whole_numbers("--tp", tp)
-    pps = whole_numbers("--pp", pp)
-    check_planning(
-        redundancy=redundancy,
+    options = build_options(
+        WhatifOptions,
+        FLAGS,
+        profile_path=str(profile),
+        slo=parse_slo(slo),
+        model=model,
+        gpus=_split(gpu),
+        tps=_wholes("--tp", tp),
+        pps=_wholes("--pp", pp),
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        catalog=str(catalog) if catalog is not None else None,
+        tp_link=tp_link,
+        kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
+        max_model_len=max_model_len,
+        peak_window=peak_window,
+        peak_quantile=parse_share("--peak-quantile", peak_quantile),
         peak_rps=peak_rps,
-        peak_quantile=quantile,
-        gpu_hour_price=gpu_hour_price,
-        tps=tps,
+        growth=one_growth("whatif", growth),
+        headroom=parse_share("--headroom", headroom),
+        redundancy=redundancy,
+        gpu_hour_price_usd=gpu_hour_price,
+        level_s=level_s,
+        steady=steady,
+        seed=seed,
+        routings=parse_routings(routing) if routing is not None else None,
+        routing_settings={
+            "prefix_threshold": parse_share("--prefix-threshold", prefix_threshold),
+            "seed": seed,
+        },
+        executor=parse_executor(executor),
     )
-    check_number("--max-model-len", max_model_len, ge=1)
-    if not kv_link_gbps > 0:
-        raise InputError(f"--kv-link-gbps must be > 0, got {kv_link_gbps}")
-    if level_s is not None and level_s < 10:
-        raise InputError(f"--level-s must be >= 10 virtual seconds, got {level_s}")
     precision_overrides(quantization, kv_cache_dtype)  # checks both names
     engines = _split(engine)
     if not engines:
@@ -211,39 +242,11 @@ def whatif_command(
             raise ConfigError("give the engines either with --engine or with --vary engine=...")
         varied = {"engine": tuple(engines), **varied}
         parse_vary("engine=" + ":".join(engines))  # checks each name
-    options = WhatifOptions(
-        profile_path=str(profile),
-        slo=parse_slo(slo),
-        model=model,
-        engine=engines[0],
-        gpus=_split(gpu),
-        tps=tps,
-        pps=pps,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        catalog=str(catalog) if catalog is not None else None,
-        vary=varied,
-        tp_link=tp_link,
-        kv_link_bandwidth_bytes_per_s=kv_link_gbps * 1e9,
-        max_model_len=max_model_len,
-        peak_window=peak_window,
-        peak_quantile=quantile,
-        peak_rps=peak_rps,
-        growth=growth_factor,
-        headroom=parse_share("--headroom", headroom),
-        redundancy=redundancy,
-        gpu_hour_price_usd=gpu_hour_price,
-        level_s=level_s,
-        steady=steady,
-        seed=seed,
-        engine_overrides=calibration_overrides(
-            load_calibration_file(calibration) if calibration else None,
-            model,
-            str(catalog) if catalog is not None else None,
-        ),
-        routings=routings,
-        routing_settings=RoutingSettings(prefix_threshold=threshold, seed=seed),
-        executor=executor_spec,
+    overrides = calibration_overrides(
+        load_calibration_file(calibration) if calibration else None, model, options.catalog
+    )
+    options = options.model_copy(
+        update={"engine": engines[0], "vary": varied, "engine_overrides": overrides}
     )
     the_profile = load_profile(profile)
     measured = load_limit(calibrate) if calibrate is not None else None

@@ -14,7 +14,9 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
@@ -352,9 +354,10 @@ class HostRule:
     """
 
     cpu_cores_base: int = 4
-    cpu_cores_per_gpu: int = 8
+    # bounds read where options are validated (PlanOptions; `capplan plan --cpu-cores-per-gpu`)
+    cpu_cores_per_gpu: Annotated[int, Field(ge=0)] = 8
     host_ram_gib_base: float = 16.0
-    host_ram_per_gpu_memory: float = 2.0
+    host_ram_per_gpu_memory: Annotated[float, Field(ge=0)] = 2.0
 
     def finding(self) -> Finding:
         """The rule as a finding (its English: `describe`)."""

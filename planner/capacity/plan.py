@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import __version__
 from contracts.errors import ConfigError
@@ -56,7 +56,7 @@ from planner.fleet.check import fleet_check
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, closed_loop_run, open_loop_run, simulator_slo_problem
-from planner.slo.spec import Slo
+from planner.slo.spec import SloField
 from profiles.model import Profile
 
 SENSITIVITY_HEADROOMS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -65,35 +65,50 @@ SENSITIVITY_GROWTHS = (1.0, 1.5, 2.0)
 QUEUE_WAIT_FRACTION = 0.05
 
 
-@dataclass(frozen=True)
-class PlanOptions:
-    """Every input of a plan besides the profile and the limit (the CLI's options, validated)."""
+class PlanOptions(BaseModel):
+    """Every input of a plan besides the profile and the limit: each option's bound, default and
+    meaning declared once here (the CLI builds it with `capplan.cli.build_options`)."""
 
-    profile_path: str
-    slo: Slo | None = None  # parsed where the text came in (the CLI, a review file)
-    peak_window: str = "60s"
-    peak_quantile: float = 0.99
-    peak_rps: float | None = None
-    peak_users: float | None = None
-    growth: tuple[float, ...] = (1.0,)
-    headroom: float = 0.2
-    redundancy: int = 1
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    profile_path: str = Field(description="the profile's file (or preset name)")
+    # parsed where the text came in (the CLI, a review file)
+    slo: SloField | None = Field(default=None, description="default: the limit's SLO")
+    peak_window: str = Field(default="60s", description="window of the peak's rate")
+    peak_quantile: float = Field(default=0.99, gt=0, le=1, description="quantile of the windows")
+    peak_rps: float | None = Field(default=None, gt=0, description="planning peak, req/s")
+    peak_users: float | None = Field(default=None, gt=0, description="peak concurrent requests")
+    growth: tuple[Annotated[float, Field(gt=0)], ...] = Field(
+        default=(1.0,), description="growth scenarios"
+    )
+    headroom: float = Field(default=0.2, ge=0, description="share above the peak")
+    redundancy: int = Field(default=1, ge=0, description="spare instances (N+k)")
     gpu: str = "H100-80GB"
     model: str = "llama-3.1-8b"
-    tp: int = 1
-    pp: int = 1  # pipeline stages: an instance holds tp x pp GPUs
-    quantization: str = "none"  # vLLM's --quantization (planner.engine.precision)
-    kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype
-    catalog: str | None = None  # a GPU/model catalog file extending the built-in one
-    gpu_hour_price_usd: float | None = None
-    fleet: bool = True
-    calibrate: bool = True
-    fleet_span_s: float = 300.0
+    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per instance")
+    pp: int = Field(default=1, ge=1, description="pipeline stages: an instance holds tp x pp GPUs")
+    quantization: str = Field(default="none", description="vLLM's --quantization")
+    kv_cache_dtype: str = Field(default="auto", description="vLLM's --kv-cache-dtype")
+    catalog: str | None = Field(
+        default=None, description="a GPU/model catalog file extending the built-in one"
+    )
+    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    fleet: bool = Field(default=True, description="simulate the fleet")
+    calibrate: bool = Field(default=True, description="fit the engine model to the limit.json")
+    fleet_span_s: float = Field(default=300.0, gt=0, description="simulated s per fleet size")
     seed: int = 0
-    host_rule: HostRule = field(default_factory=HostRule)
+    host_rule: HostRule = Field(default_factory=HostRule)
     name: str = ""
     # build_engine_config overrides (a cal.json's factors)
-    engine_overrides: dict[str, Any] = field(default_factory=dict)
+    engine_overrides: dict[str, Any] = Field(default_factory=dict)
+    # --routing: the routers to compare, the first one the count assumes (None: the check's
+    # default pair, no comparison), and the prefix router's knobs.
+    routings: tuple[Routing, ...] | None = None
+    routing_settings: RoutingSettings = Field(default_factory=RoutingSettings)
+    # Where the fleet check's points run, and whether a symmetric router's point may simulate
+    # a few instances' share of the traffic (planner.fleet.sample) instead of all of them.
+    executor: ExecutorSpec = LOCAL
+    fleet_shortcut: bool = True
 
     @property
     def gpus_per_instance(self) -> int:
@@ -108,15 +123,6 @@ class PlanOptions:
             **precision_overrides(self.quantization, self.kv_cache_dtype),
             **self.engine_overrides,
         )  # fmt: skip
-
-    # --routing: the routers to compare, the first one the count assumes (None: the check's
-    # default pair, no comparison), and the prefix router's knobs.
-    routings: tuple[Routing, ...] | None = None
-    routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
-    # Where the fleet check's points run, and whether a symmetric router's point may simulate
-    # a few instances' share of the traffic (planner.fleet.sample) instead of all of them.
-    executor: ExecutorSpec = LOCAL
-    fleet_shortcut: bool = True
 
 
 def mean_context_tokens(pairs: list[tuple[int, int]]) -> float:

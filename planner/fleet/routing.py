@@ -26,9 +26,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, get_args
+from typing import Annotated, Protocol, get_args
 
 import numpy as np
+from pydantic import Field
 
 from contracts.errors import ConfigError
 from contracts.plan import RoutingName
@@ -46,7 +47,8 @@ class RoutingSettings:
     (0, 1], a negative balance_abs or a balance_rel below 1.
     """
 
-    prefix_threshold: float = 0.3
+    # the bound read where options are validated (PlanOptions; --prefix-threshold)
+    prefix_threshold: Annotated[float, Field(gt=0, le=1)] = 0.3
     balance_abs: int = 8
     balance_rel: float = 1.5
     index_blocks: int | None = None

@@ -19,6 +19,7 @@ from contracts.digest import sha256_of
 from contracts.errors import InputError
 from contracts.finding import Finding
 from contracts.jsonio import read_json, validate
+from contracts.options import build
 from contracts.plan import Plan
 from contracts.review import (
     REVIEW_SCHEMA,
@@ -106,7 +107,10 @@ def build_service(
         source = source if spec.growth is not None else "data"
     if not growths:
         growths = [1.0]
-    options = PlanOptions(
+    # a value the plan refuses (a quantile of 0, a falling trend's growth) names the service
+    options = build(
+        PlanOptions,
+        lambda path: f"{spec.name}: {path}",
         profile_path=spec.profile or ",".join(spec.logs or []),
         slo=spec.slo,
         peak_window=spec.peak_window,

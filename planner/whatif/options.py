@@ -3,56 +3,65 @@ from the run, so the lessons read them without a cycle)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.limit.steady import SteadyRules
-from planner.slo.spec import Slo
+from planner.slo.spec import SloField
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
 
 FIXED_LEVEL_S = 60.0  # a fixed level's length when none is given and rules are off
 
 
-@dataclass(frozen=True)
-class WhatifOptions:
-    """What `capplan whatif` was asked (validated here and by the engine config)."""
+class WhatifOptions(BaseModel):
+    """What `capplan whatif` was asked: each option's bound and default declared once here (the
+    CLI builds it with `capplan.cli.build_options`; the engine config checks the names)."""
 
-    profile_path: str
-    slo: Slo  # parsed once where the text came in (planner.slo.spec.parse_slo)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    profile_path: str = Field(description="the profile's file (or preset name)")
+    slo: SloField  # parsed once where the text came in (planner.slo.spec.parse_slo)
     model: str = "llama-3.1-8b"
     engine: str = "vllm"  # every candidate's engine, unless `vary` holds `engine`
     gpus: tuple[str, ...] = ("H100-80GB",)
-    tps: tuple[int, ...] = (1,)
-    pps: tuple[int, ...] = (1,)  # pipeline stages; an instance holds tp x pp GPUs
+    tps: tuple[Annotated[int, Field(ge=1)], ...] = (1,)
+    # pipeline stages; an instance holds tp x pp GPUs
+    pps: tuple[Annotated[int, Field(ge=1)], ...] = (1,)
     quantization: str = "none"  # vLLM's --quantization (planner.engine.precision)
     kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype: auto (the model's dtype) or fp8
     catalog: str | None = None  # a GPU/model catalog file extending the built-in one
-    vary: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    vary: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     tp_link: str = "auto"  # auto: each board's own link (catalog.yaml); or force one
-    kv_link_bandwidth_bytes_per_s: float = DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S  # P/D only
-    max_model_len: int | None = None  # default: the profile's longest request, rounded up
+    # P/D only
+    kv_link_bandwidth_bytes_per_s: float = Field(
+        default=DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S, gt=0
+    )
+    # default: the profile's longest request, rounded up
+    max_model_len: int | None = Field(default=None, ge=1)
     peak_window: str = "60s"
-    peak_quantile: float = 0.99
-    peak_rps: float | None = None
-    growth: float = 1.0
-    headroom: float = 0.2
-    redundancy: int = 1
-    gpu_hour_price_usd: float | None = None
+    peak_quantile: float = Field(default=0.99, gt=0, le=1)
+    peak_rps: float | None = Field(default=None, gt=0)
+    growth: float = Field(default=1.0, gt=0)
+    headroom: float = Field(default=0.2, ge=0)
+    redundancy: int = Field(default=1, ge=0)
+    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
     # None (the default): each level judged under capplan limit's steady-state rules; a
     # number: fixed levels that long (quicker, may be optimistic), or with `steady` the
     # rules' shortest measured window
-    level_s: float | None = None
+    level_s: float | None = Field(default=None, ge=10, description="virtual seconds a level")
     steady: bool = False
-    tolerance: float = 0.05
+    tolerance: float = Field(default=0.05, gt=0)
     seed: int = 0
     # build_engine_config overrides for every candidate (a cal.json's factors)
-    engine_overrides: dict[str, Any] = field(default_factory=dict)
+    engine_overrides: dict[str, Any] = Field(default_factory=dict)
     # --routing: routers compared for the cheapest candidate (None: no comparison)
     routings: tuple[Routing, ...] | None = None
-    routing_settings: RoutingSettings = field(default_factory=RoutingSettings)
-    routing_span_s: float = 300.0  # simulated seconds per fleet size, as the plan's default
+    routing_settings: RoutingSettings = Field(default_factory=RoutingSettings)
+    # simulated seconds per fleet size, as the plan's default
+    routing_span_s: float = Field(default=300.0, gt=0)
     executor: ExecutorSpec = LOCAL  # where the candidates and the router comparison's points run
 
     def rules(self) -> SteadyRules | None:

@@ -1,102 +1,261 @@
-"""Each `capplan verify` option declared once (issue 58 item 2): VerifyOptions holds its bound
-and default; the CLI parameter only spells it. These tests fail when the two drift apart: a
-field no option reaches, a default written twice and changed once, a bound the CLI does not
-enforce through the model (or enforces with a check of its own that disagrees)."""
+"""Each option of `capplan verify`, `plan` and `whatif` declared once (issue 58 item 2): the
+command's options model (VerifyOptions, PlanOptions, WhatifOptions) holds its bound and
+default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
+no option reaches, a default written twice and changed once, a bound the CLI does not enforce
+through the model (or enforces with a check of its own that disagrees)."""
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import annotated_types
+import click
 import pytest
+from pydantic import BaseModel
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from capplan.cli import app
-from capplan.commands.verify import FLAGS
+from capplan.cli import app, one_growth, parse_share
+from capplan.commands.plan import FLAGS as PLAN_FLAGS
+from capplan.commands.verify import FLAGS as VERIFY_FLAGS
+from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
+from planner.capacity.arithmetic import parse_float_list
+from planner.capacity.plan import PlanOptions
+from planner.fleet.executor import parse_executor
 from planner.verify.options import VerifyOptions
+from planner.whatif.options import WhatifOptions
+from planner.whatif.run import parse_vary
 
-# Fields no option sets: the verify run's fixed steady-state rules and the request timeout.
-NOT_OPTIONS = {"rules", "request_timeout_s"}
+
+@dataclass(frozen=True)
+class Command:
+    """One command and its options model, as the drift tests read them."""
+
+    name: str
+    model: type[BaseModel]
+    flags: Mapping[str, str]  # field (a nested one by its path) -> --option
+    argv: Callable[[Path], list[str]]  # the required options (files that need not exist)
+    not_options: frozenset[str] = frozenset()  # fields no option sets
+    not_fields: frozenset[str] = frozenset()  # parameters that are another layer's input
+    inverted: frozenset[str] = frozenset()  # fields a flag sets to False (--no-preflight)
+    # field -> how the CLI reads the option's text (its default is text, the model's a value)
+    parse: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+    shares: frozenset[str] = frozenset()  # fields given as a fraction or a percent
 
 
-def verify_params() -> dict[str, Any]:
-    """The command's parameters by the field each sets."""
+def int_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
+VERIFY = Command(
+    "verify",
+    VerifyOptions,
+    VERIFY_FLAGS,
+    lambda tmp: ["verify", "--plan", str(tmp / "plan.json"), "--profile", str(tmp / "p.json"),
+                 "-o", str(tmp / "run"), "--host", "http://127.0.0.1:9"],
+    # the verify run's fixed steady-state rules and the request timeout
+    not_options=frozenset({"rules", "request_timeout_s"}),
+    inverted=frozenset({"preflight"}),
+)  # fmt: skip
+PLAN = Command(
+    "plan",
+    PlanOptions,
+    PLAN_FLAGS,
+    lambda tmp: ["plan", "--profile", str(tmp / "p.json"), "--limit", "4rps",
+                 "-o", str(tmp / "plan.json")],
+    # the plan's name (the output's stem) and a cal.json's factors (--calibration, a file)
+    not_options=frozenset({"name", "engine_overrides"}),
+    # the limit, the output and its format, the autoscale study, the alert rules
+    not_fields=frozenset({
+        "limit", "output", "accept_unconfirmed", "output_format", "calibration", "ops_out",
+        "autoscale", "autoscale_policy", "cold_start_s", "autoscale_out", "deployment",
+    }),
+    inverted=frozenset({"fleet", "calibrate", "fleet_shortcut"}),
+    parse={
+        "peak_quantile": lambda text: parse_share("--peak-quantile", text),
+        "headroom": lambda text: parse_share("--headroom", text),
+        "routing_settings.prefix_threshold": lambda text: parse_share("--prefix-threshold", text),
+        "growth": lambda text: tuple(parse_float_list(text, "--growth")),
+        "tp": int,
+        "pp": int,
+        "executor": parse_executor,
+    },
+    shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
+)  # fmt: skip
+WHATIF = Command(
+    "whatif",
+    WhatifOptions,
+    WHATIF_FLAGS,
+    lambda tmp: ["whatif", "--profile", str(tmp / "p.json"), "--slo", "ttft:p95<=2s",
+                 "-o", str(tmp / "whatif.json")],
+    # a cal.json's factors (--calibration, a file), the search's tolerance, the router
+    # comparison's span (the plan's default)
+    not_options=frozenset({"engine_overrides", "tolerance", "routing_span_s"}),
+    # the output and its format, the measured limit and the cal.json (files)
+    not_fields=frozenset({"output", "output_format", "calibrate", "calibration"}),
+    parse={
+        "gpus": lambda text: tuple(p.strip() for p in text.split(",") if p.strip()),
+        "tps": int_tuple,
+        "pps": int_tuple,
+        "vary": parse_vary,
+        "kv_link_bandwidth_bytes_per_s": lambda gbps: gbps * 1e9,
+        "peak_quantile": lambda text: parse_share("--peak-quantile", text),
+        "headroom": lambda text: parse_share("--headroom", text),
+        "routing_settings.prefix_threshold": lambda text: parse_share("--prefix-threshold", text),
+        "growth": lambda text: one_growth("whatif", text),
+        "executor": parse_executor,
+    },
+    shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF]
+
+
+def params(command: Command) -> dict[str, click.Parameter]:
+    """The command's parameters by the field (path) each sets, or their own name."""
     commands = get_command(app).commands  # type: ignore[attr-defined]  # a group
-    field_of = {flag: field for field, flag in FLAGS.items()}
-    params = {}
-    for param in commands["verify"].params:
+    field_of = {flag: path for path, flag in command.flags.items()}
+    out = {}
+    for param in commands[command.name].params:
         flag = max(param.opts, key=len)
-        params[field_of.get(flag, param.name or "")] = param
-    return params
+        out[field_of.get(flag, param.name or "")] = param
+    return out
 
 
-def test_every_field_has_its_option_and_every_option_its_field() -> None:
-    params = verify_params()
-    fields = set(VerifyOptions.model_fields)
-    assert sorted(fields - NOT_OPTIONS - set(params)) == []
-    assert sorted(set(params) - fields) == []
+def model_default(command: Command, path: str) -> Any:
+    """The model's default of a field, or of a nested one (`host_rule.cpu_cores_per_gpu`)."""
+    top, _, rest = path.partition(".")
+    default = command.model.model_fields[top].get_default(call_default_factory=True)
+    return getattr(default, rest) if rest else default
 
 
-def test_each_default_is_the_models() -> None:
-    for field, param in verify_params().items():
-        info = VerifyOptions.model_fields[field]
-        if info.is_required() or param.required:
+def bounds(command: Command, path: str) -> list[Any]:
+    """The annotated_types bounds of a field, or of a nested dataclass's field."""
+    top, _, rest = path.partition(".")
+    info = command.model.model_fields[top]
+    if not rest:
+        # a list's items' bounds (growth factors, --tp values) besides the field's own
+        items = [arg for arg in typing.get_args(info.annotation) if hasattr(arg, "__metadata__")]
+        extras = [extra for item in items for extra in item.__metadata__]
+        return [*info.metadata, *(b for extra in extras for b in getattr(extra, "metadata", ()))]
+    hints = typing.get_type_hints(info.annotation, include_extras=True)
+    extras = getattr(hints[rest], "__metadata__", ())
+    return [bound for extra in extras for bound in getattr(extra, "metadata", ())]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_every_field_has_its_option_and_every_option_its_field(command: Command) -> None:
+    found = params(command)
+    fields = set(command.model.model_fields)
+    reached = {path.partition(".")[0] for path in found}
+    assert sorted(fields - command.not_options - reached) == []
+    for path in set(found) - command.not_fields:
+        top, _, rest = path.partition(".")
+        assert top in fields, f"{command.name}: {path} is no field of {command.model.__name__}"
+        if rest:
+            assert hasattr(model_default(command, top), rest), path
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_each_default_is_the_models(command: Command) -> None:
+    for path, param in params(command).items():
+        if path in command.not_fields or param.required:
             continue
-        default = info.get_default(call_default_factory=True)
+        top = path.partition(".")[0]
+        if command.model.model_fields[top].is_required():
+            continue
+        default = model_default(command, path)
         cli = param.default
-        if FLAGS.get(field, "").startswith("--no-"):
+        if path in command.inverted:
             cli = not cli  # --no-preflight False: preflight True
         if isinstance(default, list) and cli is None:
             cli = []  # a comma-separated option left out: no URLs
-        if isinstance(default, Path | type(None)) or field == "slo":
+        if isinstance(default, Path | type(None)) or path == "slo":
             continue  # None on both sides, or parsed apart (the plan's SLO by default)
+        if path in command.parse:
+            cli = command.parse[path](cli)
         assert cli == default, f"{max(param.opts, key=len)}: CLI {cli!r}, model {default!r}"
 
 
-def _bounds() -> list[tuple[str, str, Any]]:
-    """(field, --flag, a value just outside the field's bound) for every bounded field."""
+def _cases(command: Command) -> list[tuple[Command, str, str, str, float]]:
+    """(command, field, --flag, the text given, the value just outside the field's bound)
+    for every bound of every field an option sets."""
     cases = []
-    for field, param in verify_params().items():
-        for bound in VerifyOptions.model_fields[field].metadata:
-            flag = max(param.opts, key=len)
+    for path, param in params(command).items():
+        if path in command.not_fields:
+            continue
+        flag = max(param.opts, key=len)
+        for bound in bounds(command, path):
             if isinstance(bound, annotated_types.Gt):
-                cases.append((field, flag, bound.gt))
+                value = float(bound.gt)
             elif isinstance(bound, annotated_types.Ge):
-                below = bound.ge - 1
-                cases.append((field, flag, below))
+                value = float(bound.ge - 1)
+            elif isinstance(bound, annotated_types.Le):
+                value = float(bound.le + 1)
+            else:
+                continue
+            # a share above 1 is given as a percent (the edge refuses a bare 2 with a hint)
+            above = path in command.shares and value > 0
+            text = f"{value * 100:g}%" if above else f"{value:g}"
+            cases.append((command, path, flag, text, value))
     return cases
 
 
+CASES = [case for command in COMMANDS for case in _cases(command)]
+
+
 def test_the_bounded_fields_are_the_ones_expected() -> None:
-    """The bound scan sees the model's bounds (a scan that saw none would pass the next test)."""
-    assert {field for field, _, _ in _bounds()} >= {
+    """The bound scan sees the models' bounds (a scan that saw none would pass the next test)."""
+    seen = {(command.name, path) for command, path, *_ in CASES}
+    assert seen >= {("verify", path) for path in (
         "steady_s", "burst_s", "recovery_s", "burst_factor", "time_scale", "replay_speed",
         "instances_down", "workers", "expect_workers", "wait_s",
-    }  # fmt: skip
+    )}  # fmt: skip
+    assert seen >= {("plan", path) for path in (
+        "peak_quantile", "peak_rps", "peak_users", "headroom", "redundancy", "tp", "pp",
+        "gpu_hour_price_usd", "fleet_span_s", "host_rule.cpu_cores_per_gpu",
+        "host_rule.host_ram_per_gpu_memory", "routing_settings.prefix_threshold", "growth",
+    )}  # fmt: skip
+    assert seen >= {("whatif", path) for path in (
+        "tps", "pps", "kv_link_bandwidth_bytes_per_s", "max_model_len", "peak_quantile",
+        "peak_rps", "growth", "headroom", "redundancy", "gpu_hour_price_usd", "level_s",
+        "routing_settings.prefix_threshold",
+    )}  # fmt: skip
 
 
-@pytest.mark.parametrize(("field", "flag", "value"), _bounds(), ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    ("command", "field", "flag", "text", "value"),
+    CASES,
+    ids=[f"{c.name}-{flag}-{text}" for c, _, flag, text, _ in CASES],
+)
 def test_a_value_outside_the_models_bound_is_refused_naming_the_option(
-    tmp_path: Path, field: str, flag: str, value: Any
+    tmp_path: Path, command: Command, field: str, flag: str, text: str, value: float
 ) -> None:
-    result = CliRunner().invoke(
-        app,
-        ["verify", "--plan", str(tmp_path / "plan.json"), "--profile", str(tmp_path / "p.json"),
-         "-o", str(tmp_path / "run"), "--host", "http://127.0.0.1:9", flag, str(value)],
-    )  # fmt: skip
+    result = CliRunner().invoke(app, [*command.argv(tmp_path), flag, text])
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
-    assert f"{flag} {value:g}: expected" in message, message
+    assert f"{flag} {value:g}: expected" in message or f"{flag} {text}: expected" in message, (
+        message
+    )
     assert "Traceback" not in result.output
+    assert not (tmp_path / "plan.json").exists() and not (tmp_path / "run").exists()
 
 
-def test_a_non_finite_number_is_refused_as_before(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app,
-        ["verify", "--plan", str(tmp_path / "plan.json"), "--profile", str(tmp_path / "p.json"),
-         "-o", str(tmp_path / "run"), "--host", "http://127.0.0.1:9", "--steady-s", "inf"],
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "extra", "said"),
+    [
+        (VERIFY, ["--steady-s", "inf"], "--steady-s inf: expected a finite number"),
+        (PLAN, ["--peak-rps", "nan"], "--peak-rps nan: expected a finite number"),
+        (PLAN, ["--growth", "1,-1"], "--growth -1: expected a finite number > 0"),
+    ],
+    ids=["verify-inf", "plan-nan", "plan-growth-item"],
+)
+def test_a_non_finite_number_or_a_bad_list_item_is_refused(
+    tmp_path: Path, command: Command, extra: list[str], said: str
+) -> None:
+    result = CliRunner().invoke(app, [*command.argv(tmp_path), *extra])
     assert result.exit_code == 2, result.output
-    assert "--steady-s inf: expected a finite number" in " ".join(result.output.split())
+    assert said in " ".join(result.output.split())

@@ -18,7 +18,7 @@ VARY = "max_num_seqs=256:64"
 def grid_candidates(executor: ExecutorSpec = LOCAL) -> list[dict[str, object]]:
     """The grid's candidates as dicts, less their wall time (the machine's, not a result)."""
     options = WhatifOptions(
-        "chat", parse_slo("ttft:p95<=2s"), gpus=GPUS, vary=parse_vary(VARY),
+        profile_path="chat", slo=parse_slo("ttft:p95<=2s"), gpus=GPUS, vary=parse_vary(VARY),
         level_s=10.0, executor=executor,
     )  # fmt: skip
     whatif = run_whatif(preset_profile("chat", rate_rps=20.0), options)

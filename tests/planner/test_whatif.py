@@ -20,7 +20,9 @@ LEVEL_S = 30.0
 
 
 def _whatif(name: str, slo: str, vary: str, gpus: tuple[str, ...] = ("H100-80GB",)):  # type: ignore[no-untyped-def]
-    options = WhatifOptions(name, parse_slo(slo), gpus=gpus, vary=parse_vary(vary), level_s=LEVEL_S)
+    options = WhatifOptions(
+        profile_path=name, slo=parse_slo(slo), gpus=gpus, vary=parse_vary(vary), level_s=LEVEL_S
+    )
     return run_whatif(preset_profile(name), options)
 
 
@@ -80,7 +82,7 @@ def test_engines_compared_on_long_prompts_say_where_their_order_changes() -> Non
     engines' KV rules and CPU costs, and any configuration where a different engine ranks
     first gets its own sentence. Fails if the engine knob does not reach the config."""
     options = WhatifOptions(
-        "rag", parse_slo("ttft:p95<=3s"), gpus=("H100-80GB", "A100-80GB"),
+        profile_path="rag", slo=parse_slo("ttft:p95<=3s"), gpus=("H100-80GB", "A100-80GB"),
         vary=parse_vary("engine=trtllm:vllm"), level_s=LEVEL_S,
     )  # fmt: skip
     result = run_whatif(preset_profile("rag"), options)

@@ -32,10 +32,10 @@ def _whatif(profile: Path, out: Path, *flags: str) -> tuple[int, str]:
 
 
 def test_the_default_judges_levels_under_the_steady_state_rules() -> None:
-    options = WhatifOptions("p.json", parse_slo("ttft:p95<=2s"))
+    options = WhatifOptions(profile_path="p.json", slo=parse_slo("ttft:p95<=2s"))
     assert options.rules() == SteadyRules()
     assert "steady-state rules" in options.search_text()
-    fixed = WhatifOptions("p.json", parse_slo("ttft:p95<=2s"), level_s=60.0)
+    fixed = WhatifOptions(profile_path="p.json", slo=parse_slo("ttft:p95<=2s"), level_s=60.0)
     assert fixed.rules() is None and "may be optimistic" in fixed.search_text()
 
 

@@ -72,7 +72,10 @@ def test_decodes_never_wait_behind_a_prefill_in_the_decode_pool() -> None:
 
 def _whatif(name: str, slo: str, level_s: float):  # type: ignore[no-untyped-def]
     options = WhatifOptions(
-        name, parse_slo(slo), vary=parse_vary("disaggregation=off:1p1d"), level_s=level_s
+        profile_path=name,
+        slo=parse_slo(slo),
+        vary=parse_vary("disaggregation=off:1p1d"),
+        level_s=level_s,
     )
     return run_whatif(preset_profile(name), options)
 
