@@ -27,8 +27,8 @@ from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
 from planner.verify.options import VerifyOptions
+from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
-from planner.whatif.run import parse_vary
 
 
 @dataclass(frozen=True)
