@@ -251,18 +251,22 @@ def _case(name: str) -> dict[str, Any]:
                 "ttft_p50_s": round(float(records["ttft_s"].median()), 6),  # type: ignore[arg-type]
             },
         }
-    if name == "predict_steady_search":
-        return _steady_search()
+    if name == "predict_steady_search":  # levels capped (after a longer span) or abandoned
+        return _steady_search(SteadyRules(max_level_s=120.0))
+    if name == "predict_steady_search_loose":  # levels end steady, then drain (or abandoned)
+        return _steady_search(
+            SteadyRules(max_level_s=120.0, effective_requests=20, tail_requests=0.2)
+        )
     raise KeyError(name)
 
 
-def _steady_search() -> dict[str, Any]:
-    """The limit search in virtual time under steady-state rules (capped at 120 s a level):
-    every level's records, length, warm-up and evidence, and the limit."""
+def _steady_search(rules: SteadyRules) -> dict[str, Any]:
+    """The limit search in virtual time under steady-state `rules`: every level's records,
+    length, warm-up and evidence, and the limit."""
     probe = EngineProbe(
         profile=preset_profile("chat"),
         config=_small_kv(),
-        rules=SteadyRules(max_level_s=120.0),
+        rules=rules,
         slo=parse_slo("ttft:p99<=2s,tpot:p99<=50ms"),
         arrival_kind="gamma",
         drain_s=3.0,
@@ -315,6 +319,7 @@ CASES = (
     "disaggregated",
     "predict_level",
     "predict_steady_search",
+    "predict_steady_search_loose",
 )
 
 # name -> {"sha256": digest of the complete dump, "figures": readable figures}
