@@ -33,6 +33,10 @@ from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_seri
 from planner.slo.spec import Slo
 from profiles.model import Profile
 
+# How far a paused level is simulated between looks at it (virtual seconds): at most this much
+# is simulated past the stop; a snapshot of the records is taken each time.
+WATCH_CHUNK_S = 20.0
+
 
 @dataclass(kw_only=True)
 class EngineProbe:
@@ -70,9 +74,10 @@ class EngineProbe:
         """Simulate one level until it is steady, hopeless or capped.
 
         The engine is causal (later arrivals never change what happened before them), so
-        one run over every arrival up to the cap (`FleetSimulation`) is advanced over a
-        growing span (doubling from a first guess) and watched on what is known by each
-        check, until the watcher decides within it. A request still running at the stop
+        one run over every arrival up to the cap (`FleetSimulation`) is advanced
+        `WATCH_CHUNK_S` at a time and watched on what is known by each check, until the
+        watcher decides (a disaggregated unit, which cannot pause, is simulated over a
+        doubling span until the watcher decides within it). A request still running at the stop
         would finish differently without the arrivals after it, so the level is simulated
         once more with only the arrivals before the stop (the load test stops sending there)
         unless that is every arrival; what runs past the drain is censored.
@@ -88,20 +93,16 @@ class EngineProbe:
         requests = self._requests(load, cap_s, rng)
         arrivals = [r.arrival_s for r in requests]
         sim = self._simulation(requests)
-        span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
-        first_s = self.check_every_s
-        while True:
-            if sim is None:
+        if sim is not None:
+            stop_s, state, reason = self._watch_run(sim, requests, arrivals, load, abandon, cap_s)
+        else:
+            span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
+            while True:
                 full = self._simulate(requests[: bisect.bisect_left(arrivals, span_s)])
-            else:  # what a client knows by span_s of the one run over every arrival
-                sim.advance(span_s)
-                full = self._records(sim.run(bisect.bisect_left(arrivals, span_s)), requests)
-            stop_s, state, reason, last_s = self._watch(full, load, abandon, span_s, first_s)
-            if stop_s < span_s or span_s >= cap_s:
-                break
-            span_s = min(cap_s, 2.0 * span_s)
-            if sim is not None:  # the checks so far saw the same records: go on from the last
-                first_s = last_s
+                stop_s, state, reason, _ = self._watch(full, load, abandon, span_s)
+                if stop_s < span_s or span_s >= cap_s:
+                    break
+                span_s = min(cap_s, 2.0 * span_s)
         sent = requests[: bisect.bisect_left(arrivals, stop_s)]
         self._count(sent)
         censor_at = stop_s if reason is not None else stop_s + self.drain_s
@@ -210,13 +211,36 @@ class EngineProbe:
             self.shared_prompt_tokens += bt * sum(1 for h in r.block_hashes if h in seen)
             seen.update(r.block_hashes)
 
+    def _watch_run(
+        self,
+        sim: FleetSimulation,
+        requests: list[EngineRequest],
+        arrivals: list[float],
+        load: float,
+        abandon: AbandonRule | None,
+        cap_s: float,
+    ) -> tuple[float, LevelState | None, str | None]:
+        """Advance `sim` and watch it as a live watcher would, up to `cap_s`: (stop time,
+        last state, abandon reason), as `watch_level` over the whole level would say."""
+        state: LevelState | None = None
+        next_s = self.check_every_s
+        until_s = 0.0
+        while True:
+            until_s = min(cap_s, until_s + WATCH_CHUNK_S)
+            sim.advance(until_s)
+            known = self._records(sim.run(bisect.bisect_left(arrivals, until_s)), requests)
+            stop_s, now, reason, next_s = self._watch(known, load, abandon, until_s, next_s)
+            state = now if now is not None else state
+            if reason is not None or (now is not None and now.done) or until_s >= cap_s:
+                return stop_s, state, reason
+
     def _watch(
         self,
         full: pl.DataFrame,
         load: float,
         abandon: AbandonRule | None,
         span_s: float,
-        first_s: float,
+        first_s: float | None = None,
     ) -> tuple[float, LevelState | None, str | None, float]:
         assert self.rules is not None
         return watch_level(full, self.rules, self.slo, abandon, span_s=span_s,
@@ -238,10 +262,11 @@ def watch_level(
     """Step through a simulated level (records of every request sent up to `span_s`, known
     at least up to `span_s`) as a live watcher would, every `check_every_s` (from `first_s`,
     by default `check_every_s`) on what a client knows by then: (stop time, last state,
-    abandon reason, last check); the stop is `span_s` when nothing was decided before it.
-    `rate_rps`: the open level's rate; None: a closed one (users)."""
+    abandon reason, the next check); the stop is `span_s` when nothing was decided before
+    it (then the state is None if no check fell in the span). `rate_rps`: the open level's
+    rate; None: a closed one (users)."""
     state: LevelState | None = None
-    last_s = t = check_every_s if first_s is None else first_s
+    t = check_every_s if first_s is None else first_s
     dimension: Dimension = "rate" if rate_rps is not None else "concurrency"
     while t <= span_s + 1e-9:
         known = full.filter(pl.col("end_s") <= t)
@@ -263,9 +288,8 @@ def watch_level(
             return t, state, reason, t
         if state.done:
             return t, state, None, t
-        last_s = t
         t += check_every_s
-    return span_s, state, None, last_s
+    return span_s, state, None, t
 
 
 def simulated_records(
