@@ -22,6 +22,7 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -218,6 +219,18 @@ class FleetSimulation:
             else:
                 results[i] = None
         self.steps, self.k, self.last_end = steps, k, last_end
+
+    def fork(self, arrivals: int) -> FleetSimulation:
+        """A copy of the run so far that will take only the first `arrivals` requests (at
+        least those taken already): advanced to its end, it is the run over those alone."""
+        if arrivals < self.k:
+            raise ValueError(f"the run has taken {self.k} arrivals already, not {arrivals}")
+        # Never changed after the start: shared, not copied (the requests are frozen).
+        memo: dict[int, object] = {id(x): x for x in (self.reqs, self.index, self.arrival)}
+        memo.update((id(r), r) for r in self.reqs)
+        copy = deepcopy(self, memo)
+        copy.n = arrivals
+        return copy
 
     def run(self, m: int | None = None) -> FleetRun:
         """The run so far, of the first `m` requests in arrival order (default: all); NaN

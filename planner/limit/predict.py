@@ -36,6 +36,9 @@ from profiles.model import Profile
 # How far a paused level is simulated between looks at it (virtual seconds): at most this much
 # is simulated past the stop; a snapshot of the records is taken each time.
 WATCH_CHUNK_S = 20.0
+# How often a copy of the paused run is saved (virtual seconds): a level stopped before its
+# last arrival is simulated again from the last copy, not from its start.
+SAVE_EVERY_S = 100.0
 
 
 @dataclass(kw_only=True)
@@ -57,6 +60,7 @@ class EngineProbe:
     seed: int = 0
     check_every_s: float = 1.0
     level_s: float = 60.0  # the fixed level length when there are no rules
+    save_every_s: float = SAVE_EVERY_S  # a copy of a paused level's run, this often
     levels: int = 0
     # What the levels replayed, for what-if figures: requests, prompt tokens, and prompt
     # tokens in blocks an earlier request of the same level had (prefix reuse).
@@ -93,8 +97,11 @@ class EngineProbe:
         requests = self._requests(load, cap_s, rng)
         arrivals = [r.arrival_s for r in requests]
         sim = self._simulation(requests)
+        saved: FleetSimulation | None = None
         if sim is not None:
-            stop_s, state, reason = self._watch_run(sim, requests, arrivals, load, abandon, cap_s)
+            stop_s, state, reason, saved = self._watch_run(
+                sim, requests, arrivals, load, abandon, cap_s
+            )
         else:
             span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
             while True:
@@ -109,6 +116,10 @@ class EngineProbe:
         if sim is not None and len(sent) == len(requests):
             sim.advance()  # the load test sent every request: the one run, to its end
             records = censor(self._records(sim.run(), requests), censor_at)
+        elif saved is not None:  # the run as it stood before the stop, with no later arrival
+            rest = saved.fork(len(sent))
+            rest.advance()
+            records = censor(self._records(rest.run(len(sent)), requests), censor_at)
         else:
             records = censor(self._simulate(sent), censor_at)
         if reason is not None or state is None:
@@ -219,20 +230,25 @@ class EngineProbe:
         load: float,
         abandon: AbandonRule | None,
         cap_s: float,
-    ) -> tuple[float, LevelState | None, str | None]:
+    ) -> tuple[float, LevelState | None, str | None, FleetSimulation | None]:
         """Advance `sim` and watch it as a live watcher would, up to `cap_s`: (stop time,
-        last state, abandon reason), as `watch_level` over the whole level would say."""
+        last state, abandon reason), as `watch_level` over the whole level would say, and
+        a copy of the run saved before the stop (None: the stop came in the first
+        `save_every_s`)."""
         state: LevelState | None = None
+        saved: FleetSimulation | None = None
         next_s = self.check_every_s
-        until_s = 0.0
+        until_s = saved_s = 0.0
         while True:
+            if until_s >= saved_s + self.save_every_s:
+                saved, saved_s = sim.fork(len(requests)), until_s
             until_s = min(cap_s, until_s + WATCH_CHUNK_S)
             sim.advance(until_s)
             known = self._records(sim.run(bisect.bisect_left(arrivals, until_s)), requests)
             stop_s, now, reason, next_s = self._watch(known, load, abandon, until_s, next_s)
             state = now if now is not None else state
             if reason is not None or (now is not None and now.done) or until_s >= cap_s:
-                return stop_s, state, reason
+                return stop_s, state, reason, saved
 
     def _watch(
         self,

@@ -254,15 +254,15 @@ def _case(name: str) -> dict[str, Any]:
     if name == "predict_steady_search":  # levels capped (after a longer span) or abandoned
         return _steady_search(SteadyRules(max_level_s=120.0))
     if name == "predict_steady_search_loose":  # levels end steady, then drain (or abandoned)
-        return _steady_search(
-            SteadyRules(max_level_s=120.0, effective_requests=20, tail_requests=0.2)
-        )
+        rules = SteadyRules(max_level_s=120.0, effective_requests=20, tail_requests=0.2)
+        return _steady_search(rules, save_every_s=20.0)  # stops after a saved copy
     raise KeyError(name)
 
 
-def _steady_search(rules: SteadyRules) -> dict[str, Any]:
+def _steady_search(rules: SteadyRules, save_every_s: float = 100.0) -> dict[str, Any]:
     """The limit search in virtual time under steady-state `rules`: every level's records,
-    length, warm-up and evidence, and the limit."""
+    length, warm-up and evidence, and the limit. (`save_every_s`: how often the probe saves
+    a copy of a paused level's run; the same records whatever it is.)"""
     probe = EngineProbe(
         profile=preset_profile("chat"),
         config=_small_kv(),
@@ -272,6 +272,8 @@ def _steady_search(rules: SteadyRules) -> dict[str, Any]:
         drain_s=3.0,
         check_every_s=5.0,
     )
+    if save_every_s != 100.0:  # an older probe had no copies: the same figures without
+        probe.save_every_s = save_every_s
     measured: list[LevelMeasurement] = []
     plain = probe.measure
 

@@ -2,7 +2,8 @@
 advances as it watches a level: paused anywhere it is the same run, to the bit; a request
 finished by the pause has its final figures; and a run over only the earlier arrivals agrees
 with the full one on every request that finished before the next arrival, but not on those
-still running then (which is why a level stopped before its last arrival is simulated again).
+still running then (which is why a level stopped before its last arrival is simulated again,
+from a copy of the run saved before the stop that takes no later arrival).
 """
 
 from __future__ import annotations
@@ -60,3 +61,14 @@ def test_earlier_arrivals_alone_agree_until_the_next_arrival() -> None:
     assert _same([f[before] for f in _figures(prefix)], [f[:m][before] for f in _figures(whole)])
     # Those still running then share their steps with later arrivals in the full run.
     assert not _same(_figures(prefix), [f[:m] for f in _figures(whole)])
+
+
+def test_a_copy_taking_no_later_arrival_is_the_run_over_the_earlier_ones() -> None:
+    m = sum(r.arrival_s < 20.0 for r in REQUESTS)
+    sim = FleetSimulation(REQUESTS, CONFIG, 1)
+    sim.advance(12.0)
+    rest = sim.fork(m)
+    rest.advance()
+    assert _same(_figures(rest.run(m)), _figures(simulate_fleet(REQUESTS[:m], CONFIG, 1)))
+    sim.advance()  # the original goes on with every arrival
+    assert _same(_figures(sim.run()), _figures(simulate_fleet(REQUESTS, CONFIG, 1)))
