@@ -22,6 +22,7 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,122 +83,175 @@ def simulate_fleet(
     index is bounded by the engine's KV blocks unless they say otherwise). Raises
     ConfigError for fewer than one instance or an unknown routing.
     """
-    if instances < 1:
-        raise ConfigError(f"the fleet needs at least one instance, got {instances}")
-    wall0 = time.perf_counter()
-    settings = settings or RoutingSettings()
-    if settings.index_blocks is None:
-        settings = replace(settings, index_blocks=max(1, kv_capacity_blocks(config)))
-    router = make_router(routing, instances, settings)
-    fast = config.model_copy(update={"record_token_times": False})
-    engines = [Engine(fast, token_events=False) for _ in range(instances)]
-    order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
-    reqs = [requests[k] for k in order]
-    index = {r.request_id: k for k, r in enumerate(reqs)}
-    n = len(reqs)
-    arrival = np.array([r.arrival_s for r in reqs], dtype=float)
-    ttft = np.full(n, np.nan)
-    tpot = np.full(n, np.nan)
-    e2e = np.full(n, np.nan)
-    out_tokens = np.zeros(n, dtype=np.int64)
-    where = np.full(n, -1, dtype=np.int64)
-    outstanding = [0] * instances
-    pending: list[tuple[float, int, int]] = []  # (step end, instance, entry) mid-step
-    results: list[object] = [None] * instances
-    steps = 0
-    last_end = 0.0
+    sim = FleetSimulation(requests, config, instances, routing, settings)
+    sim.advance()
+    return sim.run()
 
-    # An engine in a decode run (planner.engine.engine) takes the whole run at once: its
-    # steps have no events, so only a request routed to it during them matters, and then
-    # the steps after the one in flight are given back (`DecodeRuns.cut`). `due` holds each
-    # instance's one live entry in `pending` (older ones are skipped).
-    runs: list[list[float]] = [[] for _ in range(instances)]
-    due = [-1] * instances
-    run_result = StepResult(start_s=0.0, duration_s=0.0, end_s=0.0, events=())
 
-    def start_step(i: int, now: float) -> None:
-        nonlocal steps
-        engine = engines[i]
-        if engine.runs.left:
-            ends = runs[i] = engine.runs.take(now)
-            steps += len(ends)
-            results[i] = run_result
-            due[i] += 1
-            heapq.heappush(pending, (ends[-1], i, due[i]))
-            return
-        runs[i] = []
-        res = engine.step(now)
-        if res.duration_s > 0:  # a step, or a wait for the engine's front end
-            steps += res.batch_size > 0
-            results[i] = res
-            due[i] += 1
-            heapq.heappush(pending, (res.end_s, i, due[i]))
-        else:
-            results[i] = None  # nothing schedulable: idle until the next arrival
+class FleetSimulation:
+    """`simulate_fleet`'s event loop, able to pause: `advance(until_s)` handles every arrival
+    and step end at or before `until_s` and stops before the first later one, so advancing in
+    several calls gives the same run, bit for bit, as advancing once. A request finished by
+    then has its final figures (`run(m)`); the engine is causal, so they do not depend on
+    the arrivals still to come.
+    """
 
-    k = 0
-    route = router.route
-    while k < n or pending:
-        if k < n and (not pending or arrival[k] <= pending[0][0]):
-            req = reqs[k]
-            now = req.arrival_s
-            i = route(req, outstanding)
+    def __init__(
+        self,
+        requests: Sequence[EngineRequest],
+        config: EngineConfig,
+        instances: int,
+        routing: Routing = "least_outstanding",
+        settings: RoutingSettings | None = None,
+    ) -> None:
+        if instances < 1:
+            raise ConfigError(f"the fleet needs at least one instance, got {instances}")
+        self.wall0 = time.perf_counter()
+        settings = settings or RoutingSettings()
+        if settings.index_blocks is None:
+            settings = replace(settings, index_blocks=max(1, kv_capacity_blocks(config)))
+        self.instances = instances
+        self.routing: Routing = routing
+        self.router = make_router(routing, instances, settings)
+        fast = config.model_copy(update={"record_token_times": False})
+        self.engines = [Engine(fast, token_events=False) for _ in range(instances)]
+        order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
+        self.reqs = [requests[k] for k in order]
+        self.index = {r.request_id: k for k, r in enumerate(self.reqs)}
+        n = self.n = len(self.reqs)
+        self.arrival = np.array([r.arrival_s for r in self.reqs], dtype=float)
+        self.ttft = np.full(n, np.nan)
+        self.tpot = np.full(n, np.nan)
+        self.e2e = np.full(n, np.nan)
+        self.out_tokens = np.zeros(n, dtype=np.int64)
+        self.where = np.full(n, -1, dtype=np.int64)
+        self.outstanding = [0] * instances
+        self.pending: list[tuple[float, int, int]] = []  # (step end, instance, entry) mid-step
+        self.results: list[object] = [None] * instances
+        self.steps = 0
+        self.last_end = 0.0
+        self.k = 0  # the next arrival
+        # An engine in a decode run (planner.engine.engine) takes the whole run at once: its
+        # steps have no events, so only a request routed to it during them matters, and then
+        # the steps after the one in flight are given back (`DecodeRuns.cut`). `due` holds
+        # each instance's one live entry in `pending` (older ones are skipped).
+        self.runs: list[list[float]] = [[] for _ in range(instances)]
+        self.due = [-1] * instances
+
+    def advance(self, until_s: float = math.inf) -> None:
+        """Handle every arrival and step end at or before `until_s` (by default: all)."""
+        engines, runs, results, due = self.engines, self.runs, self.results, self.due
+        pending, reqs, arrival = self.pending, self.reqs, self.arrival
+        outstanding = self.outstanding
+        index, ttft, tpot, e2e = self.index, self.ttft, self.tpot, self.e2e
+        out_tokens, where, n = self.out_tokens, self.where, self.n
+        steps, k, last_end = self.steps, self.k, self.last_end
+        run_result = StepResult(start_s=0.0, duration_s=0.0, end_s=0.0, events=())
+
+        def start_step(i: int, now: float) -> None:
+            nonlocal steps
             engine = engines[i]
-            ends = runs[i]
-            if ends:
-                # The step in flight is the first ending at or after the arrival.
-                kept = bisect.bisect_left(ends, now) + 1
-                if kept < len(ends):
-                    engine.runs.cut(kept)
-                    steps -= len(ends) - kept
-                    due[i] += 1
-                    heapq.heappush(pending, (ends[kept - 1], i, due[i]))
-                runs[i] = []
-            engine.add_request(req, now)
-            outstanding[i] += 1
-            where[k] = i
-            k += 1
-            if results[i] is None:
-                start_step(i, now)
-            continue
-        end, i, version = heapq.heappop(pending)
-        if version != due[i]:
-            continue  # a decode run cut short: its step in flight has its own entry
-        last_end = end
-        runs[i] = []
-        res = results[i]
-        engine = engines[i]
-        for ev in res.events:  # type: ignore[attr-defined]
-            if ev.kind == "finished":
-                tl = engine.timeline(ev.request_id)
-                j = index[ev.request_id]
-                ttft[j] = tl.ttft_s
-                e2e[j] = tl.e2e_s
-                if tl.output_tokens > 1:
-                    tpot[j] = tl.tpot_s
-                out_tokens[j] = tl.output_tokens
-                outstanding[i] -= 1
-                engine.forget(ev.request_id)
-        if engine.has_work():
-            start_step(i, end)
-        else:
-            results[i] = None
-    gauges = [e.gauges() for e in engines]
-    return FleetRun(
-        instances=instances,
-        routing=routing,
-        arrival_s=arrival,
-        ttft_s=ttft,
-        tpot_s=tpot,
-        e2e_s=e2e,
-        output_tokens=out_tokens,
-        instance=where,
-        simulated_s=last_end,
-        wall_s=time.perf_counter() - wall0,
-        steps=steps,
-        prefix_queried_tokens=sum(g.prefix_cache_queries_tokens for g in gauges),
-        prefix_hit_tokens=sum(g.prefix_cache_hits_tokens for g in gauges),
-    )
+            if engine.runs.left:
+                ends = runs[i] = engine.runs.take(now)
+                steps += len(ends)
+                results[i] = run_result
+                due[i] += 1
+                heapq.heappush(pending, (ends[-1], i, due[i]))
+                return
+            runs[i] = []
+            res = engine.step(now)
+            if res.duration_s > 0:  # a step, or a wait for the engine's front end
+                steps += res.batch_size > 0
+                results[i] = res
+                due[i] += 1
+                heapq.heappush(pending, (res.end_s, i, due[i]))
+            else:
+                results[i] = None  # nothing schedulable: idle until the next arrival
+
+        route = self.router.route
+        while k < n or pending:
+            if k < n and (not pending or arrival[k] <= pending[0][0]):
+                if arrival[k] > until_s:
+                    break
+                req = reqs[k]
+                now = req.arrival_s
+                i = route(req, outstanding)
+                engine = engines[i]
+                ends = runs[i]
+                if ends:
+                    # The step in flight is the first ending at or after the arrival.
+                    kept = bisect.bisect_left(ends, now) + 1
+                    if kept < len(ends):
+                        engine.runs.cut(kept)
+                        steps -= len(ends) - kept
+                        due[i] += 1
+                        heapq.heappush(pending, (ends[kept - 1], i, due[i]))
+                    runs[i] = []
+                engine.add_request(req, now)
+                outstanding[i] += 1
+                where[k] = i
+                k += 1
+                if results[i] is None:
+                    start_step(i, now)
+                continue
+            if pending[0][0] > until_s:
+                break
+            end, i, version = heapq.heappop(pending)
+            if version != due[i]:
+                continue  # a decode run cut short: its step in flight has its own entry
+            last_end = end
+            runs[i] = []
+            res = results[i]
+            engine = engines[i]
+            for ev in res.events:  # type: ignore[attr-defined]
+                if ev.kind == "finished":
+                    tl = engine.timeline(ev.request_id)
+                    j = index[ev.request_id]
+                    ttft[j] = tl.ttft_s
+                    e2e[j] = tl.e2e_s
+                    if tl.output_tokens > 1:
+                        tpot[j] = tl.tpot_s
+                    out_tokens[j] = tl.output_tokens
+                    outstanding[i] -= 1
+                    engine.forget(ev.request_id)
+            if engine.has_work():
+                start_step(i, end)
+            else:
+                results[i] = None
+        self.steps, self.k, self.last_end = steps, k, last_end
+
+    def fork(self, arrivals: int) -> FleetSimulation:
+        """A copy of the run so far that will take only the first `arrivals` requests (at
+        least those taken already): advanced to its end, it is the run over those alone."""
+        if arrivals < self.k:
+            raise ValueError(f"the run has taken {self.k} arrivals already, not {arrivals}")
+        # Never changed after the start: shared, not copied (the requests are frozen).
+        memo: dict[int, object] = {id(x): x for x in (self.reqs, self.index, self.arrival)}
+        memo.update((id(r), r) for r in self.reqs)
+        copy = deepcopy(self, memo)
+        copy.n = arrivals
+        return copy
+
+    def run(self, m: int | None = None) -> FleetRun:
+        """The run so far, of the first `m` requests in arrival order (default: all); NaN
+        for a request not finished yet."""
+        cut = slice(None) if m is None else slice(0, m)
+        gauges = [e.gauges() for e in self.engines]
+        return FleetRun(
+            instances=self.instances,
+            routing=self.routing,
+            arrival_s=self.arrival[cut],
+            ttft_s=self.ttft[cut],
+            tpot_s=self.tpot[cut],
+            e2e_s=self.e2e[cut],
+            output_tokens=self.out_tokens[cut],
+            instance=self.where[cut],
+            simulated_s=self.last_end,
+            wall_s=time.perf_counter() - self.wall0,
+            steps=self.steps,
+            prefix_queried_tokens=sum(g.prefix_cache_queries_tokens for g in gauges),
+            prefix_hit_tokens=sum(g.prefix_cache_hits_tokens for g in gauges),
+        )
 
 
 def closed_loop_run(

@@ -14,6 +14,7 @@ model gets wrong, not by how they were taken.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ import polars as pl
 from contracts.errors import ConfigError
 from contracts.limit import Dimension, LimitResult
 from planner.engine import EngineConfig, EngineRequest
-from planner.fleet.sim import simulate_fleet
+from planner.fleet.sim import FleetRun, FleetSimulation, simulate_fleet
 from planner.fleet.traffic import ArrivalKind, profile_requests
 from planner.limit.config import SearchConfig
 from planner.limit.probe import AbandonRule, LevelMeasurement
@@ -31,6 +32,13 @@ from planner.limit.search import run_search
 from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
 from planner.slo.spec import Slo
 from profiles.model import Profile
+
+# How far a paused level is simulated between looks at it (virtual seconds): at most this much
+# is simulated past the stop; a snapshot of the records is taken each time.
+WATCH_CHUNK_S = 20.0
+# How often a copy of the paused run is saved (virtual seconds): a level stopped before its
+# last arrival is simulated again from the last copy, not from its start.
+SAVE_EVERY_S = 100.0
 
 
 @dataclass(kw_only=True)
@@ -52,6 +60,7 @@ class EngineProbe:
     seed: int = 0
     check_every_s: float = 1.0
     level_s: float = 60.0  # the fixed level length when there are no rules
+    save_every_s: float = SAVE_EVERY_S  # a copy of a paused level's run, this often
     levels: int = 0
     # What the levels replayed, for what-if figures: requests, prompt tokens, and prompt
     # tokens in blocks an earlier request of the same level had (prefix reuse).
@@ -69,9 +78,13 @@ class EngineProbe:
         """Simulate one level until it is steady, hopeless or capped.
 
         The engine is causal (later arrivals never change what happened before them), so
-        the level is simulated over a growing span (doubling from a first guess) until the
-        watcher decides within it; then once more with only the arrivals before the stop,
-        as the load test stops sending there, and what runs past the drain is censored.
+        one run over every arrival up to the cap (`FleetSimulation`) is advanced
+        `WATCH_CHUNK_S` at a time and watched on what is known by each check, until the
+        watcher decides (a disaggregated unit, which cannot pause, is simulated over a
+        doubling span until the watcher decides within it). A request still running at the stop
+        would finish differently without the arrivals after it, so the level is simulated
+        once more with only the arrivals before the stop (the load test stops sending there)
+        unless that is every arrival; what runs past the drain is censored.
         """
         self.levels += 1
         rng = np.random.default_rng([self.seed, self.levels])
@@ -82,17 +95,33 @@ class EngineProbe:
         if abandon is not None and abandon.budget_s is not None:
             cap_s = min(cap_s, abandon.budget_s)  # judged as it stands at the budget
         requests = self._requests(load, cap_s, rng)
-        span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
-        while True:
-            full = self._simulate([r for r in requests if r.arrival_s < span_s])
-            stop_s, state, reason = self._watch(full, load, abandon, span_s)
-            if stop_s < span_s or span_s >= cap_s:
-                break
-            span_s = min(cap_s, 2.0 * span_s)
-        sent = [r for r in requests if r.arrival_s < stop_s]
+        arrivals = [r.arrival_s for r in requests]
+        sim = self._simulation(requests)
+        saved: FleetSimulation | None = None
+        if sim is not None:
+            stop_s, state, reason, saved = self._watch_run(
+                sim, requests, arrivals, load, abandon, cap_s
+            )
+        else:
+            span_s = min(cap_s, 2.0 * (rules.min_warmup_s + rules.min_window_s))
+            while True:
+                full = self._simulate(requests[: bisect.bisect_left(arrivals, span_s)])
+                stop_s, state, reason, _ = self._watch(full, load, abandon, span_s)
+                if stop_s < span_s or span_s >= cap_s:
+                    break
+                span_s = min(cap_s, 2.0 * span_s)
+        sent = requests[: bisect.bisect_left(arrivals, stop_s)]
         self._count(sent)
         censor_at = stop_s if reason is not None else stop_s + self.drain_s
-        records = censor(self._simulate(sent), censor_at)
+        if sim is not None and len(sent) == len(requests):
+            sim.advance()  # the load test sent every request: the one run, to its end
+            records = censor(self._records(sim.run(), requests), censor_at)
+        elif saved is not None:  # the run as it stood before the stop, with no later arrival
+            rest = saved.fork(len(sent))
+            rest.advance()
+            records = censor(self._records(rest.run(len(sent)), requests), censor_at)
+        else:
+            records = censor(self._simulate(sent), censor_at)
         if reason is not None or state is None:
             state = assess(
                 records,
@@ -168,9 +197,19 @@ class EngineProbe:
                 pl.lit(None, dtype=pl.Int64).alias("input_tokens"),
                 pl.lit(None, dtype=pl.Int64).alias("output_tokens"),
             )
-        run = simulate_fleet(requests, self.config, 1)
+        return self._records(simulate_fleet(requests, self.config, 1), requests)
+
+    def _simulation(self, requests: list[EngineRequest]) -> FleetSimulation | None:
+        """One instance's run over `requests` (in arrival order), to advance as the level
+        is watched; None where the probe simulates something else (a disaggregated unit)."""
+        return FleetSimulation(requests, self.config, 1)
+
+    @staticmethod
+    def _records(run: FleetRun, requests: list[EngineRequest]) -> pl.DataFrame:
+        """Load-test records of `run`, whose requests are the first ones of `requests`."""
+        n = len(run.arrival_s)
         return simulated_records(run.arrival_s, run.ttft_s, run.e2e_s, run.tpot_s).with_columns(
-            pl.Series("input_tokens", [r.prompt_tokens for r in requests], dtype=pl.Int64),
+            pl.Series("input_tokens", [r.prompt_tokens for r in requests[:n]], dtype=pl.Int64),
             pl.Series("output_tokens", run.output_tokens, dtype=pl.Int64),
         )
 
@@ -183,12 +222,46 @@ class EngineProbe:
             self.shared_prompt_tokens += bt * sum(1 for h in r.block_hashes if h in seen)
             seen.update(r.block_hashes)
 
+    def _watch_run(
+        self,
+        sim: FleetSimulation,
+        requests: list[EngineRequest],
+        arrivals: list[float],
+        load: float,
+        abandon: AbandonRule | None,
+        cap_s: float,
+    ) -> tuple[float, LevelState | None, str | None, FleetSimulation | None]:
+        """Advance `sim` and watch it as a live watcher would, up to `cap_s`: (stop time,
+        last state, abandon reason), as `watch_level` over the whole level would say, and
+        a copy of the run saved before the stop (None: the stop came in the first
+        `save_every_s`)."""
+        state: LevelState | None = None
+        saved: FleetSimulation | None = None
+        next_s = self.check_every_s
+        until_s = saved_s = 0.0
+        while True:
+            if until_s >= saved_s + self.save_every_s:
+                saved, saved_s = sim.fork(len(requests)), until_s
+            until_s = min(cap_s, until_s + WATCH_CHUNK_S)
+            sim.advance(until_s)
+            known = self._records(sim.run(bisect.bisect_left(arrivals, until_s)), requests)
+            stop_s, now, reason, next_s = self._watch(known, load, abandon, until_s, next_s)
+            state = now if now is not None else state
+            if reason is not None or (now is not None and now.done) or until_s >= cap_s:
+                return stop_s, state, reason, saved
+
     def _watch(
-        self, full: pl.DataFrame, load: float, abandon: AbandonRule | None, span_s: float
-    ) -> tuple[float, LevelState | None, str | None]:
+        self,
+        full: pl.DataFrame,
+        load: float,
+        abandon: AbandonRule | None,
+        span_s: float,
+        first_s: float | None = None,
+    ) -> tuple[float, LevelState | None, str | None, float]:
         assert self.rules is not None
         return watch_level(full, self.rules, self.slo, abandon, span_s=span_s,
-                           check_every_s=self.check_every_s, rate_rps=load)  # fmt: skip
+                           check_every_s=self.check_every_s, rate_rps=load,
+                           first_s=first_s)  # fmt: skip
 
 
 def watch_level(
@@ -200,13 +273,16 @@ def watch_level(
     span_s: float,
     check_every_s: float,
     rate_rps: float | None,
-) -> tuple[float, LevelState | None, str | None]:
-    """Step through a simulated level (records of every request sent up to `span_s`, each
-    to its end) as a live watcher would, every `check_every_s` on what a client knows by
-    then: (stop time, last state, abandon reason); the stop is `span_s` when nothing was
-    decided before it. `rate_rps`: the open level's rate; None: a closed one (users)."""
+    first_s: float | None = None,
+) -> tuple[float, LevelState | None, str | None, float]:
+    """Step through a simulated level (records of every request sent up to `span_s`, known
+    at least up to `span_s`) as a live watcher would, every `check_every_s` (from `first_s`,
+    by default `check_every_s`) on what a client knows by then: (stop time, last state,
+    abandon reason, the next check); the stop is `span_s` when nothing was decided before
+    it (then the state is None if no check fell in the span). `rate_rps`: the open level's
+    rate; None: a closed one (users)."""
     state: LevelState | None = None
-    t = check_every_s
+    t = check_every_s if first_s is None else first_s
     dimension: Dimension = "rate" if rate_rps is not None else "concurrency"
     while t <= span_s + 1e-9:
         known = full.filter(pl.col("end_s") <= t)
@@ -225,11 +301,11 @@ def watch_level(
                 dimension=dimension,
             )
         if reason is not None:
-            return t, state, reason
+            return t, state, reason, t
         if state.done:
-            return t, state, None
+            return t, state, None, t
         t += check_every_s
-    return span_s, state, None
+    return span_s, state, None, t
 
 
 def simulated_records(

@@ -27,7 +27,7 @@ import polars as pl
 
 from contracts.errors import ConfigError
 from planner.engine import EngineConfig, EngineRequest, kv_bytes_per_token
-from planner.fleet.sim import FleetRun, simulate_fleet
+from planner.fleet.sim import FleetRun, FleetSimulation, simulate_fleet
 from planner.limit.predict import EngineProbe, simulated_records
 
 # The KV link when not given: one 400 Gb/s RDMA NIC per GPU (InfiniBand NDR / RoCE, as in a
@@ -156,6 +156,9 @@ class DisaggProbe(EngineProbe):
         if key is not None:
             self._last = (key, records)
         return records
+
+    def _simulation(self, requests: list[EngineRequest]) -> FleetSimulation | None:
+        return None if self.disagg is not None else super()._simulation(requests)
 
     def _simulate_once(self, requests: list[EngineRequest]) -> pl.DataFrame:
         if not requests or self.disagg is None:

@@ -32,8 +32,12 @@ from planner.engine import (
 )
 from planner.fleet.sim import simulate_fleet
 from planner.limit.predict import EngineProbe
+from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.search import run_search
+from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from planner.whatif.disagg import Disagg, simulate_disaggregated
+from planner.whatif.virtual import search_config
 from profiles.presets import preset_profile
 from profiles.tokenize import chained_block_hashes
 
@@ -247,7 +251,61 @@ def _case(name: str) -> dict[str, Any]:
                 "ttft_p50_s": round(float(records["ttft_s"].median()), 6),  # type: ignore[arg-type]
             },
         }
+    if name == "predict_steady_search":  # levels capped (after a longer span) or abandoned
+        return _steady_search(SteadyRules(max_level_s=120.0))
+    if name == "predict_steady_search_loose":  # levels end steady, then drain (or abandoned)
+        rules = SteadyRules(max_level_s=120.0, effective_requests=20, tail_requests=0.2)
+        return _steady_search(rules, save_every_s=20.0)  # stops after a saved copy
     raise KeyError(name)
+
+
+def _steady_search(rules: SteadyRules, save_every_s: float = 100.0) -> dict[str, Any]:
+    """The limit search in virtual time under steady-state `rules`: every level's records,
+    length, warm-up and evidence, and the limit. (`save_every_s`: how often the probe saves
+    a copy of a paused level's run; the same records whatever it is.)"""
+    probe = EngineProbe(
+        profile=preset_profile("chat"),
+        config=_small_kv(),
+        rules=rules,
+        slo=parse_slo("ttft:p99<=2s,tpot:p99<=50ms"),
+        arrival_kind="gamma",
+        drain_s=3.0,
+        check_every_s=5.0,
+    )
+    if save_every_s != 100.0:  # an older probe had no copies: the same figures without
+        probe.save_every_s = save_every_s
+    measured: list[LevelMeasurement] = []
+    plain = probe.measure
+
+    def measure(load: float, *, abandon: AbandonRule | None = None) -> LevelMeasurement:
+        measured.append(plain(load, abandon=abandon))
+        return measured[-1]
+
+    probe.measure = measure  # type: ignore[method-assign]
+    result = run_search(probe, search_config(probe.slo, 4.0))
+    cols = ["intended_send_s", "first_token_s", "end_s", "ttft_s", "tpot_s", "e2e_s", "ok"]
+    cols += ["error_class", "input_tokens", "output_tokens"]
+    levels = [
+        {
+            "load": m.load,
+            "duration_s": m.duration_s,
+            "warmup_s": m.warmup_s,
+            "abandoned": m.abandoned,
+            "unstable": m.unstable,
+            "steady": m.steady,
+            "records": [_floats(m.records[c].to_list()) for c in cols],
+        }
+        for m in measured
+    ]
+    return {
+        "levels": levels,
+        "figures": {
+            "limit_rps": result.feasible_max,
+            "fail_rps": result.infeasible_min,
+            "levels": [[m.load, m.duration_s, m.records.height] for m in measured],
+            "simulated_requests": probe.simulated_requests,
+        },
+    }
 
 
 CASES = (
@@ -262,6 +320,8 @@ CASES = (
     "fleet_least_outstanding",
     "disaggregated",
     "predict_level",
+    "predict_steady_search",
+    "predict_steady_search_loose",
 )
 
 # name -> {"sha256": digest of the complete dump, "figures": readable figures}
