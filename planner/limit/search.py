@@ -357,7 +357,7 @@ def limit_search(
         gap = hi - lo
         midpoint = (lo + hi) / 2
         candidate = midpoint
-        if config.method == "isotonic" and interpolate:
+        if config.narrowing == "isotonic" and interpolate:
             estimate = _crossing_estimate(outcomes, config.slo, lo, hi)
             if estimate is not None:
                 # Probe just below or above the estimate so that two good guesses close the
