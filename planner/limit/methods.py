@@ -1,9 +1,9 @@
 """`capplan limit`'s search methods by name, peers behind one registry (`METHODS`), each a
 `Runner` with one signature: "measured" brackets and narrows on measured levels
-(planner.limit.search); "fast" characterises a model of the server and confirms it on warm
+(planner.limit.measured.search); "fast" characterises a model of the server and confirms it on warm
 levels (planner.limit.fast), then holds its answer between measured levels, which search on
 their own where the model is inadequate. Both run their measured levels through the same
-probe (planner.limit.live.LocustProbe, replayed from the run's ledger).
+probe (planner.limit.measured.live.LocustProbe, replayed from the run's ledger).
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from contracts.errors import ConfigError
 from contracts.limit import LIMIT_FILE, LimitResult, write_limit
 from contracts.rundir import holds_run
-from planner.limit.config import SearchConfig
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fast_limit_result, seeded
 from planner.limit.fast.steps import FastConfig
 from planner.limit.held import FastAnswer, with_fast
 from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger, last_index
-from planner.limit.live import LocustProbe
-from planner.limit.measured_edge import Echo, search_limit, verified
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import Echo, search_limit, verified
+from planner.limit.measured.live import LocustProbe
+from planner.limit.measured.steady import SteadyRules
 from planner.limit.options import LimitOptions
-from planner.limit.steady import SteadyRules
 from planner.loadtest.run import LoadTestConfig
 from profiles.model import Profile
 

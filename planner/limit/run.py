@@ -1,6 +1,6 @@
 """`capplan limit` orchestration: check the options, the profile and the run folder before
 any load, open or resume the run's ledger (search.json), then run the chosen method
-(planner.limit.methods: its measured levels through planner.limit.measured_edge, which
+(planner.limit.methods: its measured levels through planner.limit.measured.edge, which
 writes `limit.json`, contracts.limit.LimitResult), optionally verifying the limit with a
 steady-burst-recovery run.
 """
@@ -20,9 +20,9 @@ from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
 from planner.capacity.floor import check_floor
-from planner.limit.config import SearchConfig
 from planner.limit.ledger import SearchLedger
-from planner.limit.measured_edge import Echo
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import Echo
 from planner.limit.methods import MethodRun, runner
 from planner.limit.options import LimitOptions
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest

@@ -8,7 +8,7 @@ from typing import Any
 
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
 

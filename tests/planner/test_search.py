@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.errors import ConfigError, FailedRunError, InputError, RunError
 from contracts.limit import LimitResult, load_limit
-from planner.limit.config import SearchConfig
-from planner.limit.measured_edge import search_limit
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import search_limit
+from planner.limit.measured.result import build_limit_result
+from planner.limit.measured.search import LevelOutcome, limit_search, run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.result import build_limit_result
-from planner.limit.search import LevelOutcome, limit_search, run_search
 from planner.slo.spec import parse_slo
 
 

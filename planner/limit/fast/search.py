@@ -1,8 +1,8 @@
 """The fast limit search: characterise, predict, confirm on warm levels, correct the model
 by its own error, stop by the interval.
 
-Pure, like planner.limit.search: a generator (`fast_search`) yields the next step and is sent back
-what was measured there (`Taken`); a driver runs the steps against a live endpoint or a
+Pure, like planner.limit.measured.search: a generator (`fast_search`) yields the next step and is
+sent back what was measured there (`Taken`); a driver runs the steps against a live endpoint or a
 simulated server. The phases:
 
 1. Characterise (closed loop, 1, 2, 4, ... users until the server stops taking more):
@@ -35,7 +35,7 @@ simulated server. The phases:
    model's latencies, moves the model's limit more than `tolerance`: misses are rare events,
    delays show every queue; a misfit counts by what it does to the answer), the model is
    inadequate: the caller falls back to the measured search
-   (planner.limit.search), never to a guess. These stop rules are named functions in
+   (planner.limit.measured.search), never to a guess. These stop rules are named functions in
    planner.limit.fast.stops, asked in order after each chunk.
 """
 

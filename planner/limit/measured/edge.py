@@ -1,5 +1,5 @@
-"""The measured search's I/O edge: run the pure search (planner.limit.search) through a probe,
-print one progress line per level, write limit.json (contracts.limit.LimitResult) and record
+"""The measured search's I/O edge: run the pure search (planner.limit.measured.search) through a
+probe, print one progress line per level, write limit.json (contracts.limit.LimitResult) and record
 the burst check's recovery in it. `capplan limit`'s methods (planner.limit.methods) run their
 measured levels here.
 """
@@ -13,11 +13,11 @@ from pathlib import Path
 
 from contracts.errors import RunError
 from contracts.limit import LIMIT_FILE, LimitResult, write_limit
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.progress import measured_left, progress_note
+from planner.limit.measured.result import build_limit_result
+from planner.limit.measured.search import LevelOutcome, run_search
 from planner.limit.probe import Probe
-from planner.limit.progress import measured_left, progress_note
-from planner.limit.result import build_limit_result
-from planner.limit.search import LevelOutcome, run_search
 from planner.loadtest.preflight import nothing_succeeded
 from planner.slo.spec import format_duration, format_share
 from planner.slo.verdict import ConstraintResult
@@ -45,7 +45,7 @@ def _format_threshold(result: ConstraintResult) -> str:
 def format_level(index: int, outcome: LevelOutcome, config: SearchConfig, note: str = "") -> str:
     """One progress line after run `index`: the level's load, its (pooled) verdict — '?'
     when within the noise — each constraint against its threshold, goodput, then `note`
-    (the elapsed time and the estimate of the time left, planner.limit.progress)."""
+    (the elapsed time and the estimate of the time left, planner.limit.measured.progress)."""
     evaluation = outcome.evaluation
     load = f"{outcome.load:g} req/s" if config.dimension == "rate" else f"{outcome.load:g} users"
     verdict = {"pass": "pass", "fail": "FAIL", "invalid": "INVALID"}[outcome.verdict]
