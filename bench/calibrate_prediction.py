@@ -46,8 +46,8 @@ from bench.real_engine_prediction import (  # noqa: E402
 from contracts.calibration import CalibrationFile, load_calibration_file  # noqa: E402
 from contracts.limit import load_limit  # noqa: E402
 from planner.calibrate import calibrated_config  # noqa: E402
+from planner.limit.measured.search import SearchConfig  # noqa: E402
 from planner.limit.predict import predict_limit  # noqa: E402
-from planner.limit.search import SearchConfig  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import load_profile, save_profile  # noqa: E402
 from testkit.cpu_catalog import write_cpu_catalog  # noqa: E402

@@ -29,9 +29,9 @@ from planner.emulator import emulator_subprocess  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.limit.fast.engine_model import known_engine  # noqa: E402
 from planner.limit.fast.misses import MissCurve  # noqa: E402
+from planner.limit.measured.steady import SteadyRules  # noqa: E402
 from planner.limit.options import LimitOptions  # noqa: E402
 from planner.limit.run import run_limit  # noqa: E402
-from planner.limit.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.build import build_profile  # noqa: E402
 from profiles.model import save_profile  # noqa: E402

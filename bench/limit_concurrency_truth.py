@@ -28,12 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.limit.config import SearchConfig  # noqa: E402
 from planner.limit.fast.closed import fast_concurrency  # noqa: E402
 from planner.limit.fast.result import seeded  # noqa: E402
 from planner.limit.fast.steps import Closed, FastConfig, FastResult  # noqa: E402
-from planner.limit.search import run_search  # noqa: E402
-from planner.limit.steady import SteadyRules  # noqa: E402
+from planner.limit.measured.config import SearchConfig  # noqa: E402
+from planner.limit.measured.search import run_search  # noqa: E402
+from planner.limit.measured.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from testkit.closed_probe import ClosedProbe  # noqa: E402
 from testkit.fast_driver import RETRY_S, Driver, asked_of  # noqa: E402

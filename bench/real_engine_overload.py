@@ -5,7 +5,7 @@
 On a fresh server each time (the random tiny Llama of testkit/real_engine.py, 4 slots,
 1 thread, preset A of bench/real_engine_prediction.py): 15 s of 8 closed-loop users, then
 40 s of open-loop Poisson arrivals at `--rate` req/s, as `capplan limit` runs its steps
-(planner.limit.live.run_stage). Prints per run the requests a second each stage ended and
+(planner.limit.measured.live.run_stage). Prints per run the requests a second each stage ended and
 its TTFT, and the server's own time per decoded token (its log's `eval time`, median and
 90th percentile over the run). A real engine with no computed truth is checked against a
 long measured search (issue 28); this says how far that reference itself moves from one
@@ -29,7 +29,7 @@ import polars as pl  # noqa: E402
 from bench.settle_real_engine import preset_a_target  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
-from planner.limit.live import run_stage  # noqa: E402
+from planner.limit.measured.live import run_stage  # noqa: E402
 from testkit.real_engine import build_random_llama  # noqa: E402
 
 EVAL = re.compile(r"\|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens")  # not "prompt eval"

@@ -50,9 +50,9 @@ sys.path.insert(0, str(ROOT))
 from contracts.limit import load_limit  # noqa: E402
 from planner.engine import build_engine_config  # noqa: E402
 from planner.fleet.calibration import Calibration, calibrate  # noqa: E402
+from planner.limit.measured.search import SearchConfig  # noqa: E402
+from planner.limit.measured.steady import SteadyRules  # noqa: E402
 from planner.limit.predict import predict_limit  # noqa: E402
-from planner.limit.search import SearchConfig  # noqa: E402
-from planner.limit.steady import SteadyRules  # noqa: E402
 from planner.slo.spec import parse_slo  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
 from testkit.cpu_catalog import model_params, write_cpu_catalog  # noqa: E402

@@ -1,12 +1,12 @@
 """Does the limit search land on the steady-state truth? Many searches, in virtual time.
 
 `bench/limit_truth.py` runs `capplan limit` once per case against the real slot server: one
-draw of a noisy measurement. This runs the same search and steady-state rules (planner.limit.search,
-planner.limit.steady) against a simulated copy of each slot server (testkit/slot_probe.py), over
-many seeds, and prints how the found limit spreads around the truth (testkit/queue_truth.py:
-M/G/c under Poisson arrivals, or Erlang-B for the refusing server) and how long the levels
-would have taken in wall-clock time. Acceptance (issue 10): within 10 % of the truth and never
-more than 5 % above it.
+draw of a noisy measurement. This runs the same search and steady-state rules
+(planner.limit.measured.search, planner.limit.measured.steady) against a simulated copy of each
+slot server (testkit/slot_probe.py), over many seeds, and prints how the found limit spreads around
+the truth (testkit/queue_truth.py: M/G/c under Poisson arrivals, or Erlang-B for the refusing
+server) and how long the levels would have taken in wall-clock time. Acceptance (issue 10): within
+10 % of the truth and never more than 5 % above it.
 
     .venv/bin/python bench/search_truth.py [--case short|long|refusing ...] [--seeds 20]
         [--rules previous]
@@ -54,7 +54,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.limit.steady import SteadyRules  # noqa: E402
+from planner.limit.measured.steady import SteadyRules  # noqa: E402
 from testkit import fast_truth  # noqa: E402
 from testkit.limit_truth import CASES  # noqa: E402
 from testkit.search_cases import queue_of, truth_of  # noqa: E402

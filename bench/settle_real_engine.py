@@ -5,9 +5,9 @@
 llama.cpp learns that a request was cancelled only when a slot starts it. On a fresh server
 each time (the random tiny Llama of testkit/real_engine.py, 4 slots, 1 thread, preset A of
 bench/real_engine_prediction.py), two levels as `capplan limit` runs them
-(planner.limit.live.run_stage): 20 s at `--overload` req/s, whose queued requests the load
+(planner.limit.measured.live.run_stage): 20 s at `--overload` req/s, whose queued requests the load
 test cancels 1 s after it stops sending, then 20 s at `--rate` req/s. Once without the wait
-for a settled server (the baseline), once with it (planner.limit.settle). Prints, per run,
+for a settled server (the baseline), once with it (planner.limit.measured.settle). Prints, per run,
 what the first level left cancelled, how long the wait took, and the second level's TTFT
 percentiles; the second level of a settled server should show its idle TTFT.
 """
@@ -28,7 +28,7 @@ import polars as pl  # noqa: E402
 from bench.real_engine_prediction import PRESET_A  # noqa: E402
 from contracts.run import Stage  # noqa: E402
 from contracts.rundir import read_records  # noqa: E402
-from planner.limit.live import run_stage  # noqa: E402
+from planner.limit.measured.live import run_stage  # noqa: E402
 from planner.loadtest.run import LoadTestConfig  # noqa: E402
 from profiles.model import save_profile  # noqa: E402
 from testkit.profiles import make_profile  # noqa: E402

@@ -98,11 +98,11 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     from planner.capacity.plan import PlanOptions, build_plan
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
-    from planner.limit.config import SearchConfig
+    from planner.limit.measured.config import SearchConfig
+    from planner.limit.measured.steady import SteadyRules
     from planner.limit.options import LimitOptions
     from planner.limit.predict import predict_limit
     from planner.limit.run import run_limit
-    from planner.limit.steady import SteadyRules
     from planner.slo.spec import parse_slo
     from profiles.build import build_profile
     from profiles.model import save_profile

@@ -212,8 +212,8 @@ class LimitResult(_Model):
     )
     method: Literal["measured", "fast"] = Field(
         default="measured",
-        description="measured: levels bracketed and narrowed (planner.limit.search); fast: "
-        "characterise, predict, confirm, correct (planner.limit.fast)",
+        description="measured: levels bracketed and narrowed (planner.limit.measured.search); "
+        "fast: characterise, predict, confirm, correct (planner.limit.fast)",
     )
     fast: FastSearchRecord | None = Field(
         default=None, description="the fast search's account, when it ran"

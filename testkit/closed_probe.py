@@ -4,7 +4,7 @@ testkit/fast_truth.py's SpecProbe, used by bench/limit_concurrency_truth.py.
 
 A level is `users` clients that each send again as soon as their answer ends (a refused one
 `RETRY_S` later), as locustfiles/driver.py runs a closed stage. It is watched as a live level
-is (planner.limit.steady.assess and the AbandonRule every `check_every_s` on what a client
+is (planner.limit.measured.steady.assess and the AbandonRule every `check_every_s` on what a client
 knows by then), stops once steady, hopeless or capped, and what runs past the drain is
 cancelled. A closed loop is causal: what was sent before a time does not depend on what
 was sent after it, so the level is simulated over a doubling span until the watcher decides
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from planner.limit.measured.steady import SteadyRules, assess
 from planner.limit.predict import censor, watch_level
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.steady import SteadyRules, assess
 from planner.slo.spec import Slo
 from testkit.fast_driver import RETRY_S
 from testkit.sim_server import ServerSpec, SimServer

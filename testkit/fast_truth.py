@@ -1,5 +1,6 @@
-"""The fast limit search (planner.limit.fast) and today's measured one (planner.limit.search) on
-the same simulated servers, against the servers' truth: used by bench/search_truth.py.
+"""The fast limit search (planner.limit.fast) and today's measured one
+(planner.limit.measured.search) on the same simulated servers, against the servers' truth: used by
+bench/search_truth.py.
 
 Truth: for a plain slot server, the M/G/c simulation of testkit/queue_truth.py (Erlang-B
 when it refuses); for one that departs from the model (slowdown with load, prefill
@@ -16,16 +17,16 @@ import numpy as np
 import polars as pl
 
 from planner.engine import EngineRequest, build_engine_config
-from planner.limit.config import SearchConfig
 from planner.limit.fast.characterise import build_model
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import seeded
 from planner.limit.fast.search import Characterise
 from planner.limit.fast.steps import FastConfig, FastResult
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.search import run_search
+from planner.limit.measured.steady import SteadyRules
 from planner.limit.predict import EngineProbe, simulated_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import run_search
-from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile
 from testkit.fast_driver import asked_of, run_fast
@@ -179,7 +180,7 @@ class Default:
 
     limit: float | None
     fast: FastResult
-    stopped: str  # the measured levels' (planner.limit.search)
+    stopped: str  # the measured levels' (planner.limit.measured.search)
     levels: int  # measured levels after the fast search
     fast_s: float  # virtual seconds of load: the fast search
     measured_s: float  # and the measured levels after it

@@ -1,7 +1,7 @@
 """The limit search against a slot queue in virtual time: capplan's search and steady-state
-rules (planner.limit.search, planner.limit.steady, planner.limit.predict's probe) holding levels on
-a simulated copy of the slot test server (testkit/slot_server.py), so that many searches can
-be checked against the queueing truth (testkit/queue_truth.py) in seconds each.
+rules (planner.limit.measured.search, planner.limit.measured.steady, planner.limit.predict's probe)
+holding levels on a simulated copy of the slot test server (testkit/slot_server.py), so that many
+searches can be checked against the queueing truth (testkit/queue_truth.py) in seconds each.
 
 The queue here is simulated on its own terms — c FCFS slots, or a loss system that refuses
 beyond c active — with service times drawn like the slot server's (prefill + tokens x
@@ -18,11 +18,11 @@ import numpy as np
 import polars as pl
 
 from planner.engine import EngineRequest, build_engine_config
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.search import run_search
+from planner.limit.measured.steady import SteadyRules
 from planner.limit.predict import EngineProbe, simulated_records
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import run_search
-from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from profiles.presets import preset_profile
 from testkit.queue_truth import fcfs_waits

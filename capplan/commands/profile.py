@@ -134,8 +134,7 @@ def profile_command(
     shared_prefix_share: str = typer.Option(
         None,
         "--shared-prefix-share",
-        help="preset: share of requests that start with it, a fraction (0.8) or a percent "
-        "(80%)",
+        help="preset: share of requests that start with it, a fraction (0.8) or a percent (80%)",
     ),
     chunk_rows: int = typer.Option(
         None,
@@ -152,8 +151,7 @@ def profile_command(
     since: str = typer.Option(
         "7d",
         "--since",
-        help="prometheus: start, as a duration before --until (7d, 13w), "
-        "ISO-8601 or epoch seconds",
+        help="prometheus: start, as a duration before --until (7d, 13w), ISO-8601 or epoch seconds",
     ),
     until: str = typer.Option(
         None, "--until", help="prometheus: end (default now; ISO-8601, epoch s or 1d ago)"

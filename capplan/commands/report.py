@@ -18,9 +18,7 @@ CJK_FONT_HELP = (
 
 
 def report_command(
-    profile: Path | None = typer.Option(
-        None, "--profile", help="Profile JSON (capplan profile)."
-    ),
+    profile: Path | None = typer.Option(None, "--profile", help="Profile JSON (capplan profile)."),
     run: Path | None = typer.Option(
         None, "--run", help="Run directory (capplan loadtest / limit)."
     ),
@@ -52,9 +50,7 @@ def report_command(
     def warn(line: str) -> None:
         typer.echo(f"warning: {line}", err=True)
 
-    given = [
-        name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v
-    ]
+    given = [name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v]
     if not given and (whatif is not None or compare is not None):
         which = render_which_report(
             out, whatif=whatif, compare=compare, lang=lang, cjk_font=cjk_font, warn=warn

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.limit import LimitResult
-from planner.limit.config import SearchConfig
 from planner.limit.fast.result import fast_record
 from planner.limit.fast.steps import FastResult
+from planner.limit.measured.config import SearchConfig
 
 
 @dataclass(frozen=True)

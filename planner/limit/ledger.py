@@ -1,7 +1,7 @@
 """The limit search's log in its run directory (search.json) while it runs, and its replay
 on `capplan limit --resume RUN_DIR`.
 
-Both searches are pure generators (planner.limit.search, planner.limit.fast.search), so a
+Both searches are pure generators (planner.limit.measured.search, planner.limit.fast.search), so a
 search fed the same measurements asks for the same loads in the same order. A resumed run
 therefore starts the search afresh and answers its first requests from the log: the probe
 (`ReplayProbe`) or driver (`ReplayDriver`) checks that the search asks for what the log

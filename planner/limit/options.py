@@ -12,7 +12,7 @@ from contracts.errors import ConfigError
 from contracts.limit import Dimension
 from contracts.searchlog import SearchIdentity, SearchLog
 from planner.engine import EngineConfig
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 from planner.slo.recorded import ledger_slo
 from planner.slo.spec import Slo
 
@@ -66,7 +66,7 @@ class LimitOptions:
     engine: EngineConfig | None = None
 
     def rules(self) -> SteadyRules:
-        """The steady-state rules of each level (planner.limit.steady)."""
+        """The steady-state rules of each level (planner.limit.measured.steady)."""
         if self.steady_rules is not None:
             return self.steady_rules
         given: dict[str, float] = {

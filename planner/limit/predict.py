@@ -4,11 +4,11 @@ steady-state rules as a measured one.
 `EngineProbe` holds a load level on one simulated instance (planner.fleet's simulator over
 the profile's traffic, drawn by planner.fleet.traffic) as `capplan limit` holds it on a live
 endpoint: the level is planned as long as the rules allow, the same
-`planner.limit.steady.assess` and AbandonRule are checked every `check_every_s` of virtual time
-on what a client would know by then (the requests finished so far and the number in
+`planner.limit.measured.steady.assess` and AbandonRule are checked every `check_every_s` of virtual
+time on what a client would know by then (the requests finished so far and the number in
 flight), the level ends once steady (requests still running `drain_s` later count at their
-age, as the load test cancels them), and the search (planner.limit.search) judges the records
-with the same verdict. So a predicted limit and a measured one differ only by what the
+age, as the load test cancels them), and the search (planner.limit.measured.search) judges the
+records with the same verdict. So a predicted limit and a measured one differ only by what the
 model gets wrong, not by how they were taken.
 """
 
@@ -25,11 +25,11 @@ from contracts.limit import Dimension, LimitResult
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.sim import FleetRun, FleetSimulation, simulate_fleet
 from planner.fleet.traffic import ArrivalKind, profile_requests
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.result import build_limit_result
+from planner.limit.measured.search import run_search
+from planner.limit.measured.steady import LevelState, SteadyRules, assess, in_flight_series
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.result import build_limit_result
-from planner.limit.search import run_search
-from planner.limit.steady import LevelState, SteadyRules, assess, in_flight_series
 from planner.slo.spec import Slo
 from profiles.model import Profile
 
@@ -363,8 +363,8 @@ def predict_limit(
 ) -> LimitResult:
     """The per-instance rate limit the engine model predicts, as limit.json's contract.
 
-    Runs `planner.limit.search` against `EngineProbe` with `rules` in virtual time. `drain_s`
-    defaults to the SLO's longest wait plus one second (as `capplan limit`). Raises
+    Runs `planner.limit.measured.search` against `EngineProbe` with `rules` in virtual time.
+    `drain_s` defaults to the SLO's longest wait plus one second (as `capplan limit`). Raises
     ConfigError for a concurrency search (the virtual probe holds rates).
     """
     if search.dimension != "rate":

@@ -1,6 +1,6 @@
 """What a probe measured while holding one load level, when to give a level up, and what a
-probe is: the interface between the limit search (planner.limit.search) and whatever holds the
-load — Locust against a live endpoint (planner.limit), the engine model in virtual time
+probe is: the interface between the limit search (planner.limit.measured.search) and whatever holds
+the load — Locust against a live endpoint (planner.limit), the engine model in virtual time
 (planner.limit.predict), a simulated queue (testkit/slot_probe.py) or a fake in tests."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from contracts.jsonio import read_json, validate
 from contracts.plan import PLAN_SCHEMA, Plan
 from contracts.run import Stage, StagePlan
 from planner.fleet.routing import Routing
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import SloField
 from profiles.model import Profile, load_profile
 

@@ -1,6 +1,6 @@
 """How far `capplan verify` is, for people: one line as the run enters each stage, with the
 elapsed wall time and the time left, in the words and format of the limit search's lines
-(planner.limit.progress).
+(planner.limit.measured.progress).
 
 The time left is the stages' planned lengths from the one entered, in wall seconds (a stage's
 length is in the endpoint's time: divided by `--time-scale`). The recovery stage ends as soon
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from contracts.run import StagePlan
-from planner.limit.progress import Left, format_clock, time_note
+from planner.limit.measured.progress import Left, format_clock, time_note
 
 
 class StageLines:

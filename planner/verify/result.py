@@ -1,9 +1,9 @@
 """verify.json from a finished (or interrupted) verify run: phases, verdicts and the sentence.
 
 `judge_run` reads the run directory the load test wrote, judges the steady stage with the limit
-search's steady-state rules (planner.limit.steady: its warm-up, its window, settled or not) and
-its SLO verdict, the burst and the recovery as whole stages, and sets each beside the engine
-model's simulation of the same stages (planner.verify.simulate) judged by the same function.
+search's steady-state rules (planner.limit.measured.steady: its warm-up, its window, settled or
+not) and its SLO verdict, the burst and the recovery as whole stages, and sets each beside the
+engine model's simulation of the same stages (planner.verify.simulate) judged by the same function.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from contracts.recovery import recovery_curve
 from contracts.run import StagePlan, StageSummary
 from contracts.rundir import read_records, read_stages
 from contracts.verify import Figures, Phase
-from planner.limit.steady import LevelState, SteadyRules, assess
+from planner.limit.measured.steady import LevelState, SteadyRules, assess
 from planner.slo.spec import Slo
 from planner.verify.judge import errors_by_class, figures, gateway_classes
 

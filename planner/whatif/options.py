@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import SloField
 from planner.whatif.disagg import DEFAULT_KV_LINK_BANDWIDTH_BYTES_PER_S
 

@@ -448,6 +448,6 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
         f"together; each prompt's KV crosses a {options.kv_link_bandwidth_bytes_per_s / 1e9:g} "
         f"GB/s per-GPU link (+20 us) before its decode, which streams every token; a request "
         f"is never split across units; limit, instances and cost are per unit",
-        f"search: planner.limit.search in virtual time, {options.search_text()}, tolerance "
-        f"{options.tolerance:.0%}",
+        f"search: planner.limit.measured.search in virtual time, {options.search_text()}, "
+        f"tolerance {options.tolerance:.0%}",
     ]

@@ -1,7 +1,7 @@
 """The limit search in virtual time for what-if candidates.
 
-`virtual_limit` runs `planner.limit.search` against `planner.limit.predict.EngineProbe` (one
-engine-model instance replaying the profile's traffic) with `rules`, capplan limit's
+`virtual_limit` runs `planner.limit.measured.search` against `planner.limit.predict.EngineProbe`
+(one engine-model instance replaying the profile's traffic) with `rules`, capplan limit's
 steady-state rules (the default of `capplan whatif`), or without them fixed levels (quicker,
 possibly optimistic: `--level-s`), so the search, its verdicts and its limit are those of a
 live endpoint; only the clock is virtual. It keeps what the search's own result does not:
@@ -23,10 +23,10 @@ from planner.engine import EngineConfig
 from planner.fleet.sim import (
     simulator_slo_problem,
 )
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.search import SearchResult, run_search
+from planner.limit.measured.steady import SteadyRules
 from planner.limit.predict import EngineProbe
-from planner.limit.search import SearchResult, run_search
-from planner.limit.steady import SteadyRules
 from planner.slo.spec import Slo
 from planner.whatif.disagg import Disagg, DisaggProbe
 from profiles.model import Profile
@@ -162,8 +162,8 @@ def virtual_limit(
     seed: int = 0,
     disagg: Disagg | None = None,
 ) -> VirtualLimit:
-    """Run the limit search (`planner.limit.search.run_search`) against one simulated instance,
-    or one disaggregated unit of prefill and decode instances (`disagg`).
+    """Run the limit search (`planner.limit.measured.search.run_search`) against one simulated
+    instance, or one disaggregated unit of prefill and decode instances (`disagg`).
 
     The search starts at `start_rps` (default: half the roofline's throughput ceiling, times
     the unit's instances) and never goes above 8 x that ceiling (an estimate, not a bound):

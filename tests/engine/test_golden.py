@@ -31,10 +31,10 @@ from planner.engine import (
     simulate,
 )
 from planner.fleet.sim import simulate_fleet
+from planner.limit.measured.search import run_search
+from planner.limit.measured.steady import SteadyRules
 from planner.limit.predict import EngineProbe
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import run_search
-from planner.limit.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from planner.whatif.disagg import Disagg, simulate_disaggregated
 from planner.whatif.virtual import search_config

@@ -12,7 +12,7 @@ import pytest
 
 from contracts.run import Stage
 from contracts.rundir import read_records
-from planner.limit.live import run_stage
+from planner.limit.measured.live import run_stage
 from planner.loadtest.run import LoadTestConfig
 from testkit.profiles import make_profile
 from testkit.slot_server import start_slot_server

@@ -130,7 +130,7 @@ def _says_each_stage_as_it_runs(out: str) -> None:
     assert [line.split()[1:3] for line in stages] == [
         ["1/3", "steady"], ["2/3", "burst"], ["3/3", "recovery"]
     ], out  # fmt: skip
-    clock = r"(?:(\d+)m)?(\d+)s"  # planner.limit.progress.format_clock under an hour
+    clock = r"(?:(\d+)m)?(\d+)s"  # planner.limit.measured.progress.format_clock under an hour
     elapsed = [re.search(rf"  elapsed {clock}  left <={clock} \(\d stages?\)$", s) for s in stages]
     assert all(elapsed), stages
     seconds = [60 * int(m.group(1) or 0) + int(m.group(2)) for m in elapsed if m]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.limit import write_limit
 from planner.engine import build_engine_config
-from planner.limit.result import build_limit_result
+from planner.limit.measured.result import build_limit_result
 from planner.slo.spec import parse_slo
 from planner.whatif.virtual import virtual_limit
 from profiles.model import save_profile

@@ -284,9 +284,9 @@ def test_limit_json_records_the_delay_check_of_the_last_confirmation() -> None:
     """limit.json's fast account carries the delay comparison that judged the model: the
     last confirmation's mean delay difference, its error (none while unknown) and the
     bound it was held to."""
-    from planner.limit.config import SearchConfig
     from planner.limit.fast.result import fast_record
     from planner.limit.fast.steps import Confirmation, FastResult
+    from planner.limit.measured.config import SearchConfig
 
     def conf(rate: float, se: float) -> Confirmation:
         return Confirmation(

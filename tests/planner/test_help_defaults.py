@@ -8,7 +8,7 @@ import re
 import typer
 
 from capplan.cli import app
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 
 # option -> the SteadyRules fields whose defaults its help states, in the order it states them
 STATED = {

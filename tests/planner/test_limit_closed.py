@@ -13,7 +13,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.limit.config import SearchConfig
 from planner.limit.fast.characterise import build_model, characterised
 from planner.limit.fast.closed import (
     RETRY_S,
@@ -26,7 +25,8 @@ from planner.limit.fast.closed import (
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import seeded
 from planner.limit.fast.steps import Closed, FastConfig, FastResult, Step, Taken
-from planner.limit.search import run_search
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.search import run_search
 from planner.slo.spec import parse_slo
 from testkit.fast_driver import Driver
 from testkit.queue_truth import closed_max_users, closed_ttfts

@@ -11,14 +11,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.limit.config import SearchConfig
 from planner.limit.fast.misses import MissCurve, delays_verdict, offset_shift
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.result import SEEDED_GROWTH, seeded
 from planner.limit.fast.steps import Confirmation, FastResult
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.progress import measured_left
+from planner.limit.measured.search import LevelOutcome, run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.progress import measured_left
-from planner.limit.search import LevelOutcome, run_search
 from planner.slo.spec import parse_slo
 from tests.planner.test_search import Z95, CurveProbe
 
@@ -139,7 +139,7 @@ def test_the_measured_levels_hold_a_right_answer_and_take_over_from_a_wrong_one(
 
 
 def test_the_time_left_after_a_right_fast_answer_counts_the_two_levels_that_follow() -> None:
-    """The progress estimate (planner.limit.progress.measured_left) against the levels the
+    """The progress estimate (planner.limit.measured.progress.measured_left) against the levels the
     search really ran after each one, on the closed-form server: two levels decide a held
     answer. Before the estimate knew `answered` it said 4+ levels here."""
     probe = CurveProbe(np.random.default_rng(7), duration_s=60.0)

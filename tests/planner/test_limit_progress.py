@@ -1,5 +1,5 @@
-"""The limit search's progress note: elapsed time and the time left (planner.limit.progress),
-checked against a bisection counted here step by step."""
+"""The limit search's progress note: elapsed time and the time left
+(planner.limit.measured.progress), checked against a bisection counted here step by step."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.limit.config import SearchConfig
-from planner.limit.progress import Left, format_clock, measured_left, progress_note
-from planner.limit.search import LevelOutcome
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.progress import Left, format_clock, measured_left, progress_note
+from planner.limit.measured.search import LevelOutcome
 from planner.slo.spec import parse_slo
 from planner.slo.verdict import evaluate
 

@@ -19,13 +19,13 @@ from capplan.cli import app
 from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitResult
 from contracts.searchlog import SearchIdentity, read_search_log
-from planner.limit.config import SearchConfig
 from planner.limit.fast.live import run_fast_search
 from planner.limit.fast.steps import Closed, FastConfig, FastResult, Open, Taken
 from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import search_limit
 from planner.limit.options import LimitOptions
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.run import search_limit
 from planner.slo.spec import parse_slo
 from profiles.model import save_profile
 from profiles.presets import preset_profile

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from contracts.limit import LimitResult, load_limit, write_limit
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import search_limit
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.run import search_limit
 from planner.slo.spec import parse_slo
 from testkit.profiles import make_profile
 from testkit.report_inputs import build_limit

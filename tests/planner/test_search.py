@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.errors import ConfigError, FailedRunError, InputError, RunError
 from contracts.limit import LimitResult, load_limit
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.edge import search_limit
+from planner.limit.measured.result import build_limit_result
+from planner.limit.measured.search import LevelOutcome, limit_search, run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.result import build_limit_result
-from planner.limit.run import search_limit
-from planner.limit.search import LevelOutcome, limit_search, run_search
 from planner.slo.spec import parse_slo
 
 
@@ -196,7 +196,7 @@ def test_attainment_form_with_errors_counting_against_it() -> None:
 def test_bisect_method_also_converges() -> None:
     probe = CurveProbe(np.random.default_rng(5))
     expected = probe.ttft_limit(1.0, Z95)
-    lo, _ = _search(probe, "ttft:p95<=1s", start=2.0, method="bisect")
+    lo, _ = _search(probe, "ttft:p95<=1s", start=2.0, narrowing="bisect")
     assert lo is not None and 0.90 * expected <= lo <= 1.05 * expected
 
 

@@ -1,4 +1,4 @@
-"""The level that must hold a fast answer settles within its budget (planner.limit.search):
+"""The level that must hold a fast answer settles within its budget (planner.limit.measured.search):
 not certain by then, the search steps down to 0.85 L, then 0.8 L, instead of pooling more
 runs at 0.9 L; the answer rests on the lower level that held."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from contracts.errors import ConfigError
-from planner.limit.config import HELD_ANSWER, SearchConfig
-from planner.limit.levels import hold_levels
+from planner.limit.measured.config import HELD_ANSWER, SearchConfig
+from planner.limit.measured.levels import hold_levels
+from planner.limit.measured.search import run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.search import run_search
 from planner.slo.spec import parse_slo
 from tests.planner.test_search import CurveProbe
 

@@ -1,12 +1,12 @@
 """The wait for a settled server: probes until one comes back no slower than the one before,
-within a cap (planner.limit.settle)."""
+within a cap (planner.limit.measured.settle)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from contracts.errors import PreflightError
-from planner.limit.settle import settle
+from planner.limit.measured.settle import settle
 
 
 class Clock:

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from planner.limit.steady import SteadyRules, assess, correlation_requests
+from planner.limit.measured.steady import SteadyRules, assess, correlation_requests
 from planner.slo.spec import parse_slo
 
 SLO = parse_slo("ttft:p95<=100s")  # far above the values: no clipping of the series

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from capplan.cli import app
-from planner.limit.steady import SteadyRules
+from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from testkit.profiles import make_profile

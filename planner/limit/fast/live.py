@@ -36,8 +36,8 @@ from planner.limit.fast.steps import (
     Open,
     Taken,
 )
-from planner.limit.live import run_stage
-from planner.limit.progress import (
+from planner.limit.measured.live import run_stage
+from planner.limit.measured.progress import (
     Left,
     closed_steps_left,
     fast_chunks_left,
@@ -204,7 +204,7 @@ def run_fast_search(
 
 
 class _FastProgress:
-    """Elapsed time and the most time left after each step (planner.limit.progress)."""
+    """Elapsed time and the most time left after each step (planner.limit.measured.progress)."""
 
     def __init__(self, config: FastConfig, clock: Callable[[], float]) -> None:
         self.config = config

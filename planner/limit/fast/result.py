@@ -11,14 +11,14 @@ import numpy as np
 import polars as pl
 
 from contracts.limit import LIMIT_SCHEMA, FastSearchRecord, LimitResult
-from planner.limit.config import SearchConfig
 from planner.limit.fast.closed import whole_users_bracket
 from planner.limit.fast.misses import targets
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.steps import FastResult
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.result import level_record
+from planner.limit.measured.search import judge_level
 from planner.limit.probe import LevelMeasurement
-from planner.limit.result import level_record
-from planner.limit.search import judge_level
 from planner.slo.spec import Slo
 
 

@@ -1,8 +1,8 @@
 """The fast limit search: characterise, predict, confirm on warm levels, correct the model
 by its own error, stop by the interval.
 
-Pure, like planner.limit.search: a generator (`fast_search`) yields the next step and is sent back
-what was measured there (`Taken`); a driver runs the steps against a live endpoint or a
+Pure, like planner.limit.measured.search: a generator (`fast_search`) yields the next step and is
+sent back what was measured there (`Taken`); a driver runs the steps against a live endpoint or a
 simulated server. The phases:
 
 1. Characterise (closed loop, 1, 2, 4, ... users until the server stops taking more):
@@ -35,14 +35,14 @@ simulated server. The phases:
    model's latencies, moves the model's limit more than `tolerance`: misses are rare events,
    delays show every queue; a misfit counts by what it does to the answer), the model is
    inadequate: the caller falls back to the measured search
-   (planner.limit.search), never to a guess.
+   (planner.limit.measured.search), never to a guess. These stop rules are named functions in
+   planner.limit.fast.stops, asked in order after each chunk.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -56,16 +56,7 @@ from planner.limit.fast.characterise import (
     sized,
 )
 from planner.limit.fast.engine_model import counted_as_asked, one_user
-from planner.limit.fast.misses import (
-    DelayVerdict,
-    MissCurve,
-    delays_differ,
-    delays_verdict,
-    offset_shift,
-    share,
-    targets,
-    unsupported,
-)
+from planner.limit.fast.misses import MissCurve, targets, unsupported
 from planner.limit.fast.model import Model, ServerModel
 from planner.limit.fast.paired import paired
 from planner.limit.fast.queue import MIN_PACE_SHIFT, QueueVerdict, decode_pace, fit_pace, paced
@@ -81,6 +72,7 @@ from planner.limit.fast.steps import (
     Step,
     Taken,
 )
+from planner.limit.fast.stops import MOVE, Standing, Stop, decide
 
 
 def fast_search(
@@ -245,72 +237,21 @@ def fast_search(
                      f"refitted x{pace:.3f} on the level: predicts {rate:.4g} req/s")  # fmt: skip
                 chunks, fresh = 0, not chained
                 continue
-        shift = abs(conf.limit / predicted - 1.0)
-        off = [
-            (abs(b) - 2 * e, t.allowed)
-            for b, e, t in zip(conf.bias, conf.bias_se, targets(config.slo), strict=True)
-        ]
-        if any(excess > allowed for excess, allowed in off):
-            return done(
-                "model inadequate: it misses the SLO's share for other requests than the "
-                f"server does (bias {max(conf.bias, key=abs):+.3f})",
-                adequate=False,
-            )
-        if shift > config.inadequate_shift:
-            return done(
-                f"model inadequate: its measured bias moves the limit {shift:.0%} from the "
-                f"model's {predicted:.3g} req/s",
-                adequate=False,
-            )
-        if conf.requests == 0:
-            if chunks >= config.max_chunks:
-                return done("model inadequate: no request to compare", adequate=False)
-            continue
-        step = abs(conf.limit / rate - 1.0)
-        thin = math.isinf(conf.high)
-        if thin and step <= 2 * config.tolerance and chunks < config.max_chunks:
-            continue  # too few batches to judge the bias: measure on
-        if step > config.tolerance / 2:
-            if moves >= config.max_moves:
-                return done(f"model inadequate: not settled after {moves} moves", adequate=False)
+        standing = Standing(
+            config=config, conf=conf, curve=curve, predicted=predicted, rate=rate,
+            chunks=chunks, moves=moves, chained=chained, profile_sizes=profile_sizes,
+            bias_narrow=bias_narrow, z=z,
+        )  # fmt: skip
+        decision = decide(standing)  # planner.limit.fast.stops: the first rule that decides
+        confirmations[-1] = standing.conf  # with its delay shifts where a rule asked for them
+        if isinstance(decision, Stop):
+            return done(decision.stopped, adequate=decision.adequate)
+        if decision == MOVE:
             moves += 1
             rate = float(f"{conf.limit:.4g}")
             chunks = 0
             fresh = not chained
-            continue
-        narrow = (conf.high - conf.low) / 2 <= config.half_width * conf.limit
-        # Only a warm, chained level is compared with the long run: a chunk on an idle server
-        # starts below it by design (the model replays the same cold start for the bias).
-        # With the profile's sizes more load narrows the bias, never the model's own noise
-        model_bound = profile_sizes and bias_narrow and not narrow
-        settled = (narrow or model_bound) and (not chained or _sampled_the_tail(conf, curve, z))
-        capped = chunks >= config.max_chunks
-        delays: DelayVerdict = "agree"
-        if settled or capped:  # the verdict decides only there; each shift is a curve's root
-            conf = confirmations[-1] = _with_delay_shift(conf, curve, z)
-            delays = delays_verdict(conf.delay_shift, conf.delay_shift_low, config.tolerance)
-        if (settled or capped) and (delays == "differ" or (delays == "unclear" and capped)):
-            why = delays_differ(config.slo, conf.delay_bias_s, conf.delay_se_s,
-                                conf.delay_shift, config.tolerance)  # fmt: skip
-            return done(f"model inadequate: {why}", adequate=False)
-        if settled and delays == "unclear":
-            continue  # the delays' best estimate is off, not yet clearly: measure on
-        if settled and model_bound:
-            return done("converged: the interval is the model's own noise (more load would "
-                        "not narrow it)")  # fmt: skip
-        if settled:
-            return done("converged")
-        if narrow and chunks < config.max_chunks:
-            continue  # the level has not yet seen the busy periods that decide the tail
-        if narrow:
-            return done(
-                f"model inadequate: in {chunks} chunks the level never held the busy periods "
-                "the model's tail is made of",
-                adequate=False,
-            )
-        if chunks >= config.max_chunks:
-            wide = (conf.high - conf.low) / 2 / conf.limit
-            return done(f"time cap: interval +/-{wide:.0%} after {chunks} chunks")
+        # MEASURE: another chunk at this level
 
 
 def _confirm(
@@ -366,34 +307,3 @@ def _confirm(
         delay_bias_s=delay_bias,
         delay_se_s=math.inf if delay_se is None else delay_se,
     )
-
-
-def _with_delay_shift(conf: Confirmation, curve: MissCurve, z: float) -> Confirmation:
-    """The confirmation with how far its delay bias, and that bias's lower bound in magnitude
-    (|bias| - z x error), move the model's limit (misses.offset_shift)."""
-    bias, se = conf.delay_bias_s, conf.delay_se_s
-    low_s = max(abs(bias) - z * se, 0.0)  # an unknown (infinite) error: 0
-    return replace(
-        conf,
-        delay_shift=offset_shift(curve, bias),
-        delay_shift_low=offset_shift(curve, math.copysign(low_s, bias)),
-    )
-
-
-def _sampled_the_tail(conf: Confirmation, curve: MissCurve, z: float) -> bool:
-    """The level's requests held the busy periods the tail is made of: on them the model did
-    not miss clearly less than its long-run share at that rate (by more than `z` standard
-    errors of a sample of that many requests, from the curve's batch means). A model that
-    misdescribes the server where its queue forms agrees with it on a sample without one
-    (both miss nothing), so its bias could not show there."""
-    m = curve.misses(conf.rate)
-    long_run = share(m)
-    for j, sampled in enumerate(conf.sampled):
-        known = m.miss[m.known[:, j], j].astype(float)
-        err = batch_means_se(known)
-        if err is None or conf.requests == 0:
-            continue
-        sample_se = err * math.sqrt(known.size / conf.requests)
-        if sampled < long_run[j] - z * sample_se:
-            return False
-    return True

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from planner.limit.steady import integrated_autocorrelation
+from planner.limit.measured.steady import integrated_autocorrelation
 
 
 def mser5(values: np.ndarray) -> int:

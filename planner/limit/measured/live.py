@@ -1,5 +1,5 @@
 """`capplan limit`'s probe against a live endpoint: each level one Locust stage, watched
-while it runs and ended once steady (planner.limit.steady) or stopped once hopeless."""
+while it runs and ended once steady (planner.limit.measured.steady) or stopped once hopeless."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from contracts.errors import RunError, TargetError
 from contracts.limit import Dimension
 from contracts.run import Stage, StagePlan, StageSummary
 from contracts.rundir import WORK_DIR, read_records
+from planner.limit.measured.settle import cancelled_last, settle, target_probe
+from planner.limit.measured.steady import LevelState, SteadyRules, assess
 from planner.limit.probe import AbandonRule, LevelMeasurement
-from planner.limit.settle import cancelled_last, settle, target_probe
-from planner.limit.steady import LevelState, SteadyRules, assess
 from planner.loadtest.run import LoadTestConfig, run_loadtest
 from planner.slo.spec import Slo
 from profiles.model import Profile
@@ -31,8 +31,8 @@ class LocustProbe:
     stages.json, run with seed `seed * 1000 + k`. The stage is planned as long as the
     steady-state rules allow (`rules.max_level_s`); about once a second the records written
     so far are checked: once the level is steady and its window long enough
-    (planner.limit.steady), the stage is ended (in-flight requests drain, then count at their
-    age); when the search's AbandonRule finds it hopeless, it is stopped at once.
+    (planner.limit.measured.steady), the stage is ended (in-flight requests drain, then count at
+    their age); when the search's AbandonRule finds it hopeless, it is stopped at once.
     """
 
     def __init__(
@@ -141,7 +141,7 @@ def run_stage(
     A fresh seed per stage (`seed * 1000 + seed_index`): a repeated level sees new arrivals
     and lengths, so pooling its measurements narrows the noise instead of replaying the same
     sample. When the stage before cancelled requests, the stage waits until the server has
-    worked them off (planner.limit.settle; `settle_first=False`: it does not), and says how
+    worked them off (planner.limit.measured.settle; `settle_first=False`: it does not), and says how
     long through `echo`. Raises TargetError when no request could connect, and what
     run_loadtest raises.
     """

@@ -11,7 +11,7 @@ from contracts.limit import (
     LimitResult,
     LittlesLaw,
 )
-from planner.limit.search import LevelOutcome, SearchResult
+from planner.limit.measured.search import LevelOutcome, SearchResult
 
 
 def _unit_text(dimension: Dimension, load: float) -> str:

@@ -29,10 +29,10 @@ import polars as pl
 from sklearn.isotonic import IsotonicRegression
 
 from contracts.errors import RunError
-from planner.limit.config import HELD_ANSWER, SearchConfig
-from planner.limit.levels import abandonable_again, hold_levels, snap_load
+from planner.limit.measured.config import HELD_ANSWER, SearchConfig
+from planner.limit.measured.levels import abandonable_again, hold_levels, snap_load
+from planner.limit.measured.steady import correlation_requests
 from planner.limit.probe import LevelMeasurement, Probe
-from planner.limit.steady import correlation_requests
 from planner.slo.spec import Slo
 from planner.slo.verdict import TIME_COLUMNS, SloEvaluation, evaluate, exclude_warmup
 
@@ -357,7 +357,7 @@ def limit_search(
         gap = hi - lo
         midpoint = (lo + hi) / 2
         candidate = midpoint
-        if config.method == "isotonic" and interpolate:
+        if config.narrowing == "isotonic" and interpolate:
             estimate = _crossing_estimate(outcomes, config.slo, lo, hi)
             if estimate is not None:
                 # Probe just below or above the estimate so that two good guesses close the

@@ -19,9 +19,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planner.limit.config import SearchConfig
 from planner.limit.fast.steps import FastConfig
-from planner.limit.search import LevelOutcome
+from planner.limit.measured.config import SearchConfig
+from planner.limit.measured.search import LevelOutcome
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from planner.limit.config import SearchConfig
+from planner.limit.measured.config import SearchConfig
 from planner.limit.probe import LevelMeasurement
 
 

@@ -10,7 +10,9 @@ from contracts.limit import Dimension
 from planner.limit.probe import AbandonRule
 from planner.slo.spec import Slo
 
-Method = Literal["isotonic", "bisect"]
+# how the search narrows a bracket: on the isotonic fit of each constraint against load
+# (bisection as the fallback and safeguard), or by bisection alone
+Narrowing = Literal["isotonic", "bisect"]
 HELD_ANSWER = "held the answer"  # how `stopped` begins when levels held SearchConfig.answered
 
 
@@ -54,7 +56,7 @@ class SearchConfig:
     max_repeats: int = 5
     max_pooled_s: float | None = 900.0
     max_levels: int = 24
-    method: Method = "isotonic"
+    narrowing: Narrowing = "isotonic"
     confidence: float = 0.90
     resamples: int = 400
     abandon_error_rate: float = 0.5
