@@ -23,11 +23,13 @@ import numpy as np
 from contracts.errors import ConfigError
 from contracts.plan import FleetPoint
 from planner.engine import EngineConfig, EngineRequest
+from planner.fleet.bound import proven_miss
 from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
+    SEARCH_MAX_SAMPLED,
     SYMMETRIC,
     agree,
     bootstrap_agrees,
@@ -60,6 +62,10 @@ class FleetJob:
     warmup_s: float
     shortcut: bool = True
     seed: int = 0
+    # Sizes whose points are settled whatever it costs (the bounds, else the full fleet);
+    # None: every size. Any other size's point (a router-count search's) whose bound has
+    # not held by `SEARCH_MAX_SAMPLED` instances takes that sub-fleet's verdict, unsettled.
+    settle_sizes: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,9 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     the `size` instances are simulated with their share of the arrivals, k doubling until the
     bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
     same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
-    of it.
+    of it. A sub-fleet's miss stands at once when the capacity bound proves that `size`
+    instances miss under any router (`planner.fleet.bound`). A size outside the job's
+    `settle_sizes` stops at `SEARCH_MAX_SAMPLED` instances, unsettled, instead.
     """
     wall0 = time.perf_counter()
     arrivals = len(job.traffic.arrival_s)
@@ -93,6 +101,12 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
             job.settings,
         )
         verdict = judge(run, job.slo, job.warmup_s)
+        if not verdict.meets_slo and proven_miss(
+            job.traffic.arrival_s, size, run, job.slo, job.warmup_s
+        ):
+            # More load than `size` instances serve: a miss under every router
+            # (`planner.fleet.bound`), so neither the bootstrap nor the full fleet is needed.
+            return _measured(size, routing, run, verdict, sampled, wall0)
         exact = routing in EXACT_SHARE
         # Elsewhere the sub-fleet is pessimistic: its "meets" holds for the fleet, and a
         # "misses" is left to the full simulation.
@@ -102,6 +116,9 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         ):
             return _measured(size, routing, run, verdict, sampled, wall0)
         smaller = verdict
+        searching = job.settle_sizes is not None and size not in job.settle_sizes
+        if searching and 2 * sampled > SEARCH_MAX_SAMPLED:
+            return _measured(size, routing, run, verdict, sampled, wall0, settled=False)
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
     return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)
@@ -126,6 +143,7 @@ def _measured(
     verdict: FleetVerdict,
     sampled: int | None,
     wall0: float,
+    settled: bool = True,
 ) -> Measured:
     point = FleetPoint(
         instances=size,
@@ -138,6 +156,7 @@ def _measured(
         requests=verdict.requests,
         prefix_hit_ratio=run.prefix_hit_ratio,
         sampled_instances=sampled,
+        settled=settled,
     )
     return Measured(point, time.perf_counter() - wall0)
 
