@@ -99,3 +99,37 @@ def test_a_router_count_on_an_unsettled_point_says_so() -> None:
     assert found["round_robin"].settled
     assert found["least_outstanding"].min_instances_meeting == 5
     assert not found["least_outstanding"].settled
+
+
+def test_a_failing_bootstrap_stops_judging_and_leaves_the_draws_as_they_were() -> None:
+    from planner.fleet.sample import RESAMPLES, bootstrap_agrees
+    from planner.fleet.sim import FleetRun, FleetVerdict
+
+    instances = 6
+    run = FleetRun(
+        instances=instances,
+        routing="round_robin",
+        arrival_s=np.arange(12.0),
+        ttft_s=np.ones(12),
+        tpot_s=np.ones(12),
+        e2e_s=np.ones(12),
+        output_tokens=np.ones(12, dtype=np.int64),
+        instance=np.arange(12) % instances,
+        simulated_s=12.0,
+        wall_s=0.0,
+        steps=0,
+    )
+    calls = []
+
+    def judged(_: FleetRun) -> FleetVerdict:
+        calls.append(1)
+        return FleetVerdict(1.0, 1.0, 1.0, 1.0, meets_slo=True, requests=12)
+
+    said_miss = FleetVerdict(0.5, 3.0, 1.0, 3.0, meets_slo=False, requests=12)
+    rng = np.random.default_rng(7)
+    assert not bootstrap_agrees(run, said_miss, judged, rng)
+    assert len(calls) == 4  # 95 % of 60 must agree: the fourth disagreement ends it
+    # The generator is where all 60 draws leave it: a later sub-fleet's draws are unchanged.
+    after_all = np.random.default_rng(7)
+    after_all.integers(instances, size=(RESAMPLES, instances))
+    assert rng.integers(1 << 30) == after_all.integers(1 << 30)
