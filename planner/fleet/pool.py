@@ -29,6 +29,7 @@ from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
+    PESSIMISTIC,
     SEARCH_MAX_SAMPLED,
     SYMMETRIC,
     agree,
@@ -81,11 +82,11 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
 
     With the job's shortcut and a router in `SYMMETRIC` (or `GROUPED`: whole sessions), k of
     the `size` instances are simulated with their share of the arrivals, k doubling until the
-    bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
-    same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
-    of it. A sub-fleet's miss stands at once when the capacity bound proves that `size`
-    instances miss under any router (`planner.fleet.bound`). A size outside the job's
-    `settle_sizes` stops at `SEARCH_MAX_SAMPLED` instances, unsettled, instead.
+    bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE`
+    and `PESSIMISTIC` the same verdict and p95s as the sub-fleet of k/2); the whole fleet when
+    k would pass half of it. A sub-fleet's miss stands at once when the capacity bound proves
+    that `size` instances miss under any router (`planner.fleet.bound`). A size outside the
+    job's `settle_sizes` stops at `SEARCH_MAX_SAMPLED` instances, unsettled, instead.
     """
     wall0 = time.perf_counter()
     arrivals = len(job.traffic.arrival_s)
@@ -110,7 +111,10 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         exact = routing in EXACT_SHARE
         # Elsewhere the sub-fleet is pessimistic: its "meets" holds for the fleet, and a
         # "misses" is left to the full simulation.
-        settled = exact or (verdict.meets_slo and smaller is not None and agree(smaller, verdict))
+        settled = exact or (
+            verdict.meets_slo
+            and (routing in PESSIMISTIC or (smaller is not None and agree(smaller, verdict)))
+        )
         if settled and bootstrap_agrees(
             run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng
         ):
