@@ -185,8 +185,8 @@ class FleetPoint(_Model):
     )
     settled: bool = Field(
         True,
-        description="False: a router-count search point whose error bound did not hold on the "
-        "largest sub-fleet the search simulates; its verdict and p95s are that sub-fleet's",
+        description="False: a router-count search point whose error bound did not hold on its "
+        "first sub-fleet; its verdict and p95s are that sub-fleet's",
     )
 
 

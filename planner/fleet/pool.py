@@ -30,7 +30,6 @@ from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
     PESSIMISTIC,
-    SEARCH_MAX_SAMPLED,
     SYMMETRIC,
     agree,
     bootstrap_agrees,
@@ -64,8 +63,8 @@ class FleetJob:
     shortcut: bool = True
     seed: int = 0
     # Sizes whose points are settled whatever it costs (the bounds, else the full fleet);
-    # None: every size. Any other size's point (a router-count search's) whose bound has
-    # not held by `SEARCH_MAX_SAMPLED` instances takes that sub-fleet's verdict, unsettled.
+    # None: every size. Any other size's point (a router-count search's) whose bound does
+    # not hold on its first sub-fleet takes that sub-fleet's verdict, unsettled.
     settle_sizes: frozenset[int] | None = None
 
 
@@ -86,7 +85,7 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     and `PESSIMISTIC` the same verdict and p95s as the sub-fleet of k/2); the whole fleet when
     k would pass half of it. A sub-fleet's miss stands at once when the capacity bound proves
     that `size` instances miss under any router (`planner.fleet.bound`). A size outside the
-    job's `settle_sizes` stops at `SEARCH_MAX_SAMPLED` instances, unsettled, instead.
+    job's `settle_sizes` stops at its first sub-fleet instead, unsettled.
     """
     wall0 = time.perf_counter()
     arrivals = len(job.traffic.arrival_s)
@@ -120,8 +119,10 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         ):
             return _measured(size, routing, run, verdict, sampled, wall0)
         smaller = verdict
-        searching = job.settle_sizes is not None and size not in job.settle_sizes
-        if searching and 2 * sampled > SEARCH_MAX_SAMPLED:
+        if job.settle_sizes is not None and size not in job.settle_sizes:
+            # A router-count search point: near the fewest count no sub-fleet settles one (n
+            # and n-1 differ by less than the sampling error) and the full fleet costs
+            # minutes a point at 4,000 req/s, so the first sub-fleet's verdict is taken.
             return _measured(size, routing, run, verdict, sampled, wall0, settled=False)
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)

@@ -66,9 +66,6 @@ MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
 RESAMPLES = 60
 AGREEMENT = 0.95  # share of bootstrap draws whose verdict must agree with the estimate's
 REL_WIDTH = 0.05  # the 95 % bootstrap interval of a judged p95, relative to the estimate
-# A router-count search point (not one of the plan's n-1, n, n+1) stops doubling here: near
-# the fewest count no sub-fleet settles a point, and the full fleet costs minutes a point.
-SEARCH_MAX_SAMPLED = 8
 
 
 def sub_indices(arrivals: int, instances: int, sampled: int) -> np.ndarray:
