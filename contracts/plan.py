@@ -183,6 +183,11 @@ class FleetPoint(_Model):
         None,
         description="instances simulated with their share of the traffic (None: all of them)",
     )
+    settled: bool = Field(
+        True,
+        description="False: a router-count search point whose error bound did not hold on its "
+        "first sub-fleet; its verdict and p95s are that sub-fleet's",
+    )
 
 
 class RouterCount(_Model):
@@ -193,6 +198,11 @@ class RouterCount(_Model):
         description="fewest simulated instances meeting the SLO (None: none up to searched_up_to)"
     )
     searched_up_to: int = Field(ge=1, description="the largest fleet simulated for it")
+    settled: bool = Field(
+        True,
+        description="False: min_instances_meeting rests on an unsettled point (at it or one "
+        "below), so it holds within the sub-fleet's sampling error",
+    )
     prefix_hit_ratio: float | None = Field(
         None, description="the simulated engines' hit ratio at the planned count"
     )

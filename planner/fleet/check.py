@@ -96,10 +96,23 @@ def fleet_check(
                     if p.sampled_instances is None
                     else f", {p.sampled_instances} of {p.instances} instances simulated"
                 )
+                + ("" if p.settled else ", unsettled: the search's sub-fleet")
                 + ")"
             )
 
-    job = FleetJob(traffic, config, settings, slo, warmup_s, shortcut=shortcut, seed=rng_seed)
+    job = FleetJob(
+        traffic,
+        config,
+        settings,
+        slo,
+        warmup_s,
+        shortcut=shortcut,
+        seed=rng_seed,
+        # The plan's verdict reads n-1, n and n+1: only the routers' search may stay unsettled.
+        settle_sizes=frozenset({instances - 1, instances, instances + 1})
+        if count_routers
+        else None,
+    )
     workers = workers_wanted(len(traffic.arrival_s))
     with FleetPool(job, workers, reported, executor) as pool:
 
@@ -190,7 +203,9 @@ def router_counts(
     other routing instead of one per size. Those two are handed to `prefetch` for all the
     other routings at once (`FleetPool.prefetch` runs them side by side). When none meets
     the SLO, larger sizes are simulated one by one (up to 2n). New points are appended to
-    `points`. Each hit ratio at n is also given as a share of the profile's `ideal` one.
+    `points`. Each hit ratio at n is also given as a share of the profile's `ideal` one. A
+    count whose deciding points (at it and one below) the search left unsettled
+    (`planner.fleet.pool.FleetJob.settle_sizes`) says so.
     """
     limit = max(2 * instances, instances + 2)
     out = []
@@ -208,6 +223,7 @@ def router_counts(
         at_n = [p.prefix_hit_ratio for p in mine() if p.instances == instances]
         hit = at_n[0] if at_n else None
         fewest = min_instances_meeting(mine())
+        deciding = {fewest, fewest - 1} if fewest is not None else {p.instances for p in mine()}
         if guess is None and fewest is not None:
             guess = fewest
             if prefetch is not None:
@@ -218,6 +234,7 @@ def router_counts(
                 routing=routing,
                 min_instances_meeting=fewest,
                 searched_up_to=max(p.instances for p in mine()),
+                settled=all(p.settled for p in mine() if p.instances in deciding),
                 prefix_hit_ratio=hit,
                 ideal_share=hit / ideal if hit is not None and ideal else None,
             )

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from planner.engine import EngineConfig
 from planner.fleet.routing import Routing
-from planner.fleet.sample import EXACT_SHARE, GROUPED, SYMMETRIC, first_sample_size, sub_indices
+from planner.fleet.sample import (
+    EXACT_SHARE,
+    GROUPED,
+    PESSIMISTIC,
+    SYMMETRIC,
+    first_sample_size,
+    sub_indices,
+)
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import Traffic
 
@@ -86,8 +93,10 @@ def estimate_check(
         if k is None:
             requests += arrivals
             continue
-        # A router outside EXACT_SHARE settles no sooner than the second sub-fleet (2k).
-        sizes = (k,) if routing in EXACT_SHARE or 4 * k > size else (k, 2 * k)
+        # A router outside EXACT_SHARE and PESSIMISTIC settles no sooner than the second
+        # sub-fleet (2k).
+        first_only = routing in EXACT_SHARE | PESSIMISTIC or 4 * k > size
+        sizes = (k,) if first_only else (k, 2 * k)
         requests += sum(len(sub_indices(arrivals, size, m)) for m in sizes)
     return CheckEstimate(
         points=len(points),

@@ -23,11 +23,13 @@ import numpy as np
 from contracts.errors import ConfigError
 from contracts.plan import FleetPoint
 from planner.engine import EngineConfig, EngineRequest
+from planner.fleet.bound import proven_miss
 from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
+    PESSIMISTIC,
     SYMMETRIC,
     agree,
     bootstrap_agrees,
@@ -60,6 +62,10 @@ class FleetJob:
     warmup_s: float
     shortcut: bool = True
     seed: int = 0
+    # Sizes whose points are settled whatever it costs (the bounds, else the full fleet);
+    # None: every size. Any other size's point (a router-count search's) whose bound does
+    # not hold on its first sub-fleet takes that sub-fleet's verdict, unsettled.
+    settle_sizes: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,11 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
 
     With the job's shortcut and a router in `SYMMETRIC` (or `GROUPED`: whole sessions), k of
     the `size` instances are simulated with their share of the arrivals, k doubling until the
-    bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE` the
-    same verdict and p95s as the sub-fleet of k/2); the whole fleet when k would pass half
-    of it.
+    bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE`
+    and `PESSIMISTIC` the same verdict and p95s as the sub-fleet of k/2); the whole fleet when
+    k would pass half of it. A sub-fleet's miss stands at once when the capacity bound proves
+    that `size` instances miss under any router (`planner.fleet.bound`). A size outside the
+    job's `settle_sizes` stops at its first sub-fleet instead, unsettled.
     """
     wall0 = time.perf_counter()
     arrivals = len(job.traffic.arrival_s)
@@ -93,15 +101,29 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
             job.settings,
         )
         verdict = judge(run, job.slo, job.warmup_s)
+        if not verdict.meets_slo and proven_miss(
+            job.traffic.arrival_s, size, run, job.slo, job.warmup_s
+        ):
+            # More load than `size` instances serve: a miss under every router
+            # (`planner.fleet.bound`), so neither the bootstrap nor the full fleet is needed.
+            return _measured(size, routing, run, verdict, sampled, wall0)
         exact = routing in EXACT_SHARE
         # Elsewhere the sub-fleet is pessimistic: its "meets" holds for the fleet, and a
         # "misses" is left to the full simulation.
-        settled = exact or (verdict.meets_slo and smaller is not None and agree(smaller, verdict))
+        settled = exact or (
+            verdict.meets_slo
+            and (routing in PESSIMISTIC or (smaller is not None and agree(smaller, verdict)))
+        )
         if settled and bootstrap_agrees(
             run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng
         ):
             return _measured(size, routing, run, verdict, sampled, wall0)
         smaller = verdict
+        if job.settle_sizes is not None and size not in job.settle_sizes:
+            # A router-count search point: near the fewest count no sub-fleet settles one (n
+            # and n-1 differ by less than the sampling error) and the full fleet costs
+            # minutes a point at 4,000 req/s, so the first sub-fleet's verdict is taken.
+            return _measured(size, routing, run, verdict, sampled, wall0, settled=False)
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
     return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)
@@ -126,6 +148,7 @@ def _measured(
     verdict: FleetVerdict,
     sampled: int | None,
     wall0: float,
+    settled: bool = True,
 ) -> Measured:
     point = FleetPoint(
         instances=size,
@@ -138,6 +161,7 @@ def _measured(
         requests=verdict.requests,
         prefix_hit_ratio=run.prefix_hit_ratio,
         sampled_instances=sampled,
+        settled=settled,
     )
     return Measured(point, time.perf_counter() - wall0)
 

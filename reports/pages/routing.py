@@ -61,4 +61,5 @@ def routers_section(ctx: ReportContext, fleet: FleetCheck) -> list[Flowable]:
 def _need(ctx: ReportContext, r: RouterCount) -> str:
     if r.min_instances_meeting is None:
         return ctx.t("router_more_than", n=r.searched_up_to)
-    return str(r.min_instances_meeting)
+    # "~": the count rests on a point the sub-fleet's bound did not settle (contracts.plan)
+    return str(r.min_instances_meeting) if r.settled else f"~{r.min_instances_meeting}"

@@ -146,8 +146,8 @@ def test_the_estimate_counts_the_requests_each_point_simulates(
     routers = ["round_robin", "least_outstanding", "prefix_aware"]
     estimate = estimate_check(traffic, CONFIG, [(16, r) for r in routers], True, 2)  # type: ignore[misc]
     share = [int((np.arange(n) % 16 < k).sum()) for k in (4, 8)]
-    # round-robin: 4 of 16; least-outstanding and prefix-aware (whole sessions): 4 then 8
-    assert estimate.requests == share[0] + 2 * (share[0] + share[1])
+    # round-robin and least-outstanding: 4 of 16; prefix-aware (whole sessions): 4 then 8
+    assert estimate.requests == 2 * share[0] + (share[0] + share[1])
     assert estimate.full_requests == 3 * n
     assert estimate.s_per_request > 0 and estimate.full_wall_s > estimate.wall_s
     assert estimate_check(traffic, CONFIG, [(16, "round_robin")], False, 2).requests == n
