@@ -201,7 +201,11 @@ class EngineProbe:
 
     def _simulation(self, requests: list[EngineRequest]) -> FleetSimulation | None:
         """One instance's run over `requests` (in arrival order), to advance as the level
-        is watched; None where the probe simulates something else (a disaggregated unit)."""
+        is watched; None where the probe simulates something else: a subclass with a
+        `_simulate` of its own (a disaggregated unit, a test's queue), whose levels are then
+        simulated again over a doubling span, through that `_simulate`."""
+        if type(self)._simulate is not EngineProbe._simulate:
+            return None
         return FleetSimulation(requests, self.config, 1)
 
     @staticmethod
