@@ -31,6 +31,7 @@ from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import quote
 
+from planner.emulator.runner import stop_process
 from planner.loadtest.netutil import free_port
 
 # Azurite's development account (the same in every Azurite and in Microsoft's docs).
@@ -87,12 +88,7 @@ def _child(args: list[str], url: str, what: str, deadline_s: float) -> Iterator[
         _wait(url, proc, what, deadline_s)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout_s=10)
 
 
 def fake_gcs_binary() -> Path:
