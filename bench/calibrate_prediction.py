@@ -81,7 +81,7 @@ def calibrate(url: str, model: str, catalog: Path, out: Path, budget_s: float) -
     cmd = [
         str(Path(sys.executable).with_name("capplan")), "calibrate", "--host", url,
         "--model", model, "--engine", "llamacpp", "--gpu", "this-cpu",
-        "--catalog", str(catalog), "--budget-s", f"{budget_s:g}", "-o", str(out),
+        "--catalog", str(catalog), "--budget", f"{budget_s:g}", "-o", str(out),
     ]  # fmt: skip
     print("$", " ".join(cmd[1:]), flush=True)
     return subprocess.run(cmd, cwd=ROOT).returncode

@@ -147,8 +147,9 @@ def main() -> None:
                 result = CliRunner().invoke(
                     app,
                     ["verify", "--plan", str(plan_path), "--profile", str(profile_path),
-                     "--host", lb, "--instances", ",".join(urls), "--steady-s",
-                     str(args.steady_s), "--burst-s", "10", "--recovery-s", "40", "-o", str(out)],
+                     "--host", lb, "--instances", ",".join(urls), "--steady-duration",
+                     str(args.steady_s), "--burst-duration", "10", "--recovery-timeout", "40",
+                     "-o", str(out)],
                 )  # fmt: skip
             logs = [s.timelines() for s in servers]
         print(result.output.strip().splitlines()[-2])

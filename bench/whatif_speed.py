@@ -3,7 +3,7 @@ most 10 s for an 8B model, 60 s for a 70B one, on two cores), and a 50-candidate
 fixed 60 s levels (goal: <= 2 minutes).
 
 `--one`: Llama-3.1-8B bf16 on one H100 and Llama-3.1-70B fp8 on one H200 (the chat preset,
-p99 TTFT <= 2 s and TPOT <= 50 ms), each under the default rules and with `--level-s 60`
+p99 TTFT <= 2 s and TPOT <= 50 ms), each under the default rules and with `--level-duration 60`
 (the old default) beside it; prints wall seconds, levels, simulated requests and the limit,
 and the wall time against its goal. The grid: 5 GPUs x kv_dtype (fp16, fp8) x max_num_seqs
 (32, 64, 128, 192, 256); prints the wall time, the simulated requests and their rate, and

@@ -12,6 +12,7 @@ import importlib
 import math
 import operator
 import os
+import re
 import signal
 import sys
 import threading
@@ -222,6 +223,84 @@ def parse_fraction(
 
 FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
 
+# A duration as Prometheus, Locust and Kubernetes write one: 500ms, 90s, 5m, 2h, 1h30m (parts
+# largest first), or bare seconds (90, 0.5). Every time option of capplan takes one, and its
+# name carries no unit (`--steady-duration 2m`, not `--steady-s 120`).
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION_HINT = "A duration: seconds (90) or with a unit (500ms, 90s, 5m, 1h30m)."
+
+
+def parse_duration(option: str, text: str | float) -> float:
+    """Seconds from a duration (`90`, `0.5`, `500ms`, `90s`, `5m`, `1h30m`; units largest
+    first, each once); ConfigError `OPTION TEXT: expected ...` otherwise. A negative or
+    non-finite value is refused too (for "no limit", write a long duration)."""
+    try:
+        return duration(text)
+    except ValueError as err:
+        raise ConfigError(f"{option} {err}") from None
+
+
+def duration(text: str | float) -> float:
+    """`parse_duration` without the option's name: ValueError `TEXT: expected ...`."""
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        given = text.strip().lower()
+        try:
+            seconds = float(given)
+        except ValueError:
+            seconds = _duration_parts(text, given)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{text}: expected a duration >= 0, e.g. 90s or 5m")
+    return seconds
+
+
+def _duration_parts(text: str, given: str) -> float:
+    seconds, end, smallest = 0.0, 0, math.inf
+    for match in _DURATION_PART.finditer(given):
+        unit_s = _UNIT_S[match.group(2)]
+        if match.start() != end or unit_s >= smallest:  # a gap, or units not largest first
+            break
+        seconds += float(match.group(1)) * unit_s
+        end, smallest = match.end(), unit_s
+    else:
+        if 0 < end == len(given):
+            return seconds
+    raise ValueError(
+        f"{text!r}: expected a duration: seconds (90) or with a unit (500ms, 90s, 5m, 1h30m)"
+    )
+
+
+def _duration_option(text: str | float) -> float:
+    """typer's `parser` of a time option: `duration`; its refusal (not wrapped in pydantic's
+    "Value error," as a plain ValueError would be) becomes `error: --OPTION '5x': expected a
+    duration ...`, exit 2, in `_RenamedOptions.parse_args`."""
+    from pydantic_core import PydanticCustomError
+
+    try:
+        return duration(text)
+    except ValueError as err:
+        raise PydanticCustomError("duration", str(err).replace("{", "{{")) from None
+
+
+DURATION = _duration_option
+
+
+def is_duration(param: Any) -> bool:
+    """Whether a typer parameter is a time option (its parser is DURATION)."""
+    info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
+    return getattr(info, "parser", None) is DURATION
+
+
+DURATION_METAVAR = "<duration>"
+
+
+def duration_option(*default_and_names: Any, help: str) -> Any:
+    """A time option: `typer.Option(default, "--name", help=...)` read by DURATION (90, 90s,
+    5m) and shown as <duration>; in an `Annotated` type, `duration_option("--name", help=...)`."""
+    return typer.Option(*default_and_names, parser=DURATION, metavar=DURATION_METAVAR, help=help)
+
 
 def one_value(option: str, text: str, reason: str) -> str:
     """`text` stripped, or ConfigError `OPTION A,B: REASON` when it is a comma-separated list
@@ -250,14 +329,27 @@ def one_growth(command: str, text: str) -> float:
 # Old spellings kept for one release (command -> old -> new): each still works and says its
 # new name on stderr. The CLI reference lists them (scripts/gen_cli_docs.py).
 DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
+    "calibrate": {"--budget-s": "--budget"},
     "demo": {"--out": "--output"},
-    "emulate": {"--host": "--bind", "--speed": "--time-scale"},
+    "emulate": {
+        "--host": "--bind",
+        "--speed": "--time-scale",
+        "--step-overhead-s": "--step-overhead",
+    },
+    "lb": {"--wait-s": "--wait-timeout"},
     "limit": {"--out": "--output"},
     "loadtest": {"--out": "--output", "--plan": "--stage-plan", "--speed": "--replay-speed"},
+    "plan": {"--cold-start-s": "--cold-start"},
     "profile": {"--engine": "--metric-names", "--format": "--log-format"},
     "report": {"--out": "--output"},
-    "verify": {"--out": "--output"},
-    "whatif": {"--calibrate": "--measured-limit"},
+    "verify": {
+        "--out": "--output",
+        "--steady-s": "--steady-duration",
+        "--burst-s": "--burst-duration",
+        "--recovery-s": "--recovery-timeout",
+        "--wait-s": "--wait-timeout",
+    },
+    "whatif": {"--calibrate": "--measured-limit", "--level-s": "--level-duration"},
 }
 
 
@@ -291,8 +383,17 @@ class _RenamedOptions(typer.core.TyperCommand):
             self.epilog = f"Deprecated spellings, still taken for one release: {old}."
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from typer._click.exceptions import BadParameter
+
         warn = functools.partial(typer.echo, err=True)
-        return super().parse_args(ctx, renamed_args(self.name or "", args, warn))
+        try:
+            return super().parse_args(ctx, renamed_args(self.name or "", args, warn))
+        except BadParameter as err:
+            # a bad duration gets the project's one `error:` line, as a bad share does
+            if err.param is None or not is_duration(err.param):
+                raise
+            typer.echo(f"error: {max(err.param.opts, key=len)} {err.message}", err=True)
+            raise typer.Exit(2) from None
 
 
 def _version_callback(value: bool) -> None:

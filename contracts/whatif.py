@@ -100,7 +100,7 @@ class Whatif(_Model):
     headroom: float
     redundancy: int
     level_s: float | None = Field(
-        default=None, description="fixed level seconds (--level-s); None: steady-state rules"
+        default=None, description="fixed level seconds (--level-duration); None: steady-state rules"
     )
     calibration: dict[str, float] | None = None
     calibration_note: str | None = None

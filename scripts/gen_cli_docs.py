@@ -67,11 +67,19 @@ def first_sentence(text: str) -> str:
     return flat[: end.end()] if end else flat
 
 
+def _is_duration(param: Any) -> bool:
+    from capplan.cli import is_duration
+
+    return is_duration(param)
+
+
 def _use(command: str, param: Any) -> OptionUse:
     help_text = param.help or ""
     kind = "flag" if param.is_flag else param.bare_type().removeprefix("list[").rstrip("]")
     if re.search(r"\bpercent\b", help_text):
         kind = "share"
+    if _is_duration(param):
+        kind = "duration"
     takes_list = "comma-separated" if "comma-separated" in help_text.lower() else ""
     return OptionUse(
         command=command,
@@ -150,7 +158,8 @@ def _vocabulary_section(commands: dict[str, Any]) -> list[str]:
         "each (its type or list form may differ where one command compares several values "
         "and another sizes one, which then refuses a list and says why). A list is "
         "comma-separated (`--gpu A,B`) or repeatable (`--verify A --verify B`); a share is a "
-        "fraction (`0.2`) or a percent (`20%`).",
+        "fraction (`0.2`) or a percent (`20%`); a duration is seconds (`90`) or with a unit "
+        "(`500ms`, `90s`, `5m`, `1h30m`), as Prometheus and Locust write them.",
         "",
         "| option | commands | meaning | type | list |",
         "|---|---|---|---|---|",

@@ -21,7 +21,7 @@ run_at() {  # run_at REV DEST
    "${c[@]}" plan --profile "$out/azure.json" --limit 10rps --slo 'ttft:p95<=2s' --fleet-span 20 \
      -o "$out/plan.json" >"$out/plan.out" 2>&1
    "${c[@]}" whatif --profile "$out/azure.json" --slo 'ttft:p95<=2s' --gpu H100-80GB,A100-80GB \
-     --level-s 10 -o "$out/whatif.json" >"$out/whatif.out" 2>&1) || true
+     --level-duration 10 -o "$out/whatif.json" >"$out/whatif.out" 2>&1) || true
   git -C "$root" worktree remove --force "$tree"
   mv "$out" "$2"
 }

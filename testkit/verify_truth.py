@@ -260,8 +260,8 @@ def run_verify(
             app,
             ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--host", lb,
              "--model", "x", "--instances", ",".join(urls), "--instances-down", str(down),
-             "--steady-s", str(steady_s), "--burst-s", str(burst_s), "--recovery-s",
-             str(recovery_s), "-o", str(out)],
+             "--steady-duration", str(steady_s), "--burst-duration", str(burst_s),
+             "--recovery-timeout", str(recovery_s), "-o", str(out)],
         )  # fmt: skip
     wall_s = time.perf_counter() - started
     if not (out / "verify.json").exists():

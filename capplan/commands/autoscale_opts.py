@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from capplan.cli import duration_option
 from contracts.autoscale import AutoscaleResult, ReactiveMetric
 from contracts.plan import Plan
 from planner.autoscale.attach import autoscale_plan, manifest_target
@@ -43,9 +44,9 @@ AutoscalePolicy = Annotated[
 ]
 ColdStart = Annotated[
     float,
-    typer.Option(
-        "--cold-start-s",
-        help="Seconds from a scale-up until the new instance serves (model load).",
+    duration_option(
+        "--cold-start",
+        help="Time from a scale-up until the new instance serves (model load).",
     ),
 ]
 AutoscaleOut = Annotated[

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import handle_errors, parse_fraction
+from capplan.cli import duration_option, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     GPU_MEANING,
@@ -31,7 +31,7 @@ prefill time against prompt length (TTFT of one-token answers), decode step time
 batch size and context (chunk times of concurrent streams, ignore_eos), the front end (a
 one-token prompt's TTFT minus the model's step for it), the KV cache (llama.cpp's /props,
 vLLM's /metrics) and the prefix cache (one prompt twice). Every probe runs once per round,
-rounds repeat (A B C A B C) within --budget-s; the repeats' spread and trend are the drift,
+rounds repeat (A B C A B C) within --budget; the repeats' spread and trend are the drift,
 and a calibration beyond --max-drift is refused (exit 1, no file). Prefill (mfu, and the
 attention rate where the GPU spec has its own) and decode (mbu, step and per-sequence
 overheads) are fitted apart; some probes are held out of the fit and their error is
@@ -65,7 +65,11 @@ def calibrate_command(
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",
     api_key_env: ApiKeyEnv = None,
-    budget_s: float = typer.Option(300.0, "--budget-s", help="Time for the probe rounds (s)."),
+    budget_s: float = duration_option(
+        300.0,
+        "--budget",
+        help="Time for the probe rounds.",
+    ),
     max_drift: str = typer.Option(
         "0.25",
         "--max-drift",

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from capplan.cli import handle_errors, parse_fraction
+from capplan.cli import duration_option, handle_errors, parse_fraction
 from capplan.commands.shared import (
     GPU_MEANING,
     TIME_SCALE_MEANING,
@@ -95,7 +95,11 @@ def emulate_command(
         help="Override the memory-bandwidth efficiency factor: a fraction (0.8) or a percent "
         "(80%).",
     ),
-    step_overhead_s: float | None = typer.Option(None, help="Override the step overhead."),
+    step_overhead_s: float | None = duration_option(
+        None,
+        "--step-overhead",
+        help="Override the step overhead.",
+    ),
     catalog: CatalogOption = None,
     served_model_name: str | None = typer.Option(None, help="Model id clients must send."),
     engine_config: Path | None = typer.Option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from capplan.cli import check_number, handle_errors
+from capplan.cli import check_number, duration_option, handle_errors
 
 HELP = """Run nginx in front of OpenAI-compatible instances, for `capplan verify --host`.
 
@@ -38,10 +38,10 @@ def lb_command(
         "--passive-check",
         help="Keep nginx's passive health check (1 failure ejects an instance for 10 s).",
     ),
-    wait_s: float = typer.Option(
+    wait_s: float = duration_option(
         60.0,
-        "--wait-s",
-        help="Longest wait (s) for the servers to accept connections. Here the upstreams.",
+        "--wait-timeout",
+        help="Longest wait for the servers to accept connections. Here the upstreams.",
     ),
     print_config: bool = typer.Option(
         False, "--print-config", help="Print nginx.conf and exit (run it yourself)."
@@ -57,7 +57,6 @@ def lb_command(
     from planner.verify.nginx import check_upstreams, nginx_config, serve, wait_for_upstreams
 
     check_number("--port", port, ge=1, le=65535)
-    check_number("--wait-s", wait_s, ge=0)
     urls = check_upstreams(upstreams)
     if print_config:
         text = nginx_config(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from capplan.cli import check_number, handle_errors, parse_fraction
+from capplan.cli import check_number, duration_option, handle_errors, parse_fraction
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -80,10 +80,10 @@ def register(app: typer.Typer) -> None:
             None, "--start", help="First level (default 1 req/s or 1 user)."
         ),
         max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
-        level_duration: float = typer.Option(
+        level_duration: float = duration_option(
             30.0,
             "--level-duration",
-            help="Shortest measured window of a level (s); levels extend until steady.",
+            help="Shortest measured window of a level; levels extend until steady.",
         ),
         level_requests: int = typer.Option(
             100, "--level-requests", help="Fewest requests a level's measured window holds."
@@ -100,24 +100,24 @@ def register(app: typer.Typer) -> None:
             help="Fewest independent requests in the SLO's tail a level's window holds: "
             "requests / their latencies' correlation time x (1 - q) (default 10).",
         ),
-        max_level_duration: float = typer.Option(
+        max_level_duration: float = duration_option(
             900.0,
             "--max-level-duration",
-            help="Longest a level may run (s); one not steady by then fails as unstable.",
+            help="Longest a level may run; one not steady by then fails as unstable.",
         ),
-        hold_budget: float = typer.Option(
+        hold_budget: float = duration_option(
             180.0,
             "--hold-budget",
-            help="Longest the level that must hold a fast answer L (0.9 L) runs (s); not "
+            help="Longest the level that must hold a fast answer L (0.9 L) runs; not "
             "certain by then, the search steps down to 0.85 L, then 0.8 L.",
         ),
         arrival: str = typer.Option(
             "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
         ),
-        warmup: float | None = typer.Option(
+        warmup: float | None = duration_option(
             None,
             "--warmup",
-            help="Shortest warm-up excluded at a level's start (s; default 5, and 10 mean E2Es).",
+            help="Shortest warm-up excluded at a level's start (default 5 s, and 10 mean E2Es).",
         ),
         success_only: bool = typer.Option(
             False,

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from capplan.cli import check_number, handle_errors, parse_fraction
+from capplan.cli import check_number, duration_option, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     ApiKeyEnv,
@@ -193,8 +193,10 @@ def loadtest(
     arrival: str = typer.Option(
         "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
     ),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Stage length in seconds (steady stage of built-in plans)."
+    duration: float | None = duration_option(
+        None,
+        "--duration",
+        help="Stage length (steady stage of built-in plans).",
     ),
     replay: Path | None = typer.Option(
         None, "--replay", help="Request log whose arrivals are replayed. At their own timestamps."
@@ -221,8 +223,10 @@ def loadtest(
         "--no-ignore-eos",
         help="Do not send ignore_eos/min_tokens (for servers that reject them).",
     ),
-    slo_ttft: float | None = typer.Option(
-        None, "--slo-ttft", help="TTFT (s) the recovery stage must get back under."
+    slo_ttft: float | None = duration_option(
+        None,
+        "--slo-ttft",
+        help="TTFT the recovery stage must get back under.",
     ),
     slo: str | None = typer.Option(
         None,
@@ -230,8 +234,10 @@ def loadtest(
         help="SLO in capplan limit's grammar, e.g. 'ttft:p95<=2s,tpot:p95<=100ms': each stage "
         "in stages.json gets its goodput and attainment under it.",
     ),
-    timeout: float = typer.Option(
-        300.0, "--timeout", help="Seconds before a request counts as timed out."
+    timeout: float = duration_option(
+        300.0,
+        "--timeout",
+        help="Time before a request counts as timed out.",
     ),
     no_metrics: bool = typer.Option(
         False, "--no-metrics", help="Do not scrape the target's /metrics."

@@ -8,7 +8,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import build_options, handle_errors, one_value, parse_share
+from capplan.cli import (
+    build_options,
+    duration_option,
+    handle_errors,
+    one_value,
+    parse_share,
+)
 from capplan.commands.autoscale_opts import (
     Autoscale,
     AutoscaleOut,
@@ -95,7 +101,7 @@ Examples:
       --executor dask://127.0.0.1:8786 -o plans/big.json
 
   capplan plan --profile conv.json --limit 17.4rps --slo "ttft:p95<=2s" --autoscale \\
-      --cold-start-s 120 -o plans/auto.json
+      --cold-start 2m -o plans/auto.json
 """
 
 
@@ -193,8 +199,10 @@ def plan_command(
         "--calibration",
         help="cal.json of `capplan calibrate`. The engine model's factors (no limit.json fit).",
     ),
-    fleet_span_s: float = typer.Option(
-        300.0, "--fleet-span", help="Simulated seconds of traffic per fleet size."
+    fleet_span_s: float = duration_option(
+        300.0,
+        "--fleet-span",
+        help="Simulated time of traffic per fleet size.",
     ),
     seed: int = typer.Option(
         0, "--seed", help="Seed of the random draws. Here the simulated traffic."

@@ -191,4 +191,8 @@ SHARED_CONCEPTS: dict[str, str] = {
     "--pp": PP_MEANING,
     "--growth": GROWTH_MEANING,
     "--engine": "Serving engine: vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp.",
+    # a level of the limit search: measured on the server (limit) or simulated (whatif)
+    "--level-duration": "A level's measured window: in limit the shortest (a level extends "
+    "until steady); in whatif a fixed window of virtual time instead of the steady-state "
+    "rules (with --steady, the shortest, as in limit).",
 }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from capplan.cli import build_options, handle_errors
+from capplan.cli import build_options, duration_option, handle_errors
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -27,7 +27,7 @@ HELP = """Measure the planned fleet behind a real load balancer: does N hold the
 plan's design peak, through a burst, and recover; and does N-K not?
 
 Sends the profile's traffic at the plan's design peak (steady), then --burst-factor x that \
-rate for --burst-s, then the peak again until the SLO's TTFT recovers, through --host (your \
+rate for --burst-duration, then the peak again until the SLO's TTFT recovers, through --host (your \
 load balancer: a Kubernetes Service, an ingress, nginx) or through capplan's own router over \
 --hosts. The steady stage is judged by the limit search's steady-state rules and SLO \
 verdict, beside the engine model's simulation of the same stages. Each instance's \
@@ -64,6 +64,10 @@ FLAGS = {
     "out_dir": "--output",
     "replay_path": "--replay",
     "preflight": "--no-preflight",
+    "steady_s": "--steady-duration",
+    "burst_s": "--burst-duration",
+    "recovery_s": "--recovery-timeout",
+    "wait_s": "--wait-timeout",
 }
 
 
@@ -104,11 +108,21 @@ def register(app: typer.Typer) -> None:
         endpoint: Endpoint = "chat",
         api_key_env: ApiKeyEnv = None,
         slo: str | None = typer.Option(None, "--slo", help="SLO spec (default: the plan's)."),
-        steady_s: float = typer.Option(120.0, "--steady-s", help="Steady stage at the peak."),
-        burst_s: float = typer.Option(30.0, "--burst-s", help="Burst stage length."),
+        steady_s: float = duration_option(
+            120.0,
+            "--steady-duration",
+            help="Steady stage at the peak.",
+        ),
+        burst_s: float = duration_option(
+            30.0,
+            "--burst-duration",
+            help="Burst stage length.",
+        ),
         burst_factor: float = typer.Option(2.0, "--burst-factor", help="Burst rate / peak."),
-        recovery_s: float = typer.Option(
-            120.0, "--recovery-s", help="Longest wait for the TTFT to recover after the burst."
+        recovery_s: float = duration_option(
+            120.0,
+            "--recovery-timeout",
+            help="Longest wait for the TTFT to recover after the burst.",
         ),
         replay: Path | None = typer.Option(
             None, "--replay", help="Request log whose arrivals are replayed. By the steady stage."
@@ -122,10 +136,10 @@ def register(app: typer.Typer) -> None:
             0, "--seed", help="Seed of the random draws. Here the load and the simulation."
         ),
         no_preflight: NoPreflight = False,
-        wait_s: float = typer.Option(
+        wait_s: float = duration_option(
             0.0,
-            "--wait-s",
-            help="Longest wait (s) for the servers to accept connections. Here --host/--hosts (a "
+            "--wait-timeout",
+            help="Longest wait for the servers to accept connections. Here --host/--hosts (a "
             "fleet or balancer just started); 0: refuse at once.",
         ),
     ) -> None:

@@ -8,7 +8,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import build_options, handle_errors, one_growth, parse_share
+from capplan.cli import (
+    build_options,
+    duration_option,
+    handle_errors,
+    one_growth,
+    parse_share,
+)
 from capplan.commands.console import (
     FORMAT_HELP,
     check_format,
@@ -52,7 +58,7 @@ HELP = """Which engine configuration serves this traffic best, before any hardwa
 Runs the limit search against the engine model in virtual time for every candidate (GPUs x
 --tp x the values of each --vary knob), plans instances and cost for the profile's peak,
 marks the cost / p95-latency Pareto front and says which methods pay off, by how much and
-why. Each level is judged under capplan limit's steady-state rules (--level-s: fixed
+why. Each level is judged under capplan limit's steady-state rules (--level-duration: fixed
 levels instead, quicker and possibly optimistic). Precision as deployed, in vLLM's
 spelling: --quantization (none, fp8, awq, gptq, nvfp4, mxfp4) and --kv-cache-dtype (auto,
 fp8); --pp adds pipeline stages beside --tp; --model also takes a Hugging Face config.json
@@ -101,6 +107,7 @@ FLAGS = {
     "kv_link_bandwidth_bytes_per_s": "--kv-link-gbps",
     "gpu_hour_price_usd": "--gpu-hour-price",
     "routings": "--routing",
+    "level_s": "--level-duration",
     "routing_settings.prefix_threshold": "--prefix-threshold",
 }
 
@@ -174,18 +181,18 @@ def whatif_command(
     calibration: Path | None = typer.Option(
         None, "--calibration", help="cal.json of `capplan calibrate`. Its factors for every GPU."
     ),
-    level_s: float | None = typer.Option(
+    level_s: float | None = duration_option(
         None,
-        "--level-s",
-        help="Fixed virtual seconds per level instead of the steady-state rules (quicker; "
+        "--level-duration",
+        help="Fixed virtual time per level instead of the steady-state rules (quicker; "
         "may be optimistic: it skips the warm-up and settling checks). With --steady: the "
         "rules' shortest measured window.",
     ),
     steady: bool = typer.Option(
         False,
         "--steady",
-        help="With --level-s: keep capplan limit's steady-state rules (the default without "
-        "--level-s).",
+        help="With --level-duration: keep capplan limit's steady-state rules (the default without "
+        "--level-duration).",
     ),
     seed: int = typer.Option(
         0, "--seed", help="Seed of the random draws. Here the simulated traffic."

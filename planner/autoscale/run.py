@@ -62,12 +62,12 @@ class AutoscaleOptions:
 def autoscale_options(
     cold_start_s: float, policies: list[str] | None, seed: int = 0
 ) -> AutoscaleOptions:
-    """The options from `--cold-start-s` and `--autoscale-policy` texts (default: all four).
+    """The options from `--cold-start` and `--autoscale-policy` texts (default: all four).
 
     Raises ConfigError for a negative cold start or a bad policy.
     """
     if not math.isfinite(cold_start_s) or cold_start_s < 0:
-        raise ConfigError(f"--cold-start-s must be a number >= 0 seconds, got {cold_start_s}")
+        raise ConfigError(f"--cold-start must be a duration >= 0, got {cold_start_s}")
     specs = tuple(parse_policy(t) for t in policies or DEFAULT_POLICIES)
     labels = [s.label for s in specs]
     repeated = sorted({x for x in labels if labels.count(x) > 1})

@@ -257,7 +257,7 @@ def run_calibration(
     request, RunError when the calibration is refused (drift) or cannot be fitted.
     """
     if options.budget_s <= 0:
-        raise ConfigError(f"--budget-s must be > 0, got {options.budget_s}")
+        raise ConfigError(f"--budget must be > 0, got {options.budget_s}")
     if options.max_drift <= 0:
         raise ConfigError(f"--max-drift must be > 0, got {options.max_drift}")
     t0 = time.perf_counter()

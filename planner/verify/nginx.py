@@ -203,7 +203,7 @@ def wait_for_upstreams(upstreams: Sequence[str], timeout_s: float) -> None:
         if time.monotonic() >= deadline:
             raise TargetError(
                 f"{', '.join(waiting)}: not answering after {timeout_s:g} s (start the "
-                "instances first, or raise --wait-s)"
+                "instances first, or raise --wait-timeout)"
             )
         time.sleep(0.2)
 

@@ -23,6 +23,7 @@ SPEC_DRAFT_TOKENS = 4
 SPEC_ACCEPTANCE = 0.7
 SPEC_DRAFT_PARAMS = 1_235_814_400
 
+
 @dataclass(frozen=True)
 class Knob:
     """A configuration choice: its values (the first is the baseline) as engine overrides."""

@@ -87,8 +87,8 @@ class WhatifOptions(BaseModel):
                 "settled: no growing queue)"
             )
         return (
-            f"fixed {self.fixed_level_s:g} s levels (--level-s, 20 % warm-up): they skip the "
-            "steady-state rules (warm-up of several mean E2Es, a window of 5 mean E2Es, no "
+            f"fixed {self.fixed_level_s:g} s levels (--level-duration, 20 % warm-up): they skip "
+            "the steady-state rules (warm-up of several mean E2Es, a window of 5 mean E2Es, no "
             "growing queue), so a level shorter than the slowest requests can pass a load "
             "it would not hold: the limit may be optimistic"
         )

@@ -3,7 +3,7 @@
 `virtual_limit` runs `planner.limit.measured.search` against `planner.limit.predict.EngineProbe`
 (one engine-model instance replaying the profile's traffic) with `rules`, capplan limit's
 steady-state rules (the default of `capplan whatif`), or without them fixed levels (quicker,
-possibly optimistic: `--level-s`), so the search, its verdicts and its limit are those of a
+possibly optimistic: `--level-duration`), so the search, its verdicts and its limit are those of a
 live endpoint; only the clock is virtual. It keeps what the search's own result does not:
 per-request latencies at the limit, split into short and long prompts, and the replayed
 prefix reuse.

@@ -115,7 +115,7 @@ def test_plan_without_autoscale_field_still_loads(tmp_path: Path) -> None:
     ("extra", "words"),
     [
         (["--autoscale-policy", "rate:min=5,max=3"], "min_replicas (5) is above max_replicas (3)"),
-        (["--cold-start-s", "-1"], "--cold-start-s must be a number >= 0"),
+        (["--cold-start", "-1"], "--cold-start -1: expected a duration >= 0"),
         (["--autoscale-policy", "reactive:metric=gpu"], "unknown metric 'gpu'; known: queue"),
         (["--autoscale-policy", "magic"], "unknown kind 'magic'; known: reactive, rate, schedule"),
         (["--autoscale-policy", "rate:window=-5"], "window_s"),

@@ -247,7 +247,7 @@ def test_a_value_outside_the_models_bound_is_refused_naming_the_option(
 @pytest.mark.parametrize(
     ("command", "extra", "said"),
     [
-        (VERIFY, ["--steady-s", "inf"], "--steady-s inf: expected a finite number"),
+        (VERIFY, ["--steady-duration", "inf"], "--steady-duration inf: expected a duration >= 0"),
         (PLAN, ["--peak-rps", "nan"], "--peak-rps nan: expected a finite number"),
         (PLAN, ["--growth", "1,-1"], "--growth -1: expected a finite number > 0"),
     ],

@@ -43,7 +43,7 @@ def test_calibrate_writes_factors_probes_drift_and_held_out_error(tmp_path: Path
                 "--engine", "llamacpp",
                 "--gpu", "this-cpu",
                 "--catalog", str(catalog),
-                "--budget-s", "10",
+                "--budget", "10",
                 "--max-drift", "1.0",
                 "-o", str(out),
             ],

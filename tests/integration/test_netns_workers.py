@@ -232,8 +232,8 @@ def test_verify_from_two_namespaced_workers_matches_the_local_one(tmp_path: Path
     for where, run in (("local", _run_local), ("netns", _run_namespaced)):
         out = tmp_path / where
         args = _capplan("verify", "--plan", str(plan), "--profile", str(profile), "--hosts")
-        args += ["URL", "--model", "m", "--steady-s", "50", "--burst-s", "5", "--recovery-s"]
-        args += ["20", "--seed", str(SEED), "--no-preflight", "-o", str(out)]
+        args += ["URL", "--model", "m", "--steady-duration", "50", "--burst-duration", "5"]
+        args += ["--recovery-timeout", "20", "--seed", str(SEED), "--no-preflight", "-o", str(out)]
         output = run(args, args.index("URL"))
         print(output[-800:])
         found[where] = Verify.model_validate_json((out / VERIFY_FILE).read_text())

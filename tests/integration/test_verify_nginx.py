@@ -114,8 +114,8 @@ def _verify(
         app,
         ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--host", lb,
          "--instances", ",".join(urls), "--instances-down", str(down), "--time-scale",
-         str(speed), "--steady-s", str(steady_s), "--burst-s", "10", "--recovery-s", "40",
-         "-o", str(out)],
+         str(speed), "--steady-duration", str(steady_s), "--burst-duration", "10",
+         "--recovery-timeout", "40", "-o", str(out)],
     )  # fmt: skip
     verify = Verify.model_validate_json((out / "verify.json").read_text())
     return result.exit_code, result.output, verify
@@ -242,7 +242,7 @@ def test_sigterm_keeps_every_request_and_writes_verify_json(
     with emulators(3, 3.0) as urls, nginx_balancer(urls) as lb:
         proc = subprocess.Popen(
             [sys.executable, "-m", "capplan", "verify", "--plan", str(plan_path), "--profile",
-             str(profile_path), "--host", lb, "--time-scale", "3", "--steady-s", "60", "-o",
+             str(profile_path), "--host", lb, "--time-scale", "3", "--steady-duration", "60", "-o",
              str(out)],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
         )  # fmt: skip
@@ -302,8 +302,8 @@ def test_capplans_own_router_over_hosts_leaves_the_last_k_out(
             app,
             ["verify", "--plan", str(plan_path), "--profile", str(profile_path), "--hosts",
              ",".join(urls), "--routing", "least_outstanding", "--instances-down", "2",
-             "--time-scale", "3", "--steady-s", "40", "--burst-s", "10", "--recovery-s", "40",
-             "-o", str(out)],
+             "--time-scale", "3", "--steady-duration", "40", "--burst-duration", "10",
+             "--recovery-timeout", "40", "-o", str(out)],
         )  # fmt: skip
     assert result.exit_code == 1, result.output
     verify = Verify.model_validate_json((out / "verify.json").read_text())

@@ -80,7 +80,7 @@ def test_whatif_takes_the_calibration(tmp_path: Path) -> None:
     out = tmp_path / "w.json"
     result = runner.invoke(
         app,
-        ["whatif", "--profile", str(profile), "--slo", "e2e:p95<=60s", "--level-s", "10",
+        ["whatif", "--profile", str(profile), "--slo", "e2e:p95<=60s", "--level-duration", "10",
          "--calibration", str(_cal(tmp_path)), "-o", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -89,7 +89,7 @@ def test_whatif_takes_the_calibration(tmp_path: Path) -> None:
 
 def test_calibrate_bad_options_exit_2_without_traceback() -> None:
     for args in (
-        ["--budget-s", "0"],
+        ["--budget", "0"],
         ["--gpu", "nope"],
         ["--api-key-env", "CAPPLAN_NO_SUCH_VAR"],
         ["--quantization", "nvfp4"],  # refused before any request: no FP4 cores on an H100

@@ -81,6 +81,21 @@ def _alias_cases(f: dict[str, Path]) -> dict[tuple[str, str], tuple[list[str], s
             "missing.json",
         ),
         ("whatif", "--calibrate"): ([*whatif, "--calibrate", missing], "missing.json"),
+        # time options: a bad duration named by the new spelling shows it reached it
+        **{
+            (command, old): ([command, old, "5x"], f"error: {new} '5x': expected a duration")
+            for command, old, new in (
+                ("calibrate", "--budget-s", "--budget"),
+                ("emulate", "--step-overhead-s", "--step-overhead"),
+                ("lb", "--wait-s", "--wait-timeout"),
+                ("plan", "--cold-start-s", "--cold-start"),
+                ("verify", "--steady-s", "--steady-duration"),
+                ("verify", "--burst-s", "--burst-duration"),
+                ("verify", "--recovery-s", "--recovery-timeout"),
+                ("verify", "--wait-s", "--wait-timeout"),
+                ("whatif", "--level-s", "--level-duration"),
+            )
+        },
     }
 
 

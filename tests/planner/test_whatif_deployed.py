@@ -27,7 +27,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _whatif(profile: Path, out: Path, *flags: str) -> tuple[int, str]:
     args = ["whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "-o", str(out)]
-    result = CliRunner().invoke(app, [*args, "--level-s", "20", *flags])
+    result = CliRunner().invoke(app, [*args, "--level-duration", "20", *flags])
     return result.exit_code, result.output
 
 

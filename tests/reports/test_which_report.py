@@ -212,7 +212,7 @@ def test_a_whatif_where_nothing_meets_the_slo_says_so(inputs: Inputs, tmp_path: 
     whatif = tmp_path / "none.json"
     run_cli(
         "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=1ms",
-        "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+        "--gpu", "L40S-48GB", "--level-duration", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
     )  # fmt: skip
     (candidate,) = json.loads(whatif.read_text())["candidates"]
     assert candidate["limit_rps"] is None and candidate["rank"] is None
@@ -230,7 +230,7 @@ def test_whatif_format_json_prints_the_document_for_scripts(inputs: Inputs, tmp_
         app,
         [
             "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=2s",
-            "--gpu", "L40S-48GB", "--level-s", "10", "--peak-rps", PEAK_RPS,
+            "--gpu", "L40S-48GB", "--level-duration", "10", "--peak-rps", PEAK_RPS,
             "-o", str(whatif), "--format", "json",
         ],
     )  # fmt: skip

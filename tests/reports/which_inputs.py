@@ -48,7 +48,8 @@ def build_inputs(root: Path) -> Inputs:
     whatif = root / "whatif.json"
     whatif_output = run_cli(
         "whatif", "--profile", str(paths.profile), "--slo", SLO, "--gpu", "H100-80GB,L40S-48GB",
-        "--vary", "prefix_caching", "--level-s", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+        "--vary", "prefix_caching", "--level-duration", "10", "--peak-rps", PEAK_RPS,
+        "-o", str(whatif),
     )  # fmt: skip
     profile = load_profile(paths.profile)
     found = virtual_limit(
