@@ -287,10 +287,38 @@ def _duration_option(text: str | float) -> float:
 DURATION = _duration_option
 
 
+def _one_whole_option(text: str | int) -> int:
+    """typer's `parser` of a whole-number option where a command takes one configuration
+    (emulate, calibrate, compare `--tp`/`--pp`): a list is refused with where lists go."""
+    from pydantic_core import PydanticCustomError
+
+    given = str(text).strip()
+    if "," in given:
+        raise PydanticCustomError(
+            "one_value",
+            f"{given}: this command takes one value; compare several with `capplan whatif`, "
+            "which takes a list",
+        )
+    try:
+        return int(given)
+    except ValueError:
+        raise PydanticCustomError("whole", f"{given!r}: expected a whole number") from None
+
+
+ONE_WHOLE = _one_whole_option
+
+# parsers whose refusal `_RenamedOptions` prints as the project's one `error:` line
+_ONE_LINE_PARSERS = (DURATION, ONE_WHOLE)
+
+
+def _parser(param: Any) -> Any:
+    info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
+    return getattr(info, "parser", None)
+
+
 def is_duration(param: Any) -> bool:
     """Whether a typer parameter is a time option (its parser is DURATION)."""
-    info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
-    return getattr(info, "parser", None) is DURATION
+    return _parser(param) is DURATION
 
 
 DURATION_METAVAR = "<duration>"
@@ -389,8 +417,8 @@ class _RenamedOptions(typer.core.TyperCommand):
         try:
             return super().parse_args(ctx, renamed_args(self.name or "", args, warn))
         except BadParameter as err:
-            # a bad duration gets the project's one `error:` line, as a bad share does
-            if err.param is None or not is_duration(err.param):
+            # a bad duration or list gets the project's one `error:` line, as a bad share does
+            if err.param is None or _parser(err.param) not in _ONE_LINE_PARSERS:
                 raise
             typer.echo(f"error: {max(err.param.opts, key=len)} {err.message}", err=True)
             raise typer.Exit(2) from None

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import duration_option, handle_errors, parse_fraction
+from capplan.cli import ONE_WHOLE, duration_option, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     GPU_MEANING,
@@ -60,7 +60,7 @@ def calibrate_command(
         None, "--catalog-model", help="The model's catalog name (default: --model)."
     ),
     catalog: CatalogOption = None,
-    tp: int = typer.Option(1, "--tp", help=f"{TP_MEANING} The server's."),
+    tp: int = typer.Option(1, "--tp", parser=ONE_WHOLE, help=f"{TP_MEANING} The server's."),
     pp: PpOption = 1,
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from capplan.cli import (
+    ONE_WHOLE,
     check_planning,
     handle_errors,
     one_growth,
@@ -65,7 +66,9 @@ def compare_command(
         "--gpu",
         help=f"{GPU_MEANING} One for every run, or one per run, comma-separated.",
     ),
-    tp: int = typer.Option(1, "--tp", help=f"{TP_MEANING} The same for every run."),
+    tp: int = typer.Option(
+        1, "--tp", parser=ONE_WHOLE, help=f"{TP_MEANING} The same for every run."
+    ),
     gpu_hour_price: GpuHourPrice = None,
     peak_rps: PeakRps = None,
     peak_window: PeakWindow = "60s",

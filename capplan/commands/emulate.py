@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from capplan.cli import duration_option, handle_errors, parse_fraction
+from capplan.cli import ONE_WHOLE, duration_option, handle_errors, parse_fraction
 from capplan.commands.shared import (
     GPU_MEANING,
     TIME_SCALE_MEANING,
@@ -38,7 +38,7 @@ Example:
 def emulate_command(
     gpu: str = typer.Option("H100-80GB", help=f"{GPU_MEANING} The GPU emulated."),
     model: str = typer.Option("llama-3.1-8b", help="Model name from the catalog."),
-    tp: int = typer.Option(1, help=TP_MEANING),
+    tp: int = typer.Option(1, "--tp", parser=ONE_WHOLE, help=TP_MEANING),
     pp: PpOption = 1,
     quantization: QuantizationOption = "none",
     kv_cache_dtype: KvCacheDtypeOption = "auto",

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from capplan.cli import ONE_WHOLE
 from planner.fleet.executor import EXECUTOR_HELP
 from planner.fleet.routing import known_routings
 
@@ -144,7 +145,7 @@ GPU_MEANING = "GPU type from the engine catalog, such as H100-80GB."
 TP_MEANING = "Tensor-parallel degree: GPUs per pipeline stage."
 PP_MEANING = "Pipeline-parallel stages: an instance holds tp x pp GPUs."
 GROWTH_MEANING = "Growth factor of the peak."
-PpOption = Annotated[int, typer.Option("--pp", help=PP_MEANING)]
+PpOption = Annotated[int, typer.Option("--pp", parser=ONE_WHOLE, help=PP_MEANING)]
 
 # plan sizes one configuration; whatif compares several (the reason a list is refused)
 ONE_CONFIGURATION_HELP = "plan sizes one configuration (compare several with capplan whatif)"

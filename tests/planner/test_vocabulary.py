@@ -153,6 +153,22 @@ def test_plan_refuses_a_list_and_names_whatif(
     assert reason in result.output and not (tmp_path / "p.json").exists()
 
 
+@pytest.mark.parametrize(
+    "args", [["emulate", "--tp", "1,2"], ["emulate", "--pp", "2,4"], ["calibrate", "--tp", "1,2"],
+             ["compare", "--tp", "2,4"]],
+)  # fmt: skip
+def test_a_command_of_one_configuration_refuses_a_list_in_one_line(args: list[str]) -> None:
+    """emulate, calibrate and compare serve or compare at one TP/PP: a list gets one `error:`
+    line naming the option and where lists go (it got click's generic "Input should be a valid
+    integer" box before)."""
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {args[1]} {args[2]}: this command takes one value; compare several with "
+        "`capplan whatif`, which takes a list"
+    ), result.output
+
+
 @pytest.mark.parametrize("command", ["whatif", "compare"])
 def test_a_growth_list_is_refused_where_one_growth_is_compared(
     files: dict[str, Path], tmp_path: Path, command: str
