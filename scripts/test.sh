@@ -75,9 +75,10 @@ if ! NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site_dir" >"$sit
 fi
 rm -rf "$site_dir" "$site_dir.log"
 echo "== pytest"
-# With no arguments: two pytest processes side by side on the two cores, the tests that time
+# With no arguments: two pytest lanes side by side on the two cores, the tests that time
 # real servers on the wall clock (marked `wall_clock` by tests/conftest.py) one after another
-# in one, everything else in the other; each prints its own lines, prefixed. With arguments
+# in one, everything else in the other, then a few wall-clock files; each prints its own
+# lines, prefixed. With arguments
 # (or CAPPLAN_TEST_PROCESSES=1): one process, the arguments passed to pytest.
 # Exit code 5 (no tests collected) fails either way.
 run_pytest() {
@@ -101,11 +102,15 @@ prefixed() {  # NAME ARGS...: pytest ARGS, each line prefixed [NAME]; the exit c
   shift
   { rc=0; run_pytest "$@" || rc=$?; echo "$rc" >"$logdir/$name.rc"; } 2>&1 | sed -u "s/^/[$name] /"
 }
-prefixed wall-clock -m wall_clock &
-prefixed cpu -m "not wall_clock" &
+# The second lane runs a few wall-clock files (free ports only) after the CPU-only tests, so
+# the lanes end together (tests/conftest.py: SECOND_LANE_PATHS).
+prefixed wall-clock -m "wall_clock and not second_lane" &
+{ prefixed cpu -m "not wall_clock"; prefixed second-lane -m "wall_clock and second_lane"; } &
 wait
 wall_rc=$(cat "$logdir/wall-clock.rc")
 cpu_rc=$(cat "$logdir/cpu.rc")
+second_rc=$(cat "$logdir/second-lane.rc")
 rm -rf "$logdir"
-echo "== pytest: the wall-clock tests exit $wall_rc, the others exit $cpu_rc"
-[ "$wall_rc" = 0 ] && [ "$cpu_rc" = 0 ]
+echo "== pytest: the wall-clock tests exit $wall_rc, the CPU-only ones $cpu_rc, the second" \
+  "lane's wall-clock ones $second_rc"
+[ "$wall_rc" = 0 ] && [ "$cpu_rc" = 0 ] && [ "$second_rc" = 0 ]
