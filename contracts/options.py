@@ -45,4 +45,7 @@ def build(model: type[ModelT], name_of: Callable[[str], str], /, **values: Any) 
             kind = "a whole number" if isinstance(value, int) else "a finite number"
             expected = f"{kind} {bound}" if bound else kind
             raise ConfigError(f"{name} {value:g}: expected {expected}") from None
+        if error["type"] == "literal_error":  # one of a few names: them, as the user types them
+            expected = str(ctx.get("expected", "")).replace("'", "")
+            raise ConfigError(f"{name} {value!r}: expected {expected}") from None
         raise ConfigError(f"{name} {value!r}: {error['msg']}") from None
