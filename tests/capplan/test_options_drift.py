@@ -274,7 +274,7 @@ def test_a_value_outside_the_models_bound_is_refused_naming_the_option(
         (VERIFY, ["--steady-s", "inf"], "--steady-s inf: expected a finite number"),
         (PLAN, ["--peak-rps", "nan"], "--peak-rps nan: expected a finite number"),
         (PLAN, ["--growth", "1,-1"], "--growth -1: expected a finite number > 0"),
-        (LIMIT, ["--level-duration", "inf"], "--level-duration inf: expected a finite number"),
+        (LIMIT, ["--level-duration", "inf"], "--level-duration inf: expected a finite number > 0"),
         (LIMIT, ["--dimension", "users"], "--dimension 'users': expected rate or concurrency"),
     ],
     ids=["verify-inf", "plan-nan", "plan-growth-item", "limit-inf", "limit-dimension"],
