@@ -41,8 +41,27 @@ def build(model: type[ModelT], name_of: Callable[[str], str], /, **values: Any) 
         ctx = error.get("ctx") or {}
         key, op = _BOUNDS.get(error["type"], ("", ""))
         bound = f"{op} {ctx[key]:g}" if key in ctx else None
+        if error["type"] == "finite_number":  # NaN or an infinity: the field's bounds, if any
+            bound = _bounds_of(model, path)
         if bound is not None or error["type"] == "finite_number":
             kind = "a whole number" if isinstance(value, int) else "a finite number"
             expected = f"{kind} {bound}" if bound else kind
             raise ConfigError(f"{name} {value:g}: expected {expected}") from None
+        if error["type"] == "literal_error":  # one of a few names: them, as the user types them
+            expected = str(ctx.get("expected", "")).replace("'", "")
+            raise ConfigError(f"{name} {value!r}: expected {expected}") from None
         raise ConfigError(f"{name} {value!r}: {error['msg']}") from None
+
+
+def _bounds_of(model: type[BaseModel], path: str) -> str | None:
+    """A top-level field's numeric bounds in check_number's words (`> 0 and < 1`), or None."""
+    info = model.model_fields.get(path)
+    if info is None:
+        return None
+    said = [
+        f"{op} {getattr(bound, key):g}"
+        for bound in info.metadata
+        for key, op in _BOUNDS.values()
+        if hasattr(bound, key)
+    ]
+    return " and ".join(said) or None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from capplan.cli import check_number, duration_option, handle_errors, parse_fraction
+from capplan.cli import build_options, duration_option, handle_errors, parse_share
 from capplan.commands.shared import (
     ApiKeyEnv,
     Endpoint,
@@ -18,8 +17,10 @@ from capplan.commands.shared import (
     TimeScale,
 )
 from capplan.commands.vbench import CsvPrefix
+from contracts.errors import ConfigError
 
 if TYPE_CHECKING:
+    from planner.engine import EngineConfig
     from planner.limit.options import LimitOptions
 
 HELP = (
@@ -52,287 +53,270 @@ HELP = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("limit", help=HELP)
-    @handle_errors
-    def limit(
-        ctx: typer.Context,
-        host: str | None = typer.Option(
-            None, "--host", help="Base URL of the OpenAI-compatible endpoint. Required."
-        ),
-        model: str | None = typer.Option(
-            None,
-            "--model",
-            help="Model name sent in each request (default: the first one the target's "
-            "/v1/models lists).",
-        ),
-        slo: str | None = typer.Option(None, "--slo", help="SLO spec (see above; required)."),
-        out: Path | None = typer.Option(
-            None, "-o", "--output", help="Run directory to write (required)."
-        ),
-        profile: str | None = typer.Option(
-            None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
-        ),
-        dimension: str = typer.Option(
-            "rate", "--dimension", help="rate (open loop, req/s) or concurrency (users)."
-        ),
-        start: float | None = typer.Option(
-            None, "--start", help="First level (default 1 req/s or 1 user)."
-        ),
-        max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
-        level_duration: float = duration_option(
-            30.0,
-            "--level-duration",
-            help="Shortest measured window of a level; levels extend until steady.",
-        ),
-        level_requests: int = typer.Option(
-            100, "--level-requests", help="Fewest requests a level's measured window holds."
-        ),
-        effective_requests: float | None = typer.Option(
-            None,
-            "--effective-requests",
-            help="Fewest independent requests a level's window holds: requests / their "
-            "latencies' correlation time in requests (default 100).",
-        ),
-        tail_requests: float | None = typer.Option(
-            None,
-            "--tail-requests",
-            help="Fewest independent requests in the SLO's tail a level's window holds: "
-            "requests / their latencies' correlation time x (1 - q) (default 10).",
-        ),
-        max_level_duration: float = duration_option(
-            900.0,
-            "--max-level-duration",
-            help="Longest a level may run; one not steady by then fails as unstable.",
-        ),
-        hold_budget: float = duration_option(
-            180.0,
-            "--hold-budget",
-            help="Longest the level that must hold a fast answer L (0.9 L) runs; not "
-            "certain by then, the search steps down to 0.85 L, then 0.8 L.",
-        ),
-        arrival: str = typer.Option(
-            "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
-        ),
-        warmup: float | None = duration_option(
-            None,
-            "--warmup",
-            help="Shortest warm-up excluded at a level's start (default 5 s, and 10 mean E2Es).",
-        ),
-        success_only: bool = typer.Option(
-            False,
-            "--success-only",
-            help="Percentiles over successful requests only (failures do not count as misses).",
-        ),
-        tolerance: str = typer.Option(
-            "0.05",
-            "--tolerance",
-            help="Stop when the pass/fail gap is within this share, a fraction (0.05) or a "
-            "percent (5%) (--method fast: when the limit's 90 % interval is within 0.6 x this "
-            "on either side).",
-        ),
-        verify_burst: bool = typer.Option(
-            False,
-            "--verify-burst",
-            help="Then run steady-burst-recovery around the limit (burst to twice it).",
-        ),
-        workers: str = typer.Option(
-            "0",
-            "--workers",
-            help="Locust worker processes (0: one), or 'auto': as many as --max needs "
-            "(twice --max with --verify-burst).",
-        ),
-        master_bind: MasterBind = None,
-        expect_workers: ExpectWorkers = 0,
-        seed: int = typer.Option(
-            0, "--seed", help="Seed of the random draws. Here traffic and bootstrap."
-        ),
-        endpoint: Endpoint = "chat",
-        api_key_env: ApiKeyEnv = None,
-        max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
-        min_completed: int = typer.Option(
-            50, "--min-completed", help="Completed requests a passing level needs."
-        ),
-        time_scale: TimeScale = 1.0,
-        method: str = typer.Option(
-            "fast",
-            "--method",
-            help="fast (default; minutes where requests take under a second, about a quarter "
-            "of measured's time on long ones): characterise the server in closed loop, "
-            "predict the limit with a model of it, confirm on open-loop levels and correct "
-            "the model by its bias measured on the same requests, then hold two measured "
-            "levels, 0.9x the answer (must pass with certainty) and 1.1x (must fail); where "
-            "the model misfits or those levels disagree, the measured search goes on from "
-            "where they point. On --dimension concurrency the model's own closed loop "
-            "answers N users, then N must hold and N+1 (5 % more when larger) must fail, "
-            "measured. For SLOs the model has no metric for (a mean or max, queue...), the "
-            "measured search runs. measured: "
-            "bracket and narrow levels from --start, each held until steady (46-70 minutes "
-            "on the project's truth servers).",
-        ),
-        calibration: Path | None = typer.Option(
-            None,
-            "--calibration",
-            help="cal.json of `capplan calibrate`. For this endpoint: --method fast predicts "
-            "with its engine model (continuous batching, KV cache, chunked prefill) after one "
-            "user's requests measure what the client and network add, instead of "
-            "characterising the server as slots in closed loop.",
-        ),
-        no_preflight: NoPreflight = False,
-        resume: Path | None = typer.Option(
-            None,
-            "--resume",
-            metavar="RUN_DIR",
-            help="Continue the search stopped in RUN_DIR (Ctrl-C, SIGTERM, a crash): its "
-            "finished levels are replayed from RUN_DIR/search.json, none is measured again, "
-            "and the level it stopped in is run again from its start. Every other option "
-            "comes from the run; one given must match it, except --workers, --master-bind, "
-            "--expect-workers and --api-key-env.",
-        ),
-        csv: CsvPrefix = None,
-    ) -> None:
-        from contracts.errors import ConfigError
-        from planner.limit.options import LimitOptions
-        from planner.limit.run import run_limit
-        from planner.loadtest.workers import choose_workers, load_capacity, parse_workers
-        from planner.slo.spec import parse_slo
-
-        if resume is None:
-            for flag, given in (("--host", host), ("--slo", slo), ("-o", out)):
-                if given is None:
-                    raise ConfigError(f"missing option {flag} (needed unless --resume RUN_DIR)")
-        elif out is not None and out.resolve() != resume.resolve():
-            raise ConfigError(f"-o {out} with --resume {resume}: the run directory is RUN_DIR")
-        # a bad SLO fails first
-        parsed_slo = None if slo is None else parse_slo(slo, success_only=success_only)
-
-        for option, value in (
-            ("--level-duration", level_duration),
-            ("--max-level-duration", max_level_duration),
-            ("--hold-budget", hold_budget),
-            ("--start", start),
-            ("--max", max_load),
-            ("--time-scale", time_scale),
-        ):
-            check_number(option, value, gt=0)
-        tolerance_share = parse_fraction("--tolerance", tolerance, positive=True, below_one=True)
-        check_number("--warmup", warmup, ge=0)
-        check_number("--effective-requests", effective_requests, ge=0)  # 0: no such rule
-        check_number("--tail-requests", tail_requests, ge=0)
-        check_number("--max-levels", max_levels, ge=1)
-        check_number("--level-requests", level_requests, ge=1)
-        check_number("--min-completed", min_completed, ge=0)
-        check_number("--expect-workers", expect_workers, ge=0)
-        if dimension not in ("rate", "concurrency"):
-            raise ConfigError(f"--dimension {dimension!r}: expected rate or concurrency")
-        if endpoint not in ("chat", "completions"):
-            raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
-        dim: Literal["rate", "concurrency"] = "rate" if dimension == "rate" else "concurrency"
-        if method not in ("measured", "fast"):
-            raise ConfigError(f"--method {method!r}: expected measured or fast")
-        how: Literal["measured", "fast"] = "fast" if method == "fast" else "measured"
-        engine = None
-        if calibration is not None:
-            from contracts.calibration import load_calibration_file
-            from planner.calibrate.session import calibrated_config
-
-            if how != "fast" and resume is None:
-                raise ConfigError("--calibration is for --method fast")
-            engine = calibrated_config(load_calibration_file(calibration))
-        n_workers = parse_workers(workers)
-        if n_workers is None:
-            peak = max_load * (2 if verify_burst else 1) if dim == "rate" and max_load else None
-            choice = choose_workers(peak, load_capacity())
-            n_workers = choice.workers
-            typer.echo(f"--workers auto: {choice.reason}", err=True)
-        ep: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
-        if no_preflight and not model and resume is None:
-            raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
-
-        def check_target(options: LimitOptions) -> str:
-            from planner.loadtest.preflight import checked_model
-
-            return checked_model(options, lambda line: typer.echo(line, err=True))
-
-        asked = dict(
-            host=host,
-            model=model or "",
-            slo=parsed_slo,
-            out_dir=out,
-            profile=profile,
-            dimension=dim,
-            start=start,
-            max_load=max_load,
-            level_duration_s=level_duration,
-            max_level_s=max_level_duration,
-            hold_budget_s=hold_budget,
-            level_requests=level_requests,
-            effective_requests=effective_requests,
-            tail_requests=tail_requests,
-            warmup_s=warmup,
-            arrival=arrival,
-            tolerance=tolerance_share,
-            verify_burst=verify_burst,
-            workers=n_workers,
-            seed=seed,
-            endpoint=ep,
-            api_key_env=api_key_env,
-            max_levels=max_levels,
-            min_completed=min_completed,
-            time_scale=time_scale,
-            master_bind=master_bind,
-            expect_workers=expect_workers,
-            method=how,
-            engine=engine,
-        )
-        options = (
-            LimitOptions(**asked)  # type: ignore[arg-type]
-            if resume is None
-            else _resumed(ctx, resume, asked, success_only)
-        )
-        run_limit(
-            options,
-            echo=typer.echo,
-            check_target=None if no_preflight else check_target,
-            resume=resume is not None,
-        )
-        if csv is not None:
-            from planner.loadtest.csvout import write_limit_csv
-
-            written = write_limit_csv(options.out_dir, csv)
-            typer.echo("wrote " + ", ".join(str(p) for p in written))
-
-
-# `capplan limit` parameters named otherwise in LimitOptions (planner.limit.options)
-_FIELDS = {
-    "out": "out_dir",
-    "level_duration": "level_duration_s",
-    "max_level_duration": "max_level_s",
-    "hold_budget": "hold_budget_s",
-    "warmup": "warmup_s",
-    "success_only": "slo",
-    "calibration": "engine",
+# LimitOptions' fields (planner.limit.options) that the CLI spells otherwise than
+# --field-name; the model holds every bound and default (tests/capplan/test_options_drift.py).
+FLAGS = {
+    "out_dir": "--output",
+    "max_load": "--max",
+    "level_duration_s": "--level-duration",
+    "max_level_s": "--max-level-duration",
+    "hold_budget_s": "--hold-budget",
+    "warmup_s": "--warmup",
+    "engine": "--calibration",
 }
 
 
+def register(app: typer.Typer) -> None:
+    app.command("limit", help=HELP)(handle_errors(limit_command))
+
+
+def limit_command(
+    ctx: typer.Context,
+    host: str | None = typer.Option(
+        None, "--host", help="Base URL of the OpenAI-compatible endpoint. Required."
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model name sent in each request (default: the first one the target's "
+        "/v1/models lists).",
+    ),
+    slo: str | None = typer.Option(None, "--slo", help="SLO spec (see above; required)."),
+    out: Path | None = typer.Option(
+        None, "-o", "--output", help="Run directory to write (required)."
+    ),
+    profile: str | None = typer.Option(
+        None, "--profile", help="Profile JSON for the traffic (default: the chat preset)."
+    ),
+    dimension: str = typer.Option(
+        "rate", "--dimension", help="rate (open loop, req/s) or concurrency (users)."
+    ),
+    start: float | None = typer.Option(
+        None, "--start", help="First level (default 1 req/s or 1 user)."
+    ),
+    max_load: float | None = typer.Option(None, "--max", help="Highest level to try."),
+    level_duration: float = duration_option(
+        30.0,
+        "--level-duration",
+        help="Shortest measured window of a level; levels extend until steady.",
+    ),
+    level_requests: int = typer.Option(
+        100, "--level-requests", help="Fewest requests a level's measured window holds."
+    ),
+    effective_requests: float | None = typer.Option(
+        None,
+        "--effective-requests",
+        help="Fewest independent requests a level's window holds: requests / their "
+        "latencies' correlation time in requests (default 100).",
+    ),
+    tail_requests: float | None = typer.Option(
+        None,
+        "--tail-requests",
+        help="Fewest independent requests in the SLO's tail a level's window holds: "
+        "requests / their latencies' correlation time x (1 - q) (default 10).",
+    ),
+    max_level_duration: float = duration_option(
+        900.0,
+        "--max-level-duration",
+        help="Longest a level may run; one not steady by then fails as unstable.",
+    ),
+    hold_budget: float = duration_option(
+        180.0,
+        "--hold-budget",
+        help="Longest the level that must hold a fast answer L (0.9 L) runs; not "
+        "certain by then, the search steps down to 0.85 L, then 0.8 L.",
+    ),
+    arrival: str = typer.Option(
+        "poisson", "--arrival", help="Arrivals at a rate: poisson, constant or gamma:K."
+    ),
+    warmup: float | None = duration_option(
+        None,
+        "--warmup",
+        help="Shortest warm-up excluded at a level's start (default 5 s, and 10 mean E2Es).",
+    ),
+    success_only: bool = typer.Option(
+        False,
+        "--success-only",
+        help="Percentiles over successful requests only (failures do not count as misses).",
+    ),
+    tolerance: str = typer.Option(
+        "0.05",
+        "--tolerance",
+        help="Stop when the pass/fail gap is within this share, a fraction (0.05) or a "
+        "percent (5%) (--method fast: when the limit's 90 % interval is within 0.6 x this "
+        "on either side).",
+    ),
+    verify_burst: bool = typer.Option(
+        False,
+        "--verify-burst",
+        help="Then run steady-burst-recovery around the limit (burst to twice it).",
+    ),
+    workers: str = typer.Option(
+        "0",
+        "--workers",
+        help="Locust worker processes (0: one), or 'auto': as many as --max needs "
+        "(twice --max with --verify-burst).",
+    ),
+    master_bind: MasterBind = None,
+    expect_workers: ExpectWorkers = 0,
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here traffic and bootstrap."
+    ),
+    endpoint: Endpoint = "chat",
+    api_key_env: ApiKeyEnv = None,
+    max_levels: int = typer.Option(24, "--max-levels", help="Most distinct levels to run."),
+    min_completed: int = typer.Option(
+        50, "--min-completed", help="Completed requests a passing level needs."
+    ),
+    time_scale: TimeScale = 1.0,
+    method: str = typer.Option(
+        "fast",
+        "--method",
+        help="fast (default; minutes where requests take under a second, about a quarter "
+        "of measured's time on long ones): characterise the server in closed loop, "
+        "predict the limit with a model of it, confirm on open-loop levels and correct "
+        "the model by its bias measured on the same requests, then hold two measured "
+        "levels, 0.9x the answer (must pass with certainty) and 1.1x (must fail); where "
+        "the model misfits or those levels disagree, the measured search goes on from "
+        "where they point. On --dimension concurrency the model's own closed loop "
+        "answers N users, then N must hold and N+1 (5 % more when larger) must fail, "
+        "measured. For SLOs the model has no metric for (a mean or max, queue...), the "
+        "measured search runs. measured: "
+        "bracket and narrow levels from --start, each held until steady (46-70 minutes "
+        "on the project's truth servers).",
+    ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="cal.json of `capplan calibrate`. For this endpoint: --method fast predicts "
+        "with its engine model (continuous batching, KV cache, chunked prefill) after one "
+        "user's requests measure what the client and network add, instead of "
+        "characterising the server as slots in closed loop.",
+    ),
+    no_preflight: NoPreflight = False,
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        metavar="RUN_DIR",
+        help="Continue the search stopped in RUN_DIR (Ctrl-C, SIGTERM, a crash): its "
+        "finished levels are replayed from RUN_DIR/search.json, none is measured again, "
+        "and the level it stopped in is run again from its start. Every other option "
+        "comes from the run; one given must match it, except --workers, --master-bind, "
+        "--expect-workers and --api-key-env.",
+    ),
+    csv: CsvPrefix = None,
+) -> None:
+    from planner.limit.options import LimitOptions
+    from planner.limit.run import run_limit
+    from planner.loadtest.workers import choose_workers, load_capacity, parse_workers
+    from planner.slo.spec import parse_slo
+
+    if resume is None:
+        for flag, given in (("--host", host), ("--slo", slo), ("-o", out)):
+            if given is None:
+                raise ConfigError(f"missing option {flag} (needed unless --resume RUN_DIR)")
+    elif out is not None and out.resolve() != resume.resolve():
+        raise ConfigError(f"-o {out} with --resume {resume}: the run directory is RUN_DIR")
+    # a bad SLO fails first
+    parsed_slo = None if slo is None else parse_slo(slo, success_only=success_only)
+    n_workers = parse_workers(workers)  # None: auto, counted once the options hold
+    # every field as the CLI gave it (LimitOptions holds the bounds and defaults)
+    values: dict[str, Any] = dict(
+        host=host,
+        model=model or "",
+        slo=parsed_slo,
+        out_dir=out,
+        profile=profile,
+        dimension=dimension,
+        start=start,
+        max_load=max_load,
+        level_duration_s=level_duration,
+        max_level_s=max_level_duration,
+        hold_budget_s=hold_budget,
+        level_requests=level_requests,
+        effective_requests=effective_requests,
+        tail_requests=tail_requests,
+        warmup_s=warmup,
+        arrival=arrival,
+        tolerance=parse_share("--tolerance", tolerance),
+        verify_burst=verify_burst,
+        workers=0 if n_workers is None else n_workers,
+        seed=seed,
+        endpoint=endpoint,
+        api_key_env=api_key_env,
+        max_levels=max_levels,
+        min_completed=min_completed,
+        time_scale=time_scale,
+        master_bind=master_bind,
+        expect_workers=expect_workers,
+        method=method,
+        engine=None,  # --calibration's, read once the options hold
+    )
+    options = (
+        build_options(LimitOptions, FLAGS, **values)
+        if resume is None
+        else _resumed(ctx, resume, values, success_only)
+    )
+    if calibration is not None:
+        if options.method != "fast" and resume is None:
+            raise ConfigError("--calibration is for --method fast")
+        options = options.model_copy(update={"engine": _engine(calibration)})
+    if n_workers is None:
+        peak = max_load * (2 if verify_burst else 1) if dimension == "rate" and max_load else None
+        choice = choose_workers(peak, load_capacity())
+        options = options.model_copy(update={"workers": choice.workers})
+        typer.echo(f"--workers auto: {choice.reason}", err=True)
+    if no_preflight and not model and resume is None:
+        raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
+    run_limit(
+        options,
+        echo=typer.echo,
+        check_target=None if no_preflight else _check_target,
+        resume=resume is not None,
+    )
+    if csv is not None:
+        from planner.loadtest.csvout import write_limit_csv
+
+        written = write_limit_csv(options.out_dir, csv)
+        typer.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+def _engine(calibration: Path) -> EngineConfig:
+    """The endpoint's engine as `capplan calibrate` measured it (its cal.json)."""
+    from contracts.calibration import load_calibration_file
+    from planner.calibrate.session import calibrated_config
+
+    return calibrated_config(load_calibration_file(calibration))
+
+
+def _check_target(options: LimitOptions) -> str:
+    from planner.loadtest.preflight import checked_model
+
+    return checked_model(options, lambda line: typer.echo(line, err=True))
+
+
 def _resumed(
-    ctx: typer.Context, run_dir: Path, asked: dict[str, Any], success_only: bool
+    ctx: typer.Context, run_dir: Path, values: dict[str, Any], success_only: bool
 ) -> LimitOptions:
     """The options search.json recorded in `run_dir`, with those given on the command line
-    (planner.limit.run then checks that they are the same search). Raises InputError when
-    `run_dir` holds no search."""
+    (`values`: each field as the CLI gave it; planner.limit.run then checks that they are the
+    same search). Raises InputError when `run_dir` holds no search."""
     from contracts.searchlog import read_search_log
-    from planner.limit.options import recorded_options
+    from planner.limit.options import LimitOptions, recorded_options
     from planner.slo.spec import parse_slo
 
     recorded = recorded_options(read_search_log(run_dir), run_dir)
-    given: dict[str, Any] = {}
-    for param in ctx.params:
-        source = ctx.get_parameter_source(param)
-        field = _FIELDS.get(param, param)
-        if field in asked and source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
-            given[field] = asked[field]
-    if given.get("slo") is None and "slo" in given:  # --success-only alone
-        given["slo"] = parse_slo(recorded.slo.text, success_only=success_only)
-    given.pop("out_dir", None)
-    return replace(recorded, **given)
+    merged = {name: getattr(recorded, name) for name in type(recorded).model_fields}
+    field_of = {flag: field for field, flag in FLAGS.items()}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
+            continue
+        if param.name == "success_only":  # --success-only alone: the recorded SLO's text
+            slo = values["slo"] or parse_slo(recorded.slo.text, success_only=success_only)
+            merged["slo"] = slo
+            continue
+        field = field_of.get(max(param.opts, key=len), param.name or "")
+        if field in values and field not in ("out_dir", "engine"):
+            merged[field] = values[field]
+    return build_options(LimitOptions, FLAGS, **merged)

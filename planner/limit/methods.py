@@ -17,7 +17,6 @@ from contracts.rundir import holds_run
 from planner.limit.fast.engine_model import CURVE_REQUESTS, asked_sizes, known_engine
 from planner.limit.fast.live import LiveDriver, run_fast_search
 from planner.limit.fast.result import fast_limit_result, seeded
-from planner.limit.fast.steps import FastConfig
 from planner.limit.held import FastAnswer, with_fast
 from planner.limit.ledger import ReplayDriver, ReplayProbe, SearchLedger, last_index
 from planner.limit.measured.config import SearchConfig
@@ -149,7 +148,6 @@ def _fast_search(run: MethodRun) -> FastAnswer:
     )  # fmt: skip
     live.stages = last_index(options.out_dir, ["characterise", "confirm"])  # a resumed run's
     driver = ReplayDriver(ledger, live)
-    # --level-duration sets the confirmation chunks and a third of it the closed-loop steps
     known, asked = None, None
     closed_loop = options.dimension == "concurrency"  # characterised: the closed loop's model
     if options.engine is not None and closed_loop:
@@ -159,15 +157,7 @@ def _fast_search(run: MethodRun) -> FastAnswer:
         known = known_engine(options.engine, profile, seed=options.seed)
     else:  # the sizes the load test draws: the characterised model's where counted as asked
         asked = asked_sizes(profile, seed=options.seed)
-    fast_config = FastConfig(
-        slo=run.search_config.slo,
-        tolerance=options.tolerance,
-        half_width=0.6 * options.tolerance,  # 3 % at the default 5 %
-        seed=options.seed,
-        chunk_s=options.level_duration_s,
-        step_s=options.level_duration_s / 3,
-        curve_requests=FastConfig.curve_requests if known is None else CURVE_REQUESTS,
-    )
+    fast_config = options.fast_config(None if known is None else CURVE_REQUESTS)
     result = run_fast_search(
         fast_config,
         driver,

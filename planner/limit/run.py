@@ -8,20 +8,15 @@ steady-burst-recovery run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from contracts.errors import ConfigError
-from contracts.jsonio import first_error
 from contracts.limit import LimitResult
 from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
 from planner.capacity.floor import check_floor
 from planner.limit.ledger import SearchLedger
-from planner.limit.measured.config import SearchConfig
 from planner.limit.measured.edge import Echo
 from planner.limit.methods import MethodRun, runner
 from planner.limit.options import LimitOptions
@@ -90,32 +85,9 @@ def run_limit(
     finds no search there; RunError/TargetError when the load test cannot run,
     FailedRunError when no request of the first levels succeeded.
     """
-    slo = options.slo
-    if options.level_duration_s <= 0:
-        raise ConfigError(f"--level-duration must be > 0 s, got {options.level_duration_s}")
-    if options.time_scale <= 0:
-        raise ConfigError(f"--time-scale must be > 0, got {options.time_scale}")
-    if options.warmup_s is not None and options.warmup_s < 0:
-        raise ConfigError(f"--warmup must be >= 0 s, got {options.warmup_s}")
-    try:
-        rules = options.rules()
-    except ValidationError as err:
-        raise ConfigError(f"level timing: {first_error(err)}") from err
-    default_start = 1.0
-    search_config = SearchConfig(
-        slo=slo,
-        dimension=options.dimension,
-        start=options.start if options.start is not None else default_start,
-        max_load=options.max_load if options.max_load is not None else 4096.0,
-        tolerance=options.tolerance,
-        min_completed=options.min_completed,
-        max_repeats=options.max_repeats,
-        max_pooled_s=rules.max_level_s,  # a deciding level's runs, all together
-        hold_budget_s=options.hold_budget_s,
-        max_levels=options.max_levels,
-        growth=options.growth,
-        seed=options.seed,
-    )
+    slo = options.slo  # every option was checked where LimitOptions was built
+    rules = options.rules()
+    search_config = options.search_config()
     if options.arrival == "replay":
         raise ConfigError(
             "--arrival replay cannot hold a chosen rate; use poisson, constant or gamma:K"
@@ -127,34 +99,14 @@ def run_limit(
             f"-o {options.out_dir}: already holds a run; continue its search with "
             f"`capplan limit --resume {options.out_dir}` or choose another folder"
         )
-    # After a level ends, in-flight requests get as long as the SLO's longest wait: past it
-    # a request still running is a known miss, so censoring it at its age decides nothing.
-    longest = slo.longest_wait_s
-    drain_s = options.drain_s
-    if drain_s is None:
-        drain_s = longest + 1.0 if longest is not None else max(options.level_duration_s, 10.0)
-    config = LoadTestConfig(
-        host=options.host,
-        model=options.model,
-        endpoint=options.endpoint,
-        profile_path=options.profile,
-        api_key_env=options.api_key_env,
-        seed=options.seed,
-        workers=options.workers,
-        master_bind=options.master_bind,
-        expect_workers=options.expect_workers,
-        slo_ttft_s=slo.ttft_bound_s,
-        slo=options.slo,
-        drain_s=drain_s,
-        time_scale=options.time_scale,
-    )
+    config = options.load_test_config()
     profile, _ = config_profile(config)
     if options.engine is not None:  # the server's engine is known (--calibration, the demo)
         check_floor(options.engine, profile, slo)  # an SLO below its idle floor: no search
     resumed = _resumed(options, profile, echo) if resume else None  # checked before any load
     if check_target is not None:
-        options = replace(options, model=check_target(options))
-        config = config.model_copy(update={"model": options.model})
+        options = options.model_copy(update={"model": check_target(options)})
+        config = options.load_test_config()
     ledger = resumed or _fresh(options, profile)
     verify = _verify_burst(options, config, profile, echo) if options.verify_burst else None
     run = MethodRun(

@@ -1,5 +1,6 @@
-"""Each option of `capplan verify`, `plan` and `whatif` declared once (issue 58 item 2): the
-command's options model (VerifyOptions, PlanOptions, WhatifOptions) holds its bound and
+"""Each option of `capplan verify`, `plan`, `whatif` and `limit` declared once (issue 58 item
+2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions) holds
+its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -20,12 +21,15 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from capplan.cli import app, one_growth, parse_share
+from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
+from planner.limit.options import LimitOptions
+from planner.loadtest.workers import parse_workers
 from planner.verify.options import VerifyOptions
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
@@ -111,7 +115,22 @@ WHATIF = Command(
     },
     shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF]
+LIMIT = Command(
+    "limit",
+    LimitOptions,
+    LIMIT_FLAGS,
+    # a closed port: a value the model let through would reach the preflight's refusal
+    lambda tmp: ["limit", "--host", "http://127.0.0.1:9", "--slo", "ttft:p95<=1s",
+                 "-o", str(tmp / "run")],
+    # the demo's level rules at once, the bracketing factor, a deciding level's repeats, the
+    # drain after a level and --verify-burst's steady stage: the search's own, no option's
+    not_options=frozenset({"steady_rules", "growth", "max_repeats", "drain_s", "verify_steady_s"}),
+    # the SLO's reading (into its Slo), the preflight, the run to resume, the CSV prefix
+    not_fields=frozenset({"success_only", "no_preflight", "resume", "csv"}),
+    parse={"tolerance": lambda text: parse_share("--tolerance", text), "workers": parse_workers},
+    shares=frozenset({"tolerance"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -224,6 +243,11 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "peak_rps", "growth", "headroom", "redundancy", "gpu_hour_price_usd", "level_s",
         "routing_settings.prefix_threshold",
     )}  # fmt: skip
+    assert seen >= {("limit", path) for path in (
+        "start", "max_load", "level_duration_s", "warmup_s", "max_level_s", "hold_budget_s",
+        "level_requests", "effective_requests", "tail_requests", "time_scale", "tolerance",
+        "workers", "expect_workers", "min_completed", "max_levels",
+    )}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -237,9 +261,9 @@ def test_a_value_outside_the_models_bound_is_refused_naming_the_option(
     result = CliRunner().invoke(app, [*command.argv(tmp_path), flag, text])
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
-    assert f"{flag} {value:g}: expected" in message or f"{flag} {text}: expected" in message, (
-        message
-    )
+    # the model's words, or an option's own parser's (`--workers '-1': expected a count`)
+    said = (f"{flag} {value:g}: expected", f"{flag} {text}: expected", f"{flag} {text!r}: expected")
+    assert any(words in message for words in said), message
     assert "Traceback" not in result.output
     assert not (tmp_path / "plan.json").exists() and not (tmp_path / "run").exists()
 
@@ -250,8 +274,10 @@ def test_a_value_outside_the_models_bound_is_refused_naming_the_option(
         (VERIFY, ["--steady-duration", "inf"], "--steady-duration inf: expected a duration >= 0"),
         (PLAN, ["--peak-rps", "nan"], "--peak-rps nan: expected a finite number"),
         (PLAN, ["--growth", "1,-1"], "--growth -1: expected a finite number > 0"),
+        (LIMIT, ["--tail-requests", "inf"], "--tail-requests inf: expected a finite number"),
+        (LIMIT, ["--dimension", "users"], "--dimension 'users': expected rate or concurrency"),
     ],
-    ids=["verify-inf", "plan-nan", "plan-growth-item"],
+    ids=["verify-inf", "plan-nan", "plan-growth-item", "limit-inf", "limit-dimension"],
 )
 def test_a_non_finite_number_or_a_bad_list_item_is_refused(
     tmp_path: Path, command: Command, extra: list[str], said: str

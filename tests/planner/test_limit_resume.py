@@ -371,3 +371,23 @@ def test_a_log_with_an_option_this_version_lacks_is_refused(tmp_path: Path) -> N
     path.write_text(path.read_text().replace('"options": {', '"options": {"warp": 9, ', 1))
     output = _cli("--resume", str(tmp_path / "run"))
     assert "search.json holds options this capplan does not know (warp)" in output
+
+
+def test_a_logged_option_out_of_its_bound_is_refused_naming_it(tmp_path: Path) -> None:
+    """search.json's options are read into LimitOptions, bounds and all: a hand-edited level
+    duration is refused naming the file and the option, not passed to the search."""
+    _logged_run(tmp_path / "run")
+    path = tmp_path / "run" / "search.json"
+    text = path.read_text()
+    assert '"level_duration_s": 30.0' in text
+    path.write_text(text.replace('"level_duration_s": 30.0', '"level_duration_s": -30.0', 1))
+    output = " ".join(_cli("--resume", str(tmp_path / "run")).split())
+    assert "search.json's option level_duration_s -30: expected a finite number > 0" in output
+
+
+def test_cli_resume_with_a_value_out_of_its_bound_names_the_option(tmp_path: Path) -> None:
+    """A value given with --resume is held to the same bound as on a fresh run (the model's),
+    named as typed, before the ledger compares it with the logged one."""
+    _logged_run(tmp_path / "run")
+    output = " ".join(_cli("--resume", str(tmp_path / "run"), "--level-duration", "0").split())
+    assert "--level-duration 0: expected a finite number > 0" in output
