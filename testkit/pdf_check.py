@@ -3,7 +3,7 @@ report, text outside the page, text drawn over other text, fonts not embedded.
 
 Word boxes and shaded boxes come from PyMuPDF (a test dependency), the fonts from poppler's
 `pdffonts`. Used by the report tests (tests/reports/test_page_check.py,
-tests/review/test_review_cli.py) and usable on any PDF capplan writes:
+tests/planner/review/test_review_cli.py) and usable on any PDF capplan writes:
 `python -m testkit.pdf_check report.pdf` (with testkit.pdf_loose_ends's checks).
 """
 

@@ -1,5 +1,5 @@
 """Which engine-model factor is fitted on which published row (bench/engine_published.py
-fits them; tests/engine/test_published.py checks no checked row is a fitted one)."""
+fits them; tests/planner/engine/test_published.py checks no checked row is a fitted one)."""
 
 from __future__ import annotations
 

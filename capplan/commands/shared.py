@@ -186,7 +186,7 @@ SHARED_CONCEPTS: dict[str, str] = {
     "verify routes with one.",
     "--workers": "Local Locust worker processes (loadtest and limit also take 'auto').",
     # a list where the command compares configurations (whatif, compare), one value where it
-    # sizes one (plan refuses a list and names whatif; tests/planner/test_vocabulary.py)
+    # sizes one (plan refuses a list and names whatif; tests/capplan/test_vocabulary.py)
     "--gpu": GPU_MEANING,
     "--tp": TP_MEANING,
     "--pp": PP_MEANING,

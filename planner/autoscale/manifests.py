@@ -12,7 +12,7 @@ once, as the simulation did. A policy whose min is 0 gets the ScaledObject only:
 refuses minReplicas 0 (scale to zero is KEDA's). A schedule has no metric: its manifests are
 a metric-driven policy's, named as such.
 
-tests/autoscale/test_manifests.py validates every object against KEDA's CRD (with its CEL
+tests/planner/autoscale/test_manifests.py validates every object against KEDA's CRD (with its CEL
 rule) and the Kubernetes OpenAPI schema with the API server's HPA rules, vendored under
 tests/fixtures/schemas/.
 """

@@ -14,7 +14,7 @@ gives back the steps after the one in flight when a request reaches the engine (
 Only an engine that emits no per-token events, records no token times and runs neither
 speculative decoding nor multi-step groups uses them (`Engine._runs_on`). The steps, their
 times and every request's timeline are those of stepping one step at a time, to the bit
-(tests/engine/test_engine.py, tests/planner/test_fleet.py).
+(tests/planner/engine/test_engine.py, tests/planner/fleet/test_fleet.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ decode steps of the same batch. An engine that emits no per-token events and rec
 token times (the fleet simulator's) then runs them in O(1) each and applies the tokens to
 the requests once, when anything next looks at them (`Engine.runs`,
 planner.engine.decode_run). The steps, their times and every request's timeline are the
-same as step by step, to the bit (tests/engine/test_engine.py, tests/planner/test_fleet.py).
+same as step by step, to the bit (tests/planner/engine/test_engine.py,
+tests/planner/fleet/test_fleet.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ finishes requests): a better balanced fleet keeps each instance less loaded, nev
 at its ceiling; the margin covers a full-fleet instance whose busiest window is busier than
 any of the sub-fleet's. Below the ceiling c is the busiest window's arrivals, at least the
 mean rate, so late(t) stays below zero and the bound says nothing: it decides only points
-whose offered load exceeds what n instances serve (tests/planner/test_fleet_bound.py holds
+whose offered load exceeds what n instances serve (tests/planner/fleet/test_fleet_bound.py holds
 it against the full simulation).
 """
 

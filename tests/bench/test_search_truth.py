@@ -81,7 +81,7 @@ def test_with_the_sizes_it_asks_the_fast_search_lands_on_a_heavy_tailed_truth() 
 @pytest.mark.skipif(
     os.environ.get("CAPPLAN_LONG_TESTS") != "1",
     reason="about 4 minutes (two searches that fall back to the measured search): set "
-    "CAPPLAN_LONG_TESTS=1; tests/planner/test_fastlimit.py checks the delay comparison itself",
+    "CAPPLAN_LONG_TESTS=1; tests/planner/limit/test_fastlimit.py checks the delay comparison",
 )
 @pytest.mark.parametrize("seed", [3, 6])
 def test_a_model_with_a_quarter_fewer_slots_falls_back_or_lands_in_the_band(seed: int) -> None:

@@ -2,7 +2,7 @@
 
 A short budget (three rounds of the probes, about half a minute on two shared cores); the
 drift bound is loose because the machine is shared: this test checks the file, not the
-server's steadiness (tests/planner/test_calibrate_fit.py checks the refusal).
+server's steadiness (tests/planner/calibrate/test_calibrate_fit.py checks the refusal).
 """
 
 from __future__ import annotations

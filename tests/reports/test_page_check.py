@@ -2,7 +2,7 @@
 deliberately broken page, read as a reader sees them (testkit.pdf_check): no text outside the
 page, over other text or cut by a shaded box's edge, every font other than the standard 14
 embedded, and no English sentence in a Chinese document. The review's PDFs are checked where
-they are made (tests/review/test_review_cli.py)."""
+they are made (tests/planner/review/test_review_cli.py)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from profiles.presets import preset_profile
 from testkit.fast_driver import Driver
 from testkit.profiles import make_profile
 from testkit.sim_server import ServerSpec
-from tests.planner.test_search import CurveProbe
+from tests.planner.limit.test_search import CurveProbe
 
 SLO = "ttft:p95<=1s"
 IDENTITY = SearchIdentity(

@@ -1,7 +1,7 @@
 """The calibration's fitting recovers the factors of a known engine from its own probes.
 
-The probes are simulated by the engine model (tests/planner/calibrate_synthetic.py), so the
-fit is tested against the product's behaviour, not against its own formulas. The controls
+The probes are simulated by the engine model (tests/planner/calibrate/calibrate_synthetic.py), so
+the fit is tested against the product's behaviour, not against its own formulas. The controls
 check that the assertions can fail: data from another engine do not pass for this one.
 """
 
@@ -15,7 +15,7 @@ from planner.calibrate import CalibrateOptions, Target, fit_measured
 from planner.calibrate.fit import DecodePoint, PrefillPoint, fit_decode, fit_prefill
 from planner.calibrate.measure import probe_plan
 from planner.engine import EngineConfig, build_engine_config
-from tests.planner.calibrate_synthetic import synthetic
+from tests.planner.calibrate.calibrate_synthetic import synthetic
 
 TRUTH = dict(mfu=0.35, mbu=0.6, step_overhead_s=2e-3, seq_overhead_s=1e-4, frontend_s=8e-3)
 OTHER = dict(mfu=0.7, mbu=0.6, step_overhead_s=6e-3, seq_overhead_s=3e-4, frontend_s=2e-3)

@@ -15,7 +15,7 @@ from testkit.published_fits import FITS
 from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 
-OWN_TABLE = Path(__file__).resolve().parents[2] / "bench/data/engine_published/trtllm_v014.csv"
+OWN_TABLE = Path(__file__).resolve().parents[3] / "bench/data/engine_published/trtllm_v014.csv"
 TOLERANCE = 0.25
 
 

@@ -15,7 +15,7 @@ from planner.limit.measured.levels import hold_levels
 from planner.limit.measured.search import run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.slo.spec import parse_slo
-from tests.planner.test_search import CurveProbe
+from tests.planner.limit.test_search import CurveProbe
 
 SLO = parse_slo("ttft:p95<=1s")
 Z95 = 1.6448536269514722  # the standard normal's 95th percentile

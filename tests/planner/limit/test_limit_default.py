@@ -20,7 +20,7 @@ from planner.limit.measured.progress import measured_left
 from planner.limit.measured.search import LevelOutcome, run_search
 from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.slo.spec import parse_slo
-from tests.planner.test_search import Z95, CurveProbe
+from tests.planner.limit.test_search import Z95, CurveProbe
 
 MODEL = ServerModel(8, (0.05, 0.0), (0.01, 0.01), (1.0,) * 8)
 

@@ -17,7 +17,7 @@ from planner.whatif.options import WhatifOptions
 from planner.whatif.routing import compare_routing
 from profiles.model import load_profile
 
-AGENT = Path(__file__).resolve().parents[2] / "profiles" / "presets" / "agent.json"
+AGENT = Path(__file__).resolve().parents[3] / "profiles" / "presets" / "agent.json"
 
 
 def _candidate(label: str, rank: int | None, instances: int | None) -> WhatifCandidate:

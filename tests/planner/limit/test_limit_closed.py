@@ -31,7 +31,7 @@ from planner.slo.spec import parse_slo
 from testkit.fast_driver import Driver
 from testkit.queue_truth import closed_max_users, closed_ttfts
 from testkit.sim_server import ServerSpec
-from tests.planner.test_search import Z95, CurveProbe
+from tests.planner.limit.test_search import Z95, CurveProbe
 
 # (slots, prefill s, s a token, answer tokens, TTFT p95 threshold s, refuses): the truth
 # servers of bench/search_truth.py

@@ -22,7 +22,7 @@ from reports.review.words import REVIEW_STRINGS
 from testkit.pdf_check import page_problems
 from testkit.pdf_loose_ends import loose_ends
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "review.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "review.yaml"
 
 
 @pytest.fixture(scope="module")

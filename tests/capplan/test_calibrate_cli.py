@@ -19,7 +19,7 @@ from planner.calibrate.measure import probe_plan
 from planner.engine import build_engine_config
 from profiles.model import save_profile
 from testkit.profiles import make_profile
-from tests.planner.calibrate_synthetic import synthetic
+from tests.planner.calibrate.calibrate_synthetic import synthetic
 
 runner = CliRunner()
 SLOW = dict(mfu=0.05, mbu=0.1, step_overhead_s=5e-3, seq_overhead_s=1e-3, frontend_s=0.05)

@@ -15,7 +15,7 @@ from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
 from testkit.profiles import make_profile
 
-HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+HF = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
 
 
 @pytest.fixture(scope="module")

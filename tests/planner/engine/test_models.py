@@ -15,7 +15,7 @@ from planner.engine.hf_config import model_from_hf_config
 from planner.engine.roofline import Roofline
 from planner.engine.specs import EngineConfig, kv_bytes_per_token, weight_bytes
 
-HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+HF = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from planner.engine.decode_run import DecodeRuns
 from profiles.tokenize import chained_block_hashes
 
 # The scheduler's own behaviour, without the front-end queue in front of it
-# (tests/engine/test_engine_profiles.py covers that).
+# (tests/planner/engine/test_engine_profiles.py covers that).
 NO_FRONT_END = {
     "frontend_s": 0.0,
     "frontend_s_per_prompt_token": 0.0,

@@ -12,7 +12,7 @@ import ast
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BELOW_CLI = ("contracts", "profiles", "locustfiles", "planner", "reports")
 TYPED = ("profiles", "locustfiles", "planner")  # may hold a Slo (contracts, reports: text)
 # The edges below the CLI where an SLO's text becomes a Slo, each with what it reads.

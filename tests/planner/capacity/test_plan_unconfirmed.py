@@ -18,7 +18,7 @@ from planner.limit.probe import AbandonRule, LevelMeasurement
 from planner.slo.spec import parse_slo
 from testkit.profiles import make_profile
 from testkit.report_inputs import build_limit
-from tests.planner.test_search import CurveProbe
+from tests.planner.limit.test_search import CurveProbe
 
 SLO = "ttft:p95<=1s"
 
