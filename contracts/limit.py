@@ -176,6 +176,12 @@ class FastSearchRecord(_Model):
         "profile as the load test asks them, where the server counts them so) or measured "
         "(the prompt and answer tokens the server returned)",
     )
+    pace: float | None = Field(
+        default=None,
+        description="the queue check's refit of the characterised model's work under the "
+        "open-loop load: 1.05 = each request's work 5 % longer than the closed-loop steps "
+        "showed; null: not refitted",
+    )
 
 
 class LimitResult(_Model):

@@ -51,6 +51,7 @@ def fast_record(result: FastResult, config: SearchConfig) -> FastSearchRecord:
         max_slowdown=model.max_slowdown if model else None,
         model=model.describe() if model else None,
         sizes=result.sizes,
+        pace=result.pace if result.pace != 1.0 else None,
     )
 
 

@@ -156,6 +156,7 @@ def fast_search(
     chains: dict[float, Taken] = {}  # chain start -> its records so far
     level_start = chain_start = 0.0
     chunks = moves = refits = 0
+    paced_by = 1.0  # the product of the queue check's refits
     chained = config.warm and config.chained
     fresh = True
     confirm_started: float | None = None
@@ -202,7 +203,8 @@ def fast_search(
 
         def done(stopped: str, adequate: bool = True, c: Confirmation = conf,
                  took_s: float = confirm_s,
-                 profile: bool = profile_sizes, m: Model = model) -> FastResult:  # fmt: skip
+                 profile: bool = profile_sizes, m: Model = model,
+                 pace: float = paced_by) -> FastResult:  # fmt: skip
             return FastResult(
                 model=m,
                 predicted=predicted,
@@ -215,6 +217,7 @@ def fast_search(
                 characterise_s=characterise_s,
                 confirm_s=took_s,
                 sizes="profile" if profile else "measured",
+                pace=pace,
             )
 
         # the queue check (planner.limit.fast.queue): a queue the model does not show refits
@@ -228,7 +231,7 @@ def fast_search(
             if queue.differs(z):
                 pace = fit_pace(config, curve, model, level, level_start, rate)
             if pace is not None and abs(pace - 1.0) > MIN_PACE_SHIFT:
-                model, refits = paced(model, pace), refits + 1
+                model, refits, paced_by = paced(model, pace), refits + 1, paced_by * pace
                 curve = new_curve(inputs, outputs)  # the curve of the refitted model
                 mean_work = model.mean_work_s(inputs, outputs)
                 rate = float(f"{curve.root(np.zeros(count)):.4g}")

@@ -153,3 +153,6 @@ class FastResult:
     # the sizes the model predicted on: "profile", as the load test draws them; "measured",
     # as the server returned them; None: no model
     sizes: Literal["profile", "measured"] | None = None
+    # the queue check's refit of the characterised model's work (planner.limit.fast.queue):
+    # 1.05 = each request's work 5 % longer under the open-loop load; 1.0: not refitted
+    pace: float = 1.0

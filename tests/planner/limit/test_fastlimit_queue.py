@@ -17,8 +17,10 @@ from planner.limit.fast.misses import MissCurve
 from planner.limit.fast.model import ServerModel
 from planner.limit.fast.paired import paired
 from planner.limit.fast.queue import QueueVerdict, decode_pace, fit_pace, paced
+from planner.limit.fast.result import fast_record
 from planner.limit.fast.stats import batch_means_se
 from planner.limit.fast.steps import FastConfig, Open, Taken
+from planner.limit.measured.config import SearchConfig
 from planner.slo.spec import parse_slo
 from testkit import fast_truth
 from testkit.fast_driver import Driver, asked_of, run_fast
@@ -100,3 +102,7 @@ def test_the_fast_search_on_a_server_slower_open_loop_answers_in_band() -> None:
     assert result.adequate and result.limit is not None
     assert 0.90 <= result.limit / truth <= 1.05
     assert result.predicted is not None and result.predicted / truth > 1.05
+    # the refit the answer rests on is stated: limit.json's fast.pace (issue 60)
+    assert 1.02 <= result.pace <= 1.08, result.pace
+    record = fast_record(result, SearchConfig(slo=parse_slo(case.slo)))
+    assert record.pace == pytest.approx(result.pace)
