@@ -1,5 +1,6 @@
-"""Each option of `capplan verify`, `plan` and `whatif` declared once (issue 58 item 2): the
-command's options model (VerifyOptions, PlanOptions, WhatifOptions) holds its bound and
+"""Each option of `capplan verify`, `plan`, `whatif` and `loadtest` declared once (issue 58
+item 2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions,
+LoadTestOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -19,13 +20,16 @@ from pydantic import BaseModel
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from capplan.cli import app, one_growth, parse_share
+from capplan.cli import app, one_growth, parse_fraction, parse_share
+from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
+from planner.loadtest.options import LoadTestOptions
+from planner.loadtest.workers import parse_workers
 from planner.verify.options import VerifyOptions
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
@@ -111,7 +115,26 @@ WHATIF = Command(
     },
     shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF]
+LOADTEST = Command(
+    "loadtest",
+    LoadTestOptions,
+    LOADTEST_FLAGS,
+    lambda tmp: ["loadtest", "--host", "http://127.0.0.1:9", "--model", "m",
+                 "-o", str(tmp / "run")],
+    # vllm bench serve's spellings, checked by capplan.commands.vbench
+    not_fields=frozenset({
+        "dataset_name", "data", "random_input_len", "random_output_len", "random_range_ratio",
+        "num_prompts", "request_rate", "burstiness", "percentile_metrics", "metric_percentiles",
+        "csv",
+    }),
+    inverted=frozenset({"ignore_eos", "scrape_metrics", "preflight"}),
+    parse={
+        "workers": parse_workers,
+        "max_error_share": lambda text: parse_fraction("--max-errors", text),
+    },
+    shares=frozenset({"max_error_share"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LOADTEST]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -223,6 +246,10 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "tps", "pps", "kv_link_bandwidth_bytes_per_s", "max_model_len", "peak_quantile",
         "peak_rps", "growth", "headroom", "redundancy", "gpu_hour_price_usd", "level_s",
         "routing_settings.prefix_threshold",
+    )}  # fmt: skip
+    assert seen >= {("loadtest", path) for path in (
+        "rate", "users", "duration_s", "replay_speed", "workers", "expect_workers",
+        "max_concurrency", "slo_ttft_s", "request_timeout_s", "time_scale", "max_error_share",
     )}  # fmt: skip
 
 
