@@ -1,6 +1,6 @@
-"""Each option of `capplan verify`, `plan`, `whatif` and `loadtest` declared once (issue 58
-item 2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions,
-LoadTestOptions) holds its bound and
+"""Each option of `capplan verify`, `plan`, `whatif`, `loadtest` and `compare` declared once
+(issue 58 item 2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions,
+LoadTestOptions, CompareOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -21,6 +21,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from capplan.cli import app, one_growth, parse_fraction, parse_share
+from capplan.commands.compare import FLAGS as COMPARE_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
@@ -31,6 +32,7 @@ from planner.fleet.executor import parse_executor
 from planner.loadtest.options import LoadTestOptions
 from planner.loadtest.workers import parse_workers
 from planner.verify.options import VerifyOptions
+from planner.whatif.compare import CompareOptions
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
 
@@ -49,6 +51,10 @@ class Command:
     # field -> how the CLI reads the option's text (its default is text, the model's a value)
     parse: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
     shares: frozenset[str] = frozenset()  # fields given as a fraction or a percent
+
+
+def split(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
 def int_tuple(text: str) -> tuple[int, ...]:
@@ -134,7 +140,23 @@ LOADTEST = Command(
     },
     shares=frozenset({"max_error_share"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF, LOADTEST]
+COMPARE = Command(
+    "compare",
+    CompareOptions,
+    COMPARE_FLAGS,
+    lambda tmp: ["compare", str(tmp / "run"), "--profile", str(tmp / "p.json"),
+                 "-o", str(tmp / "compare.json")],
+    not_fields=frozenset({"output"}),  # where compare.json goes
+    parse={
+        "labels": split,
+        "gpus": split,
+        "peak_quantile": lambda text: parse_fraction("--peak-quantile", text, positive=True),
+        "headroom": lambda text: parse_share("--headroom", text),
+        "growth": lambda text: one_growth("compare", text),
+    },
+    shares=frozenset({"peak_quantile", "headroom"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LOADTEST, COMPARE]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -250,6 +272,10 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
     assert seen >= {("loadtest", path) for path in (
         "rate", "users", "duration_s", "replay_speed", "workers", "expect_workers",
         "max_concurrency", "slo_ttft_s", "request_timeout_s", "time_scale", "max_error_share",
+    )}  # fmt: skip
+    assert seen >= {("compare", path) for path in (
+        "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
+        "redundancy",
     )}  # fmt: skip
 
 
