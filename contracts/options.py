@@ -45,4 +45,6 @@ def build(model: type[ModelT], name_of: Callable[[str], str], /, **values: Any) 
             kind = "a whole number" if isinstance(value, int) else "a finite number"
             expected = f"{kind} {bound}" if bound else kind
             raise ConfigError(f"{name} {value:g}: expected {expected}") from None
+        if error["type"] == "literal_error":  # one of a few words: say them as the bounds are
+            raise ConfigError(f"{name} {value!r}: expected {ctx['expected']}") from None
         raise ConfigError(f"{name} {value!r}: {error['msg']}") from None

@@ -312,3 +312,12 @@ def test_a_non_finite_number_or_a_bad_list_item_is_refused(
     result = CliRunner().invoke(app, [*command.argv(tmp_path), *extra])
     assert result.exit_code == 2, result.output
     assert said in " ".join(result.output.split())
+
+
+def test_a_word_outside_the_models_choices_is_refused_naming_the_option_and_the_choices(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(app, [*LOADTEST.argv(tmp_path), "--endpoint", "chats"])
+    assert result.exit_code == 2, result.output
+    assert "--endpoint 'chats': expected 'chat' or 'completions'" in result.output
+    assert not (tmp_path / "run").exists()
