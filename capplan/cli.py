@@ -16,7 +16,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -161,23 +161,6 @@ def check_number(
     if not inside:
         kind = "a whole number" if isinstance(value, int) else "a finite number"
         raise ConfigError(f"{option} {value:g}: expected {kind} {' and '.join(bounds)}".rstrip())
-
-
-def check_planning(
-    *,
-    redundancy: int,
-    peak_rps: float | None,
-    peak_quantile: float,
-    gpu_hour_price: float | None,
-    tps: Iterable[int],
-) -> None:
-    """The options plan, whatif and compare share, checked alike (ConfigError, exit 2)."""
-    for tp in tps:
-        check_number("--tp", tp, ge=1)
-    check_number("--redundancy", redundancy, ge=0)
-    check_number("--peak-rps", peak_rps, gt=0)
-    check_number("--peak-quantile", peak_quantile, gt=0, le=1)
-    check_number("--gpu-hour-price", gpu_hour_price, ge=0)
 
 
 def parse_share(option: str, text: str) -> float:

@@ -11,7 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-PolicyKind = Literal["reactive", "rate", "schedule"]
+from contracts.names import PolicyName
+
+# A policy kind by its name in planner.autoscale.policies' registry, which holds the names (a
+# file is validated for the form; the planner refuses a kind it has no entry for).
+PolicyKind = PolicyName
 ReactiveMetric = Literal["queue", "kv"]
 
 

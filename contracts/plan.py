@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts import names
 from contracts.autoscale import AutoscaleResult
 from contracts.finding import Finding
 from contracts.ops import OpsFiles
@@ -161,10 +162,9 @@ class QueueingCheck(_Model):
     target_wait_s: float | None = None
 
 
-# The fleet simulation's routers (planner.fleet.routing registers one for each).
-RoutingName = Literal[
-    "round_robin", "least_outstanding", "power_of_two", "session_affinity", "prefix_aware"
-]
+# A router of the fleet simulation by its name in planner.fleet.routing's registry, which holds
+# the names (a file is validated for the form; the planner refuses a name it has no router for).
+RoutingName = names.RoutingName
 
 
 class FleetPoint(_Model):

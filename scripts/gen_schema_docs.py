@@ -68,7 +68,21 @@ def _files() -> list[tuple[str, str, type[BaseModel], str]]:
     ]
 
 
+def _registered(registry: str) -> str:
+    """The names a registry holds (contracts.names: the files hold their form), for the page."""
+    from contracts.names import POLICIES, ROUTERS
+    from planner.autoscale.policies import POLICIES as POLICY_KINDS
+    from planner.fleet.routing import known_routings
+
+    names = {ROUTERS: known_routings(), POLICIES: tuple(POLICY_KINDS)}[registry]
+    return " / ".join(json.dumps(n) for n in names) + f" (registered in {registry})"
+
+
 def _type(prop: dict[str, Any]) -> str:
+    from contracts.names import REGISTRY_KEY
+
+    if REGISTRY_KEY in prop:
+        return _registered(prop[REGISTRY_KEY])
     if "$ref" in prop:
         return prop["$ref"].rsplit("/", 1)[-1]
     if "anyOf" in prop:

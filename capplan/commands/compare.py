@@ -10,7 +10,7 @@ from rich.table import Table
 
 from capplan.cli import (
     ONE_WHOLE,
-    check_planning,
+    build_options,
     handle_errors,
     one_growth,
     parse_fraction,
@@ -48,6 +48,16 @@ Example:
 """
 
 
+# CompareOptions' fields (planner.whatif.compare) that the CLI spells otherwise than
+# --field-name; the model holds every bound and default (tests/capplan/test_options_drift.py).
+FLAGS = {
+    "profile_path": "--profile",
+    "labels": "--label",
+    "gpus": "--gpu",
+    "gpu_hour_price_usd": "--gpu-hour-price",
+}
+
+
 def register(app: typer.Typer) -> None:
     app.command(name="compare", help=HELP)(handle_errors(compare_command))
 
@@ -80,16 +90,9 @@ def compare_command(
     redundancy: Redundancy = 1,
     force: bool = typer.Option(False, "--force", help="Compare mismatched runs anyway."),
 ) -> None:
-    quantile = parse_fraction("--peak-quantile", peak_quantile, positive=True)
-    check_planning(
-        redundancy=redundancy,
-        peak_rps=peak_rps,
-        peak_quantile=quantile,
-        gpu_hour_price=gpu_hour_price,
-        tps=(tp,),
-    )
-    growth_factor = one_growth("compare", growth)
-    options = CompareOptions(
+    options = build_options(
+        CompareOptions,
+        FLAGS,
         profile_path=str(profile),
         runs=tuple(str(r) for r in runs),
         labels=_split(label),
@@ -97,9 +100,9 @@ def compare_command(
         tp=tp,
         gpu_hour_price_usd=gpu_hour_price,
         peak_window=peak_window,
-        peak_quantile=quantile,
+        peak_quantile=parse_fraction("--peak-quantile", peak_quantile, positive=True),
         peak_rps=peak_rps,
-        growth=growth_factor,
+        growth=one_growth("compare", growth),
         headroom=parse_share("--headroom", headroom),
         redundancy=redundancy,
         force=force,

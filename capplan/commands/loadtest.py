@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import typer
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from capplan.cli import check_number, duration_option, handle_errors, parse_fraction
+from capplan.cli import build_options, duration_option, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     ApiKeyEnv,
@@ -164,6 +164,22 @@ def _judged(s: StageSummary) -> tuple[str, str]:
     return goodput, "-" if s.attainment is None else f"{s.attainment:.1%}"
 
 
+# LoadTestOptions' fields (planner.loadtest.options) that the CLI spells otherwise than
+# --field-name; the model holds every bound and default (tests/capplan/test_options_drift.py).
+FLAGS = {
+    "out_dir": "--output",
+    "profile_path": "--profile",
+    "duration_s": "--duration",
+    "replay_path": "--replay",
+    "ignore_eos": "--no-ignore-eos",
+    "slo_ttft_s": "--slo-ttft",
+    "request_timeout_s": "--timeout",
+    "scrape_metrics": "--no-metrics",
+    "max_error_share": "--max-errors",
+    "preflight": "--no-preflight",
+}
+
+
 @handle_errors
 def loadtest(
     host: str = typer.Option(
@@ -181,7 +197,7 @@ def loadtest(
     profile: str | None = typer.Option(
         None, "--profile", help="Profile JSON (default: built-in chat preset)."
     ),
-    plan: str | None = typer.Option(
+    stage_plan: str | None = typer.Option(
         None,
         "--stage-plan",
         help="steady-burst-recovery | steps | steady | a YAML/JSON stage plan file.",
@@ -265,21 +281,41 @@ def loadtest(
 ) -> None:
     from contracts.run import Stage, StagePlan
     from locustfiles.stages import resolve_plan
-    from planner.loadtest.run import LoadTestConfig, config_profile, run_loadtest
+    from planner.loadtest.options import LoadTestOptions
+    from planner.loadtest.run import config_profile, run_loadtest
     from planner.loadtest.workers import parse_workers
     from planner.slo.spec import parse_slo
 
-    max_error_share = None if max_errors is None else parse_fraction("--max-errors", max_errors)
-    check_number("--rate", rate, gt=0)
-    check_number("--users", users, ge=1)
-    check_number("--duration", duration, gt=0)
-    check_number("--replay-speed", replay_speed, gt=0)
-    check_number("--timeout", timeout, gt=0)
-    check_number("--max-concurrency", max_concurrency, ge=1)
-    check_number("--time-scale", time_scale, gt=0)
-    check_number("--expect-workers", expect_workers, ge=0)
-    check_number("--slo-ttft", slo_ttft, gt=0)
-    n_workers = parse_workers(workers)
+    options = build_options(
+        LoadTestOptions,
+        FLAGS,
+        host=host,
+        model=model,
+        out_dir=out,
+        profile_path=profile,
+        stage_plan=stage_plan,
+        rate=rate,
+        users=users,
+        arrival=arrival,
+        duration_s=duration,
+        replay_path=None if replay is None else str(replay),
+        replay_speed=replay_speed,
+        endpoint=endpoint,
+        workers=parse_workers(workers),
+        master_bind=master_bind,
+        expect_workers=expect_workers,
+        api_key_env=api_key_env,
+        seed=seed,
+        max_concurrency=max_concurrency,
+        ignore_eos=not no_ignore_eos,
+        slo_ttft_s=slo_ttft,
+        slo=parse_slo(slo) if slo else None,
+        request_timeout_s=timeout,
+        scrape_metrics=not no_metrics,
+        time_scale=time_scale,
+        max_error_share=None if max_errors is None else parse_fraction("--max-errors", max_errors),
+        preflight=not no_preflight,
+    )
     bench = serving_bench(
         BenchArgs(
             dataset_name=dataset_name,
@@ -298,80 +334,59 @@ def loadtest(
     )
     if bench is not None:
         _check_bench_alone(
-            profile=profile,
-            stage_plan=plan,
-            rate=rate,
-            users=users,
-            duration=duration,
-            replay=replay,
+            profile=options.profile_path,
+            stage_plan=options.stage_plan,
+            rate=options.rate,
+            users=options.users,
+            duration=options.duration_s,
+            replay=options.replay_path,
         )
-        if n_workers != 0 or master_bind:
+        if options.workers != 0 or options.master_bind:
             raise ConfigError("--dataset-name/--data runs in one process: drop --workers")
 
-    if endpoint not in ("chat", "completions"):
-        raise ConfigError(f"--endpoint {endpoint!r}: expected chat or completions")
-    kind: Literal["chat", "completions"] = "chat" if endpoint == "chat" else "completions"
-    from pydantic import ValidationError
-
-    from contracts.jsonio import first_error
-
-    try:
-        config = LoadTestConfig(
-            host=host,
-            model=model or "",
-            endpoint=kind,
-            profile_path=profile,
-            api_key_env=api_key_env,
-            seed=seed,
-            workers=n_workers or 0,
-            ignore_eos=not no_ignore_eos,
-            request_timeout_s=timeout,
-            max_concurrency=max_concurrency,
-            scrape_metrics=not no_metrics,
-            slo_ttft_s=slo_ttft,
-            slo=parse_slo(slo) if slo else None,
-            replay_path=None if replay is None else str(replay),
-            replay_speed=replay_speed,
-            time_scale=time_scale,
-            master_bind=master_bind,
-            expect_workers=expect_workers,
-        )
-    except ValidationError as err:
-        raise ConfigError(f"loadtest options: {first_error(err)}") from err
+    config = options.load_test_config()
     if bench is not None:
-        prof, stage_plan = bench.profile(seed), bench.plan()
+        prof, stages = bench.profile(options.seed), bench.plan()
         # Like vLLM, wait for every request (up to its timeout) rather than cancel at a drain.
         config = config.model_copy(
-            update={"drain_s": timeout + 1.0, "profile_label": bench.dataset.describe()}
+            update={
+                "drain_s": options.request_timeout_s + 1.0,
+                "profile_label": bench.dataset.describe(),
+            }
         )
-    elif replay and plan is None:
+    elif options.replay_path and options.stage_plan is None:
         stage = Stage(
             name="replay",
             role="replay",
-            duration_s=60.0 if duration is None else duration,
+            duration_s=60.0 if options.duration_s is None else options.duration_s,
             arrival="replay",
         )
-        stage_plan = StagePlan(name="replay", stages=[stage])
+        stages = StagePlan(name="replay", stages=[stage])
         prof = None
     else:
         prof, _ = config_profile(config)
-        stage_plan = resolve_plan(
-            plan, prof, rate_rps=rate, users=users, duration_s=duration, arrival=arrival
+        stages = resolve_plan(
+            options.stage_plan,
+            prof,
+            rate_rps=options.rate,
+            users=options.users,
+            duration_s=options.duration_s,
+            arrival=options.arrival,
         )
-    if no_preflight and not model:
+    if not options.preflight and not options.model:
         raise ConfigError("--no-preflight needs --model (the preflight finds the model)")
     console = stderr_console()
-    if n_workers is None:
-        config = _auto_workers(config, stage_plan)
-    check = None if no_preflight else _check_target
+    if options.workers is None:
+        config = _auto_workers(config, stages)
+    check = _check_target if options.preflight else None
     if console.is_terminal:
         with Live(
             Text("starting Locust ..."), console=console, refresh_per_second=4, transient=True
         ) as live:
             summaries = run_loadtest(
                 config,
-                stage_plan,
-                out,
+                stages,
+                options.out_dir,
                 progress=lambda s: live.update(Text(s)),
                 check_target=check,
                 profile=prof,
@@ -380,7 +395,12 @@ def loadtest(
         plain = StageLines(lambda line: typer.echo(line, err=True))
         try:
             summaries = run_loadtest(
-                config, stage_plan, out, progress=plain, check_target=check, profile=prof
+                config,
+                stages,
+                options.out_dir,
+                progress=plain,
+                check_target=check,
+                profile=prof,
             )
         finally:
             plain.close()
@@ -394,7 +414,7 @@ def loadtest(
             err=True,
         )
     typer.echo(f"wrote {out}/run.json, records.parquet, stages.json, server_metrics.parquet")
-    _end_with_errors(summaries, max_error_share)
+    _end_with_errors(summaries, options.max_error_share)
 
 
 def _check_bench_alone(**given: object) -> None:

@@ -72,123 +72,124 @@ FLAGS = {
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("verify", help=HELP)
-    @handle_errors
-    def verify(
-        plan: Path = typer.Option(..., "--plan", help="plan.json of `capplan plan`."),
-        profile: Path = typer.Option(..., "--profile", help="The profile the plan was made on."),
-        out: Path = typer.Option(..., "-o", "--output", help="Run folder; verify.json goes in it."),
-        host: str | None = typer.Option(
-            None,
-            "--host",
-            help="Base URL of the OpenAI-compatible endpoint. Here your load balancer's.",
-        ),
-        hosts: str | None = typer.Option(
-            None, "--hosts", help="Comma-separated instance URLs: capplan routes itself."
-        ),
-        instances: str | None = typer.Option(
-            None,
-            "--instances",
-            help="With --host: the pool's instance URLs, comma-separated, for their /metrics.",
-        ),
-        instances_down: int = typer.Option(
-            0,
-            "--instances-down",
-            help="Instances out of the pool (N-K). With --hosts capplan leaves out the last K "
-            "listed; with --host you take them out and verify checks they take nothing.",
-        ),
-        routing: str = typer.Option(
-            "round_robin",
-            "--routing",
-            help="capplan's routing over --hosts, by load alone "
-            f"({', '.join(load_only_routings())}); with --host, the balancer's (any of the "
-            "plan's routings), for the simulation.",
-        ),
-        model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
-        endpoint: Endpoint = "chat",
-        api_key_env: ApiKeyEnv = None,
-        slo: str | None = typer.Option(None, "--slo", help="SLO spec (default: the plan's)."),
-        steady_s: float = duration_option(
-            120.0,
-            "--steady-duration",
-            help="Steady stage at the peak.",
-        ),
-        burst_s: float = duration_option(
-            30.0,
-            "--burst-duration",
-            help="Burst stage length.",
-        ),
-        burst_factor: float = typer.Option(2.0, "--burst-factor", help="Burst rate / peak."),
-        recovery_s: float = duration_option(
-            120.0,
-            "--recovery-timeout",
-            help="Longest wait for the TTFT to recover after the burst.",
-        ),
-        replay: Path | None = typer.Option(
-            None, "--replay", help="Request log whose arrivals are replayed. By the steady stage."
-        ),
-        replay_speed: ReplaySpeed = 1.0,
-        workers: int = typer.Option(0, "--workers", help="Local Locust worker processes."),
-        master_bind: MasterBind = None,
-        expect_workers: ExpectWorkers = 0,
-        time_scale: TimeScale = 1.0,
-        seed: int = typer.Option(
-            0, "--seed", help="Seed of the random draws. Here the load and the simulation."
-        ),
-        no_preflight: NoPreflight = False,
-        wait_s: float = duration_option(
-            0.0,
-            "--wait-timeout",
-            help="Longest wait for the servers to accept connections. Here --host/--hosts (a "
-            "fleet or balancer just started); 0: refuse at once.",
-        ),
-    ) -> None:
-        from planner.slo.spec import parse_slo
-        from planner.verify import VerifyOptions, run_verify
-        from planner.verify.nginx import wait_for_upstreams
+    app.command("verify", help=HELP)(handle_errors(verify_command))
 
-        options = build_options(
-            VerifyOptions,
-            FLAGS,
-            plan_path=plan,
-            profile_path=profile,
-            out_dir=out,
-            host=host,
-            hosts=_urls(hosts),
-            instances=_urls(instances),
-            instances_down=instances_down,
-            routing=_routing(routing),
-            model=model,
-            endpoint=endpoint,
-            api_key_env=api_key_env,
-            slo=parse_slo(slo) if slo else None,
-            steady_s=steady_s,
-            burst_s=burst_s,
-            burst_factor=burst_factor,
-            recovery_s=recovery_s,
-            replay_path=str(replay) if replay else None,
-            replay_speed=replay_speed,
-            workers=workers,
-            master_bind=master_bind,
-            expect_workers=expect_workers,
-            time_scale=time_scale,
-            seed=seed,
-            preflight=not no_preflight,
-            wait_s=wait_s,
-        )
-        if options.wait_s > 0:
-            wait_for_upstreams([host] if host else options.hosts, options.wait_s)
-        result = run_verify(
-            options,
-            echo=lambda line: typer.echo(line, err=True),
-            check_target=_check_target if options.preflight else None,
-        )
-        for flag in result.spread.flagged if result.spread else []:
-            typer.echo(f"flagged: {flag}", err=True)
-        typer.echo(result.sentence)
-        typer.echo(str(out / "verify.json"))
-        if not result.holds:
-            raise typer.Exit(1)
+
+def verify_command(
+    plan: Path = typer.Option(..., "--plan", help="plan.json of `capplan plan`."),
+    profile: Path = typer.Option(..., "--profile", help="The profile the plan was made on."),
+    out: Path = typer.Option(..., "-o", "--output", help="Run folder; verify.json goes in it."),
+    host: str | None = typer.Option(
+        None,
+        "--host",
+        help="Base URL of the OpenAI-compatible endpoint. Here your load balancer's.",
+    ),
+    hosts: str | None = typer.Option(
+        None, "--hosts", help="Comma-separated instance URLs: capplan routes itself."
+    ),
+    instances: str | None = typer.Option(
+        None,
+        "--instances",
+        help="With --host: the pool's instance URLs, comma-separated, for their /metrics.",
+    ),
+    instances_down: int = typer.Option(
+        0,
+        "--instances-down",
+        help="Instances out of the pool (N-K). With --hosts capplan leaves out the last K "
+        "listed; with --host you take them out and verify checks they take nothing.",
+    ),
+    routing: str = typer.Option(
+        "round_robin",
+        "--routing",
+        help="capplan's routing over --hosts, by load alone "
+        f"({', '.join(load_only_routings())}); with --host, the balancer's (any of the "
+        "plan's routings), for the simulation.",
+    ),
+    model: str = typer.Option("", "--model", help="Model to send (default: first served)."),
+    endpoint: Endpoint = "chat",
+    api_key_env: ApiKeyEnv = None,
+    slo: str | None = typer.Option(None, "--slo", help="SLO spec (default: the plan's)."),
+    steady_s: float = duration_option(
+        120.0,
+        "--steady-duration",
+        help="Steady stage at the peak.",
+    ),
+    burst_s: float = duration_option(
+        30.0,
+        "--burst-duration",
+        help="Burst stage length.",
+    ),
+    burst_factor: float = typer.Option(2.0, "--burst-factor", help="Burst rate / peak."),
+    recovery_s: float = duration_option(
+        120.0,
+        "--recovery-timeout",
+        help="Longest wait for the TTFT to recover after the burst.",
+    ),
+    replay: Path | None = typer.Option(
+        None, "--replay", help="Request log whose arrivals are replayed. By the steady stage."
+    ),
+    replay_speed: ReplaySpeed = 1.0,
+    workers: int = typer.Option(0, "--workers", help="Local Locust worker processes."),
+    master_bind: MasterBind = None,
+    expect_workers: ExpectWorkers = 0,
+    time_scale: TimeScale = 1.0,
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the random draws. Here the load and the simulation."
+    ),
+    no_preflight: NoPreflight = False,
+    wait_s: float = duration_option(
+        0.0,
+        "--wait-timeout",
+        help="Longest wait for the servers to accept connections. Here --host/--hosts (a "
+        "fleet or balancer just started); 0: refuse at once.",
+    ),
+) -> None:
+    from planner.slo.spec import parse_slo
+    from planner.verify import VerifyOptions, run_verify
+    from planner.verify.nginx import wait_for_upstreams
+
+    options = build_options(
+        VerifyOptions,
+        FLAGS,
+        plan_path=plan,
+        profile_path=profile,
+        out_dir=out,
+        host=host,
+        hosts=_urls(hosts),
+        instances=_urls(instances),
+        instances_down=instances_down,
+        routing=_routing(routing),
+        model=model,
+        endpoint=endpoint,
+        api_key_env=api_key_env,
+        slo=parse_slo(slo) if slo else None,
+        steady_s=steady_s,
+        burst_s=burst_s,
+        burst_factor=burst_factor,
+        recovery_s=recovery_s,
+        replay_path=str(replay) if replay else None,
+        replay_speed=replay_speed,
+        workers=workers,
+        master_bind=master_bind,
+        expect_workers=expect_workers,
+        time_scale=time_scale,
+        seed=seed,
+        preflight=not no_preflight,
+        wait_s=wait_s,
+    )
+    if options.wait_s > 0:
+        wait_for_upstreams([host] if host else options.hosts, options.wait_s)
+    result = run_verify(
+        options,
+        echo=lambda line: typer.echo(line, err=True),
+        check_target=_check_target if options.preflight else None,
+    )
+    for flag in result.spread.flagged if result.spread else []:
+        typer.echo(f"flagged: {flag}", err=True)
+    typer.echo(result.sentence)
+    typer.echo(str(out / "verify.json"))
+    if not result.holds:
+        raise typer.Exit(1)
 
 
 def _routing(text: str) -> Routing:

@@ -23,16 +23,17 @@ Example:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("worker", help=HELP)
-    @handle_errors
-    def worker(
-        master: str = typer.Option(
-            ..., "--master", help="HOST:PORT of the master (its --master-bind)."
-        ),
-        once: bool = typer.Option(False, "--once", help="Exit after one run of the master."),
-    ) -> None:
-        from planner.loadtest.remote import run_worker
+    app.command("worker", help=HELP)(handle_errors(worker_command))
 
-        code = run_worker(master, once=once)
-        if code != 0:
-            raise typer.Exit(code)
+
+def worker_command(
+    master: str = typer.Option(
+        ..., "--master", help="HOST:PORT of the master (its --master-bind)."
+    ),
+    once: bool = typer.Option(False, "--once", help="Exit after one run of the master."),
+) -> None:
+    from planner.loadtest.remote import run_worker
+
+    code = run_worker(master, once=once)
+    if code != 0:
+        raise typer.Exit(code)

@@ -20,13 +20,13 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, get_args
+from typing import Protocol
 
 from pydantic import ValidationError
 
-from contracts.autoscale import PolicyKind as PolicyName
 from contracts.autoscale import PolicySpec
 from contracts.errors import ConfigError
+from contracts.names import NAME_FORM, is_registry_name
 from profiles.prometheus.engines import ENGINES
 
 
@@ -222,14 +222,11 @@ POLICIES: dict[str, PolicyKind] = {}
 
 def register_policy(name: str, kind: PolicyKind) -> None:
     """Add a kind under `name`. Raises ConfigError when the name is taken or plan.json cannot
-    hold it (contracts.autoscale.PolicyKind, the files' words)."""
+    hold it (not of contracts.names' form: lowercase words joined by underscores)."""
     if name in POLICIES:
         raise ConfigError(f"policy kind {name!r} is registered already")
-    if name not in get_args(PolicyName):
-        raise ConfigError(
-            f"policy kind {name!r}: plan.json cannot hold the name; add it to "
-            "contracts.autoscale.PolicyKind"
-        )
+    if not is_registry_name(name):
+        raise ConfigError(f"policy kind {name!r}: plan.json cannot hold the name; use {NAME_FORM}")
     POLICIES[name] = kind
 
 

@@ -26,16 +26,27 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Protocol, get_args
+from typing import Annotated, Protocol
 
 import numpy as np
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from contracts.errors import ConfigError
+from contracts.names import NAME_FORM, is_registry_name
 from contracts.plan import RoutingName
 from planner.engine import EngineRequest
 
-Routing = RoutingName  # the names plan.json can hold; the registry below must match them
+
+def _registered(name: str) -> str:
+    """`name` when a router is registered under it (for options models: pydantic's refusal)."""
+    if name not in _ROUTERS:
+        raise ValueError(f"unknown routing {name!r}; known: {', '.join(_ROUTERS)}")
+    return name
+
+
+# A router's name as plan.json holds it (contracts.plan.RoutingName, the form), and in an options
+# model one the registry below holds.
+Routing = Annotated[RoutingName, AfterValidator(_registered)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,18 +95,15 @@ def register_router(
     name: Routing, *, reads_request: bool = False
 ) -> Callable[[RouterFactory], RouterFactory]:
     """Register a router factory under `name`; a second one under the same name is an error,
-    and so is a name plan.json cannot hold (contracts.plan.RoutingName, the files' words).
-    `reads_request`: the router reads the request's prefix blocks or session (not its load
-    alone), so a proxy that sees no token ids (verify's) cannot run it."""
+    and so is a name plan.json cannot hold (not of contracts.names' form: lowercase words
+    joined by underscores). `reads_request`: the router reads the request's prefix blocks or
+    session (not its load alone), so a proxy that sees no token ids (verify's) cannot run it."""
 
     def add(factory: RouterFactory) -> RouterFactory:
         if name in _ROUTERS:
             raise ValueError(f"router {name!r} registered twice")
-        if name not in get_args(RoutingName):
-            raise ValueError(
-                f"router {name!r}: plan.json cannot hold the name; add it to "
-                "contracts.plan.RoutingName"
-            )
+        if not is_registry_name(name):
+            raise ValueError(f"router {name!r}: plan.json cannot hold the name; use {NAME_FORM}")
         _ROUTERS[name] = factory
         if reads_request:
             _READS_REQUEST.add(name)
@@ -106,7 +114,7 @@ def register_router(
 
 def known_routings() -> tuple[Routing, ...]:
     """Every registered router's name, in registration order (for help texts)."""
-    return tuple(_ROUTERS)  # type: ignore[arg-type]
+    return tuple(_ROUTERS)
 
 
 def load_only_routings() -> tuple[Routing, ...]:
@@ -118,7 +126,7 @@ def check_routing(name: str) -> Routing:
     """`name` as a Routing; ConfigError listing the known routers for any other."""
     if name not in _ROUTERS:
         raise ConfigError(f"unknown routing {name!r}; known: {', '.join(_ROUTERS)}")
-    return name  # type: ignore[return-value]
+    return name
 
 
 def make_router(name: str, instances: int, settings: RoutingSettings | None = None) -> Router:

@@ -124,5 +124,5 @@ def parse_workers(text: str) -> int | None:
     except ValueError:
         n = -1
     if n < 0:
-        raise ConfigError(f"--workers {text!r}: expected a count (0: one process) or 'auto'")
+        raise ConfigError(f"--workers {text.strip()}: expected a count (0: one process) or 'auto'")
     return n

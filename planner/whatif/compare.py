@@ -10,8 +10,9 @@ SLO are not comparable: refused unless forced, and then the table says so.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import __version__
 from contracts.errors import ConfigError
@@ -28,23 +29,27 @@ from planner.slo.recorded import normalise_slo
 from profiles.model import Profile
 
 
-@dataclass(frozen=True)
-class CompareOptions:
-    """What `capplan compare` was asked."""
+class CompareOptions(BaseModel):
+    """What `capplan compare` was asked: each option's bound and default declared once here
+    (the CLI builds it with `capplan.cli.build_options`)."""
 
-    profile_path: str
-    runs: tuple[str, ...]
-    labels: tuple[str, ...] = ()
-    gpus: tuple[str, ...] = ("H100-80GB",)  # one for all runs, or one per run
-    tp: int = 1
-    gpu_hour_price_usd: float | None = None
-    peak_window: str = "60s"
-    peak_quantile: float = 0.99
-    peak_rps: float | None = None
-    growth: float = 1.0
-    headroom: float = 0.2
-    redundancy: int = 1
-    force: bool = False
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    profile_path: str = Field(description="the profile the runs measured")
+    runs: tuple[str, ...] = Field(description="run directories, each with a limit.json")
+    labels: tuple[str, ...] = Field(default=(), description="one per run; default: the folder")
+    gpus: tuple[str, ...] = Field(
+        default=("H100-80GB",), description="one for all runs, or one per run"
+    )
+    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per instance, every run")
+    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    peak_window: str = Field(default="60s", description="window of the peak's rate")
+    peak_quantile: float = Field(default=0.99, gt=0, le=1, description="quantile of the windows")
+    peak_rps: float | None = Field(default=None, gt=0, description="planning peak, req/s")
+    growth: float = Field(default=1.0, gt=0, description="one growth factor")
+    headroom: float = Field(default=0.2, ge=0, description="share above the peak")
+    redundancy: int = Field(default=1, ge=0, description="spare instances (N+k)")
+    force: bool = Field(default=False, description="compare mismatched runs, marked")
 
 
 def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:

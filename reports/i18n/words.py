@@ -97,6 +97,12 @@ class Words:
         text = STRINGS[self.lang][key].format(**values)
         return singular_of_one(text) if self.lang == "en" else text
 
+    def router(self, name: str) -> str:
+        """A router in words: its string `routing_NAME` in this language, else its registry name
+        with spaces (a router added in planner.fleet.routing alone still reads)."""
+        key = f"routing_{name}"
+        return self.t(key) if key in STRINGS[self.lang] else name.replace("_", " ")
+
     # number formats (same in both languages: units and digits are not translated)
     @staticmethod
     def num(value: float | None, digits: int = 3) -> str:

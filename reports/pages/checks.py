@@ -67,7 +67,7 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
     for routing in dict.fromkeys(p.routing for p in fleet.points):
         pts = sorted((p for p in fleet.points if p.routing == routing), key=lambda p: p.instances)
         ok = next((p.instances for p in pts if p.meets_slo), None)
-        label = ctx.t(f"routing_{routing}")
+        label = ctx.words.router(routing)
         if ok is None:
             text = ctx.t("fleet_verdict_none", routing=label)
         else:
@@ -94,7 +94,7 @@ def page_checks(ctx: ReportContext) -> list[Flowable]:
         rows.append(
             [
                 str(p.instances),
-                ctx.t(f"routing_{p.routing}"),
+                ctx.words.router(p.routing),
                 words.pct(p.attainment),
                 words.seconds(p.ttft_p95_s),
                 words.seconds(p.tpot_p95_s),
@@ -148,13 +148,13 @@ def chart_fleet(ctx: ReportContext) -> Drawing:
             ys,
             color,
             dash=(3, 2) if k % 2 else None,
-            label=ctx.t(f"routing_{routing}"),
+            label=ctx.words.router(routing),
         )
         panel.markers(xs, ys, color, shape=SHAPES[k % len(SHAPES)])
     same = _coinciding(fleet.points, routers)
     if same:
         panel.note(
-            ctx.t("fleet_lines_coincide", routers=", ".join(ctx.t(f"routing_{r}") for r in same))
+            ctx.t("fleet_lines_coincide", routers=", ".join(ctx.words.router(r) for r in same))
         )
     drawing.add(panel.render())
     return drawing

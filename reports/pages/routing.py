@@ -24,14 +24,14 @@ def routers_section(ctx: ReportContext, fleet: FleetCheck) -> list[Flowable]:
         text = ctx.t(
             "router_assumed",
             n=ctx.plan.instances,
-            routing=ctx.t(f"routing_{assumed.routing}"),
+            routing=ctx.words.router(assumed.routing),
             need=_need(ctx, assumed),
         )
     others = [r for r in fleet.routers if r is not assumed]
     if others:
         sep = ", " if words.lang == "en" else "、"
         listed = sep.join(
-            ctx.t("router_other", routing=ctx.t(f"routing_{r.routing}"), need=_need(ctx, r))
+            ctx.t("router_other", routing=ctx.words.router(r.routing), need=_need(ctx, r))
             for r in others
         )
         text += ctx.t("router_others", others=listed)
@@ -48,7 +48,7 @@ def routers_section(ctx: ReportContext, fleet: FleetCheck) -> list[Flowable]:
     for r in fleet.routers:
         rows.append(
             [
-                ctx.t(f"routing_{r.routing}"),
+                ctx.words.router(r.routing),
                 _need(ctx, r),
                 words.pct(r.prefix_hit_ratio),
                 words.pct(r.ideal_share, 0),

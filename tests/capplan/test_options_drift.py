@@ -1,6 +1,6 @@
-"""Each option of `capplan verify`, `plan`, `whatif` and `limit` declared once (issue 58 item
-2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions) holds
-its bound and
+"""Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest` and `compare`
+declared once (issue 58 item 2): the command's options model (VerifyOptions, PlanOptions,
+WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -20,8 +20,10 @@ from pydantic import BaseModel
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from capplan.cli import app, one_growth, parse_share
+from capplan.cli import app, one_growth, parse_fraction, parse_share
+from capplan.commands.compare import FLAGS as COMPARE_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
+from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
@@ -29,8 +31,10 @@ from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
 from planner.limit.options import LimitOptions
+from planner.loadtest.options import LoadTestOptions
 from planner.loadtest.workers import parse_workers
 from planner.verify.options import VerifyOptions
+from planner.whatif.compare import CompareOptions
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
 
@@ -49,6 +53,10 @@ class Command:
     # field -> how the CLI reads the option's text (its default is text, the model's a value)
     parse: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
     shares: frozenset[str] = frozenset()  # fields given as a fraction or a percent
+
+
+def split(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
 def int_tuple(text: str) -> tuple[int, ...]:
@@ -130,7 +138,42 @@ LIMIT = Command(
     parse={"tolerance": lambda text: parse_share("--tolerance", text), "workers": parse_workers},
     shares=frozenset({"tolerance"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT]
+LOADTEST = Command(
+    "loadtest",
+    LoadTestOptions,
+    LOADTEST_FLAGS,
+    lambda tmp: ["loadtest", "--host", "http://127.0.0.1:9", "--model", "m",
+                 "-o", str(tmp / "run")],
+    # vllm bench serve's spellings, checked by capplan.commands.vbench
+    not_fields=frozenset({
+        "dataset_name", "data", "random_input_len", "random_output_len", "random_range_ratio",
+        "num_prompts", "request_rate", "burstiness", "percentile_metrics", "metric_percentiles",
+        "csv",
+    }),
+    inverted=frozenset({"ignore_eos", "scrape_metrics", "preflight"}),
+    parse={
+        "workers": parse_workers,
+        "max_error_share": lambda text: parse_fraction("--max-errors", text),
+    },
+    shares=frozenset({"max_error_share"}),
+)  # fmt: skip
+COMPARE = Command(
+    "compare",
+    CompareOptions,
+    COMPARE_FLAGS,
+    lambda tmp: ["compare", str(tmp / "run"), "--profile", str(tmp / "p.json"),
+                 "-o", str(tmp / "compare.json")],
+    not_fields=frozenset({"output"}),  # where compare.json goes
+    parse={
+        "labels": split,
+        "gpus": split,
+        "peak_quantile": lambda text: parse_fraction("--peak-quantile", text, positive=True),
+        "headroom": lambda text: parse_share("--headroom", text),
+        "growth": lambda text: one_growth("compare", text),
+    },
+    shares=frozenset({"peak_quantile", "headroom"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -248,6 +291,14 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "level_requests", "effective_requests", "tail_requests", "time_scale", "tolerance",
         "workers", "expect_workers", "min_completed", "max_levels",
     )}  # fmt: skip
+    assert seen >= {("loadtest", path) for path in (
+        "rate", "users", "duration_s", "replay_speed", "workers", "expect_workers",
+        "max_concurrency", "slo_ttft_s", "request_timeout_s", "time_scale", "max_error_share",
+    )}  # fmt: skip
+    assert seen >= {("compare", path) for path in (
+        "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
+        "redundancy",
+    )}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -285,3 +336,12 @@ def test_a_non_finite_number_or_a_bad_list_item_is_refused(
     result = CliRunner().invoke(app, [*command.argv(tmp_path), *extra])
     assert result.exit_code == 2, result.output
     assert said in " ".join(result.output.split())
+
+
+def test_a_word_outside_the_models_choices_is_refused_naming_the_option_and_the_choices(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(app, [*LOADTEST.argv(tmp_path), "--endpoint", "chats"])
+    assert result.exit_code == 2, result.output
+    assert "--endpoint 'chats': expected chat or completions" in result.output
+    assert not (tmp_path / "run").exists()

@@ -89,3 +89,14 @@ def test_a_plan_without_a_router_comparison_has_no_such_section(tmp_path: Path) 
     fleet = _fleet().model_copy(update={"routers": [], "assumed_routing": None})
     text, _ = _text(tmp_path, "en", fleet)
     assert "Instances by router" not in text and "Fleet-simulation check" in text
+
+
+def test_a_router_without_words_of_its_own_is_named_from_its_registry_name() -> None:
+    """A router added in planner.fleet.routing alone (no `routing_NAME` string) still reads in
+    both languages; one with words keeps them."""
+    from reports.i18n.words import Words
+
+    for lang in ("en", "zh"):
+        assert Words(lang).router("toy_router") == "toy router"
+    assert Words("en").router("round_robin") == "round robin"
+    assert Words("zh").router("round_robin") == "轮询"
