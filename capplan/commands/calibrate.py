@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from capplan.cli import ONE_WHOLE, duration_option, handle_errors, parse_fraction
+from capplan.cli import ONE_WHOLE, build_options, duration_option, handle_errors, parse_fraction
 from capplan.commands.console import stderr_console, stdout_console
 from capplan.commands.shared import (
     GPU_MEANING,
@@ -42,6 +42,10 @@ Example:
   capplan calibrate --host http://127.0.0.1:8000 --model llama --gpu H100-80GB \\
       --engine vllm -o cal.json
 """
+
+
+# CalibrateOptions' fields named otherwise than --field-name
+FLAGS = {"served_model": "--model", "budget_s": "--budget"}
 
 
 def register(app: typer.Typer) -> None:
@@ -80,17 +84,21 @@ def calibrate_command(
         0, "--seed", help="Seed of the random draws. Here the random prompts."
     ),
 ) -> None:
-    from planner.calibrate import CalibrateOptions, Target, run_calibration
+    from planner.calibrate import CalibrateOptions, run_calibration
 
     api_key = None
     if api_key_env is not None:
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise InputError(f"--api-key-env {api_key_env}: the variable is not set")
-    options = CalibrateOptions(
-        target=Target(host=host, model=model, api_key=api_key),
+    options = build_options(
+        CalibrateOptions,
+        FLAGS,
+        host=host,
+        served_model=model,
+        api_key=api_key,
         gpu=gpu,
-        model=catalog_model or model,
+        catalog_model=catalog_model,
         tp=tp,
         pp=pp,
         quantization=quantization,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.calibration import (
     CALIBRATION_SCHEMA,
@@ -59,22 +59,44 @@ from planner.engine import (
 from planner.engine.precision import precision_overrides
 
 
-@dataclass(frozen=True, kw_only=True)
-class CalibrateOptions:
-    """What `capplan calibrate` was asked: the server, the catalog entries, the limits."""
+class CalibrateOptions(BaseModel):
+    """What `capplan calibrate` was asked: the server, the catalog entries, the limits (each
+    option's bound and default declared once here; the CLI builds it with build_options)."""
 
-    target: Target
-    gpu: str
-    model: str
-    tp: int = 1
-    pp: int = 1
-    quantization: str = "none"  # vLLM's --quantization of the server
-    kv_cache_dtype: str = "auto"  # and its --kv-cache-dtype
-    catalog: str | None = None
-    engine: str = "vllm"
-    budget_s: float = 300.0
-    max_drift: float = DEFAULT_MAX_DRIFT
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    host: str = Field(description="base URL of the OpenAI-compatible server")
+    served_model: str = Field(description="model name sent in each request")
+    api_key: str | None = Field(
+        default=None, repr=False, description="bearer token (read from --api-key-env)"
+    )
+    gpu: str = Field(default="H100-80GB", description="the server's GPU, a catalog name")
+    catalog_model: str | None = Field(
+        default=None, description="the model's catalog name; None: the served name"
+    )
+    tp: int = Field(default=1, ge=1, description="the server's tensor-parallel GPUs")
+    pp: int = Field(default=1, ge=1, description="the server's pipeline stages")
+    quantization: str = Field(default="none", description="the server's vLLM --quantization")
+    kv_cache_dtype: str = Field(default="auto", description="and its --kv-cache-dtype")
+    catalog: str | None = Field(
+        default=None, description="a GPU/model catalog file extending the built-in one"
+    )
+    engine: str = Field(default="vllm", description="engine profile")
+    budget_s: float = Field(default=300.0, gt=0, description="time for the probe rounds")
+    max_drift: float = Field(
+        default=DEFAULT_MAX_DRIFT, gt=0, le=1, description="largest drift share accepted"
+    )
     seed: int = 0
+
+    @property
+    def target(self) -> Target:
+        """The server the probes are sent to."""
+        return Target(host=self.host, model=self.served_model, api_key=self.api_key)
+
+    @property
+    def model(self) -> str:
+        """The model's catalog name (the served name unless --catalog-model)."""
+        return self.catalog_model or self.served_model
 
 
 def base_config(options: CalibrateOptions) -> EngineConfig:
@@ -253,13 +275,9 @@ def run_calibration(
 ) -> CalibrationFile:
     """Characterise the live server and fit the engine model to it (see the module docstring).
 
-    Raises ConfigError for bad options or catalog names, TargetError when the server fails a
+    Raises ConfigError for unknown catalog names, TargetError when the server fails a
     request, RunError when the calibration is refused (drift) or cannot be fitted.
     """
-    if options.budget_s <= 0:
-        raise ConfigError(f"--budget must be > 0, got {options.budget_s}")
-    if options.max_drift <= 0:
-        raise ConfigError(f"--max-drift must be > 0, got {options.max_drift}")
     t0 = time.perf_counter()
     config = base_config(options)
     kv = server_kv(options.target)

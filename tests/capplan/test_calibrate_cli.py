@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from contracts.calibration import KvCapacity
 from contracts.jsonio import write_model
-from planner.calibrate import CalibrateOptions, Target, fit_measured
+from planner.calibrate import CalibrateOptions, fit_measured
 from planner.calibrate.measure import probe_plan
 from planner.engine import build_engine_config
 from profiles.model import save_profile
@@ -29,7 +29,7 @@ def _cal(tmp_path: Path) -> Path:
     truth = build_engine_config("H100-80GB", "llama-3.1-8b", engine="vllm", **SLOW)
     base = build_engine_config("H100-80GB", "llama-3.1-8b", engine="vllm")
     options = CalibrateOptions(
-        target=Target(host="synthetic", model="m"), gpu="H100-80GB", model="llama-3.1-8b"
+        host="synthetic", served_model="m", gpu="H100-80GB", catalog_model="llama-3.1-8b"
     )
     measured = synthetic(probe_plan(8192, 8), truth)
     path = tmp_path / "cal.json"

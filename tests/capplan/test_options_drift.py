@@ -1,6 +1,7 @@
-"""Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest` and `compare`
-declared once (issue 58 item 2): the command's options model (VerifyOptions, PlanOptions,
-WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions) holds its bound and
+"""Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare` and
+`calibrate` declared once (issue 58 item 2): the command's options model (VerifyOptions,
+PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions,
+CalibrateOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -21,12 +22,14 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from capplan.cli import app, one_growth, parse_fraction, parse_share
+from capplan.commands.calibrate import FLAGS as CALIBRATE_FLAGS
 from capplan.commands.compare import FLAGS as COMPARE_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
+from planner.calibrate import CalibrateOptions
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.fleet.executor import parse_executor
@@ -173,7 +176,18 @@ COMPARE = Command(
     },
     shares=frozenset({"peak_quantile", "headroom"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE]
+CALIBRATE = Command(
+    "calibrate",
+    CalibrateOptions,
+    CALIBRATE_FLAGS,
+    lambda tmp: ["calibrate", "--host", "http://127.0.0.1:9", "--model", "m",
+                 "-o", str(tmp / "run")],
+    not_options=frozenset({"api_key"}),  # read from the variable --api-key-env names
+    not_fields=frozenset({"output", "api_key_env"}),  # where cal.json goes; the key's variable
+    parse={"max_drift": lambda text: parse_fraction("--max-drift", text, positive=True)},
+    shares=frozenset({"max_drift"}),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -295,6 +309,7 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "rate", "users", "duration_s", "replay_speed", "workers", "expect_workers",
         "max_concurrency", "slo_ttft_s", "request_timeout_s", "time_scale", "max_error_share",
     )}  # fmt: skip
+    assert seen >= {("calibrate", path) for path in ("tp", "pp", "budget_s", "max_drift")}
     assert seen >= {("compare", path) for path in (
         "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
         "redundancy",

@@ -11,7 +11,7 @@ import pytest
 
 from contracts.calibration import KvCapacity
 from contracts.errors import RunError
-from planner.calibrate import CalibrateOptions, Target, fit_measured
+from planner.calibrate import CalibrateOptions, fit_measured
 from planner.calibrate.fit import DecodePoint, PrefillPoint, fit_decode, fit_prefill
 from planner.calibrate.measure import probe_plan
 from planner.engine import EngineConfig, build_engine_config
@@ -20,7 +20,7 @@ from tests.planner.calibrate.calibrate_synthetic import synthetic
 TRUTH = dict(mfu=0.35, mbu=0.6, step_overhead_s=2e-3, seq_overhead_s=1e-4, frontend_s=8e-3)
 OTHER = dict(mfu=0.7, mbu=0.6, step_overhead_s=6e-3, seq_overhead_s=3e-4, frontend_s=2e-3)
 OPTIONS = CalibrateOptions(
-    target=Target(host="synthetic", model="m"), gpu="H100", model="llama-3.1-8b"
+    host="synthetic", served_model="m", gpu="H100", catalog_model="llama-3.1-8b"
 )
 SPECS = probe_plan(max_context=8192, slots=8)
 
