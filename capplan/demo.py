@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from capplan.commands.console import counted
 from contracts.errors import RunError
@@ -31,9 +33,10 @@ DEMO_SLO = "ttft:p95<=2s"
 MODEL_NAME = "demo-llama-3.1-8b"
 
 
-@dataclass(frozen=True)
-class DemoOptions:
-    """What the demo runs; the defaults finish in about three minutes on two cores.
+class DemoOptions(BaseModel):
+    """What the demo runs; the defaults finish in about three minutes on two cores. The CLI
+    sets the first four (-o, --lang, --seed, --cjk-font) with build_options; each option's
+    default and choices are declared once here.
 
     The emulator runs the engine `speed` times faster than wall time and the load test
     schedules and records in the engine's time (`time_scale`), so levels that cover many
@@ -41,33 +44,37 @@ class DemoOptions:
     budget; `stream_interval` tokens share a chunk so the sped-up stream stays light.
     """
 
-    out_pdf: Path = Path("reports/demo.pdf")
-    lang: Lang = "en"
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    out_pdf: Path = Field(default=Path("reports/demo.pdf"), description="the PDF to write")
+    lang: Lang = Field(default="en", description="the report's language")
     seed: int = 0
-    cjk_font: Path | None = None  # None: CAPPLAN_CJK_FONT, fontconfig, shipped (reports.fonts)
+    cjk_font: Path | None = Field(
+        default=None, description="None: CAPPLAN_CJK_FONT, fontconfig, shipped (reports.fonts)"
+    )
     gpu: str = DEMO_GPU
     model: str = DEMO_MODEL
     slo: str = DEMO_SLO
     # 4x: at 6x on two cores the emulator's first tokens lagged its engine model by 15 ms
     # more under load than alone, more than the fast search's delay check allows there (at
     # 4x 18-26 ms until its prompts' encoding got 4.8x faster, bench/emulator_parse.py)
-    speed: float = 4.0
-    stream_interval: int = 32
+    speed: float = Field(default=4.0, gt=0)
+    stream_interval: int = Field(default=32, ge=1)
     # The measured search (when the fast search's model is inadequate, or with
     # method="measured") starts just below the engine model's prediction and brackets by 1.25x.
-    start_share: float = 0.9
-    search_growth: float = 1.25
-    tolerance: float = 0.08
-    max_levels: int = 6
+    start_share: float = Field(default=0.9, gt=0)
+    search_growth: float = Field(default=1.25, gt=1)
+    tolerance: float = Field(default=0.08, gt=0, lt=1)
+    max_levels: int = Field(default=6, ge=1)
     # steady 90 s, burst 22.5 s at twice the limit, recovery until it recovers, at most 90 s
     # (engine time; after 120 s and 30 s it took 40-45 s)
-    verify_steady_s: float = 90.0
+    verify_steady_s: float = Field(default=90.0, gt=0)
     # fast (planner.limit.fast): one user measures what the client adds, the emulator's own
     # engine model predicts, open-loop chunks confirm and correct it; the measured search
     # takes over only when the model is inadequate
     method: Literal["measured", "fast"] = "fast"
-    growth: tuple[float, ...] = (1.0, 1.5, 2.0)
-    fleet_span_s: float = 120.0
+    growth: tuple[Annotated[float, Field(gt=0)], ...] = (1.0, 1.5, 2.0)
+    fleet_span_s: float = Field(default=120.0, gt=0)
 
     @property
     def work_dir(self) -> Path:

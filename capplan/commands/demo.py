@@ -6,8 +6,11 @@ from pathlib import Path
 
 import typer
 
-from capplan.cli import handle_errors
+from capplan.cli import build_options, handle_errors
 from capplan.commands.report import CJK_FONT_HELP
+
+# DemoOptions' fields named otherwise than --field-name
+FLAGS = {"out_pdf": "--output"}
 
 
 def demo_command(
@@ -19,16 +22,9 @@ def demo_command(
     cjk_font: Path | None = typer.Option(None, "--cjk-font", help=CJK_FONT_HELP),
 ) -> None:
     from capplan.demo import DemoOptions, run_demo
-    from contracts.errors import InputError
-    from reports.i18n import LANGS
 
-    if lang not in LANGS:
-        raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
-    options = DemoOptions(
-        out_pdf=out,
-        lang=lang,  # type: ignore[arg-type]
-        seed=seed,
-        cjk_font=cjk_font,
+    options = build_options(
+        DemoOptions, FLAGS, out_pdf=out, lang=lang, seed=seed, cjk_font=cjk_font
     )
     result = run_demo(
         options,

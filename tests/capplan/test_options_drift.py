@@ -1,7 +1,7 @@
-"""Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare` and
-`calibrate` declared once (issue 58 item 2): the command's options model (VerifyOptions,
-PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions,
-CalibrateOptions) holds its bound and
+"""Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare`,
+`calibrate` and `demo` declared once (issue 58 item 2): the command's options model
+(VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions,
+CalibrateOptions, DemoOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -24,11 +24,13 @@ from typer.testing import CliRunner
 from capplan.cli import app, one_growth, parse_fraction, parse_share
 from capplan.commands.calibrate import FLAGS as CALIBRATE_FLAGS
 from capplan.commands.compare import FLAGS as COMPARE_FLAGS
+from capplan.commands.demo import FLAGS as DEMO_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
+from capplan.demo import DemoOptions
 from planner.calibrate import CalibrateOptions
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
@@ -187,7 +189,27 @@ CALIBRATE = Command(
     parse={"max_drift": lambda text: parse_fraction("--max-drift", text, positive=True)},
     shares=frozenset({"max_drift"}),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE]
+
+
+def _demo_argv(tmp: Path) -> list[str]:
+    """-o under a file: a value the model let through would stop at the demo's first mkdir,
+    not run the demo's minutes."""
+    (tmp / "taken").write_text("a file")
+    return ["demo", "-o", str(tmp / "taken" / "demo.pdf")]
+
+
+DEMO = Command(
+    "demo",
+    DemoOptions,
+    DEMO_FLAGS,
+    _demo_argv,
+    # the demo's setting: its GPU, model, SLO, emulator speed and search, the plan's growth
+    not_options=frozenset({
+        "gpu", "model", "slo", "speed", "stream_interval", "start_share", "search_growth",
+        "tolerance", "max_levels", "verify_steady_s", "method", "growth", "fleet_span_s",
+    }),
+)  # fmt: skip
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -353,10 +375,18 @@ def test_a_non_finite_number_or_a_bad_list_item_is_refused(
     assert said in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(
+    ("command", "extra", "said"),
+    [
+        (LOADTEST, ["--endpoint", "chats"], "--endpoint 'chats': expected chat or completions"),
+        (DEMO, ["--lang", "xx"], "--lang 'xx': expected en or zh"),
+    ],
+    ids=["loadtest-endpoint", "demo-lang"],
+)
 def test_a_word_outside_the_models_choices_is_refused_naming_the_option_and_the_choices(
-    tmp_path: Path,
+    tmp_path: Path, command: Command, extra: list[str], said: str
 ) -> None:
-    result = CliRunner().invoke(app, [*LOADTEST.argv(tmp_path), "--endpoint", "chats"])
+    result = CliRunner().invoke(app, [*command.argv(tmp_path), *extra])
     assert result.exit_code == 2, result.output
-    assert "--endpoint 'chats': expected chat or completions" in result.output
+    assert said in " ".join(result.output.split())
     assert not (tmp_path / "run").exists()
