@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from pydantic import ValidationError
 
-from capplan.cli import ONE_WHOLE, duration_option, handle_errors, parse_fraction
+from capplan.cli import ONE_WHOLE, build_options, duration_option, handle_errors, parse_fraction
 from capplan.commands.shared import (
     GPU_MEANING,
     TIME_SCALE_MEANING,
@@ -17,7 +16,6 @@ from capplan.commands.shared import (
     PpOption,
     QuantizationOption,
 )
-from contracts.errors import ConfigError, InputError
 
 HELP = """Serve an emulated LLM engine (no GPU) behind an OpenAI-compatible API.
 
@@ -33,6 +31,16 @@ Example:
   capplan emulate --gpu H200-141GB --model llama-3.1-70b --quantization fp8 \\
       --kv-cache-dtype fp8 --port 8000
 """
+
+# EmulateOptions' fields named otherwise than --field-name (a fault by its path)
+FLAGS = {
+    "host": "--bind",
+    "step_overhead_s": "--step-overhead",
+    "faults.error_rate": "--error-rate",
+    "faults.reject_when_waiting": "--reject-when-waiting",
+    "faults.drop_rate": "--drop-rate",
+    "faults.stall_rate": "--stall-rate",
+}
 
 
 def emulate_command(
@@ -106,64 +114,57 @@ def emulate_command(
         None, help="A full EngineConfig JSON (overrides the options above)."
     ),
 ) -> None:
-    from planner.emulator import Faults, serve
-    from planner.engine import EngineConfig, build_engine_config
-    from planner.engine.precision import precision_overrides
+    from planner.emulator import serve
+    from planner.emulator.options import EmulateOptions
 
     def share(option: str, text: str | None, positive: bool = False) -> float | None:
         return None if text is None else parse_fraction(option, text, positive=positive)
 
-    if engine_config is not None:
-        try:
-            config = EngineConfig.model_validate_json(engine_config.read_text())
-        except OSError as err:
-            raise InputError(f"{engine_config}: cannot read ({err.strerror})") from err
-        except ValidationError as err:
-            raise ConfigError(f"{engine_config}: not a valid engine config: {err}") from err
-    else:
-        config = build_engine_config(
-            gpu,
-            model,
-            tp=tp,
-            catalog=catalog,
-            engine=engine,
-            pp=pp,
-            **precision_overrides(quantization, kv_cache_dtype),
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            prefix_caching=prefix_caching,
-            queue_policy=queue_policy,
-            gpu_memory_utilization=share(
-                "--gpu-memory-utilization", gpu_memory_utilization, positive=True
-            ),
-            mfu=share("--mfu", mfu, positive=True),
-            mbu=share("--mbu", mbu, positive=True),
-            step_overhead_s=step_overhead_s,
-            record_token_times=False,
-        )
-    try:
-        faults = Faults(
-            error_rate=parse_fraction("--error-rate", error_rate),
-            reject_when_waiting=reject_when_waiting,
-            drop_rate=parse_fraction("--drop-rate", drop_rate),
-            stall_rate=parse_fraction("--stall-rate", stall_rate),
-        )
-    except ValidationError as err:
-        raise ConfigError(f"fault options: {err}") from err
-    if not time_scale > 0:
-        raise ConfigError(f"--time-scale must be > 0, got {time_scale}")
-    if stream_interval < 1:
-        raise ConfigError(f"--stream-interval must be >= 1, got {stream_interval}")
-    serve(
-        config,
+    options = build_options(
+        EmulateOptions,
+        FLAGS,
+        gpu=gpu,
+        model=model,
+        tp=tp,
+        pp=pp,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
         host=host,
         port=port,
-        speed=time_scale,
-        seed=seed,
-        faults=faults,
-        model_name=served_model_name,
-        announce=lambda line: typer.echo(line),
+        engine=engine,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        prefix_caching=prefix_caching,
+        queue_policy=queue_policy,
+        gpu_memory_utilization=share(
+            "--gpu-memory-utilization", gpu_memory_utilization, positive=True
+        ),
+        time_scale=time_scale,
         stream_interval=stream_interval,
+        seed=seed,
+        faults={
+            "error_rate": parse_fraction("--error-rate", error_rate),
+            "reject_when_waiting": reject_when_waiting,
+            "drop_rate": parse_fraction("--drop-rate", drop_rate),
+            "stall_rate": parse_fraction("--stall-rate", stall_rate),
+        },
+        mfu=share("--mfu", mfu, positive=True),
+        mbu=share("--mbu", mbu, positive=True),
+        step_overhead_s=step_overhead_s,
+        catalog=catalog,
+        served_model_name=served_model_name,
+        engine_config=engine_config,
+    )
+    serve(
+        options.config(),
+        host=options.host,
+        port=options.port,
+        speed=options.time_scale,
+        seed=options.seed,
+        faults=options.faults,
+        model_name=options.served_model_name,
+        announce=lambda line: typer.echo(line),
+        stream_interval=options.stream_interval,
     )
 
 

@@ -16,7 +16,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from aiohttp import web
@@ -43,19 +43,21 @@ NATURAL_OUTPUT_SIGMA = 0.99  # lognormal sigma giving mean/median = 211/129
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 
 
+# the bounds in the type, so that a reader of EmulateOptions' nested fields sees them
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
 class Faults(BaseModel):
     """Fault injection for reliability tests; rates are per-request probabilities."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    error_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="answer HTTP 500")
-    reject_when_waiting: int | None = Field(
-        default=None, ge=0, description="answer HTTP 429 while this many requests wait"
+    error_rate: Share = Field(default=0.0, description="answer HTTP 500")
+    reject_when_waiting: Annotated[int | None, Field(ge=0)] = Field(
+        default=None, description="answer HTTP 429 while this many requests wait"
     )
-    drop_rate: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="cut the connection mid-stream"
-    )
-    stall_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="stop sending mid-stream")
+    drop_rate: Share = Field(default=0.0, description="cut the connection mid-stream")
+    stall_rate: Share = Field(default=0.0, description="stop sending mid-stream")
 
 
 class EmulatorServer:

@@ -1,7 +1,7 @@
 """Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare`,
-`calibrate` and `demo` declared once (issue 58 item 2): the command's options model
-(VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions, CompareOptions,
-CalibrateOptions, DemoOptions) holds its bound and
+`calibrate`, `demo` and `emulate` declared once (issue 58 item 2): the command's options
+model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions,
+CompareOptions, CalibrateOptions, DemoOptions, EmulateOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -25,6 +25,7 @@ from capplan.cli import app, one_growth, parse_fraction, parse_share
 from capplan.commands.calibrate import FLAGS as CALIBRATE_FLAGS
 from capplan.commands.compare import FLAGS as COMPARE_FLAGS
 from capplan.commands.demo import FLAGS as DEMO_FLAGS
+from capplan.commands.emulate import FLAGS as EMULATE_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
@@ -34,6 +35,7 @@ from capplan.demo import DemoOptions
 from planner.calibrate import CalibrateOptions
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
+from planner.emulator.options import EmulateOptions
 from planner.fleet.executor import parse_executor
 from planner.limit.options import LimitOptions
 from planner.loadtest.options import LoadTestOptions
@@ -209,7 +211,25 @@ DEMO = Command(
         "tolerance", "max_levels", "verify_steady_s", "method", "growth", "fleet_span_s",
     }),
 )  # fmt: skip
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO]
+EMULATE_SHARES = {
+    "gpu_memory_utilization": lambda text: parse_fraction("--gpu-memory-utilization", text),
+    "mfu": lambda text: parse_fraction("--mfu", text),
+    "mbu": lambda text: parse_fraction("--mbu", text),
+    "faults.error_rate": lambda text: parse_fraction("--error-rate", text),
+    "faults.drop_rate": lambda text: parse_fraction("--drop-rate", text),
+    "faults.stall_rate": lambda text: parse_fraction("--stall-rate", text),
+}
+EMULATE = Command(
+    "emulate",
+    EmulateOptions,
+    EMULATE_FLAGS,
+    # an --engine-config that is not there: a value the model let through stops at reading
+    # it, before the server starts
+    lambda tmp: ["emulate", "--engine-config", str(tmp / "missing.json")],
+    parse=EMULATE_SHARES,
+    shares=frozenset(EMULATE_SHARES),
+)
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO, EMULATE]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -332,6 +352,11 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "max_concurrency", "slo_ttft_s", "request_timeout_s", "time_scale", "max_error_share",
     )}  # fmt: skip
     assert seen >= {("calibrate", path) for path in ("tp", "pp", "budget_s", "max_drift")}
+    assert seen >= {("emulate", path) for path in (
+        "tp", "pp", "port", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+        "time_scale", "stream_interval", "faults.error_rate", "faults.reject_when_waiting",
+        "faults.drop_rate", "faults.stall_rate", "mfu", "mbu", "step_overhead_s",
+    )}  # fmt: skip
     assert seen >= {("compare", path) for path in (
         "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
         "redundancy",
@@ -380,8 +405,9 @@ def test_a_non_finite_number_or_a_bad_list_item_is_refused(
     [
         (LOADTEST, ["--endpoint", "chats"], "--endpoint 'chats': expected chat or completions"),
         (DEMO, ["--lang", "xx"], "--lang 'xx': expected en or zh"),
+        (EMULATE, ["--queue-policy", "lifo"], "--queue-policy 'lifo': expected fcfs or spf"),
     ],
-    ids=["loadtest-endpoint", "demo-lang"],
+    ids=["loadtest-endpoint", "demo-lang", "emulate-queue-policy"],
 )
 def test_a_word_outside_the_models_choices_is_refused_naming_the_option_and_the_choices(
     tmp_path: Path, command: Command, extra: list[str], said: str

@@ -52,10 +52,10 @@ def _alias_cases(f: dict[str, Path]) -> dict[tuple[str, str], tuple[list[str], s
     missing = str(f["root"] / "missing.json")
     return {
         ("demo", "--out"): (["demo", "--out", str(taken), "--lang", "xx"], "--lang 'xx'"),
-        ("emulate", "--speed"): (["emulate", "--speed", "0"], "--time-scale must be > 0"),
+        ("emulate", "--speed"): (["emulate", "--speed", "0"], "--time-scale 0: expected"),
         ("emulate", "--host"): (
             ["emulate", "--host", "127.0.0.1", "--time-scale", "0"],
-            "--time-scale must be > 0",
+            "--time-scale 0: expected",
         ),
         ("profile", "--format"): (
             ["profile", "sample:azure_conv", "--format", "weblog", "-o", str(f["root"] / "q.json")],
