@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from capplan.cli import check_number, duration_option, handle_errors
+from capplan.cli import build_options, duration_option, handle_errors
 
 HELP = """Run nginx in front of OpenAI-compatible instances, for `capplan verify --host`.
 
@@ -22,6 +22,9 @@ Examples:
 
   capplan lb --print-config --folder /var/lib/capplan-lb --port 8080 http://10.0.0.1:8000
 """
+
+# LbOptions' fields named otherwise than --field-name
+FLAGS = {"wait_s": "--wait-timeout"}
 
 
 def lb_command(
@@ -52,31 +55,31 @@ def lb_command(
         help="With --print-config: where the config puts nginx's pid, logs and temp files.",
     ),
 ) -> None:
-    from pathlib import Path
+    from planner.verify.nginx import LbOptions, serve, wait_for_upstreams
 
-    from planner.verify.nginx import check_upstreams, nginx_config, serve, wait_for_upstreams
-
-    check_number("--port", port, ge=1, le=65535)
-    urls = check_upstreams(upstreams)
-    if print_config:
-        text = nginx_config(
-            Path(folder), port, urls, least_conn=least_conn,
-            passive_check=passive_check, bind=bind,
-        )  # fmt: skip
-        typer.echo(text, nl=False)
-        return
-    wait_for_upstreams(urls, wait_s)
-    serve(
-        lambda url: typer.echo(
-            f"nginx balancing {len(urls)} instance(s) at {url} "
-            f"({'least_conn' if least_conn else 'round-robin'}); Ctrl-C stops it",
-            err=True,
-        ),
-        upstreams=urls,
+    options = build_options(
+        LbOptions,
+        FLAGS,
+        port=port,
+        upstreams=upstreams,
+        bind=bind,
         least_conn=least_conn,
         passive_check=passive_check,
-        port=port,
-        bind=bind,
+        wait_s=wait_s,
+        print_config=print_config,
+        folder=folder,
+    )
+    if options.print_config:
+        typer.echo(options.config_text(), nl=False)
+        return
+    wait_for_upstreams(options.upstreams, options.wait_s)
+    serve(
+        lambda url: typer.echo(
+            f"nginx balancing {len(options.upstreams)} instance(s) at {url} "
+            f"({'least_conn' if options.least_conn else 'round-robin'}); Ctrl-C stops it",
+            err=True,
+        ),
+        **options.balancer(),
     )
 
 

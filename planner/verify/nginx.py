@@ -32,6 +32,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from contracts.errors import ConfigError, RunError, TargetError
 
 NGINX = "nginx"
@@ -232,6 +234,47 @@ def check_upstreams(upstreams: Sequence[str]) -> list[str]:
     if not out:
         raise ConfigError("give at least one upstream URL")
     return out
+
+
+class LbOptions(BaseModel):
+    """What `capplan lb` was asked: each option's bound and default declared once here (the
+    CLI builds it with build_options; an upstream that is not a base URL, or twice, is
+    refused in check_upstreams' words)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    port: int = Field(default=8080, ge=1, le=65535, description="port nginx listens on")
+    upstreams: tuple[str, ...] = Field(description="the instances' base URLs")
+    bind: str = Field(default="127.0.0.1", description="address nginx listens on")
+    least_conn: bool = Field(default=False, description="least_conn instead of round-robin")
+    passive_check: bool = Field(default=False, description="keep nginx's passive check")
+    wait_s: float = Field(default=60.0, ge=0, description="longest wait for the upstreams")
+    print_config: bool = Field(default=False, description="print nginx.conf instead")
+    folder: str = Field(
+        default="/tmp/capplan-lb", description="the printed config's pid, logs and temp files"
+    )
+
+    @field_validator("upstreams", mode="after")
+    @classmethod
+    def _base_urls(cls, upstreams: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_upstreams(upstreams))
+
+    def config_text(self) -> str:
+        """The nginx.conf of --print-config."""
+        return nginx_config(
+            Path(self.folder), self.port, self.upstreams, least_conn=self.least_conn,
+            passive_check=self.passive_check, bind=self.bind,
+        )  # fmt: skip
+
+    def balancer(self) -> dict[str, Any]:
+        """`nginx_balancer`'s (and `serve`'s) keyword arguments."""
+        return {
+            "upstreams": list(self.upstreams),
+            "least_conn": self.least_conn,
+            "passive_check": self.passive_check,
+            "port": self.port,
+            "bind": self.bind,
+        }
 
 
 def serve(url_ready: Callable[[str], None], **balancer: Any) -> None:

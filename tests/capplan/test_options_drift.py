@@ -1,7 +1,7 @@
 """Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare`,
-`calibrate`, `demo` and `emulate` declared once (issue 58 item 2): the command's options
-model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions,
-CompareOptions, CalibrateOptions, DemoOptions, EmulateOptions) holds its bound and
+`calibrate`, `demo`, `emulate` and `lb` declared once (issue 58 item 2): the command's
+options model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions,
+CompareOptions, CalibrateOptions, DemoOptions, EmulateOptions, LbOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -26,6 +26,7 @@ from capplan.commands.calibrate import FLAGS as CALIBRATE_FLAGS
 from capplan.commands.compare import FLAGS as COMPARE_FLAGS
 from capplan.commands.demo import FLAGS as DEMO_FLAGS
 from capplan.commands.emulate import FLAGS as EMULATE_FLAGS
+from capplan.commands.lb import FLAGS as LB_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
@@ -40,6 +41,7 @@ from planner.fleet.executor import parse_executor
 from planner.limit.options import LimitOptions
 from planner.loadtest.options import LoadTestOptions
 from planner.loadtest.workers import parse_workers
+from planner.verify.nginx import LbOptions
 from planner.verify.options import VerifyOptions
 from planner.whatif.compare import CompareOptions
 from planner.whatif.knobs import parse_vary
@@ -229,7 +231,14 @@ EMULATE = Command(
     parse=EMULATE_SHARES,
     shares=frozenset(EMULATE_SHARES),
 )
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO, EMULATE]
+LB = Command(
+    "lb",
+    LbOptions,
+    LB_FLAGS,
+    # --print-config: a value the model let through prints a config, no nginx starts
+    lambda tmp: ["lb", "--print-config", "--folder", str(tmp / "lb"), "http://127.0.0.1:9"],
+)
+COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO, EMULATE, LB]
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -357,6 +366,7 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "time_scale", "stream_interval", "faults.error_rate", "faults.reject_when_waiting",
         "faults.drop_rate", "faults.stall_rate", "mfu", "mbu", "step_overhead_s",
     )}  # fmt: skip
+    assert seen >= {("lb", path) for path in ("port", "wait_s")}
     assert seen >= {("compare", path) for path in (
         "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
         "redundancy",
