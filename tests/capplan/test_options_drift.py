@@ -371,6 +371,15 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
         "redundancy",
     )}  # fmt: skip
+    # a field with two bounds keeps both (the path alone is seen while one of them is left)
+    below_and_above = {(command.name, path, text) for command, path, _, text, _ in CASES}
+    assert below_and_above >= {
+        ("calibrate", "max_drift", "0"), ("calibrate", "max_drift", "200%"),
+        ("emulate", "port", "-1"), ("emulate", "port", "65536"),
+        ("emulate", "faults.error_rate", "-1"), ("emulate", "faults.error_rate", "200%"),
+        ("emulate", "mfu", "0"), ("emulate", "mfu", "200%"),
+        ("lb", "port", "0"), ("lb", "port", "65536"),
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
