@@ -40,7 +40,7 @@ HELP = (
     "settles fails as unstable). A pass must be certain: its bootstrap interval (blocks of "
     "two correlation times) inside the SLO, else the level is measured again and, still "
     "uncertain, does not count as holding. A level whose schedule lag p99 exceeds a tenth "
-    "of the tightest threshold is invalid (add --workers).\n\n"
+    "of the tightest TTFT or E2E threshold is invalid (add --workers).\n\n"
     "SLO forms: percentile 'ttft:p95<=2s,tpot:p95<=100ms,e2e:p99<=30s,errors<=1%' or "
     "attainment 'attainment>=95%:ttft<=2s,tpot<=100ms' (units ms or s, thresholds "
     "inclusive). Every scheduled request counts: a failed one (HTTP error, refusal, timeout, "

@@ -94,6 +94,16 @@ class Slo:
         return min(bounds) if bounds else None
 
     @property
+    def lag_bound_s(self) -> float | None:
+        """The threshold a load generator's schedule lag is held against: the smallest of the
+        latencies a late send could decide (TTFT and E2E, whose requests' arrivals the lag
+        moves), else the tightest of all. Per-token times (TPOT, ITL) are measured within
+        the stream and a late send leaves them as they are."""
+        send = [c.threshold_s for c in self.percentiles if c.metric in ("ttft", "e2e")]
+        send += [t.threshold_s for t in self.request_thresholds if t.metric in ("ttft", "e2e")]
+        return min(send) if send else self.tightest_latency_s
+
+    @property
     def ttft_bound_s(self) -> float | None:
         """The SLO's tightest TTFT threshold (percentile or per-request), or None: what a
         recovery is read against, by the load test, verify and the autoscale study."""

@@ -40,8 +40,10 @@ class SearchConfig:
     Intervals are `confidence` bootstrap intervals of `resamples` draws seeded by `seed`: a
     verdict is certain when its interval lies on its side of the threshold, so the default
     0.90 makes each verdict a one-sided 95 % bound.
-    A level whose schedule lag p99 exceeds `max_lag_share` of the SLO's tightest latency
-    threshold is invalid: the client could not offer the load. Raises ConfigError for
+    A level whose schedule lag p99 exceeds `max_lag_share` of the SLO's tightest TTFT or
+    E2E threshold (`Slo.lag_bound_s`; the tightest of all where it has neither) is invalid:
+    the client could not offer the load. TPOT and ITL are left out: latencies are measured
+    from the actual send, and a late send moves arrivals, not the per-token times. Raises ConfigError for
     values out of range.
     """
 
