@@ -97,6 +97,11 @@ def fleet_check(
                     else f", {p.sampled_instances} of {p.instances} instances simulated"
                 )
                 + ("" if p.settled else ", unsettled: the search's sub-fleet")
+                + (
+                    ""
+                    if got.same_as is None
+                    else f", {got.same_as}'s point: nothing in the traffic for it to read"
+                )
                 + ")"
             )
 

@@ -48,6 +48,7 @@ import numpy as np
 from planner.engine import EngineRequest
 from planner.fleet.routing import Routing
 from planner.fleet.sim import FleetRun, FleetVerdict
+from planner.fleet.traffic import Traffic
 
 SYMMETRIC: frozenset[Routing] = frozenset({"round_robin", "least_outstanding", "power_of_two"})
 # Routers whose sub-fleet takes whole sessions (`group_sub_indices`).
@@ -66,6 +67,20 @@ MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
 RESAMPLES = 60
 AGREEMENT = 0.95  # share of bootstrap draws whose verdict must agree with the estimate's
 REL_WIDTH = 0.05  # the 95 % bootstrap interval of a judged p95, relative to the estimate
+
+
+def stands_for(traffic: Traffic, routing: Routing) -> Routing:
+    """The router whose simulation `routing`'s is on `traffic`, bit for bit: least-outstanding
+    for a router in `GROUPED` that finds nothing it reads (session affinity on traffic without
+    sessions, prefix-aware on traffic without block hashes: each sends every request to the
+    least-loaded instance, lowest index on a tie, as least-outstanding does, and the engines
+    see the same requests); `routing` itself otherwise. A point of such a router is
+    least-outstanding's, settled by its rules (`PESSIMISTIC`), and simulated once."""
+    if routing == "session_affinity" and not traffic.has_sessions:
+        return "least_outstanding"
+    if routing == "prefix_aware" and not traffic.has_shared_prompts:
+        return "least_outstanding"
+    return routing
 
 
 def sub_indices(arrivals: int, instances: int, sampled: int) -> np.ndarray:
