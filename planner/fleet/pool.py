@@ -6,7 +6,9 @@ spawned processes (each given the requests once, at its start) and keeps the res
 `FleetPool.measured` returns a kept one, or simulates it here. A check with few requests runs
 in this process alone: starting a worker costs about a second, more than such a point.
 `CAPPLAN_FLEET_WORKERS` sets the number of workers (1: none). With a Dask executor
-(`planner.fleet.executor`) every point runs on the cluster instead.
+(`planner.fleet.executor`) every point runs on the cluster instead. Results are kept for the
+check's length, and a router that stands for another on the check's traffic
+(`planner.fleet.sample.stands_for`) is given that router's point under its own name.
 """
 
 from __future__ import annotations

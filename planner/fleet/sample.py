@@ -28,7 +28,10 @@ mod n; the shards below k make the sub-fleet, routed by the same router among th
 simulated instance sees its sessions intact and its share of each shared prompt. Fewer
 instances to choose from, as for least-outstanding: its points settle the same way (a
 "meets" that agrees with the sub-fleet of k/2 and holds over the bootstrap; a miss is
-simulated in full).
+simulated in full). A grouped router that finds nothing it reads in the traffic (no sessions
+for session affinity; no sessions or shared prompts, hence no block hashes, for prefix-aware)
+sends every request to the least-loaded instance, as least-outstanding does: its point is
+least-outstanding's, to the bit, and is simulated once (`stands_for`).
 
 Request shapes: without sessions the load test's stream draws shapes independently, so the
 sub-fleet's requests take the stream's first shapes in order
