@@ -10,7 +10,7 @@ instance carries within an SLO.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
@@ -97,6 +97,11 @@ def fleet_check(
                     else f", {p.sampled_instances} of {p.instances} instances simulated"
                 )
                 + ("" if p.settled else ", unsettled: the search's sub-fleet")
+                + (
+                    ""
+                    if got.same_as is None
+                    else f", {got.same_as}'s point: nothing in the traffic for it to read"
+                )
                 + ")"
             )
 
@@ -202,39 +207,40 @@ def router_counts(
     answer and the size below it first, since routings mostly tie: about two simulations per
     other routing instead of one per size. Those two are handed to `prefetch` for all the
     other routings at once (`FleetPool.prefetch` runs them side by side). When none meets
-    the SLO, larger sizes are simulated one by one (up to 2n). New points are appended to
-    `points`. Each hit ratio at n is also given as a share of the profile's `ideal` one. A
-    count whose deciding points (at it and one below) the search left unsettled
-    (`planner.fleet.pool.FleetJob.settle_sizes`) says so.
+    the SLO, larger sizes are simulated one by one (up to 2n). The routings after the first
+    with an answer search side by side (`_search_side_by_side`: each one's next size is
+    prefetched while the others' are simulated; the same points as one after another). New
+    points are appended to `points`. Each hit ratio at n is also given as a share of the
+    profile's `ideal` one. A count whose deciding points (at it and one below) the search
+    left unsettled (`planner.fleet.pool.FleetJob.settle_sizes`) says so.
     """
     limit = max(2 * instances, instances + 2)
-    out = []
     guess: int | None = None
+    rest = list(routings)
+    while rest and guess is None:
+        routing = rest.pop(0)
+        _search_side_by_side(
+            {routing: _search(points, routing, guess, limit)}, point, prefetch, points
+        )
+        guess = min_instances_meeting([p for p in points if p.routing == routing])
+        if guess is not None and prefetch is not None:
+            first = min(guess, instances - 1)
+            prefetch([(size, r) for r in routings[1:] for size in (first, first - 1)])
+    searches = {r: _search(points, r, guess, limit) for r in rest}
+    _search_side_by_side(searches, point, prefetch, points)
+    out = []
     for routing in routings:
-
-        def mine() -> list[FleetPoint]:
-            return [p for p in points if p.routing == routing]  # noqa: B023
-
-        smallest = min(p.instances for p in mine())
-        if min_instances_meeting(mine()) == smallest > 1:
-            _bisect_fewest(points, lambda n: point(n, routing), smallest, guess)  # noqa: B023
-        while min_instances_meeting(mine()) is None and max(p.instances for p in mine()) < limit:
-            points.append(point(max(p.instances for p in mine()) + 1, routing))
-        at_n = [p.prefix_hit_ratio for p in mine() if p.instances == instances]
+        mine = [p for p in points if p.routing == routing]
+        at_n = [p.prefix_hit_ratio for p in mine if p.instances == instances]
         hit = at_n[0] if at_n else None
-        fewest = min_instances_meeting(mine())
-        deciding = {fewest, fewest - 1} if fewest is not None else {p.instances for p in mine()}
-        if guess is None and fewest is not None:
-            guess = fewest
-            if prefetch is not None:
-                first = min(guess, instances - 1)
-                prefetch([(size, r) for r in routings[1:] for size in (first, first - 1)])
+        fewest = min_instances_meeting(mine)
+        deciding = {fewest, fewest - 1} if fewest is not None else {p.instances for p in mine}
         out.append(
             RouterCount(
                 routing=routing,
                 min_instances_meeting=fewest,
-                searched_up_to=max(p.instances for p in mine()),
-                settled=all(p.settled for p in mine() if p.instances in deciding),
+                searched_up_to=max(p.instances for p in mine),
+                settled=all(p.settled for p in mine if p.instances in deciding),
                 prefix_hit_ratio=hit,
                 ideal_share=hit / ideal if hit is not None and ideal else None,
             )
@@ -243,26 +249,66 @@ def router_counts(
     return out
 
 
-def _bisect_fewest(
-    points: list[FleetPoint], at: Callable[[int], FleetPoint], meets: int, guess: int | None
-) -> None:
-    """Simulate sizes below `meets` (which meets the SLO) until the fewest meeting it is found.
+def _search(
+    points: list[FleetPoint], routing: Routing, guess: int | None, limit: int
+) -> Generator[int, FleetPoint, None]:
+    """The sizes `routing`'s count search simulates, one at a time: it yields a size and is
+    sent its point (already appended to `points`).
 
-    0 instances fail by definition. `guess` (or the size just below `meets`, when the guess is
-    not below it) is tried first, then the size next to it on the side its outcome points
-    to; then the gap is halved. Appends each point to `points`.
+    When the smallest size in `points` meets the SLO, the sizes below it until the fewest
+    meeting it is found: 0 instances fail by definition; `guess` (or the size just below,
+    when the guess is not below it) is tried first, then the size next to it on the side
+    its outcome points to; then the gap is halved. When none meets it, larger sizes one by
+    one up to `limit`.
     """
-    lo, hi = 0, meets
-    probe = None if guess is None else min(guess, hi - 1)
-    while hi - lo > 1:
-        size = probe if probe is not None and lo < probe < hi else (lo + hi) // 2
-        guessed = size == probe
-        p = at(size)
-        points.append(p)
-        if p.meets_slo:
-            hi, probe = size, (size - 1 if guessed else None)
-        else:
-            lo, probe = size, (size + 1 if guessed else None)
+
+    def mine() -> list[FleetPoint]:
+        return [p for p in points if p.routing == routing]
+
+    smallest = min(p.instances for p in mine())
+    if min_instances_meeting(mine()) == smallest > 1:
+        lo, hi = 0, smallest
+        probe = None if guess is None else min(guess, hi - 1)
+        while hi - lo > 1:
+            size = probe if probe is not None and lo < probe < hi else (lo + hi) // 2
+            guessed = size == probe
+            p = yield size
+            if p.meets_slo:
+                hi, probe = size, (size - 1 if guessed else None)
+            else:
+                lo, probe = size, (size + 1 if guessed else None)
+    while min_instances_meeting(mine()) is None and max(p.instances for p in mine()) < limit:
+        yield max(p.instances for p in mine()) + 1
+
+
+def _search_side_by_side(
+    searches: dict[Routing, Generator[int, FleetPoint, None]],
+    point: Callable[[int, Routing], FleetPoint],
+    prefetch: Callable[[list[tuple[int, Routing]]], None] | None,
+    points: list[FleetPoint],
+) -> None:
+    """Run routings' searches (`_search`) together: each one's next size is handed to
+    `prefetch` as soon as it is known, so independent searches keep the workers busy while
+    this waits for one point at a time. A point depends only on its size and routing, so
+    the points are those of running the searches one after another."""
+    asked: dict[Routing, int] = {}
+    for routing, search in searches.items():
+        size = next(search, None)
+        if size is not None:
+            asked[routing] = size
+    if prefetch is not None:
+        prefetch([(size, r) for r, size in asked.items()])
+    while asked:
+        for routing in list(asked):
+            p = point(asked[routing], routing)
+            points.append(p)
+            try:
+                asked[routing] = searches[routing].send(p)
+            except StopIteration:
+                del asked[routing]
+                continue
+            if prefetch is not None:
+                prefetch([(asked[routing], routing)])
 
 
 def min_instances_meeting(points: Sequence[FleetPoint]) -> int | None:

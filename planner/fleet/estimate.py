@@ -24,6 +24,7 @@ from planner.fleet.sample import (
     PESSIMISTIC,
     SYMMETRIC,
     first_sample_size,
+    stands_for,
     sub_indices,
 )
 from planner.fleet.sim import simulate_fleet
@@ -83,7 +84,10 @@ def estimate_check(
     shortcut: bool,
     workers: int,
 ) -> CheckEstimate:
-    """The cost of simulating `points` (size, routing) of `traffic` (see the module)."""
+    """The cost of simulating `points` (size, routing) of `traffic` (see the module); a
+    router that stands for another there (`planner.fleet.sample.stands_for`) shares its
+    point, counted once."""
+    points = list(dict.fromkeys((size, stands_for(traffic, r)) for size, r in points))
     arrivals = len(traffic.arrival_s)
     sized = [size for size, _ in points]
     requests = 0

@@ -6,7 +6,9 @@ spawned processes (each given the requests once, at its start) and keeps the res
 `FleetPool.measured` returns a kept one, or simulates it here. A check with few requests runs
 in this process alone: starting a worker costs about a second, more than such a point.
 `CAPPLAN_FLEET_WORKERS` sets the number of workers (1: none). With a Dask executor
-(`planner.fleet.executor`) every point runs on the cluster instead.
+(`planner.fleet.executor`) every point runs on the cluster instead. Results are kept for the
+check's length, and a router that stands for another on the check's traffic
+(`planner.fleet.sample.stands_for`) is given that router's point under its own name.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from planner.fleet.sample import (
     bootstrap_agrees,
     first_sample_size,
     group_sub_indices,
+    stands_for,
     sub_indices,
 )
 from planner.fleet.sim import FleetRun, FleetVerdict, judge, simulate_fleet
@@ -70,10 +73,12 @@ class FleetJob:
 
 @dataclass(frozen=True)
 class Measured:
-    """One simulated point and the wall time its simulation took (the progress line)."""
+    """One simulated point and the wall time its simulation took (the progress line);
+    `same_as`: the router whose point it is, simulated once for both (`sample.stands_for`)."""
 
     point: FleetPoint
     wall_s: float
+    same_as: Routing | None = None
 
 
 def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
@@ -241,10 +246,16 @@ class FleetPool:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
+    def _key(self, size: int, routing: Routing) -> tuple[int, Routing]:
+        """The point simulated for (size, routing): a router that stands for another on the
+        job's traffic (`planner.fleet.sample.stands_for`) shares that router's point."""
+        return size, stands_for(self.job.traffic, routing)
+
     def prefetch(self, wanted: Iterable[tuple[int, Routing]]) -> None:
         """Start simulating these points on the workers (nothing without workers)."""
-        for key in wanted:
-            if key[0] < 1 or key in self._pending:
+        for size, routing in wanted:
+            key = self._key(size, routing)
+            if size < 1 or key in self._pending:
                 continue
             if self._dask is not None:
                 self._pending[key] = self._dask.submit(measure, *key)
@@ -252,12 +263,21 @@ class FleetPool:
                 self._pending[key] = self._executor.submit(_in_worker, *key)
 
     def measured(self, size: int, routing: Routing) -> Measured:
-        """The point's result: a prefetched one (waiting for it), else simulated here (or on
-        the Dask cluster, when the pool has one)."""
+        """The point's result: a prefetched or earlier one (waiting for it), else simulated
+        here (or on the Dask cluster, when the pool has one). Results are kept: a router
+        that stands for another gets that router's point under its own name."""
+        key = self._key(size, routing)
         if self._dask is not None:
-            self.prefetch([(size, routing)])
-        future = self._pending.pop((size, routing), None)
-        got = future.result() if future is not None else measure(self.job, size, routing)
+            self.prefetch([key])
+        future = self._pending.get(key)
+        if future is None:
+            future = Future()
+            future.set_result(measure(self.job, *key))
+            self._pending[key] = future
+        got = future.result()
+        if key[1] != routing:
+            point = got.point.model_copy(update={"routing": routing})
+            got = Measured(point, got.wall_s, same_as=key[1])
         if self.report is not None:
             self.report(got)
         return got

@@ -28,7 +28,10 @@ mod n; the shards below k make the sub-fleet, routed by the same router among th
 simulated instance sees its sessions intact and its share of each shared prompt. Fewer
 instances to choose from, as for least-outstanding: its points settle the same way (a
 "meets" that agrees with the sub-fleet of k/2 and holds over the bootstrap; a miss is
-simulated in full).
+simulated in full). A grouped router that finds nothing it reads in the traffic (no sessions
+for session affinity; no sessions or shared prompts, hence no block hashes, for prefix-aware)
+sends every request to the least-loaded instance, as least-outstanding does: its point is
+least-outstanding's, to the bit, and is simulated once (`stands_for`).
 
 Request shapes: without sessions the load test's stream draws shapes independently, so the
 sub-fleet's requests take the stream's first shapes in order
@@ -48,6 +51,7 @@ import numpy as np
 from planner.engine import EngineRequest
 from planner.fleet.routing import Routing
 from planner.fleet.sim import FleetRun, FleetVerdict
+from planner.fleet.traffic import Traffic
 
 SYMMETRIC: frozenset[Routing] = frozenset({"round_robin", "least_outstanding", "power_of_two"})
 # Routers whose sub-fleet takes whole sessions (`group_sub_indices`).
@@ -66,6 +70,20 @@ MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
 RESAMPLES = 60
 AGREEMENT = 0.95  # share of bootstrap draws whose verdict must agree with the estimate's
 REL_WIDTH = 0.05  # the 95 % bootstrap interval of a judged p95, relative to the estimate
+
+
+def stands_for(traffic: Traffic, routing: Routing) -> Routing:
+    """The router whose simulation `routing`'s is on `traffic`, bit for bit: least-outstanding
+    for a router in `GROUPED` that finds nothing it reads (session affinity on traffic without
+    sessions, prefix-aware on traffic without block hashes: each sends every request to the
+    least-loaded instance, lowest index on a tie, as least-outstanding does, and the engines
+    see the same requests); `routing` itself otherwise. A point of such a router is
+    least-outstanding's, settled by its rules (`PESSIMISTIC`), and simulated once."""
+    if routing == "session_affinity" and not traffic.has_sessions:
+        return "least_outstanding"
+    if routing == "prefix_aware" and not traffic.has_shared_prompts:
+        return "least_outstanding"
+    return routing
 
 
 def sub_indices(arrivals: int, instances: int, sampled: int) -> np.ndarray:

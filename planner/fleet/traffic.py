@@ -154,6 +154,13 @@ class Traffic:
         sessions = self.profile.sessions
         return bool(sessions.available and sessions.count > 0)
 
+    @property
+    def has_shared_prompts(self) -> bool:
+        """Whether any request may carry prefix-cache block hashes: a shared system prompt
+        of the profile's, or a session's earlier turns (`shape_request` hashes only those)."""
+        prefix = self.profile.prefix
+        return self.has_sessions or bool(prefix.available and prefix.top_prefixes)
+
     def _requests(self, numbers: np.ndarray) -> list[EngineRequest]:
         stream = WorkloadStream(self.profile, seed=self.stream_seed)
         times = self.arrival_s[numbers].tolist()

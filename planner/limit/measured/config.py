@@ -43,8 +43,8 @@ class SearchConfig:
     A level whose schedule lag p99 exceeds `max_lag_share` of the SLO's tightest TTFT or
     E2E threshold (`Slo.lag_bound_s`; the tightest of all where it has neither) is invalid:
     the client could not offer the load. TPOT and ITL are left out: latencies are measured
-    from the actual send, and a late send moves arrivals, not the per-token times. Raises ConfigError for
-    values out of range.
+    from the actual send, and a late send moves arrivals, not the per-token times. Raises
+    ConfigError for values out of range.
     """
 
     slo: Slo

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contracts.errors import ConfigError
-from contracts.plan import FleetPoint
+from contracts.plan import FleetPoint, RouterCount
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine import EngineRequest, build_engine_config, simulate
@@ -271,3 +271,44 @@ def test_decode_runs_give_the_fleet_a_step_by_step_engine_gives(
         assert (run.simulated_s, run.steps) == (slow.simulated_s, slow.steps)
         assert run.prefix_hit_tokens == slow.prefix_hit_tokens > 0
         assert run.prefix_queried_tokens == slow.prefix_queried_tokens
+
+
+def test_router_count_searches_after_the_first_run_side_by_side() -> None:
+    """With a prefetch (the pool's workers), the routers after the one that sets the guess
+    search together, each next size handed over before it is waited for: their points
+    interleave, and the counts and points are those of searching one router after another."""
+    routers: tuple[Routing, ...] = ("round_robin", "least_outstanding", "power_of_two")
+    fewest = dict(zip(routers, (9, 5, 13), strict=True))
+    instances = 40
+
+    def run(with_prefetch: bool) -> tuple[list[RouterCount], list[tuple[int, str]], bool]:
+        asked: list[tuple[int, str]] = []
+        handed: set[tuple[int, str]] = set()
+        all_handed = True
+
+        def point(size: int, routing: Routing) -> FleetPoint:
+            nonlocal all_handed
+            asked.append((size, routing))
+            all_handed &= len(asked) <= 9 or routing == "round_robin" or (size, routing) in handed
+            ok = size >= fewest[routing]
+            return FleetPoint(
+                instances=size, routing=routing, attainment=1.0 if ok else 0.5,
+                meets_slo=ok, requests=100,
+            )  # fmt: skip
+
+        points = [point(n, r) for n in (instances - 1, instances, instances + 1) for r in routers]
+        first = len(asked)  # 9: n-1, n and n+1 of each router
+        found = router_counts(
+            points, point, instances, routers, None, handed.update if with_prefetch else None
+        )
+        return found, asked[first:], all_handed
+
+    alone, asked_alone, _ = run(False)
+    together, asked_together, all_handed = run(True)
+    assert together == alone
+    assert {c.routing: c.min_instances_meeting for c in together} == fewest
+    assert sorted(asked_together) == sorted(asked_alone)
+    assert all_handed  # every later router's point went to the workers before it was awaited
+    others = [r for _, r in asked_together if r != "round_robin"]
+    # least-outstanding's and power-of-two's searches take turns, not one after the other
+    assert others.index("power_of_two") < len(others) - others[::-1].index("least_outstanding") - 1

@@ -16,7 +16,14 @@ from planner.engine import build_engine_config
 from planner.fleet.check import fleet_check
 from planner.fleet.estimate import estimate_check
 from planner.fleet.pool import FleetJob, measure
-from planner.fleet.sample import EXACT_SHARE, first_sample_size, group_sub_indices, sub_indices
+from planner.fleet.routing import Routing
+from planner.fleet.sample import (
+    EXACT_SHARE,
+    first_sample_size,
+    group_sub_indices,
+    stands_for,
+    sub_indices,
+)
 from planner.fleet.sim import simulate_fleet
 from planner.fleet.traffic import draw_traffic, profile_requests
 from planner.slo.spec import parse_slo
@@ -138,7 +145,7 @@ def test_the_estimate_counts_the_requests_each_point_simulates(
     import planner.fleet.sample as sample
 
     monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
-    profile = preset_profile("chat", rate_rps=40.0)
+    profile = preset_profile("agent", rate_rps=40.0)  # sessions: prefix-aware reads them
     traffic = draw_traffic(
         profile, 120.0, 60.0, np.random.default_rng(2), CONFIG.effective_max_model_len
     )
@@ -151,6 +158,17 @@ def test_the_estimate_counts_the_requests_each_point_simulates(
     assert estimate.full_requests == 3 * n
     assert estimate.s_per_request > 0 and estimate.full_wall_s > estimate.wall_s
     assert estimate_check(traffic, CONFIG, [(16, "round_robin")], False, 2).requests == n
+    # Without sessions or shared prompts (chat), the grouped routers' points are
+    # least-outstanding's, simulated and counted once.
+    chat = draw_traffic(
+        preset_profile("chat", rate_rps=40.0), 120.0, 60.0, np.random.default_rng(2),
+        CONFIG.effective_max_model_len,
+    )  # fmt: skip
+    m = len(chat.arrival_s)
+    grouped = ["least_outstanding", "prefix_aware", "session_affinity"]
+    once = estimate_check(chat, CONFIG, [(16, r) for r in grouped], True, 2)  # type: ignore[misc]
+    assert (once.points, once.full_requests) == (1, m)
+    assert once.requests == int((np.arange(m) % 16 < 4).sum())
 
 
 def _agent_job(shortcut: bool) -> FleetJob:
@@ -194,3 +212,57 @@ def test_session_routers_sampled_whole_sessions_match_the_full_fleet(
     assert math.isclose(short.attainment, full.attainment, rel_tol=0.01)
     for name in ("ttft_p95_s", "tpot_p95_s"):
         assert math.isclose(getattr(short, name), getattr(full, name), rel_tol=0.1), name
+
+
+def test_a_grouped_router_without_what_it_reads_is_least_outstanding() -> None:
+    chat = draw_traffic(
+        preset_profile("chat", rate_rps=40.0), 60.0, 30.0, np.random.default_rng(3),
+        CONFIG.effective_max_model_len, block_tokens=CONFIG.block_tokens,
+    )  # fmt: skip
+    assert not chat.has_sessions and not chat.has_shared_prompts
+    requests = chat.all_requests()
+    runs = {
+        r: simulate_fleet(requests, CONFIG, 4, r)  # type: ignore[arg-type]
+        for r in ("least_outstanding", "session_affinity", "prefix_aware", "power_of_two")
+    }
+    for routing, run in runs.items():
+        same = all(
+            np.array_equal(getattr(run, name), getattr(runs["least_outstanding"], name), True)
+            for name in ("instance", "ttft_s", "tpot_s", "e2e_s")
+        )
+        # The same run to the bit exactly where stands_for says so.
+        assert same == (stands_for(chat, routing) == "least_outstanding"), routing  # type: ignore[arg-type]
+    agent = _agent_job(True).traffic  # sessions and shared prompts: each router is itself
+    assert agent.has_sessions and agent.has_shared_prompts
+    for routing in ("session_affinity", "prefix_aware"):
+        assert stands_for(agent, routing) == routing  # type: ignore[arg-type]
+
+
+def test_the_pool_simulates_a_router_standing_for_another_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planner.fleet.pool as pool
+
+    calls: list[tuple[int, str]] = []
+    real = pool.measure
+
+    def counted(job: FleetJob, size: int, routing: Routing) -> pool.Measured:
+        calls.append((size, routing))
+        return real(job, size, routing)
+
+    monkeypatch.setattr(pool, "measure", counted)
+    lines: list[str] = []
+    check = fleet_check(
+        preset_profile("chat", rate_rps=40.0), CONFIG, 60.0, 4, SLO, 60.0,
+        routings=("least_outstanding", "session_affinity", "prefix_aware"),
+        progress=lines.append,
+    )  # fmt: skip
+    assert sorted(calls) == [(3, "least_outstanding"), (4, "least_outstanding"),
+                             (5, "least_outstanding")]  # fmt: skip
+    by = {(p.instances, p.routing): p for p in check.points}
+    for size in (3, 4, 5):
+        lo = by[(size, "least_outstanding")]
+        for routing in ("session_affinity", "prefix_aware"):
+            twin = by[(size, routing)]
+            assert twin.model_dump(exclude={"routing"}) == lo.model_dump(exclude={"routing"})
+    assert sum("least_outstanding's point" in line for line in lines) == 6
