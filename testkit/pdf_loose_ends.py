@@ -100,7 +100,8 @@ def empty_page(lines: Sequence[Line], n: int, last: bool, height: float) -> list
 def unitless_latency(lines: Sequence[Line], n: int) -> list[str]:
     """Numbers in a table column headed by a latency metric (ttft:p95) that carry no time
     unit, in the column's head or beside the number. A head is a cell of its own: the metric
-    alone on its line, or followed by its unit ("ttft:p95 (s)")."""
+    alone on its line, or followed by its unit ("ttft:p95 (s)"); its column runs down to the
+    first line in another type size."""
     problems = []
     ordered = sorted(lines, key=lambda ln: ln.top)
     for i, head in enumerate(ordered):
@@ -109,7 +110,13 @@ def unitless_latency(lines: Sequence[Line], n: int) -> list[str]:
         if len(head.words) == 2 and _TIME_UNIT.match(head.words[1].strip("()")):
             continue  # the head carries the unit
         below = [ln for ln in ordered[i + 1 :] if ln.top - head.bottom < COLUMN_REACH_PT]
-        problems += _bare_below(below, head.xs[0], head.words[0], n)
+        # the column ends at the first line set in another size than its head (a heading, a
+        # chart's title or ticks): a chart's axis ticks are bare numbers, and one may stand
+        # under the head (the demo's Chinese page 4 put the recovery chart's "450" s there)
+        end = next(
+            (k for k, ln in enumerate(below) if abs(ln.size - head.size) > 0.5), len(below)
+        )
+        problems += _bare_below(below[:end], head.xs[0], head.words[0], n)
     return problems
 
 

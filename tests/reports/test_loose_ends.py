@@ -236,3 +236,23 @@ def test_a_bold_word_ending_a_table_cell_is_no_heading(tmp_path: Path) -> None:
     canvas.drawString(60, 780, "the last page")
     canvas.save()
     assert not [p for p in loose_ends(pdf) if "alone at the page's foot" in p]
+
+
+def test_a_chart_tick_under_a_latency_column_is_not_its_cell() -> None:
+    """The demo's Chinese page 4 (CI, 2026-12-06): the recovery chart below the search-levels
+    table put its "450" s axis tick exactly under the table's ttft:p95 head. A column runs
+    down to the first line in another type size; a bare number in the table still counts."""
+    from testkit.pdf_loose_ends import Line, unitless_latency
+
+    def line(words: tuple[str, ...], x: float, top: float, size: float) -> Line:
+        return Line(words=words, xs=tuple(x + 15 * k for k in range(len(words))), top=top,
+                    bottom=top + size, size=size)  # fmt: skip
+
+    head = line(("ttft:p95",), 212.0, 375.0, 7.8)
+    table = [line(("236", "ms"), 212.0, 394.0, 7.8), line(("3.1", "s"), 212.0, 442.0, 7.8)]
+    chart = [line(("突发后的恢复",), 88.0, 470.0, 9.0), line(("450",), 212.0, 560.0, 6.5)]
+    assert unitless_latency([head, *table, *chart], 4) == []
+    bare = line(("0.218",), 212.0, 418.0, 7.8)  # a cell without its unit: still found
+    assert unitless_latency([head, *table, bare, *chart], 4) == [
+        "page 4: '0.218' under 'ttft:p95' has no unit"
+    ]
