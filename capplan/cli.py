@@ -211,21 +211,13 @@ FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
 # name carries no unit (`--steady-duration 2m`, not `--steady-s 120`).
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-DURATION_HINT = "A duration: seconds (90) or with a unit (500ms, 90s, 5m, 1h30m)."
-
-
-def parse_duration(option: str, text: str | float) -> float:
-    """Seconds from a duration (`90`, `0.5`, `500ms`, `90s`, `5m`, `1h30m`; units largest
-    first, each once); ConfigError `OPTION TEXT: expected ...` otherwise. A negative or
-    non-finite value is refused too (for "no limit", write a long duration)."""
-    try:
-        return duration(text)
-    except ValueError as err:
-        raise ConfigError(f"{option} {err}") from None
 
 
 def duration(text: str | float) -> float:
-    """`parse_duration` without the option's name: ValueError `TEXT: expected ...`."""
+    """Seconds from a duration (`90`, `0.5`, `500ms`, `90s`, `5m`, `1h30m`; units largest
+    first, each once); ValueError `TEXT: expected ...` otherwise, and for a negative or
+    non-finite value (for "no limit", write a long duration). `duration_option` reads every
+    time option with it and names the option in the refusal."""
     if isinstance(text, (int, float)):
         seconds = float(text)
     else:
