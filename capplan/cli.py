@@ -12,7 +12,6 @@ import importlib
 import math
 import operator
 import os
-import re
 import signal
 import sys
 import threading
@@ -23,6 +22,7 @@ import typer
 import typer.core
 
 from contracts import __version__
+from contracts.duration import duration_s
 from contracts.errors import CapplanError, ConfigError
 
 if TYPE_CHECKING:
@@ -209,8 +209,7 @@ FRACTION_HINT = "A fraction (0.2) or a percent (20%)."
 # A duration as Prometheus, Locust and Kubernetes write one: 500ms, 90s, 5m, 2h, 1h30m (parts
 # largest first), or bare seconds (90, 0.5). Every time option of capplan takes one, and its
 # name carries no unit (`--steady-duration 2m`, not `--steady-s 120`).
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_CLI_UNITS = ("ms", "s", "m", "h", "d")
 
 
 def duration(text: str | float) -> float:
@@ -232,19 +231,12 @@ def duration(text: str | float) -> float:
 
 
 def _duration_parts(text: str, given: str) -> float:
-    seconds, end, smallest = 0.0, 0, math.inf
-    for match in _DURATION_PART.finditer(given):
-        unit_s = _UNIT_S[match.group(2)]
-        if match.start() != end or unit_s >= smallest:  # a gap, or units not largest first
-            break
-        seconds += float(match.group(1)) * unit_s
-        end, smallest = match.end(), unit_s
-    else:
-        if 0 < end == len(given):
-            return seconds
-    raise ValueError(
-        f"{text!r}: expected a duration: seconds (90) or with a unit (500ms, 90s, 5m, 1h30m)"
-    )
+    seconds = duration_s(given, _CLI_UNITS, combined=True)
+    if seconds is None:
+        raise ValueError(
+            f"{text!r}: expected a duration: seconds (90) or with a unit (500ms, 90s, 5m, 1h30m)"
+        )
+    return seconds
 
 
 def _duration_option(text: str | float) -> float:

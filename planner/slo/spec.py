@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
+from contracts.duration import duration_s
 from contracts.errors import ConfigError
 from contracts.latency import METRIC_COLUMNS
 from contracts.plan import SloTerm
@@ -39,7 +40,6 @@ SLO grammar (comma-separated, units ms or s, thresholds inclusive):
   closes counts at its age (a lower bound). `--success-only` takes percentiles over the
   successful requests alone (vLLM-bench style)."""
 
-_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s)$")
 _SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)%$")
 _STAT = re.compile(r"^(?:p(\d+(?:\.\d+)?)|mean|max)$")
 
@@ -217,11 +217,10 @@ def _bad(text: str, token: str, why: str) -> ConfigError:
 
 
 def _parse_duration(text: str, token: str, value: str) -> float:
-    match = _DURATION.match(value)
-    if match is None:
+    seconds = duration_s(value, ("ms", "s"))
+    if seconds is None:
         raise _bad(text, token, f"{value!r} is not a duration like 2s or 100ms")
-    number = float(match.group(1))
-    return number / 1000.0 if match.group(2) == "ms" else number
+    return seconds
 
 
 def _parse_share(text: str, token: str, value: str) -> float:

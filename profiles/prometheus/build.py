@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from contracts import __version__
+from contracts.duration import duration_s
 from contracts.errors import InputError
 from profiles.model import (
     Limitation,
@@ -47,8 +47,7 @@ from profiles.prometheus.stats import (
 )
 
 SCHEME = "prometheus:"
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PROM_UNITS = ("s", "m", "h", "d", "w")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,10 +70,10 @@ def is_prometheus(text: str) -> bool:
 
 
 def parse_duration_s(text: str, what: str) -> float:
-    m = _DURATION.match(text.strip())
-    if not m:
+    seconds = duration_s(text, _PROM_UNITS)
+    if seconds is None:
         raise InputError(f"{what}: {text!r} is not a duration (e.g. 15s, 5m, 12h, 7d, 13w)")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    return seconds
 
 
 def parse_time_s(text: str, now_s: float, what: str) -> float:
@@ -82,7 +81,7 @@ def parse_time_s(text: str, now_s: float, what: str) -> float:
     t = text.strip()
     if t == "now":
         return now_s
-    if _DURATION.match(t):
+    if duration_s(t, _PROM_UNITS) is not None:
         return now_s - parse_duration_s(t, what)
     try:
         return float(t)
@@ -116,7 +115,7 @@ def grid_of(src: PromSource, now_s: float) -> Grid:
     start_text = src.since
     start = (
         end - parse_duration_s(start_text, "--since")
-        if _DURATION.match(start_text.strip())
+        if duration_s(start_text, _PROM_UNITS) is not None
         else parse_time_s(start_text, now_s, "--since")
     )
     start = math.floor(start / 60.0) * 60.0
