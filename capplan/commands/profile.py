@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from capplan.cli import handle_errors, parse_fraction
+from capplan.cli import build_options, handle_errors, parse_share
 from contracts.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from profiles.model import Profile
+    from profiles.options import ProfileOptions
     from profiles.prometheus.build import PromSource
 
 HELP = """Profile request logs: arrivals, lengths, prefix reuse, sessions -> PROFILE.json.
@@ -51,7 +52,8 @@ _MULT = {None: 1, "k": 1000, "ki": 1024, "m": 10**6, "mi": 1 << 20, "g": 10**9, 
 
 
 def parse_cache_tokens(spec: str | None) -> list[int] | None:
-    """'4096,64Ki,1M' -> [4096, 65536, 1000000]; ConfigError on a bad entry."""
+    """'4096,64Ki,1M' -> [4096, 65536, 1000000]; ConfigError on an entry that is no size
+    (ProfileOptions refuses one below 1 token)."""
     if spec is None or not spec.strip():
         return None
     sizes = []
@@ -62,11 +64,20 @@ def parse_cache_tokens(spec: str | None) -> list[int] | None:
                 f"--cache-tokens: {part!r} is not a token count (e.g. 65536, 64Ki, 2M)"
             )
         unit = m.group(2).lower() if m.group(2) else None
-        value = int(float(m.group(1)) * _MULT[unit])
-        if value <= 0:
-            raise ConfigError(f"--cache-tokens: {part!r} must be positive")
-        sizes.append(value)
+        sizes.append(int(float(m.group(1)) * _MULT[unit]))  # ProfileOptions: each >= 1
     return sizes
+
+
+# ProfileOptions' fields (profiles.options) named otherwise than --field-name; the model
+# holds every bound and default (tests/capplan/test_options_drift.py)
+FLAGS = {
+    "figures.rate_rps": "--rate-rps",
+    "figures.peak_to_mean": "--peak-to-mean",
+    "figures.input_mean": "--input-mean",
+    "figures.output_mean": "--output-mean",
+    "figures.shared_prefix_tokens": "--shared-prefix-tokens",
+    "figures.shared_prefix_share": "--shared-prefix-share",
+}
 
 
 def _resolve_samples(logs: list[str]) -> list[str]:
@@ -82,7 +93,7 @@ def profile_command(
         "'sample:azure_conv' for the shipped sample",
     ),
     output: Path = typer.Option(..., "-o", "--output", help="where to write PROFILE.json"),
-    fmt: str = typer.Option(
+    log_format: str = typer.Option(
         "auto",
         "--log-format",
         help="format of the logs: auto|openai-jsonl|otlp|azure|burstgpt|mooncake|table",
@@ -159,7 +170,7 @@ def profile_command(
     step: str = typer.Option(
         "15s", "--step", help="prometheus: query resolution, the scrape interval (divides 60s)"
     ),
-    engine: str = typer.Option(
+    metric_names: str = typer.Option(
         "auto",
         "--metric-names",
         help="prometheus: whose metric names the engines export: auto|vllm|vllm-v0|sglang|tgi",
@@ -179,73 +190,57 @@ def profile_command(
         "merged profile's 'merge' section says which statistics are exact and bounds the rest",
     ),
 ) -> None:
-    if logs and len(logs) > 1 and any(x.startswith("prometheus:") for x in logs):
-        raise InputError("prometheus:URL is a source of its own: give it alone")
-    if logs and len(logs) == 1 and logs[0].startswith("prometheus:"):
-        from profiles.prometheus.build import PromSource
+    from profiles.options import ProfileOptions
 
-        source = PromSource(
-            url=logs[0].removeprefix("prometheus:"),
-            match=match,
-            since=since,
-            until=until,
-            step=step,
-            engine=engine,
-            token_env=token_env,
-            basic_auth_env=basic_auth_env,
-        )
-        _write(_from_metrics(source, seed), output, quiet, plots)
+    options = build_options(
+        ProfileOptions, FLAGS, logs=logs or [], output=output, log_format=log_format,
+        columns=columns, group_by=group_by, tokenizer=tokenizer, block_tokens=block_tokens,
+        cache_tokens=parse_cache_tokens(cache_tokens), time_unit=time_unit, plots=plots,
+        seed=seed, preset=preset, chunk_rows=chunk_rows, quiet=quiet, match=match,
+        since=since, until=until, step=step, metric_names=metric_names, token_env=token_env,
+        basic_auth_env=basic_auth_env, merge=merge,
+        figures={
+            "rate_rps": rate_rps, "peak_to_mean": peak_to_mean, "input_mean": input_mean,
+            "output_mean": output_mean, "shared_prefix_tokens": shared_prefix_tokens,
+            "shared_prefix_share": None
+            if shared_prefix_share is None
+            else parse_share("--shared-prefix-share", shared_prefix_share),
+        },
+    )  # fmt: skip
+    source = options.prom_source()
+    if source is not None:
+        _write(_from_metrics(source, options.seed), options)
         return
-    if logs and not merge and preset is None:
+    logs = options.logs
+    if logs and not options.merge and options.preset is None:
         # The files' sha256 (source.digest) starts now, on a thread of its own, while the
         # profiler's modules import on this one (profiles.digest).
         from profiles.digest import start_digest
 
         start_digest(_resolve_samples(logs))
 
-    preset_opts = {
-        "rate_rps": rate_rps,
-        "peak_to_mean": peak_to_mean,
-        "input_mean": input_mean,
-        "output_mean": output_mean,
-        "shared_prefix_tokens": shared_prefix_tokens,
-        "shared_prefix_share": None
-        if shared_prefix_share is None
-        else parse_fraction("--shared-prefix-share", shared_prefix_share),
-    }
-    if merge:
-        if preset is not None or not logs:
+    if options.merge:
+        if options.preset is not None or not logs:
             raise InputError("--merge takes partial profile JSON files (and no --preset)")
         from profiles.merge import load_shards, merge_profiles
 
-        prof = merge_profiles(*load_shards(logs), seed=seed)
-    elif preset is not None:
+        prof = merge_profiles(*load_shards(logs), seed=options.seed)
+    elif options.preset is not None:
         if logs:
             raise InputError("give either log files or --preset, not both")
         from profiles.presets import preset_profile
 
-        prof = preset_profile(preset, seed=seed, **preset_opts)  # type: ignore[arg-type]
+        prof = preset_profile(options.preset, seed=options.seed, **options.figures.model_dump())
     else:
-        used = [k for k, v in preset_opts.items() if v is not None]
+        used = options.figures.given()
         if used:
             raise ConfigError(f"--{used[0].replace('_', '-')} only applies with --preset")
         if not logs:
             raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
         from profiles.build import build_profile
 
-        prof = build_profile(
-            _resolve_samples(logs),
-            fmt=fmt,
-            columns=columns,
-            group_by=group_by,
-            tokenizer=str(tokenizer) if tokenizer else None,
-            block_tokens=block_tokens,
-            cache_tokens=parse_cache_tokens(cache_tokens),
-            seed=seed,
-            time_unit=time_unit,
-            chunk_rows=chunk_rows,
-        )
-    _write(prof, output, quiet, plots)
+        prof = build_profile(_resolve_samples(logs), **options.read_args())
+    _write(prof, options)
 
 
 def register(app: typer.Typer) -> None:
@@ -258,9 +253,11 @@ def _from_metrics(source: PromSource, seed: int) -> Profile:
     return build_prometheus_profile(source, seed=seed)
 
 
-def _write(prof: Profile, output: Path, quiet: bool, plots: Path | None) -> None:
+def _write(prof: Profile, options: ProfileOptions) -> None:
     """Save the profile, then print skips, warnings, limitations and the summary."""
     from profiles.model import save_profile
+
+    output, plots = options.output, options.plots
 
     try:
         save_profile(prof, output)
@@ -279,7 +276,7 @@ def _write(prof: Profile, output: Path, quiet: bool, plots: Path | None) -> None
         typer.echo(f"warning: {w}", err=True)
     for lim in src.limitations:
         typer.echo(f"not in the metrics: {lim.unknown}; assumed: {lim.assumption}", err=True)
-    if not quiet:
+    if not options.quiet:
         from capplan.commands.console import stdout_console
         from profiles.summary import summary_table
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from capplan.cli import handle_errors
-from contracts.errors import ConfigError
+from capplan.cli import build_options, handle_errors
 
 CJK_FONT_HELP = (
     "TrueType font (.ttf, or .ttc: its first face) whose subset a Chinese report embeds. "
@@ -17,13 +16,18 @@ CJK_FONT_HELP = (
 )
 
 
+# ReportOptions' fields (reports.options) all spelled --field-name; the model holds each
+# default and --lang's choices (tests/capplan/test_options_drift.py)
+FLAGS: dict[str, str] = {}
+
+
 def report_command(
     profile: Path | None = typer.Option(None, "--profile", help="Profile JSON (capplan profile)."),
     run: Path | None = typer.Option(
         None, "--run", help="Run directory (capplan loadtest / limit)."
     ),
     plan: Path | None = typer.Option(None, "--plan", help="plan.json of `capplan plan`."),
-    out: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
     previous: Path | None = typer.Option(
         None, "--previous", help="Previous plan JSON, for the comparison table on page 1."
     ),
@@ -45,39 +49,14 @@ def report_command(
         "fleet-verification page.",
     ),
 ) -> None:
-    from reports import render_report, render_which_report
+    from reports.options import ReportOptions
 
-    def warn(line: str) -> None:
-        typer.echo(f"warning: {line}", err=True)
-
-    given = [name for name, v in (("--profile", profile), ("--run", run), ("--plan", plan)) if v]
-    if not given and (whatif is not None or compare is not None):
-        which = render_which_report(
-            out, whatif=whatif, compare=compare, lang=lang, cjk_font=cjk_font, warn=warn
-        )
-        typer.echo(str(which))
-        return
-    if profile is None or run is None or plan is None:
-        missing = [n for n in ("--profile", "--run", "--plan") if n not in given]
-        raise ConfigError(
-            f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
-            "--plan; for the 'Which configuration' section alone give only --whatif and/or "
-            "--compare"
-        )
-    path = render_report(
-        profile,
-        run,
-        plan,
-        out,
-        previous_plan=previous,
-        lang=lang,
-        limit_path=limit,
-        cjk_font=cjk_font,
-        warn=warn,
-        whatif=whatif,
-        compare=compare,
-        verify=verify,
-    )
+    options = build_options(
+        ReportOptions, FLAGS, profile=profile, run=run, plan=plan, output=output,
+        previous=previous, limit=limit, lang=lang, cjk_font=cjk_font, whatif=whatif,
+        compare=compare, verify=verify,
+    )  # fmt: skip
+    path = options.render(lambda line: typer.echo(f"warning: {line}", err=True))
     typer.echo(str(path))
 
 

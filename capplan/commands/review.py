@@ -6,10 +6,9 @@ from pathlib import Path
 
 import typer
 
-from capplan.cli import handle_errors
+from capplan.cli import build_options, handle_errors
 from capplan.commands.console import stderr_console
 from capplan.commands.shared import ExecutorOption
-from contracts.errors import InputError
 from contracts.jsonio import write_model
 from planner.fleet.executor import parse_executor
 from profiles.model import Profile
@@ -25,6 +24,11 @@ Example:
 
   capplan review examples/review.yaml -o reviews/2026-Q4-zh.pdf --lang zh
 """
+
+
+# ReviewOptions' fields (reports.review.options) named otherwise than --field-name; the model
+# holds each default and --lang's choices (tests/capplan/test_options_drift.py)
+FLAGS = {"json_out": "--json"}
 
 
 def register(app: typer.Typer) -> None:
@@ -47,33 +51,34 @@ def review_command(
 ) -> None:
     from planner.review.build import build_review
     from planner.review.config import load_review
-    from reports.i18n import LANGS
+    from reports.review.options import ReviewOptions
 
-    if lang not in LANGS:
-        raise InputError(f"--lang {lang!r}: expected one of {', '.join(LANGS)}")
-    executor_spec = parse_executor(executor)
+    options = build_options(
+        ReviewOptions, FLAGS, review_file=review_file, output=output, lang=lang,
+        previous=previous, json_out=json_out, executor=parse_executor(executor),
+    )  # fmt: skip
     console = stderr_console()
-    spec = load_review(review_file)
+    spec = load_review(options.review_file)
     profiles: dict[str, Profile] = {}
     review = build_review(
         spec,
-        review_file,
-        name=output.stem,
-        previous=previous,
+        options.review_file,
+        name=options.name,
+        previous=options.previous,
         progress=lambda m: console.print(f"[dim]{m}[/dim]"),
         profiles_out=profiles,
-        executor=executor_spec,
+        executor=options.executor,
     )
-    target = json_out or output.with_suffix(".json")
+    target = options.json_path
     from planner.ops.write import review_with_ops
 
     review = review_with_ops(
-        review, f"capplan review {review_file} -o {output}", output.with_name(output.stem + "-ops")
+        review, f"capplan review {options.review_file} -o {options.output}", options.ops_dir
     )
     write_model(target, review, "review.json")
     from reports.review import render_review
 
-    render_review(review, output, lang, profiles)
+    render_review(review, options.output, options.lang, profiles)
     typer.echo(review.sentence)
     for service in review.services:
         if service.observed is not None:

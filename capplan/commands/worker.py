@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from capplan.cli import handle_errors
+from capplan.cli import build_options, handle_errors
 
 HELP = """Generate load for a capplan master on another host.
 
@@ -21,6 +21,10 @@ Example:
   capplan worker --master 10.0.0.5:5557
 """
 
+# WorkerOptions' fields (planner.loadtest.remote) all spelled --field-name; the model holds
+# each default (tests/capplan/test_options_drift.py)
+FLAGS: dict[str, str] = {}
+
 
 def register(app: typer.Typer) -> None:
     app.command("worker", help=HELP)(handle_errors(worker_command))
@@ -32,8 +36,8 @@ def worker_command(
     ),
     once: bool = typer.Option(False, "--once", help="Exit after one run of the master."),
 ) -> None:
-    from planner.loadtest.remote import run_worker
+    from planner.loadtest.remote import WorkerOptions, run_worker
 
-    code = run_worker(master, once=once)
+    code = run_worker(build_options(WorkerOptions, FLAGS, master=master, once=once))
     if code != 0:
         raise typer.Exit(code)

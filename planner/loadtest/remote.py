@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 import locustfiles
 from contracts.errors import ConfigError
 from contracts.run import LostWorkerReport, StageSummary, StageValidity
@@ -67,17 +69,34 @@ def worker_command(master: str) -> list[str]:
     )
 
 
-def run_worker(master: str, *, once: bool = False) -> int:
-    """Serve as a load-generating worker of the master at `master` until Ctrl-C.
+class WorkerOptions(BaseModel):
+    """What `capplan worker` was asked: each option's default declared once here (the CLI
+    builds it with build_options; a master that is not HOST:PORT is refused in
+    parse_address's words)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    master: str = Field(description="HOST:PORT of the master (its --master-bind)")
+    once: bool = Field(default=False, description="exit after one run of the master")
+
+    @field_validator("master", mode="after")
+    @classmethod
+    def _host_port(cls, master: str) -> str:
+        parse_address(master, "--master")
+        return master
+
+
+def run_worker(options: WorkerOptions) -> int:
+    """Serve as a load-generating worker of the master at `options.master` until Ctrl-C.
 
     A master runs one plan (a `capplan limit` level is one run), then quits and its workers
-    end: this loop joins the next master at the same address unless `once`. Returns the exit
-    code of the last Locust worker.
+    end: this loop joins the next master at the same address unless `options.once`. Returns
+    the exit code of the last Locust worker.
     """
-    args = worker_command(master)
+    args = worker_command(options.master)
     while True:
         code = subprocess.call(args)
-        if once or code not in (0,):
+        if options.once or code not in (0,):
             return code
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from contracts.errors import ConfigError, InputError
+from contracts.options import build
 from profiles.model import (
     Arrivals,
     LengthClasses,
@@ -27,6 +27,7 @@ from profiles.model import (
     Profile,
     SharedPrefix,
 )
+from profiles.options import PresetFigures
 
 PRESETS: dict[str, str] = {
     "chat": "conversation service: Azure LLM inference conversation trace (1 h, 2023-11-16)",
@@ -42,13 +43,6 @@ def _load(name: str) -> Profile:
         raise InputError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
     text = resources.files("profiles.presets").joinpath(f"{name}.json").read_text()
     return Profile.model_validate(json.loads(text))
-
-
-def _positive(name: str, value: float | None, low: float = 0.0) -> None:
-    if value is not None and (not math.isfinite(value) or value <= low):
-        raise ConfigError(
-            f"--{name.replace('_', '-')} must be a number above {low:g} (got {value})"
-        )
 
 
 def _scale_rates(a: Arrivals, factor: float) -> Arrivals:
@@ -222,18 +216,15 @@ def preset_profile(
     - `shared_prefix_tokens` with `shared_prefix_share`: replaces the prefix-reuse statistics
       with one shared prefix (see `shared_prefix_stats`).
     `seed` shuffles the order of the sampler's stored pairs (recorded as the sampler's seed).
-    Raises InputError for an unknown preset, ConfigError for an out-of-range figure.
+    Raises InputError for an unknown preset, ConfigError for a figure outside PresetFigures'
+    bounds.
     """
-    _positive("rate_rps", rate_rps)
-    _positive("peak_to_mean", peak_to_mean, low=1.0 - 1e-12)
-    _positive("input_mean", input_mean)
-    _positive("output_mean", output_mean)
-    if (shared_prefix_tokens is None) != (shared_prefix_share is None):
-        raise ConfigError("--shared-prefix-tokens and --shared-prefix-share go together")
-    if shared_prefix_share is not None and not 0 < shared_prefix_share <= 1:
-        raise ConfigError(f"--shared-prefix-share must be in (0, 1] (got {shared_prefix_share})")
-    if shared_prefix_tokens is not None and shared_prefix_tokens <= 0:
-        raise ConfigError(f"--shared-prefix-tokens must be positive (got {shared_prefix_tokens})")
+    # each figure held to its bound in PresetFigures (ConfigError naming it as --rate-rps ...)
+    build(
+        PresetFigures, lambda field: "--" + field.replace("_", "-"), rate_rps=rate_rps,
+        peak_to_mean=peak_to_mean, input_mean=input_mean, output_mean=output_mean,
+        shared_prefix_tokens=shared_prefix_tokens, shared_prefix_share=shared_prefix_share,
+    )  # fmt: skip
     p = _load(name)
     notes: list[str] = []
     arrivals = p.arrivals

@@ -1,7 +1,8 @@
 """Each option of `capplan verify`, `plan`, `whatif`, `limit`, `loadtest`, `compare`,
-`calibrate`, `demo`, `emulate` and `lb` declared once (issue 58 item 2): the command's
-options model (VerifyOptions, PlanOptions, WhatifOptions, LimitOptions, LoadTestOptions,
-CompareOptions, CalibrateOptions, DemoOptions, EmulateOptions, LbOptions) holds its bound and
+`calibrate`, `demo`, `emulate`, `lb`, `profile`, `report`, `review` and `worker` declared once
+(issue 58 item 2): the command's options model (VerifyOptions, PlanOptions, WhatifOptions,
+LimitOptions, LoadTestOptions, CompareOptions, CalibrateOptions, DemoOptions, EmulateOptions,
+LbOptions, ProfileOptions, ReportOptions, ReviewOptions, WorkerOptions) holds its bound and
 default; the CLI parameter only spells it. These tests fail when the two drift apart: a field
 no option reaches, a default written twice and changed once, a bound the CLI does not enforce
 through the model (or enforces with a check of its own that disagrees)."""
@@ -30,8 +31,13 @@ from capplan.commands.lb import FLAGS as LB_FLAGS
 from capplan.commands.limit import FLAGS as LIMIT_FLAGS
 from capplan.commands.loadtest import FLAGS as LOADTEST_FLAGS
 from capplan.commands.plan import FLAGS as PLAN_FLAGS
+from capplan.commands.profile import FLAGS as PROFILE_FLAGS
+from capplan.commands.profile import parse_cache_tokens
+from capplan.commands.report import FLAGS as REPORT_FLAGS
+from capplan.commands.review import FLAGS as REVIEW_FLAGS
 from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
+from capplan.commands.worker import FLAGS as WORKER_FLAGS
 from capplan.demo import DemoOptions
 from planner.calibrate import CalibrateOptions
 from planner.capacity.arithmetic import parse_float_list
@@ -40,12 +46,16 @@ from planner.emulator.options import EmulateOptions
 from planner.fleet.executor import parse_executor
 from planner.limit.options import LimitOptions
 from planner.loadtest.options import LoadTestOptions
+from planner.loadtest.remote import WorkerOptions
 from planner.loadtest.workers import parse_workers
 from planner.verify.nginx import LbOptions
 from planner.verify.options import VerifyOptions
 from planner.whatif.compare import CompareOptions
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
+from profiles.options import ProfileOptions
+from reports.options import ReportOptions
+from reports.review.options import ReviewOptions
 
 
 @dataclass(frozen=True)
@@ -238,7 +248,43 @@ LB = Command(
     # --print-config: a value the model let through prints a config, no nginx starts
     lambda tmp: ["lb", "--print-config", "--folder", str(tmp / "lb"), "http://127.0.0.1:9"],
 )
-COMMANDS = [VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO, EMULATE, LB]
+PROFILE = Command(
+    "profile",
+    ProfileOptions,
+    PROFILE_FLAGS,
+    # a preset: a value the model let through writes a profile (no output is checked for)
+    lambda tmp: ["profile", "--preset", "chat", "-o", str(tmp / "run")],
+    parse={
+        "cache_tokens": parse_cache_tokens,
+        "figures.shared_prefix_share": lambda text: parse_share("--shared-prefix-share", text),
+    },
+    shares=frozenset({"figures.shared_prefix_share"}),
+)  # fmt: skip
+REPORT = Command(
+    "report",
+    ReportOptions,
+    REPORT_FLAGS,
+    # a whatif.json that is not there: a value the model let through stops at reading it
+    lambda tmp: ["report", "--whatif", str(tmp / "missing.json"), "-o", str(tmp / "r.pdf")],
+)
+REVIEW = Command(
+    "review",
+    ReviewOptions,
+    REVIEW_FLAGS,
+    # a review file that is not there: a value the model let through stops at reading it
+    lambda tmp: ["review", str(tmp / "missing.yaml"), "-o", str(tmp / "r.pdf")],
+    parse={"executor": parse_executor},
+)
+WORKER = Command(
+    "worker",
+    WorkerOptions,
+    WORKER_FLAGS,
+    lambda tmp: ["worker", "--master", "127.0.0.1:9", "--once"],
+)
+COMMANDS = [
+    VERIFY, PLAN, WHATIF, LIMIT, LOADTEST, COMPARE, CALIBRATE, DEMO, EMULATE, LB, PROFILE,
+    REPORT, REVIEW, WORKER,
+]  # fmt: skip
 
 
 def params(command: Command) -> dict[str, click.Parameter]:
@@ -367,6 +413,11 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         "faults.drop_rate", "faults.stall_rate", "mfu", "mbu", "step_overhead_s",
     )}  # fmt: skip
     assert seen >= {("lb", path) for path in ("port", "wait_s")}
+    assert seen >= {("profile", path) for path in (
+        "block_tokens", "chunk_rows", "figures.rate_rps", "figures.peak_to_mean",
+        "figures.input_mean", "figures.output_mean", "figures.shared_prefix_tokens",
+        "figures.shared_prefix_share",
+    )}  # fmt: skip
     assert seen >= {("compare", path) for path in (
         "tp", "gpu_hour_price_usd", "peak_quantile", "peak_rps", "growth", "headroom",
         "redundancy",
@@ -379,6 +430,8 @@ def test_the_bounded_fields_are_the_ones_expected() -> None:
         ("emulate", "faults.error_rate", "-1"), ("emulate", "faults.error_rate", "200%"),
         ("emulate", "mfu", "0"), ("emulate", "mfu", "200%"),
         ("lb", "port", "0"), ("lb", "port", "65536"),
+        ("profile", "figures.shared_prefix_share", "0"),
+        ("profile", "figures.shared_prefix_share", "200%"),
     }  # fmt: skip
 
 
@@ -425,8 +478,10 @@ def test_a_non_finite_number_or_a_bad_list_item_is_refused(
         (LOADTEST, ["--endpoint", "chats"], "--endpoint 'chats': expected chat or completions"),
         (DEMO, ["--lang", "xx"], "--lang 'xx': expected en or zh"),
         (EMULATE, ["--queue-policy", "lifo"], "--queue-policy 'lifo': expected fcfs or spf"),
+        (REPORT, ["--lang", "xx"], "--lang 'xx': expected en or zh"),
+        (REVIEW, ["--lang", "xx"], "--lang 'xx': expected en or zh"),
     ],
-    ids=["loadtest-endpoint", "demo-lang", "emulate-queue-policy"],
+    ids=["loadtest-endpoint", "demo-lang", "emulate-queue-policy", "report-lang", "review-lang"],
 )
 def test_a_word_outside_the_models_choices_is_refused_naming_the_option_and_the_choices(
     tmp_path: Path, command: Command, extra: list[str], said: str

@@ -54,7 +54,7 @@ def test_report_command_rejects_bad_input(tmp_path: Path) -> None:
     assert "missing.json: plan not found" in result.output
     assert "Traceback" not in result.output
     result = runner.invoke(app, [*base, "--plan", str(paths.plan), "--lang", "fr"])
-    assert result.exit_code == 2 and "expected one of en, zh" in result.output
+    assert result.exit_code == 2 and "--lang 'fr': expected en or zh" in result.output
 
 
 def test_report_command_rejects_an_unusable_cjk_font(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def test_cli_chunk_rows(tmp_path: Path) -> None:
     info = load_profile(out).source.read_in_chunks
     assert info is not None and info.chunks == 5 and info.chunk_rows == 1000
     result = CliRunner().invoke(app, [*args, "--chunk-rows", "0"])
-    assert result.exit_code == 2 and "--chunk-rows must be at least 1" in result.output
+    assert result.exit_code == 2 and "--chunk-rows 0: expected a whole number >= 1" in result.output
 
 
 def test_sorted_bin_counts_by_search_and_by_bincount_agree() -> None:
