@@ -58,7 +58,8 @@ LIVE_FILE = "live.json"  # progress, rewritten about every second by the writing
 START_FILE = "start.json"  # the plan's start on the run clock, written once the plan starts
 STAGE_ENDS_FILE = "stage_ends.json"  # stages ended early (steady, recovered): their end times
 LOST_FILE = "lost_workers.json"  # workers the master lost mid-run
-STOP_FILE = "stop"  # capplan asks the run to stop gracefully (Ctrl-C)
+STOP_FILE = "stop"  # capplan asks the run to stop gracefully (Ctrl-C, a hopeless level)
+STOPPED_FILE = "stopped.json"  # when the run stopped early, on the run clock: {"stop_s": t}
 END_STAGE_FILE = "end-stage"  # capplan asks the run to end the stage named inside
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_COLUMNS)

@@ -48,6 +48,7 @@ from contracts.rundir import (
     STAGE_ENDS_FILE,
     START_FILE,
     STOP_FILE,
+    STOPPED_FILE,
     metrics_writer,
 )
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
@@ -215,6 +216,7 @@ def _stop_everything(run: RunState, *, stopping: bool = False) -> None:
     """Stop the plan now (Ctrl-C, the web UI's Stop, a stop file) and finish the run."""
     if run.clock is not None and run.stop_s is None:
         run.stop_s = run.clock.now()
+        run.write_json(STOPPED_FILE, {"stop_s": run.stop_s})  # the summaries end there
     runner = run.env.runner
     if isinstance(runner, MasterRunner):
         runner.send_message("capplan_stop", {})

@@ -29,6 +29,7 @@ from contracts.rundir import (
     STAGE_ENDS_FILE,
     STAGE_PLAN_FILE,
     START_FILE,
+    STOPPED_FILE,
     WORK_DIR,
     WORK_PROFILE_FILE,
     consolidate_run,
@@ -340,7 +341,10 @@ def run_loadtest(
     previous = read_stages(out_dir) if append else []
     records = read_records(out_dir)
     stop_s = None
-    if interrupted and records.height:
+    stopped = read_work_json(out_dir, STOPPED_FILE)  # a run stopped early: Ctrl-C, a stop file
+    if isinstance(stopped, dict) and isinstance(stopped.get("stop_s"), (int, float)):
+        stop_s = float(stopped["stop_s"])
+    elif interrupted and records.height:
         stop_s = float(records["end_s"].max())  # type: ignore[arg-type]
     stage_ends_s = read_work_json(out_dir, STAGE_ENDS_FILE) or {}
     summaries = summarize_plan(
