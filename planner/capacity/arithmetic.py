@@ -65,6 +65,9 @@ class Limit:
             slo=None if self.slo is None else self.slo.text,
             mean_e2e_s=self.mean_e2e_s,
             binding=self.binding,
+            # A limit the engine model made (the demo's emulator) stays a prediction in the
+            # plan, with its interval, so the report's first page can say so.
+            predicted=self.result.predicted if self.result is not None else None,
         )
 
 
@@ -125,8 +128,9 @@ def unconfirmed_reason(result: LimitResult) -> str | None:
 
 
 def limit_from_result(result: LimitResult, source: str, slo: Slo | None) -> Limit:
-    """The plan's per-instance limit from a measured (or predicted) limit result; `source`
-    names where it came from. ConfigError when no load met the SLO, or the result was
+    """The plan's per-instance limit from a limit result (a load test's; one whose endpoint was
+    the engine model itself says so in `predicted`, which the plan keeps); `source` names
+    where it came from. ConfigError when no load met the SLO, or the result was
     measured under another SLO than `slo` (when given). An unconfirmed result is taken as it
     is (parse_limit refuses one unless asked)."""
     if result.feasible_max is None or result.feasible_max <= 0:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from contracts.errors import ConfigError
+from contracts.limit import IntervalSource, PredictedInterval
 
 SPREAD_PATH = Path(__file__).with_name("prediction_spread.yaml")
 
@@ -53,6 +54,11 @@ class LimitInterval:
     basis: str
     rows: int
     note: str  # why this basis (a fallback says which class had too few rows)
+    source: IntervalSource  # the same, as the contracts' fields (for words in any language)
+
+    def contract(self) -> PredictedInterval:
+        """The interval as limit.json and plan.json store it (a rate limit: req/s)."""
+        return PredictedInterval(low=self.low_rps, high=self.high_rps, source=self.source)
 
 
 def _spread(doc: Any, where: str) -> Spread:
@@ -112,13 +118,13 @@ def limit_interval(
     key = class_key(engine, gpu, table)
     lo_q, hi_q = (f"p{round(q * 100)}" for q in table.quantiles)
     spread = table.classes.get(key)
+    class_rows = spread.rows if spread is not None else 0
     if spread is not None and spread.rows >= table.min_rows:
         basis, note = key, f"{lo_q}-{hi_q} of {spread.rows} published {key} rows"
     else:
-        have = spread.rows if spread is not None else 0
         spread, basis = table.overall, "overall"
         note = (
-            f"{lo_q}-{hi_q} of all {spread.rows} published rows: {key} has {have} "
+            f"{lo_q}-{hi_q} of all {spread.rows} published rows: {key} has {class_rows} "
             f"(fewer than {table.min_rows})"
         )
     return LimitInterval(
@@ -127,4 +133,12 @@ def limit_interval(
         basis=basis,
         rows=spread.rows,
         note=note,
+        source=IntervalSource(
+            basis=basis,
+            class_key=key,
+            rows=spread.rows,
+            class_rows=class_rows,
+            low_quantile=table.quantiles[0],
+            high_quantile=table.quantiles[1],
+        ),
     )
