@@ -20,8 +20,10 @@ from pydantic import Field
 
 from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
+from contracts.jsonio import read_json
 from contracts.limit import LimitResult, load_limit, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
+from contracts.whatif import WHATIF_SCHEMA
 from planner.slo.recorded import limit_slo
 from planner.slo.spec import Slo
 from profiles.model import Profile
@@ -105,7 +107,11 @@ def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> L
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
             f"(e.g. 17.4rps, 50users)"
         )
-    result = load_limit(path)
+    try:
+        result = load_limit(path)
+    except InputError:
+        _refuse_predictions(path)
+        raise
     reason = unconfirmed_reason(result)
     if reason is not None and not accept_unconfirmed:
         raise ConfigError(
@@ -114,6 +120,19 @@ def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> L
             f"{path.parent}) or plan with it anyway with --accept-unconfirmed"
         )
     return limit_from_result(result, str(path), slo)
+
+
+def _refuse_predictions(path: Path) -> None:
+    """ConfigError, saying why, when `path` is a whatif.json: its limits are the engine model's
+    predictions, each already planned there with its interval (not a limit to plan with)."""
+    data = read_json(path, "limit")
+    if isinstance(data, dict) and data.get("schema") == WHATIF_SCHEMA:
+        raise ConfigError(
+            f"--limit {path}: a whatif.json holds the engine model's predicted limits, each "
+            f"already planned there (instances, cost) with the interval where a GPU's limit is "
+            f"expected; its report says so (capplan report --whatif {path}). Plan with a "
+            f"limit.json measured on the GPU (capplan limit)"
+        )
 
 
 def unconfirmed_reason(result: LimitResult) -> str | None:

@@ -58,3 +58,21 @@ def test_a_limit_the_engine_model_made_is_named_predicted_with_its_interval(
         f"{iv.low_rps:.3g} and {iv.high_rps:.3g} req/s ({iv.note})" in output
     ), output
     assert "measured by capplan limit" not in output
+
+
+def test_a_whatif_json_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """Its limits are predictions, each planned in whatif with its interval: plan says so
+    (exit 2) instead of 'expected schema capplan.limit/1'."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
+    whatif = tmp_path / "whatif.json"
+    whatif.write_text(json.dumps({"schema": "capplan.whatif/1", "candidates": []}))
+    result = CliRunner().invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", str(whatif), "-o", str(tmp_path / "p.json")],
+        env={"COLUMNS": "400"},
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "a whatif.json holds the engine model's predicted limits" in said, said
+    assert f"capplan report --whatif {whatif}" in said
