@@ -105,12 +105,14 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     from planner.capacity.plan import PlanOptions, build_plan
     from planner.emulator import emulator_subprocess
     from planner.engine import build_engine_config
+    from planner.engine.build import DEFAULT_ENGINE
     from planner.limit.measured.config import SearchConfig
     from planner.limit.measured.steady import SteadyRules
     from planner.limit.options import LimitOptions
     from planner.limit.predict import predict_limit
     from planner.limit.run import run_limit
     from planner.slo.spec import parse_slo
+    from planner.whatif.interval import limit_interval
     from profiles.build import build_profile
     from profiles.model import save_profile
     from profiles.samples import sample_path
@@ -218,6 +220,9 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
             f"the demo's limit search found no load that meets {options.slo}; see {run_dir}"
         )
     measured_rps = limit.feasible_max
+    on_gpu = limit_interval(measured_rps, DEFAULT_ENGINE, config.gpu.name)
+    # The emulator is the engine model in real time: its limit is a prediction for a real
+    # GPU, as the virtual one is, and carries the validation's interval (the plan keeps it).
     limit = limit.model_copy(
         update={
             "prediction": Prediction(
@@ -230,7 +235,11 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
                     f"emulator ran {options.speed:g}x faster than wall time and the load test "
                     "kept time in the engine's clock"
                 ),
-            )
+                interval=limit_interval(
+                    predicted.feasible_max, DEFAULT_ENGINE, config.gpu.name
+                ).contract(),
+            ),
+            "predicted": on_gpu.contract(),
         }
     )
     write_limit(limit, run_dir / LIMIT_FILE)
@@ -238,6 +247,11 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
     step(
         f"      measured {measured_rps:.3g} req/s, engine model {predicted.feasible_max:.3g}"
         f" req/s ({gap:+.0%})"
+    )
+    step(
+        f"      predicted, not measured on a GPU: the emulator is the engine model; a real "
+        f"{options.gpu} is expected between {on_gpu.low_rps:.3g} and {on_gpu.high_rps:.3g} "
+        f"req/s ({on_gpu.note})"
     )
 
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")

@@ -104,6 +104,28 @@ class LittlesLaw(_Model):
     mean_e2e_s: float
 
 
+class IntervalSource(_Model):
+    """Where a predicted limit's interval comes from: the validation's spread (published /
+    predicted limit) on published server results, for the prediction's engine and GPU class,
+    or over all rows where that class has too few (planner.whatif.interval)."""
+
+    basis: str = Field(description="`<engine>/<gpu class>` the spread is taken over, or `overall`")
+    class_key: str = Field(description="the prediction's own `<engine>/<gpu class>`")
+    rows: int = Field(ge=0, description="published results the spread rests on")
+    class_rows: int = Field(ge=0, description="published results of class_key")
+    low_quantile: float = Field(description="quantile of the spread at the low end, e.g. 0.1")
+    high_quantile: float = Field(description="quantile of the spread at the high end, e.g. 0.9")
+
+
+class PredictedInterval(_Model):
+    """Predicted, not measured: where a GPU's measured limit is expected, around the engine
+    model's figure."""
+
+    low: float = Field(gt=0, description="low end, in the limit's unit")
+    high: float = Field(gt=0, description="high end, in the limit's unit")
+    source: IntervalSource
+
+
 class Prediction(_Model):
     """The engine model's limit for the same SLO, searched in virtual time under the same
     steady-state rules (planner.limit.predict), for comparison with the measured one."""
@@ -113,6 +135,9 @@ class Prediction(_Model):
     gpu: str = ""
     model: str = ""
     note: str = Field("", description="how it was made (engine, rules, time scale)")
+    interval: PredictedInterval | None = Field(
+        default=None, description="where a GPU's limit is expected around feasible_max"
+    )
 
 
 class FastSearchRecord(_Model):
@@ -251,6 +276,13 @@ class LimitResult(_Model):
         description="why the answer is not confirmed (a search stopped before the measured "
         "levels around its answer held it); `capplan plan` refuses such a limit unless "
         "--accept-unconfirmed. null: confirmed, or a measured search that ended",
+    )
+    predicted: PredictedInterval | None = Field(
+        default=None,
+        description="set when the endpoint was the engine model itself (the demo measures "
+        "capplan's emulator), so the limit is a prediction for the GPU, not a measurement of "
+        "one: where a GPU's limit is expected around feasible_max. A plan on this limit carries "
+        "it, and the report's first page says predicted, not measured. null: a real endpoint",
     )
     sentence: str = Field("", description="the answer in one sentence")
     stopped: str = Field(

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts import names
 from contracts.autoscale import AutoscaleResult
 from contracts.finding import Finding
+from contracts.limit import PredictedInterval
 from contracts.ops import OpsFiles
 
 PLAN_SCHEMA = "capplan.plan/1"
@@ -30,6 +31,11 @@ class LimitInput(_Model):
     slo: str | None = None
     mean_e2e_s: float | None = Field(None, description="e2e at the limit, for Little's law")
     binding: str | None = None
+    predicted: PredictedInterval | None = Field(
+        default=None,
+        description="the limit is the engine model's prediction, not a GPU's measurement (the "
+        "limit.json's `predicted`): where a GPU's limit is expected. null: measured or given",
+    )
 
 
 class SloTerm(_Model):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.finding import Finding
+from contracts.limit import IntervalSource, PredictedInterval
 from contracts.plan import FleetCheck
 
 WHATIF_SCHEMA = "capplan.whatif/1"
@@ -38,6 +39,9 @@ class WhatifCandidate(_Model):
         default=None,
         description="the rows the interval comes from (`<engine>/<gpu class>` or `overall`, "
         "with why)",
+    )
+    limit_interval_source: IntervalSource | None = Field(
+        default=None, description="the interval's source as fields, for saying it in any language"
     )
     infeasible_rps: float | None = None
     binding: str | None = None
@@ -119,7 +123,8 @@ class Whatif(_Model):
 
 
 class CompareRow(_Model):
-    """One measured limit run, planned for the profile's peak."""
+    """One limit run (measured, or the engine model's where `predicted` says so), planned for
+    the profile's peak."""
 
     run: str
     label: str
@@ -137,6 +142,11 @@ class CompareRow(_Model):
     usd_per_million_output_tokens: float | None
     mean_output_tokens: float | None
     rank: int | None
+    predicted: PredictedInterval | None = Field(
+        default=None,
+        description="the run's limit is the engine model's, not a GPU's (its limit.json's "
+        "`predicted`, e.g. the demo's emulator run): where a GPU's limit is expected",
+    )
 
 
 class Compare(_Model):

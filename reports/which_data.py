@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.jsonio import read_json, validate
+from contracts.limit import IntervalSource
 from contracts.whatif import (
     COMPARE_SCHEMA,
     WHATIF_SCHEMA,
@@ -43,10 +44,12 @@ class WhichRow:
     calibration_error: float | None  # whatif, when calibrated on a measured limit
     pareto: bool | None  # whatif: on the cost / p95 e2e front; None for compare
     problem: str | None  # whatif: why there is no prediction
-    # whatif: the predicted limit's interval (the validation's spread for its engine and GPU
-    # class, computed by planner.whatif.interval and stored in whatif.json); None for compare
+    # a predicted limit's interval (the validation's spread for its engine and GPU class,
+    # computed by planner.whatif.interval and stored in whatif.json, or in compare.json for a
+    # run whose limit is the engine model's); None for a measured limit
     limit_low: float | None = None
     limit_high: float | None = None
+    limit_source: IntervalSource | None = None  # where the interval comes from
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +131,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         problem=c.problem,
         limit_low=c.limit_low_rps,
         limit_high=c.limit_high_rps,
+        limit_source=c.limit_interval_source,
     )
 
 
@@ -146,6 +150,9 @@ def _compare_row(r: CompareRow) -> WhichRow:
         calibration_error=None,
         pareto=None,
         problem=None,
+        limit_low=r.predicted.low if r.predicted is not None else None,
+        limit_high=r.predicted.high if r.predicted is not None else None,
+        limit_source=r.predicted.source if r.predicted is not None else None,
     )
 
 

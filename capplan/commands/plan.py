@@ -73,6 +73,7 @@ from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.ops.rules import replan_command
 from planner.ops.write import write_ops
 from planner.slo.spec import parse_slo
+from planner.whatif.interval import source_note
 from profiles.model import load_profile
 
 HELP = """Turn a profile's peak and the per-instance SLO limit into a capacity plan.
@@ -298,9 +299,17 @@ def plan_command(
 
 
 def limit_line(limit: LimitInput) -> str:
-    """Where the per-instance limit came from: a limit.json capplan measured, or a number
-    given with --limit (from vLLM bench, guidellm or elsewhere), named as such."""
+    """Where the per-instance limit came from: a limit.json capplan measured, one whose endpoint
+    was the engine model (predicted, not measured, with its interval), or a number given with
+    --limit (from vLLM bench, guidellm or elsewhere), named as such."""
     per = f"[bold]Limit[/bold]: {limit.value:g} {unit_label(limit.unit)} per instance"
+    iv, unit = limit.predicted, unit_label(limit.unit)
+    if iv is not None:
+        return (
+            f"{per}, predicted, not measured: the engine model's ({limit.source}, a load test of "
+            f"capplan's emulator) under {limit.slo}; a GPU's is expected between {iv.low:.3g} "
+            f"and {iv.high:.3g} {unit} ({source_note(iv.source)})"
+        )
     if Path(limit.source).is_file():
         return f"{per}, measured by capplan limit ({limit.source}) under {limit.slo}"
     slo = f" for {limit.slo}" if limit.slo else ""

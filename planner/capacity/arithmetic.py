@@ -20,8 +20,10 @@ from pydantic import Field
 
 from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
+from contracts.jsonio import read_json
 from contracts.limit import LimitResult, load_limit, unit_label
 from contracts.plan import Cost, Demand, LimitInput, Scenario, SensitivityCell
+from contracts.whatif import WHATIF_SCHEMA
 from planner.slo.recorded import limit_slo
 from planner.slo.spec import Slo
 from profiles.model import Profile
@@ -65,6 +67,9 @@ class Limit:
             slo=None if self.slo is None else self.slo.text,
             mean_e2e_s=self.mean_e2e_s,
             binding=self.binding,
+            # A limit the engine model made (the demo's emulator) stays a prediction in the
+            # plan, with its interval, so the report's first page can say so.
+            predicted=self.result.predicted if self.result is not None else None,
         )
 
 
@@ -102,7 +107,11 @@ def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> L
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
             f"(e.g. 17.4rps, 50users)"
         )
-    result = load_limit(path)
+    try:
+        result = load_limit(path)
+    except InputError:
+        _refuse_predictions(path)
+        raise
     reason = unconfirmed_reason(result)
     if reason is not None and not accept_unconfirmed:
         raise ConfigError(
@@ -111,6 +120,19 @@ def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> L
             f"{path.parent}) or plan with it anyway with --accept-unconfirmed"
         )
     return limit_from_result(result, str(path), slo)
+
+
+def _refuse_predictions(path: Path) -> None:
+    """ConfigError, saying why, when `path` is a whatif.json: its limits are the engine model's
+    predictions, each already planned there with its interval (not a limit to plan with)."""
+    data = read_json(path, "limit")
+    if isinstance(data, dict) and data.get("schema") == WHATIF_SCHEMA:
+        raise ConfigError(
+            f"--limit {path}: a whatif.json holds the engine model's predicted limits, each "
+            f"already planned there (instances, cost) with the interval where a GPU's limit is "
+            f"expected; its report says so (capplan report --whatif {path}). Plan with a "
+            f"limit.json measured on the GPU (capplan limit)"
+        )
 
 
 def unconfirmed_reason(result: LimitResult) -> str | None:
@@ -125,8 +147,9 @@ def unconfirmed_reason(result: LimitResult) -> str | None:
 
 
 def limit_from_result(result: LimitResult, source: str, slo: Slo | None) -> Limit:
-    """The plan's per-instance limit from a measured (or predicted) limit result; `source`
-    names where it came from. ConfigError when no load met the SLO, or the result was
+    """The plan's per-instance limit from a limit result (a load test's; one whose endpoint was
+    the engine model itself says so in `predicted`, which the plan keeps); `source` names
+    where it came from. ConfigError when no load met the SLO, or the result was
     measured under another SLO than `slo` (when given). An unconfirmed result is taken as it
     is (parse_limit refuses one unless asked)."""
     if result.feasible_max is None or result.feasible_max <= 0:

@@ -109,6 +109,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             unit=r.unit, binding=r.binding, recovery_s=r.recovery_s, recovered=r.recovered,
             instances=None, gpus=None, gpu=gpu_name, monthly_cost_usd=None,
             usd_per_million_output_tokens=None, mean_output_tokens=mean_out, rank=None,
+            predicted=r.predicted,
         )  # fmt: skip
         if r.feasible_max:
             e2e = r.littles_law.mean_e2e_s if r.littles_law is not None else None

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from contracts.errors import ConfigError
+from contracts.limit import IntervalSource, PredictedInterval
 
 SPREAD_PATH = Path(__file__).with_name("prediction_spread.yaml")
 
@@ -53,6 +54,11 @@ class LimitInterval:
     basis: str
     rows: int
     note: str  # why this basis (a fallback says which class had too few rows)
+    source: IntervalSource  # the same, as the contracts' fields (for words in any language)
+
+    def contract(self) -> PredictedInterval:
+        """The interval as limit.json and plan.json store it (a rate limit: req/s)."""
+        return PredictedInterval(low=self.low_rps, high=self.high_rps, source=self.source)
 
 
 def _spread(doc: Any, where: str) -> Spread:
@@ -110,21 +116,37 @@ def limit_interval(
     """The interval of a predicted limit for `engine` on `gpu` (catalog name)."""
     table = table or default_spread()
     key = class_key(engine, gpu, table)
-    lo_q, hi_q = (f"p{round(q * 100)}" for q in table.quantiles)
     spread = table.classes.get(key)
-    if spread is not None and spread.rows >= table.min_rows:
-        basis, note = key, f"{lo_q}-{hi_q} of {spread.rows} published {key} rows"
-    else:
-        have = spread.rows if spread is not None else 0
-        spread, basis = table.overall, "overall"
-        note = (
-            f"{lo_q}-{hi_q} of all {spread.rows} published rows: {key} has {have} "
-            f"(fewer than {table.min_rows})"
-        )
+    class_rows = spread.rows if spread is not None else 0
+    if spread is None or spread.rows < table.min_rows:
+        spread = table.overall
+    source = IntervalSource(
+        basis=key if spread is not table.overall else "overall",
+        class_key=key,
+        rows=spread.rows,
+        class_rows=class_rows,
+        low_quantile=table.quantiles[0],
+        high_quantile=table.quantiles[1],
+    )
     return LimitInterval(
         low_rps=limit_rps * spread.low_ratio,
         high_rps=limit_rps * spread.high_ratio,
-        basis=basis,
+        basis=source.basis,
         rows=spread.rows,
-        note=note,
+        note=source_note(source, table.min_rows),
+        source=source,
+    )
+
+
+def source_note(source: IntervalSource, min_rows: int | None = None) -> str:
+    """The interval's source in English, as whatif prints it: `p10-p90 of 20 published
+    trtllm/hopper rows`, or `p10-p90 of all 24 published rows: vllm/hopper has 0 (fewer than
+    4)` (the table's `min_rows`, read from the shipped table when not given)."""
+    lo_q, hi_q = (f"p{round(q * 100)}" for q in (source.low_quantile, source.high_quantile))
+    if source.basis != "overall":
+        return f"{lo_q}-{hi_q} of {source.rows} published {source.basis} rows"
+    fewer = min_rows if min_rows is not None else default_spread().min_rows
+    return (
+        f"{lo_q}-{hi_q} of all {source.rows} published rows: {source.class_key} has "
+        f"{source.class_rows} (fewer than {fewer})"
     )

@@ -196,6 +196,7 @@ def run_candidate(
         candidate.limit_low_rps = interval.low_rps
         candidate.limit_high_rps = interval.high_rps
         candidate.limit_interval_basis = interval.note
+        candidate.limit_interval_source = interval.source
         # A disaggregated candidate is planned in units of p + d instances (tp GPUs each).
         scenario = plan_scenario(
             peak_rps, "rps", limit, options.growth, options.headroom, options.redundancy,

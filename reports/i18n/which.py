@@ -32,6 +32,7 @@ WHICH_EN: dict[str, str] = {
     "which_col_rank": "Rank",
     "which_col_candidate": "Candidate",
     "which_col_limit": "Limit per instance",
+    "which_col_limit_predicted": "Predicted limit (interval)",
     "which_col_binding": "Binds first",
     "which_col_instances": "Instances",
     "which_col_gpus": "GPUs",
@@ -53,8 +54,13 @@ WHICH_EN: dict[str, str] = {
     ),
     "which_predicted": (
         "Predicted, not measured: {label} holds {limit} per instance in the engine model; "
-        "published server results of its engine and GPU class put the measured limit between "
-        "{low} and {high}. Measure it (capplan limit) before buying."
+        "published server results put the measured limit between {low} and {high} "
+        "({source}). Measure it (capplan limit) before buying."
+    ),
+    "which_compare_predicted": (
+        "Predicted, not measured: the limit of {label}, {limit}, is the engine model's (its "
+        "load test ran against capplan's engine emulator); published server results put a "
+        "GPU's measured limit between {low} and {high} ({source})."
     ),
     "which_gap_gpu": (
         "For your traffic, a fleet of {cheaper} costs {pct} less than one of {dearer} at the "
@@ -97,6 +103,7 @@ WHICH_ZH: dict[str, str] = {
     "which_col_rank": "排名",
     "which_col_candidate": "候选配置",
     "which_col_limit": "单实例上限",
+    "which_col_limit_predicted": "预测上限(区间)",
     "which_col_binding": "首先触及的约束",
     "which_col_instances": "实例数",
     "which_col_gpus": "GPU 数",
@@ -116,8 +123,12 @@ WHICH_ZH: dict[str, str] = {
         "{label} 以最低成本在 SLO 内承载 {peak} 的峰值:{n} 个实例,{gpus} 块 GPU,每月 {cost}。"
     ),
     "which_predicted": (
-        "预测值,未经实测:引擎模型预测 {label} 每实例承载 {limit};按同类引擎与 GPU 的公开服务"
-        "结果,实测上限应在 {low} 至 {high} 之间。采购前请用 capplan 的上限搜索实测。"
+        "预测值,未经实测:引擎模型预测 {label} 每实例承载 {limit};按公开服务结果,实测上限应在 "
+        "{low} 至 {high} 之间({source})。采购前请用 capplan 的上限搜索实测。"
+    ),
+    "which_compare_predicted": (
+        "预测值,未经实测:{label} 的上限 {limit} 来自引擎模型(其负载测试的对象是 capplan 的引擎"
+        "仿真器);按公开服务结果,GPU 上的实测上限应在 {low} 至 {high} 之间({source})。"
     ),
     "which_gap_gpu": (
         "对您的流量,在相同 SLO 下 {cheaper} 集群比 {dearer} 便宜 {pct}"

@@ -12,6 +12,7 @@ from reportlab.platypus import (
 )
 
 from contracts.plan import Plan
+from reports.i18n.predicted_words import interval_source
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
 from reports.pages.risks import risks_table
@@ -38,7 +39,7 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         ctx.para(ctx.answer_sentence(), styles.answer),
         ctx.para(verified_line(ctx)),
     ]
-    for warning in (ctx.fleet_warning(), observed_warning(ctx)):
+    for warning in (predicted_warning(ctx), ctx.fleet_warning(), observed_warning(ctx)):
         if warning is not None:
             out.append(ctx.para(warning, styles.warning))
     out += [
@@ -49,6 +50,22 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         out += [ctx.para(ctx.t("compare_heading"), styles.h2), comparison(ctx, ctx.inputs.previous)]
     out += [ctx.para(ctx.t("risks_heading"), styles.h2), risks_table(ctx)]
     return out
+
+
+def predicted_warning(ctx: ReportContext) -> str | None:
+    """'Predicted, not measured' with the interval, when the plan's limit is the engine
+    model's (a load test of capplan's emulator), not a GPU's."""
+    limit = ctx.plan.inputs.limit
+    iv = limit.predicted
+    if iv is None:
+        return None
+    return ctx.t(
+        "predicted_answer",
+        limit=ctx.words.load(limit.value, limit.unit),
+        low=ctx.words.load(iv.low, limit.unit),
+        high=ctx.words.load(iv.high, limit.unit),
+        source=interval_source(ctx.t, iv.source),
+    )
 
 
 def observed_warning(ctx: ReportContext) -> str | None:

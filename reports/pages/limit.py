@@ -17,6 +17,7 @@ from reportlab.platypus import (
 from contracts.limit import LimitLevel
 from reports import charts
 from reports.charts import GRAY, GREEN, ORANGE, RED, Axis
+from reports.i18n.predicted_words import interval_source
 from reports.layout import CONTENT_W, NoChart
 from reports.observed import observed_section
 from reports.pages.context import ReportContext
@@ -171,6 +172,16 @@ def limit_evidence(ctx: ReportContext) -> list[str]:
                 gap=gap,
             )
         )
+        iv = lim.prediction.interval
+        if iv is not None:
+            out.append(
+                ctx.t(
+                    "prediction_interval",
+                    low=words.load(iv.low, lim.unit),
+                    high=words.load(iv.high, lim.unit),
+                    source=interval_source(ctx.t, iv.source),
+                )
+            )
     fast = lim.fast
     if fast is not None and fast.predicted_rps is not None:
         bias = ", ".join(f"{name} {value:+.3f}" for name, value in fast.bias.items())

@@ -13,9 +13,10 @@ from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
 
 from reports.charts_which import Bar, cost_bars
 from reports.i18n.findings import lesson_figure
+from reports.i18n.predicted_words import interval_source
 from reports.i18n.which import KNOB_NAMES
 from reports.layout import CONTENT_W, Layout
-from reports.which_data import CostGap, WhichSection
+from reports.which_data import CostGap, WhichRow, WhichSection
 
 MAX_BARS = 16  # more candidates than this: the chart shows the cheapest, the table all
 
@@ -25,15 +26,15 @@ def _knob(layout: Layout, name: str) -> str:
 
 
 def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
-    """Rank, candidate, limit, binding, instances, GPUs, costs; whatif adds the calibration
-    error (when calibrated) and the Pareto mark."""
+    """Rank, candidate, limit, binding, instances, GPUs, costs; whatif gives each predicted
+    limit's interval and adds the calibration error (when calibrated) and the Pareto mark."""
     w = layout.words
     whatif = section.kind == "whatif"
     calibrated = any(r.calibration_error is not None for r in section.rows)
     cols: list[tuple[str, float]] = [
         ("which_col_rank", 0.055),
         ("which_col_candidate", 0.18 if whatif and calibrated else 0.29),
-        ("which_col_limit", 0.1),
+        ("which_col_limit_predicted", 0.14) if whatif else ("which_col_limit", 0.1),
         ("which_col_binding", 0.1),
         ("which_col_instances", 0.095),
         ("which_col_gpus", 0.06),
@@ -49,7 +50,7 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
         row = [
             str(r.rank) if r.rank is not None else "–",
             r.label,
-            w.load(r.limit, r.unit),
+            _limit_cell(layout, r),
             r.binding or ("–" if r.limit else layout.t("which_no_limit")),
             w.integer(r.instances),
             w.integer(r.gpus),
@@ -64,6 +65,14 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     total = sum(f for _, f in cols)
     best = [(i, c) for i, r in enumerate(section.rows, 1) if r.rank == 1 for c in (0, 6)]
     return layout.table(rows, [CONTENT_W * f / total for _, f in cols], highlight=best)
+
+
+def _limit_cell(layout: Layout, row: WhichRow) -> str:
+    """The limit, and for a predicted one the interval a GPU's limit is expected in."""
+    w = layout.words
+    if row.limit is None or row.limit_low is None or row.limit_high is None:
+        return w.load(row.limit, row.unit)
+    return f"{w.load(row.limit, row.unit)} ({w.num(row.limit_low)}–{w.num(row.limit_high)})"
 
 
 def cost_chart(layout: Layout, section: WhichSection) -> list[Flowable]:
@@ -93,6 +102,19 @@ def cost_chart(layout: Layout, section: WhichSection) -> list[Flowable]:
     return out
 
 
+def _compare_predicted(layout: Layout, row: WhichRow) -> str:
+    """A compared run whose limit is the engine model's: predicted, not measured, and where."""
+    w = layout.words
+    return layout.t(
+        "which_compare_predicted",
+        label=row.label,
+        limit=w.load(row.limit, row.unit),
+        low=w.load(row.limit_low, row.unit),
+        high=w.load(row.limit_high, row.unit),
+        source=interval_source(layout.t, row.limit_source) if row.limit_source else layout.t("na"),
+    )
+
+
 def _gap_sentence(layout: Layout, section: WhichSection, gap: CostGap) -> str:
     w = layout.words
     by_gpu = section.kind == "whatif"
@@ -111,7 +133,8 @@ def _gap_sentence(layout: Layout, section: WhichSection, gap: CostGap) -> str:
 def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
     """The section's lessons: the cheapest fleet, what it saves against the others, the cost per
     token when it ranks otherwise, the candidates without a limit, and (whatif) each method
-    against its baseline with the figure that explains it."""
+    against its baseline with the figure that explains it. A predicted limit (whatif's best,
+    a compared run whose limit is the engine model's) says so, with its interval."""
     w = layout.words
     out: list[str] = []
     best = next((r for r in section.rows if r.rank == 1), None)
@@ -134,8 +157,14 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
                     limit=w.load(best.limit, best.unit),
                     low=w.load(best.limit_low, best.unit),
                     high=w.load(best.limit_high, best.unit),
+                    # a whatif.json written before the source was stored: the sentence stays
+                    source=interval_source(layout.t, best.limit_source)
+                    if best.limit_source is not None
+                    else layout.t("na"),
                 )
             )
+    if section.kind == "compare":
+        out += [_compare_predicted(layout, r) for r in section.rows if r.limit_low is not None]
     out += [_gap_sentence(layout, section, gap) for gap in section.cost_gaps]
     low = section.cheapest_per_token
     if low is not None and best is not None:

@@ -1,4 +1,5 @@
-"""Page 1 of the review: the fleet in one sentence, one row per service, GPU pools, risks."""
+"""Page 1 of the review: the fleet in one sentence, one row per service (and which limits are
+the engine model's, predicted, not measured), GPU pools, risks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from reportlab.platypus import Flowable
 
 from contracts.review import GpuPool, Review, Risk, ServiceReview
 from reports.i18n.findings import finding_text
+from reports.i18n.predicted_words import interval_source
 from reports.review.layout import Layout
 
 
@@ -83,6 +85,7 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
             ]
         )
     out.append(lay.grid(rows, [0.11, 0.09, 0.11, 0.12, 0.13, 0.1, 0.12, 0.22]))
+    out += [lay.para(text, lay.styles.warning) for text in predicted_lines(r, lay)]
     out.append(lay.h2(lay.t("pools_heading")))
     prow: list[list[str]] = [
         [
@@ -120,6 +123,28 @@ def page_fleet(r: Review, lay: Layout) -> list[Flowable]:
         out.append(lay.grid(rrows, [0.1, 0.16, 0.74]))
     else:
         out.append(lay.para(lay.t("no_risks")))
+    return out
+
+
+def predicted_lines(r: Review, lay: Layout) -> list[str]:
+    """'Predicted, not measured' with the interval, for each service whose plan rests on the
+    engine model's limit (a limit.json of capplan's emulator), not a GPU's."""
+    w = lay.words
+    out: list[str] = []
+    for s in r.services:
+        limit = s.plan.inputs.limit
+        if limit.predicted is None:
+            continue
+        out.append(
+            w.t(
+                "predicted_service",
+                service=s.name,
+                limit=w.load(limit.value, limit.unit),
+                low=w.load(limit.predicted.low, limit.unit),
+                high=w.load(limit.predicted.high, limit.unit),
+                source=interval_source(w.t, limit.predicted.source),
+            )
+        )
     return out
 
 

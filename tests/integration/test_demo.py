@@ -66,6 +66,18 @@ def test_demo_writes_a_pdf_whose_first_page_answers_the_question(tmp_path: Path)
     assert f"on {plan.instances} × H100-80GB" in first
     assert f"${plan.cost.monthly_usd:,.0f} per month" in first
     assert "Burst recovery" in first and "KV-cache headroom" in first
+    # the emulator is the engine model: the plan rests on a prediction for a real H100, and
+    # page 1 says so with the validation's interval (issue 59), carried from limit.json
+    iv = limit.predicted
+    assert iv is not None and plan.inputs.limit.predicted == iv
+    assert iv.low < limit.feasible_max < iv.high and iv.source.class_key == "vllm/hopper"
+    assert limit.prediction.interval is not None
+    assert (
+        f"Predicted, not measured: the per-instance limit of {limit.feasible_max:.3g} req/s is "
+        f"the engine model's" in first
+    ), first
+    assert f"between {iv.low:.3g} req/s and {iv.high:.3g} req/s" in first, first
+    assert any(f"expected between {iv.low:.3g} and {iv.high:.3g} req/s" in x for x in lines)
     text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in PdfReader(result.pdf).pages))
     # a line may break at "steady-", which the text extraction joins without the hyphen
     said = r"The engine model, searched in virtual time under the same steady-? ?state rules"

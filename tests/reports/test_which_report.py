@@ -65,9 +65,10 @@ def test_whatif_numbers_and_lessons_are_the_json_s(
     data = json.loads(inputs.whatif.read_text())
     ranked = sorted((c for c in data["candidates"] if c["rank"]), key=lambda c: c["rank"])
     assert len(ranked) == 4
-    for c in ranked:
+    for c in ranked:  # a predicted limit with its interval
         row = (
-            f"{c['rank']} {c['label']} {c['limit_rps']:.3g} req/s {c['binding']} "
+            f"{c['rank']} {c['label']} {c['limit_rps']:.3g} req/s ({c['limit_low_rps']:.3g}–"
+            f"{c['limit_high_rps']:.3g}) {c['binding']} "
             f"{c['instances']} {c['gpus']} {_usd(c['monthly_cost_usd'])} "
             f"{_usd(c['usd_per_million_output_tokens'])}"
         )
@@ -102,12 +103,28 @@ def test_compare_rows_and_saving_are_the_json_s(inputs: Inputs, full_en: tuple[s
     data = json.loads(inputs.compare.read_text())
     assert not data["forced"]
     rows = sorted(data["rows"], key=lambda r: r["rank"])
-    for r in rows:
+    for r in rows:  # the modelled L40S run's limit with its interval, the measured one's alone
+        iv = r["predicted"]
+        assert (iv is None) == (r["label"] == "measured H100"), r
+        interval = f" ({iv['low']:.3g}–{iv['high']:.3g})" if iv else ""
         row = (
-            f"{r['rank']} {r['label']} {r['limit']:.3g} req/s {r['binding']} {r['instances']} "
-            f"{r['gpus']} {_usd(r['monthly_cost_usd'])} {_usd(r['usd_per_million_output_tokens'])}"
+            f"{r['rank']} {r['label']} {r['limit']:.3g} req/s{interval} {r['binding']} "
+            f"{r['instances']} {r['gpus']} {_usd(r['monthly_cost_usd'])} "
+            f"{_usd(r['usd_per_million_output_tokens'])}"
         )
         assert row in text, row
+        said = f"Predicted, not measured: the limit of {r['label']}, {r['limit']:.3g} req/s,"
+        assert (said in text) == (iv is not None), said
+    (modelled,) = [r for r in rows if r["predicted"]]
+    iv = modelled["predicted"]
+    assert iv["low"] < modelled["limit"] < iv["high"]
+    assert (
+        f"is the engine model's (its load test ran against capplan's engine emulator); published "
+        f"server results put a GPU's measured limit between {iv['low']:.3g} req/s and "
+        f"{iv['high']:.3g} req/s (the p10-p90 spread of all {iv['source']['rows']} published "
+        f"results; vllm/ada has {iv['source']['class_rows']}, too few for its own)."
+        in text.replace("- ", "-")
+    ), text
     best, other = rows
     saving = round(100 * (1 - best["monthly_cost_usd"] / other["monthly_cost_usd"]))
     assert f"{best['label']} costs {saving} % less than {other['label']} at the same SLO" in text
@@ -254,11 +271,48 @@ def test_a_whatif_s_first_page_says_predicted_not_measured_with_the_json_s_inter
         assert printed in re.sub(r"\s+", " ", inputs.whatif_output), printed
     out = tmp_path / "which-whatif.pdf"
     run_cli("report", "--whatif", str(inputs.whatif), "-o", str(out))
-    first = re.sub(r"\s+", " ", PdfReader(out).pages[0].extract_text())
+    first = re.sub(r"\s+", " ", PdfReader(out).pages[0].extract_text()).replace("- ", "-")
     best = ranked[0]
+    src = best["limit_interval_source"]
+    # the source as it is: the fixture's engine (vLLM) has no published rows on its GPUs, so
+    # the spread is the overall one, and the sentence says so rather than "its class"
+    assert src["basis"] == "overall" and src["class_key"] == f"vllm/{_GPU_CLASS[best['gpu']]}"
+    source = (
+        f"the p10-p90 spread of all {src['rows']} published results; {src['class_key']} has "
+        f"{src['class_rows']}, too few for its own"
+    )
     assert (
         f"Predicted, not measured: {best['label']} holds {best['limit_rps']:.3g} req/s per "
-        f"instance in the engine model; published server results of its engine and GPU class "
-        f"put the measured limit between {best['limit_low_rps']:.3g} req/s and "
-        f"{best['limit_high_rps']:.3g} req/s." in first
+        f"instance in the engine model; published server results put the measured limit "
+        f"between {best['limit_low_rps']:.3g} req/s and {best['limit_high_rps']:.3g} req/s "
+        f"({source})." in first
     ), first
+    zh = tmp_path / "which-whatif-zh.pdf"
+    run_cli("report", "--whatif", str(inputs.whatif), "--lang", "zh", "-o", str(zh))
+    first_zh = re.sub(r"\s+", "", PdfReader(zh).pages[0].extract_text())
+    assert (
+        f"预测值,未经实测:引擎模型预测{best['label'].replace(' ', '')}每实例承载"
+        f"{best['limit_rps']:.3g}req/s;按公开服务结果,实测上限应在{best['limit_low_rps']:.3g}"
+        f"req/s至{best['limit_high_rps']:.3g}req/s之间(全部{src['rows']}个公开结果的p10-p90分布;"
+        in first_zh
+    ), first_zh
+
+
+_GPU_CLASS = {"H100-80GB": "hopper", "L40S-48GB": "ada"}
+
+
+def test_a_compare_of_measured_limits_says_nothing_predicted(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    p = inputs.paths
+    measured = tmp_path / "measured.json"
+    other = p.run_dir.parent / "other-slo"  # the fixture's measured limit under another SLO
+    run_cli(
+        "compare", str(p.run_dir), str(other), "--profile", str(p.profile), "--force",
+        "--peak-rps", PEAK_RPS, "-o", str(measured),
+    )  # fmt: skip
+    out = tmp_path / "which-compare.pdf"
+    run_cli("report", "--compare", str(measured), "-o", str(out))
+    text, _ = _text(out)
+    assert STRINGS["en"]["which_compare_heading"] in text
+    assert "Predicted, not measured" not in text and "published server results" not in text

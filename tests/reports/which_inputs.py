@@ -1,6 +1,7 @@
 """The "Which configuration" inputs, written by the real commands on the report fixture's
 profile: a whatif of 2 GPUs x prefix caching in 10-virtual-second levels, a compare of the
-fixture's measured H100 run with an L40S limit searched against the engine model, and a
+fixture's measured H100 run with an L40S limit searched against the engine model (which says
+it is predicted, with its interval), and a
 compare forced over a run measured under another SLO. A few seconds; the package's tests
 share one set (conftest.py).
 """
@@ -17,6 +18,7 @@ from contracts.limit import LimitResult, write_limit
 from planner.engine import build_engine_config
 from planner.limit.measured.result import build_limit_result
 from planner.slo.spec import parse_slo
+from planner.whatif.interval import limit_interval
 from planner.whatif.virtual import virtual_limit
 from profiles.model import load_profile
 from testkit.report_inputs import FixturePaths, write_fixture
@@ -58,10 +60,11 @@ def build_inputs(root: Path) -> Inputs:
     l40s = root / "runs" / "l40s"
     l40s.mkdir()
     digest = profile.digest()
-    write_limit(
-        build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest),
-        l40s / "limit.json",
-    )
+    # the engine model's limit, not a GPU's: it says so, with its interval (as the demo's)
+    modelled = build_limit_result(found.search, model="llama-3.1-8b", profile_digest=digest)
+    assert modelled.feasible_max is not None
+    interval = limit_interval(modelled.feasible_max, "vllm", "L40S-48GB").contract()
+    write_limit(modelled.model_copy(update={"predicted": interval}), l40s / "limit.json")
     compare = root / "compare.json"
     runs = (str(paths.run_dir), str(l40s))
     run_cli(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from capplan.cli import app
+from planner.whatif.interval import limit_interval
 from testkit.profiles import make_profile
 from testkit.report_inputs import build_limit
 
@@ -35,3 +36,43 @@ def test_a_measured_limit_names_its_file_and_slo(tmp_path: Path) -> None:
     path.write_text(build_limit().model_dump_json(by_alias=True))
     output, _ = _plan(tmp_path, str(path))
     assert f"measured by capplan limit ({path}) under ttft:p95<=2s" in output
+
+
+def test_a_limit_the_engine_model_made_is_named_predicted_with_its_interval(
+    tmp_path: Path,
+) -> None:
+    """A limit.json whose endpoint was the engine model (the demo's emulator) is planned with,
+    kept as a prediction in plan.json and printed so, never as measured."""
+    measured = build_limit()
+    assert measured.feasible_max is not None
+    iv = limit_interval(measured.feasible_max, "vllm", "H100-80GB")
+    path = tmp_path / "limit.json"
+    path.write_text(
+        measured.model_copy(update={"predicted": iv.contract()}).model_dump_json(by_alias=True)
+    )
+    output, limit = _plan(tmp_path, str(path))
+    assert limit["predicted"] == iv.contract().model_dump(mode="json")
+    assert (
+        f"Limit: 17.4 req/s per instance, predicted, not measured: the engine model's ({path}, "
+        f"a load test of capplan's emulator) under ttft:p95<=2s; a GPU's is expected between "
+        f"{iv.low_rps:.3g} and {iv.high_rps:.3g} req/s ({iv.note})" in output
+    ), output
+    assert "measured by capplan limit" not in output
+
+
+def test_a_whatif_json_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """Its limits are predictions, each planned in whatif with its interval: plan says so
+    (exit 2) instead of 'expected schema capplan.limit/1'."""
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
+    whatif = tmp_path / "whatif.json"
+    whatif.write_text(json.dumps({"schema": "capplan.whatif/1", "candidates": []}))
+    result = CliRunner().invoke(
+        app,
+        ["plan", "--profile", str(profile), "--limit", str(whatif), "-o", str(tmp_path / "p.json")],
+        env={"COLUMNS": "400"},
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "a whatif.json holds the engine model's predicted limits" in said, said
+    assert f"capplan report --whatif {whatif}" in said
