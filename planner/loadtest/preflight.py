@@ -28,6 +28,7 @@ from locustfiles.openai_stream import (
     MESSAGE_CHARS,
     PATHS,
     Endpoint,
+    StreamResult,
     error_body_message,
     read_stream,
 )
@@ -134,8 +135,12 @@ def first_token_s(
     headers: dict[str, str],
     timeout_s: float,
     max_tokens: int = PREFLIGHT_TOKENS,
+    *,
+    first_only: bool = False,
 ) -> float:
-    """Stream one short answer; returns its time to first content, or raises PreflightError."""
+    """Stream one short answer; returns its time to first content, or raises PreflightError.
+    `first_only`: hang up after the first content (a server that streams past `max_tokens`,
+    or a long answer, costs no more than its first token)."""
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": "Say hello."}]
@@ -149,7 +154,14 @@ def first_token_s(
     sent = time.perf_counter()
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            result = read_stream(resp.readline, time.perf_counter, endpoint)
+            result = StreamResult()
+            readline = resp.readline
+            if first_only:
+
+                def readline() -> bytes:
+                    return b"" if result.first_token_t is not None else resp.readline()
+
+            read_stream(readline, time.perf_counter, endpoint, into=result)
     except urllib.error.HTTPError as err:
         message = _http_message(err)
         raise PreflightError(

@@ -5,6 +5,7 @@ slot for the prefill)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import polars as pl
@@ -13,6 +14,7 @@ import pytest
 from contracts.run import Stage
 from contracts.rundir import read_records
 from planner.limit.measured.live import run_stage
+from planner.limit.measured.settle import target_probe
 from planner.loadtest.run import LoadTestConfig
 from testkit.profiles import make_profile
 from testkit.slot_server import start_slot_server
@@ -56,3 +58,23 @@ def test_a_level_after_cancelled_requests_waits_for_the_server_to_work_them_off(
     assert level_two[0].arrival_s >= backlog_end - 0.05, (level_two[0].arrival_s, backlog_end)
     assert level_two[0].slot_start_s is not None
     assert level_two[0].slot_start_s - level_two[0].arrival_s < 0.05
+
+
+def test_a_settle_probe_hangs_up_after_its_first_token(tmp_path: Path) -> None:
+    # a server that answers 100 tokens of 50 ms whatever max_tokens says (5 s an answer):
+    # the probe costs its first token, not the whole answer (the long wall-clock bench waited
+    # ~20 s before each level, two whole 10 s answers)
+    server = start_slot_server(4, 0.05, 0.05, tokens="100")
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(64, 2)]).to_json())
+    config = LoadTestConfig(host=server.url, model="m", endpoint="completions",
+                            profile_path=str(profile))  # fmt: skip
+    try:
+        probe = target_probe(config)
+        started = time.monotonic()
+        ttft = probe(30.0)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert 0.04 < ttft < 1.0, ttft
+    assert took < 2.0, took

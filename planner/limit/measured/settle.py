@@ -9,7 +9,8 @@ that starts on such a server measures the backlog, not its load.
 
 So before a level that follows one which cancelled requests, `settle` sends one short
 request at a time (streamed, a single token, not in the run's records) and waits for its
-first token. A queue served in arrival order answers the first such probe only after the
+first token, then hangs up (a server that streams on past the one token asked for costs no
+more). A queue served in arrival order answers the first such probe only after the
 backlog, and the next one about as soon as an idle server answers. The server is settled
 once a probe's first token came no later than `SAME` x the one before's (or `SAME_S` more):
 a probe that met no more backlog than the one before. The wait is capped (`CAP_S`); past
@@ -97,5 +98,5 @@ def target_probe(config: LoadTestConfig) -> FirstToken:
     key = os.environ.get(config.api_key_env) if config.api_key_env else None
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return lambda timeout_s: first_token_s(
-        base, config.model, config.endpoint, headers, timeout_s, max_tokens=1
+        base, config.model, config.endpoint, headers, timeout_s, max_tokens=1, first_only=True
     )
