@@ -6,11 +6,13 @@ represent, predicted and compared.
 TABLE: published tables in the format of `../shared/data/engine_published/published.csv`
 (per-request length files beside them); default: that table and
 `bench/data/engine_published/trtllm_v014.csv` (more rows of the same TensorRT-LLM source:
-70B at tp 1-8, FP8, online serving). For each row it builds the engine, GPU, precision and
-workload the source describes (testkit/published.py), runs the engine model in virtual
-time and prints published, predicted and error (predicted / published - 1); then per metric
-the median and worst |error| over the rows NOT used for fitting, and the rows it cannot
-represent, with the reason. `--json FILE` writes one record per row: the row's fields,
+70B at tp 1-8, FP8, online serving) and `bench/data/engine_published/trtllm_l40s.csv` (its
+L40S FP8 rows at 0.14, 0.15 and 0.17: 8B/Mistral-7B at tp 1, 70B at tp 4 and 8 over PCIe).
+For each row it builds the engine, GPU, precision and workload the source describes
+(testkit/published.py), runs the engine model in virtual time and prints published,
+predicted and error (predicted / published - 1); then per metric the median and worst
+|error| over the rows NOT used for fitting, and the rows it cannot represent, with the
+reason. `--json FILE` writes one record per row: the row's fields,
 `role` (fit or check), `predicted` and `error`, or `why_not`.
 
 Fitting (`--fit`) is kept apart from checking: each factor in FITS is fitted on the one row
@@ -46,6 +48,7 @@ from testkit.published_fits import FITS, Fit  # noqa: E402
 
 SHARED_TABLE = ROOT.parent / "shared/data/engine_published/published.csv"
 OWN_TABLE = ROOT / "bench/data/engine_published/trtllm_v014.csv"
+L40S_TABLE = ROOT / "bench/data/engine_published/trtllm_l40s.csv"
 GROUPS = {
     "throughput": ("output tok/s", "200 ShareGPT req/s"),
     "TPOT/ITL": ("TPOT p50 ms", "TPOT mean ms", "ITL mean ms", "batch-8 32->128 latency ms"),
@@ -55,13 +58,16 @@ GROUPS = {
 
 # The H200 has the H100's compute die: it takes the H100's compute factors and has its own
 # bandwidth factor (mbu), fitted on an H200 row. All-reduces are priced by NCCL's own cost
-# model over each board's NVLink (planner/engine/parallel.py), nothing of it fitted; the one
-# tensor-parallel factor, the per-GPU rate kept per doubling of the group
-# (tp_shard_efficiency), is fitted on one H100 tp4 row and the A100 and H200 take it, an
-# assumption their tensor-parallel rows check.
+# model over each board's NVLink (planner/engine/parallel.py), nothing of it fitted; the
+# per-GPU rate kept per doubling of the group (tp_shard_efficiency) is fitted on one H100 tp4
+# row and the A100, H200 and L40S take it, an assumption their tensor-parallel rows check.
+# The L40S has no NVLink: its all-reduces cross PCIe (NCCL's PCIe latencies), and the share of
+# the PCIe bus bandwidth they reach (tp_link_efficiency) is fitted on one L40S tp4 row; its
+# other tp4 rows and all its tp8 rows check it.
 INHERIT = {
     "H200-141GB": ("H100-80GB", ("mfu", "fp8_efficiency", "tp_shard_efficiency")),
     "A100-80GB": ("H100-80GB", ("tp_shard_efficiency",)),
+    "L40S-48GB": ("H100-80GB", ("tp_shard_efficiency",)),
 }
 
 
@@ -181,7 +187,8 @@ def write_efficiency(fitted: dict[str, Any]) -> None:
     lines = [
         "# Written by `python bench/engine_published.py --fit`: each factor fitted on the one",
         "# published row named after it (rows listed in that bench as FITS); all other rows",
-        "# of the tables are checks. H200 uses H100's factors (same die). Do not edit by hand.",
+        "# of the tables are checks. H200 uses H100's factors (same die); A100 and L40S its",
+        "# tp_shard_efficiency. Do not edit by hand.",
     ]
     doc: dict[str, Any] = {}
     table = fitted["table"]
@@ -209,8 +216,15 @@ SLICES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "Llama-3.1-8B": lambda r: r["model"] == "llama-3.1-8b",
     "Llama-3.1-70B": lambda r: r["model"] == "llama-3.1-70b",
     "vLLM": lambda r: r["engine"].startswith("vLLM"),
-    "TensorRT-LLM offline": lambda r: r["engine"] == "TensorRT-LLM 0.14",
+    "TensorRT-LLM offline (H100/H200/A100)": lambda r: (
+        r["engine"] == "TensorRT-LLM 0.14" and r["gpu"] != "L40S-48GB"
+    ),
     "TensorRT-LLM online": lambda r: "Triton" in r["engine"],
+    "L40S (TensorRT-LLM 0.14-0.17, FP8)": lambda r: r["gpu"] == "L40S-48GB",
+    "L40S tp 1": lambda r: r["gpu"] == "L40S-48GB" and r["tp"] == 1,
+    "TP over PCIe (L40S tp 4, 8)": lambda r: r["gpu"] == "L40S-48GB" and r["tp"] > 1,
+    "TP over PCIe, tp 4": lambda r: r["gpu"] == "L40S-48GB" and r["tp"] == 4,
+    "TP over PCIe, tp 8": lambda r: r["gpu"] == "L40S-48GB" and r["tp"] == 8,
 }
 
 
@@ -271,7 +285,7 @@ def main() -> None:
     ap.add_argument("--markdown", type=Path, help="write every row as a Markdown table here")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    tables = args.tables or [SHARED_TABLE, OWN_TABLE]
+    tables = args.tables or [SHARED_TABLE, OWN_TABLE, L40S_TABLE]
     rows: list[Row] = []
     folders: dict[int, Path] = {}
     for path in tables:
@@ -323,11 +337,11 @@ def main() -> None:
         *_summary(records, "fit"),
     ]
     print("\n" + "\n".join(summary))
-    missing = [r for r in records if "why_not" in r]
+    missing = [rec for rec in records if "why_not" in rec]
     if missing:
         print(f"\n{len(missing)} rows not represented:")
-        for r in missing:
-            print(f"  {r['source']} {r['gpu']} {r['workload']} {r['metric']}: {r['why_not']}")
+        for m in missing:
+            print(f"  {m['source']} {m['gpu']} {m['workload']} {m['metric']}: {m['why_not']}")
     print(f"\n{len(records)} rows, {len(groups)} measurements simulated, "
           f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
     if args.json:

@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from contracts.errors import InputError
 from planner.engine import build_engine_config
+from planner.engine.build import EFFICIENCY_PATH
 from planner.engine.catalog import gpu_catalog
 from planner.engine.parallel import nccl_allreduce
-from planner.engine.roofline import Roofline
+from planner.engine.roofline import Roofline, tp_allreduce
 
 
 def test_small_all_reduce_pays_nccl_ll_latency_that_grows_with_gpu_count() -> None:
@@ -34,6 +36,36 @@ def test_large_all_reduce_moves_the_ring_share_at_full_bus_bandwidth() -> None:
 def test_pcie_has_no_ll128_and_slower_hops() -> None:
     assert len(nccl_allreduce("pcie", 25e9, 4).lines) == 2
     assert nccl_allreduce("pcie", 25e9, 4).time_s(16) > nccl_allreduce("nvlink", 25e9, 4).time_s(16)
+
+
+def test_pcie_all_reduce_costs_more_than_nvlink_for_the_same_bytes() -> None:
+    """Same bus bandwidth, same GPU count: NCCL's PCIe ring (no LL128, slower hops) takes
+    longer than its NVLink ring for a tiny message, a decode step's (256 tokens x 8192 x 2
+    bytes) and a prefill's (8192 tokens). Fails if the link kind stops mattering."""
+    for tp in (2, 4, 8):
+        pcie, nvlink = nccl_allreduce("pcie", 25e9, tp), nccl_allreduce("nvlink", 25e9, tp)
+        for message in (16, 256 * 8192 * 2, 8192 * 8192 * 2):
+            assert pcie.time_s(message) > nvlink.time_s(message)
+
+
+def test_l40s_reads_its_fitted_factors_and_its_all_reduces_reach_the_fitted_pcie_share() -> None:
+    """The L40S's factors fitted on published rows (efficiency.yaml: mfu, mbu, the share of
+    the PCIe bus bandwidth its all-reduces reach, and the H100's tp_shard_efficiency) are
+    what a configuration gets, and the all-reduce of a 256-token decode step over PCIe costs
+    more with that share than at the full bus bandwidth. Fails if the L40S's factors or the
+    link share stop being read (tp_link_efficiency left out of the fitted fields)."""
+    fitted = yaml.safe_load(EFFICIENCY_PATH.read_text(encoding="utf-8"))["gpus"]["L40S-48GB"]
+    config = build_engine_config("L40S-48GB", "llama-3.1-70b", tp=4, engine="trtllm")
+    assert config.gpu.link_kind == "pcie"
+    for field in ("mfu", "mbu", "tp_link_efficiency", "tp_shard_efficiency"):
+        assert getattr(config, field) == fitted[field], field
+    assert fitted["fitted_on"]["tp_shard_efficiency"] == "H100-80GB's"
+    assert 0.3 < config.tp_link_efficiency < 1.0
+    message = 256 * 8192 * 2
+    full = tp_allreduce(config.model_copy(update={"tp_link_efficiency": 1.0}))
+    shared = tp_allreduce(config)
+    assert full is not None and shared is not None
+    assert shared.time_s(message) > 1.2 * full.time_s(message)
 
 
 def test_nvlink_boards_use_the_nccl_model_and_tp_costs_more_per_gpu_as_it_grows() -> None:

@@ -16,6 +16,7 @@ from tests.helpers.missing import missing
 from tests.helpers.shared_data import SHARED_DATA
 
 OWN_TABLE = Path(__file__).resolve().parents[3] / "bench/data/engine_published/trtllm_v014.csv"
+L40S_TABLE = OWN_TABLE.with_name("trtllm_l40s.csv")
 TOLERANCE = 0.25
 
 
@@ -92,3 +93,26 @@ def test_itl_p50_is_the_median_of_every_gap_pooled_not_a_per_request_mean() -> N
     )  # fmt: skip
     b.token_times_s = [0.2, 0.22]
     assert metric_value("ITL p50 ms", [a, b]) == pytest.approx(10.0)
+
+
+def test_each_fitted_factor_names_exactly_one_published_row() -> None:
+    """Every factor of FITS is fitted on exactly one row of the bench's tables (the shared
+    table, trtllm_v014.csv, trtllm_l40s.csv), so every other row is a check; the L40S's
+    three (mfu, mbu, its PCIe link share) come from its TensorRT-LLM 0.14 rows. Fails if a
+    fit's row filter matches several rows (a version or a length pair left open) or none."""
+    folder = SHARED_DATA / "engine_published"
+    if not (folder / "published.csv").is_file():
+        missing(f"published figures not found at {folder}")
+    rows = [
+        *read_table(folder / "published.csv"),
+        *read_table(OWN_TABLE),
+        *read_table(L40S_TABLE),
+    ]
+    counts = {f.label: sum(1 for r in rows if f.matches(r)) for f in FITS}
+    assert all(n == 1 for n in counts.values()), counts
+    l40s = [next(r for r in rows if f.matches(r)) for f in FITS if f.name == "L40S-48GB"]
+    assert sorted(f"{r.source} tp{r.tp} {r.workload}" for r in l40s) == [
+        "trtllm_v014_l40s tp1 offline fixed 128/2048",
+        "trtllm_v014_l40s tp1 offline fixed 2048/128",
+        "trtllm_v014_l40s tp4 offline fixed 1000/1000",
+    ]

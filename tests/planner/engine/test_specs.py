@@ -133,5 +133,5 @@ def test_calibration_file_sets_the_factors(tmp_path: Path, monkeypatch: pytest.M
     assert "test run" in config.calibration_source
     # An explicit override still wins over the calibration.
     assert build_engine_config("h100", "llama-3.1-8b", mfu=0.3).mfu == 0.3
-    # Other pairs keep theirs (no published fit for the L40S: the defaults).
-    assert build_engine_config("l40s", "llama-3.1-8b").mfu == DEFAULT_MFU
+    # Other pairs keep theirs (no published fit for the A10: the defaults).
+    assert build_engine_config("A10-24GB", "llama-3.1-8b").mfu == DEFAULT_MFU
