@@ -33,20 +33,25 @@ def pick_waiting(
 
 
 class Admission:
-    """Admits from `waiting` into `running` (the engine's own queue and list, shared) over
-    `pool`; counts the prefix cache's queried and hit prompt tokens."""
+    """Admits from `waiting` into `running` (the engine's own queue and running requests in
+    admission order, shared) over `pool`, also into `others` (the engine's running requests
+    outside its decodes' aggregate, planner.engine.decodes), numbering them in order of
+    admission; counts the prefix cache's queried and hit prompt tokens."""
 
     def __init__(
         self,
         config: EngineConfig,
         pool: BlockPool,
         waiting: deque[LiveRequest],
-        running: list[LiveRequest],
+        running: dict[LiveRequest, None],
+        others: dict[LiveRequest, None],
     ) -> None:
         self._config = config
         self._pool = pool
         self._waiting = waiting
         self._running = running
+        self._others = others
+        self._seq = 0
         self._bt = config.block_tokens
         # Static reservation: blocks held by every admitted sequence, whatever its length;
         # request reservation: its prompt + max_tokens, held from admission.
@@ -73,7 +78,10 @@ class Admission:
                 waiting.popleft()
             else:
                 waiting.remove(r)
-            running.append(r)
+            self._seq += 1
+            r.seq = self._seq
+            running[r] = None
+            self._others[r] = None
 
     def _admit(self, r: LiveRequest, batch: StepBatch, now_s: float) -> bool:
         """Give `r` its prompt's cached blocks and fresh ones for its first chunk, and

@@ -27,6 +27,9 @@ class LiveRequest:
         "registering",
         "spec_credit",
         "riding",
+        "seq",
+        "joined",
+        "later",
     )
 
     def __init__(self, req: EngineRequest, tl: RequestTimeline, prefix_caching: bool) -> None:
@@ -44,6 +47,12 @@ class LiveRequest:
         self.registering = prefix_caching and bool(req.block_hashes)
         self.spec_credit = 0.0  # expected tokens from speculative steps not yet emitted
         self.riding = False  # done inside a multi-step group, computed until the group ends
+        self.seq = 0  # the order of its admission among the running (planner.engine.admission)
+        # Under the running decodes' aggregate (planner.engine.decodes): the aggregate's steps
+        # when this member's fields were last brought up to date (-1: not a member), and
+        # whether its first block need still waits in the aggregate's later heap.
+        self.joined = -1
+        self.later = False
 
     def reset_for_recompute(self, prefix_caching: bool) -> None:
         """Forget the computed KV after a preemption (its blocks are freed by the pool)."""
@@ -59,7 +68,8 @@ class StepBatch:
     new for a speculative decode); the token budget left; the roofline's inputs (tokens,
     attention pairs and those of single-query decodes among them, KV tokens read,
     speculative decodes and their extra sampled positions, prompt tokens); the step's events
-    so far; whether it preempted."""
+    so far; whether it preempted; how many running decodes it schedules in aggregate
+    (planner.engine.decodes), not listed in `scheduled`."""
 
     __slots__ = (
         "scheduled",
@@ -73,6 +83,7 @@ class StepBatch:
         "drafts",
         "sampled",
         "prefill_tokens",
+        "decodes",
     )
 
     def __init__(self, budget_tokens: int) -> None:
@@ -82,6 +93,12 @@ class StepBatch:
         self.preempted = False
         self.attn_pairs = self.decode_pairs = 0.0
         self.tokens = self.kv_read_tokens = self.drafts = self.sampled = self.prefill_tokens = 0
+        self.decodes = 0
+
+    @property
+    def size(self) -> int:
+        """The requests the step schedules."""
+        return len(self.scheduled) + self.decodes
 
     def add_chunk(self, r: LiveRequest, new: int, context: int) -> None:
         """Schedule a prompt chunk of `new` tokens of `r` after `context` tokens already in

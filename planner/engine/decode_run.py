@@ -5,9 +5,10 @@ nothing waits (queue or front end), no request finishes before the last of the c
 steps and the blocks those steps grow into are free, the next steps are sure to be
 decode-only steps of the same batch. `DecodeRuns` takes them without touching the requests:
 each reads the batch's computed tokens plus one per request and step, so its time is the
-roofline's for that batch. The tokens, the last token's time and the blocks are applied
-to the requests once (`settle`), when anything next looks at them: a request comes or
-goes, a timeline or the gauges are read, or an ordinary step follows.
+roofline's for that batch. Every running request is then a member of the engine's decodes'
+aggregate (planner.engine.decodes); the steps and the blocks they grew into are applied to
+it once (`settle`), when anything next looks at them: a request comes or goes, a timeline
+or the gauges are read, or an ordinary step follows.
 
 A caller driving many engines (planner.fleet.sim) takes a whole run at once (`take`) and
 gives back the steps after the one in flight when a request reaches the engine (`cut`).
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from planner.engine.batch import LiveRequest
+from planner.engine.decodes import Decodes
 from planner.engine.frontend import FrontEnd
 from planner.engine.kv import BlockPool
 from planner.engine.requests import StepResult
@@ -41,15 +43,17 @@ class _Engine(Protocol):
     @property
     def step_time_s(self) -> Callable[..., float]: ...
     @property
-    def _running(self) -> list[LiveRequest]: ...
+    def _running(self) -> dict[LiveRequest, None]: ...
+    @property
+    def _others(self) -> dict[LiveRequest, None]: ...
+    @property
+    def _decodes(self) -> Decodes: ...
     @property
     def _waiting(self) -> deque[LiveRequest]: ...
     @property
     def _frontend(self) -> FrontEnd | None: ...
     @property
     def _pool(self) -> BlockPool: ...
-    @property
-    def _bt(self) -> int: ...
 
 
 class DecodeRuns:
@@ -71,32 +75,24 @@ class DecodeRuns:
         running request past its first token and computed up to its last, none finishing
         before the last of them, and the blocks they grow into free)."""
         e = self._engine
-        running = e._running
-        if e._waiting or not running:
+        # Every running request a plain decode: all in the decodes' aggregate.
+        if e._waiting or not e._running or e._others:
             return
         if e._frontend is not None and e._frontend.next_ready_s() is not None:
             return
-        m = len(running)
+        decodes = e._decodes
+        m = decodes.count
         if m > e.config.max_num_batched_tokens:
             return
         # The step where a request reaches its target finishes it: a step like any other.
-        left = min([r.target - r.tokens for r in running]) - 1
+        left = decodes.next_finish() - decodes.steps
         if left < 1:
             return
-        bt = e._bt
-        kv0 = need = 0
-        for r in running:
-            c = r.computed
-            if r.tokens - c != 1 or r.tokens <= r.prompt or r.registering or r.riding:
-                return
-            kv0 += c
-            if c + left > r.cap:
-                need += -(-(c + left) // bt) - r.holding.blocks
-        if need > e._pool.free_blocks:
+        if decodes.needs_over(left) > e._pool.free_blocks:
             return
         self.left = left
         self._batch = m
-        self._kv0 = kv0
+        self._kv0 = decodes.context_tokens()
 
     def take(self, now_s: float) -> list[float]:
         """Take every step left in the run, the first starting at `now_s`, each at the end
@@ -166,25 +162,16 @@ class DecodeRuns:
         )
 
     def settle(self) -> None:
-        """Apply the run's steps taken so far to the running requests: their tokens, their
-        last token's time and the blocks they grew into (free when the run began, and
-        counted for all its steps). The run goes on from there."""
+        """Apply the run's steps taken so far to the decodes' aggregate (its members' fields
+        follow when read) and take the blocks they grew into from the pool (free when the
+        run began, and counted for all its steps). The run goes on from there."""
         k = self.done
         if not k:
             return
         e = self._engine
         self.done = 0
         self._kv0 += self._batch * k
-        end = self._end_s
-        bt = e._bt
-        pool = e._pool
-        for r in e._running:
-            c = r.computed + k
-            r.computed = c
-            r.tokens += k
-            tl = r.tl
-            tl.output_tokens += k
-            tl.last_token_s = end
-            if c > r.cap:
-                pool.allocate(r.holding, -(-c // bt) - r.holding.blocks)
-                r.cap = r.holding.blocks * bt
+        if k > 0:
+            e._pool.take(e._decodes.take_steps(k, self._end_s))
+        else:  # cut back after it was applied: its steps go back, its blocks stay taken
+            e._decodes.rewind(-k, self._end_s, e._running)

@@ -23,6 +23,12 @@ One `step(now_s)` does what one vLLM V1 scheduler step does:
 Requests generate exactly `max_tokens` tokens: the caller decides where a stream stops
 (the emulator models EOS before calling `add_request`).
 
+Running decodes in aggregate: in an engine that emits no per-token events and records no
+token times (the fleet simulator's), the running requests that decode one token a step are
+kept as counts and sums (planner.engine.decodes), so a step costs O(requests that change)
+rather than O(running); a step where order could matter (a budget or block shortage)
+schedules each request on its own, as always.
+
 Decode runs: after a step, when every running request is decoding, nothing waits and no
 request would finish or need a block that is not free, the next steps are known to be plain
 decode steps of the same batch. An engine that emits no per-token events and records no
@@ -42,6 +48,7 @@ from contracts.errors import InputError
 from planner.engine.admission import Admission
 from planner.engine.batch import LiveRequest, StepBatch
 from planner.engine.decode_run import DecodeRuns
+from planner.engine.decodes import Decodes
 from planner.engine.frontend import FrontEnd
 from planner.engine.kv import BlockPool
 from planner.engine.requests import (
@@ -81,9 +88,13 @@ class Engine:
         self.step_time_s = self._roofline.step_time_s
         self._bt = config.block_tokens
         self._max_len = config.effective_max_model_len
-        self._running: list[LiveRequest] = []
+        # The running requests in admission order (a dict: O(1) to drop one), and those of
+        # them outside the running decodes' aggregate (planner.engine.decodes).
+        self._running: dict[LiveRequest, None] = {}
+        self._others: dict[LiveRequest, None] = {}
+        self._decodes = Decodes(self._bt)
         self._waiting: deque[LiveRequest] = deque()
-        self._admission = Admission(config, self._pool, self._waiting, self._running)
+        self._admission = Admission(config, self._pool, self._waiting, self._running, self._others)
         self._live: dict[str, LiveRequest] = {}
         self._timelines: dict[str, RequestTimeline] = {}
         self._preemptions = 0
@@ -96,6 +107,8 @@ class Engine:
         # Decode runs (the module's docstring): only where no caller sees per-step state.
         self.runs = DecodeRuns(self)
         self._runs_on = not (token_events or self._record or self._spec_k or self._group != 1)
+        # The aggregate too: its members emit no per-token events, record no token times.
+        self._aggregate = self._runs_on
 
     # ------------------------------------------------------------------ requests in and out
 
@@ -128,7 +141,9 @@ class Engine:
         if r in self._waiting:
             self._waiting.remove(r)
         elif r in self._running:
-            self._running.remove(r)
+            self._dissolve()
+            del self._running[r]
+            del self._others[r]
         elif self._frontend is not None:
             self._frontend.drop(r)
         self._pool.free(r.holding)
@@ -142,11 +157,18 @@ class Engine:
         """The timeline of a request ever added. Raises KeyError for an unknown id."""
         if self.runs.done:
             self.runs.settle()
+        r = self._live.get(request_id)
+        if r is not None and r.joined >= 0:
+            self._decodes.sync(r)
         return self._timelines[request_id]
 
     def timelines(self) -> dict[str, RequestTimeline]:
         """Every request's timeline, by id, in order of addition."""
         self.runs.settle()
+        decodes = self._decodes
+        for r in self._running:
+            if r.joined >= 0:
+                decodes.sync(r)
         return self._timelines
 
     def forget(self, request_id: str) -> None:
@@ -192,12 +214,12 @@ class Engine:
         may_admit = not self._running or self._decode_streak % self._group == 0
         if self._prefill_first and self._waiting and may_admit:
             self._admission.admit(batch, now_s)
-        if not batch.scheduled:
+        if not batch.size:
             if self._running:
                 self._schedule_running(batch, now_s)
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
                 self._admission.admit(batch, now_s)
-        if not batch.scheduled:
+        if not batch.size:
             # Idle until the next request leaves the front end (callers see a step without
             # work that lasts until then), or no step at all.
             ready = self._frontend.next_ready_s() if self._frontend is not None else None
@@ -207,7 +229,7 @@ class Engine:
             )
         # CPU time goes to every running request each step (the scheduler walks them all and
         # the API server streams their outputs), also in a step that prefills others.
-        seqs: float = max(len(self._running), len(batch.scheduled)) + batch.sampled
+        seqs: float = max(len(self._running), batch.size) + batch.sampled
         if batch.prefill_tokens:
             self._decode_streak = 0
         else:
@@ -227,7 +249,7 @@ class Engine:
             events=tuple(batch.events),
             prefill_tokens=prefill,
             decode_tokens=batch.tokens - prefill,
-            batch_size=len(batch.scheduled),
+            batch_size=batch.size,
         )
 
     # ------------------------------------------------------------------ the step's phases
@@ -235,16 +257,39 @@ class Engine:
     def _schedule_running(self, batch: StepBatch, now_s: float) -> None:
         """Phase 1: running requests in admission order get their next tokens (a decode,
         k + 1 verified positions under speculative decoding, or a prefill chunk), counted
-        into the batch's roofline inputs here, in the loop, as this is the hottest path."""
+        into the batch's roofline inputs here, in the loop, as this is the hottest path.
+
+        The members of the decodes' aggregate (planner.engine.decodes) take one token each
+        at once when every running request fits the step's budget and free blocks, so no
+        order can matter; otherwise the aggregate dissolves and each request goes on its own
+        (the sums are of whole numbers, exact in any order)."""
+        decodes = self._decodes
+        m = decodes.count
+        if m:
+            need = decodes.step_needs()
+            if self._all_fit(batch.budget - m, need):
+                self._pool.take(need)
+                kv = decodes.context_tokens() + m  # each: one query over its context and itself
+                batch.decodes = m
+                batch.budget -= m
+                batch.tokens += m
+                batch.kv_read_tokens += kv
+                batch.attn_pairs += kv
+                batch.decode_pairs += kv
+            else:
+                self._dissolve()
         running = self._running
+        order = list(self._others)  # all running requests unless members went at once
         scheduled = batch.scheduled
         spec_k = self._spec_k
         budget = batch.budget
         tokens = kv_read = prefill = drafts = sampled = 0
         attn = decode_attn = 0.0
         i = 0
-        while i < len(running) and budget > 0:
-            r = running[i]
+        while i < len(order) and budget > 0:
+            r = order[i]
+            if batch.preempted and r not in running:
+                break  # preempted by one before it, as all after it
             c = r.computed
             q = r.tokens - c
             if q > budget:
@@ -279,12 +324,40 @@ class Engine:
         batch.drafts += drafts
         batch.sampled += sampled
 
+    def _all_fit(self, budget: int, free: int) -> bool:
+        """Whether every running request outside the aggregate fits the step whole: its
+        tokens within `budget` and its fresh blocks within the pool's free blocks less
+        `free` (the members' own)."""
+        free = self._pool.free_blocks - free
+        if budget < 0 or free < 0:
+            return False
+        bt = self._bt
+        for r in self._others:
+            c = r.computed
+            q = r.tokens - c
+            budget -= q
+            if budget < 0:
+                return False
+            if c + q > r.cap:
+                free -= -(-(c + q) // bt) - r.holding.blocks
+                if free < 0:
+                    return False
+        return True
+
+    def _dissolve(self) -> None:
+        """End the decodes' aggregate: every running request is scheduled on its own."""
+        if self._decodes.count:
+            self._decodes.dissolve(self._running)
+            self._others.clear()
+            self._others.update(self._running)  # in admission order
+
     def _grow(self, r: LiveRequest, tokens: int, batch: StepBatch, now_s: float) -> bool:
         """Give `r` blocks for `tokens`, preempting the newest running requests while they
         are short; False when `r` itself had to go."""
         need = -(-tokens // self._bt) - r.holding.blocks
         while not self._pool.allocate(r.holding, need):
-            victim = self._running.pop()
+            victim, _ = self._running.popitem()  # the newest (none in the aggregate then)
+            del self._others[victim]
             self._preempt(victim, now_s, batch.events)
             batch.preempted = True
             if victim is r:
@@ -305,21 +378,32 @@ class Engine:
 
         Under multi-step scheduling a request that reaches its target inside a group rides
         along (computed, its tokens thrown away) and finishes at the group's end, when the
-        engine next looks at its outputs."""
+        engine next looks at its outputs.
+
+        The aggregate's members each emit one token; those reaching their target finish in
+        admission order among the others (so blocks go back to the pool in the same order),
+        and the others that now decode plainly join it."""
         pool = self._pool
         bt = self._bt
         events = batch.events
         record = self._record
         token_events = self._token_events
-        finished_any = False
         prompt_total = 0
         generated = 0
-        live = self._live
-        for r, q, v in batch.scheduled:
+        todo = batch.scheduled
+        decodes = self._decodes
+        if batch.decodes:
+            generated = batch.decodes
+            done = decodes.step_taken(end_s)  # brought up to date, out of the aggregate
+            if done:
+                todo = sorted(todo + [(r, 0, -1) for r in done], key=lambda x: x[0].seq)
+        for r, q, v in todo:
+            if v < 0:
+                self._finish(r, end_s, events)
+                continue
             if r.riding:
                 r.computed = r.tokens - 1
                 if group_end:
-                    finished_any = True
                     r.tl.last_token_s = end_s
                     self._finish(r, end_s, events)
                 continue
@@ -352,17 +436,21 @@ class Engine:
                     r.riding = True
                     r.computed = r.tokens - 1
                     continue
-                finished_any = True
                 self._finish(r, end_s, events)
-        if finished_any:
-            # In place: the admission holds the same list.
-            self._running[:] = [r for r in self._running if r.id in live]
+        if self._aggregate:
+            others = self._others
+            for r, _, _ in batch.scheduled:
+                if r in others and decodes.qualifies(r):
+                    del others[r]
+                    decodes.join(r)
         self._prompt_total += prompt_total
         self._generation_total += generated
 
     def _finish(self, r: LiveRequest, end_s: float, events: list[TokenEvent]) -> None:
         r.tl.finished_s = end_s
         self._pool.free(r.holding)
+        del self._running[r]
+        self._others.pop(r, None)
         del self._live[r.id]
         self._finished += 1
         events.append(TokenEvent(r.id, "finished", end_s, 0))

@@ -76,6 +76,17 @@ class BlockPool:
 
     def allocate(self, holding: BlockHolding, n: int) -> bool:
         """Give `holding` `n` fresh blocks, evicting LRU cached blocks if needed; False if short."""
+        if not self.take(n):
+            return False
+        if n > 0:
+            holding.unhashed += n
+        return True
+
+    def take(self, n: int) -> bool:
+        """Take `n` fresh blocks for holders that count them themselves (the running decodes'
+        aggregate, planner.engine.decodes), evicting LRU cached blocks if needed; False (none
+        taken) if short. Taking blocks for several holders at once leaves the pool as taking
+        them one holder after another does."""
         if n <= 0:
             return True
         if n > self._free_plain + len(self._evictable):
@@ -85,7 +96,6 @@ class BlockPool:
         for _ in range(n - plain):
             h, _ = self._evictable.popitem(last=False)
             del self._refs[h]
-        holding.unhashed += n
         return True
 
     def register(
