@@ -2,7 +2,7 @@
 
 A running request that decodes one token a step (past its first token, computed up to its
 last, its prompt blocks published) is a member of `Decodes` while the steps schedule it with
-every other member (planner.engine.engine, `Engine._schedule_running`). Each such step adds
+every other member (planner.engine.running, `RunningPhase.schedule`). Each such step adds
 one token to every member, so the aggregate keeps only: the steps taken (`steps`), the
 number of members, the sum of their computed tokens less the steps at which each joined (so
 the batch's context tokens are one multiplication away), a heap of the steps in which

@@ -4,12 +4,13 @@
 under a real-time clock (the emulator) and in virtual time (`simulate`, the fleet simulator).
 
 One `step(now_s)` does what one vLLM V1 scheduler step does:
-1. `_schedule_running`: running requests in admission order (so running decodes come
-   first) each get their next tokens (1 for a decode, a chunk of the remaining prompt for a
-   chunked prefill) within the token budget `max_num_batched_tokens`. When a request needs
-   a KV block and none is free, the newest running request is preempted (`_grow`,
-   `_preempt`; recompute: its blocks are freed and it goes back to the front of the waiting
-   queue), until the block fits or the request itself was the one preempted.
+1. `RunningPhase.schedule` (planner.engine.running): running requests in admission order
+   (so running decodes come first) each get their next tokens (1 for a decode, a chunk of
+   the remaining prompt for a chunked prefill) within the token budget
+   `max_num_batched_tokens`. When a request needs a KV block and none is free, the newest
+   running request is preempted (recompute: its blocks are freed and it goes back to the
+   front of the waiting queue), until the block fits or the request itself was the one
+   preempted.
 2. `Admission` (planner.engine.admission): if nothing was preempted, waiting requests are
    admitted in queue-policy order (FCFS, or shortest prompt first with aging) while `max_num_seqs`
    and the budget allow and their blocks fit; the first that does not fit stops admission
@@ -60,6 +61,7 @@ from planner.engine.requests import (
     check_request,
 )
 from planner.engine.roofline import Roofline
+from planner.engine.running import RunningPhase
 from planner.engine.specs import EngineConfig, kv_capacity_blocks
 
 
@@ -95,9 +97,11 @@ class Engine:
         self._decodes = Decodes(self._bt)
         self._waiting: deque[LiveRequest] = deque()
         self._admission = Admission(config, self._pool, self._waiting, self._running, self._others)
+        self._phase = RunningPhase(
+            config, self._pool, self._waiting, self._running, self._others, self._decodes
+        )
         self._live: dict[str, LiveRequest] = {}
         self._timelines: dict[str, RequestTimeline] = {}
-        self._preemptions = 0
         self._finished = 0
         self._prompt_total = 0
         self._generation_total = 0
@@ -141,7 +145,7 @@ class Engine:
         if r in self._waiting:
             self._waiting.remove(r)
         elif r in self._running:
-            self._dissolve()
+            self._phase.dissolve()
             del self._running[r]
             del self._others[r]
         elif self._frontend is not None:
@@ -189,7 +193,7 @@ class Engine:
             kv_total_blocks=total,
             prefix_cache_queries_tokens=self._admission.queries_tokens,
             prefix_cache_hits_tokens=self._admission.hits_tokens,
-            num_preemptions=self._preemptions,
+            num_preemptions=self._phase.preemptions,
             finished=self._finished,
             prompt_tokens_total=self._prompt_total,
             generation_tokens_total=self._generation_total,
@@ -216,7 +220,7 @@ class Engine:
             self._admission.admit(batch, now_s)
         if not batch.size:
             if self._running:
-                self._schedule_running(batch, now_s)
+                self._phase.schedule(batch, now_s)
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
                 self._admission.admit(batch, now_s)
         if not batch.size:
@@ -253,124 +257,6 @@ class Engine:
         )
 
     # ------------------------------------------------------------------ the step's phases
-
-    def _schedule_running(self, batch: StepBatch, now_s: float) -> None:
-        """Phase 1: running requests in admission order get their next tokens (a decode,
-        k + 1 verified positions under speculative decoding, or a prefill chunk), counted
-        into the batch's roofline inputs here, in the loop, as this is the hottest path.
-
-        The members of the decodes' aggregate (planner.engine.decodes) take one token each
-        at once when every running request fits the step's budget and free blocks, so no
-        order can matter; otherwise the aggregate dissolves and each request goes on its own
-        (the sums are of whole numbers, exact in any order)."""
-        decodes = self._decodes
-        m = decodes.count
-        if m:
-            need = decodes.step_needs()
-            if self._all_fit(batch.budget - m, need):
-                self._pool.take(need)
-                kv = decodes.context_tokens() + m  # each: one query over its context and itself
-                batch.decodes = m
-                batch.budget -= m
-                batch.tokens += m
-                batch.kv_read_tokens += kv
-                batch.attn_pairs += kv
-                batch.decode_pairs += kv
-            else:
-                self._dissolve()
-        running = self._running
-        order = list(self._others)  # all running requests unless members went at once
-        scheduled = batch.scheduled
-        spec_k = self._spec_k
-        budget = batch.budget
-        tokens = kv_read = prefill = drafts = sampled = 0
-        attn = decode_attn = 0.0
-        i = 0
-        while i < len(order) and budget > 0:
-            r = order[i]
-            if batch.preempted and r not in running:
-                break  # preempted by one before it, as all after it
-            c = r.computed
-            q = r.tokens - c
-            if q > budget:
-                q = budget
-            # A decode verifies k draft tokens too: k + 1 positions, as many KV slots.
-            v = q
-            if spec_k and q == 1 and r.tokens > r.prompt:
-                v = min(spec_k + 1, budget, r.target - c)
-            if c + v > r.cap and not self._grow(r, c + v, batch, now_s):
-                break
-            scheduled.append((r, q, v))
-            budget -= v
-            tokens += v
-            kv_read += c + v
-            if v > q:
-                drafts += 1
-                sampled += v - 1
-                attn += v * c + v * (v + 1) / 2
-            elif q == 1 and r.tokens - c == 1:
-                attn += c + 1  # a decode: one query over its context and itself
-                decode_attn += c + 1
-            else:
-                attn += q * c + q * (q + 1) / 2
-                prefill += q
-            i += 1
-        batch.budget = budget
-        batch.tokens += tokens
-        batch.attn_pairs += attn
-        batch.decode_pairs += decode_attn
-        batch.kv_read_tokens += kv_read
-        batch.prefill_tokens += prefill
-        batch.drafts += drafts
-        batch.sampled += sampled
-
-    def _all_fit(self, budget: int, free: int) -> bool:
-        """Whether every running request outside the aggregate fits the step whole: its
-        tokens within `budget` and its fresh blocks within the pool's free blocks less
-        `free` (the members' own)."""
-        free = self._pool.free_blocks - free
-        if budget < 0 or free < 0:
-            return False
-        bt = self._bt
-        for r in self._others:
-            c = r.computed
-            q = r.tokens - c
-            budget -= q
-            if budget < 0:
-                return False
-            if c + q > r.cap:
-                free -= -(-(c + q) // bt) - r.holding.blocks
-                if free < 0:
-                    return False
-        return True
-
-    def _dissolve(self) -> None:
-        """End the decodes' aggregate: every running request is scheduled on its own."""
-        if self._decodes.count:
-            self._decodes.dissolve(self._running)
-            self._others.clear()
-            self._others.update(self._running)  # in admission order
-
-    def _grow(self, r: LiveRequest, tokens: int, batch: StepBatch, now_s: float) -> bool:
-        """Give `r` blocks for `tokens`, preempting the newest running requests while they
-        are short; False when `r` itself had to go."""
-        need = -(-tokens // self._bt) - r.holding.blocks
-        while not self._pool.allocate(r.holding, need):
-            victim, _ = self._running.popitem()  # the newest (none in the aggregate then)
-            del self._others[victim]
-            self._preempt(victim, now_s, batch.events)
-            batch.preempted = True
-            if victim is r:
-                return False
-        r.cap = r.holding.blocks * self._bt
-        return True
-
-    def _preempt(self, r: LiveRequest, now_s: float, events: list[TokenEvent]) -> None:
-        self._pool.free(r.holding)
-        r.reset_for_recompute(self.config.prefix_caching)
-        self._preemptions += 1
-        self._waiting.appendleft(r)
-        events.append(TokenEvent(r.id, "preempted", now_s, 0))
 
     def _advance(self, batch: StepBatch, end_s: float, group_end: bool = True) -> None:
         """Phase 3, at the step's end: scheduled tokens are computed (full prompt blocks go
