@@ -35,7 +35,7 @@ from planner.limit.measured.steady import (
     assess,
     assess_rows,
 )
-from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.probe import AbandonColumns, AbandonRule, LevelMeasurement
 from planner.slo.spec import Slo
 from profiles.model import Profile
 
@@ -299,6 +299,7 @@ def watch_level(
     columns = RecordColumns.of(full, slo)
     end_s = full["end_s"].cast(pl.Float64).to_numpy()  # null -> NaN: never known
     sent_s = full["intended_send_s"].cast(pl.Float64).to_numpy()
+    tally = AbandonColumns.of(full, abandon) if abandon is not None else None
     while t <= span_s + 1e-9:
         known_rows = np.flatnonzero(end_s <= t)
         grid = np.arange(0.0, t + 1e-9, 0.5)
@@ -307,15 +308,16 @@ def watch_level(
                             rules=rules, slo=slo, in_flight=(grid, counts))  # fmt: skip
         reason = None
         if abandon is not None:
-            reason = abandon.hopeless(
-                full[known_rows],
-                now_s=t,
-                start_s=0.0,
-                duration_s=rules.min_warmup_s + max(rules.min_window_s, state.window_s),
-                warmup_s=rules.min_warmup_s,
-                load=rate_rps or 0.0,
-                dimension=dimension,
-            )
+            duration_s = rules.min_warmup_s + max(rules.min_window_s, state.window_s)
+            warmup_s, load = rules.min_warmup_s, rate_rps or 0.0
+            if tally is None:
+                reason = abandon.hopeless(full[known_rows], now_s=t, start_s=0.0,
+                                          duration_s=duration_s, warmup_s=warmup_s, load=load,
+                                          dimension=dimension)  # fmt: skip
+            else:
+                reason = abandon.hopeless_rows(tally, known_rows, now_s=t, start_s=0.0,
+                                               duration_s=duration_s, warmup_s=warmup_s,
+                                               load=load, dimension=dimension)  # fmt: skip
         if reason is not None:
             return t, state, reason, t
         if state.done:

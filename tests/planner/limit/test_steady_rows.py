@@ -20,6 +20,7 @@ from planner.limit.measured.steady import (
     integrated_autocorrelation,
 )
 from planner.limit.predict import censor, simulated_records
+from planner.limit.probe import AbandonColumns, AbandonRule
 from planner.slo.spec import parse_slo
 
 SLO = parse_slo("ttft:p99<=2s,tpot:p99<=50ms")
@@ -113,3 +114,49 @@ def test_the_correlation_time_sums_and_stops_as_the_loop_does() -> None:
             x[i] = phi * x[i - 1] + noise[i]
         assert integrated_autocorrelation(x) == _loop(x), (n, phi)
     assert integrated_autocorrelation(np.full(50, 3.0)) == 1.0
+
+
+@pytest.mark.parametrize(
+    "slo_text",
+    [
+        "ttft:p99<=2s,tpot:p99<=50ms",
+        "e2e:p90<=6s,ttft:p50<=0.5s",
+        "attainment>=90%:ttft<=1s,e2e<=8s",
+    ],
+)
+def test_hopeless_rows_gives_up_where_hopeless_does(slo_text: str) -> None:
+    # The level's records with the ones still running at 200 s as a live client knows
+    # them: no outcome, no end, no first token where it had none yet (those cancelled at
+    # 290 s are kept: censored, not failed).
+    slo = parse_slo(slo_text)
+    full = _level(3)
+    running = (pl.col("end_s") > 200.0) & (pl.col("end_s") < 290.0)
+    full = full.with_columns(
+        pl.when(running).then(None).otherwise(pl.col("ok")).alias("ok"),
+        pl.when(running).then(None).otherwise(pl.col("end_s")).alias("end_s"),
+        pl.when(pl.col("first_token_s") > 200.0)
+        .then(None)
+        .otherwise(pl.col("first_token_s"))
+        .alias("first_token_s"),
+    )
+    # And a few holes: successful requests without a TTFT, requests without a send time.
+    row = pl.int_range(pl.len())
+    full = full.with_columns(
+        pl.when(row % 97 == 0).then(None).otherwise(pl.col("ttft_s")).alias("ttft_s"),
+        pl.when(row % 89 == 0).then(None).otherwise(pl.col("sent_s")).alias("sent_s"),
+    )
+    reasons = set()
+    for share, success_only in ((0.5, False), (0.02, False), (0.5, True)):
+        rule = AbandonRule(slo=dataclasses.replace(slo, success_only=success_only),
+                           error_rate=share)  # fmt: skip
+        columns = AbandonColumns.of(full, rule)
+        assert columns is not None
+        sent = full["intended_send_s"].to_numpy()
+        for t in np.arange(5.0, 290.0, 5.0):  # past 200 s: requests waiting
+            rows = np.flatnonzero(sent <= t)
+            how = {"now_s": t, "start_s": 0.0, "duration_s": 65.0, "warmup_s": 5.0}
+            expected = rule.hopeless(full[rows], load=10.0, dimension="rate", **how)
+            got = rule.hopeless_rows(columns, rows, load=10.0, dimension="rate", **how)
+            assert got == expected, (t, got, expected)
+            reasons.add(None if expected is None else expected.split()[1])
+    assert {None, "of", "requests"} <= reasons, reasons  # kept on, errors, a lost tail
