@@ -45,18 +45,25 @@ def request_outcomes(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return ok, censored_arr
 
 
-def request_values(records: pl.DataFrame, metric: str, *, success_only: bool = False) -> np.ndarray:
+def request_values(
+    records: pl.DataFrame,
+    metric: str,
+    *,
+    success_only: bool = False,
+    outcomes: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """One value of `metric` (seconds) per request, in the records' order.
 
     A successful request has its measured value (NaN where it has none: TPOT of a one-token
     answer). A failed one is +inf: it misses every threshold. A censored one (still running
     when the window closed) has a lower bound: TTFT as measured when its first token came,
     else its age; E2E its age; TPOT and ITL the gaps of the tokens it got. With
-    `success_only`, failed and censored requests are NaN (left out).
+    `success_only`, failed and censored requests are NaN (left out). `outcomes`: the
+    records' `request_outcomes`, where the caller already has them.
     """
     col = METRIC_COLUMNS[metric]
     values = _float_column(records, col)
-    ok, censored = request_outcomes(records)
+    ok, censored = request_outcomes(records) if outcomes is None else outcomes
     if success_only:
         return np.where(ok, values, np.nan)
     failed = ~ok & ~censored

@@ -28,8 +28,14 @@ from planner.fleet.traffic import ArrivalKind, profile_requests
 from planner.limit.measured.config import SearchConfig
 from planner.limit.measured.result import build_limit_result
 from planner.limit.measured.search import run_search
-from planner.limit.measured.steady import LevelState, SteadyRules, assess, in_flight_series
-from planner.limit.probe import AbandonRule, LevelMeasurement
+from planner.limit.measured.steady import (
+    LevelState,
+    RecordColumns,
+    SteadyRules,
+    assess,
+    assess_rows,
+)
+from planner.limit.probe import AbandonColumns, AbandonRule, LevelMeasurement
 from planner.slo.spec import Slo
 from profiles.model import Profile
 
@@ -288,22 +294,30 @@ def watch_level(
     state: LevelState | None = None
     t = check_every_s if first_s is None else first_s
     dimension: Dimension = "rate" if rate_rps is not None else "concurrency"
+    # The records' columns are read once; each check selects the rows known by then (those
+    # ended, for the verdict; those sent, for the in-flight series) with numpy.
+    columns = RecordColumns.of(full, slo)
+    end_s = full["end_s"].cast(pl.Float64).to_numpy()  # null -> NaN: never known
+    sent_s = full["intended_send_s"].cast(pl.Float64).to_numpy()
+    tally = AbandonColumns.of(full, abandon) if abandon is not None else None
     while t <= span_s + 1e-9:
-        known = full.filter(pl.col("end_s") <= t)
-        grid, counts = in_flight_series(full.filter(pl.col("intended_send_s") <= t), 0.0, t)
-        state = assess(known, start_s=0.0, now_s=t, rate_rps=rate_rps, rules=rules, slo=slo,
-                       in_flight=(grid, counts))  # fmt: skip
+        known_rows = np.flatnonzero(end_s <= t)
+        grid = np.arange(0.0, t + 1e-9, 0.5)
+        counts = columns.in_flight(np.flatnonzero(sent_s <= t), 0.0, t)
+        state = assess_rows(columns, known_rows, start_s=0.0, now_s=t, rate_rps=rate_rps,
+                            rules=rules, slo=slo, in_flight=(grid, counts))  # fmt: skip
         reason = None
         if abandon is not None:
-            reason = abandon.hopeless(
-                known,
-                now_s=t,
-                start_s=0.0,
-                duration_s=rules.min_warmup_s + max(rules.min_window_s, state.window_s),
-                warmup_s=rules.min_warmup_s,
-                load=rate_rps or 0.0,
-                dimension=dimension,
-            )
+            duration_s = rules.min_warmup_s + max(rules.min_window_s, state.window_s)
+            warmup_s, load = rules.min_warmup_s, rate_rps or 0.0
+            if tally is None:
+                reason = abandon.hopeless(full[known_rows], now_s=t, start_s=0.0,
+                                          duration_s=duration_s, warmup_s=warmup_s, load=load,
+                                          dimension=dimension)  # fmt: skip
+            else:
+                reason = abandon.hopeless_rows(tally, known_rows, now_s=t, start_s=0.0,
+                                               duration_s=duration_s, warmup_s=warmup_s,
+                                               load=load, dimension=dimension)  # fmt: skip
         if reason is not None:
             return t, state, reason, t
         if state.done:

@@ -6,9 +6,11 @@ the load — Locust against a live endpoint (planner.limit), the engine model in
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import polars as pl
 
 from contracts.latency import CENSORED_CLASSES, METRIC_COLUMNS
@@ -85,22 +87,82 @@ class AbandonRule:
         if kept.height == 0:
             return None
         finished = kept.filter(pl.col("ok").is_not_null()) if "ok" in kept.columns else kept
+        errors = 0
         if finished.height >= self.min_finished:
             errors = int((~finished["ok"]).sum())
-            if errors / finished.height >= self.error_rate:
-                return (
-                    f"{errors} of {finished.height} finished requests failed "
-                    f"after {elapsed_s:.0f} s"
-                )
+        return self._reason(
+            elapsed_s, window_s, warmup_s, load, dimension, kept.height, finished.height, errors,
+            lambda metric, bound: _count_past(kept, metric, bound, now_s, self.slo.success_only),
+        )  # fmt: skip
+
+    def hopeless_rows(
+        self,
+        columns: AbandonColumns,
+        rows: np.ndarray,
+        *,
+        now_s: float,
+        start_s: float,
+        duration_s: float,
+        warmup_s: float,
+        load: float,
+        dimension: Dimension,
+    ) -> str | None:
+        """`hopeless(columns.records[rows], ...)` (rows ascending) by numpy selections."""
+        if not self.hopeless_checks:
+            return None
+        elapsed_s = now_s - start_s
+        window_s = duration_s - warmup_s
+        if elapsed_s <= warmup_s or window_s <= 0 or rows.size == 0:
+            return None
+        kept = rows[columns.time[rows] >= start_s + warmup_s] if warmup_s > 0 else rows
+        if kept.size == 0:
+            return None
+        finished = int(columns.ok_known[kept].sum())
+        errors = 0
+        if finished >= self.min_finished:
+            errors = int((columns.ok_known[kept] & ~columns.ok[kept]).sum())
+
+        def count_past(metric: str, bound: float) -> int:
+            ok = columns.ok[kept]  # null: False
+            late = int((ok & (columns.metric[metric][kept] > bound)).sum())
+            if not self.slo.success_only:
+                late += int(columns.failed[kept].sum())
+            waiting = columns.pending[metric]
+            if waiting is None:
+                return late
+            pending = kept[waiting[kept]]
+            return late + int((now_s - columns.send[pending] > bound).sum())
+
+        return self._reason(
+            elapsed_s, window_s, warmup_s, load, dimension, kept.size, finished, errors,
+            count_past,
+        )  # fmt: skip
+
+    def _reason(
+        self,
+        elapsed_s: float,
+        window_s: float,
+        warmup_s: float,
+        load: float,
+        dimension: Dimension,
+        kept: int,
+        finished: int,
+        errors: int,
+        count_past: Callable[[str, float], int],
+    ) -> str | None:
+        """The verdict from the counts after warm-up: `kept` requests, `finished` of them
+        with an outcome, `errors` failed (counted once `min_finished` finished)."""
+        if finished >= self.min_finished and errors / finished >= self.error_rate:
+            return f"{errors} of {finished} finished requests failed after {elapsed_s:.0f} s"
         if dimension == "rate":
             expected = load * window_s
         else:
-            expected = kept.height * window_s / max(elapsed_s - warmup_s, 1e-9)
+            expected = kept * window_s / max(elapsed_s - warmup_s, 1e-9)
         # The level's final request count is not known yet: allow for two Poisson standard
         # deviations more requests than expected before calling the tail lost.
         most = expected + 2.0 * math.sqrt(max(expected, 1.0))
         for metric, threshold_s, allowed_share in self._tail_bounds():
-            late = _count_past(kept, metric, threshold_s, now_s, self.slo.success_only)
+            late = count_past(metric, threshold_s)
             allowed = allowed_share * most
             if late > allowed and late >= 2:
                 return (
@@ -146,6 +208,67 @@ def _count_past(
     pending = records.filter(pl.col("ok").is_null() & pl.col(pending_col).is_null())
     waiting_late = int((now_s - pending[send_col] > threshold_s).sum())
     return done_late + waiting_late
+
+
+@dataclass(frozen=True)
+class AbandonColumns:
+    """What `AbandonRule.hopeless` reads of a level's records, as arrays read once (row i:
+    record i), so that `hopeless_rows` judges any subset by numpy selections. Values
+    compare as polars compares them: null never, NaN above everything."""
+
+    time: np.ndarray  # schedule time: null -inf, NaN +inf
+    ok: np.ndarray  # null: False
+    ok_known: np.ndarray  # ok is not null (an outcome)
+    failed: np.ndarray  # not ok, not censored
+    metric: dict[str, np.ndarray]  # the tail bounds' columns: null -inf, NaN +inf
+    pending: dict[str, np.ndarray | None]  # no outcome and no first token / end yet
+    send: np.ndarray  # the send time: null +inf, NaN -inf (now - send: null never late)
+
+    @classmethod
+    def of(cls, records: pl.DataFrame, rule: AbandonRule) -> AbandonColumns | None:
+        """None where `hopeless` must read the frame itself (no `ok`, no schedule time, a
+        tail bound's column missing)."""
+        cols = records.columns
+        time_col = next((c for c in TIME_COLUMNS if c in cols), None)
+        metrics = {m for m, _, _ in rule._tail_bounds()}
+        if (
+            "ok" not in cols
+            or time_col is None
+            or any(METRIC_COLUMNS[m] not in cols for m in metrics)
+        ):
+            return None
+
+        def compared(name: str, null: float, nan: float) -> np.ndarray:
+            column = records[name].cast(pl.Float64).fill_nan(nan).fill_null(null)
+            return column.to_numpy()
+
+        ok_col = records["ok"]
+        ok_known = ok_col.is_not_null().to_numpy().astype(bool)
+        ok = ok_col.fill_null(False).to_numpy().astype(bool)
+        censored = np.zeros(records.height, dtype=bool)
+        if "error_class" in cols:
+            classes = records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
+            censored = classes.to_numpy().astype(bool)
+        send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in cols), None)
+        send = np.full(records.height, np.inf)
+        if send_col is not None:
+            send = compared(send_col, np.inf, -np.inf)
+        pending: dict[str, np.ndarray | None] = {}
+        for m in metrics:
+            pending_col = "first_token_s" if m == "ttft" else "end_s"
+            pending[m] = None
+            if pending_col in cols and send_col is not None:
+                waiting = ~ok_known & records[pending_col].is_null().to_numpy().astype(bool)
+                pending[m] = waiting
+        return cls(
+            time=compared(time_col, -np.inf, np.inf),
+            ok=ok,
+            ok_known=ok_known,
+            failed=ok_known & ~ok & ~censored,
+            metric={m: compared(METRIC_COLUMNS[m], -np.inf, np.inf) for m in metrics},
+            pending=pending,
+            send=send,
+        )
 
 
 class Probe(Protocol):

@@ -158,7 +158,8 @@ class DisaggProbe(EngineProbe):
         return records
 
     def _simulation(self, requests: list[EngineRequest]) -> FleetSimulation | None:
-        return None if self.disagg is not None else super()._simulation(requests)
+        # Not super()'s: it sees this class's own `_simulate` and would answer None.
+        return FleetSimulation(requests, self.config, 1) if self.disagg is None else None
 
     def _simulate_once(self, requests: list[EngineRequest]) -> pl.DataFrame:
         if not requests or self.disagg is None:

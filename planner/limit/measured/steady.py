@@ -28,14 +28,16 @@ The rules (`SteadyRules`):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import ConfigError
-from contracts.latency import request_values
+from contracts.latency import request_outcomes, request_values
 from planner.slo.spec import Slo
 from planner.slo.verdict import TIME_COLUMNS, evaluate
 
@@ -135,11 +137,15 @@ def in_flight_series(
         ends = sent + records["e2e_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
     else:
         return grid, np.zeros(grid.size)
+    return grid, _in_flight(grid, sent, ends)
+
+
+def _in_flight(grid: np.ndarray, sent: np.ndarray, ends: np.ndarray) -> np.ndarray:
     sent = np.sort(sent[~np.isnan(sent)])
     ends = np.sort(np.where(np.isnan(ends), np.inf, ends))
     started = np.searchsorted(sent, grid, side="right")
     finished = np.searchsorted(ends, grid, side="right")
-    return grid, (started - finished).astype(float)
+    return (started - finished).astype(float)
 
 
 def _mean_e2e(
@@ -150,6 +156,12 @@ def _mean_e2e(
         e2e = records.filter(pl.col("ok").fill_null(False))["e2e_s"].drop_nulls()
         if e2e.len():
             finished = float(e2e.mean())  # type: ignore[arg-type]
+    return _larger_e2e(finished, in_flight_mean, rate_rps)
+
+
+def _larger_e2e(
+    finished: float | None, in_flight_mean: float | None, rate_rps: float | None
+) -> float | None:
     littles: float | None = None
     if in_flight_mean is not None and rate_rps:
         littles = in_flight_mean / rate_rps
@@ -174,35 +186,62 @@ def assess(
     in); `in_flight`: (times, counts) sampled during the level — by default reconstructed
     from the records.
     """
-    elapsed_s = max(now_s - start_s, 0.0)
     if in_flight is None:
         in_flight = in_flight_series(records, start_s, now_s)
+    time_col = next((c for c in TIME_COLUMNS if c in records.columns), None)
+
+    def window_from(at_s: float) -> _FrameWindow:
+        if time_col is None:
+            return _FrameWindow(records, None)
+        return _FrameWindow(records.filter(pl.col(time_col) >= at_s), time_col)
+
+    return _assess(
+        records.height,
+        lambda littles, rate: _mean_e2e(records, littles, rate),
+        window_from,
+        start_s=start_s,
+        now_s=now_s,
+        rate_rps=rate_rps,
+        rules=rules,
+        slo=slo,
+        in_flight=in_flight,
+    )
+
+
+def _assess(
+    height: int,
+    mean_e2e: Callable[[float | None, float | None], float | None],
+    window_from: Callable[[float], _Window],
+    *,
+    start_s: float,
+    now_s: float,
+    rate_rps: float | None,
+    rules: SteadyRules,
+    slo: Slo,
+    in_flight: tuple[np.ndarray, np.ndarray],
+) -> LevelState:
+    """`assess` over `height` records whose mean E2E (given the in-flight mean and the rate)
+    and whose window from a time on the callables give."""
+    elapsed_s = max(now_s - start_s, 0.0)
     times, counts = in_flight
     recent = counts[times >= start_s + 0.5 * elapsed_s] if times.size else counts
     in_flight_mean = float(recent.mean()) if recent.size else None
-    time_col = next((c for c in TIME_COLUMNS if c in records.columns), None)
     if rate_rps is None and elapsed_s > 0:
-        rate_rps = records.height / elapsed_s if records.height else None
-    mean_e2e_s = _mean_e2e(records, in_flight_mean, rate_rps)
+        rate_rps = height / elapsed_s if height else None
+    mean_e2e_s = mean_e2e(in_flight_mean, rate_rps)
     e2e = mean_e2e_s or 0.0
     warmup_s = min(max(rules.min_warmup_s, rules.warmup_e2es * e2e), elapsed_s)
-
-    def window_from(warmup_s: float) -> pl.DataFrame:
-        if time_col is None:
-            return records
-        return records.filter(pl.col(time_col) >= start_s + warmup_s)
-
-    in_window = window_from(warmup_s)
+    in_window = window_from(start_s + warmup_s)
     tau = 1.0
     independent = max(rules.effective_requests, rules.tail_requests / tail_share(slo))
-    if (independent or rules.warmup_taus) and time_col is not None:
-        tau = correlation_requests(in_window.sort(time_col), slo)
+    if (independent or rules.warmup_taus) and in_window.timed:
+        tau = in_window.correlation(slo)
     tau_s = tau / rate_rps if rate_rps else 0.0
     if rules.warmup_taus and tau_s > 0:
         longer = min(max(warmup_s, rules.min_warmup_s + rules.warmup_taus * tau_s), elapsed_s)
         if longer > warmup_s:
             warmup_s = longer
-            in_window = window_from(warmup_s)
+            in_window = window_from(start_s + warmup_s)
     window_s = max(elapsed_s - warmup_s, 0.0)
     window_start = start_s + warmup_s
     ready = bool(
@@ -223,8 +262,8 @@ def assess(
             grows = second - first
             if grows > rules.growth_sigmas * math.sqrt(first + 1.0) and grows > 0.1 * first:
                 unstable = f"queue grows {grows / (window_s / 2):.2g} req/s"
-    if unstable is None and ready and time_col is not None:
-        unstable = _tail_climbs(in_window, slo, time_col, window_start, now_s)
+    if unstable is None and ready and in_window.time_col is not None:
+        unstable = _tail_climbs(in_window.frame(), slo, in_window.time_col, window_start, now_s)
     return LevelState(
         elapsed_s=elapsed_s,
         warmup_s=warmup_s,
@@ -238,6 +277,148 @@ def assess(
         in_flight_second=second,
         correlation=float(tau),
     )
+
+
+class _Window(Protocol):
+    """A level's records scheduled from a time on, as `_assess` reads them."""
+
+    @property
+    def height(self) -> int: ...
+    @property
+    def time_col(self) -> str | None: ...  # None: the records have no schedule time
+    @property
+    def timed(self) -> bool: ...
+    def correlation(self, slo: Slo) -> float: ...  # correlation_requests in send order
+    def frame(self) -> pl.DataFrame: ...  # the records, in their order
+
+
+@dataclass(frozen=True)
+class _FrameWindow:
+    records: pl.DataFrame
+    time_col: str | None
+
+    @property
+    def height(self) -> int:
+        return self.records.height
+
+    @property
+    def timed(self) -> bool:
+        return self.time_col is not None
+
+    def correlation(self, slo: Slo) -> float:
+        assert self.time_col is not None
+        return correlation_requests(self.records.sort(self.time_col), slo)
+
+    def frame(self) -> pl.DataFrame:
+        return self.records
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """What `assess` reads of a level's records, as arrays read once (row i: record i), so
+    that `assess_rows` judges any subset of them (the ones known at a check) by numpy
+    selections instead of polars ones. Every value is row-wise (the verdict's per-request
+    values too), so a subset's are its rows'; `assess_rows(c, rows, ...)` is
+    `assess(records[rows], ...)` for rows in ascending order."""
+
+    records: pl.DataFrame
+    time_col: str | None  # the schedule time's column
+    time: np.ndarray  # its values, null -inf and NaN +inf (as polars compares them)
+    e2e: np.ndarray
+    e2e_kept: np.ndarray  # successful, with an E2E: what the finished mean counts
+    sent: np.ndarray | None  # in_flight_series' send times and ends (None: it has none)
+    ends: np.ndarray | None
+    values: dict[str, np.ndarray]  # request_values of each SLO metric
+
+    @classmethod
+    def of(cls, records: pl.DataFrame, slo: Slo) -> RecordColumns:
+        cols = records.columns
+        time_col = next((c for c in TIME_COLUMNS if c in cols), None)
+        time = np.zeros(records.height)
+        if time_col is not None:
+            t = records[time_col].cast(pl.Float64).fill_nan(np.inf).fill_null(-np.inf)
+            time = t.to_numpy()
+        e2e, e2e_kept = np.zeros(records.height), np.zeros(records.height, dtype=bool)
+        if "e2e_s" in cols and records.height:
+            e2e = records["e2e_s"].to_numpy()
+            ok = records["ok"].fill_null(False)
+            e2e_kept = (ok & records["e2e_s"].is_not_null()).to_numpy().astype(bool)
+        sent = ends = None
+        send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in cols), None)
+        if send_col is not None and ("end_s" in cols or "e2e_s" in cols):
+            sent = records[send_col].cast(pl.Float64).to_numpy()
+            if "end_s" in cols:
+                ends = records["end_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+            else:
+                ends = sent + records["e2e_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+        outcomes = request_outcomes(records)
+        metrics = dict.fromkeys(metric for metric, _ in _slo_bounds(slo))
+        values = {
+            m: request_values(records, m, success_only=slo.success_only, outcomes=outcomes)
+            for m in metrics
+        }
+        return cls(records, time_col, time, e2e, e2e_kept, sent, ends, values)
+
+    def in_flight(self, rows: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
+        """`in_flight_series(records[rows], start_s, end_s)`'s counts (its grid: 0.5 s)."""
+        grid = np.arange(start_s, end_s + 1e-9, 0.5)
+        if rows.size == 0 or grid.size == 0 or self.sent is None or self.ends is None:
+            return np.zeros(grid.size)
+        return _in_flight(grid, self.sent[rows], self.ends[rows])
+
+
+def assess_rows(
+    columns: RecordColumns,
+    rows: np.ndarray,
+    *,
+    start_s: float,
+    now_s: float,
+    rate_rps: float | None,
+    rules: SteadyRules,
+    slo: Slo,
+    in_flight: tuple[np.ndarray, np.ndarray],
+) -> LevelState:
+    """`assess` of the records at `rows` (ascending) of `columns`."""
+
+    def mean_e2e(in_flight_mean: float | None, rate: float | None) -> float | None:
+        kept = rows[columns.e2e_kept[rows]]
+        finished = float(pl.Series(columns.e2e[kept]).mean()) if kept.size else None  # type: ignore[arg-type]
+        return _larger_e2e(finished, in_flight_mean, rate)
+
+    def window_from(at_s: float) -> _RowWindow:
+        if columns.time_col is None:
+            return _RowWindow(columns, rows)
+        return _RowWindow(columns, rows[columns.time[rows] >= at_s])
+
+    return _assess(rows.size, mean_e2e, window_from, start_s=start_s, now_s=now_s,
+                   rate_rps=rate_rps, rules=rules, slo=slo, in_flight=in_flight)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _RowWindow:
+    columns: RecordColumns
+    rows: np.ndarray
+
+    @property
+    def height(self) -> int:
+        return int(self.rows.size)
+
+    @property
+    def time_col(self) -> str | None:
+        return self.columns.time_col
+
+    @property
+    def timed(self) -> bool:
+        return self.columns.time_col is not None
+
+    def correlation(self, slo: Slo) -> float:
+        rows, t = self.rows, self.columns.time[self.rows]
+        if np.any(t[1:] < t[:-1]):  # send order (a stable sort: ties keep record order)
+            rows = rows[np.argsort(t, kind="stable")]
+        return _correlation(slo, lambda metric: self.columns.values[metric][rows])
+
+    def frame(self) -> pl.DataFrame:
+        return self.columns.records[self.rows]
 
 
 def _tail_climbs(
@@ -282,12 +463,33 @@ def correlation_requests(window: pl.DataFrame, slo: Slo) -> float:
     order (Sokal's self-consistent window): how many consecutive requests carry about one
     request's worth of independent information. A queue that builds and drains, or still
     climbs from an empty start, makes neighbours alike and this large."""
-    taus = [1.0]
+    outcomes: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def values_of(metric: str) -> np.ndarray:
+        if not outcomes:
+            outcomes.append(request_outcomes(window))
+        return request_values(window, metric, success_only=slo.success_only, outcomes=outcomes[0])
+
+    return _correlation(slo, values_of)
+
+
+def _slo_bounds(slo: Slo) -> list[tuple[str, float]]:
+    """The SLO's (metric, threshold) pairs, each once: a percentile and a per-request
+    threshold on the same bound (the usual pair) give one series."""
     bounds = [(c.metric, c.threshold_s) for c in slo.percentiles]
     bounds += [(t.metric, t.threshold_s) for t in slo.request_thresholds]
-    for metric, threshold_s in bounds:
-        values = request_values(window, metric, success_only=slo.success_only)
-        values = values[~np.isnan(values)]
+    return list(dict.fromkeys(bounds))
+
+
+def _correlation(slo: Slo, values_of: Callable[[str], np.ndarray]) -> float:
+    """`correlation_requests` over the per-request values `values_of` gives per metric."""
+    taus = [1.0]
+    read: dict[str, np.ndarray] = {}
+    for metric, threshold_s in _slo_bounds(slo):
+        values = read.get(metric)
+        if values is None:
+            values = values_of(metric)
+            values = read[metric] = values[~np.isnan(values)]
         if values.size < 20:
             continue
         values = np.minimum(values, 4.0 * threshold_s)  # misses count, bounded
@@ -300,13 +502,16 @@ def integrated_autocorrelation(x: np.ndarray, c: float = 5.0) -> float:
     x = x - x.mean()
     n = x.size
     var = float(np.dot(x, x)) / n
-    if var <= 0:
+    if var <= 0 or n < 2:
         return 1.0
     f = np.fft.rfft(x, 2 * n)
     acf = np.fft.irfft(f * np.conj(f))[:n] / (var * n)
-    tau = 1.0
-    for m in range(1, n):
-        tau += 2.0 * acf[m]
-        if m >= c * tau:
-            break
+    # tau(m) = 1 + 2 (acf[1] + ... + acf[m]), summed left to right as a loop would (cumsum
+    # adds in order), up to the first m >= c * tau(m), else over every lag.
+    steps = 2.0 * acf
+    steps[0] = 1.0
+    tau_m = np.cumsum(steps)
+    lags = np.arange(n)
+    stop = np.flatnonzero(lags[1:] >= c * tau_m[1:])
+    tau = tau_m[stop[0] + 1] if stop.size else tau_m[-1]
     return max(tau, 1.0)

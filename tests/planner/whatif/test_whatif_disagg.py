@@ -12,9 +12,9 @@ import pytest
 
 from contracts.errors import ConfigError
 from planner.engine import EngineRequest, build_engine_config
-from planner.fleet.sim import simulate_fleet
+from planner.fleet.sim import FleetSimulation, simulate_fleet
 from planner.slo.spec import parse_slo
-from planner.whatif.disagg import Disagg, simulate_disaggregated
+from planner.whatif.disagg import Disagg, DisaggProbe, simulate_disaggregated
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions
 from planner.whatif.run import run_whatif
@@ -114,3 +114,17 @@ def test_disaggregation_values_are_checked() -> None:
     for bad in ("1p0d", "2x2", "on"):
         with pytest.raises(ConfigError, match="<prefill>p<decode>d"):
             parse_vary(f"disaggregation=off:{bad}")
+
+
+def test_an_aggregated_candidate_pauses_one_run_per_level() -> None:
+    # Without a split the what-if probe advances one pausable run per level (as EngineProbe),
+    # rather than simulating each doubled span again from its start; a split unit cannot
+    # pause.
+    requests = [EngineRequest(str(i), 500, 50, 0.1 * i) for i in range(5)]
+    chat, slo = preset_profile("chat"), parse_slo("ttft:p99<=2s")
+    aggregated = DisaggProbe(profile=chat, config=CONFIG, rules=None, slo=slo)
+    assert isinstance(aggregated._simulation(requests), FleetSimulation)
+    split = DisaggProbe(
+        profile=chat, config=CONFIG, rules=None, slo=slo, disagg=Disagg(prefill=1, decode=1)
+    )
+    assert split._simulation(requests) is None
