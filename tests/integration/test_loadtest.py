@@ -40,29 +40,44 @@ def _config(url: str, profile: str, **kw: object) -> LoadTestConfig:
     return LoadTestConfig(host=url, model="m", profile_path=profile, drain_s=5.0, **kw)  # type: ignore[arg-type]
 
 
-def test_ttft_and_tpot_match_the_servers_own_at_50_streams(tmp_path: Path) -> None:
+def _fifty_streams(run_dir: Path) -> tuple[float, float]:
+    """One 4 s run of 50 closed-loop users: the client's TTFT and TPOT p50 less the server's
+    own (its logged timings), after the checks every run must pass."""
     server = start_server(ttft_s=0.1, itl_s=0.04)
     pairs = [(64, 9), (64, 13), (64, 17), (64, 21)]  # unequal lengths keep the 50 loops out of step
+    run_dir.mkdir()
     try:
         plan = StagePlan(stages=[Stage(name="c50", kind="closed", duration_s=4.0, users=50)])
-        (s,) = run_loadtest(_config(server.url, _profile(tmp_path, pairs)), plan, tmp_path / "run")
+        (s,) = run_loadtest(_config(server.url, _profile(run_dir, pairs)), plan, run_dir / "run")
         own = server.timings()
     finally:
         server.stop()
     assert s.errors == 0 and s.completed >= 50
     assert s.mean_in_flight is not None and s.mean_in_flight > 40
+    assert s.ttft_s.p50 is not None and s.tpot_s.p50 is not None
+    assert not s.tokens_estimated
+    records = read_records(run_dir / "run")
+    assert set(records["output_tokens"].unique().to_list()) <= {9, 13, 17, 21}
     own_ttft = float(np.median([t["ttft_s"] for t in own]))
     own_tpot = float(np.median([t["tpot_s"] for t in own]))
-    assert s.ttft_s.p50 is not None and s.tpot_s.p50 is not None
-    print(  # the README's timing-accuracy figures (pytest -s)
-        f"50 streams, test server: TTFT p50 {(s.ttft_s.p50 - own_ttft) * 1e3:+.1f} ms, "
-        f"TPOT p50 {(s.tpot_s.p50 - own_tpot) * 1e3:+.1f} ms against the server's own"
-    )
-    assert abs(s.ttft_s.p50 - own_ttft) <= 0.003, (s.ttft_s.p50, own_ttft)
-    assert abs(s.tpot_s.p50 - own_tpot) <= 0.003, (s.tpot_s.p50, own_tpot)
-    assert not s.tokens_estimated
-    records = read_records(tmp_path / "run")
-    assert set(records["output_tokens"].unique().to_list()) <= {9, 13, 17, 21}
+    return s.ttft_s.p50 - own_ttft, s.tpot_s.p50 - own_tpot
+
+
+def test_ttft_and_tpot_match_the_servers_own_at_50_streams(tmp_path: Path) -> None:
+    # Within 3 ms on a quiet machine (the README's figures, pytest -s). In CI the other lane
+    # keeps both cores busy and one run in several read TTFT 4 ms late (2026-12-06): a run
+    # gets a second try, so a bias of the client's own (late in both) still fails.
+    tries = []
+    for attempt in range(2):
+        ttft_gap, tpot_gap = _fifty_streams(tmp_path / f"try{attempt}")
+        tries.append((ttft_gap, tpot_gap))
+        print(  # the README's timing-accuracy figures (pytest -s)
+            f"50 streams, test server: TTFT p50 {ttft_gap * 1e3:+.1f} ms, "
+            f"TPOT p50 {tpot_gap * 1e3:+.1f} ms against the server's own"
+        )
+        if abs(ttft_gap) <= 0.003 and abs(tpot_gap) <= 0.003:
+            return
+    pytest.fail(f"client p50 - server's own (TTFT, TPOT) in seconds, two runs: {tries}")
 
 
 def test_poisson_20rps_for_20s_achieves_the_rate(tmp_path: Path) -> None:
