@@ -28,13 +28,8 @@ from planner.fleet.traffic import ArrivalKind, profile_requests
 from planner.limit.measured.config import SearchConfig
 from planner.limit.measured.result import build_limit_result
 from planner.limit.measured.search import run_search
-from planner.limit.measured.steady import (
-    LevelState,
-    RecordColumns,
-    SteadyRules,
-    assess,
-    assess_rows,
-)
+from planner.limit.measured.steady import LevelState, SteadyRules, assess
+from planner.limit.measured.steady_rows import RecordColumns, assess_rows
 from planner.limit.probe import AbandonColumns, AbandonRule, LevelMeasurement
 from planner.slo.spec import Slo
 from profiles.model import Profile

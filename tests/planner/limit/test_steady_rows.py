@@ -12,13 +12,12 @@ import pytest
 
 from planner.limit.measured.steady import (
     LevelState,
-    RecordColumns,
     SteadyRules,
     assess,
-    assess_rows,
     in_flight_series,
     integrated_autocorrelation,
 )
+from planner.limit.measured.steady_rows import RecordColumns, assess_rows
 from planner.limit.predict import censor, simulated_records
 from planner.limit.probe import AbandonColumns, AbandonRule
 from planner.slo.spec import parse_slo
