@@ -248,11 +248,7 @@ def run_demo(options: DemoOptions, *, echo: Echo = print, warn: Echo | None = No
         f"      measured {measured_rps:.3g} req/s, engine model {predicted.feasible_max:.3g}"
         f" req/s ({gap:+.0%})"
     )
-    step(
-        f"      predicted, not measured on a GPU: the emulator is the engine model; a real "
-        f"{options.gpu} is expected between {on_gpu.low_rps:.3g} and {on_gpu.high_rps:.3g} "
-        f"req/s ({on_gpu.note})"
-    )
+    # `run_limit` said "predicted, not measured on a GPU" (the emulator names its engine).
 
     step(f"4/5 planning instances for the sample's peak (growth {options.growth})")
     plan = build_plan(

@@ -67,6 +67,11 @@ FINDINGS_EN: dict[str, str] = {
     "review.count_method": "moving-block bootstrap of the window rates (blocks of about "
     "sqrt(n) windows) for the planning peak, the limit drawn log-uniformly between the last "
     "certain pass and the first failure of the search; the plan's rule counts each pair",
+    "review.count_method_predicted": "moving-block bootstrap of the window rates (blocks of "
+    "about sqrt(n) windows) for the planning peak; the limit is predicted, not measured, and "
+    "drawn log-uniformly across its interval (where published server results put a GPU's "
+    "limit around the engine model's) and the search's bracket; the plan's rule counts each "
+    "pair",
     "review.pool_rule": "shared spares: the largest single service's N+k GPUs, priced at the "
     "pool's highest GPU-hour price",
     "review.option_peak_all_day": "{top} instances every hour (the highest hour of the log)",

@@ -7,13 +7,14 @@ the emulator process itself kept up with its clock (if not, its latencies are in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from planner.engine import EngineGauges, RequestTimeline
+from planner.loadtest.emulated import INFO_METRIC
 
 # vLLM's bucket boundaries for these histograms (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS_S = (
@@ -102,10 +103,17 @@ class EmulatorMetrics:
         model_name: str,
         lag: Callable[[], tuple[float, int]] = lambda: (0.0, 0),
         block_tokens: int = 16,
+        identity: Mapping[str, str] | None = None,
     ) -> None:
         labels = {"model_name": model_name, "engine": "0"}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_EngineCollector(gauges, labels, lag, block_tokens))
+        if identity:  # capplan_emulator_info: what a limit measured here predicts for
+            Info(
+                INFO_METRIC,
+                "The engine model this emulator serves: a limit measured here is predicted.",
+                registry=self.registry,
+            ).info(dict(identity))
         names = list(labels)
         self._values = list(labels.values())
 

@@ -7,11 +7,12 @@ steady-burst-recovery run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from contracts.errors import ConfigError
-from contracts.limit import LimitResult
+from contracts.limit import LIMIT_FILE, LimitResult, unit_label, write_limit
 from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
@@ -20,7 +21,9 @@ from planner.limit.ledger import SearchLedger
 from planner.limit.measured.edge import Echo
 from planner.limit.methods import MethodRun, runner
 from planner.limit.options import LimitOptions
+from planner.loadtest.emulated import emulated_engine
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
+from planner.whatif.interval import limit_interval
 from profiles.model import Profile
 
 
@@ -115,6 +118,28 @@ def run_limit(
     )  # fmt: skip
     limit = runner(options.method)(run)  # planner.limit.methods: measured or fast
     ledger.finish()
+    return _marked_if_emulated(limit, options, echo)
+
+
+def _marked_if_emulated(limit: LimitResult, options: LimitOptions, echo: Echo) -> LimitResult:
+    """`limit`, marked predicted (with the validation's interval for the engine and GPU the
+    emulator names) when the endpoint is capplan's emulator (planner.loadtest.emulated): its
+    limit is the engine model's, not a GPU's. limit.json is written again with the mark."""
+    if limit.feasible_max is None or limit.predicted is not None:
+        return limit
+    api_key = os.environ.get(options.api_key_env) if options.api_key_env else None
+    engine = emulated_engine(options.host, api_key)
+    if engine is None:
+        return limit
+    interval = limit_interval(limit.feasible_max, engine.runtime, engine.gpu)
+    limit = limit.model_copy(update={"predicted": interval.contract()})
+    write_limit(limit, Path(options.out_dir) / LIMIT_FILE)
+    unit = unit_label(limit.unit)
+    echo(
+        f"predicted, not measured on a GPU: {options.host} is capplan's emulator "
+        f"({engine.words()}); a real {engine.gpu} is expected between "
+        f"{interval.low_rps:.3g} and {interval.high_rps:.3g} {unit} ({interval.note})"
+    )
     return limit
 
 

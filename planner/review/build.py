@@ -38,7 +38,7 @@ from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.review.certainty import (
     block_bootstrap_quantile,
     count_interval,
-    limit_range,
+    limit_span,
     window_rates,
 )
 from planner.review.config import ReviewSpec, ServiceSpec
@@ -155,7 +155,7 @@ def build_service(
         peak_replicates=replicates,
         peak_rps=plan.demand.peak_rps,
         limit=first.per_instance_limit,
-        limit_span=limit_range(limit.result) if limit.result is not None else None,
+        limit_span=limit_span(limit.result) if limit.result is not None else None,
         per_rps=per_rps,
         growth=first.growth,
         headroom=spec.headroom,
@@ -163,6 +163,7 @@ def build_service(
         level=review.confidence,
         rng=rng,
         block_windows=block,
+        predicted=limit.result is not None and limit.result.predicted is not None,
     )
     service = ServiceReview(
         name=spec.name,

@@ -20,6 +20,9 @@ from profiles.model import Profile
 REPLICATES = 1000
 
 METHOD = Finding(key="review.count_method")
+# A predicted limit (the engine model's, on the emulator or whatif): the range is where
+# published server results put a GPU's limit around the model's figure.
+METHOD_PREDICTED = Finding(key="review.count_method_predicted")
 
 
 def window_rates(profile: Profile, window_s: float) -> np.ndarray | None:
@@ -66,6 +69,16 @@ def limit_range(result: LimitResult) -> tuple[float, float] | None:
     return (min(low, result.feasible_max), max(high, result.feasible_max))
 
 
+def limit_span(result: LimitResult) -> tuple[float, float] | None:
+    """The range the limit is drawn from: the search's (`limit_range`), widened to the
+    prediction's interval when the limit is predicted, not measured (`result.predicted`:
+    where a real GPU's limit is expected around the engine model's)."""
+    span = limit_range(result)
+    if span is None or result.predicted is None:
+        return span
+    return (min(span[0], result.predicted.low), max(span[1], result.predicted.high))
+
+
 def count_interval(
     *,
     instances: int,
@@ -80,12 +93,14 @@ def count_interval(
     level: float,
     rng: np.random.Generator,
     block_windows: int = 0,
+    predicted: bool = False,
 ) -> CountInterval:
     """The `level` interval of the instance count over peak replicates x limit draws.
 
     The limit is drawn uniformly (in log) from `limit_span` (the search brackets it; nothing
     inside the bracket is more likely); a peak without replicates and a limit without a span
-    stay fixed. `per_rps` converts a peak in req/s to the limit's unit.
+    stay fixed. `per_rps` converts a peak in req/s to the limit's unit. `predicted`: the
+    span is a predicted limit's (`limit_span`), and the method says so.
     """
     size = len(peak_replicates) if peak_replicates is not None else REPLICATES
     peaks = peak_replicates if peak_replicates is not None else np.full(size, peak_rps)
@@ -129,6 +144,6 @@ def count_interval(
         dominant=dominant,
         replicates=size,
         block_windows=block_windows,
-        method=METHOD.english(),
-        method_finding=METHOD,
+        method=(METHOD_PREDICTED if predicted else METHOD).english(),
+        method_finding=METHOD_PREDICTED if predicted else METHOD,
     )

@@ -236,6 +236,11 @@ def test_rate_limit_matches_engine_model(emulator: str, profile_path: Path, tmp_
     assert [s.role for s in stages] == ["level"] * len(stages)
     assert {s.name for s in stages} == {st for lv in limit.levels for st in lv.stages}
     assert limit.sentence.startswith("one instance holds ") and limit.sentence in printed
+    # The endpoint named itself capplan's emulator (capplan_emulator_info on /metrics): the
+    # limit is the engine model's, marked predicted with its interval for the GPU it names.
+    assert limit.predicted is not None
+    assert limit.predicted.low < limit.feasible_max < limit.predicted.high
+    assert "predicted, not measured on a GPU" in printed and "on A10-24GB" in printed
 
 
 def test_concurrency_limit_matches_engine_model(

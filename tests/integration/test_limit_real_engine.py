@@ -74,6 +74,7 @@ def test_concurrency_limit_is_the_knee_where_queueing_starts(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     limit = load_limit(out)
     assert limit.feasible_max == SLOTS
+    assert limit.predicted is None  # a real server: measured, not predicted
     assert limit.infeasible_min == SLOTS + 1
     assert limit.binding == "ttft:p95"
     below = next(lv for lv in limit.levels if lv.load == SLOTS)

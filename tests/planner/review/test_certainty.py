@@ -7,9 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from contracts.limit import LimitResult
+from contracts.limit import IntervalSource, LimitResult, PredictedInterval
 from planner.capacity.arithmetic import instances_for_load
-from planner.review.certainty import block_bootstrap_quantile, count_interval, limit_range
+from planner.review.certainty import (
+    block_bootstrap_quantile,
+    count_interval,
+    limit_range,
+    limit_span,
+)
 
 MU, SIGMA = math.log(10.0), 0.3  # window rates: lognormal around 10 req/s
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
@@ -110,3 +115,28 @@ def test_which_source_dominates() -> None:
         **common,  # type: ignore[arg-type]
     )
     assert (nothing.dominant, nothing.low, nothing.high) == ("none", 4, 4)
+
+
+def test_a_predicted_limit_widens_the_count_to_its_interval() -> None:
+    """A limit the engine model predicted (the emulator's, whatif's) is drawn across its
+    interval, where a real GPU's limit is expected, not only across the search's bracket."""
+    measured = _fake_limit(np.random.default_rng(0))
+    source = IntervalSource(basis="vllm/ampere", class_key="vllm/ampere", rows=12,
+                            class_rows=12, low_quantile=0.1, high_quantile=0.9)  # fmt: skip
+    interval = PredictedInterval(low=2.6, high=4.6, source=source)
+    predicted = measured.model_copy(update={"predicted": interval})
+    assert limit_span(measured) == limit_range(measured)
+    assert limit_span(predicted) == (2.6, 4.6)
+    peak = 40.0
+    common = dict(instances=instances_for_load(peak, 4.0, HEADROOM) + REDUNDANCY,
+                  peak_replicates=None, peak_rps=peak, limit=4.0, per_rps=1.0, growth=1.0,
+                  headroom=HEADROOM, redundancy=REDUNDANCY, level=0.9)  # fmt: skip
+    narrow = count_interval(limit_span=limit_span(measured), rng=np.random.default_rng(1),
+                            **common)  # type: ignore[arg-type]
+    wide = count_interval(limit_span=limit_span(predicted), rng=np.random.default_rng(1),
+                          predicted=True, **common)  # type: ignore[arg-type]
+    # 40 req/s at 20 % headroom: 17 instances at 2.6 req/s, 11 at 4.6, plus one spare.
+    assert wide.high >= instances_for_load(peak, 2.75, HEADROOM) + REDUNDANCY > narrow.high
+    assert wide.low <= instances_for_load(peak, 4.4, HEADROOM) + REDUNDANCY
+    assert wide.method_finding.key == "review.count_method_predicted"
+    assert narrow.method_finding.key == "review.count_method"
