@@ -111,8 +111,12 @@ class EmulatorServer:
             lambda: (self.driver.behind_s, self.driver.resyncs),
             block_tokens=config.block_tokens,
             identity={
-                "runtime": config.engine, "gpu": config.gpu.name, "model": config.model.name,
-                "tp": str(config.tp), "pp": str(config.pp), "quantization": config.quantization,
+                "runtime": config.engine,
+                "gpu": config.gpu.name,
+                "model": config.model.name,
+                "tp": str(config.tp),
+                "pp": str(config.pp),
+                "quantization": config.quantization,
             },  # fmt: skip
         )
         self._rng = np.random.default_rng(seed)

@@ -20,7 +20,7 @@ def _gauges() -> EngineGauges:
 
 def test_the_emulator_names_its_engine_model_on_metrics() -> None:
     text = EmulatorMetrics(_gauges, "m", identity=IDENTITY).exposition().decode()
-    assert 'capplan_emulator_info{' in text
+    assert "capplan_emulator_info{" in text
     assert parse_emulated(text) == EmulatedEngine(
         runtime="trtllm", gpu="H100-80GB", model="llama-3.1-70b", tp=4, pp=1,
         quantization="fp8",

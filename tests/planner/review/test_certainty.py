@@ -131,10 +131,10 @@ def test_a_predicted_limit_widens_the_count_to_its_interval() -> None:
     common = dict(instances=instances_for_load(peak, 4.0, HEADROOM) + REDUNDANCY,
                   peak_replicates=None, peak_rps=peak, limit=4.0, per_rps=1.0, growth=1.0,
                   headroom=HEADROOM, redundancy=REDUNDANCY, level=0.9)  # fmt: skip
-    narrow = count_interval(limit_span=limit_span(measured), rng=np.random.default_rng(1),
-                            **common)  # type: ignore[arg-type]
-    wide = count_interval(limit_span=limit_span(predicted), rng=np.random.default_rng(1),
-                          predicted=True, **common)  # type: ignore[arg-type]
+    narrow = count_interval(limit_span=limit_span(measured), rng=np.random.default_rng(1), **common)  # type: ignore[arg-type]
+    wide = count_interval(
+        limit_span=limit_span(predicted), rng=np.random.default_rng(1), predicted=True, **common
+    )  # type: ignore[arg-type]
     # 40 req/s at 20 % headroom: 17 instances at 2.6 req/s, 11 at 4.6, plus one spare.
     assert wide.high >= instances_for_load(peak, 2.75, HEADROOM) + REDUNDANCY > narrow.high
     assert wide.low <= instances_for_load(peak, 4.4, HEADROOM) + REDUNDANCY
