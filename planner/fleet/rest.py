@@ -19,8 +19,9 @@ router needs of them.
 - The others finish their requests one at a time, a Poisson process at the rate per request
   in flight the simulated instances finish theirs, smoothed over `SMOOTHING_S` (their
   completions are k instances' noise, not the fleet's). Drawn, not drained as a fluid: the
-  whole fleet's load swings with its completions as with its arrivals (as a fluid, the
-  others held the simulated instances too steady: TTFT p95 -6 % against a full fleet of 16).
+  whole fleet's load swings with its completions as with its arrivals. (At n = 42 a fluid
+  measured as well; at n = 16-24 over too few requests to settle it, 2,300-3,500, both came
+  out 4-10 % low: `CHANGELOG.md`.)
 
 The simulated instances thus take their share of the arrivals when they have room, as the
 whole fleet's do, and their requests are shaped in arrival order (the stream's shapes in
