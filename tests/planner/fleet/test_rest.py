@@ -81,8 +81,8 @@ def test_a_least_outstanding_shortcut_point_is_the_same_in_a_worker() -> None:
     )  # fmt: skip
     job = FleetJob(traffic, CONFIG, None, parse_slo("ttft:p95<=2s"), 9.0)
     with FleetPool(job, 2) as pool:
-        pool.prefetch([(16, "least_outstanding")])
-        there = pool.measured(16, "least_outstanding").point
-    here = measure(job, 16, "least_outstanding").point
-    assert here.sampled_instances == 8  # 20,000 arrivals: 8 of 16 for 10,000 requests
+        pool.prefetch([(20, "least_outstanding")])
+        there = pool.measured(20, "least_outstanding").point
+    here = measure(job, 20, "least_outstanding").point
+    assert here.sampled_instances == 10  # 20,000 arrivals: 10 of 20 for 10,000 requests
     assert there == here
