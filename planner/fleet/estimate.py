@@ -21,7 +21,7 @@ from planner.fleet.routing import Routing
 from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
-    PESSIMISTIC,
+    MEAN_FIELD,
     SYMMETRIC,
     first_sample_size,
     stands_for,
@@ -97,9 +97,9 @@ def estimate_check(
         if k is None:
             requests += arrivals
             continue
-        # A router outside EXACT_SHARE and PESSIMISTIC settles no sooner than the second
+        # A router outside EXACT_SHARE and MEAN_FIELD settles no sooner than the second
         # sub-fleet (2k).
-        first_only = routing in EXACT_SHARE | PESSIMISTIC or 4 * k > size
+        first_only = routing in EXACT_SHARE | MEAN_FIELD or 4 * k > size
         sizes = (k,) if first_only else (k, 2 * k)
         requests += sum(len(sub_indices(arrivals, size, m)) for m in sizes)
     return CheckEstimate(

@@ -27,11 +27,12 @@ from contracts.plan import FleetPoint
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.bound import proven_miss
 from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
+from planner.fleet.rest import RestOfFleet
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
     EXACT_SHARE,
     GROUPED,
-    PESSIMISTIC,
+    MEAN_FIELD,
     SYMMETRIC,
     agree,
     bootstrap_agrees,
@@ -40,7 +41,7 @@ from planner.fleet.sample import (
     stands_for,
     sub_indices,
 )
-from planner.fleet.sim import FleetRun, FleetVerdict, judge, simulate_fleet
+from planner.fleet.sim import FleetRun, FleetSimulation, FleetVerdict, judge, simulate_fleet
 from planner.fleet.traffic import Traffic
 from planner.slo.spec import Slo
 
@@ -87,7 +88,7 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     With the job's shortcut and a router in `SYMMETRIC` (or `GROUPED`: whole sessions), k of
     the `size` instances are simulated with their share of the arrivals, k doubling until the
     bound holds (`planner.fleet.sample`: the bootstrap, and for a router outside `EXACT_SHARE`
-    and `PESSIMISTIC` the same verdict and p95s as the sub-fleet of k/2); the whole fleet when
+    and `MEAN_FIELD` the same verdict and p95s as the sub-fleet of k/2); the whole fleet when
     k would pass half of it. A sub-fleet's miss stands at once when the capacity bound proves
     that `size` instances miss under any router (`planner.fleet.bound`). A size outside the
     job's `settle_sizes` stops at its first sub-fleet instead, unsettled.
@@ -98,13 +99,7 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
     rng = np.random.default_rng([job.seed, size, 0x5A])
     smaller: FleetVerdict | None = None
     while sampled is not None and routing in SYMMETRIC | GROUPED:
-        run = simulate_fleet(
-            _sub_fleet_requests(job, routing, size, sampled),
-            job.config,
-            sampled,
-            routing,
-            job.settings,
-        )
+        run = _sub_fleet_run(job, routing, size, sampled)
         verdict = judge(run, job.slo, job.warmup_s)
         if not verdict.meets_slo and proven_miss(
             job.traffic.arrival_s, size, run, job.slo, job.warmup_s
@@ -113,11 +108,12 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
             # (`planner.fleet.bound`), so neither the bootstrap nor the full fleet is needed.
             return _measured(size, routing, run, verdict, sampled, wall0)
         exact = routing in EXACT_SHARE
-        # Elsewhere the sub-fleet is pessimistic: its "meets" holds for the fleet, and a
-        # "misses" is left to the full simulation.
+        # Elsewhere a "meets" holds for the fleet once the rest of the fleet is modelled
+        # (`MEAN_FIELD`) or the sub-fleet of k/2 agrees, and a "misses" is left to the
+        # larger sub-fleets and the full simulation.
         settled = exact or (
             verdict.meets_slo
-            and (routing in PESSIMISTIC or (smaller is not None and agree(smaller, verdict)))
+            and (routing in MEAN_FIELD or (smaller is not None and agree(smaller, verdict)))
         )
         if settled and bootstrap_agrees(
             run, verdict, lambda r: judge(r, job.slo, job.warmup_s), rng
@@ -132,6 +128,21 @@ def measure(job: FleetJob, size: int, routing: Routing) -> Measured:
         sampled = 2 * sampled if 4 * sampled <= size else None
     run = simulate_fleet(job.traffic.all_requests(), job.config, size, routing, job.settings)
     return _measured(size, routing, run, judge(run, job.slo, job.warmup_s), None, wall0)
+
+
+def _sub_fleet_run(job: FleetJob, routing: Routing, size: int, sampled: int) -> FleetRun:
+    """`sampled` of `size` instances simulated: under a router in `MEAN_FIELD`, routed
+    every arrival together with the rest of the fleet (`planner.fleet.rest`); under any
+    other, fed their share of the arrivals (`_sub_fleet_requests`)."""
+    if routing not in MEAN_FIELD:
+        requests = _sub_fleet_requests(job, routing, size, sampled)
+        return simulate_fleet(requests, job.config, sampled, routing, job.settings)
+    traffic = job.traffic
+    rng = np.random.default_rng([job.seed, size, sampled, 0x5B])  # the rest's completions
+    rest = RestOfFleet(traffic.arrival_s, size, sampled, traffic.request_maker(), rng)
+    sim = FleetSimulation([], job.config, sampled, routing, job.settings, rest=rest)
+    sim.advance()
+    return sim.run()
 
 
 def _sub_fleet_requests(

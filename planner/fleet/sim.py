@@ -32,6 +32,7 @@ from contracts.errors import ConfigError
 from contracts.finding import Finding
 from contracts.limit import Dimension
 from planner.engine import Engine, EngineConfig, EngineRequest, StepResult, kv_capacity_blocks
+from planner.fleet.rest import ELSEWHERE, RestOfFleet
 from planner.fleet.routing import Routing, RoutingSettings, make_router
 from planner.fleet.traffic import ArrivalKind, check_sampler, profile_requests, shape_request
 from planner.slo.spec import Slo
@@ -94,6 +95,10 @@ class FleetSimulation:
     several calls gives the same run, bit for bit, as advancing once. A request finished by
     then has its final figures (`run(m)`); the engine is causal, so they do not depend on
     the arrivals still to come.
+
+    With `rest` (`planner.fleet.rest`), `requests` are ignored: the instances are a few of a
+    least-outstanding fleet, every arrival of the whole fleet is routed by `rest` among them
+    and the rest of the fleet, and a run holds the requests routed to them alone.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class FleetSimulation:
         instances: int,
         routing: Routing = "least_outstanding",
         settings: RoutingSettings | None = None,
+        rest: RestOfFleet | None = None,
     ) -> None:
         if instances < 1:
             raise ConfigError(f"the fleet needs at least one instance, got {instances}")
@@ -115,11 +121,18 @@ class FleetSimulation:
         self.router = make_router(routing, instances, settings)
         fast = config.model_copy(update={"record_token_times": False})
         self.engines = [Engine(fast, token_events=False) for _ in range(instances)]
-        order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
-        self.reqs = [requests[k] for k in order]
-        self.index = {r.request_id: k for k, r in enumerate(self.reqs)}
+        self.rest = rest
+        if rest is None:
+            order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
+            given = [requests[k] for k in order]
+            self.reqs: list[EngineRequest | None] = list(given)
+            self.index = {r.request_id: k for k, r in enumerate(given)}
+            self.arrival = np.array([r.arrival_s for r in given], dtype=float)
+        else:  # every arrival of the whole fleet; a request made when it is routed here
+            self.reqs = [None] * len(rest.arrival_s)
+            self.index = {}
+            self.arrival = rest.arrival_s
         n = self.n = len(self.reqs)
-        self.arrival = np.array([r.arrival_s for r in self.reqs], dtype=float)
         self.ttft = np.full(n, np.nan)
         self.tpot = np.full(n, np.nan)
         self.e2e = np.full(n, np.nan)
@@ -169,13 +182,25 @@ class FleetSimulation:
                 results[i] = None  # nothing schedulable: idle until the next arrival
 
         route = self.router.route
+        rest = self.rest
+        rest_next = rest.next_taken if rest is not None else None
+        make_request = rest.make_request if rest is not None else None
         while k < n or pending:
             if k < n and (not pending or arrival[k] <= pending[0][0]):
                 if arrival[k] > until_s:
                     break
                 req = reqs[k]
-                now = req.arrival_s
-                i = route(req, outstanding)
+                if req is None:  # a share of a larger fleet (`RestOfFleet`)
+                    limit_s = min(until_s, pending[0][0]) if pending else until_s
+                    k, i = rest_next(k, limit_s, outstanding)  # type: ignore[misc]
+                    if i == ELSEWHERE:
+                        continue  # the rest took every arrival up to the next event
+                    now = float(arrival[k])
+                    req = reqs[k] = make_request(k, now)  # type: ignore[misc]
+                    index[req.request_id] = k
+                else:
+                    now = req.arrival_s
+                    i = route(req, outstanding)
                 engine = engines[i]
                 ends = runs[i]
                 if ends:
@@ -235,7 +260,9 @@ class FleetSimulation:
     def run(self, m: int | None = None) -> FleetRun:
         """The run so far, of the first `m` requests in arrival order (default: all); NaN
         for a request not finished yet."""
-        cut = slice(None) if m is None else slice(0, m)
+        cut: slice | np.ndarray = slice(None) if m is None else slice(0, m)
+        if self.rest is not None:  # the arrivals routed here, not those the rest took
+            cut = np.flatnonzero(self.where[cut] != ELSEWHERE)
         gauges = [e.gauges() for e in self.engines]
         return FleetRun(
             instances=self.instances,

@@ -17,7 +17,7 @@ check's shortcut replays a few instances' share, `planner.fleet.sample`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -180,6 +180,21 @@ class Traffic:
             every = self.all_requests()
             return [every[k] for k in numbers.tolist()]
         return self._requests(numbers)
+
+    def request_maker(self) -> Callable[[int, float], EngineRequest]:
+        """Requests made as arrivals are routed to a sub-fleet, in arrival order
+        (`planner.fleet.rest`): arrival `number` at `arrival_s`, the stream's next shape
+        (as `sub_requests` gives them), or with sessions the full draw's request."""
+        if self.has_sessions:
+            every = self.all_requests()
+            return lambda number, arrival_s: every[number]
+        stream = WorkloadStream(self.profile, seed=self.stream_seed)
+        cap, block = self.max_model_len, self.block_tokens
+
+        def make(number: int, arrival_s: float) -> EngineRequest:
+            return shape_request(next(stream), str(number), arrival_s, cap, block)
+
+        return make
 
 
 def profile_requests(

@@ -52,6 +52,8 @@ def test_an_overloaded_point_is_decided_on_its_sub_fleet(
     import planner.fleet.sample as sample
 
     monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+
+    monkeypatch.setattr(sample, "MIN_SAMPLED_INSTANCES", 4)  # small fleets: the mechanics
     job = FleetJob(_traffic(360.0), CONFIG, None, SLO, WARMUP_S)
     # 45 req/s an instance under least-outstanding: a sub-fleet's miss used to go to the
     # full simulation of all 8 instances; the bound settles it on 4.
@@ -66,6 +68,8 @@ def test_a_search_point_stops_at_the_search_cap_unsettled(
     import planner.fleet.sample as sample
 
     monkeypatch.setattr(sample, "MIN_SAMPLED_REQUESTS", 100)
+
+    monkeypatch.setattr(sample, "MIN_SAMPLED_INSTANCES", 4)  # small fleets: the mechanics
     monkeypatch.setattr(sample, "REL_WIDTH", 0.0)  # no "meets" holds over the bootstrap
     traffic = _traffic(120.0)
     searched = FleetJob(traffic, CONFIG, None, SLO, WARMUP_S, settle_sizes=frozenset({15, 17}))
