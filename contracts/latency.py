@@ -9,8 +9,11 @@ bound at its age.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 
 # SLO metric name -> per-request column (seconds) in records.parquet / simulator results.
 METRIC_COLUMNS: dict[str, str] = {
@@ -27,19 +30,39 @@ _INF_STAND_IN = 1e300
 _INF_FROM = 1e200
 
 
+def float_values(series: pl.Series, null: float = math.nan, nan: float = math.nan) -> np.ndarray:
+    """`series` as float64, a null read as `null` and a NaN as `nan`: what
+    `.cast(pl.Float64).fill_nan(nan).fill_null(null).to_numpy()` gives, without the two
+    fills' cost (about 0.3-0.4 ms each on a short series, thousands of times a search)."""
+    s = series.cast(pl.Float64)
+    values = np.array(s.to_numpy(), dtype=np.float64)  # a null reads NaN here
+    nulls = (
+        np.asarray(pc.is_null(s.to_arrow()), dtype=bool) if s.null_count() else None
+    )
+    if not math.isnan(nan):
+        values[np.isnan(values)] = nan  # nulls too, until the next line
+    if nulls is not None:
+        values[nulls] = null
+    return values
+
+
+def bool_values(series: pl.Series) -> np.ndarray:
+    """`series` as a bool array, a null read as False (`.fill_null(False).to_numpy()`)."""
+    return np.asarray(pc.fill_null(series.to_arrow(), False), dtype=bool)
+
+
 def _float_column(records: pl.DataFrame, name: str) -> np.ndarray:
     if name not in records.columns:
         return np.full(records.height, np.nan)
-    return records[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    return float_values(records[name])
 
 
 def request_outcomes(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per request: (succeeded, censored). Censored = still running when the window closed
     (error class `cancelled`); every other request that did not succeed failed."""
-    ok = records["ok"].fill_null(False).to_numpy().astype(bool)
+    ok = bool_values(records["ok"])
     if "error_class" in records.columns:
-        censored = records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
-        censored_arr = censored.to_numpy().astype(bool) & ~ok
+        censored_arr = bool_values(records["error_class"].is_in(list(CENSORED_CLASSES))) & ~ok
     else:
         censored_arr = np.zeros(records.height, dtype=bool)
     return ok, censored_arr

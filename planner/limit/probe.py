@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from contracts.latency import CENSORED_CLASSES, METRIC_COLUMNS
+from contracts.latency import CENSORED_CLASSES, METRIC_COLUMNS, bool_values, float_values
 from contracts.limit import Dimension
 from planner.slo.spec import Slo, format_duration
 from planner.slo.verdict import TIME_COLUMNS, exclude_warmup
@@ -239,16 +239,14 @@ class AbandonColumns:
             return None
 
         def compared(name: str, null: float, nan: float) -> np.ndarray:
-            column = records[name].cast(pl.Float64).fill_nan(nan).fill_null(null)
-            return column.to_numpy()
+            return float_values(records[name], null=null, nan=nan)
 
         ok_col = records["ok"]
         ok_known = ok_col.is_not_null().to_numpy().astype(bool)
-        ok = ok_col.fill_null(False).to_numpy().astype(bool)
+        ok = bool_values(ok_col)
         censored = np.zeros(records.height, dtype=bool)
         if "error_class" in cols:
-            classes = records["error_class"].is_in(list(CENSORED_CLASSES)).fill_null(False)
-            censored = classes.to_numpy().astype(bool)
+            censored = bool_values(records["error_class"].is_in(list(CENSORED_CLASSES)))
         send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in cols), None)
         send = np.full(records.height, np.inf)
         if send_col is not None:

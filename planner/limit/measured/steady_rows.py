@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 
-from contracts.latency import request_outcomes, request_values
+from contracts.latency import bool_values, float_values, request_outcomes, request_values
 from planner.limit.measured.steady import (
     LevelState,
     SteadyRules,
@@ -48,21 +49,20 @@ class RecordColumns:
         time_col = next((c for c in TIME_COLUMNS if c in cols), None)
         time = np.zeros(records.height)
         if time_col is not None:
-            t = records[time_col].cast(pl.Float64).fill_nan(np.inf).fill_null(-np.inf)
-            time = t.to_numpy()
+            time = float_values(records[time_col], null=-np.inf, nan=np.inf)
         e2e, e2e_kept = np.zeros(records.height), np.zeros(records.height, dtype=bool)
         if "e2e_s" in cols and records.height:
             e2e = records["e2e_s"].to_numpy()
-            ok = records["ok"].fill_null(False)
-            e2e_kept = (ok & records["e2e_s"].is_not_null()).to_numpy().astype(bool)
+            ok = bool_values(records["ok"])
+            e2e_kept = ok & ~np.asarray(pc.is_null(records["e2e_s"].to_arrow()), dtype=bool)
         sent = ends = None
         send_col = next((c for c in ("sent_s", *TIME_COLUMNS) if c in cols), None)
         if send_col is not None and ("end_s" in cols or "e2e_s" in cols):
-            sent = records[send_col].cast(pl.Float64).to_numpy()
+            sent = float_values(records[send_col])
             if "end_s" in cols:
-                ends = records["end_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+                ends = float_values(records["end_s"], null=np.inf)
             else:
-                ends = sent + records["e2e_s"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+                ends = sent + float_values(records["e2e_s"], null=np.inf)
         outcomes = request_outcomes(records)
         metrics = dict.fromkeys(metric for metric, _ in _slo_bounds(slo))
         values = {
