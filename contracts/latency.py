@@ -36,9 +36,7 @@ def float_values(series: pl.Series, null: float = math.nan, nan: float = math.na
     fills' cost (about 0.3-0.4 ms each on a short series, thousands of times a search)."""
     s = series.cast(pl.Float64)
     values = np.array(s.to_numpy(), dtype=np.float64)  # a null reads NaN here
-    nulls = (
-        np.asarray(pc.is_null(s.to_arrow()), dtype=bool) if s.null_count() else None
-    )
+    nulls = np.asarray(pc.is_null(s.to_arrow()), dtype=bool) if s.null_count() else None
     if not math.isnan(nan):
         values[np.isnan(values)] = nan  # nulls too, until the next line
     if nulls is not None:
