@@ -41,9 +41,10 @@ from planner.fleet.routing import least_loaded
 # The time constant of the others' completion rate: long enough to carry the fleet's rate,
 # not the k simulated instances' noise; short enough to follow the rate down as batches grow
 # in a burst (a lagging rate drains the others too fast, and the simulated instances take
-# too little of the burst). Chat preset, 400 req/s, 300 s, k = 8, n = 41-43, seeds 0 and 1,
-# against the full fleet: at 3 s TPOT p95 -4.5 % to +1.1 % (five of six low); at 1 s -1.8 %
-# to +3.0 %; at 0.5 s -0.6 % to +3.6 %. (Drained as a fluid with k = 4: 1 s +5.0 %.)
+# too little of the burst). `python bench/fleet_rest_tuning.py` (chat preset, 400 req/s,
+# 300 s, k = 8, n = 41-43, seeds 0 and 1; TTFT and TPOT p95 against the full fleet): at 3 s
+# -4.3 % to +1.1 %; at 1 s -1.7 % to +2.9 %; at 0.5 s -1.4 % to +3.5 %. (Drained as a fluid
+# with k = 4: 1 s +5.0 %.)
 SMOOTHING_S = 1.0
 GAPS = 4096  # exponential gaps drawn at a time
 ELSEWHERE = -1  # `RestOfFleet.next_taken`'s answer when the others took every arrival

@@ -66,10 +66,10 @@ EXACT_SHARE: frozenset[Routing] = frozenset({"round_robin"})
 # and the grouped routers' caches see k instances' prompts: they still need it.
 MEAN_FIELD: frozenset[Routing] = frozenset({"least_outstanding"})
 ATTAINMENT_GAP = 0.01  # sub-fleets of k and 2k agree when their attainments are this close
-# Fewer and the few instances' request shapes decide a p95: on the chat preset at 400 req/s
-# (300 s, n = 41-43, seeds 0 and 1) TPOT p95 came out 1.4-7.9 % low with k = 4 under
-# least-outstanding (the rest modelled) and 5.6 % low under round-robin; with k = 8, within
-# 3.0 % for both (`CHANGELOG.md`).
+# Fewer and the few instances' request shapes decide a p95: under least-outstanding (the
+# rest modelled) `python bench/fleet_rest_tuning.py` gives p95s -7.8 % to +0.8 % of the full
+# fleet's with k = 4, -1.7 % to +2.9 % with k = 8 (chat preset, 400 req/s, 300 s, n = 41-43,
+# seeds 0 and 1); round-robin's k = 4 was 5.6 % low too (`CHANGELOG.md`).
 MIN_SAMPLED_INSTANCES = 8
 MIN_SAMPLED_REQUESTS = 10_000  # fewer and a p95 per draw is too coarse to bound
 RESAMPLES = 60

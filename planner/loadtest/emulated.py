@@ -10,7 +10,6 @@ quantization} 1` (as vLLM states its cache configuration in `vllm:cache_config_i
 
 from __future__ import annotations
 
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ def parse_emulated(exposition: str) -> EmulatedEngine | None:
     except ValueError:
         return None
     for family in families:
-        if family.name != f"{INFO_METRIC}_info" and family.name != INFO_METRIC:
+        if family.name not in (INFO_METRIC, f"{INFO_METRIC}_info"):  # parsers differ
             continue
         for sample in family.samples:
             labels = sample.labels
@@ -72,6 +71,6 @@ def emulated_engine(host: str, api_key: str | None = None) -> EmulatedEngine | N
     try:
         with urllib.request.urlopen(request, timeout=METRICS_TIMEOUT_S) as response:
             body = response.read(8 * 1024 * 1024).decode("utf-8", errors="replace")
-    except (OSError, urllib.error.URLError, ValueError):
+    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
         return None
     return parse_emulated(body)
