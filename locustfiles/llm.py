@@ -44,7 +44,6 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from contracts.rundir import (
     END_STAGE_FILE,
     LIVE_FILE,
-    LOST_FILE,
     STAGE_ENDS_FILE,
     START_FILE,
     STOP_FILE,
@@ -54,7 +53,7 @@ from contracts.rundir import (
 from locustfiles.driver import PlanDriver, Row, RunClock, Slot
 from locustfiles.http_client import StreamClient, request_event
 from locustfiles.live import LiveView, install_web_ui
-from locustfiles.lost import LostWorker, lost_rows, slot_schedule, with_open
+from locustfiles.lost import LostWorker
 from locustfiles.metrics import fetch_metrics, parse_metrics
 from locustfiles.options import add_options, given_common
 from locustfiles.rundir import finish_run, start_run
@@ -135,45 +134,10 @@ def _worker_watch(run: RunState) -> None:
                 len(run.order),
                 lost.lost_at_s,
             )
-            _write_lost(run)
+            run.write_lost()
         if run.order and len(run.done_workers | set(run.lost_workers)) >= len(run.order):
             _finish(run)
             return
-
-
-def _lost_rows(run: RunState) -> list[Row]:
-    """The `lost` rows of every lost worker (master, at the end of the run)."""
-    rows: list[Row] = []
-    for lost in run.lost_workers.values():
-        schedule = slot_schedule(
-            run.plan,
-            run.options.seed,
-            lost.slot,
-            run.start_s,
-            replay=run.replay,
-            stage_ends_s=run.stage_ends_s,
-            stop_s=run.stop_s,
-        )
-        schedule = with_open(schedule, run.open_requests.get(lost.worker, []))
-        mine = lost_rows(lost, schedule, run.recorded_ids.get(lost.worker, set()))
-        run.lost_counts[lost.worker] = len(mine)
-        rows.extend(mine)
-    return rows
-
-
-def _write_lost(run: RunState) -> None:
-    run.write_json(
-        LOST_FILE,
-        {
-            w: {
-                "slot": lost.slot.index + 1,
-                "of": lost.slot.count,
-                "lost_at_s": lost.lost_at_s,
-                "lost_requests": run.lost_counts.get(w),
-            }
-            for w, lost in run.lost_workers.items()
-        },
-    )
 
 
 def _stop_watcher(run: RunState) -> None:
@@ -239,8 +203,8 @@ def _finish(run: RunState, *, stopping: bool = False) -> None:
         return
     run.finished = True
     if run.lost_workers:
-        run.collect(_lost_rows(run))
-        _write_lost(run)
+        run.collect(run.lost_worker_rows())
+        run.write_lost()
     run.flush()
     if run.clock is not None:
         live = run.live()

@@ -22,6 +22,7 @@ from locust.runners import MasterRunner
 from contracts.jsonio import write_atomic
 from contracts.run import LostWorkerReport, RunInfo, StagePlan
 from contracts.rundir import (
+    LOST_FILE,
     RECORD_NAMES,
     WORK_DIR,
     PartWriter,
@@ -30,7 +31,7 @@ from contracts.rundir import (
 )
 from locustfiles.driver import DriverOptions, PlanDriver, ReplayLog, Row, RunClock, Slot
 from locustfiles.live import GoodThresholds, LiveStats, LiveView
-from locustfiles.lost import LostWorker
+from locustfiles.lost import LostWorker, lost_rows, slot_schedule, with_open
 from locustfiles.options import common_options
 from locustfiles.replay import read_log_table, slice_log, to_replay
 from locustfiles.stages import LocustPlan, locust_plan
@@ -222,6 +223,40 @@ class RunState:
         if self.writer is not None and self.rows:
             rows, self.rows = self.rows, []
             self.writer.write(rows)
+
+    def lost_worker_rows(self) -> list[Row]:
+        """The `lost` rows of every lost worker (master, at the end of the run)."""
+        rows: list[Row] = []
+        for lost in self.lost_workers.values():
+            schedule = slot_schedule(
+                self.plan,
+                self.options.seed,
+                lost.slot,
+                self.start_s,
+                replay=self.replay,
+                stage_ends_s=self.stage_ends_s,
+                stop_s=self.stop_s,
+            )
+            schedule = with_open(schedule, self.open_requests.get(lost.worker, []))
+            mine = lost_rows(lost, schedule, self.recorded_ids.get(lost.worker, set()))
+            self.lost_counts[lost.worker] = len(mine)
+            rows.extend(mine)
+        return rows
+
+    def write_lost(self) -> None:
+        """`.work/lost_workers.json`: each lost worker's slot, when it was lost and its lost rows."""
+        self.write_json(
+            LOST_FILE,
+            {
+                w: {
+                    "slot": lost.slot.index + 1,
+                    "of": lost.slot.count,
+                    "lost_at_s": lost.lost_at_s,
+                    "lost_requests": self.lost_counts.get(w),
+                }
+                for w, lost in self.lost_workers.items()
+            },
+        )
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         write_atomic(self.work / name, json.dumps(data))

@@ -40,7 +40,8 @@ from contracts.run import (
     StageSummary,
 )
 from locustfiles.summary import summarize_plan
-from planner.capacity.arithmetic import build_cost, plan_scenario, sensitivity
+from planner.capacity.arithmetic import plan_scenario, sensitivity
+from planner.capacity.cost import build_cost
 from profiles.model import (
     Arrivals,
     Burst,

@@ -20,6 +20,7 @@ from capplan.commands.console import stdout_console
 from capplan.commands.shared import (
     GPU_MEANING,
     GROWTH_MEANING,
+    PP_MEANING,
     TP_MEANING,
     GpuHourPrice,
     Headroom,
@@ -79,6 +80,9 @@ def compare_command(
     tp: int = typer.Option(
         1, "--tp", parser=ONE_WHOLE, help=f"{TP_MEANING} The same for every run."
     ),
+    pp: int = typer.Option(
+        1, "--pp", parser=ONE_WHOLE, help=f"{PP_MEANING} The same for every run."
+    ),
     gpu_hour_price: GpuHourPrice = None,
     peak_rps: PeakRps = None,
     peak_window: PeakWindow = "60s",
@@ -98,6 +102,7 @@ def compare_command(
         labels=_split(label),
         gpus=_split(gpu),
         tp=tp,
+        pp=pp,
         gpu_hour_price_usd=gpu_hour_price,
         peak_window=peak_window,
         peak_quantile=parse_fraction("--peak-quantile", peak_quantile, positive=True),

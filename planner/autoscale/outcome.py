@@ -9,7 +9,7 @@ import numpy as np
 from contracts.autoscale import BurstMinute, PolicyOutcome, PolicySpec
 from planner.autoscale.fluid import StepRun
 from planner.autoscale.trace import Trace
-from planner.capacity.arithmetic import HOURS_PER_MONTH
+from planner.capacity.cost import HOURS_PER_MONTH
 
 BURST_AFTER_S = 600.0  # a burst's aftermath: the cold start and ten minutes more
 

@@ -32,13 +32,12 @@ from contracts.plan import (
 from planner.capacity.arithmetic import (
     HostRule,
     Limit,
-    build_cost,
     build_demand,
     demand_in_unit,
-    gpu_hour_price,
     plan_scenario,
     sensitivity,
 )
+from planner.capacity.cost import build_cost, gpu_hour_price
 from planner.capacity.floor import check_floor
 from planner.capacity.observed import observed_capacity
 from planner.capacity.queueing import instances_by_queueing

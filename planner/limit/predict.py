@@ -15,7 +15,9 @@ model gets wrong, not by how they were taken.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -249,7 +251,9 @@ class EngineProbe:
                 saved, saved_s = sim.fork(len(requests)), until_s
             until_s = min(cap_s, until_s + WATCH_CHUNK_S)
             sim.advance(until_s)
-            known = self._records(sim.run(bisect.bisect_left(arrivals, until_s)), requests)
+            run = sim.run(bisect.bisect_left(arrivals, until_s))
+            frame = partial(self._records, run, requests)  # built if a check needs it
+            known = KnownRecords.of_run(run, self.slo, abandon, frame)
             stop_s, now, reason, next_s = self._watch(known, load, abandon, until_s, next_s)
             state = now if now is not None else state
             if reason is not None or (now is not None and now.done) or until_s >= cap_s:
@@ -257,7 +261,7 @@ class EngineProbe:
 
     def _watch(
         self,
-        full: pl.DataFrame,
+        full: pl.DataFrame | KnownRecords,
         load: float,
         abandon: AbandonRule | None,
         span_s: float,
@@ -269,8 +273,50 @@ class EngineProbe:
                            first_s=first_s)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class KnownRecords:
+    """A level's records as a watcher reads them at every check, read once: the steady
+    rules' columns, each request's end (NaN: never known) and send time, and the abandon
+    rule's columns (None: it reads the frame, `columns.records`)."""
+
+    columns: RecordColumns
+    end_s: np.ndarray
+    sent_s: np.ndarray
+    tally: AbandonColumns | None
+
+    @classmethod
+    def of(cls, full: pl.DataFrame, slo: Slo, abandon: AbandonRule | None) -> KnownRecords:
+        return cls(
+            RecordColumns.of(full, slo),
+            full["end_s"].cast(pl.Float64).to_numpy(),  # null -> NaN
+            full["intended_send_s"].cast(pl.Float64).to_numpy(),
+            AbandonColumns.of(full, abandon) if abandon is not None else None,
+        )
+
+    @classmethod
+    def of_run(
+        cls,
+        run: FleetRun,
+        slo: Slo,
+        abandon: AbandonRule | None,
+        frame_of: Callable[[], pl.DataFrame],
+    ) -> KnownRecords:
+        """`of(frame_of(), ...)` for the simulated records of `run` (`EngineProbe._records`),
+        read from its arrays without building the frame unless a check needs it (the same
+        values: tests/planner/limit/test_steady_rows.py)."""
+        # Copies: a run's arrays may be views of a simulation that goes on.
+        arrival, ttft, e2e, tpot = (a.copy() for a in (run.arrival_s, run.ttft_s, run.e2e_s,
+                                                        run.tpot_s))  # fmt: skip
+        columns = RecordColumns.of_simulated(arrival, ttft, e2e, tpot, slo, frame_of)
+        measured = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+        tally = None
+        if abandon is not None:
+            tally = AbandonColumns.of_simulated(arrival, measured, abandon)
+        return cls(columns, arrival + e2e, arrival, tally)
+
+
 def watch_level(
-    full: pl.DataFrame,
+    full: pl.DataFrame | KnownRecords,
     rules: SteadyRules,
     slo: Slo,
     abandon: AbandonRule | None,
@@ -291,10 +337,8 @@ def watch_level(
     dimension: Dimension = "rate" if rate_rps is not None else "concurrency"
     # The records' columns are read once; each check selects the rows known by then (those
     # ended, for the verdict; those sent, for the in-flight series) with numpy.
-    columns = RecordColumns.of(full, slo)
-    end_s = full["end_s"].cast(pl.Float64).to_numpy()  # null -> NaN: never known
-    sent_s = full["intended_send_s"].cast(pl.Float64).to_numpy()
-    tally = AbandonColumns.of(full, abandon) if abandon is not None else None
+    known = full if isinstance(full, KnownRecords) else KnownRecords.of(full, slo, abandon)
+    columns, end_s, sent_s, tally = known.columns, known.end_s, known.sent_s, known.tally
     while t <= span_s + 1e-9:
         known_rows = np.flatnonzero(end_s <= t)
         grid = np.arange(0.0, t + 1e-9, 0.5)
@@ -306,7 +350,7 @@ def watch_level(
             duration_s = rules.min_warmup_s + max(rules.min_window_s, state.window_s)
             warmup_s, load = rules.min_warmup_s, rate_rps or 0.0
             if tally is None:
-                reason = abandon.hopeless(full[known_rows], now_s=t, start_s=0.0,
+                reason = abandon.hopeless(columns.records[known_rows], now_s=t, start_s=0.0,
                                           duration_s=duration_s, warmup_s=warmup_s, load=load,
                                           dimension=dimension)  # fmt: skip
             else:

@@ -77,12 +77,10 @@ class AbandonRule:
         dimension: Dimension,
     ) -> str | None:
         """A reason to stop the level now, or None to keep going."""
-        if not self.hopeless_checks:
+        spans = self._spans(now_s, start_s, duration_s, warmup_s, records.height)
+        if spans is None:
             return None
-        elapsed_s = now_s - start_s
-        window_s = duration_s - warmup_s
-        if elapsed_s <= warmup_s or window_s <= 0 or records.height == 0:
-            return None
+        elapsed_s, window_s = spans
         kept = exclude_warmup(records, warmup_s, start_s=start_s)
         if kept.height == 0:
             return None
@@ -108,12 +106,10 @@ class AbandonRule:
         dimension: Dimension,
     ) -> str | None:
         """`hopeless(columns.records[rows], ...)` (rows ascending) by numpy selections."""
-        if not self.hopeless_checks:
+        spans = self._spans(now_s, start_s, duration_s, warmup_s, rows.size)
+        if spans is None:
             return None
-        elapsed_s = now_s - start_s
-        window_s = duration_s - warmup_s
-        if elapsed_s <= warmup_s or window_s <= 0 or rows.size == 0:
-            return None
+        elapsed_s, window_s = spans
         kept = rows[columns.time[rows] >= start_s + warmup_s] if warmup_s > 0 else rows
         if kept.size == 0:
             return None
@@ -137,6 +133,17 @@ class AbandonRule:
             elapsed_s, window_s, warmup_s, load, dimension, kept.size, finished, errors,
             count_past,
         )  # fmt: skip
+
+    def _spans(
+        self, now_s: float, start_s: float, duration_s: float, warmup_s: float, records: int
+    ) -> tuple[float, float] | None:
+        """(elapsed, window) seconds of a level with `records` so far, or None where it is
+        not judged yet (in its warm-up, no window, no records, or checks off)."""
+        elapsed_s = now_s - start_s
+        window_s = duration_s - warmup_s
+        if not self.hopeless_checks or elapsed_s <= warmup_s or window_s <= 0 or records == 0:
+            return None
+        return elapsed_s, window_s
 
     def _reason(
         self,
@@ -266,6 +273,29 @@ class AbandonColumns:
             metric={m: compared(METRIC_COLUMNS[m], -np.inf, np.inf) for m in metrics},
             pending=pending,
             send=send,
+        )
+
+    @classmethod
+    def of_simulated(
+        cls, arrival_s: np.ndarray, measured: dict[str, np.ndarray], rule: AbandonRule
+    ) -> AbandonColumns | None:
+        """`of(simulated_records(...), rule)` read from the arrays themselves: the
+        send times and each metric's values (`measured`: ttft, tpot, e2e; NaN: not finished,
+        or none). A simulated request has an outcome from the start (ok once finished) and is
+        never censored (planner.limit.predict.simulated_records)."""
+        metrics = {m for m, _, _ in rule._tail_bounds()}
+        if any(m not in measured for m in metrics):
+            return None  # no such column: `hopeless` reads the frame, as `of` says
+        ok = ~np.isnan(measured["e2e"])
+        no_one = np.zeros(arrival_s.size, dtype=bool)
+        return cls(
+            time=arrival_s,
+            ok=ok,
+            ok_known=~no_one,
+            failed=~ok,
+            metric={m: np.where(np.isnan(measured[m]), -np.inf, measured[m]) for m in metrics},
+            pending=dict.fromkeys(metrics, no_one),
+            send=arrival_s,
         )
 
 

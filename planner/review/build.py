@@ -32,7 +32,8 @@ from contracts.review import (
     ServiceReview,
 )
 from planner.autoscale.run import autoscale_options, study_autoscaling
-from planner.capacity.arithmetic import Limit, gpu_hour_price, monthly_cost_usd, parse_limit
+from planner.capacity.arithmetic import Limit, parse_limit
+from planner.capacity.cost import gpu_hour_price, monthly_cost_usd
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.review.certainty import (

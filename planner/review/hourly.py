@@ -16,7 +16,8 @@ from scipy import stats
 
 from contracts.finding import Finding
 from contracts.review import DayTypeHours, FleetOption, GrowthTrend, HourlyCapacity
-from planner.capacity.arithmetic import HOURS_PER_MONTH, instances_for_load
+from planner.capacity.arithmetic import instances_for_load
+from planner.capacity.cost import HOURS_PER_MONTH
 from profiles.model import ClockHours
 
 MIN_COVER = 0.5  # a clock hour counts when the log covers at least half of it

@@ -18,13 +18,8 @@ from contracts import __version__
 from contracts.errors import ConfigError
 from contracts.limit import LimitResult, load_limit
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
-from planner.capacity.arithmetic import (
-    build_demand,
-    demand_in_unit,
-    gpu_hour_price,
-    plan_scenario,
-    usd_per_million_output_tokens,
-)
+from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
+from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.slo.recorded import normalise_slo
 from profiles.model import Profile
 
@@ -41,7 +36,8 @@ class CompareOptions(BaseModel):
     gpus: tuple[str, ...] = Field(
         default=("H100-80GB",), description="one for all runs, or one per run"
     )
-    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per instance, every run")
+    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per stage, every run")
+    pp: int = Field(default=1, ge=1, description="pipeline stages: an instance holds tp x pp GPUs")
     gpu_hour_price_usd: float | None = Field(default=None, ge=0)
     peak_window: str = Field(default="60s", description="window of the peak's rate")
     peak_quantile: float = Field(default=0.99, gt=0, le=1, description="quantile of the windows")
@@ -121,7 +117,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             )
             s = plan_scenario(
                 peak, r.unit, r.feasible_max, options.growth, options.headroom,
-                options.redundancy, options.tp, price,
+                options.redundancy, options.tp * options.pp, price,
             )  # fmt: skip
             rate = r.feasible_max if r.unit == "rps" else (
                 r.littles_law.rate_rps if r.littles_law is not None else None
@@ -129,7 +125,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             row.instances, row.gpus, row.monthly_cost_usd = s.instances, s.gpus, s.monthly_cost_usd
             if rate and mean_out:
                 row.usd_per_million_output_tokens = usd_per_million_output_tokens(
-                    rate, mean_out, options.tp, price
+                    rate, mean_out, options.tp * options.pp, price
                 )
         rows.append(row)
     ranked = sorted(

@@ -26,12 +26,8 @@ from contracts import __version__
 from contracts.errors import ConfigError
 from contracts.limit import LimitResult
 from contracts.whatif import WHATIF_SCHEMA, Whatif, WhatifCandidate
-from planner.capacity.arithmetic import (
-    build_demand,
-    gpu_hour_price,
-    plan_scenario,
-    usd_per_million_output_tokens,
-)
+from planner.capacity.arithmetic import build_demand, plan_scenario
+from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.capacity.floor import BelowFloorError, latency_floors
 from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
 from planner.engine.catalog import find_model

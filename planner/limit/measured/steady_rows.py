@@ -6,7 +6,9 @@ selections instead of polars ones, with the same verdict to the bit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -34,7 +36,7 @@ class RecordColumns:
     values too), so a subset's are its rows'; `assess_rows(c, rows, ...)` is
     `assess(records[rows], ...)` for rows in ascending order."""
 
-    records: pl.DataFrame
+    frame_of: Callable[[], pl.DataFrame]  # the records, built when a check needs the frame
     time_col: str | None  # the schedule time's column
     time: np.ndarray  # its values, null -inf and NaN +inf (as polars compares them)
     e2e: np.ndarray
@@ -42,6 +44,10 @@ class RecordColumns:
     sent: np.ndarray | None  # in_flight_series' send times and ends (None: it has none)
     ends: np.ndarray | None
     values: dict[str, np.ndarray]  # request_values of each SLO metric
+
+    @cached_property
+    def records(self) -> pl.DataFrame:
+        return self.frame_of()
 
     @classmethod
     def of(cls, records: pl.DataFrame, slo: Slo) -> RecordColumns:
@@ -69,7 +75,31 @@ class RecordColumns:
             m: request_values(records, m, success_only=slo.success_only, outcomes=outcomes)
             for m in metrics
         }
-        return cls(records, time_col, time, e2e, e2e_kept, sent, ends, values)
+        return cls(lambda: records, time_col, time, e2e, e2e_kept, sent, ends, values)
+
+    @classmethod
+    def of_simulated(
+        cls,
+        arrival_s: np.ndarray,
+        ttft_s: np.ndarray,
+        e2e_s: np.ndarray,
+        tpot_s: np.ndarray,
+        slo: Slo,
+        frame_of: Callable[[], pl.DataFrame],
+    ) -> RecordColumns:
+        """`of(simulated_records(arrival_s, ttft_s, e2e_s, tpot_s), slo)` read from the
+        arrays themselves (NaN: not finished, or none), the frame built by `frame_of` only
+        when a check needs it. A simulated request is sent when scheduled, succeeded once
+        finished, and is never censored (planner.limit.predict.simulated_records)."""
+        finished = ~np.isnan(e2e_s)
+        ends = np.where(finished, arrival_s + e2e_s, np.inf)
+        measured = {"ttft": ttft_s, "tpot": tpot_s, "e2e": e2e_s}
+        missed = np.nan if slo.success_only else np.inf  # request_values of a failure
+        values = {}
+        for metric, _ in _slo_bounds(slo):
+            value = measured.get(metric, np.full(arrival_s.size, np.nan))  # itl_max: none
+            values[metric] = np.where(finished, value, missed)
+        return cls(frame_of, TIME_COLUMNS[0], arrival_s, e2e_s, finished, arrival_s, ends, values)
 
     def in_flight(self, rows: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
         """`in_flight_series(records[rows], start_s, end_s)`'s counts (its grid: 0.5 s)."""

@@ -13,15 +13,14 @@ from planner.capacity.arithmetic import (
     HostRule,
     build_demand,
     demand_in_unit,
-    gpu_hour_price,
     instances_for_load,
-    monthly_cost_usd,
     parse_float_list,
     parse_limit,
     plan_scenario,
     sensitivity,
     window_rate_quantile,
 )
+from planner.capacity.cost import gpu_hour_price, monthly_cost_usd
 from planner.slo.spec import parse_slo
 from testkit.profiles import make_profile
 

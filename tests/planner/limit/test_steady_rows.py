@@ -4,6 +4,7 @@ where the plain loop does."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 
@@ -11,6 +12,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from planner.engine import build_engine_config
+from planner.fleet.sim import FleetRun, FleetSimulation
+from planner.fleet.traffic import profile_requests
 from planner.limit.measured.steady import (
     LevelState,
     SteadyRules,
@@ -19,9 +23,10 @@ from planner.limit.measured.steady import (
     integrated_autocorrelation,
 )
 from planner.limit.measured.steady_rows import RecordColumns, assess_rows
-from planner.limit.predict import censor, simulated_records
+from planner.limit.predict import EngineProbe, KnownRecords, censor, simulated_records
 from planner.limit.probe import AbandonColumns, AbandonRule
 from planner.slo.spec import parse_slo
+from profiles.presets import preset_profile
 
 SLO = parse_slo("ttft:p99<=2s,tpot:p99<=50ms")
 
@@ -161,3 +166,68 @@ def test_hopeless_rows_gives_up_where_hopeless_does(slo_text: str) -> None:
             assert got == expected, (t, got, expected)
             reasons.add(None if expected is None else expected.split()[1])
     assert {None, "of", "requests"} <= reasons, reasons  # kept on, errors, a lost tail
+
+
+def _equal(a: object, b: object) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        x, y = np.asarray(a), np.asarray(b)
+        return x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+@pytest.mark.parametrize(
+    "slo_text",
+    [
+        "ttft:p99<=2s,tpot:p99<=50ms",
+        "e2e:p90<=6s,ttft:p50<=0.5s,itl_max:p99<=0.2s",
+        "attainment>=90%:ttft<=1s,e2e<=8s",
+    ],
+)
+@pytest.mark.parametrize("success_only", [False, True])
+def test_a_paused_runs_columns_read_from_its_arrays_are_the_frames(
+    slo_text: str, success_only: bool
+) -> None:
+    """What the watcher reads of a paused virtual level (`KnownRecords.of_run`, from the
+    run's arrays) is what it read of the level's records frame (`KnownRecords.of`), field by
+    field; the frame itself is built only when a check asks for it."""
+    config = build_engine_config("H100-80GB", "llama-3.1-8b", gpu_memory_utilization=0.25)
+    requests = sorted(
+        profile_requests(preset_profile("chat"), 9.0, 60.0, np.random.default_rng(5),
+                         config.effective_max_model_len),
+        key=lambda r: r.arrival_s,
+    )  # fmt: skip
+    # Every seventh a one-token answer: no TPOT.
+    requests = [dataclasses.replace(r, max_tokens=1) if k % 7 == 0 else r
+                for k, r in enumerate(requests)]  # fmt: skip
+    slo = dataclasses.replace(parse_slo(slo_text), success_only=success_only)
+    rule = AbandonRule(slo=slo)
+    sim = FleetSimulation(requests, config, 1)
+    arrivals = [r.arrival_s for r in requests]
+    built = []
+    for until_s in (4.0, 20.0, 45.0):
+        sim.advance(until_s)
+        run = sim.run(bisect.bisect_left(arrivals, until_s))
+        unfinished = np.isnan(run.e2e_s)
+        assert unfinished.any() and not unfinished.all()
+        assert np.isnan(run.tpot_s[~unfinished]).any()  # one-token answers
+
+        def frame(run: FleetRun = run, until_s: float = until_s) -> pl.DataFrame:
+            built.append(until_s)
+            return EngineProbe._records(run, requests)
+
+        built.clear()
+        fast = KnownRecords.of_run(run, slo, rule, frame)
+        assert built == []
+        slow = KnownRecords.of(frame(), slo, rule)
+        assert fast.tally is not None and slow.tally is not None
+        for name in ("end_s", "sent_s"):
+            assert _equal(getattr(fast, name), getattr(slow, name)), name
+        for f in dataclasses.fields(RecordColumns):
+            if f.name != "frame_of":
+                assert _equal(getattr(fast.columns, f.name), getattr(slow.columns, f.name)), f
+        for f in dataclasses.fields(AbandonColumns):
+            assert _equal(getattr(fast.tally, f.name), getattr(slow.tally, f.name)), f
+        assert fast.columns.records.equals(slow.columns.records)
+        assert built == [until_s, until_s]  # built when asked for, once: by each

@@ -71,6 +71,32 @@ def test_compare_ranks_the_larger_batch_first(
         assert r["instances"] == math.ceil(peak * 1.2 / r["limit"] - 1e-9) + 1
 
 
+def test_compare_counts_tp_x_pp_gpus_per_instance(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """An instance served at --tp 2 --pp 2 holds four GPUs: GPUs, the month's cost and the
+    cost of a million output tokens are four times one GPU's, at the same instance count."""
+    profile, (small, large) = runs
+    data = {}
+    for extra in ((), ("--tp", "2", "--pp", "2")):
+        out = tmp_path / f"compare{len(extra)}.json"
+        result = CliRunner().invoke(
+            app,
+            ["compare", str(small), str(large), "--profile", str(profile), "--gpu", "L40S-48GB",
+             "--gpu-hour-price", "2.0", "-o", str(out), *extra],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        data[len(extra)] = {r["run"]: r for r in json.loads(out.read_text())["rows"]}
+    for run, one in data[0].items():
+        four = data[4][run]
+        assert four["instances"] == one["instances"]
+        assert four["gpus"] == 4 * one["instances"]
+        assert four["monthly_cost_usd"] == pytest.approx(4 * one["instances"] * 2.0 * 730.0)
+        assert four["usd_per_million_output_tokens"] == pytest.approx(
+            4 * one["usd_per_million_output_tokens"]
+        )
+
+
 def test_compare_refuses_runs_of_another_profile(
     runs: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
