@@ -304,7 +304,8 @@ class KnownRecords:
         """`of(frame_of(), ...)` for the simulated records of `run` (`EngineProbe._records`),
         read from its arrays without building the frame unless a check needs it (the same
         values: tests/planner/limit/test_steady_rows.py)."""
-        # Copies: a run's arrays may be views of a simulation that goes on.
+        # Copies: a run's arrays may be views of a simulation that goes on (`frame_of` is
+        # called, if at all, by the check it was made for, before the run moves on).
         arrival, ttft, e2e, tpot = (a.copy() for a in (run.arrival_s, run.ttft_s, run.e2e_s,
                                                         run.tpot_s))  # fmt: skip
         columns = RecordColumns.of_simulated(arrival, ttft, e2e, tpot, slo, frame_of)
