@@ -244,7 +244,7 @@ class RunState:
         return rows
 
     def write_lost(self) -> None:
-        """`.work/lost_workers.json`: each lost worker's slot, when it was lost and its lost rows."""
+        """`.work/lost_workers.json`: each lost worker's slot, when it was lost, its lost rows."""
         self.write_json(
             LOST_FILE,
             {
