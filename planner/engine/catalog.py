@@ -143,14 +143,24 @@ def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
     return specs
 
 
+# Trailing parts of a hub name that do not change the shapes: tuning (-instruct, -chat,
+# -thinking), format (-hf), release (-v0.3, -2507, -0528) and a checkpoint's precision
+# (-fp8, -awq, ...: the precision served is --quantization's, never read from the name).
+_SHAPE_SAME = re.compile(
+    r"(-(instruct|chat|thinking|hf|v\d+\.\d+|\d{4}|fp8|fp8-dynamic|awq|gptq|gptq-int4|int4|"
+    r"int8|w8a8|w4a16|fp4|nvfp4))+$"
+)
+
+
 def normal_name(name: str) -> str:
-    """A catalog key as matched: lower case, no hub owner, no `meta-` prefix, no trailing
-    `-instruct`, `-chat`, `-hf` or release (`-v0.3`): `meta-llama/Meta-Llama-3.1-8B-Instruct`
-    -> `llama-3.1-8b`, `mistralai/Mixtral-8x7B-Instruct-v0.1` -> `mixtral-8x7b`."""
+    """A catalog key as matched: lower case, no hub owner, no `meta-` prefix, none of the
+    trailing parts that keep the shapes (`_SHAPE_SAME`): `meta-llama/Meta-Llama-3.1-8B-Instruct`
+    -> `llama-3.1-8b`, `mistralai/Mixtral-8x7B-Instruct-v0.1` -> `mixtral-8x7b`,
+    `Qwen/Qwen3-235B-A22B-Instruct-2507-FP8` -> `qwen3-235b-a22b`."""
     name = name.strip().lower().split("/")[-1]
     name = re.sub(r"[\s_]+", "-", name)
     name = re.sub(r"^meta-(?=llama)", "", name)
-    return re.sub(r"(-(instruct|chat|hf|v\d+\.\d+))+$", "", name)
+    return _SHAPE_SAME.sub("", name)
 
 
 def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from contracts.errors import ConfigError, InputError
 from planner.engine import (
     build,
     build_engine_config,
+    find_model,
     gpu_catalog,
     kv_bytes_per_token,
     kv_capacity_blocks,
@@ -44,6 +46,38 @@ def test_names_are_case_insensitive_and_forgiving(gpu: str, model: str) -> None:
     config = build_engine_config(gpu, model)
     assert config.gpu.name == "H100-80GB"
     assert config.model.name == "llama-3.1-8b"
+
+
+@pytest.mark.parametrize(
+    ("published", "key"),
+    [
+        ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+        ("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8", "llama-3.1-405b"),
+        ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", "llama-3.1-70b"),
+        ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b"),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b"),
+        ("Qwen/Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b"),
+        ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+        ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1"),
+        ("deepseek-ai/DeepSeek-Coder-V2-Instruct", None),  # not in the catalog: said so
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ],
+)
+def test_published_hub_names_find_their_architecture(published: str, key: str | None) -> None:
+    """A model as its card names it, with the release and precision tags vendors add."""
+    if key is None:
+        with pytest.raises(ConfigError, match="unknown model"):
+            find_model(published)
+        return
+    assert find_model(published).name == key
+
+
+def test_deepseek_r1_has_v3s_shapes() -> None:
+    r1, v3 = find_model("deepseek-r1"), find_model("deepseek-v3")
+    assert dataclasses.replace(r1, name=v3.name) == v3
 
 
 def test_unknown_names_list_the_known_ones() -> None:
