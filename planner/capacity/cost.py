@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contracts.errors import ConfigError
 from contracts.plan import Cost, Scenario
+from planner.engine.catalog import normal_gpu_name
 
 HOURS_PER_MONTH = 730.0
 
@@ -48,9 +49,10 @@ def gpu_hour_price(gpu: str, given_usd: float | None) -> tuple[float, str]:
         if not given_usd > 0:
             raise ConfigError(f"--gpu-hour-price must be > 0, got {given_usd}")
         return given_usd, "given (--gpu-hour-price)"
-    wanted = gpu.strip().lower()
+    wanted = normal_gpu_name(gpu)  # as the engine catalog matches it
     for name, entry in PRICE_TABLE.items():
-        if name.lower() == wanted or name.lower().split("-")[0] == wanted:
+        key = normal_gpu_name(name)
+        if key == wanted or key.split("-")[0] == wanted:
             return entry
     raise ConfigError(
         f"no public price on file for GPU {gpu!r} (table: {', '.join(PRICE_TABLE)}); "

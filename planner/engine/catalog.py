@@ -163,9 +163,22 @@ def normal_name(name: str) -> str:
     return _SHAPE_SAME.sub("", name)
 
 
+def normal_gpu_name(name: str) -> str:
+    """A GPU's catalog key as matched: lower case, no vendor or product line (`NVIDIA`,
+    `AMD Instinct`), no SXM form factor or HBM generation, which name the same board:
+    `NVIDIA H100 80GB HBM3` and `H100-SXM5-80GB` -> `h100-80gb`. A PCIe or NVL board is
+    another GPU (other clocks, memory and links): its tag stays, and it is not found unless
+    a --catalog adds it."""
+    parts = re.split(r"[\s_-]+", name.strip().lower())
+    while parts and parts[0] in ("nvidia", "amd", "instinct"):
+        parts = parts[1:]
+    return "-".join(p for p in parts if p and not re.fullmatch(r"sxm\d*|hbm\d*e?", p))
+
+
 def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
-    wanted = normal_name(name)
-    by_normal = {normal_name(k): v for k, v in catalog.items()}
+    normal = normal_gpu_name if kind == "GPU" else normal_name
+    wanted = normal(name)
+    by_normal = {normal(k): v for k, v in catalog.items()}
     if wanted in by_normal:
         return by_normal[wanted]
     prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]

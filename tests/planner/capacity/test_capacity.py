@@ -177,6 +177,10 @@ def test_host_rule_and_cost() -> None:
     price, source = gpu_hour_price("H100-80GB", None)
     assert price > 0 and "on-demand" in source
     assert gpu_hour_price("h100", 4.25) == (4.25, "given (--gpu-hour-price)")
+    # named as the engine catalog finds it (nvidia-smi's name), but not another board
+    assert gpu_hour_price("NVIDIA H100 80GB HBM3", None) == (price, source)
+    with pytest.raises(ConfigError):
+        gpu_hour_price("H100 PCIe", None)
     with pytest.raises(ConfigError):
         gpu_hour_price("TPU-v5", None)
     with pytest.raises(ConfigError):

@@ -12,6 +12,7 @@ from contracts.errors import ConfigError, InputError
 from planner.engine import (
     build,
     build_engine_config,
+    find_gpu,
     find_model,
     gpu_catalog,
     kv_bytes_per_token,
@@ -73,6 +74,28 @@ def test_published_hub_names_find_their_architecture(published: str, key: str | 
             find_model(published)
         return
     assert find_model(published).name == key
+
+
+@pytest.mark.parametrize(
+    ("written", "key"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-80GB"),  # nvidia-smi's name
+        ("H100-SXM5-80GB", "H100-80GB"),
+        ("NVIDIA H200-SXM-141GB", "H200-141GB"),
+        ("A100-SXM4-80GB", "A100-80GB"),
+        ("B200-SXM-180GB", "B200-180GB"),
+        ("AMD Instinct MI300X", "MI300X-192GB"),
+        ("H100 PCIe", None),  # another board: not the SXM one's figures
+        ("NVIDIA H100 NVL", None),
+        ("A100-PCIE-40GB", None),
+    ],
+)
+def test_gpus_as_vendors_write_them(written: str, key: str | None) -> None:
+    if key is None:
+        with pytest.raises(ConfigError, match="unknown GPU"):
+            find_gpu(written)
+        return
+    assert find_gpu(written).name == key
 
 
 def test_deepseek_r1_has_v3s_shapes() -> None:

@@ -90,3 +90,17 @@ def test_a_config_json_and_a_catalog_file_name_a_model(profile: Path, tmp_path: 
     code, output = _whatif(profile, out, "--catalog", str(bad), "--gpu", "mine")
     assert code == 2
     assert "gpus.mine.hbm_bandwidth_bytes_per_s: expected a number" in " ".join(output.split())
+
+
+def test_a_gpu_and_model_as_their_vendors_name_them(profile: Path, tmp_path: Path) -> None:
+    """nvidia-smi's GPU name and a hub model id with its tags: one candidate per GPU, under
+    the catalog's name (the same GPU twice is one candidate), priced from the table."""
+    out = tmp_path / "w.json"
+    code, output = _whatif(
+        profile, out, "--gpu", "NVIDIA H100 80GB HBM3,h100",
+        "--model", "meta-llama/Meta-Llama-3.1-8B-Instruct-FP8", "--quantization", "fp8",
+    )  # fmt: skip
+    assert code == 0, output
+    (candidate,) = json.loads(out.read_text())["candidates"]
+    assert candidate["gpu"] == "H100-80GB" and candidate["label"].startswith("H100-80GB")
+    assert candidate["monthly_cost_usd"] > 0
