@@ -49,53 +49,47 @@ def test_names_are_case_insensitive_and_forgiving(gpu: str, model: str) -> None:
     assert config.model.name == "llama-3.1-8b"
 
 
-@pytest.mark.parametrize(
-    ("published", "key"),
-    [
-        ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
-        ("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8", "llama-3.1-405b"),
-        ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", "llama-3.1-70b"),
-        ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b"),
-        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
-        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
-        ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b"),
-        ("Qwen/Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b"),
-        ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
-        ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
-        ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1"),
-        ("deepseek-ai/DeepSeek-Coder-V2-Instruct", None),  # not in the catalog: said so
-        ("openai/gpt-oss-120b", "gpt-oss-120b"),
-    ],
-)
-def test_published_hub_names_find_their_architecture(published: str, key: str | None) -> None:
-    """A model as its card names it, with the release and precision tags vendors add."""
-    if key is None:
-        with pytest.raises(ConfigError, match="unknown model"):
-            find_model(published)
-        return
-    assert find_model(published).name == key
+MODELS_AS_PUBLISHED = [
+    ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+    ("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8", "llama-3.1-405b"),
+    ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", "llama-3.1-70b"),
+    ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b"),
+    ("Qwen/Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+    ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1"),
+    ("deepseek-ai/DeepSeek-Coder-V2-Instruct", None),  # not in the catalog: said so
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
+]
+GPUS_AS_WRITTEN = [
+    ("NVIDIA H100 80GB HBM3", "H100-80GB"),  # nvidia-smi's name
+    ("H100-SXM5-80GB", "H100-80GB"),
+    ("NVIDIA H200-SXM-141GB", "H200-141GB"),
+    ("A100-SXM4-80GB", "A100-80GB"),
+    ("B200-SXM-180GB", "B200-180GB"),
+    ("AMD Instinct MI300X", "MI300X-192GB"),
+    ("H100 PCIe", None),  # another board: not the SXM one's figures
+    ("NVIDIA H100 NVL", None),
+    ("A100-PCIE-40GB", None),
+]
 
 
 @pytest.mark.parametrize(
-    ("written", "key"),
-    [
-        ("NVIDIA H100 80GB HBM3", "H100-80GB"),  # nvidia-smi's name
-        ("H100-SXM5-80GB", "H100-80GB"),
-        ("NVIDIA H200-SXM-141GB", "H200-141GB"),
-        ("A100-SXM4-80GB", "A100-80GB"),
-        ("B200-SXM-180GB", "B200-180GB"),
-        ("AMD Instinct MI300X", "MI300X-192GB"),
-        ("H100 PCIe", None),  # another board: not the SXM one's figures
-        ("NVIDIA H100 NVL", None),
-        ("A100-PCIE-40GB", None),
-    ],
+    ("kind", "written", "key"),
+    [("model", *m) for m in MODELS_AS_PUBLISHED] + [("GPU", *g) for g in GPUS_AS_WRITTEN],
 )
-def test_gpus_as_vendors_write_them(written: str, key: str | None) -> None:
+def test_names_as_published_find_their_entry(kind: str, written: str, key: str | None) -> None:
+    """A model as its card names it, with the release and precision tags vendors add; a GPU
+    as vendors and nvidia-smi write it. None: not in the catalog, and the error says so."""
+    find = find_model if kind == "model" else find_gpu
     if key is None:
-        with pytest.raises(ConfigError, match="unknown GPU"):
-            find_gpu(written)
+        with pytest.raises(ConfigError, match=f"unknown {kind}"):
+            find(written)
         return
-    assert find_gpu(written).name == key
+    assert find(written).name == key
 
 
 def test_deepseek_r1_has_v3s_shapes() -> None:
