@@ -21,10 +21,10 @@ from testkit.report_inputs import (
     FixturePaths,
     build_limit,
     build_plan,
-    build_profile,
     build_run,
     write_fixture,
 )
+from testkit.report_profile import build_profile
 
 GENERATED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
