@@ -47,6 +47,11 @@ class CompareOptions(BaseModel):
     redundancy: int = Field(default=1, ge=0, description="spare instances (N+k)")
     force: bool = Field(default=False, description="compare mismatched runs, marked")
 
+    @property
+    def gpus_per_instance(self) -> int:
+        """GPUs one instance holds: tp x pp (as `PlanOptions.gpus_per_instance`)."""
+        return self.tp * self.pp
+
 
 def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:
     if not values:
@@ -117,7 +122,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             )
             s = plan_scenario(
                 peak, r.unit, r.feasible_max, options.growth, options.headroom,
-                options.redundancy, options.tp * options.pp, price,
+                options.redundancy, options.gpus_per_instance, price,
             )  # fmt: skip
             rate = r.feasible_max if r.unit == "rps" else (
                 r.littles_law.rate_rps if r.littles_law is not None else None
@@ -125,7 +130,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             row.instances, row.gpus, row.monthly_cost_usd = s.instances, s.gpus, s.monthly_cost_usd
             if rate and mean_out:
                 row.usd_per_million_output_tokens = usd_per_million_output_tokens(
-                    rate, mean_out, options.tp * options.pp, price
+                    rate, mean_out, options.gpus_per_instance, price
                 )
         rows.append(row)
     ranked = sorted(
