@@ -22,7 +22,7 @@ from contracts.errors import ConfigError, InputError
 from planner.engine.catalog import find_gpu, find_model, fp4_gpus, normal_name
 from planner.engine.precision import QUANTIZATIONS, peak_flops
 from planner.engine.runtimes import engine_profile
-from planner.engine.specs import EngineConfig, GpuSpec
+from planner.engine.specs import EngineConfig, GpuSpec, kv_capacity_tokens
 
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
 EFFICIENCY_PATH = Path(__file__).with_name("efficiency.yaml")
@@ -127,14 +127,24 @@ def build_engine_config(
     if fields.get("max_num_batched_tokens") is None:
         context = fields.get("max_model_len") or model_spec.max_context_tokens
         fields["max_num_batched_tokens"] = profile.batched_tokens(context)
+    by_rule = fields.get("max_num_seqs") is None
+    if by_rule:
+        fields["max_num_seqs"] = 1  # resolved below, once the KV cache's size is known
     try:
-        return EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
+        config = EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
     except ValidationError as err:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
         )
         where = f"{gpu_spec.name} x {model_spec.name} x tp={tp}"
         raise ConfigError(f"engine config for {where}: {problems}") from err
+    if by_rule:
+        context = config.max_model_len or model_spec.max_context_tokens
+        cap = profile.running_cap(
+            kv_capacity_tokens(config), context, config.max_num_batched_tokens
+        )
+        config = config.model_copy(update={"max_num_seqs": cap})
+    return config
 
 
 def _check_runs(gpu: GpuSpec, quantization: str, catalog: Path | str | None) -> None:

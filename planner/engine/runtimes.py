@@ -43,7 +43,8 @@ class EngineProfile:
     kv_free_fraction: float | None = None
     gpu_memory_utilization: float = 0.9
     prefill_first: bool = False
-    max_num_seqs: int = 256
+    # None: SGLang's rule, from the KV cache's size and the context length (`running_cap`).
+    max_num_seqs: int | None = 256
     # None: vLLM V0's default without chunked prefill, max(max_model_len, 2048) tokens a
     # step (`batched_tokens`); a number: that budget whatever the context length.
     max_num_batched_tokens: int | None = 8192
@@ -71,6 +72,15 @@ class EngineProfile:
         if max_model_len > V0_RULE_MAX_CONTEXT:
             return FALLBACK_BATCHED_TOKENS
         return max(max_model_len, 2048)
+
+    def running_cap(self, kv_tokens: int, context_len: int, batched_tokens: int) -> int:
+        """The most requests running at once when `max_num_seqs` is None: SGLang's default
+        (python/sglang/srt/model_executor/model_runner.py, 0.3 to 0.5: the request pool holds
+        int(KV tokens / context length x 512) clamped to [2048, 4096], and the scheduler runs
+        at most min(that, KV tokens // 2)), kept within the step's token budget (every
+        running decode must fit one step in this model)."""
+        pool = min(max(int(kv_tokens / max(context_len, 1) * 512), 2048), 4096)
+        return max(1, min(pool, kv_tokens // 2, batched_tokens))
 
     def overrides(self) -> dict[str, Any]:
         """The EngineConfig fields this profile sets (`max_num_batched_tokens` None: resolve
@@ -182,13 +192,16 @@ _SGLANG = EngineProfile(
     name="sglang@0.4",
     label="SGLang 0.4 (RadixAttention, overlap scheduler)",
     gpu_memory_utilization=0.88,
-    max_num_seqs=1024,
+    max_num_seqs=None,
     max_num_batched_tokens=8192,
     step_overhead_s=0.8e-3,
     seq_overhead_s=10e-6,
     sources=(
         "SGLang server arguments: mem_fraction_static 0.88 (weights + KV cache as a share of "
         "the board), chunked_prefill_size 8192, radix prefix cache on",
+        "max_running_requests unset: min(KV tokens // 2, the request pool, int(KV tokens / "
+        "context_len x 512) clamped to [2048, 4096]) (model_runner.py and scheduler.py, "
+        "0.3 to 0.5): 2048 to 4096 requests at once on large GPUs",
         "SGLang v0.4 blog (2024-12): the zero-overhead batch scheduler overlaps CPU "
         "scheduling with the GPU's step",
     ),

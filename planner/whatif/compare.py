@@ -20,6 +20,7 @@ from contracts.limit import LimitResult, load_limit
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
+from planner.engine.catalog import find_gpu
 from planner.slo.recorded import normalise_slo
 from profiles.model import Profile
 
@@ -102,7 +103,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     mean_out = sum(o for _, o in pairs) / len(pairs) if pairs else None
     rows: list[CompareRow] = []
     for (run, r), label, gpu in zip(results, labels, gpus, strict=True):
-        gpu_name = gpu or "H100-80GB"
+        gpu_name = _catalog_gpu(gpu or "H100-80GB")
         price, _ = gpu_hour_price(gpu_name, options.gpu_hour_price_usd)
         name = label or " ".join(x for x in (Path(run).name, r.model) if x)
         row = CompareRow(
@@ -164,3 +165,13 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         rows=rows,
         sentence=sentence,
     )
+
+
+def _catalog_gpu(name: str) -> str:
+    """The catalog's name of the GPU typed (`NVIDIA H100 80GB HBM3` -> H100-80GB), as whatif
+    names its candidates; a GPU the catalog does not hold keeps the name as typed (compare
+    prices it from --gpu-hour-price or the price table, and needs no specs)."""
+    try:
+        return find_gpu(name).name
+    except ConfigError:
+        return name

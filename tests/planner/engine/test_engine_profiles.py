@@ -232,3 +232,26 @@ def test_tensor_parallel_pays_an_all_reduce_that_grows_with_the_gpu_count() -> N
     nvlink = comm_s("H100-80GB", 8, 1) / comm_s("H100-80GB", 2, 1)
     assert nvlink == pytest.approx((3.6 + 14 * 0.47) / (3.6 + 2 * 0.47), rel=0.05)
     assert comm_s("L40S-48GB", 4, 256) > comm_s("H100-80GB", 4, 256)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "kw", "context"),
+    [
+        ("A100-80GB", {}, 131072),  # 437,792 tokens / 131,072 x 512 = 1,710: the floor, 2048
+        ("H100-80GB", {"max_model_len": 65536}, 65536),  # 435,248 / 65,536 x 512 = 3,400
+        ("H100-80GB", {"max_model_len": 4096}, 4096),  # far above: the ceiling, 4096
+        ("L4-24GB", {"gpu_memory_utilization": 0.77}, 131072),  # 2,960 tokens: KV // 2
+    ],
+)
+def test_sglang_runs_as_many_requests_as_its_own_rule_allows(
+    gpu: str, kw: dict[str, Any], context: int
+) -> None:
+    """SGLang without --max-running-requests runs min(KV tokens // 2, int(KV tokens /
+    context_len x 512) clamped to [2048, 4096]) requests at once (its model_runner.py and
+    scheduler.py), not a fixed 1024."""
+    c = _cfg(gpu, "sglang", **kw)
+    kv = kv_capacity_tokens(c)
+    written_out = min(min(max(int(kv / context * 512), 2048), 4096), kv // 2)
+    assert c.max_num_seqs == written_out
+    assert _cfg(gpu, "sglang", max_num_seqs=64, **kw).max_num_seqs == 64  # the user's wins
+    assert _cfg(gpu, "vllm", **kw).max_num_seqs == 256  # other engines keep their number

@@ -97,6 +97,25 @@ def test_compare_counts_tp_x_pp_gpus_per_instance(
         )
 
 
+def test_compare_names_each_gpu_as_the_catalog_does(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """A GPU typed as nvidia-smi names it is shown and priced as the catalog's (as whatif
+    shows its candidates); one the catalog does not hold keeps the name typed."""
+    profile, (small, large) = runs
+    out = tmp_path / "c.json"
+    result = CliRunner().invoke(
+        app,
+        ["compare", str(small), str(large), "--profile", str(profile),
+         "--gpu", "NVIDIA H100 80GB HBM3,Gaudi3-128GB", "--gpu-hour-price", "2.0",
+         "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {r["run"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[str(small)]["gpu"] == "H100-80GB"
+    assert rows[str(large)]["gpu"] == "Gaudi3-128GB"
+
+
 def test_compare_refuses_runs_of_another_profile(
     runs: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
