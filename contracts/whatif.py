@@ -44,6 +44,11 @@ class WhatifCandidate(_Model):
         default=None, description="the interval's source as fields, for saying it in any language"
     )
     infeasible_rps: float | None = None
+    limit_note: str | None = Field(
+        default=None,
+        description="why the limit is low: an SLO constraint near the latency floor (an idle "
+        "instance already uses 75 % of it or more)",
+    )
     binding: str | None = None
     stopped: str = ""
     levels: int = 0

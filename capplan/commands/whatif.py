@@ -92,6 +92,9 @@ Examples:
       --routing prefix_aware,round_robin -o whatif.json
 """
 
+# Candidates near their latency floor whose note is printed (beyond: the Pareto front only).
+NOTES_SHOWN = 10
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="whatif", help=HELP)(handle_errors(whatif_command))
@@ -296,6 +299,15 @@ def print_whatif(result: Whatif, console: Console) -> None:
                 f"{c.limit_low_rps:.3g}-{c.limit_high_rps:.3g}; {c.limit_interval_basis})",
                 highlight=False,
             )
+    noted = [c for c in ordered if c.limit_note]
+    shown = noted if len(noted) <= NOTES_SHOWN else [c for c in noted if c.pareto]
+    for c in shown:
+        console.print(f"[bold]{c.label}[/bold]: {c.limit_note}", highlight=False)
+    if len(shown) < len(noted):
+        console.print(
+            f"{len(noted) - len(shown)} more candidates sit near their latency floor: "
+            "limit_note in the output file"
+        )
     if result.level_s is not None:
         search = next((a for a in result.assumptions if a.startswith("search:")), "")
         console.print(f"[bold yellow]Note[/bold yellow]: {search}")

@@ -24,6 +24,9 @@ from planner.slo.spec import PercentileConstraint, Slo, format_duration
 from profiles.model import LengthStats, Profile
 
 FLOOR_METRICS = ("ttft", "tpot", "e2e")
+# A floor at this share of its threshold or more leaves the queue little room: the limit is
+# then set by latency, not throughput, and the answer says so (`LatencyFloor.near`).
+NEAR_SHARE = 0.75
 
 
 class BelowFloorError(RunError):
@@ -47,6 +50,24 @@ class LatencyFloor:
     def binds(self) -> bool:
         """The threshold is below the floor: no instance count meets it."""
         return self.floor_s > self.threshold_s
+
+    @property
+    def near(self) -> bool:
+        """Met when idle, but by so little (the floor at NEAR_SHARE of the threshold or more)
+        that little load fits under it."""
+        return not self.binds and self.floor_s >= NEAR_SHARE * self.threshold_s
+
+    def near_sentence(self, limit_rps: float) -> str:
+        """Why a limit is low when the SLO sits near the floor: what the user reads."""
+        return (
+            f"{self.constraint} <= {format_duration(self.threshold_s)} is near the latency floor "
+            f"of {self.gpu} x {self.tp}: even idle, one instance's {self.constraint} is "
+            f"{self.floor_s:.3g} s ({self.floor_s / self.threshold_s:.0%} of it), set by "
+            f"{self.what_binds()}, so the limit ({limit_rps:.3g} req/s) is set by latency, not "
+            "throughput, and more load per instance does not fit under it. What moves it: a "
+            "faster GPU (--gpu), more tensor parallelism (--tp), shorter prompts, prefix caching "
+            f"of what the prompts share, or an SLO further above {self.floor_s:.3g} s."
+        )
 
     def what_binds(self) -> str:
         metric = self.constraint.split(":")[0]

@@ -19,11 +19,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from contracts import __version__
 from contracts.errors import ConfigError
+from contracts.latency import quantile, request_values
 from contracts.limit import LimitResult
 from contracts.whatif import WHATIF_SCHEMA, Whatif, WhatifCandidate
 from planner.capacity.arithmetic import build_demand, plan_scenario
@@ -103,13 +103,18 @@ def _label(gpu: str, tp: int, pp: int, settings: dict[str, str]) -> str:
     return " ".join([shape, *(f"{k}={v}" for k, v in settings.items())])
 
 
-def _p95(records: pl.DataFrame, column: str) -> float | None:
+def judged_p95(records: pl.DataFrame, column: str) -> float | None:
+    """P95 of the judged requests at the limit, as the verdicts count them
+    (`contracts.latency.request_values`): a failed request +inf, one the level's drain cut
+    short its age (a lower bound: it is not a request that never ends); TPOT over the
+    requests that have one."""
     if records.height == 0:
         return None
-    values = records[column].fill_null(np.inf).fill_nan(np.inf).to_numpy()
     if column == "tpot_s":
         values = records[column].drop_nulls().drop_nans().to_numpy()
-    return float(np.quantile(values, 0.95)) if len(values) else None
+    else:
+        values = request_values(records, column.removesuffix("_s"))
+    return float(quantile(values, 0.95)) if len(values) else None
 
 
 def run_candidate(
@@ -171,9 +176,9 @@ def run_candidate(
         binding=vl.search.binding,
         stopped=vl.search.stopped,
         levels=len(vl.search.levels),
-        ttft_p95_s=_p95(at, "ttft_s"),
-        tpot_p95_s=_p95(at, "tpot_s"),
-        e2e_p95_s=_p95(at, "e2e_s"),
+        ttft_p95_s=judged_p95(at, "ttft_s"),
+        tpot_p95_s=judged_p95(at, "tpot_s"),
+        e2e_p95_s=judged_p95(at, "e2e_s"),
         mean_e2e_s=mean_e2e,
         concurrency_at_limit=limit * mean_e2e if limit and mean_e2e else None,
         short_ttft_p99_s=split.short_ttft_p99_s,
@@ -186,6 +191,8 @@ def run_candidate(
         wall_s=vl.wall_s,
     )
     if limit:
+        near = [f.near_sentence(limit) for f in floors if f.near]
+        candidate.limit_note = " ".join(near) or None
         interval = limit_interval(
             limit, settings.get("engine", options.engine), config.gpu.name, default_spread()
         )

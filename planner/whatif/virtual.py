@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from contracts.errors import ConfigError
-from contracts.latency import quantile
+from contracts.latency import quantile, request_values
 from planner.engine import EngineConfig
 from planner.fleet.sim import (
     simulator_slo_problem,
@@ -52,14 +52,15 @@ class LatencySplit:
 def latency_split(records: pl.DataFrame, profile: Profile) -> LatencySplit:
     """P99s of short (input <= the profile's short bound) and long (>= long bound) requests.
 
-    A request that never finished counts as +infinity, as in every verdict.
+    A request counts as in every verdict (`contracts.latency.request_values`): a failed one
+    +infinity, one the level's drain cut short at its age (a lower bound).
     """
     classes = profile.lengths.classes
 
     def p99(mask: pl.Expr, column: str) -> float | None:
         if records.height == 0:
             return None
-        values = records.filter(mask)[column].fill_null(np.inf).fill_nan(np.inf).to_numpy()
+        values = request_values(records.filter(mask), column.removesuffix("_s"))
         return float(quantile(values, 0.99)) if len(values) else None
 
     short = pl.col("input_tokens") <= classes.short_max_tokens

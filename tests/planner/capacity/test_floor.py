@@ -5,6 +5,7 @@ what would move it, with no instance count; an H100 at the same SLO is planned a
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -112,3 +113,20 @@ def test_prompts_that_may_be_cached_claim_no_prefill_floor(tmp_path: Path) -> No
     uncached = build_engine_config("A100-80GB", "llama-3.1-8b", 1, prefix_caching=False)
     floors = {f.constraint: f for f in latency_floors(uncached, profile, slo)}
     assert set(floors) == {"ttft:p95", "tpot:p95"} and floors["ttft:p95"].binds
+
+
+def test_whatif_says_when_an_slo_near_the_floor_sets_the_limit(chat: Path, tmp_path: Path) -> None:
+    """Above its floor (about 1.13 s on an A10) but within 25 % of it, ttft:p95 <= 1.3 s is met
+    by so little that latency, not throughput, sets the limit: whatif plans it and says why,
+    naming the floor; the H100 (floor far below) gets no such note."""
+    out = tmp_path / "whatif.json"
+    args = ["whatif", "--profile", str(chat), "--slo", "ttft:p95<=1.3s", "--level-duration", "60"]
+    result = runner.invoke(app, [*args, "--gpu", "A10-24GB,H100-80GB", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    notes = {c["gpu"]: c["limit_note"] for c in json.loads(out.read_text())["candidates"]}
+    a10 = " ".join((notes["A10-24GB"] or "").split())
+    floor = re.search(r"one instance's ttft:p95 is (\d+\.\d+) s \((\d+)% of it\)", a10)
+    assert floor is not None, a10
+    assert 1.05 <= float(floor.group(1)) <= 1.2 and 75 <= int(floor.group(2)) <= 95
+    assert "set by latency, not throughput" in a10 and "prefill of the profile's p95" in a10
+    assert notes["H100-80GB"] is None
