@@ -63,6 +63,10 @@ class EngineProbe:
     seed: int = 0
     check_every_s: float = 1.0
     level_s: float = 60.0  # the fixed level length when there are no rules
+    # Virtual time only (what-if): a level at a rate too low for `max_level_s` to hold the
+    # rules' `min_window_requests` runs until it can (`level_rules`); False keeps the live
+    # search's 900 s, which judges such a level on the few requests it holds.
+    hold_window_requests: bool = False
     save_every_s: float = SAVE_EVERY_S  # a copy of a paused level's run, this often
     levels: int = 0
     # What the levels replayed, for what-if figures: requests, prompt tokens, and prompt
@@ -71,6 +75,7 @@ class EngineProbe:
     prompt_tokens: int = 0
     shared_prompt_tokens: int = 0
     judged_by_load: dict[float, list[pl.DataFrame]] = field(default_factory=dict)
+    _rules: SteadyRules | None = None  # the level being measured's (`level_rules`)
 
     def judged(self, load: float) -> pl.DataFrame:
         """Every judged request (after each run's warm-up) of a level; empty if never run."""
@@ -93,7 +98,7 @@ class EngineProbe:
         rng = np.random.default_rng([self.seed, self.levels])
         if self.rules is None:
             return self._fixed_level(load, rng)
-        rules = self.rules
+        rules = self._rules = self.level_rules(load)
         cap_s = rules.max_level_s
         if abandon is not None and abandon.budget_s is not None:
             cap_s = min(cap_s, abandon.budget_s)  # judged as it stands at the budget
@@ -143,6 +148,20 @@ class EngineProbe:
             unstable=state.unstable if state.capped else None,
             steady=state.evidence(),
         )
+
+    def level_rules(self, load: float) -> SteadyRules:
+        """The rules a level at `load` req/s runs under: `rules`, and with
+        `hold_window_requests` a longest level of at least twice the time `load` takes to send
+        `min_window_requests` (warm-up and window both fit), so that a low-rate level is judged
+        on as many requests as any other, not on the dozen 900 s hold at 0.014 req/s."""
+        assert self.rules is not None
+        rules = self.rules
+        if not self.hold_window_requests or load <= 0:
+            return rules
+        needed_s = 2.0 * rules.min_window_requests / load
+        if needed_s <= rules.max_level_s:
+            return rules
+        return rules.model_copy(update={"max_level_s": needed_s})
 
     def _fixed_level(self, load: float, rng: np.random.Generator) -> LevelMeasurement:
         requests = self._requests(load, self.level_s, rng)
@@ -267,8 +286,8 @@ class EngineProbe:
         span_s: float,
         first_s: float | None = None,
     ) -> tuple[float, LevelState | None, str | None, float]:
-        assert self.rules is not None
-        return watch_level(full, self.rules, self.slo, abandon, span_s=span_s,
+        assert self._rules is not None
+        return watch_level(full, self._rules, self.slo, abandon, span_s=span_s,
                            check_every_s=self.check_every_s, rate_rps=load,
                            first_s=first_s)  # fmt: skip
 

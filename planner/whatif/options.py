@@ -84,7 +84,8 @@ class WhatifOptions(BaseModel):
                 "levels judged under capplan limit's steady-state rules (warm-up >= "
                 f"{rules.warmup_e2es:g} mean E2Es, window >= {rules.min_window_s:g} s, "
                 f"{rules.window_e2es:g} mean E2Es and {rules.min_window_requests} requests, "
-                "settled: no growing queue)"
+                f"settled: no growing queue; at most {rules.max_level_s:g} s, or as long as a "
+                f"low rate takes to send {2 * rules.min_window_requests} requests)"
             )
         return (
             f"fixed {self.fixed_level_s:g} s levels (--level-duration, 20 % warm-up): they skip "

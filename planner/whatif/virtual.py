@@ -188,6 +188,7 @@ def virtual_limit(
         level_s=level_s,
         disagg=disagg,
         check_every_s=WATCH_EVERY_S,
+        hold_window_requests=True,
     )
     ceiling = throughput_ceiling_rps(profile, config) * (disagg.instances if disagg else 1)
     start = start_rps if start_rps is not None else 0.5 * ceiling
