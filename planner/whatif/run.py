@@ -37,6 +37,7 @@ from planner.engine.precision import (
 )
 from planner.fleet.executor import JobTasks
 from planner.fleet.pool import parallel_workers
+from planner.limit.measured.search import SearchResult
 from planner.whatif.disagg import parse_disagg
 from planner.whatif.interval import default_spread, limit_interval
 from planner.whatif.knobs import KNOBS, SPEC_ACCEPTANCE, SPEC_DRAFT_PARAMS, SPEC_DRAFT_TOKENS
@@ -117,6 +118,24 @@ def judged_p95(records: pl.DataFrame, column: str) -> float | None:
     return float(quantile(values, 0.95)) if len(values) else None
 
 
+def _no_rate(search: SearchResult) -> str:
+    """Why no rate met the SLO, with what the lowest load tried measured: the constraint
+    furthest past its threshold there (a near-idle instance that misses it: latency, not
+    load)."""
+    text = f"no rate met the SLO ({search.stopped})"
+    lowest = min(search.levels, key=lambda o: o.load, default=None)
+    missed = [c for c in lowest.evaluation.constraints if not c.passed] if lowest else []
+    if lowest is None or not missed:
+        return text
+    worst = min(missed, key=lambda c: c.headroom)
+    unit = " s" if worst.name.split(":")[0] in ("ttft", "tpot", "itl", "e2e") else ""
+    return (
+        f"{text}: even at {lowest.load:.3g} req/s {worst.name} was {worst.value:.3g}{unit} "
+        f"against {worst.threshold:.3g}{unit}, so no load is light enough; see what sets it "
+        "(long prompts, the GPU's prefill rate) before adding instances"
+    )
+
+
 def run_candidate(
     profile: Profile,
     options: WhatifOptions,
@@ -170,7 +189,7 @@ def run_candidate(
         tp=tp,
         pp=pp,
         settings=settings,
-        problem=None if limit else f"no rate met the SLO ({vl.search.stopped})",
+        problem=None if limit else _no_rate(vl.search),
         limit_rps=limit,
         infeasible_rps=vl.search.infeasible_min,
         binding=vl.search.binding,

@@ -4,6 +4,7 @@ live search's probe keeps the 900 s cap."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +64,6 @@ def test_a_gpu_whose_idle_tail_misses_the_slo_gets_no_lucky_limit(tmp_path: Path
     assert result.exit_code in (0, 1), result.output
     text = " ".join(result.output.split())
     assert "no rate met the SLO" in text, text
+    missed = re.search(r"even at ([\d.]+) req/s ttft:p95 was ([\d.]+) s against 3 s", text)
+    assert missed is not None, text
+    assert float(missed.group(1)) < 0.05 and float(missed.group(2)) > 3.0
