@@ -92,7 +92,8 @@ Examples:
       --routing prefix_aware,round_robin -o whatif.json
 """
 
-# Candidates near their latency floor whose note is printed (beyond: the Pareto front only).
+# Candidates whose problem, or note near their latency floor, is printed under the table
+# (beyond: notes of the Pareto front only, problems in the output file).
 NOTES_SHOWN = 10
 
 
@@ -299,6 +300,11 @@ def print_whatif(result: Whatif, console: Console) -> None:
                 f"{c.limit_low_rps:.3g}-{c.limit_high_rps:.3g}; {c.limit_interval_basis})",
                 highlight=False,
             )
+    failed = [c for c in ordered if c.problem]
+    for c in failed[:NOTES_SHOWN]:  # the table's cell holds only its start
+        console.print(f"[bold]{c.label}[/bold]: {c.problem}", highlight=False)
+    if len(failed) > NOTES_SHOWN:
+        console.print(f"{len(failed) - NOTES_SHOWN} more without a prediction: problem in the file")
     noted = [c for c in ordered if c.limit_note]
     shown = noted if len(noted) <= NOTES_SHOWN else [c for c in noted if c.pareto]
     for c in shown:
