@@ -17,6 +17,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class NearFloor(_Model):
+    """An SLO constraint that an idle instance already nearly uses up (planner.capacity.floor):
+    little load fits under it, so latency, not throughput, sets the limit."""
+
+    constraint: str = Field(description="the SLO constraint, e.g. ttft:p99")
+    threshold_s: float
+    floor_s: float = Field(description="the constraint's value for a lone request, idle")
+    prompt_tokens: int = Field(description="the profile's prompt at the constraint's quantile")
+
+
 class WhatifCandidate(_Model):
     """One engine configuration and what the engine model predicts for it."""
 
@@ -48,6 +58,9 @@ class WhatifCandidate(_Model):
         default=None,
         description="why the limit is low: an SLO constraint near the latency floor (an idle "
         "instance already uses 75 % of it or more)",
+    )
+    near_floors: list[NearFloor] = Field(
+        default_factory=list, description="the constraints limit_note names, as figures"
     )
     binding: str | None = None
     stopped: str = ""

@@ -20,6 +20,7 @@ from contracts.whatif import (
     Compare,
     CompareRow,
     Lesson,
+    NearFloor,
     Whatif,
     WhatifCandidate,
 )
@@ -50,6 +51,8 @@ class WhichRow:
     limit_low: float | None = None
     limit_high: float | None = None
     limit_source: IntervalSource | None = None  # where the interval comes from
+    # whatif: the SLO constraint an idle instance nearly uses up (latency sets the limit)
+    near_floor: NearFloor | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +135,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         limit_low=c.limit_low_rps,
         limit_high=c.limit_high_rps,
         limit_source=c.limit_interval_source,
+        near_floor=max(c.near_floors, key=lambda f: f.floor_s / f.threshold_s, default=None),
     )
 
 

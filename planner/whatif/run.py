@@ -25,7 +25,7 @@ from contracts import __version__
 from contracts.errors import ConfigError
 from contracts.latency import quantile, request_values
 from contracts.limit import LimitResult
-from contracts.whatif import WHATIF_SCHEMA, Whatif, WhatifCandidate
+from contracts.whatif import WHATIF_SCHEMA, NearFloor, Whatif, WhatifCandidate
 from planner.capacity.arithmetic import build_demand, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.capacity.floor import BelowFloorError, latency_floors
@@ -125,9 +125,10 @@ def _no_rate(search: SearchResult) -> str:
     text = f"no rate met the SLO ({search.stopped})"
     lowest = min(search.levels, key=lambda o: o.load, default=None)
     missed = [c for c in lowest.evaluation.constraints if not c.passed] if lowest else []
-    if lowest is None or not missed:
+    known = [c for c in missed if c.value is not None]
+    if lowest is None or not known:
         return text
-    worst = min(missed, key=lambda c: c.headroom)
+    worst = min(known, key=lambda c: c.headroom)
     unit = " s" if worst.name.split(":")[0] in ("ttft", "tpot", "itl", "e2e") else ""
     return (
         f"{text}: even at {lowest.load:.3g} req/s {worst.name} was {worst.value:.3g}{unit} "
@@ -210,8 +211,13 @@ def run_candidate(
         wall_s=vl.wall_s,
     )
     if limit:
-        near = [f.near_sentence(limit) for f in floors if f.near]
-        candidate.limit_note = " ".join(near) or None
+        near = [f for f in floors if f.near]
+        candidate.limit_note = " ".join(f.near_sentence(limit) for f in near) or None
+        candidate.near_floors = [
+            NearFloor(constraint=f.constraint, threshold_s=f.threshold_s, floor_s=f.floor_s,
+                      prompt_tokens=f.prompt_tokens)
+            for f in near
+        ]  # fmt: skip
         interval = limit_interval(
             limit, settings.get("engine", options.engine), config.gpu.name, default_spread()
         )

@@ -76,6 +76,13 @@ WHICH_EN: dict[str, str] = {
         "at another peak the order can change."
     ),
     "which_no_limit_lesson": "{labels}: the SLO is met at no tested load.",
+    "which_near_floor": (
+        "Latency, not throughput, sets the limit of {label}: even idle, one instance's "
+        "{constraint} is {floor} of the {threshold} allowed ({share}), set by the prompts at "
+        "that percentile ({tokens} tokens). More instances carry more traffic, but each "
+        "carries little; a faster GPU, more tensor parallelism, shorter prompts or a looser "
+        "SLO raise it."
+    ),
     "which_knob": "{knob}: {alternative} instead of {baseline} changes the limit by {change}",
     "which_pays": " — it pays off.",
     "which_hurts": " — it hurts.",
@@ -143,6 +150,12 @@ WHICH_ZH: dict[str, str] = {
         "{best} 的集群更便宜:实例只能整台购买,峰值不同时排名可能改变。"
     ),
     "which_no_limit_lesson": "{labels}:在所测的任何负载下都达不到 SLO。",
+    "which_near_floor": (
+        "{label} 的上限由延迟而非吞吐决定:即使空闲,单个实例的 {constraint} 也已达 {floor},"
+        "占允许的 {threshold} 的 {share},由该分位的提示词({tokens} 个 token)决定。"
+        "增加实例能承载更多流量,但每个实例承载很少;更快的 GPU、更高的张量并行度、"
+        "更短的提示词或更宽松的 SLO 才能提高它。"
+    ),
     "which_knob": "{knob}:用 {alternative} 替代 {baseline},上限变化 {change}",
     "which_pays": ",值得采用。",
     "which_hurts": ",反而有害。",

@@ -163,6 +163,19 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
                     else layout.t("na"),
                 )
             )
+    if best is not None and best.near_floor is not None:
+        f = best.near_floor
+        out.append(
+            layout.t(
+                "which_near_floor",
+                label=best.label,
+                constraint=f.constraint,
+                floor=w.seconds(f.floor_s),
+                threshold=w.seconds(f.threshold_s),
+                share=w.pct(f.floor_s / f.threshold_s, 0),
+                tokens=w.num(f.prompt_tokens),
+            )
+        )
     if section.kind == "compare":
         out += [_compare_predicted(layout, r) for r in section.rows if r.limit_low is not None]
     out += [_gap_sentence(layout, section, gap) for gap in section.cost_gaps]

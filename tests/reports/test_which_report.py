@@ -316,3 +316,28 @@ def test_a_compare_of_measured_limits_says_nothing_predicted(
     text, _ = _text(out)
     assert STRINGS["en"]["which_compare_heading"] in text
     assert "Predicted, not measured" not in text and "published server results" not in text
+
+
+def test_a_limit_latency_sets_is_explained_in_both_languages(tmp_path: Path) -> None:
+    """An A10 on the chat preset at ttft:p95 <= 1.3 s: an idle instance already takes about
+    1.13 s (the prefill of the p95 prompt), so latency, not throughput, sets its limit; the
+    report's lessons say so with the JSON's figures, in English and Chinese."""
+    profile = tmp_path / "chat.json"
+    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    whatif = tmp_path / "whatif.json"
+    run_cli(
+        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=1.3s", "--gpu", "A10-24GB",
+        "--level-duration", "60", "-o", str(whatif),
+    )  # fmt: skip
+    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    (near,) = candidate["near_floors"]
+    assert near["constraint"] == "ttft:p95" and 1.05 <= near["floor_s"] <= 1.2
+    floor = f"{near['floor_s']:.3g} s"
+    tokens = f"{near['prompt_tokens']:,}"
+    for lang, words in (("en", "Latency, not throughput, sets the limit of"),
+                        ("zh", "的上限由延迟而非吞吐决定")):  # fmt: skip
+        out = tmp_path / f"{lang}.pdf"
+        run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
+        text, _ = _text(out)
+        assert words in text, text
+        assert floor in text and tokens in text
