@@ -215,6 +215,15 @@ def find_gpu(name: str, catalog: Path | str | None = None) -> GpuSpec:
     return found
 
 
+def gpu_name(name: str, catalog: Path | str | None = None) -> str:
+    """The catalog's name of the GPU typed (`NVIDIA H100 80GB HBM3` -> H100-80GB), or the name
+    as typed where the catalog does not hold it (whoever needs its specs says why then)."""
+    try:
+        return find_gpu(name, catalog).name
+    except ConfigError:
+        return name
+
+
 def fp4_gpus(catalog: Path | str | None = None) -> list[str]:
     """Names of the catalog's GPUs with FP4 tensor cores."""
     return sorted(g.name for g in gpu_catalog(catalog).values() if g.fp4_flops)

@@ -20,7 +20,7 @@ from contracts.limit import LimitResult, load_limit
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
-from planner.engine.catalog import find_gpu
+from planner.engine.catalog import gpu_name
 from planner.slo.recorded import normalise_slo
 from profiles.model import Profile
 
@@ -103,13 +103,14 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     mean_out = sum(o for _, o in pairs) / len(pairs) if pairs else None
     rows: list[CompareRow] = []
     for (run, r), label, gpu in zip(results, labels, gpus, strict=True):
-        gpu_name = _catalog_gpu(gpu or "H100-80GB")
-        price, _ = gpu_hour_price(gpu_name, options.gpu_hour_price_usd)
+        # the catalog's name, as whatif names its candidates; priced by it or as typed
+        shown_gpu = gpu_name(gpu or "H100-80GB")
+        price, _ = gpu_hour_price(shown_gpu, options.gpu_hour_price_usd)
         name = label or " ".join(x for x in (Path(run).name, r.model) if x)
         row = CompareRow(
             run=run, label=name, target=r.target, model=r.model, limit=r.feasible_max,
             unit=r.unit, binding=r.binding, recovery_s=r.recovery_s, recovered=r.recovered,
-            instances=None, gpus=None, gpu=gpu_name, monthly_cost_usd=None,
+            instances=None, gpus=None, gpu=shown_gpu, monthly_cost_usd=None,
             usd_per_million_output_tokens=None, mean_output_tokens=mean_out, rank=None,
             predicted=r.predicted,
         )  # fmt: skip
@@ -165,13 +166,3 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         rows=rows,
         sentence=sentence,
     )
-
-
-def _catalog_gpu(name: str) -> str:
-    """The catalog's name of the GPU typed (`NVIDIA H100 80GB HBM3` -> H100-80GB), as whatif
-    names its candidates; a GPU the catalog does not hold keeps the name as typed (compare
-    prices it from --gpu-hour-price or the price table, and needs no specs)."""
-    try:
-        return find_gpu(name).name
-    except ConfigError:
-        return name

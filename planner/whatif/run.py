@@ -30,7 +30,7 @@ from planner.capacity.arithmetic import build_demand, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.capacity.floor import BelowFloorError, latency_floors
 from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
-from planner.engine.catalog import find_gpu, find_model
+from planner.engine.catalog import find_model, gpu_name
 from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.precision import (
     precision_overrides,
@@ -361,18 +361,6 @@ def rank(candidates: list[WhatifCandidate]) -> None:
         c.rank = i
 
 
-def _catalog_names(gpus: tuple[str, ...], catalog: str | None) -> tuple[str, ...]:
-    """Each GPU by its catalog name (`NVIDIA H100 80GB HBM3` -> H100-80GB), once; an unknown
-    one as given (its candidate then says why it cannot be served)."""
-    names = []
-    for gpu in gpus:
-        try:
-            names.append(find_gpu(gpu, catalog).name)
-        except ConfigError:
-            names.append(gpu)
-    return tuple(dict.fromkeys(names))
-
-
 def run_whatif(
     profile: Profile,
     options: WhatifOptions,
@@ -391,7 +379,9 @@ def run_whatif(
     wall0 = time.perf_counter()
     if not options.gpus or not options.tps or not options.pps:
         raise ConfigError("give at least one --gpu, one --tp and one --pp")
-    options = options.model_copy(update={"gpus": _catalog_names(options.gpus, options.catalog)})
+    # Each GPU by its catalog name, once (an unknown one as given: its candidate says why).
+    gpus = tuple(dict.fromkeys(gpu_name(g, options.catalog) for g in options.gpus))
+    options = options.model_copy(update={"gpus": gpus})
     slo = options.slo
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
     # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
