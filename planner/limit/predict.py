@@ -75,7 +75,6 @@ class EngineProbe:
     prompt_tokens: int = 0
     shared_prompt_tokens: int = 0
     judged_by_load: dict[float, list[pl.DataFrame]] = field(default_factory=dict)
-    _rules: SteadyRules | None = None  # the level being measured's (`level_rules`)
 
     def judged(self, load: float) -> pl.DataFrame:
         """Every judged request (after each run's warm-up) of a level; empty if never run."""
@@ -98,7 +97,7 @@ class EngineProbe:
         rng = np.random.default_rng([self.seed, self.levels])
         if self.rules is None:
             return self._fixed_level(load, rng)
-        rules = self._rules = self.level_rules(load)
+        rules = self.level_rules(load)
         cap_s = rules.max_level_s
         if abandon is not None and abandon.budget_s is not None:
             cap_s = min(cap_s, abandon.budget_s)  # judged as it stands at the budget
@@ -286,8 +285,7 @@ class EngineProbe:
         span_s: float,
         first_s: float | None = None,
     ) -> tuple[float, LevelState | None, str | None, float]:
-        assert self._rules is not None
-        return watch_level(full, self._rules, self.slo, abandon, span_s=span_s,
+        return watch_level(full, self.level_rules(load), self.slo, abandon, span_s=span_s,
                            check_every_s=self.check_every_s, rate_rps=load,
                            first_s=first_s)  # fmt: skip
 
