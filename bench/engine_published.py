@@ -64,10 +64,24 @@ GROUPS = {
 # The L40S has no NVLink: its all-reduces cross PCIe (NCCL's PCIe latencies), and the share of
 # the PCIe bus bandwidth they reach (tp_link_efficiency) is fitted on one L40S tp4 row; its
 # other tp4 rows and all its tp8 rows check it.
-INHERIT = {
-    "H200-141GB": ("H100-80GB", ("mfu", "fp8_efficiency", "tp_shard_efficiency")),
-    "A100-80GB": ("H100-80GB", ("tp_shard_efficiency",)),
-    "L40S-48GB": ("H100-80GB", ("tp_shard_efficiency",)),
+#
+# Boards with no published row of their own take the fitted factors of their die (H100 PCIe,
+# H100 NVL and H200 NVL: the H100's; the A100 PCIe: the A100's) and, over PCIe, the L40S's
+# share of the PCIe bus (tp_link_efficiency). Nothing checks these: they are assumptions,
+# each board's peaks, memory and links its own (catalog.yaml).
+_HOPPER = ("mfu", "mbu", "fp8_efficiency", "tp_shard_efficiency")
+INHERIT: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+    "H200-141GB": [("H100-80GB", ("mfu", "fp8_efficiency", "tp_shard_efficiency"))],
+    "A100-80GB": [("H100-80GB", ("tp_shard_efficiency",))],
+    "L40S-48GB": [("H100-80GB", ("tp_shard_efficiency",))],
+    "H100-PCIe-80GB": [("H100-80GB", _HOPPER), ("L40S-48GB", ("tp_link_efficiency",))],
+    "H100-NVL-94GB": [("H100-80GB", _HOPPER)],
+    "H200-NVL-141GB": [("H100-80GB", _HOPPER)],
+    "A100-PCIe-80GB": [
+        ("A100-80GB", ("mfu", "mbu")),
+        ("H100-80GB", ("tp_shard_efficiency",)),
+        ("L40S-48GB", ("tp_link_efficiency",)),
+    ],
 }
 
 
@@ -102,8 +116,12 @@ def factors_for(
     """The fitted factors that apply to `row`: its GPU's (over those of the GPU it inherits
     from) and its engine profile's."""
     gpus = table.get("gpus", {})
-    parent, fields = INHERIT.get(row.gpu, ("", ()))
-    inherited = {k: v for k, v in gpus.get(parent, {}).items() if k in fields}
+    inherited = {
+        k: v
+        for parent, fields in INHERIT.get(row.gpu, [])
+        for k, v in gpus.get(parent, {}).items()
+        if k in fields
+    }
     gpu = {**inherited, **gpus.get(row.gpu, {})}
     eng = table.get("engines", {}).get(engine or "", {})
     return {**gpu, **eng}
@@ -188,18 +206,21 @@ def write_efficiency(fitted: dict[str, Any]) -> None:
         "# Written by `python bench/engine_published.py --fit`: each factor fitted on the one",
         "# published row named after it (rows listed in that bench as FITS); all other rows",
         "# of the tables are checks. H200 uses H100's factors (same die); A100 and L40S its",
-        "# tp_shard_efficiency. Do not edit by hand.",
+        "# tp_shard_efficiency; boards with no published row their die's (bench's INHERIT).",
+        "# Do not edit by hand.",
     ]
     doc: dict[str, Any] = {}
     table = fitted["table"]
-    for child, (parent, fields) in INHERIT.items():
-        own = table["gpus"].get(child, {})
-        inherited = {
-            k: v for k, v in table["gpus"].get(parent, {}).items() if k in fields and k not in own
-        }
+    own_table = {name: dict(fields) for name, fields in table["gpus"].items()}
+    for child, parents in INHERIT.items():
+        own = own_table.get(child, {})
+        inherited: dict[str, float] = {}
+        for parent, fields in parents:
+            for k, v in own_table.get(parent, {}).items():
+                if k in fields and k not in own:
+                    inherited[k] = v
+                    fitted["fitted_on"][f"{child} {k}"] = f"{parent}'s"
         table["gpus"][child] = {**inherited, **own}
-        for k in inherited:
-            fitted["fitted_on"][f"{child} {k}"] = f"{parent}'s"
     for section, entries in table.items():
         doc[section] = {}
         for name, fields in entries.items():

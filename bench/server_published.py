@@ -67,8 +67,15 @@ BRACKET = 4.0  # the predicted limit is searched in [rate / BRACKET, rate x BRAC
 QUANTILES = (0.1, 0.9)
 MIN_ROWS = 4
 GPU_CLASSES = {
-    "hopper": ["H100-80GB", "H200-141GB", "H20-96GB"],
-    "ampere": ["A100-80GB", "A10-24GB"],
+    "hopper": [
+        "H100-80GB",
+        "H200-141GB",
+        "H20-96GB",
+        "H100-PCIe-80GB",
+        "H100-NVL-94GB",
+        "H200-NVL-141GB",
+    ],
+    "ampere": ["A100-80GB", "A10-24GB", "A100-PCIe-80GB"],
     "ada": ["L40S-48GB", "L4-24GB"],
     "blackwell": ["B200-180GB"],
     "cdna3": ["MI300X-192GB"],

@@ -82,6 +82,11 @@ class WhatifCandidate(_Model):
     monthly_cost_usd: float | None = None
     usd_per_million_output_tokens: float | None = None
     gpu_hour_price_usd: float = 0.0
+    cost_note: str | None = Field(
+        default=None,
+        description="why the candidate has no cost: no public price on file for its GPU "
+        "(its limit and instances stand; --gpu-hour-price costs it)",
+    )
     pareto: bool = False
     rank: int | None = None
     calibration_error: float | None = Field(

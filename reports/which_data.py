@@ -53,6 +53,8 @@ class WhichRow:
     limit_source: IntervalSource | None = None  # where the interval comes from
     # whatif: the SLO constraint an idle instance nearly uses up (latency sets the limit)
     near_floor: NearFloor | None = None
+    # whatif: a limit with no cost (no public price on file for its GPU)
+    no_price: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +138,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         limit_high=c.limit_high_rps,
         limit_source=c.limit_interval_source,
         near_floor=max(c.near_floors, key=lambda f: f.floor_s / f.threshold_s, default=None),
+        no_price=bool(c.cost_note and c.limit_rps),
     )
 
 

@@ -171,22 +171,28 @@ def render_catalogue() -> str:
         "",
         "The GPUs and models the engine model knows (`--gpu` and `--model` of `emulate`,",
         "`plan`, `whatif`, `calibrate`; `--gpu` of `compare`). Names match without regard to",
-        "case, a path before the last `/` (the hub's owner), `Meta-` before `Llama`, and",
-        "trailing parts that keep the",
+        "case, a path before the last `/` (the hub's owner), `Meta-` before `Llama`, a",
+        "hyphen after `Llama` (`Llama2-70B`, `llama3.1-8b`), and trailing parts that keep the",
         "shapes: tuning (`-instruct`, `-chat`, `-thinking`), `-hf`, a release (`-v0.3`, `-2507`,",
         "`-0528`) and a checkpoint's precision (`-fp8`, `-awq`, `-nvfp4`, ...: the precision",
         "served is `--quantization`'s, never read from the name). GPUs match as vendors and",
         "`nvidia-smi` write them (`NVIDIA H100 80GB HBM3`, `H100-SXM5-80GB`, `AMD Instinct",
-        "MI300X`); a PCIe or NVL board is another GPU, found only once `--catalog` adds it. A",
-        "unique first word (`a100`, `h100`) is enough. The figures' sources are in",
-        "`planner/engine/catalog.yaml`;",
-        "add your own with `--catalog FILE` (YAML or JSON of the same shape).",
+        "MI300X`), the parts in any order. A PCIe or NVL board is another GPU, with its own",
+        "clocks, memory and links (`NVIDIA H100 NVL` -> `H100-NVL-94GB`); the chip's name",
+        "alone (`h100`, `a100`, `h200`) is its SXM board. An NVL board's NVLink bridge joins",
+        "the boards of its group (TP links: the most it joins); a larger tensor-parallel group",
+        "all-reduces across PCIe. The figures' sources are in `planner/engine/catalog.yaml`;",
+        "boards with no published figure of their own take their die's fitted factors",
+        "(`planner/engine/efficiency.yaml`). A board with no public price on file gets its",
+        "limit from `whatif` and its cost once `--gpu-hour-price` is given. Add your own",
+        "boards and models with `--catalog FILE` (YAML or JSON of the same shape; a GPU may",
+        "set `link_gpus` and `pcie_bandwidth_bytes_per_s` for a bridged link).",
         "",
         "## GPUs",
         "",
         "| GPU | memory (GiB) | bandwidth (GB/s) | bf16 TFLOP/s | fp8 TFLOP/s "
-        "| TP link (GB/s) | TP hop latency (us) |",
-        "|---|---|---|---|---|---|---|",
+        "| TP link (GB/s) | TP links | TP hop latency (us) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, gpu in gpu_catalog().items():
         fp8 = f"{gpu.fp8_flops / 1e12:g}" if gpu.fp8_flops else "-"
@@ -195,7 +201,9 @@ def render_catalogue() -> str:
         lines.append(
             f"| `{name}` | {gpu.memory_bytes / 2**30:.1f} "
             f"| {gpu.hbm_bandwidth_bytes_per_s / 1e9:g} | {gpu.bf16_flops / 1e12:g} | {fp8} "
-            f"| {f'{link / 1e9:g}' if link else '-'} | {f'{hop * 1e6:g}' if hop else '-'} |"
+            f"| {f'{link / 1e9:g}' if link else '-'} "
+            f"| {_joins(gpu.link_kind, gpu.link_gpus, gpu.pcie_bandwidth_bytes_per_s)} "
+            f"| {f'{hop * 1e6:g}' if hop else '-'} |"
         )
     lines += [
         "",
@@ -211,6 +219,14 @@ def render_catalogue() -> str:
             f"| {m.attention_heads} | {m.kv_heads} | {m.head_dim} | {m.max_context_tokens:,} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _joins(kind: str, gpus: int | None, pcie: float | None) -> str:
+    """What the TP link joins: every GPU of the group, or a bridged few and PCIe beyond."""
+    if gpus is None:
+        return f"{kind}, all"
+    beyond = f"PCIe {pcie / 1e9:g} GB/s" if pcie else "PCIe"
+    return f"{kind}, {gpus}; {beyond} beyond"
 
 
 def pages() -> dict[Path, str]:

@@ -43,7 +43,7 @@ from capplan.commands.shared import (
 )
 from contracts.errors import ConfigError
 from contracts.jsonio import write_model
-from contracts.whatif import Whatif
+from contracts.whatif import Whatif, WhatifCandidate
 from planner.engine.precision import precision_overrides
 from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
@@ -272,6 +272,10 @@ def whatif_command(
     print_result(result, output, output_format, lambda console: print_whatif(result, console))
 
 
+def _no_cost(c: WhatifCandidate) -> str:
+    return "no price" if c.cost_note and c.limit_rps else "-"
+
+
 def print_whatif(result: Whatif, console: Console) -> None:
     """The candidates ranked by cost, then the lessons."""
     table = Table(title=f"What if: {result.slo}, peak {result.peak_rps:.3g} req/s")
@@ -288,7 +292,7 @@ def print_whatif(result: Whatif, console: Console) -> None:
             f"{c.e2e_p95_s:.1f} s" if c.e2e_p95_s is not None else "-",
             str(c.instances or "-"),
             str(c.gpus or "-"),
-            f"{c.monthly_cost_usd:,.0f}" if c.monthly_cost_usd else "-",
+            f"{c.monthly_cost_usd:,.0f}" if c.monthly_cost_usd else _no_cost(c),
             f"{c.usd_per_million_output_tokens:.2f}" if c.usd_per_million_output_tokens else "-",
             "*" if c.pareto else "",
         )
@@ -314,6 +318,8 @@ def print_whatif(result: Whatif, console: Console) -> None:
             f"{len(noted) - len(shown)} more candidates sit near their latency floor: "
             "limit_note in the output file"
         )
+    for note in dict.fromkeys(c.cost_note for c in ordered if c.cost_note):
+        console.print(f"[bold]Cost[/bold]: {note}", highlight=False)
     if result.level_s is not None:
         search = next((a for a in result.assumptions if a.startswith("search:")), "")
         console.print(f"[bold yellow]Note[/bold yellow]: {search}")

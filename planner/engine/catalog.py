@@ -101,6 +101,8 @@ _FIELD_TYPES: dict[str, type] = {
     "link_bandwidth_bytes_per_s": float,
     "link_latency_s": float,
     "link_kind": str,
+    "link_gpus": int,
+    "pcie_bandwidth_bytes_per_s": float,
     "memory_bytes": int,
     "hbm_bandwidth_bytes_per_s": float,
     "bf16_flops": float,
@@ -153,13 +155,15 @@ _SHAPE_SAME = re.compile(
 
 
 def normal_name(name: str) -> str:
-    """A catalog key as matched: lower case, no hub owner, no `meta-` prefix, none of the
+    """A catalog key as matched: lower case, no hub owner, no `meta-` prefix, a hyphen after
+    `llama` (`Llama2-70B` -> `llama-2-70b`, as benchmark suites write it), none of the
     trailing parts that keep the shapes (`_SHAPE_SAME`): `meta-llama/Meta-Llama-3.1-8B-Instruct`
     -> `llama-3.1-8b`, `mistralai/Mixtral-8x7B-Instruct-v0.1` -> `mixtral-8x7b`,
     `Qwen/Qwen3-235B-A22B-Instruct-2507-FP8` -> `qwen3-235b-a22b`."""
     name = name.strip().lower().split("/")[-1]
     name = re.sub(r"[\s_]+", "-", name)
     name = re.sub(r"^meta-(?=llama)", "", name)
+    name = re.sub(r"^llama(?=\d)", "llama-", name)  # Llama2-70B, llama3.1-8b
     return _SHAPE_SAME.sub("", name)
 
 
@@ -167,12 +171,32 @@ def normal_gpu_name(name: str) -> str:
     """A GPU's catalog key as matched: lower case, no vendor or product line (`NVIDIA`,
     `AMD Instinct`), no SXM form factor or HBM generation, which name the same board:
     `NVIDIA H100 80GB HBM3` and `H100-SXM5-80GB` -> `h100-80gb`. A PCIe or NVL board is
-    another GPU (other clocks, memory and links): its tag stays, and it is not found unless
-    a --catalog adds it."""
+    another GPU (other clocks, memory and links): its tag stays (`NVIDIA H100 NVL` ->
+    `h100-nvl`, the catalog's H100-NVL-94GB)."""
     parts = re.split(r"[\s_-]+", name.strip().lower())
     while parts and parts[0] in ("nvidia", "amd", "instinct"):
         parts = parts[1:]
     return "-".join(p for p in parts if p and not re.fullmatch(r"sxm\d*|hbm\d*e?", p))
+
+
+# Tags that name another board of the same chip (other clocks, memory and links).
+_FORM_TAGS = frozenset({"pcie", "nvl"})
+
+
+def _gpu_matches(wanted: str, by_normal: dict[str, Any]) -> list[Any]:
+    """The boards whose name holds every part typed, in any order (`NVIDIA H100 NVL` ->
+    H100-NVL-94GB); where several do, those without a form tag (PCIe, NVL) that was not
+    typed (`H100` -> H100-80GB, the SXM board)."""
+    first, *rest = wanted.split("-")
+    found = {
+        k: v
+        for k, v in by_normal.items()
+        if k.split("-")[0] == first and set(rest) <= set(k.split("-")[1:])
+    }
+    if len(found) > 1:
+        plain = {k: v for k, v in found.items() if not (set(k.split("-")) - set(rest)) & _FORM_TAGS}
+        found = plain or found
+    return list(found.values())
 
 
 def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
@@ -181,7 +205,10 @@ def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
     by_normal = {normal(k): v for k, v in catalog.items()}
     if wanted in by_normal:
         return by_normal[wanted]
-    prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
+    if kind == "GPU":
+        prefixed = _gpu_matches(wanted, by_normal)
+    else:
+        prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
     if len(prefixed) == 1:
         return prefixed[0]
     known = ", ".join(sorted(catalog))

@@ -204,8 +204,9 @@ class Roofline:
 
 def tp_allreduce(config: EngineConfig) -> AllReduceCost | None:
     """One tensor-parallel all-reduce's cost (None at tp 1): over the config's forced link
-    (fixed latency), with a calibrated hop latency on the board's link, or by NCCL's own cost
-    model of the board's link (planner.engine.parallel)."""
+    (fixed latency), across PCIe where the group is larger than the board's link joins
+    (`link_gpus`: an NVLink bridge's pair), with a calibrated hop latency on the board's
+    link, or by NCCL's own cost model of the board's link (planner.engine.parallel)."""
     if config.tp == 1:
         return None
     gpu = config.gpu
@@ -215,6 +216,10 @@ def tp_allreduce(config: EngineConfig) -> AllReduceCost | None:
         return fixed_allreduce(
             config.tp_allreduce_latency_s, config.tp_link_bandwidth_bytes_per_s, config.tp
         )
+    if gpu.link_gpus is not None and config.tp > gpu.link_gpus:
+        # the ring leaves the bridged group: its slowest hops cross PCIe
+        pcie_bw = gpu.pcie_bandwidth_bytes_per_s or DEFAULT_LINK.bandwidth_bytes_per_s
+        return nccl_allreduce("pcie", pcie_bw * config.tp_link_efficiency, config.tp)
     if config.tp_hop_latency_s is not None:
         latency = allreduce_latency_s(config.tp_hop_latency_s, config.tp)
         return fixed_allreduce(latency, link_bw, config.tp)

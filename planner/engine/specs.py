@@ -43,7 +43,10 @@ class GpuSpec:
     nvfp4 cannot run, mxfp4 runs weight-only). `link_*`: the board's link for tensor-parallel
     all-reduces (per-GPU bus bandwidth one way, latency per ring hop); None: PCIe defaults.
     `link_kind` (nvlink or pcie) picks NCCL's latencies for that link
-    (planner.engine.parallel).
+    (planner.engine.parallel). `link_gpus`: the most GPUs that link joins where it does not
+    join a whole node (an NVLink bridge: 2 boards of H100 NVL); a tensor-parallel group
+    larger than that all-reduces across PCIe, at `pcie_bandwidth_bytes_per_s` (None: the
+    PCIe default). None: the link joins every GPU of the group.
     """
 
     name: str
@@ -56,6 +59,8 @@ class GpuSpec:
     link_bandwidth_bytes_per_s: float | None = None
     link_latency_s: float | None = None
     link_kind: LinkKind = "pcie"
+    link_gpus: int | None = None
+    pcie_bandwidth_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,21 @@ def _no_rate(search: SearchResult) -> str:
     )
 
 
+def _price(gpu: str, options: WhatifOptions) -> tuple[float, str | None]:
+    """The GPU-hour price, or 0 and why there is none: a board with no public price on file
+    still gets its limit and instances (the question whatif answers first); only its cost
+    waits for --gpu-hour-price."""
+    if options.gpu_hour_price_usd is not None:
+        return gpu_hour_price(gpu, options.gpu_hour_price_usd)[0], None
+    try:
+        return gpu_hour_price(gpu, None)[0], None
+    except ConfigError:
+        return 0.0, (
+            f"no public price on file for {gpu_name(gpu, options.catalog)}: limit and "
+            "instances without a cost; --gpu-hour-price costs it"
+        )
+
+
 def run_candidate(
     profile: Profile,
     options: WhatifOptions,
@@ -151,7 +166,7 @@ def run_candidate(
     instances and cost."""
     gpu, tp, pp = shape
     label = _label(gpu, tp, pp, settings)
-    price, _ = gpu_hour_price(gpu, options.gpu_hour_price_usd)
+    price, cost_note = _price(gpu, options)
     disagg = parse_disagg(
         settings.get("disaggregation", "off"), options.kv_link_bandwidth_bytes_per_s
     )
@@ -207,6 +222,7 @@ def run_candidate(
         kv_capacity_tokens=kv_capacity_tokens(config),
         shared_prompt_share=vl.shared_prompt_share,
         gpu_hour_price_usd=price,
+        cost_note=cost_note,
         simulated_requests=vl.simulated_requests,
         wall_s=vl.wall_s,
     )
@@ -232,8 +248,9 @@ def run_candidate(
         )  # fmt: skip
         candidate.instances = scenario.instances * units
         candidate.gpus = scenario.gpus
-        candidate.monthly_cost_usd = scenario.monthly_cost_usd
-        if mean_out:
+        if cost_note is None:
+            candidate.monthly_cost_usd = scenario.monthly_cost_usd
+        if mean_out and cost_note is None:
             candidate.usd_per_million_output_tokens = usd_per_million_output_tokens(
                 limit, mean_out, tp * pp * units, price
             )

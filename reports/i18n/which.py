@@ -76,6 +76,10 @@ WHICH_EN: dict[str, str] = {
         "at another peak the order can change."
     ),
     "which_no_limit_lesson": "{labels}: the SLO is met at no tested load.",
+    "which_no_price": (
+        "{labels}: no public price on file for the GPU, so no cost and no rank; the limit "
+        "and instance count stand (give whatif --gpu-hour-price to cost it)."
+    ),
     "which_near_floor": (
         "Latency, not throughput, sets the limit of {label}: even idle, one instance's "
         "{constraint} is {floor} of the {threshold} allowed ({share}), set by the prompts at "
@@ -150,6 +154,10 @@ WHICH_ZH: dict[str, str] = {
         "{best} 的集群更便宜:实例只能整台购买,峰值不同时排名可能改变。"
     ),
     "which_no_limit_lesson": "{labels}:在所测的任何负载下都达不到 SLO。",
+    "which_no_price": (
+        "{labels}:该 GPU 没有公开价格记录,因此没有成本和排名;上限与实例数仍然有效"
+        "(给出每 GPU 小时的价格后即可计算成本)。"
+    ),
     "which_near_floor": (
         "{label} 的上限由延迟而非吞吐决定:即使空闲,单个实例的 {constraint} 也已达 {floor},"
         "占允许的 {threshold} 的 {share},由该分位的提示词({tokens} 个 token)决定。"

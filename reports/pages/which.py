@@ -149,20 +149,25 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
                 cost=w.usd(best.monthly_cost_usd),
             )
         )
-        if section.kind == "whatif" and best.limit_low is not None:
-            out.append(
-                layout.t(
-                    "which_predicted",
-                    label=best.label,
-                    limit=w.load(best.limit, best.unit),
-                    low=w.load(best.limit_low, best.unit),
-                    high=w.load(best.limit_high, best.unit),
-                    # a whatif.json written before the source was stored: the sentence stays
-                    source=interval_source(layout.t, best.limit_source)
-                    if best.limit_source is not None
-                    else layout.t("na"),
-                )
+    # the first page's prediction: the cheapest, else (none priced) the first with a limit
+    lead = best or next((r for r in section.rows if r.no_price), None)
+    if lead is not None and section.kind == "whatif" and lead.limit_low is not None:
+        out.append(
+            layout.t(
+                "which_predicted",
+                label=lead.label,
+                limit=w.load(lead.limit, lead.unit),
+                low=w.load(lead.limit_low, lead.unit),
+                high=w.load(lead.limit_high, lead.unit),
+                # a whatif.json written before the source was stored: the sentence stays
+                source=interval_source(layout.t, lead.limit_source)
+                if lead.limit_source is not None
+                else layout.t("na"),
             )
+        )
+    unpriced = [r.label for r in section.rows if r.no_price]
+    if unpriced:
+        out.append(layout.t("which_no_price", labels=", ".join(unpriced)))
     if best is not None and best.near_floor is not None:
         f = best.near_floor
         out.append(

@@ -341,3 +341,25 @@ def test_a_limit_latency_sets_is_explained_in_both_languages(tmp_path: Path) -> 
         text, _ = _text(out)
         assert words in text, text
         assert floor in text and tokens in text
+
+
+def test_a_board_with_no_price_keeps_its_predicted_limit_on_the_first_page(tmp_path: Path) -> None:
+    """An H100 NVL has no public price on file: whatif ranks nothing, and the report's first
+    page still says its limit is predicted, not measured, with the interval, and why it has
+    no cost, in English and Chinese. Fails if the unpriced candidate is left unexplained."""
+    profile = tmp_path / "chat.json"
+    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    whatif = tmp_path / "whatif.json"
+    run_cli(
+        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "--gpu", "NVIDIA H100 NVL",
+        "--level-duration", "30", "-o", str(whatif),
+    )  # fmt: skip
+    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    assert candidate["rank"] is None and candidate["limit_rps"] > 0
+    for lang, words in (("en", ("Predicted, not measured", "no public price on file")),
+                        ("zh", ("预测值,未经实测", "没有公开价格记录"))):  # fmt: skip
+        out = tmp_path / f"{lang}.pdf"
+        run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
+        text, _ = _text(out)
+        assert all(w in text for w in words), text
+        assert "H100-NVL-94GB tp1" in text

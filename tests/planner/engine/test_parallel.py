@@ -89,3 +89,49 @@ def test_catalog_link_kind_is_checked(tmp_path: Path) -> None:
         gpu_catalog(path)
     path.write_text(json.dumps({"gpus": {"X": {**gpu, "link_kind": "nvlink"}}}))
     assert gpu_catalog(path)["X"].link_kind == "nvlink"
+
+
+def test_an_nvlink_bridge_joins_two_boards_and_a_larger_group_crosses_pcie() -> None:
+    """H100 NVL boards are bridged in pairs (catalog link_gpus: 2): a tp 2 group all-reduces
+    over the bridge's NVLink, a tp 4 group's ring crosses PCIe Gen5 between the pairs, and
+    costs several times the SXM board's NVSwitch all-reduce at tp 4. Fails if the group size
+    is ignored (the tp 4 ring priced as NVLink)."""
+    message = 64 * 8192 * 2  # one decode step of 64 requests, Llama-70B's hidden size
+    nvl2 = build_engine_config("NVIDIA H100 NVL", "llama-3.1-70b", tp=2, engine="trtllm")
+    nvl4 = build_engine_config("NVIDIA H100 NVL", "llama-3.1-70b", tp=4, engine="trtllm")
+    sxm4 = build_engine_config("NVIDIA H100 80GB HBM3", "llama-3.1-70b", tp=4, engine="trtllm")
+    assert (nvl2.gpu.link_gpus, nvl2.gpu.link_kind) == (2, "nvlink")
+    two, four, switched = tp_allreduce(nvl2), tp_allreduce(nvl4), tp_allreduce(sxm4)
+    assert two is not None and four is not None and switched is not None
+    bridge = nccl_allreduce("nvlink", 240e9 * nvl2.tp_link_efficiency, 2)
+    pcie = nccl_allreduce("pcie", 51.2e9 * nvl4.tp_link_efficiency, 4)
+    assert two.time_s(message) == pytest.approx(bridge.time_s(message))
+    assert four.time_s(message) == pytest.approx(pcie.time_s(message))
+    assert four.time_s(message) > 3 * switched.time_s(message)
+
+
+def test_boards_without_a_published_row_take_their_dies_factors() -> None:
+    """H100 NVL and PCIe boards have no published row: they take the H100's fitted factors
+    (same die), the PCIe board also the L40S's share of the PCIe bus; their peaks, memory
+    and links are their own. Fails if a board falls back to the unfitted defaults."""
+    fitted = yaml.safe_load(EFFICIENCY_PATH.read_text(encoding="utf-8"))["gpus"]
+    sxm = build_engine_config("H100-80GB", "llama-3.1-8b", engine="trtllm")
+    for name in ("NVIDIA H100 NVL", "NVIDIA H100 PCIe", "NVIDIA H200 NVL"):
+        board = build_engine_config(name, "llama-3.1-8b", engine="trtllm")
+        for field in ("mfu", "mbu", "fp8_efficiency", "tp_shard_efficiency"):
+            assert getattr(board, field) == getattr(sxm, field), (name, field)
+        assert board.gpu.bf16_flops < sxm.gpu.bf16_flops  # its own (lower) clocks
+    pcie = build_engine_config("NVIDIA H100 PCIe", "llama-3.1-8b", engine="trtllm")
+    assert pcie.tp_link_efficiency == fitted["L40S-48GB"]["tp_link_efficiency"]
+    a100 = build_engine_config("NVIDIA A100 80GB PCIe", "llama-3.1-8b", engine="trtllm")
+    assert (a100.mfu, a100.mbu) == (fitted["A100-80GB"]["mfu"], fitted["A100-80GB"]["mbu"])
+
+
+def test_catalog_link_gpus_is_a_whole_number(tmp_path: Path) -> None:
+    path = tmp_path / "cat.json"
+    gpu = {"memory_bytes": 1e10, "hbm_bandwidth_bytes_per_s": 1e12, "bf16_flops": 1e14}
+    path.write_text(json.dumps({"gpus": {"X": {**gpu, "link_gpus": 1.5}}}))
+    with pytest.raises(InputError, match=r"gpus.X.link_gpus: expected a whole number"):
+        gpu_catalog(path)
+    path.write_text(json.dumps({"gpus": {"X": {**gpu, "link_gpus": 2}}}))
+    assert gpu_catalog(path)["X"].link_gpus == 2

@@ -63,6 +63,8 @@ MODELS_AS_PUBLISHED = [
     ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1"),
     ("deepseek-ai/DeepSeek-Coder-V2-Instruct", None),  # not in the catalog: said so
     ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("Llama2-70B", "llama-2-70b"),  # as benchmark suites write it
+    ("llama3.1-8b", "llama-3.1-8b"),
 ]
 GPUS_AS_WRITTEN = [
     ("NVIDIA H100 80GB HBM3", "H100-80GB"),  # nvidia-smi's name
@@ -71,9 +73,16 @@ GPUS_AS_WRITTEN = [
     ("A100-SXM4-80GB", "A100-80GB"),
     ("B200-SXM-180GB", "B200-180GB"),
     ("AMD Instinct MI300X", "MI300X-192GB"),
-    ("H100 PCIe", None),  # another board: not the SXM one's figures
-    ("NVIDIA H100 NVL", None),
+    ("H100", "H100-80GB"),  # the chip alone: the SXM board, not a PCIe or NVL one
+    ("NVIDIA H200", "H200-141GB"),  # nvidia-smi's name of the SXM H200
+    ("A100", "A100-80GB"),
+    ("NVIDIA H100 PCIe", "H100-PCIe-80GB"),  # other boards: their own figures
+    ("NVIDIA H100 NVL", "H100-NVL-94GB"),
+    ("NVIDIA H200 NVL", "H200-NVL-141GB"),
+    ("NVIDIA A100 80GB PCIe", "A100-PCIe-80GB"),
     ("A100-PCIE-40GB", None),
+    ("NVIDIA A100-SXM4-40GB", None),
+    ("NVIDIA A10G", None),
 ]
 
 

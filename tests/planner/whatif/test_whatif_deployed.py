@@ -104,3 +104,20 @@ def test_a_gpu_and_model_as_their_vendors_name_them(profile: Path, tmp_path: Pat
     (candidate,) = json.loads(out.read_text())["candidates"]
     assert candidate["gpu"] == "H100-80GB" and candidate["label"].startswith("H100-80GB")
     assert candidate["monthly_cost_usd"] > 0
+
+
+def test_a_board_with_no_price_on_file_still_gets_its_limit(profile: Path, tmp_path: Path) -> None:
+    """An H100 NVL has no public price on file: whatif still answers its limit and instance
+    count, says the cost waits for --gpu-hour-price, and ranks it only once priced. Fails if
+    a missing price stops the candidate (exit 2, as it did)."""
+    out = tmp_path / "w.json"
+    code, output = _whatif(profile, out, "--gpu", "NVIDIA H100 NVL")
+    assert code == 0, output
+    (c,) = json.loads(out.read_text())["candidates"]
+    assert c["gpu"] == "H100-NVL-94GB" and c["limit_rps"] > 0 and c["instances"] >= 1
+    assert c["monthly_cost_usd"] is None and c["rank"] is None
+    assert "--gpu-hour-price" in c["cost_note"] and "no price" in output
+    code, output = _whatif(profile, out, "--gpu", "NVIDIA H100 NVL", "--gpu-hour-price", "3")
+    assert code == 0, output
+    (c,) = json.loads(out.read_text())["candidates"]
+    assert c["monthly_cost_usd"] > 0 and c["rank"] == 1 and c["cost_note"] is None
