@@ -41,7 +41,7 @@ from capplan.commands.shared import (
     Redundancy,
     RoutingOption,
 )
-from contracts.errors import ConfigError
+from contracts.errors import ConfigError, RunError
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif, WhatifCandidate
 from planner.engine.precision import precision_overrides
@@ -270,6 +270,12 @@ def whatif_command(
     )
     write_model(output, result)
     print_result(result, output, output_format, lambda console: print_whatif(result, console))
+    if not any(c.limit_rps for c in result.candidates):
+        # the file and the reasons are out; a script or CI job must not read this as an answer
+        raise RunError(
+            f"no candidate met the SLO at any load tested: each one's reason is above and "
+            f"in {output}"
+        )
 
 
 def _no_cost(c: WhatifCandidate) -> str:

@@ -230,6 +230,7 @@ def test_a_whatif_where_nothing_meets_the_slo_says_so(inputs: Inputs, tmp_path: 
     run_cli(
         "whatif", "--profile", str(inputs.paths.profile), "--slo", "ttft:p95<=1ms",
         "--gpu", "L40S-48GB", "--level-duration", "10", "--peak-rps", PEAK_RPS, "-o", str(whatif),
+        code=1,  # no candidate has a limit: the file holds why, the exit code says so
     )  # fmt: skip
     (candidate,) = json.loads(whatif.read_text())["candidates"]
     assert candidate["limit_rps"] is None and candidate["rank"] is None

@@ -38,9 +38,9 @@ class Inputs:
     whatif_output: str  # what `capplan whatif` printed
 
 
-def run_cli(*args: str) -> str:
+def run_cli(*args: str, code: int = 0) -> str:
     result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == code, result.output
     return result.output
 
 
