@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contracts.errors import InputError
 from profiles.assemble import GROUPABLE, profile_from_result
-from profiles.model import Profile
+from profiles.model import Limitation, Profile
 from profiles.readers import read_requests
 from profiles.tokenize import Tokenizer
 
@@ -28,6 +28,7 @@ def build_profile(
     seed: int = 0,
     time_unit: str = "auto",
     chunk_rows: int | None = None,
+    arrival_rps: float | None = None,
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
 
@@ -38,6 +39,10 @@ def build_profile(
     `chunk_rows` set forces that path for any such log (see profiles.stream for when it
     still reads the log whole).
 
+    `arrival_rps` sends a table of lengths without arrival times (a benchmark dataset) as a
+    Poisson process at that rate (seeded by `seed`), as vLLM's benchmark (`--request-rate`)
+    and guidellm (`--rate-type poisson`) send a dataset; `source.limitations` says so.
+
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
     """
@@ -46,6 +51,8 @@ def build_profile(
         extra = (group_by,)
     if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
         raise InputError("--cache-tokens sizes must be positive token counts")
+    if arrival_rps is not None:
+        _check_lengths_table(paths, fmt, arrival_rps)
     from profiles.stream import profile_in_chunks
 
     streamed = profile_in_chunks(
@@ -59,10 +66,39 @@ def build_profile(
         seed=seed,
         time_unit=time_unit,
         chunk_rows=chunk_rows,
+        arrival_rps=arrival_rps,
     )
-    if streamed is not None:
-        return streamed
-    result = read_requests(
-        paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit, extra_columns=extra
-    )
-    return profile_from_result(result, group_by=group_by, cache_tokens=cache_tokens, seed=seed)
+    if streamed is None:
+        result = read_requests(
+            paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit,
+            extra_columns=extra, arrival_rps=arrival_rps, seed=seed,
+        )  # fmt: skip
+        streamed = profile_from_result(
+            result, group_by=group_by, cache_tokens=cache_tokens, seed=seed
+        )
+    if arrival_rps is not None:
+        streamed.source.limitations.append(
+            Limitation(
+                unknown="arrival times: the table holds lengths only",
+                assumption=f"Poisson arrivals at {arrival_rps:g} req/s (--rate-rps, seed "
+                f"{seed}), in the table's row order, as vLLM's benchmark (--request-rate) and "
+                "guidellm (--rate-type poisson) send a dataset; its bursts and peaks are a "
+                "Poisson stream's, not your traffic's",
+            )
+        )
+    return streamed
+
+
+def _check_lengths_table(paths: list[str], fmt: str, arrival_rps: float) -> None:
+    """InputError unless `paths` are generic tables (a format with its own arrival times
+    keeps them) and the rate is positive."""
+    from profiles.readers import expand_paths, format_of
+
+    if not arrival_rps > 0:
+        raise InputError(f"--rate-rps must be > 0, got {arrival_rps:g}")
+    kind = format_of(expand_paths(paths), fmt)
+    if kind != "table":
+        raise InputError(
+            f"--rate-rps gives arrival times to a table of lengths (CSV, Parquet or JSONL "
+            f"with input and output columns); these logs are {kind}, with their own"
+        )

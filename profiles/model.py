@@ -94,7 +94,8 @@ class Source(_Model):
     )
     limitations: list[Limitation] = Field(
         default_factory=list,
-        description="what the source cannot tell and the assumption used instead (metrics)",
+        description="what the source cannot tell and the assumption used instead (metrics; a "
+        "table of lengths sent at --rate-rps)",
     )
 
 

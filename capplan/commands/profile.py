@@ -39,6 +39,8 @@ Examples:
 
   capplan profile --preset chat --rate-rps 40 --peak-to-mean 2.5 -o prelaunch.json
 
+  capplan profile dataset_lengths.csv --rate-rps 8 -o p.json   (lengths only: Poisson arrivals)
+
   capplan profile --merge 'days/day-*.json' -o quarter.json   (partial profiles -> one)
 
   capplan profile prometheus:http://prom:9090 --match '{job="vllm"}' --since 7d -o p.json
@@ -133,7 +135,12 @@ def profile_command(
     preset: str = typer.Option(
         None, "--preset", help="chat|rag|agent|batch: a built-in profile instead of logs"
     ),
-    rate_rps: float = typer.Option(None, "--rate-rps", help="preset: mean request rate"),
+    rate_rps: float = typer.Option(
+        None,
+        "--rate-rps",
+        help="preset: mean request rate; a table of lengths without arrival times (a "
+        "benchmark dataset): send it at this rate as a Poisson process",
+    ),
     peak_to_mean: float = typer.Option(
         None, "--peak-to-mean", help="preset: 60 s peak rate over the mean"
     ),
@@ -232,14 +239,16 @@ def profile_command(
 
         prof = preset_profile(options.preset, seed=options.seed, **options.figures.model_dump())
     else:
-        used = options.figures.given()
+        used = [f for f in options.figures.given() if f != "rate_rps"]
         if used:
             raise ConfigError(f"--{used[0].replace('_', '-')} only applies with --preset")
         if not logs:
             raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
         from profiles.build import build_profile
 
-        prof = build_profile(_resolve_samples(logs), **options.read_args())
+        prof = build_profile(
+            _resolve_samples(logs), **options.read_args(), arrival_rps=options.figures.rate_rps
+        )
     _write(prof, options)
 
 
@@ -275,7 +284,7 @@ def _write(prof: Profile, options: ProfileOptions) -> None:
     for w in src.warnings:
         typer.echo(f"warning: {w}", err=True)
     for lim in src.limitations:
-        typer.echo(f"not in the metrics: {lim.unknown}; assumed: {lim.assumption}", err=True)
+        typer.echo(f"not in the source: {lim.unknown}; assumed: {lim.assumption}", err=True)
     if not options.quiet:
         from capplan.commands.console import stdout_console
         from profiles.summary import summary_table

@@ -96,6 +96,12 @@ class ReaderContext:
     extra_columns: tuple[str, ...] = ()
     tokens_estimated: bool = False  # some token count came from the tokenizer
     tokenizer_used: bool = False  # the tokenizer read prompt text (counts or block hashes)
+    # A table of lengths without arrival times (a benchmark dataset) sent at this rate as a
+    # Poisson process, as vLLM's benchmark and guidellm send a dataset; None: the file's own
+    arrival_rps: float | None = None
+    arrival_seed: int = 0
+    arrival_clock_s: float = 0.0  # the last drawn arrival (the files and chunks continue it)
+    arrivals_drawn: int = 0
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ class TablePlan:
     names: list[str]
     exprs: list[pl.Expr]
     mapping: dict[str, str]
-    arrival_kind: str  # epoch_s or numeric
+    arrival_kind: str  # epoch_s, numeric, or poisson (drawn at --rate-rps)
     spec: TableSpec
     unit: str | None = None  # of numeric timestamps, from the first rows read
     absolute: bool = False
@@ -259,12 +259,21 @@ def plan_table(
     if not names:
         raise InputError(f"{path}: empty file (no header)")
     mapping = spec.mapping
-    for key in ("arrival", "input", "output"):
+    drawn = ctx.arrival_rps is not None  # a table of lengths, sent at --rate-rps
+    if drawn and "arrival" in mapping:
+        raise InputError(
+            f"{path}: has arrival times of its own (column {mapping['arrival']!r}); "
+            "--rate-rps is for a table of lengths without them"
+        )
+    for key in ("input", "output") if drawn else ("arrival", "input", "output"):
         if key not in mapping:
+            lengths_only = key == "arrival" and "input" in mapping and "output" in mapping
             raise InputError(
                 f"{path}: no {key} column found among {shown}; pass --columns "
                 "arrival=COL,input=COL,output=COL"
-            )
+                + (" (a table of lengths only, such as a benchmark dataset: --rate-rps R "
+                   "sends it as a Poisson process at R req/s)" if lengths_only else "")
+            )  # fmt: skip
     for key, col in mapping.items():
         if col not in names:
             raise InputError(
@@ -274,9 +283,12 @@ def plan_table(
     for col in ctx.extra_columns:
         if col not in names:
             raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
-    arrival, arrival_kind = _arrival_expr(
-        lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
-    )
+    if drawn:  # drawn after reading (canonical_rows), continuing across chunks and files
+        arrival, arrival_kind = pl.lit(0.0, dtype=pl.Float64), "poisson"
+    else:
+        arrival, arrival_kind = _arrival_expr(
+            lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
+        )
     inp = _count_expr(mapping["input"], schema[mapping["input"]])
     out = _count_expr(mapping["output"], schema[mapping["output"]])
     exprs = [
@@ -334,6 +346,8 @@ def canonical_rows(
     """Skip bad rows, settle the timestamps' unit and drop far rows in rows read from
     `plan.path`, the first of them its row `first_row` (0-based, for line numbers)."""
     path, spec = plan.path, plan.spec
+    if plan.arrival_kind == "poisson":
+        df = df.with_columns(pl.Series("arrival_s", _poisson_arrivals(ctx, df.height)))
     offset = _line_offset(plan.kind, spec, plan.names) + first_row
     lines = df["__line"].to_numpy() if "__line" in df.columns else None
     required = ("arrival_s", "input_tokens", "output_tokens")
@@ -370,6 +384,29 @@ def canonical_rows(
     return FileFrame(df, plan.absolute, steps, first_back)
 
 
+ARRIVAL_BLOCK = 4096  # rows per block of seeded inter-arrival draws
+
+
+def _poisson_arrivals(ctx: ReaderContext, n: int) -> np.ndarray:
+    """The next `n` arrivals of a Poisson process at ctx.arrival_rps, continuing the clock
+    of the rows drawn before. Row i's gap comes from block i // ARRIVAL_BLOCK of the seeded
+    draws, so the gaps do not depend on how the table was cut into chunks."""
+    assert ctx.arrival_rps is not None
+    gaps = np.empty(n)
+    done = 0
+    while done < n:
+        block, skip = divmod(ctx.arrivals_drawn + done, ARRIVAL_BLOCK)
+        draws = np.random.default_rng([ctx.arrival_seed, block]).standard_exponential(ARRIVAL_BLOCK)
+        take = min(ARRIVAL_BLOCK - skip, n - done)
+        gaps[done : done + take] = draws[skip : skip + take]
+        done += take
+    times = ctx.arrival_clock_s + np.cumsum(gaps / ctx.arrival_rps)
+    if n:
+        ctx.arrival_clock_s = float(times[-1])
+    ctx.arrivals_drawn += n
+    return times
+
+
 def _contiguous_arrivals(df: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """`df` with its arrivals in one buffer, and that buffer as a (read-only) numpy view.
 
@@ -396,7 +433,7 @@ def _skip_bad_rows(
         df = df.with_row_index("__line").with_columns(pl.col("__line").cast(pl.Int64) + offset)
     reason = (
         pl.when(pl.col("arrival_s").is_null())
-        .then(pl.lit(f"bad or missing timestamp ({mapping['arrival']})"))
+        .then(pl.lit(f"bad or missing timestamp ({mapping.get('arrival', 'drawn')})"))
         .when(pl.col("input_tokens").is_null())
         .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
         .when(pl.col("output_tokens").is_null())

@@ -65,7 +65,7 @@ def profiled(fleet: tuple[PromServer, Truth, Path]) -> Path:
     server, truth, root = fleet
     code, output = _profile(server, truth, root / "p.json")
     assert code == 0, output
-    assert "not in the metrics: the joint distribution" in output  # limitations are printed
+    assert "not in the source: the joint distribution" in output  # limitations are printed
     return root / "p.json"
 
 
