@@ -26,6 +26,7 @@ from profiles.readers.base import (
     read_lines,
     register_reader,
 )
+from profiles.readers.drawn import poisson_arrivals
 from profiles.readers.timeunits import (
     FAR_REASON,
     MAX_SPAN_S,
@@ -347,7 +348,7 @@ def canonical_rows(
     `plan.path`, the first of them its row `first_row` (0-based, for line numbers)."""
     path, spec = plan.path, plan.spec
     if plan.arrival_kind == "poisson":
-        df = df.with_columns(pl.Series("arrival_s", _poisson_arrivals(ctx, df.height)))
+        df = df.with_columns(pl.Series("arrival_s", poisson_arrivals(ctx, df.height)))
     offset = _line_offset(plan.kind, spec, plan.names) + first_row
     lines = df["__line"].to_numpy() if "__line" in df.columns else None
     required = ("arrival_s", "input_tokens", "output_tokens")
@@ -382,29 +383,6 @@ def canonical_rows(
         offset = 0
     steps, first_back = _backwards(raw, lines, offset)
     return FileFrame(df, plan.absolute, steps, first_back)
-
-
-ARRIVAL_BLOCK = 4096  # rows per block of seeded inter-arrival draws
-
-
-def _poisson_arrivals(ctx: ReaderContext, n: int) -> np.ndarray:
-    """The next `n` arrivals of a Poisson process at ctx.arrival_rps, continuing the clock
-    of the rows drawn before. Row i's gap comes from block i // ARRIVAL_BLOCK of the seeded
-    draws, so the gaps do not depend on how the table was cut into chunks."""
-    assert ctx.arrival_rps is not None
-    gaps = np.empty(n)
-    done = 0
-    while done < n:
-        block, skip = divmod(ctx.arrivals_drawn + done, ARRIVAL_BLOCK)
-        draws = np.random.default_rng([ctx.arrival_seed, block]).standard_exponential(ARRIVAL_BLOCK)
-        take = min(ARRIVAL_BLOCK - skip, n - done)
-        gaps[done : done + take] = draws[skip : skip + take]
-        done += take
-    times = ctx.arrival_clock_s + np.cumsum(gaps / ctx.arrival_rps)
-    if n:
-        ctx.arrival_clock_s = float(times[-1])
-    ctx.arrivals_drawn += n
-    return times
 
 
 def _contiguous_arrivals(df: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:

@@ -106,7 +106,7 @@ def test_errors_exit_2_with_one_message(tmp_path: Path) -> None:
     _fails_cleanly(["-o", out], "no log files given")
     _fails_cleanly(["--preset", "video", "-o", out], "unknown preset")
     _fails_cleanly(
-        ["sample:azure_conv", "--rate-rps", "3", "-o", out], "only applies with --preset"
+        ["sample:azure_conv", "--peak-to-mean", "3", "-o", out], "only applies with --preset"
     )
     _fails_cleanly(["sample:azure_conv", "--cache-tokens", "lots", "-o", out], "--cache-tokens")
     _fails_cleanly(["sample:azure_conv", "--group-by", "region", "-o", out], "--group-by")
