@@ -146,11 +146,12 @@ def model_catalog(path: Path | str | None = None) -> dict[str, ModelSpec]:
 
 
 # Trailing parts of a hub name that do not change the shapes: tuning (-instruct, -chat,
-# -thinking), format (-hf), release (-v0.3, -2507, -0528) and a checkpoint's precision
-# (-fp8, -awq, ...: the precision served is --quantization's, never read from the name).
+# -thinking), format (-hf), release (-v0.3, -2507, -0528), a checkpoint's precision
+# (-fp8, -awq, ...: the precision served is --quantization's, never read from the name) and
+# the accuracy target benchmark suites add to a model's name (-99, -99.9).
 _SHAPE_SAME = re.compile(
     r"(-(instruct|chat|thinking|hf|v\d+\.\d+|\d{4}|fp8|fp8-dynamic|awq|gptq|gptq-int4|int4|"
-    r"int8|w8a8|w4a16|fp4|nvfp4))+$"
+    r"int8|w8a8|w4a16|fp4|nvfp4|99|99\.9))+$"
 )
 
 

@@ -65,6 +65,8 @@ MODELS_AS_PUBLISHED = [
     ("openai/gpt-oss-120b", "gpt-oss-120b"),
     ("Llama2-70B", "llama-2-70b"),  # as benchmark suites write it
     ("llama3.1-8b", "llama-3.1-8b"),
+    ("llama2-70b-99.9", "llama-2-70b"),  # with the accuracy target a benchmark adds
+    ("llama3.1-8b-99", "llama-3.1-8b"),
 ]
 GPUS_AS_WRITTEN = [
     ("NVIDIA H100 80GB HBM3", "H100-80GB"),  # nvidia-smi's name
