@@ -73,6 +73,11 @@ class WhatifCandidate(_Model):
     short_ttft_p99_s: float | None = None
     long_ttft_p99_s: float | None = None
     mean_output_tokens: float | None = None
+    output_tokens_per_s: float | None = Field(
+        default=None,
+        description="output tokens per second one instance serves at its limit (limit_rps x "
+        "mean_output_tokens), the figure serving benchmarks publish",
+    )
     kv_capacity_tokens: int = 0
     shared_prompt_share: float | None = Field(
         default=None, description="replayed prompt tokens in blocks seen before (prefix reuse)"

@@ -285,8 +285,8 @@ def _no_cost(c: WhatifCandidate) -> str:
 def print_whatif(result: Whatif, console: Console) -> None:
     """The candidates ranked by cost, then the lessons."""
     table = Table(title=f"What if: {result.slo}, peak {result.peak_rps:.3g} req/s")
-    for col in ("rank", "candidate", "limit req/s", "binding", "e2e p95", "n", "GPUs",
-                "$/month", "$/M out", "Pareto"):  # fmt: skip
+    for col in ("rank", "candidate", "limit req/s", "out tok/s", "binding", "e2e p95", "n",
+                "GPUs", "$/month", "$/M out", "Pareto"):  # fmt: skip
         table.add_column(col, justify="right" if col != "candidate" else "left")
     ordered = sorted(result.candidates, key=lambda c: c.rank or 10**9)
     for c in ordered:
@@ -294,6 +294,7 @@ def print_whatif(result: Whatif, console: Console) -> None:
             str(c.rank or "-"),
             c.label,
             f"{c.limit_rps:.3g}" if c.limit_rps else (c.problem or "-")[:40],
+            f"{c.output_tokens_per_s:,.0f}" if c.output_tokens_per_s else "-",
             c.binding or "-",
             f"{c.e2e_p95_s:.1f} s" if c.e2e_p95_s is not None else "-",
             str(c.instances or "-"),

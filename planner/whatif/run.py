@@ -219,6 +219,7 @@ def run_candidate(
         short_ttft_p99_s=split.short_ttft_p99_s,
         long_ttft_p99_s=split.long_ttft_p99_s,
         mean_output_tokens=mean_out,
+        output_tokens_per_s=limit * mean_out if limit and mean_out else None,
         kv_capacity_tokens=kv_capacity_tokens(config),
         shared_prompt_share=vl.shared_prompt_share,
         gpu_hour_price_usd=price,

@@ -117,6 +117,9 @@ def test_a_board_with_no_price_on_file_still_gets_its_limit(profile: Path, tmp_p
     assert c["gpu"] == "H100-NVL-94GB" and c["limit_rps"] > 0 and c["instances"] >= 1
     assert c["monthly_cost_usd"] is None and c["rank"] is None
     assert "--gpu-hour-price" in c["cost_note"] and "no price" in output
+    # output tokens/s at the limit, as serving benchmarks publish it: the profile's two
+    # pairs answer 64 and 128 tokens, 96 on average
+    assert c["output_tokens_per_s"] == pytest.approx(96 * c["limit_rps"], rel=0.2)
     code, output = _whatif(profile, out, "--gpu", "NVIDIA H100 NVL", "--gpu-hour-price", "3")
     assert code == 0, output
     (c,) = json.loads(out.read_text())["candidates"]
