@@ -73,7 +73,8 @@ def mismatches(profile: Profile, results: list[tuple[str, LimitResult]]) -> list
         if r.profile_digest and r.profile_digest != digest:
             out.append(
                 f"{run}: measured on profile {r.profile_digest[:12]}, not the given profile's "
-                f"{digest[:12]}"
+                f"{digest[:12]} (a profile is its whole file: profiling the same log again "
+                "writes another; give the file the run was measured with)"
             )
         if normalise_slo(r.slo) != slo0:
             out.append(f"{run}: SLO {r.slo!r} differs from {results[0][1].slo!r}")

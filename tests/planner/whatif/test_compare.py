@@ -134,6 +134,7 @@ def test_compare_refuses_runs_of_another_profile(
     refused = CliRunner().invoke(app, args)
     assert refused.exit_code == 2
     assert "not comparable" in refused.output and "Traceback" not in refused.output
+    assert "give the file the run was measured with" in " ".join(refused.output.split())
     forced = CliRunner().invoke(app, [*args, "--force"])
     assert forced.exit_code == 0, forced.output
     assert json.loads((tmp_path / "c.json").read_text())["forced"] is True
