@@ -212,6 +212,9 @@ def lookup_spec(catalog: dict[str, Any], name: str, kind: str) -> Any:
         prefixed = [v for k, v in by_normal.items() if k.split("-")[0] == wanted]
     if len(prefixed) == 1:
         return prefixed[0]
+    if prefixed:
+        several = ", ".join(sorted(v.name for v in prefixed))
+        raise ConfigError(f"{kind} {name!r} could be any of {several}: name one")
     known = ", ".join(sorted(catalog))
     raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
 

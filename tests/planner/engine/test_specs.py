@@ -197,3 +197,20 @@ def test_calibration_file_sets_the_factors(tmp_path: Path, monkeypatch: pytest.M
     assert build_engine_config("h100", "llama-3.1-8b", mfu=0.3).mfu == 0.3
     # Other pairs keep theirs (no published fit for the A10: the defaults).
     assert build_engine_config("A10-24GB", "llama-3.1-8b").mfu == DEFAULT_MFU
+
+
+def test_a_name_several_entries_hold_asks_for_one(tmp_path: Path) -> None:
+    """With an A100 40GB added by a catalog file, the bare `A100` could be either SXM board:
+    the error names both; nvidia-smi's `NVIDIA A100-SXM4-40GB` finds the new one. A model's
+    family alone (`llama`) likewise lists its members."""
+    path = tmp_path / "cat.yaml"
+    path.write_text(
+        "gpus:\n  A100-40GB:\n    memory_bytes: 42949672960\n"
+        "    hbm_bandwidth_bytes_per_s: 1555.0e9\n    bf16_flops: 312.0e12\n"
+    )
+    with pytest.raises(ConfigError, match=r"could be any of A100-40GB, A100-80GB: name one"):
+        find_gpu("A100", path)
+    assert find_gpu("NVIDIA A100-SXM4-40GB", path).name == "A100-40GB"
+    assert find_gpu("A100-80GB", path).name == "A100-80GB"
+    with pytest.raises(ConfigError, match=r"'llama' could be any of llama-2-13b"):
+        find_model("llama")
