@@ -29,6 +29,7 @@ def build_profile(
     time_unit: str = "auto",
     chunk_rows: int | None = None,
     arrival_rps: float | None = None,
+    arrival_shape: float = 1.0,
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
 
@@ -41,7 +42,8 @@ def build_profile(
 
     `arrival_rps` sends a table of lengths without arrival times (a benchmark dataset) as a
     Poisson process at that rate (seeded by `seed`), as vLLM's benchmark (`--request-rate`)
-    and guidellm (`--rate-type poisson`) send a dataset; `source.limitations` says so.
+    and guidellm (`--rate-type poisson`) send a dataset, or with gamma gaps of shape
+    `arrival_shape` (vLLM's `--burstiness`); `source.limitations` says so.
 
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
@@ -67,23 +69,30 @@ def build_profile(
         time_unit=time_unit,
         chunk_rows=chunk_rows,
         arrival_rps=arrival_rps,
+        arrival_shape=arrival_shape,
     )
     if streamed is None:
         result = read_requests(
             paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit,
-            extra_columns=extra, arrival_rps=arrival_rps, seed=seed,
+            extra_columns=extra, arrival_rps=arrival_rps, arrival_shape=arrival_shape, seed=seed,
         )  # fmt: skip
         streamed = profile_from_result(
             result, group_by=group_by, cache_tokens=cache_tokens, seed=seed
         )
     if arrival_rps is not None:
+        law = (
+            "Poisson arrivals"
+            if arrival_shape == 1.0
+            else f"arrivals with gamma gaps of shape {arrival_shape:g} (--burstiness; "
+            f"inter-arrival CV {arrival_shape**-0.5:.2f})"
+        )
         streamed.source.limitations.append(
             Limitation(
                 unknown="arrival times: the table holds lengths only",
-                assumption=f"Poisson arrivals at {arrival_rps:g} req/s (--rate-rps, seed "
-                f"{seed}), in the table's row order, as vLLM's benchmark (--request-rate) and "
-                "guidellm (--rate-type poisson) send a dataset; its bursts and peaks are a "
-                "Poisson stream's, not your traffic's",
+                assumption=f"{law} at {arrival_rps:g} req/s (--rate-rps, seed {seed}), in the "
+                "table's row order, as vLLM's benchmark (--request-rate) and guidellm "
+                "(--rate-type poisson) send a dataset; its bursts and peaks are those of "
+                "that stream, not your traffic's",
             )
         )
     return streamed

@@ -95,6 +95,12 @@ class ProfileOptions(BaseModel):
         default=None, description="prometheus: USER:PASSWORD variable"
     )
     merge: bool = Field(default=False, description="the logs are partial profiles to merge")
+    burstiness: float | None = Field(
+        default=None,
+        gt=0,
+        description="a lengths table sent at --rate-rps: the gamma shape of its gaps (vLLM's "
+        "--burstiness; 1: Poisson)",
+    )
 
     @model_validator(mode="after")
     def _prometheus_alone(self) -> ProfileOptions:
@@ -126,4 +132,6 @@ class ProfileOptions(BaseModel):
             "seed": self.seed,
             "time_unit": self.time_unit,
             "chunk_rows": self.chunk_rows,
+            "arrival_rps": self.figures.rate_rps,
+            "arrival_shape": self.burstiness or 1.0,
         }

@@ -111,6 +111,7 @@ def profile_in_chunks(
     now: datetime | None = None,
     phase_s: dict[str, float] | None = None,
     arrival_rps: float | None = None,
+    arrival_shape: float = 1.0,
 ) -> Profile | None:
     """The profile of tabular logs, Mooncake traces and OpenAI-style logs read in chunks of
     `chunk_rows` rows (with a body per `group_by` value, as the in-memory profiler's), or None
@@ -124,7 +125,7 @@ def profile_in_chunks(
     """
     extra = (group_by,) if group_by is not None and group_by not in GROUPABLE else ()
     ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra)
-    ctx.arrival_rps, ctx.arrival_seed = arrival_rps, seed
+    ctx.arrival_rps, ctx.arrival_shape, ctx.arrival_seed = arrival_rps, arrival_shape, seed
     files = expand_paths(paths)
     for p in files:
         if p.stat().st_size == 0:

@@ -190,6 +190,12 @@ def profile_command(
         "--basic-auth-env",
         help="prometheus: environment variable holding USER:PASSWORD for basic auth",
     ),
+    burstiness: float = typer.Option(
+        None,
+        "--burstiness",
+        help="with --rate-rps on a lengths table: gamma-distributed gaps of this shape, as "
+        "vLLM's benchmark draws them (1: Poisson; below 1 burstier, above 1 more even)",
+    ),
     merge: bool = typer.Option(
         False,
         "--merge",
@@ -205,7 +211,7 @@ def profile_command(
         cache_tokens=parse_cache_tokens(cache_tokens), time_unit=time_unit, plots=plots,
         seed=seed, preset=preset, chunk_rows=chunk_rows, quiet=quiet, match=match,
         since=since, until=until, step=step, metric_names=metric_names, token_env=token_env,
-        basic_auth_env=basic_auth_env, merge=merge,
+        basic_auth_env=basic_auth_env, merge=merge, burstiness=burstiness,
         figures={
             "rate_rps": rate_rps, "peak_to_mean": peak_to_mean, "input_mean": input_mean,
             "output_mean": output_mean, "shared_prefix_tokens": shared_prefix_tokens,
@@ -215,6 +221,8 @@ def profile_command(
         },
     )  # fmt: skip
     source = options.prom_source()
+    if options.burstiness is not None and (options.preset or options.merge or source):
+        raise ConfigError("--burstiness applies to a table of lengths sent at --rate-rps")
     if source is not None:
         _write(_from_metrics(source, options.seed), options)
         return
@@ -246,9 +254,9 @@ def profile_command(
             raise InputError("no log files given (or use --preset chat|rag|agent|batch)")
         from profiles.build import build_profile
 
-        prof = build_profile(
-            _resolve_samples(logs), **options.read_args(), arrival_rps=options.figures.rate_rps
-        )
+        if options.burstiness is not None and options.figures.rate_rps is None:
+            raise ConfigError("--burstiness shapes the gaps of --rate-rps: give both")
+        prof = build_profile(_resolve_samples(logs), **options.read_args())
     _write(prof, options)
 
 

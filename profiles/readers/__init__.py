@@ -134,6 +134,7 @@ def read_requests(
     time_unit: str = "auto",
     extra_columns: tuple[str, ...] = (),
     arrival_rps: float | None = None,
+    arrival_shape: float = 1.0,
     seed: int = 0,
 ) -> ReadResult:
     """Read log files (globs allowed, gzip/zstd) into the canonical request table.
@@ -146,7 +147,7 @@ def read_requests(
     missing column, an empty file or no usable rows; bad rows are skipped and counted.
     """
     ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra_columns)
-    ctx.arrival_rps, ctx.arrival_seed = arrival_rps, seed
+    ctx.arrival_rps, ctx.arrival_shape, ctx.arrival_seed = arrival_rps, arrival_shape, seed
     files = expand_paths(paths)
     # hashlib releases the GIL on large buffers: hash the files while polars reads them.
     with ThreadPoolExecutor(max_workers=1) as pool:

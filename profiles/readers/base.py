@@ -99,6 +99,7 @@ class ReaderContext:
     # A table of lengths without arrival times (a benchmark dataset) sent at this rate as a
     # Poisson process, as vLLM's benchmark and guidellm send a dataset; None: the file's own
     arrival_rps: float | None = None
+    arrival_shape: float = 1.0  # gamma shape of the gaps (vLLM's --burstiness); 1: Poisson
     arrival_seed: int = 0
     arrival_clock_s: float = 0.0  # the last drawn arrival (the files and chunks continue it)
     arrivals_drawn: int = 0
