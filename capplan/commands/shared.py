@@ -192,6 +192,10 @@ SHARED_CONCEPTS: dict[str, str] = {
     "--pp": PP_MEANING,
     "--growth": GROWTH_MEANING,
     "--engine": "Serving engine: vllm, vllm@0.6, trtllm, sglang, tgi, llamacpp.",
+    # vLLM's benchmark flag: loadtest sends with it, profile draws a dataset's arrivals with it
+    "--burstiness": "Gamma shape of the gaps between requests, as vLLM's benchmark draws them: "
+    "1 is Poisson, < 1 burstier (loadtest: at --request-rate; profile: a lengths table sent "
+    "at --rate-rps).",
     # a level of the limit search: measured on the server (limit) or simulated (whatif)
     "--level-duration": "A level's measured window: in limit the shortest (a level extends "
     "until steady); in whatif a fixed window of virtual time instead of the steady-state "
