@@ -89,8 +89,8 @@ class WhatifCandidate(_Model):
     gpu_hour_price_usd: float = 0.0
     cost_note: str | None = Field(
         default=None,
-        description="why the candidate has no cost: no public price on file for its GPU "
-        "(its limit and instances stand; --gpu-hour-price costs it)",
+        description="why a candidate with a limit has no cost: no public price on file for its "
+        "GPU (its limit and instances stand; --gpu-hour-price costs it)",
     )
     pareto: bool = False
     rank: int | None = None

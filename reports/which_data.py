@@ -138,7 +138,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         limit_high=c.limit_high_rps,
         limit_source=c.limit_interval_source,
         near_floor=max(c.near_floors, key=lambda f: f.floor_s / f.threshold_s, default=None),
-        no_price=bool(c.cost_note and c.limit_rps),
+        no_price=c.cost_note is not None,
     )
 
 

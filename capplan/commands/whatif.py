@@ -279,7 +279,7 @@ def whatif_command(
 
 
 def _no_cost(c: WhatifCandidate) -> str:
-    return "no price" if c.cost_note and c.limit_rps else "-"
+    return "no price" if c.cost_note else "-"
 
 
 def print_whatif(result: Whatif, console: Console) -> None:

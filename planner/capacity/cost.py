@@ -60,6 +60,21 @@ def gpu_hour_price(gpu: str, given_usd: float | None) -> tuple[float, str]:
     )
 
 
+def price_or_note(gpu: str, given_usd: float | None) -> tuple[float, str | None]:
+    """The GPU-hour price and None, or 0 and why there is none: a board with no public price
+    on file, and none given, still gets its limit and instances from whatif (the question it
+    answers first); only its cost waits for --gpu-hour-price. A bad given price still raises."""
+    try:
+        return gpu_hour_price(gpu, given_usd)[0], None
+    except ConfigError:
+        if given_usd is not None:
+            raise
+        return 0.0, (
+            f"no public price on file for {gpu}: limit and instances without a cost; "
+            "--gpu-hour-price costs it"
+        )
+
+
 def monthly_cost_usd(gpus: int, gpu_hour_price_usd: float) -> float:
     """GPUs x price x 730 hours (the mean month)."""
     return gpus * gpu_hour_price_usd * HOURS_PER_MONTH

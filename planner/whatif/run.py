@@ -27,7 +27,7 @@ from contracts.latency import quantile, request_values
 from contracts.limit import LimitResult
 from contracts.whatif import WHATIF_SCHEMA, NearFloor, Whatif, WhatifCandidate
 from planner.capacity.arithmetic import build_demand, plan_scenario
-from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
+from planner.capacity.cost import price_or_note, usd_per_million_output_tokens
 from planner.capacity.floor import BelowFloorError, latency_floors
 from planner.engine import EngineConfig, build_engine_config, kv_capacity_tokens
 from planner.engine.catalog import find_model, gpu_name
@@ -137,21 +137,6 @@ def _no_rate(search: SearchResult) -> str:
     )
 
 
-def _price(gpu: str, options: WhatifOptions) -> tuple[float, str | None]:
-    """The GPU-hour price, or 0 and why there is none: a board with no public price on file
-    still gets its limit and instances (the question whatif answers first); only its cost
-    waits for --gpu-hour-price."""
-    if options.gpu_hour_price_usd is not None:
-        return gpu_hour_price(gpu, options.gpu_hour_price_usd)[0], None
-    try:
-        return gpu_hour_price(gpu, None)[0], None
-    except ConfigError:
-        return 0.0, (
-            f"no public price on file for {gpu_name(gpu, options.catalog)}: limit and "
-            "instances without a cost; --gpu-hour-price costs it"
-        )
-
-
 def run_candidate(
     profile: Profile,
     options: WhatifOptions,
@@ -166,7 +151,7 @@ def run_candidate(
     instances and cost."""
     gpu, tp, pp = shape
     label = _label(gpu, tp, pp, settings)
-    price, cost_note = _price(gpu, options)
+    price, cost_note = price_or_note(gpu, options.gpu_hour_price_usd)
     disagg = parse_disagg(
         settings.get("disaggregation", "off"), options.kv_link_bandwidth_bytes_per_s
     )
@@ -223,7 +208,7 @@ def run_candidate(
         kv_capacity_tokens=kv_capacity_tokens(config),
         shared_prompt_share=vl.shared_prompt_share,
         gpu_hour_price_usd=price,
-        cost_note=cost_note,
+        cost_note=cost_note if limit else None,  # said where a limit stands uncosted
         simulated_requests=vl.simulated_requests,
         wall_s=vl.wall_s,
     )

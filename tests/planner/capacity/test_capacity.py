@@ -20,7 +20,7 @@ from planner.capacity.arithmetic import (
     sensitivity,
     window_rate_quantile,
 )
-from planner.capacity.cost import gpu_hour_price, monthly_cost_usd
+from planner.capacity.cost import gpu_hour_price, monthly_cost_usd, price_or_note
 from planner.slo.spec import parse_slo
 from testkit.profiles import make_profile
 
@@ -186,6 +186,18 @@ def test_host_rule_and_cost() -> None:
     with pytest.raises(ConfigError):
         gpu_hour_price("H100-80GB", 0.0)
     assert monthly_cost_usd(8, 2.0) == pytest.approx(8 * 2.0 * 730)
+
+
+def test_a_board_with_no_price_on_file_gets_a_note_not_an_error() -> None:
+    """whatif's price: the table's, the given one, or 0 with the reason (a limit still
+    stands); a bad given price is still an error."""
+    assert price_or_note("H100-80GB", None) == (gpu_hour_price("H100-80GB", None)[0], None)
+    assert price_or_note("H100-NVL-94GB", 3.0) == (3.0, None)
+    price, note = price_or_note("H100-NVL-94GB", None)
+    assert price == 0.0 and note is not None
+    assert "no public price on file for H100-NVL-94GB" in note and "--gpu-hour-price" in note
+    with pytest.raises(ConfigError, match="--gpu-hour-price must be > 0"):
+        price_or_note("H100-NVL-94GB", 0.0)
 
 
 def test_parse_float_list() -> None:
