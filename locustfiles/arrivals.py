@@ -9,9 +9,10 @@ Kinds: `constant` (evenly spaced), `poisson` (exponential gaps), `gamma:K` (gamm
 with shape K, so the inter-arrival CV is 1/sqrt(K): K < 1 is burstier than Poisson, K > 1
 smoother), and `replay` (a log's own timestamps, sped up).
 
-`gamma_times` is the one gamma/Poisson generator of the project: the load test draws its
+`gamma_times` is the one gamma/Poisson generator over a span of time: the load test draws its
 stages with `exact_count=True`, the planner's fleet simulation (`planner.fleet.traffic`) draws the
-free renewal process with `exact_count=False`.
+free renewal process with `exact_count=False`. A table of lengths profiled at --rate-rps draws a
+fixed number of gaps, one per row, chunk by chunk (`profiles.readers.drawn`).
 """
 
 from __future__ import annotations

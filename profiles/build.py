@@ -11,6 +11,8 @@ from contracts.errors import InputError
 from profiles.assemble import GROUPABLE, profile_from_result
 from profiles.model import Limitation, Profile
 from profiles.readers import read_requests
+from profiles.readers.base import ArrivalDraw
+from profiles.readers.drawn import drawn_assumption
 from profiles.tokenize import Tokenizer
 
 __all__ = ["build_profile"]
@@ -28,8 +30,7 @@ def build_profile(
     seed: int = 0,
     time_unit: str = "auto",
     chunk_rows: int | None = None,
-    arrival_rps: float | None = None,
-    arrival_shape: float = 1.0,
+    draw: ArrivalDraw | None = None,
 ) -> Profile:
     """Profile request logs: read `paths` (files or globs) and compute every statistic.
 
@@ -40,10 +41,9 @@ def build_profile(
     `chunk_rows` set forces that path for any such log (see profiles.stream for when it
     still reads the log whole).
 
-    `arrival_rps` sends a table of lengths without arrival times (a benchmark dataset) as a
-    Poisson process at that rate (seeded by `seed`), as vLLM's benchmark (`--request-rate`)
-    and guidellm (`--rate-type poisson`) send a dataset, or with gamma gaps of shape
-    `arrival_shape` (vLLM's `--burstiness`); `source.limitations` says so.
+    `draw` sends a table of lengths without arrival times (a benchmark dataset) as vLLM's
+    benchmark and guidellm send a dataset (`profiles.readers.drawn`); `source.limitations`
+    says so.
 
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
@@ -53,8 +53,8 @@ def build_profile(
         extra = (group_by,)
     if cache_tokens is not None and any(c <= 0 for c in cache_tokens):
         raise InputError("--cache-tokens sizes must be positive token counts")
-    if arrival_rps is not None:
-        _check_lengths_table(paths, fmt, arrival_rps)
+    if draw is not None:
+        _check_lengths_table(paths, fmt, draw)
     from profiles.stream import profile_in_chunks
 
     streamed = profile_in_chunks(
@@ -68,43 +68,31 @@ def build_profile(
         seed=seed,
         time_unit=time_unit,
         chunk_rows=chunk_rows,
-        arrival_rps=arrival_rps,
-        arrival_shape=arrival_shape,
+        draw=draw,
     )
     if streamed is None:
         result = read_requests(
             paths, fmt, columns, tokenizer, block_tokens, time_unit=time_unit,
-            extra_columns=extra, arrival_rps=arrival_rps, arrival_shape=arrival_shape, seed=seed,
+            extra_columns=extra, draw=draw,
         )  # fmt: skip
         streamed = profile_from_result(
             result, group_by=group_by, cache_tokens=cache_tokens, seed=seed
         )
-    if arrival_rps is not None:
-        law = (
-            "Poisson arrivals"
-            if arrival_shape == 1.0
-            else f"arrivals with gamma gaps of shape {arrival_shape:g} (--burstiness; "
-            f"inter-arrival CV {arrival_shape**-0.5:.2f})"
-        )
+    if draw is not None:
         streamed.source.limitations.append(
-            Limitation(
-                unknown="arrival times: the table holds lengths only",
-                assumption=f"{law} at {arrival_rps:g} req/s (--rate-rps, seed {seed}), in the "
-                "table's row order, as vLLM's benchmark (--request-rate) and guidellm "
-                "(--rate-type poisson) send a dataset; its bursts and peaks are those of "
-                "that stream, not your traffic's",
-            )
-        )
+            Limitation(unknown="arrival times: the table holds lengths only",
+                       assumption=drawn_assumption(draw))
+        )  # fmt: skip
     return streamed
 
 
-def _check_lengths_table(paths: list[str], fmt: str, arrival_rps: float) -> None:
+def _check_lengths_table(paths: list[str], fmt: str, draw: ArrivalDraw) -> None:
     """InputError unless `paths` are generic tables (a format with its own arrival times
     keeps them) and the rate is positive."""
     from profiles.readers import expand_paths, format_of
 
-    if not arrival_rps > 0:
-        raise InputError(f"--rate-rps must be > 0, got {arrival_rps:g}")
+    if not draw.rate_rps > 0:
+        raise InputError(f"--rate-rps must be > 0, got {draw.rate_rps:g}")
     kind = format_of(expand_paths(paths), fmt)
     if kind != "table":
         raise InputError(

@@ -122,6 +122,8 @@ class ProfileOptions(BaseModel):
 
     def read_args(self) -> dict[str, Any]:
         """`build_profile`'s keyword arguments: how the logs are read and profiled."""
+        from profiles.readers.base import ArrivalDraw  # the log path's import, not the CLI's
+
         return {
             "fmt": self.log_format,
             "columns": self.columns,
@@ -132,6 +134,7 @@ class ProfileOptions(BaseModel):
             "seed": self.seed,
             "time_unit": self.time_unit,
             "chunk_rows": self.chunk_rows,
-            "arrival_rps": self.figures.rate_rps,
-            "arrival_shape": self.burstiness or 1.0,
+            "draw": None
+            if self.figures.rate_rps is None
+            else ArrivalDraw(self.figures.rate_rps, self.burstiness or 1.0, self.seed),
         }

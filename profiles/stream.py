@@ -31,6 +31,7 @@ from profiles.fold import ArrivalFold, LengthFold, SessionFold
 from profiles.model import Bound, Chunked, Profile, ProfileBody
 from profiles.readers import expand_paths, format_of, no_usable_rows, reader_context
 from profiles.readers.base import (
+    ArrivalDraw,
     FileFrame,
     ReaderContext,
     ReadResult,
@@ -110,8 +111,7 @@ def profile_in_chunks(
     chunk_rows: int | None = None,
     now: datetime | None = None,
     phase_s: dict[str, float] | None = None,
-    arrival_rps: float | None = None,
-    arrival_shape: float = 1.0,
+    draw: ArrivalDraw | None = None,
 ) -> Profile | None:
     """The profile of tabular logs, Mooncake traces and OpenAI-style logs read in chunks of
     `chunk_rows` rows (with a body per `group_by` value, as the in-memory profiler's), or None
@@ -124,8 +124,7 @@ def profile_in_chunks(
     (taking the next chunk, each fold, finishing; bench/profile_speed.py --breakdown).
     """
     extra = (group_by,) if group_by is not None and group_by not in GROUPABLE else ()
-    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra)
-    ctx.arrival_rps, ctx.arrival_shape, ctx.arrival_seed = arrival_rps, arrival_shape, seed
+    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra, draw)
     files = expand_paths(paths)
     for p in files:
         if p.stat().st_size == 0:

@@ -20,6 +20,7 @@ from profiles.readers.base import (
     CANONICAL_COLUMNS,
     MAX_LINE_BYTES,
     READERS,
+    ArrivalDraw,
     FileFrame,
     ReaderContext,
     ReadResult,
@@ -133,9 +134,7 @@ def read_requests(
     *,
     time_unit: str = "auto",
     extra_columns: tuple[str, ...] = (),
-    arrival_rps: float | None = None,
-    arrival_shape: float = 1.0,
-    seed: int = 0,
+    draw: ArrivalDraw | None = None,
 ) -> ReadResult:
     """Read log files (globs allowed, gzip/zstd) into the canonical request table.
 
@@ -146,8 +145,7 @@ def read_requests(
     kept as they are (for --group-by on tables). Raises InputError for an unknown format, a
     missing column, an empty file or no usable rows; bad rows are skipped and counted.
     """
-    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra_columns)
-    ctx.arrival_rps, ctx.arrival_shape, ctx.arrival_seed = arrival_rps, arrival_shape, seed
+    ctx = reader_context(fmt, columns, tokenizer, block_tokens, time_unit, extra_columns, draw)
     files = expand_paths(paths)
     # hashlib releases the GIL on large buffers: hash the files while polars reads them.
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -162,6 +160,7 @@ def reader_context(
     block_tokens: int,
     time_unit: str,
     extra_columns: tuple[str, ...],
+    draw: ArrivalDraw | None = None,
 ) -> ReaderContext:
     """The readers' context for these options; InputError for a bad one."""
     if fmt != "auto" and fmt not in READERS:
@@ -183,6 +182,7 @@ def reader_context(
         warnings=[],
         time_unit=time_unit,
         extra_columns=extra_columns,
+        draw=draw,
     )
 
 

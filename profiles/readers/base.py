@@ -83,6 +83,17 @@ class FileFrame:
     first_backwards_line: int | None = None
 
 
+@dataclass(frozen=True)
+class ArrivalDraw:
+    """How a table of lengths is sent, as vLLM's benchmark (--request-rate, --burstiness) and
+    guidellm (--rate-type poisson) send a dataset: gamma gaps of `shape` (1: Poisson) at
+    `rate_rps`, seeded."""
+
+    rate_rps: float
+    shape: float = 1.0
+    seed: int = 0
+
+
 @dataclass
 class ReaderContext:
     """What every reader needs besides the file: options and the place to record skips."""
@@ -96,12 +107,10 @@ class ReaderContext:
     extra_columns: tuple[str, ...] = ()
     tokens_estimated: bool = False  # some token count came from the tokenizer
     tokenizer_used: bool = False  # the tokenizer read prompt text (counts or block hashes)
-    # A table of lengths without arrival times (a benchmark dataset) sent at this rate as a
-    # Poisson process, as vLLM's benchmark and guidellm send a dataset; None: the file's own
-    arrival_rps: float | None = None
-    arrival_shape: float = 1.0  # gamma shape of the gaps (vLLM's --burstiness); 1: Poisson
-    arrival_seed: int = 0
-    arrival_clock_s: float = 0.0  # the last drawn arrival (the files and chunks continue it)
+    # A table of lengths without arrival times (a benchmark dataset) gets drawn ones (None:
+    # the file's own); the draw's clock and count continue across chunks and files
+    draw: ArrivalDraw | None = None
+    arrival_clock_s: float = 0.0
     arrivals_drawn: int = 0
 
 

@@ -26,7 +26,7 @@ from profiles.readers.base import (
     read_lines,
     register_reader,
 )
-from profiles.readers.drawn import poisson_arrivals
+from profiles.readers.drawn import LENGTHS_ONLY_HINT, drawn_arrivals, drawn_columns
 from profiles.readers.timeunits import (
     FAR_REASON,
     MAX_SPAN_S,
@@ -233,7 +233,7 @@ class TablePlan:
     names: list[str]
     exprs: list[pl.Expr]
     mapping: dict[str, str]
-    arrival_kind: str  # epoch_s, numeric, or poisson (drawn at --rate-rps)
+    arrival_kind: str  # epoch_s, numeric, or drawn (at --rate-rps: profiles.readers.drawn)
     spec: TableSpec
     unit: str | None = None  # of numeric timestamps, from the first rows read
     absolute: bool = False
@@ -260,21 +260,14 @@ def plan_table(
     if not names:
         raise InputError(f"{path}: empty file (no header)")
     mapping = spec.mapping
-    drawn = ctx.arrival_rps is not None  # a table of lengths, sent at --rate-rps
-    if drawn and "arrival" in mapping:
-        raise InputError(
-            f"{path}: has arrival times of its own (column {mapping['arrival']!r}); "
-            "--rate-rps is for a table of lengths without them"
-        )
-    for key in ("input", "output") if drawn else ("arrival", "input", "output"):
+    drawn = ctx.draw is not None  # a table of lengths, sent at --rate-rps
+    for key in drawn_columns(path, mapping) if drawn else ("arrival", "input", "output"):
         if key not in mapping:
             lengths_only = key == "arrival" and "input" in mapping and "output" in mapping
             raise InputError(
                 f"{path}: no {key} column found among {shown}; pass --columns "
-                "arrival=COL,input=COL,output=COL"
-                + (" (a table of lengths only, such as a benchmark dataset: --rate-rps R "
-                   "sends it as a Poisson process at R req/s)" if lengths_only else "")
-            )  # fmt: skip
+                "arrival=COL,input=COL,output=COL" + (LENGTHS_ONLY_HINT if lengths_only else "")
+            )
     for key, col in mapping.items():
         if col not in names:
             raise InputError(
@@ -285,7 +278,7 @@ def plan_table(
         if col not in names:
             raise InputError(f"{path}: --group-by column {col!r} not found; found: {shown}")
     if drawn:  # drawn after reading (canonical_rows), continuing across chunks and files
-        arrival, arrival_kind = pl.lit(0.0, dtype=pl.Float64), "poisson"
+        arrival, arrival_kind = pl.lit(0.0, dtype=pl.Float64), "drawn"
     else:
         arrival, arrival_kind = _arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
@@ -347,8 +340,8 @@ def canonical_rows(
     """Skip bad rows, settle the timestamps' unit and drop far rows in rows read from
     `plan.path`, the first of them its row `first_row` (0-based, for line numbers)."""
     path, spec = plan.path, plan.spec
-    if plan.arrival_kind == "poisson":
-        df = df.with_columns(pl.Series("arrival_s", poisson_arrivals(ctx, df.height)))
+    if plan.arrival_kind == "drawn":
+        df = df.with_columns(pl.Series("arrival_s", drawn_arrivals(ctx, df.height)))
     offset = _line_offset(plan.kind, spec, plan.names) + first_row
     lines = df["__line"].to_numpy() if "__line" in df.columns else None
     required = ("arrival_s", "input_tokens", "output_tokens")
