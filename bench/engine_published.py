@@ -116,15 +116,21 @@ def factors_for(
     """The fitted factors that apply to `row`: its GPU's (over those of the GPU it inherits
     from) and its engine profile's."""
     gpus = table.get("gpus", {})
-    inherited = {
-        k: v
-        for parent, fields in INHERIT.get(row.gpu, [])
-        for k, v in gpus.get(parent, {}).items()
-        if k in fields
-    }
+    inherited = {k: v for k, (v, _) in inherited_factors(row.gpu, gpus).items()}
     gpu = {**inherited, **gpus.get(row.gpu, {})}
     eng = table.get("engines", {}).get(engine or "", {})
     return {**gpu, **eng}
+
+
+def inherited_factors(gpu: str, own: dict[str, dict[str, float]]) -> dict[str, tuple[float, str]]:
+    """The factors `gpu` takes from the boards INHERIT names (a later parent's over an
+    earlier's), each with the board it came from; `own` holds every board's fitted factors."""
+    return {
+        k: (v, parent)
+        for parent, fields in INHERIT.get(gpu, [])
+        for k, v in own.get(parent, {}).items()
+        if k in fields
+    }
 
 
 def fit(
@@ -212,15 +218,12 @@ def write_efficiency(fitted: dict[str, Any]) -> None:
     doc: dict[str, Any] = {}
     table = fitted["table"]
     own_table = {name: dict(fields) for name, fields in table["gpus"].items()}
-    for child, parents in INHERIT.items():
+    for child in INHERIT:
         own = own_table.get(child, {})
-        inherited: dict[str, float] = {}
-        for parent, fields in parents:
-            for k, v in own_table.get(parent, {}).items():
-                if k in fields and k not in own:
-                    inherited[k] = v
-                    fitted["fitted_on"][f"{child} {k}"] = f"{parent}'s"
-        table["gpus"][child] = {**inherited, **own}
+        inherited = {k: vp for k, vp in inherited_factors(child, own_table).items() if k not in own}
+        for k, (_, parent) in inherited.items():
+            fitted["fitted_on"][f"{child} {k}"] = f"{parent}'s"
+        table["gpus"][child] = {**{k: v for k, (v, _) in inherited.items()}, **own}
     for section, entries in table.items():
         doc[section] = {}
         for name, fields in entries.items():
