@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -323,44 +324,47 @@ def test_a_limit_latency_sets_is_explained_in_both_languages(tmp_path: Path) -> 
     """An A10 on the chat preset at ttft:p95 <= 1.3 s: an idle instance already takes about
     1.13 s (the prefill of the p95 prompt), so latency, not throughput, sets its limit; the
     report's lessons say so with the JSON's figures, in English and Chinese."""
-    profile = tmp_path / "chat.json"
-    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
-    whatif = tmp_path / "whatif.json"
-    run_cli(
-        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=1.3s", "--gpu", "A10-24GB",
-        "--level-duration", "60", "-o", str(whatif),
-    )  # fmt: skip
-    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    candidate, texts = _chat_whatif_reports(tmp_path, "ttft:p95<=1.3s", "A10-24GB", "60")
     (near,) = candidate["near_floors"]
     assert near["constraint"] == "ttft:p95" and 1.05 <= near["floor_s"] <= 1.2
     floor = f"{near['floor_s']:.3g} s"
     tokens = f"{near['prompt_tokens']:,}"
     for lang, words in (("en", "Latency, not throughput, sets the limit of"),
                         ("zh", "的上限由延迟而非吞吐决定")):  # fmt: skip
+        assert words in texts[lang], texts[lang]
+        assert floor in texts[lang] and tokens in texts[lang]
+
+
+def _chat_whatif_reports(
+    tmp_path: Path, slo: str, gpu: str, level_s: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """whatif's one candidate on the chat preset, and its "Which configuration" report's text
+    in English and Chinese."""
+    profile = tmp_path / "chat.json"
+    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    whatif = tmp_path / "whatif.json"
+    run_cli(
+        "whatif", "--profile", str(profile), "--slo", slo, "--gpu", gpu,
+        "--level-duration", level_s, "-o", str(whatif),
+    )  # fmt: skip
+    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    texts = {}
+    for lang in ("en", "zh"):
         out = tmp_path / f"{lang}.pdf"
         run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
-        text, _ = _text(out)
-        assert words in text, text
-        assert floor in text and tokens in text
+        texts[lang] = _text(out)[0]
+    return candidate, texts
 
 
 def test_a_board_with_no_price_keeps_its_predicted_limit_on_the_first_page(tmp_path: Path) -> None:
     """An H100 NVL has no public price on file: whatif ranks nothing, and the report's first
     page still says its limit is predicted, not measured, with the interval, and why it has
     no cost, in English and Chinese. Fails if the unpriced candidate is left unexplained."""
-    profile = tmp_path / "chat.json"
-    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
-    whatif = tmp_path / "whatif.json"
-    run_cli(
-        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "--gpu", "NVIDIA H100 NVL",
-        "--level-duration", "30", "-o", str(whatif),
-    )  # fmt: skip
-    (candidate,) = json.loads(whatif.read_text())["candidates"]
+    candidate, texts = _chat_whatif_reports(tmp_path, "ttft:p95<=2s", "NVIDIA H100 NVL", "30")
     assert candidate["rank"] is None and candidate["limit_rps"] > 0
+    interval = [f"{candidate[k]:.3g} req/s" for k in ("limit_low_rps", "limit_high_rps")]
     for lang, words in (("en", ("Predicted, not measured", "no public price on file")),
                         ("zh", ("预测值,未经实测", "没有公开价格记录"))):  # fmt: skip
-        out = tmp_path / f"{lang}.pdf"
-        run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
-        text, _ = _text(out)
-        assert all(w in text for w in words), text
+        text = texts[lang]
+        assert all(w in text for w in (*words, *interval)), text
         assert "H100-NVL-94GB tp1" in text
