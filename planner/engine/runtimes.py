@@ -191,6 +191,7 @@ _TRTLLM = EngineProfile(
 _SGLANG = EngineProfile(
     name="sglang@0.4",
     label="SGLang 0.4 (RadixAttention, overlap scheduler)",
+    prefill_first=True,
     gpu_memory_utilization=0.88,
     max_num_seqs=None,
     max_num_batched_tokens=8192,
@@ -199,6 +200,9 @@ _SGLANG = EngineProfile(
     sources=(
         "SGLang server arguments: mem_fraction_static 0.88 (weights + KV cache as a share of "
         "the board), chunked_prefill_size 8192, radix prefix cache on",
+        "prefill first: scheduler.py get_next_batch_to_run runs a new prefill batch whenever "
+        "get_new_batch_prefill forms one ('Run prefill first if possible') and the running "
+        "decodes wait; enable_mixed_chunk (which mixes them) is off by default",
         "max_running_requests unset: min(KV tokens // 2, the request pool, int(KV tokens / "
         "context_len x 512) clamped to [2048, 4096]) (model_runner.py and scheduler.py, "
         "0.3 to 0.5): 2048 to 4096 requests at once on large GPUs",

@@ -132,9 +132,11 @@ def test_round_hand_over_releases_a_burst_together_and_a_trickle_one_by_one() ->
 
 
 def test_prefill_first_stops_decodes_for_a_new_prompt() -> None:
-    """vLLM 0.6 (no chunked prefill) runs a newcomer's prefill in a step of its own; V1
-    mixes it into the running decodes."""
-    for engine, decodes_in_prefill_step in (("vllm@0.6", 0), ("vllm", 4)):
+    """vLLM 0.6 (no chunked prefill) and SGLang (its scheduler's 'Run prefill first if
+    possible', mixed chunks off by default) run a newcomer's prefill in a step of its own;
+    vLLM V1 and TensorRT-LLM mix it into the running decodes."""
+    cases = (("vllm@0.6", 0), ("sglang", 0), ("vllm", 4), ("trtllm", 4))
+    for engine, decodes_in_prefill_step in cases:
         eng = Engine(_cfg(engine=engine, **NO_FRONT_END), token_events=False)
         for r in _reqs(4, 64, 50):
             eng.add_request(r, 0.0)
