@@ -113,6 +113,7 @@ def build_engine_config(
     _check_runs(gpu_spec, str(overrides.get("quantization") or "none"), catalog)
     profile = engine_profile(engine or DEFAULT_ENGINE)
     fields: dict[str, Any] = profile.overrides()
+    fields.update(profile.board_defaults(gpu_spec.name, gpu_spec.memory_bytes))
     sources = [f"engine {profile.name}"]
     fitted = fitted_factors(gpu_spec.name, profile.name)
     if fitted:
@@ -127,6 +128,10 @@ def build_engine_config(
     if fields.get("max_num_batched_tokens") is None:
         context = fields.get("max_model_len") or model_spec.max_context_tokens
         fields["max_num_batched_tokens"] = profile.batched_tokens(context)
+    if overrides.get("max_num_seqs") is None and fields.get("max_num_seqs") is not None:
+        # A default running cap stays within the step's budget (vLLM's arg_utils.py does
+        # the same: max_num_seqs = min(max_num_seqs, max_num_batched_tokens)).
+        fields["max_num_seqs"] = min(fields["max_num_seqs"], fields["max_num_batched_tokens"])
     by_rule = fields.get("max_num_seqs") is None
     if by_rule:
         fields["max_num_seqs"] = 1  # resolved below, once the KV cache's size is known

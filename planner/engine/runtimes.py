@@ -31,6 +31,10 @@ from contracts.errors import ConfigError
 # it the profile keeps a fixed budget (see EngineProfile.batched_tokens).
 V0_RULE_MAX_CONTEXT = 32768
 FALLBACK_BATCHED_TOKENS = 8192
+# vLLM V1's `vllm serve` gives boards with at least 70 GiB of memory, except A100s, larger
+# scheduler limits (vllm/engine/arg_utils.py, get_batch_defaults).
+LARGE_BOARD_GIB = 70
+LARGE_BOARD_EXCEPT = "a100"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +60,24 @@ class EngineProfile:
     frontend_s_per_prompt_token: float = 2e-6
     frontend_s_per_request: float = 0.0
     frontend_handover: str = "each"
+    # A board-dependent default, as `vllm serve` has one: on a board with at least
+    # LARGE_BOARD_GIB of memory whose name does not hold LARGE_BOARD_EXCEPT, these
+    # (max_num_seqs, max_num_batched_tokens) replace the two above; None: one default.
+    large_board: tuple[int, int] | None = None
     sources: tuple[str, ...] = ()
+
+    def board_defaults(self, gpu_name: str, memory_bytes: int) -> dict[str, int]:
+        """The scheduler limits this profile defaults to on the board `gpu_name` with
+        `memory_bytes` of memory, where they depend on the board; empty where they do not."""
+        if self.large_board is None:
+            return {}
+        large = (
+            memory_bytes >= LARGE_BOARD_GIB * 2**30 and LARGE_BOARD_EXCEPT not in gpu_name.lower()
+        )
+        if not large:
+            return {}
+        seqs, tokens = self.large_board
+        return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
 
     def batched_tokens(self, max_model_len: int) -> int:
         """The step's token budget for an engine whose context length is `max_model_len`.
@@ -107,13 +128,19 @@ class EngineProfile:
 _VLLM_V1 = EngineProfile(
     name="vllm@0.10",
     label="vLLM V1 (0.8 and later)",
+    max_num_seqs=256,
+    max_num_batched_tokens=2048,
+    large_board=(1024, 8192),
     step_overhead_s=1e-3,
     seq_overhead_s=15e-6,
     sources=(
         "vLLM V1 engine (blog 'vLLM V1: A Major Upgrade', 2025-01): chunked prefill always "
         "on, prefill and decode mixed in one step, scheduling overlapped with the GPU",
-        "gpu_memory_utilization 0.9, max_num_seqs 256, max_num_batched_tokens 8192: vLLM's "
-        "engine argument defaults for online serving on large GPUs",
+        "gpu_memory_utilization 0.9; `vllm serve`'s scheduler defaults by board "
+        "(vllm/engine/arg_utils.py get_batch_defaults, UsageContext.OPENAI_API_SERVER; "
+        "its test test_defaults_with_usage_context): max_num_seqs 1024 and "
+        "max_num_batched_tokens 8192 on a board with at least 70 GiB of memory that is "
+        "not an A100 (H100, H200, B200, MI300X), else 256 and 2048 (A100, L40S, L4)",
     ),
 )
 

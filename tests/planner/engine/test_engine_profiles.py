@@ -256,4 +256,38 @@ def test_sglang_runs_as_many_requests_as_its_own_rule_allows(
     written_out = min(min(max(int(kv / context * 512), 2048), 4096), kv // 2)
     assert c.max_num_seqs == written_out
     assert _cfg(gpu, "sglang", max_num_seqs=64, **kw).max_num_seqs == 64  # the user's wins
-    assert _cfg(gpu, "vllm", **kw).max_num_seqs == 256  # other engines keep their number
+    assert _cfg(gpu, "trtllm", **kw).max_num_seqs == 2048  # other engines keep their number
+
+
+@pytest.mark.parametrize(
+    ("gpu", "seqs", "tokens"),
+    [
+        # `vllm serve` (vllm/engine/arg_utils.py get_batch_defaults): boards with at least
+        # 70 GiB that are not A100s get 1024 and 8192; the rest 256 and 2048.
+        ("H100-80GB", 1024, 8192),
+        ("H200-141GB", 1024, 8192),
+        ("H100-PCIe-80GB", 1024, 8192),
+        ("H20-96GB", 1024, 8192),
+        ("B200-180GB", 1024, 8192),
+        ("MI300X-192GB", 1024, 8192),
+        ("A100-80GB", 256, 2048),
+        ("A100-PCIe-80GB", 256, 2048),
+        ("L40S-48GB", 256, 2048),
+        ("L4-24GB", 256, 2048),
+        ("A10-24GB", 256, 2048),
+    ],
+)
+def test_vllm_takes_the_scheduler_limits_vllm_serve_gives_the_board(
+    gpu: str, seqs: int, tokens: int
+) -> None:
+    c = _cfg(gpu, "vllm", max_model_len=4096)
+    assert (c.max_num_seqs, c.max_num_batched_tokens) == (seqs, tokens)
+    # The user's limits win; a default running cap stays within the user's budget, as
+    # vLLM's own min(max_num_seqs, max_num_batched_tokens).
+    mine = _cfg(gpu, "vllm", max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=4096)
+    assert (mine.max_num_seqs, mine.max_num_batched_tokens) == (64, 4096)
+    assert _cfg(gpu, "vllm", max_model_len=4096, max_num_batched_tokens=512).max_num_seqs == min(
+        seqs, 512
+    )
+    # vLLM 0.6 (V0) has one default whatever the board.
+    assert _cfg(gpu, "vllm@0.6", max_model_len=4096).max_num_seqs == 256
