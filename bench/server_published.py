@@ -127,6 +127,8 @@ def _own_settings(r: dict[str, str]) -> dict[str, Any]:
         out.update(scheduler_steps=10, max_model_len=4096)
     elif int(r["tp"]) > 1:
         out["gpu_memory_utilization"] = 0.85  # SGLang's mem_frac at tp 4 (the README says)
+    else:
+        out["gpu_memory_utilization"] = 0.88  # SGLang 0.3's mem_frac at tp 1
     return out
 
 

@@ -113,7 +113,8 @@ def build_engine_config(
     _check_runs(gpu_spec, str(overrides.get("quantization") or "none"), catalog)
     profile = engine_profile(engine or DEFAULT_ENGINE)
     fields: dict[str, Any] = profile.overrides()
-    fields.update(profile.board_defaults(gpu_spec.name, gpu_spec.memory_bytes))
+    parallel = tp * int(overrides.get("pp") or 1)
+    fields.update(profile.board_defaults(gpu_spec.name, gpu_spec.memory_bytes, parallel))
     sources = [f"engine {profile.name}"]
     fitted = fitted_factors(gpu_spec.name, profile.name)
     if fitted:

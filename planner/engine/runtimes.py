@@ -35,6 +35,16 @@ FALLBACK_BATCHED_TOKENS = 8192
 # scheduler limits (vllm/engine/arg_utils.py, get_batch_defaults).
 LARGE_BOARD_GIB = 70
 LARGE_BOARD_EXCEPT = "a100"
+# SGLang sizes its static memory share and its prefill chunk by the board's memory in MiB
+# (nvidia-smi's total) and tp x pp (python/sglang/srt/server_args.py, ServerArgs.
+# __post_init__, 0.4.9 and later): (below this many GiB, reserved GiB = a + b x tp x pp,
+# chunked_prefill_size); mem_fraction_static = (memory - reserved) / memory.
+SGLANG_MEMORY_TIERS: tuple[tuple[float, float, float, int], ...] = (
+    (35, 2.8, 0.1, 2048),  # T4, A10, L4, 4090
+    (90, 9.5, 0.5, 8192),  # H100, A100, L40S
+    (160, 12.0, 0.5, 8192),  # H20, H100 NVL, H200
+    (float("inf"), 32.0, 0.0, 16384),  # B200, MI300X
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,11 +74,25 @@ class EngineProfile:
     # LARGE_BOARD_GIB of memory whose name does not hold LARGE_BOARD_EXCEPT, these
     # (max_num_seqs, max_num_batched_tokens) replace the two above; None: one default.
     large_board: tuple[int, int] | None = None
+    # SGLang's rule (SGLANG_MEMORY_TIERS): the memory share and prefill chunk by board.
+    memory_tiers: bool = False
     sources: tuple[str, ...] = ()
 
-    def board_defaults(self, gpu_name: str, memory_bytes: int) -> dict[str, int]:
-        """The scheduler limits this profile defaults to on the board `gpu_name` with
-        `memory_bytes` of memory, where they depend on the board; empty where they do not."""
+    def board_defaults(self, gpu_name: str, memory_bytes: int, parallel: int) -> dict[str, Any]:
+        """The settings this profile defaults to on the board `gpu_name` with `memory_bytes`
+        of memory, `parallel` (tp x pp) boards to an instance, where they depend on the
+        board; empty where they do not."""
+        if self.memory_tiers:
+            mib = memory_bytes / 2**20
+            for below, base, per, chunk in SGLANG_MEMORY_TIERS:
+                if mib < below * 1024:
+                    reserved = (base + per * parallel) * 1024
+                    # The reserve (activations, CUDA graphs) is the share left outside.
+                    return {
+                        "gpu_memory_utilization": round((mib - reserved) / mib, 3),
+                        "activation_reserve_bytes": 0,
+                        "max_num_batched_tokens": chunk,
+                    }
         if self.large_board is None:
             return {}
         large = (
@@ -217,16 +241,20 @@ _TRTLLM = EngineProfile(
 
 _SGLANG = EngineProfile(
     name="sglang@0.4",
-    label="SGLang 0.4 (RadixAttention, overlap scheduler)",
+    label="SGLang 0.4 and later (RadixAttention, overlap scheduler)",
     prefill_first=True,
     gpu_memory_utilization=0.88,
     max_num_seqs=None,
     max_num_batched_tokens=8192,
+    memory_tiers=True,
     step_overhead_s=0.8e-3,
     seq_overhead_s=10e-6,
     sources=(
-        "SGLang server arguments: mem_fraction_static 0.88 (weights + KV cache as a share of "
-        "the board), chunked_prefill_size 8192, radix prefix cache on",
+        "SGLang server arguments (server_args.py, 0.4.9 and later): mem_fraction_static "
+        "(weights + KV cache as a share of the board) = (memory - reserved) / memory and "
+        "chunked_prefill_size by the board's memory and tp x pp (SGLANG_MEMORY_TIERS): "
+        "0.874 and 8192 on one H100, 0.778 and 8192 on one L40S, 0.911 on one H200; radix "
+        "prefix cache on",
         "prefill first: scheduler.py get_next_batch_to_run runs a new prefill batch whenever "
         "get_new_batch_prefill forms one ('Run prefill first if possible') and the running "
         "decodes wait; enable_mixed_chunk (which mixes them) is off by default",

@@ -260,6 +260,35 @@ def test_sglang_runs_as_many_requests_as_its_own_rule_allows(
 
 
 @pytest.mark.parametrize(
+    ("gpu", "tp", "share", "chunk"),
+    [
+        # SGLang's server_args.py: mem_fraction_static = (MiB - reserved) / MiB, reserved
+        # (2.8 + tp / 10) GiB below 35 GiB, (9.5 + tp / 2) below 90, (12 + tp / 2) below 160,
+        # else 32 GiB; chunked_prefill_size 2048 below 35 GiB, 8192 below 160, else 16384.
+        ("H100-80GB", 1, (81559 - 10 * 1024) / 81559, 8192),
+        ("H100-80GB", 4, (81559 - 11.5 * 1024) / 81559, 8192),
+        ("L40S-48GB", 1, (46068 - 10 * 1024) / 46068, 8192),
+        ("H200-141GB", 1, (143771 - 12.5 * 1024) / 143771, 8192),
+        ("B200-180GB", 1, None, 16384),
+        ("L4-24GB", 1, None, 2048),
+    ],
+)
+def test_sglang_sizes_its_memory_share_and_chunk_by_the_board(
+    gpu: str, tp: int, share: float | None, chunk: int
+) -> None:
+    model = "llama-3.1-70b" if tp > 1 else "llama-3.1-8b"
+    c = _cfg(gpu, "sglang", model=model, tp=tp)
+    if share is not None:
+        assert c.gpu_memory_utilization == pytest.approx(share, abs=5e-4)
+    assert c.max_num_batched_tokens == chunk
+    # The share holds weights and KV cache; the rest is SGLang's reserve, not taken twice.
+    assert c.activation_reserve_bytes == 0
+    mine = _cfg(gpu, "sglang", model=model, tp=tp, gpu_memory_utilization=0.8)
+    assert mine.gpu_memory_utilization == 0.8
+    assert _cfg(gpu, "vllm", model=model, tp=tp).activation_reserve_bytes > 0
+
+
+@pytest.mark.parametrize(
     ("gpu", "seqs", "tokens"),
     [
         # `vllm serve` (vllm/engine/arg_utils.py get_batch_defaults): boards with at least
