@@ -114,7 +114,8 @@ def build_engine_config(
     profile = engine_profile(engine or DEFAULT_ENGINE)
     fields: dict[str, Any] = profile.overrides()
     parallel = tp * int(overrides.get("pp") or 1)
-    fields.update(profile.board_defaults(gpu_spec.name, gpu_spec.memory_bytes, parallel))
+    given = overrides.get("gpu_memory_utilization") is not None
+    fields.update(profile.board_defaults(gpu_spec.name, gpu_spec.memory_bytes, parallel, given))
     sources = [f"engine {profile.name}"]
     fitted = fitted_factors(gpu_spec.name, profile.name)
     if fitted:

@@ -78,15 +78,24 @@ class EngineProfile:
     memory_tiers: bool = False
     sources: tuple[str, ...] = ()
 
-    def board_defaults(self, gpu_name: str, memory_bytes: int, parallel: int) -> dict[str, Any]:
+    def board_defaults(
+        self, gpu_name: str, memory_bytes: int, parallel: int, share_given: bool = False
+    ) -> dict[str, Any]:
         """The settings this profile defaults to on the board `gpu_name` with `memory_bytes`
         of memory, `parallel` (tp x pp) boards to an instance, where they depend on the
-        board; empty where they do not."""
+        board; empty where they do not. `share_given`: the caller sets the memory share."""
         if self.memory_tiers:
             mib = memory_bytes / 2**20
             for below, base, per, chunk in SGLANG_MEMORY_TIERS:
                 if mib < below * 1024:
                     reserved = (base + per * parallel) * 1024
+                    if reserved >= mib and not share_given:
+                        raise ConfigError(
+                            f"{self.label} on {gpu_name}: its default memory share leaves "
+                            f"nothing after its reserve of {reserved / 1024:.1f} GiB on "
+                            f"{mib / 1024:.1f} GiB; give a share (emulate "
+                            "--gpu-memory-utilization, whatif --vary gpu_memory_utilization=...)"
+                        )
                     # The reserve (activations, CUDA graphs) is the share left outside.
                     return {
                         "gpu_memory_utilization": round((mib - reserved) / mib, 3),

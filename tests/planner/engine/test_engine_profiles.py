@@ -320,3 +320,19 @@ def test_vllm_takes_the_scheduler_limits_vllm_serve_gives_the_board(
     )
     # vLLM 0.6 (V0) has one default whatever the board.
     assert _cfg(gpu, "vllm@0.6", max_model_len=4096).max_num_seqs == 256
+
+
+def test_sglang_on_a_board_smaller_than_its_reserve_asks_for_a_share(tmp_path: Any) -> None:
+    """SGLang's rule reserves 2.9 GiB on a small board: on a 2 GiB one its default share
+    would be negative; the error says so and how to give one, and a given share is used."""
+    catalog = tmp_path / "tiny.yaml"
+    catalog.write_text(
+        "gpus:\n  Tiny-2GB:\n    memory_bytes: 2147483648\n"
+        "    hbm_bandwidth_bytes_per_s: 1.0e11\n    bf16_flops: 1.0e13\nmodels: {}\n"
+    )
+    with pytest.raises(ConfigError, match=r"reserve of 2\.9 GiB on 2\.0 GiB; give a share"):
+        build_engine_config("Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="sglang")
+    with pytest.raises(ConfigError, match="does not fit"):  # past the share: the model's size
+        build_engine_config(
+            "Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="sglang", gpu_memory_utilization=0.9
+        )
