@@ -32,8 +32,8 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     whatif = section.kind == "whatif"
     calibrated = any(r.calibration_error is not None for r in section.rows)
     cols: list[tuple[str, float]] = [
-        ("which_col_rank", 0.055),
-        ("which_col_candidate", 0.18 if whatif and calibrated else 0.29),
+        ("which_col_rank", 0.07),
+        ("which_col_candidate", 0.165 if whatif and calibrated else 0.275),
         ("which_col_limit_predicted", 0.14) if whatif else ("which_col_limit", 0.1),
         ("which_col_binding", 0.1),
         ("which_col_instances", 0.095),

@@ -59,6 +59,17 @@ def test_the_section_sits_between_the_checks_and_the_method(full_en: tuple[str, 
     assert en["which_chart"] in text
 
 
+def test_the_ranked_table_s_headings_break_between_words_only(full_en: tuple[str, int]) -> None:
+    """A column too narrow for its heading splits a word ("Ran k", "GPU s"): each heading
+    reads whole, its words separated by spaces at most."""
+    text, _ = full_en
+    en = STRINGS["en"]
+    whatif = text[text.index(en["which_whatif_heading"]) : text.index(en["which_compare_heading"])]
+    keys = ("rank", "candidate", "limit_predicted", "binding", "instances", "gpus", "cost")
+    for key in (f"which_col_{k}" for k in keys):
+        assert re.search(rf"(?<!\w){re.escape(en[key])}(?!\w)", whatif), en[key]
+
+
 def test_whatif_numbers_and_lessons_are_the_json_s(
     inputs: Inputs, full_en: tuple[str, int]
 ) -> None:
