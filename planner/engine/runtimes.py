@@ -37,8 +37,9 @@ LARGE_BOARD_GIB = 70
 LARGE_BOARD_EXCEPT = "a100"
 # SGLang sizes its static memory share and its prefill chunk by the board's memory in MiB
 # (nvidia-smi's total) and tp x pp (python/sglang/srt/server_args.py, ServerArgs.
-# __post_init__, 0.4.9 and later): (below this many GiB, reserved GiB = a + b x tp x pp,
-# chunked_prefill_size); mem_fraction_static = (memory - reserved) / memory.
+# __post_init__, as of 2025 releases; earlier ones fixed 0.88 at tp 1): (below this many
+# GiB, reserved GiB = a + b x tp x pp, chunked_prefill_size); mem_fraction_static =
+# (memory - reserved) / memory.
 SGLANG_MEMORY_TIERS: tuple[tuple[float, float, float, int], ...] = (
     (35, 2.8, 0.1, 2048),  # T4, A10, L4, 4090
     (90, 9.5, 0.5, 8192),  # H100, A100, L40S
@@ -259,7 +260,7 @@ _SGLANG = EngineProfile(
     step_overhead_s=0.8e-3,
     seq_overhead_s=10e-6,
     sources=(
-        "SGLang server arguments (server_args.py, 0.4.9 and later): mem_fraction_static "
+        "SGLang server arguments (server_args.py of 2025 releases): mem_fraction_static "
         "(weights + KV cache as a share of the board) = (memory - reserved) / memory and "
         "chunked_prefill_size by the board's memory and tp x pp (SGLANG_MEMORY_TIERS): "
         "0.874 and 8192 on one H100, 0.778 and 8192 on one L40S, 0.911 on one H200; radix "
