@@ -334,3 +334,19 @@ def engine_profile(name: str) -> EngineProfile:
 def profile_overrides(name: str) -> dict[str, Any]:
     """EngineConfig fields of the engine called `name` (see `engine_profile`)."""
     return engine_profile(name).overrides()
+
+
+def board_defaults_text() -> str:
+    """How each engine starts on a board, in words, from the profiles' own values."""
+    v1, trt = _VLLM_V1, _TRTLLM
+    assert v1.large_board is not None and trt.kv_free_fraction is not None
+    big_seqs, big_tokens = v1.large_board
+    return (
+        f"engines as they start with their own defaults on each board: vLLM V1 {big_seqs:,} "
+        f"requests at once and {big_tokens:,} tokens a step on a board of {LARGE_BOARD_GIB} "
+        f"GiB or more that is not an {LARGE_BOARD_EXCEPT.upper()}, {v1.max_num_seqs:,} and "
+        f"{v1.max_num_batched_tokens:,} on the rest (vllm serve); SGLang prefills first, its "
+        "memory share and prefill chunk by board memory and tp x pp (server_args.py); "
+        f"TensorRT-LLM {trt.kv_free_fraction:g} of the memory left for KV, "
+        f"{trt.max_num_batched_tokens:,} tokens a step (planner/engine/runtimes.py)"
+    )

@@ -35,6 +35,7 @@ from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.precision import (
     precision_overrides,
 )
+from planner.engine.runtimes import board_defaults_text
 from planner.fleet.executor import JobTasks
 from planner.fleet.pool import parallel_workers
 from planner.limit.measured.search import SearchResult
@@ -476,11 +477,7 @@ def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
         f"speculative decoding 'on': {SPEC_DRAFT_TOKENS} draft tokens, acceptance "
         f"{SPEC_ACCEPTANCE} each, a {SPEC_DRAFT_PARAMS / 1e9:.2f}B-parameter draft costed on "
         f"the roofline; verification computes k + 1 positions per decode",
-        "engines as they start with their own defaults on each board: vLLM V1 1,024 requests "
-        "at once and 8,192 tokens a step on a board of 70 GiB or more that is not an A100, 256 "
-        "and 2,048 on the rest (vllm serve); SGLang prefills first, its memory share and "
-        "prefill chunk by board memory and tp x pp (server_args.py); TensorRT-LLM 0.9 of the "
-        "memory left for KV, 8,192 tokens a step (planner/engine/runtimes.py)",
+        board_defaults_text(),
         f"tensor parallelism: two ring all-reduces per layer per step, not overlapped; {links}",
         "prefix reuse replayed: shared system prompts and session history from the profile "
         "(profiles.workload.WorkloadStream); reuse of other content across requests is not",
