@@ -4,6 +4,17 @@ The queue policy picks who goes next (`pick_waiting`); a request joins when a se
 step's token budget and its KV blocks allow, reusing the prompt blocks the prefix cache
 holds (or the KV handed over with it, under prefill/decode disaggregation) and reserving
 fresh blocks for its first chunk (or max_model_len of them under static reservation).
+
+SGLang's admission reserve (`admission_reserve`): a waiting request joins only while its
+uncached prompt plus its tokens still to come fit the free KV (free and evictable) less a
+share, `new_token_ratio`, of every running request's tokens still to come, each of those
+counts clipped at CLIP_NEW_TOKENS (python/sglang/srt/managers/schedule_policy.py,
+PrefillAdder.add_one_req and _get_running_request_total_token_offset). The share starts at
+INIT_NEW_TOKEN_RATIO, falls by (init - min) / DECAY_STEPS each decode step to the minimum
+(init x MIN_RATIO_FACTOR), is set after a preemption to (tokens decoded + RETRACT_STEPS per
+running request) / (their max_tokens), at most 1, and goes back to the start when the engine
+idles (scheduler.py update_running_batch and on_idle; schedule_batch.py retract_decode;
+environ.py's defaults).
 """
 
 from __future__ import annotations
@@ -11,8 +22,18 @@ from __future__ import annotations
 from collections import deque
 
 from planner.engine.batch import LiveRequest, StepBatch
+from planner.engine.decodes import Decodes
 from planner.engine.kv import BlockPool
 from planner.engine.specs import EngineConfig, QueuePolicy
+
+# SGLang's defaults for its admission reserve (environ.py: SGLANG_INIT_NEW_TOKEN_RATIO,
+# SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
+# SGLANG_RETRACT_DECODE_STEPS, SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION).
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_RATIO_FACTOR = 0.14
+DECAY_STEPS = 600
+RETRACT_STEPS = 20
+CLIP_NEW_TOKENS = 4096
 
 
 def pick_waiting(
@@ -45,12 +66,14 @@ class Admission:
         waiting: deque[LiveRequest],
         running: dict[LiveRequest, None],
         others: dict[LiveRequest, None],
+        decodes: Decodes,
     ) -> None:
         self._config = config
         self._pool = pool
         self._waiting = waiting
         self._running = running
         self._others = others
+        self._decodes = decodes
         self._seq = 0
         self._bt = config.block_tokens
         # Static reservation: blocks held by every admitted sequence, whatever its length;
@@ -63,13 +86,50 @@ class Admission:
         self._whole_request = config.kv_reservation == "request"
         self.queries_tokens = 0
         self.hits_tokens = 0
+        # SGLang's admission reserve (the module's docstring): the share at the decode step
+        # `_ratio_step`, and the KV tokens left to admit into during one `admit`.
+        self._reserve = config.admission_reserve
+        self._ratio = INIT_NEW_TOKEN_RATIO
+        self._ratio_step = 0
+        self._room = 0.0
 
-    def admit(self, batch: StepBatch, now_s: float) -> None:
+    def new_token_ratio(self, decode_steps: int) -> float:
+        """The reserve's share after `decode_steps` decode steps of the engine."""
+        low = INIT_NEW_TOKEN_RATIO * MIN_RATIO_FACTOR
+        fall = (decode_steps - self._ratio_step) * (INIT_NEW_TOKEN_RATIO - low) / DECAY_STEPS
+        if fall <= 0:
+            return self._ratio
+        return max(self._ratio - fall, low)
+
+    def idle(self, decode_steps: int) -> None:
+        """The engine has nothing to run: the share starts again."""
+        self._ratio = INIT_NEW_TOKEN_RATIO
+        self._ratio_step = decode_steps
+
+    def preempted(self, decode_steps: int) -> None:
+        """Running requests were preempted in the step that makes `decode_steps`: the share
+        is what the requests still running have decoded, plus RETRACT_STEPS each, of their
+        max_tokens (all of them up to date: a step that preempts schedules each on its own)."""
+        decoded = wanted = 0
+        for r in self._running:
+            decoded += r.tokens - r.prompt + RETRACT_STEPS
+            wanted += r.target - r.prompt
+        self._ratio = min(1.0, decoded / (wanted + 1))
+        self._ratio_step = decode_steps
+
+    def admit(self, batch: StepBatch, now_s: float, decode_steps: int = 0) -> None:
         """Waiting requests in queue-policy order join while seats, budget and blocks
-        allow; the first that does not fit stops admission (head-of-line)."""
+        allow; the first that does not fit stops admission (head-of-line). Under the
+        admission reserve, against its share after `decode_steps` decode steps."""
         waiting = self._waiting
         running = self._running
         max_seqs = self._config.max_num_seqs
+        if self._reserve:
+            coming = self._decodes.remaining_tokens()  # the running requests' tokens to come
+            for r in self._others:
+                coming += min(r.target - r.tokens, CLIP_NEW_TOKENS)
+            free = self._pool.free_blocks * self._bt
+            self._room = free - self.new_token_ratio(decode_steps) * coming
         while waiting and len(running) < max_seqs and batch.budget > 0:
             r = pick_waiting(waiting, self._config.queue_policy, self._config.spf_aging_s, now_s)
             if not self._admit(r, batch, now_s):
@@ -106,6 +166,11 @@ class Admission:
         reused_free = pool.evictable_among(hashes, cached_blocks) if cached_blocks else 0
         if need + reused_free > pool.free_blocks:
             return False
+        if self._reserve:
+            total = r.tokens - cached + min(r.target - r.tokens, CLIP_NEW_TOKENS)
+            if total >= self._room:
+                return False
+            self._room -= total
         if cached_blocks:
             pool.take_cached(r.holding, hashes, cached_blocks)
         pool.allocate(r.holding, need)

@@ -37,6 +37,7 @@ class _Engine(Protocol):
 
     _generation_total: int
     _decode_streak: int
+    _decode_steps: int
 
     @property
     def config(self) -> EngineConfig: ...
@@ -119,6 +120,7 @@ class DecodeRuns:
             self._end_s = end
             e._generation_total += m * left
             e._decode_streak += left
+            e._decode_steps += left
         self._taken = ends
         return ends
 
@@ -134,6 +136,7 @@ class DecodeRuns:
         self._end_s = taken[steps - 1]
         e._generation_total -= self._batch * dropped
         e._decode_streak -= dropped
+        e._decode_steps -= dropped
         self._taken = taken[:steps]
 
     def end(self) -> None:
@@ -153,6 +156,7 @@ class DecodeRuns:
         m = self._batch
         kv = self._kv0 + m * self.done
         e._decode_streak += 1
+        e._decode_steps += 1
         duration = e.step_time_s(m, float(kv), kv, float(m), 0, decode_pairs=float(kv))
         end = now_s + duration
         self._end_s = end

@@ -27,8 +27,13 @@ from planner.engine.batch import LiveRequest
 class Decodes:
     """The aggregate of one engine's member decodes (see the module); `bt` is the block size."""
 
-    def __init__(self, bt: int) -> None:
+    def __init__(self, bt: int, clip: int = 0) -> None:
         self._bt = bt
+        # `remaining_tokens`: the members' tokens still to come, each counted up to `clip`
+        # (0: not asked); the sum of their targets and the members that may pass the clip.
+        self._clip = clip
+        self._target = 0
+        self._long: dict[LiveRequest, None] = {}
         self.steps = 0  # steps the members have taken together
         self.count = 0  # members
         self.end_s = 0.0  # the end of the last of those steps
@@ -46,11 +51,24 @@ class Decodes:
         """The members' computed tokens now."""
         return self._base + self.count * self.steps
 
+    def remaining_tokens(self) -> int:
+        """The members' tokens still to come (target less tokens now), each at most `clip`."""
+        total = self._target - self.context_tokens() - self.count
+        clip = self._clip
+        for r in self._long:
+            over = r.target - (r.tokens + self.steps - r.joined) - clip
+            if over > 0:
+                total -= over
+        return total
+
     def join(self, r: LiveRequest) -> None:
         """Make `r` (a plain decode, `qualifies`, its fields up to date) a member."""
         d = self.steps
         r.joined = d
         self.count += 1
+        self._target += r.target
+        if self._clip and r.target - r.tokens > self._clip:
+            self._long[r] = None
         self._base += r.computed - d
         heapq.heappush(self._finish, (d + r.target - r.tokens - 1, r.seq, r))
         first = d + r.cap - r.computed  # the step whose tokens first need a fresh block
@@ -83,6 +101,8 @@ class Decodes:
         """Bring member `r` up to date and take it out (it finishes)."""
         self.sync(r)
         self.count -= 1
+        self._target -= r.target
+        self._long.pop(r, None)
         self._base -= r.computed - r.joined
         if r.later:
             r.later = False  # its heap entry is skipped when met
@@ -99,6 +119,8 @@ class Decodes:
                 r.later = False
         self.count = 0
         self._base = 0
+        self._target = 0
+        self._long.clear()
         self._finish.clear()
         self._later.clear()
         self._phase = [0] * self._bt

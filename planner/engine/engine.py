@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from contracts.errors import InputError
-from planner.engine.admission import Admission
+from planner.engine.admission import CLIP_NEW_TOKENS, Admission
 from planner.engine.batch import LiveRequest, StepBatch
 from planner.engine.decode_run import DecodeRuns
 from planner.engine.decodes import Decodes
@@ -83,6 +83,14 @@ class Engine:
         self._prefill_first = config.prefill_first
         self._group = config.scheduler_steps
         self._decode_streak = 0  # decode-only steps since the last step with a prefill
+        self._decode_steps = 0  # decode-only steps in all
+        # Under prefill_first: requests whose prompt chunks were not all computed by the
+        # last step; their next chunks go first, alone with any new prefills.
+        self._chunked: list[LiveRequest] = []
+        self._reserve = config.admission_reserve
+        # When the engine last ran out of work (None: it has work since): a step starting
+        # later idled in between (the admission reserve's share starts again).
+        self._empty_s: float | None = None
         self._record = config.record_token_times
         self._pool = BlockPool(kv_capacity_blocks(config), config.prefix_caching)
         self._roofline = Roofline(config)
@@ -94,9 +102,11 @@ class Engine:
         # them outside the running decodes' aggregate (planner.engine.decodes).
         self._running: dict[LiveRequest, None] = {}
         self._others: dict[LiveRequest, None] = {}
-        self._decodes = Decodes(self._bt)
+        self._decodes = Decodes(self._bt, CLIP_NEW_TOKENS if config.admission_reserve else 0)
         self._waiting: deque[LiveRequest] = deque()
-        self._admission = Admission(config, self._pool, self._waiting, self._running, self._others)
+        self._admission = Admission(
+            config, self._pool, self._waiting, self._running, self._others, self._decodes
+        )
         self._phase = RunningPhase(
             config, self._pool, self._waiting, self._running, self._others, self._decodes
         )
@@ -204,8 +214,8 @@ class Engine:
     def step(self, now_s: float) -> StepResult:
         """Run one scheduler step starting at `now_s`; events are stamped with the step's end.
 
-        Under `prefill_first` a step that can admit waiting requests runs their prefills
-        alone; under multi-step scheduling (`scheduler_steps` N) waiting requests join only
+        Under `prefill_first` a step that can admit waiting requests, or has a prompt's
+        chunks left from the step before, runs those prefills alone (the chunks first); under multi-step scheduling (`scheduler_steps` N) waiting requests join only
         between groups of N decode-only steps, and a decode-only step pays the per-request
         CPU cost over N (it is spent once a group)."""
         if self.runs.left:
@@ -214,16 +224,29 @@ class Engine:
             self.runs.settle()
         if self._frontend is not None:
             self._frontend.leave(now_s, self._waiting)
+        if self._empty_s is not None:
+            if now_s > self._empty_s:
+                self._admission.idle(self._decode_steps)
+            self._empty_s = None
         batch = StepBatch(self.config.max_num_batched_tokens)
         may_admit = not self._running or self._decode_streak % self._group == 0
-        if self._prefill_first and self._waiting and may_admit:
-            self._admission.admit(batch, now_s)
+        if self._prefill_first and may_admit:
+            if self._chunked:
+                chunked = [r for r in self._chunked if r in self._running]
+                self._chunked = []
+                self._phase.schedule(batch, now_s, only=chunked)
+            if self._waiting and not batch.preempted:
+                self._admission.admit(batch, now_s, self._decode_steps)
         if not batch.size:
             if self._running:
                 self._phase.schedule(batch, now_s)
             if self._waiting and not batch.preempted and may_admit and not self._prefill_first:
-                self._admission.admit(batch, now_s)
+                self._admission.admit(batch, now_s, self._decode_steps)
+        if batch.preempted and self._reserve:
+            self._admission.preempted(self._decode_steps + (not batch.prefill_tokens))
         if not batch.size:
+            if self._reserve and not self._running:
+                self._admission.idle(self._decode_steps)
             # Idle until the next request leaves the front end (callers see a step without
             # work that lasts until then), or no step at all.
             ready = self._frontend.next_ready_s() if self._frontend is not None else None
@@ -238,6 +261,7 @@ class Engine:
             self._decode_streak = 0
         else:
             self._decode_streak += 1
+            self._decode_steps += 1
             seqs /= self._group
         duration = self._roofline.batch_time_s(batch, seqs)
         end = now_s + duration
@@ -245,6 +269,8 @@ class Engine:
         self._advance(batch, end, group_end)
         if self._runs_on and not batch.preempted:
             self.runs.start()
+        if self._reserve and not self._running and not self._waiting:
+            self._empty_s = end
         prefill = batch.prefill_tokens
         return StepResult(
             start_s=now_s,
@@ -301,6 +327,8 @@ class Engine:
                 pool.register(holding, hashes, min(computed, r.prompt) // bt)
                 r.registering = holding.registered_upto < len(hashes)
             if computed < r.tokens:
+                if self._prefill_first:
+                    self._chunked.append(r)
                 continue  # a prefill chunk that does not reach the end of the prompt
             if r.tokens == r.prompt:
                 prompt_total += r.prompt

@@ -40,17 +40,20 @@ class RunningPhase:
         self._prefix_caching = config.prefix_caching
         self.preemptions = 0
 
-    def schedule(self, batch: StepBatch, now_s: float) -> None:
+    def schedule(
+        self, batch: StepBatch, now_s: float, only: list[LiveRequest] | None = None
+    ) -> None:
         """Phase 1: running requests in admission order get their next tokens (a decode,
         k + 1 verified positions under speculative decoding, or a prefill chunk), counted
         into the batch's roofline inputs here, in the loop, as this is the hottest path.
+        `only`: these running requests (none in the aggregate) and no others.
 
         The members of the decodes' aggregate (planner.engine.decodes) take one token each
         at once when every running request fits the step's budget and free blocks, so no
         order can matter; otherwise the aggregate dissolves and each request goes on its own
         (the sums are of whole numbers, exact in any order)."""
         decodes = self._decodes
-        m = decodes.count
+        m = 0 if only is not None else decodes.count
         if m:
             need = decodes.step_needs()
             if self._all_fit(batch.budget - m, need):
@@ -65,7 +68,8 @@ class RunningPhase:
             else:
                 self.dissolve()
         running = self._running
-        order = list(self._others)  # all running requests unless members went at once
+        # All running requests unless members went at once.
+        order = list(self._others) if only is None else only
         scheduled = batch.scheduled
         spec_k = self._spec_k
         budget = batch.budget
@@ -142,7 +146,9 @@ class RunningPhase:
         are short; False when `r` itself had to go."""
         need = -(-tokens // self._bt) - r.holding.blocks
         while not self._pool.allocate(r.holding, need):
-            victim, _ = self._running.popitem()  # the newest (none in the aggregate then)
+            if self._decodes.count:  # members that did not step (`only`) go on their own
+                self.dissolve()
+            victim, _ = self._running.popitem()  # the newest (none in the aggregate now)
             del self._others[victim]
             self._preempt(victim, now_s, batch.events)
             batch.preempted = True

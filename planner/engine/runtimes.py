@@ -58,6 +58,7 @@ class EngineProfile:
     kv_free_fraction: float | None = None
     gpu_memory_utilization: float = 0.9
     prefill_first: bool = False
+    admission_reserve: bool = False
     # None: SGLang's rule, from the KV cache's size and the context length (`running_cap`).
     max_num_seqs: int | None = 256
     # None: vLLM V0's default without chunked prefill, max(max_model_len, 2048) tokens a
@@ -146,6 +147,7 @@ class EngineProfile:
             "kv_free_fraction": self.kv_free_fraction,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "prefill_first": self.prefill_first,
+            "admission_reserve": self.admission_reserve,
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "prefix_caching": self.prefix_caching,
@@ -253,6 +255,7 @@ _SGLANG = EngineProfile(
     name="sglang@0.4",
     label="SGLang 0.4 and later (RadixAttention, overlap scheduler)",
     prefill_first=True,
+    admission_reserve=True,
     gpu_memory_utilization=0.88,
     max_num_seqs=None,
     max_num_batched_tokens=8192,
@@ -267,7 +270,14 @@ _SGLANG = EngineProfile(
         "prefix cache on",
         "prefill first: scheduler.py get_next_batch_to_run runs a new prefill batch whenever "
         "get_new_batch_prefill forms one ('Run prefill first if possible') and the running "
-        "decodes wait; enable_mixed_chunk (which mixes them) is off by default",
+        "decodes wait; enable_mixed_chunk (which mixes them) is off by default; a prompt "
+        "longer than the chunk goes on chunk by chunk the same way (the chunked request "
+        "leads the next prefill batch: schedule_policy.py PrefillAdder.add_chunked_req)",
+        "admission reserve: a waiting request joins while its uncached prompt plus "
+        "max_new_tokens fit the free and evictable KV less new_token_ratio x each running "
+        "request's tokens to come (clipped at 4096); the ratio starts at 0.7, falls to "
+        "0.098 over 600 decode steps, is re-estimated after a retraction and reset when "
+        "idle (schedule_policy.py PrefillAdder, scheduler.py, environ.py defaults)",
         "max_running_requests unset: min(KV tokens // 2, the request pool, int(KV tokens / "
         "context_len x 512) clamped to [2048, 4096]) (model_runner.py and scheduler.py, "
         "0.3 to 0.5): 2048 to 4096 requests at once on large GPUs",
@@ -345,8 +355,10 @@ def board_defaults_text() -> str:
         f"engines as they start with their own defaults on each board: vLLM V1 {big_seqs:,} "
         f"requests at once and {big_tokens:,} tokens a step on a board of {LARGE_BOARD_GIB} "
         f"GiB or more that is not an {LARGE_BOARD_EXCEPT.upper()}, {v1.max_num_seqs:,} and "
-        f"{v1.max_num_batched_tokens:,} on the rest (vllm serve); SGLang prefills first, its "
-        "memory share and prefill chunk by board memory and tp x pp (server_args.py); "
+        f"{v1.max_num_batched_tokens:,} on the rest (vllm serve); SGLang prefills first, admits "
+        "a request only while its prompt and output fit the free KV less a share of the "
+        "running requests' tokens to come (schedule_policy.py), its memory share and "
+        "prefill chunk by board memory and tp x pp (server_args.py); "
         f"TensorRT-LLM {trt.kv_free_fraction:g} of the memory left for KV, "
         f"{trt.max_num_batched_tokens:,} tokens a step (planner/engine/runtimes.py)"
     )

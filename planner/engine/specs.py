@@ -201,8 +201,15 @@ class EngineConfig(BaseModel):
     )
     prefill_first: bool = Field(
         False,
-        description="a step with admissible waiting requests runs their prefills alone "
-        "(vLLM 0.5/0.6 without chunked prefill); False: prefills and decodes mixed",
+        description="a step with admissible waiting requests, or a prompt whose chunks "
+        "are not all computed, runs those prefills alone (vLLM 0.5/0.6 without chunked "
+        "prefill, SGLang); False: prefills and decodes mixed",
+    )
+    admission_reserve: bool = Field(
+        False,
+        description="SGLang's admission: a waiting request joins only while its uncached "
+        "prompt and max_tokens fit the free KV less a share (new_token_ratio: 0.7 falling "
+        "to 0.098 over 600 decode steps) of the running requests' tokens still to come",
     )
     spec_draft_tokens: int = Field(
         0, ge=0, le=16, description="speculative decoding: draft tokens per step (0 = off)"
