@@ -272,13 +272,16 @@ class EngineConfig(BaseModel):
             )
         if kv_capacity_blocks(self) < 1:
             need = weight_bytes(self) + self.activation_reserve_bytes
-            have = self.gpu.memory_bytes * self.gpu_memory_utilization
+            have = self.gpu.memory_bytes
+            if self.kv_free_fraction is None:  # the share, not a share of what is left
+                have *= self.gpu_memory_utilization
             block = kv_bytes_per_token(self) * self.block_tokens
             short = need + block - have
             fmt = weight_format(self).name
+            what = "weights + activation reserve" if self.activation_reserve_bytes else "weights"
             raise ValueError(
                 f"{self.model.name} does not fit on {self.gpu.name} at quantization={fmt}, "
-                f"tp={self.tp}, pp={self.pp}: weights + activation reserve need "
+                f"tp={self.tp}, pp={self.pp}: {what} need "
                 f"{need / 1e9:.1f} GB per GPU, {have / 1e9:.1f} GB usable, {short / 1e9:.1f} GB "
                 f"short (before any KV cache); raise tp or pp, quantize, or pick a larger GPU"
             )

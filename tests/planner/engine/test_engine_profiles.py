@@ -269,17 +269,16 @@ def test_sglang_runs_as_many_requests_as_its_own_rule_allows(
         ("H100-80GB", 4, (81559 - 11.5 * 1024) / 81559, 8192),
         ("L40S-48GB", 1, (46068 - 10 * 1024) / 46068, 8192),
         ("H200-141GB", 1, (143771 - 12.5 * 1024) / 143771, 8192),
-        ("B200-180GB", 1, None, 16384),
-        ("L4-24GB", 1, None, 2048),
+        ("B200-180GB", 1, (183359 - 32 * 1024) / 183359, 16384),
+        ("L4-24GB", 1, (23034 - 2.9 * 1024) / 23034, 2048),
     ],
 )
 def test_sglang_sizes_its_memory_share_and_chunk_by_the_board(
-    gpu: str, tp: int, share: float | None, chunk: int
+    gpu: str, tp: int, share: float, chunk: int
 ) -> None:
     model = "llama-3.1-70b" if tp > 1 else "llama-3.1-8b"
     c = _cfg(gpu, "sglang", model=model, tp=tp)
-    if share is not None:
-        assert c.gpu_memory_utilization == pytest.approx(share, abs=5e-4)
+    assert c.gpu_memory_utilization == pytest.approx(share, abs=5e-4)
     assert c.max_num_batched_tokens == chunk
     # The share holds weights and KV cache; the rest is SGLang's reserve, not taken twice.
     assert c.activation_reserve_bytes == 0
@@ -332,7 +331,11 @@ def test_sglang_on_a_board_smaller_than_its_reserve_asks_for_a_share(tmp_path: A
     )
     with pytest.raises(ConfigError, match=r"reserve of 2\.9 GiB on 2\.0 GiB; give a share"):
         build_engine_config("Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="sglang")
-    with pytest.raises(ConfigError, match="does not fit"):  # past the share: the model's size
+    # Past the share: the model's size, with no activation reserve (SGLang keeps it outside).
+    with pytest.raises(ConfigError, match=r"pp=1: weights need 6\.4 GB per GPU, 1\.9 GB usable"):
         build_engine_config(
             "Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="sglang", gpu_memory_utilization=0.9
         )
+    # TensorRT-LLM sizes KV from what is left of the whole board: all of it is usable.
+    with pytest.raises(ConfigError, match=r"weights \+ activation reserve need .* 2\.1 GB usable"):
+        build_engine_config("Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="trtllm")
