@@ -215,7 +215,8 @@ class Engine:
         """Run one scheduler step starting at `now_s`; events are stamped with the step's end.
 
         Under `prefill_first` a step that can admit waiting requests, or has a prompt's
-        chunks left from the step before, runs those prefills alone (the chunks first); under multi-step scheduling (`scheduler_steps` N) waiting requests join only
+        chunks left from the step before, runs those prefills alone (the chunks first);
+        under multi-step scheduling (`scheduler_steps` N) waiting requests join only
         between groups of N decode-only steps, and a decode-only step pays the per-request
         CPU cost over N (it is spent once a group)."""
         if self.runs.left:

@@ -272,7 +272,7 @@ class EngineConfig(BaseModel):
             )
         if kv_capacity_blocks(self) < 1:
             need = weight_bytes(self) + self.activation_reserve_bytes
-            have = self.gpu.memory_bytes
+            have = float(self.gpu.memory_bytes)
             if self.kv_free_fraction is None:  # the share, not a share of what is left
                 have *= self.gpu_memory_utilization
             block = kv_bytes_per_token(self) * self.block_tokens
