@@ -31,20 +31,66 @@ from contracts.errors import ConfigError
 # it the profile keeps a fixed budget (see EngineProfile.batched_tokens).
 V0_RULE_MAX_CONTEXT = 32768
 FALLBACK_BATCHED_TOKENS = 8192
-# vLLM V1's `vllm serve` gives boards with at least 70 GiB of memory, except A100s, larger
-# scheduler limits (vllm/engine/arg_utils.py, get_batch_defaults).
-LARGE_BOARD_GIB = 70
-LARGE_BOARD_EXCEPT = "a100"
-# SGLang sizes its static memory share and its prefill chunk by the board's memory in MiB
-# (nvidia-smi's total) and tp x pp (python/sglang/srt/server_args.py, ServerArgs.
-# __post_init__, as of 2025 releases; earlier ones fixed 0.88 at tp 1): (below this many
-# GiB, reserved GiB = a + b x tp x pp, chunked_prefill_size); mem_fraction_static =
-# (memory - reserved) / memory.
-SGLANG_MEMORY_TIERS: tuple[tuple[float, float, float, int], ...] = (
-    (35, 2.8, 0.1, 2048),  # T4, A10, L4, 4090
-    (90, 9.5, 0.5, 8192),  # H100, A100, L40S
-    (160, 12.0, 0.5, 8192),  # H20, H100 NVL, H200
-    (float("inf"), 32.0, 0.0, 16384),  # B200, MI300X
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """vLLM V1's `vllm serve` defaults by board (vllm/engine/arg_utils.py,
+    get_batch_defaults): a board with at least `gib` of memory whose name does not hold
+    `except_name` runs `seqs` requests at once and `tokens` tokens a step; the others keep the
+    profile's own two."""
+
+    gib: float
+    except_name: str
+    seqs: int
+    tokens: int
+
+    def defaults(
+        self, label: str, gpu_name: str, memory_bytes: int, parallel: int, share_given: bool
+    ) -> dict[str, Any]:
+        if memory_bytes < self.gib * 2**30 or self.except_name in gpu_name.lower():
+            return {}
+        return {"max_num_seqs": self.seqs, "max_num_batched_tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class MemoryTiers:
+    """SGLang's static memory share and prefill chunk by the board's memory in MiB
+    (nvidia-smi's total) and tp x pp (python/sglang/srt/server_args.py, ServerArgs.
+    __post_init__, as of 2025 releases; earlier ones fixed 0.88 at tp 1): per tier (below this
+    many GiB, reserved GiB = a + b x tp x pp, chunked_prefill_size), mem_fraction_static =
+    (memory - reserved) / memory. The reserve (activations, CUDA graphs) is what the share
+    leaves outside, so none is taken off the share again."""
+
+    tiers: tuple[tuple[float, float, float, int], ...]
+
+    def defaults(
+        self, label: str, gpu_name: str, memory_bytes: int, parallel: int, share_given: bool
+    ) -> dict[str, Any]:
+        mib = memory_bytes / 2**20
+        _, base, per, chunk = next(t for t in self.tiers if mib < t[0] * 1024)
+        reserved = (base + per * parallel) * 1024
+        if reserved >= mib and not share_given:
+            raise ConfigError(
+                f"{label} on {gpu_name}: its default memory share leaves nothing after its "
+                f"reserve of {reserved / 1024:.1f} GiB on {mib / 1024:.1f} GiB; give a share "
+                "(emulate --gpu-memory-utilization, whatif --vary gpu_memory_utilization=...)"
+            )
+        return {
+            "gpu_memory_utilization": round((mib - reserved) / mib, 3),
+            "activation_reserve_bytes": 0,
+            "max_num_batched_tokens": chunk,
+        }
+
+
+VLLM_SERVE_LIMITS = ServeLimits(gib=70, except_name="a100", seqs=1024, tokens=8192)
+SGLANG_MEMORY_TIERS = MemoryTiers(
+    (
+        (35, 2.8, 0.1, 2048),  # T4, A10, L4, 4090
+        (90, 9.5, 0.5, 8192),  # H100, A100, L40S
+        (160, 12.0, 0.5, 8192),  # H20, H100 NVL, H200
+        (float("inf"), 32.0, 0.0, 16384),  # B200, MI300X
+    )
 )
 
 
@@ -72,12 +118,8 @@ class EngineProfile:
     frontend_s_per_prompt_token: float = 2e-6
     frontend_s_per_request: float = 0.0
     frontend_handover: str = "each"
-    # A board-dependent default, as `vllm serve` has one: on a board with at least
-    # LARGE_BOARD_GIB of memory whose name does not hold LARGE_BOARD_EXCEPT, these
-    # (max_num_seqs, max_num_batched_tokens) replace the two above; None: one default.
-    large_board: tuple[int, int] | None = None
-    # SGLang's rule (SGLANG_MEMORY_TIERS): the memory share and prefill chunk by board.
-    memory_tiers: bool = False
+    # Defaults that depend on the board (ServeLimits, MemoryTiers); None: none do.
+    board_rule: ServeLimits | MemoryTiers | None = None
     sources: tuple[str, ...] = ()
 
     def board_defaults(
@@ -86,33 +128,9 @@ class EngineProfile:
         """The settings this profile defaults to on the board `gpu_name` with `memory_bytes`
         of memory, `parallel` (tp x pp) boards to an instance, where they depend on the
         board; empty where they do not. `share_given`: the caller sets the memory share."""
-        if self.memory_tiers:
-            mib = memory_bytes / 2**20
-            for below, base, per, chunk in SGLANG_MEMORY_TIERS:
-                if mib < below * 1024:
-                    reserved = (base + per * parallel) * 1024
-                    if reserved >= mib and not share_given:
-                        raise ConfigError(
-                            f"{self.label} on {gpu_name}: its default memory share leaves "
-                            f"nothing after its reserve of {reserved / 1024:.1f} GiB on "
-                            f"{mib / 1024:.1f} GiB; give a share (emulate "
-                            "--gpu-memory-utilization, whatif --vary gpu_memory_utilization=...)"
-                        )
-                    # The reserve (activations, CUDA graphs) is the share left outside.
-                    return {
-                        "gpu_memory_utilization": round((mib - reserved) / mib, 3),
-                        "activation_reserve_bytes": 0,
-                        "max_num_batched_tokens": chunk,
-                    }
-        if self.large_board is None:
+        if self.board_rule is None:
             return {}
-        large = (
-            memory_bytes >= LARGE_BOARD_GIB * 2**30 and LARGE_BOARD_EXCEPT not in gpu_name.lower()
-        )
-        if not large:
-            return {}
-        seqs, tokens = self.large_board
-        return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
+        return self.board_rule.defaults(self.label, gpu_name, memory_bytes, parallel, share_given)
 
     def batched_tokens(self, max_model_len: int) -> int:
         """The step's token budget for an engine whose context length is `max_model_len`.
@@ -166,7 +184,7 @@ _VLLM_V1 = EngineProfile(
     label="vLLM V1 (0.8 and later)",
     max_num_seqs=256,
     max_num_batched_tokens=2048,
-    large_board=(1024, 8192),
+    board_rule=VLLM_SERVE_LIMITS,
     step_overhead_s=1e-3,
     seq_overhead_s=15e-6,
     sources=(
@@ -259,7 +277,7 @@ _SGLANG = EngineProfile(
     gpu_memory_utilization=0.88,
     max_num_seqs=None,
     max_num_batched_tokens=8192,
-    memory_tiers=True,
+    board_rule=SGLANG_MEMORY_TIERS,
     step_overhead_s=0.8e-3,
     seq_overhead_s=10e-6,
     sources=(
@@ -348,13 +366,12 @@ def profile_overrides(name: str) -> dict[str, Any]:
 
 def board_defaults_text() -> str:
     """How each engine starts on a board, in words, from the profiles' own values."""
-    v1, trt = _VLLM_V1, _TRTLLM
-    assert v1.large_board is not None and trt.kv_free_fraction is not None
-    big_seqs, big_tokens = v1.large_board
+    v1, trt, big = _VLLM_V1, _TRTLLM, VLLM_SERVE_LIMITS
+    assert trt.kv_free_fraction is not None
     return (
-        f"engines as they start with their own defaults on each board: vLLM V1 {big_seqs:,} "
-        f"requests at once and {big_tokens:,} tokens a step on a board of {LARGE_BOARD_GIB} "
-        f"GiB or more that is not an {LARGE_BOARD_EXCEPT.upper()}, {v1.max_num_seqs:,} and "
+        f"engines as they start with their own defaults on each board: vLLM V1 {big.seqs:,} "
+        f"requests at once and {big.tokens:,} tokens a step on a board of {big.gib:g} "
+        f"GiB or more that is not an {big.except_name.upper()}, {v1.max_num_seqs:,} and "
         f"{v1.max_num_batched_tokens:,} on the rest (vllm serve); SGLang prefills first, admits "
         "a request only while its prompt and output fit the free KV less a share of the "
         "running requests' tokens to come (schedule_policy.py), its memory share and "
