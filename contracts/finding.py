@@ -161,6 +161,8 @@ FINDINGS_EN: dict[str, str] = {
     "(no preemption), {kv:,} KV tokens, {us:.0f} us CPU per request per step, prefills alone",
     "figure.engine_static_prefill_first": "{engine} reserves {max_len:,} tokens per sequence, "
     "{kv:,} KV tokens, {us:.0f} us CPU per request per step, prefills alone",
+    "figure.engine_reserve": "{engine} admits a request only while its prompt and output "
+    "fit the free KV less a share of the running requests' tokens to come",
     "figure.engine_context": "a request holds {ctx:,.0f} tokens on average",
     # the fleet simulation's verdict (planner.fleet.check)
     "fleet.not_simulated": "n={instances} was not simulated",

@@ -226,12 +226,20 @@ def _engine_traits(c: WhatifCandidate, cfg: EngineConfig | None) -> Finding:
     return Finding(key=key, values=values)
 
 
+def _engine_findings(c: WhatifCandidate, cfg: EngineConfig | None) -> list[Finding]:
+    """`_engine_traits`, and SGLang's admission reserve where the engine holds one."""
+    traits = [_engine_traits(c, cfg)]
+    if cfg is not None and cfg.admission_reserve:
+        traits.append(Finding(key="figure.engine_reserve", values={"engine": cfg.engine}))
+    return traits
+
+
 def _engine(p: _Pair) -> list[Finding]:
     """What sets the two engines apart on this traffic: KV held per request, CPU per step."""
     ctx = mean_context_tokens(p.profile.lengths.sampler.pairs)
     return [
-        _engine_traits(p.base, p.base_config),
-        _engine_traits(p.alt, p.alt_config),
+        *_engine_findings(p.base, p.base_config),
+        *_engine_findings(p.alt, p.alt_config),
         Finding(key="figure.engine_context", values={"ctx": ctx}),
     ]
 
@@ -367,7 +375,8 @@ def _engine_why(c: WhatifCandidate, cfg: EngineConfig | None, mean_ctx: float) -
         return f"{c.settings['engine']} has no limit here"
     running = c.concurrency_at_limit
     use = f"; {running:.1f} in flight x {mean_ctx:,.0f} tokens" if running else ""
-    return f"{c.limit_rps:.3g} req/s: {_engine_traits(c, cfg).english()}{use}"
+    traits = figure_text(_engine_findings(c, cfg))
+    return f"{c.limit_rps:.3g} req/s: {traits}{use}"
 
 
 def engine_rankings(

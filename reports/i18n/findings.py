@@ -105,6 +105,8 @@ FINDINGS_ZH: dict[str, str] = {
     "个 KV token，每请求每步 CPU {us:.0f} us，预填充单独进行",
     "figure.engine_static_prefill_first": "{engine} 为每个序列预留 {max_len:,} 个 token，{kv:,} 个 "
     "KV token，每请求每步 CPU {us:.0f} us，预填充单独进行",
+    "figure.engine_reserve": "{engine} 仅当请求的提示与输出装得下空闲 KV 减去运行中请求待生成 "
+    "token 的一部分时才准入",
     "figure.engine_context": "每个请求平均占用 {ctx:,.0f} 个 token",
     "fleet.slo_metrics": "SLO 中的 {missing} 机队模拟器不产生（它给出 {simulated}）",
     "fleet.not_simulated": "机队模拟：n={instances} 未被模拟",

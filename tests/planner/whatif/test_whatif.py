@@ -15,6 +15,8 @@ from planner.whatif.options import WhatifOptions
 from planner.whatif.run import run_whatif
 from planner.whatif.virtual import split_at
 from profiles.presets import preset_profile
+from reports.i18n.findings import lesson_figure
+from reports.i18n.words import Words
 
 LEVEL_S = 30.0
 
@@ -101,3 +103,18 @@ def test_engines_compared_on_long_prompts_say_where_their_order_changes() -> Non
         assert all(lesson.sentence.startswith("on ") for lesson in ranking)
     else:
         assert ranking == []
+
+
+def test_the_engine_lesson_says_sglang_holds_kv_back_for_running_requests() -> None:
+    """SGLang's admission reserve is named in the engine lesson, in both languages; vLLM's
+    side of the same lesson does not claim it."""
+    options = WhatifOptions(
+        profile_path="chat", slo=parse_slo("ttft:p95<=2s"), gpus=("H100-80GB",),
+        vary=parse_vary("engine=vllm:sglang"), level_s=LEVEL_S,
+    )  # fmt: skip
+    result = run_whatif(preset_profile("chat"), options)
+    (engine,) = [lesson for lesson in result.lessons if lesson.knob == "engine"]
+    assert engine.figure.count("admits a request only while its prompt and output fit") == 1
+    assert "sglang@0.4 admits a request only while" in engine.figure
+    zh = lesson_figure(Words("zh"), engine)
+    assert zh.count("仅当请求的提示与输出装得下") == 1
