@@ -18,14 +18,7 @@ from planner.engine import (
 )
 from planner.engine.decode_run import DecodeRuns
 from profiles.tokenize import chained_block_hashes
-
-# The scheduler's own behaviour, without the front-end queue in front of it
-# (tests/planner/engine/test_engine_profiles.py covers that).
-NO_FRONT_END = {
-    "frontend_s": 0.0,
-    "frontend_s_per_prompt_token": 0.0,
-    "frontend_s_per_request": 0.0,
-}
+from testkit.engine_configs import NO_FRONT_END
 
 
 def _h100(**overrides: Any) -> EngineConfig:

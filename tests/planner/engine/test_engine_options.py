@@ -16,16 +16,12 @@ from planner.engine import (
     kv_capacity_blocks,
     simulate,
 )
+from testkit.engine_configs import NO_FRONT_END
 
 
 def _h100(**overrides: Any) -> EngineConfig:
     # The scheduler's options alone: no front end in front of it.
-    no_front_end = {
-        "frontend_s": 0.0,
-        "frontend_s_per_prompt_token": 0.0,
-        "frontend_s_per_request": 0.0,
-    }
-    return build_engine_config("H100-80GB", "llama-3.1-8b", **{**no_front_end, **overrides})
+    return build_engine_config("H100-80GB", "llama-3.1-8b", **{**NO_FRONT_END, **overrides})
 
 
 def _reqs(n: int, prompt: int, out: int) -> list[EngineRequest]:

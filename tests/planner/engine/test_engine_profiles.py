@@ -18,12 +18,7 @@ from planner.engine import (
     simulate,
     weight_bytes,
 )
-
-NO_FRONT_END = {
-    "frontend_s": 0.0,
-    "frontend_s_per_prompt_token": 0.0,
-    "frontend_s_per_request": 0.0,
-}
+from testkit.engine_configs import NO_FRONT_END
 
 
 def _cfg(gpu: str = "H100-80GB", engine: str = "vllm", **kw: Any) -> EngineConfig:

@@ -9,12 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from planner.engine import Engine, EngineRequest, build_engine_config
+from testkit.engine_configs import NO_FRONT_END
 
-NO_FRONT_END = {
-    "frontend_s": 0.0,
-    "frontend_s_per_prompt_token": 0.0,
-    "frontend_s_per_request": 0.0,
-}
 # SGLang's defaults: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, times SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
 # 0.14 after SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600 decode steps.
 INIT, LOW = 0.7, 0.7 * 0.14
