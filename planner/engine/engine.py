@@ -88,8 +88,9 @@ class Engine:
         # last step; their next chunks go first, alone with any new prefills.
         self._chunked: list[LiveRequest] = []
         self._reserve = config.admission_reserve
-        # When the engine last ran out of work (None: it has work since): a step starting
-        # later idled in between (the admission reserve's share starts again).
+        # When the engine last ran out of work, at a step's end or in a step without any
+        # (None: it has work since): a step starting later idled in between, and the
+        # admission reserve's share starts again.
         self._empty_s: float | None = None
         self._record = config.record_token_times
         self._pool = BlockPool(kv_capacity_blocks(config), config.prefix_caching)
@@ -246,8 +247,8 @@ class Engine:
         if batch.preempted and self._reserve:
             self._admission.preempted(self._decode_steps + (not batch.prefill_tokens))
         if not batch.size:
-            if self._reserve and not self._running:
-                self._admission.idle(self._decode_steps)
+            if self._reserve and not self._running and not self._waiting:
+                self._empty_s = now_s
             # Idle until the next request leaves the front end (callers see a step without
             # work that lasts until then), or no step at all.
             ready = self._frontend.next_ready_s() if self._frontend is not None else None
