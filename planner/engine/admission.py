@@ -4,6 +4,9 @@ The queue policy picks who goes next (`pick_waiting`); a request joins when a se
 step's token budget and its KV blocks allow, reusing the prompt blocks the prefix cache
 holds (or the KV handed over with it, under prefill/decode disaggregation) and reserving
 fresh blocks for its first chunk (or max_model_len of them under static reservation).
+Under `whole_prompts` (vLLM V0 without chunked prefill) a prompt that does not fit what is
+left of the step's budget is not cut: admission stops there, as V0's `_schedule_prefills`
+does.
 
 SGLang's admission reserve (`admission_reserve`): a waiting request joins only while its
 uncached prompt plus its tokens still to come fit the free KV (free and evictable) less a
@@ -157,6 +160,8 @@ class Admission:
             start = min(ready, r.tokens - 1)  # KV transferred with the request
         q = r.tokens - start
         if q > batch.budget:
+            if self._config.whole_prompts and batch.tokens:
+                return False  # vLLM V0 waits to schedule it whole; alone in a step, it is cut
             q = batch.budget
         need = -(-(start + q) // bt) - cached_blocks
         if self._static_blocks:

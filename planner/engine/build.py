@@ -127,9 +127,11 @@ def build_engine_config(
         fields.update(calibration)
     fields["calibration_source"] = "; ".join(sources)
     fields.update({k: v for k, v in overrides.items() if v is not None})
+    context = fields.get("max_model_len") or model_spec.max_context_tokens
     if fields.get("max_num_batched_tokens") is None:
-        context = fields.get("max_model_len") or model_spec.max_context_tokens
         fields["max_num_batched_tokens"] = profile.batched_tokens(context)
+    # V0 with chunked prefill turned on (prefill_first False) cuts prompts like any other.
+    fields["whole_prompts"] = bool(fields.get("prefill_first")) and profile.whole_prompts(context)
     if overrides.get("max_num_seqs") is None and fields.get("max_num_seqs") is not None:
         # A default running cap stays within the step's budget (vLLM's arg_utils.py does
         # the same: max_num_seqs = min(max_num_seqs, max_num_batched_tokens)).

@@ -147,6 +147,15 @@ class EngineProfile:
             return FALLBACK_BATCHED_TOKENS
         return max(max_model_len, 2048)
 
+    def whole_prompts(self, max_model_len: int) -> bool:
+        """Whether prompts are scheduled whole: vLLM V0 without chunked prefill, the profile's
+        budget rule in force (`batched_tokens`) for a context of `max_model_len` (the caller
+        also checks that prefills still go first: chunked prefill not turned on). Its
+        scheduler (vllm/core/scheduler.py `_schedule_prefills`, v0.4 to v0.6) stops taking
+        waiting prompts at the first whose tokens do not fit what is left of the step's
+        budget (`budget.can_schedule`); it never cuts one."""
+        return self.max_num_batched_tokens is None and max_model_len <= V0_RULE_MAX_CONTEXT
+
     def running_cap(self, kv_tokens: int, context_len: int, batched_tokens: int) -> int:
         """The most requests running at once when `max_num_seqs` is None: SGLang's default
         (python/sglang/srt/model_executor/model_runner.py, 0.3 to 0.5: the request pool holds
@@ -213,6 +222,9 @@ _VLLM_06 = EngineProfile(
         "_schedule_default); recompute preemption",
         "max_num_batched_tokens: vllm/config.py SchedulerConfig (v0.6.0) defaults it, without "
         "chunked prefill, to max(max_model_len, 2048), so a whole prompt fits one step; "
+        "_schedule_prefills stops at the first waiting prompt whose tokens do not fit what "
+        "is left of the step's budget (budget.can_schedule) and never cuts one "
+        "(whole_prompts); "
         "2048 tokens a step at max_model_len 2048, as in Lambda's runs",
         "multi-step (--num-scheduler-steps N): vllm/engine/llm_engine.py step() skips the "
         "scheduler while the current batch has steps left, so waiting prompts join only "

@@ -205,6 +205,12 @@ class EngineConfig(BaseModel):
         "are not all computed, runs those prefills alone (vLLM 0.5/0.6 without chunked "
         "prefill, SGLang); False: prefills and decodes mixed",
     )
+    whole_prompts: bool = Field(
+        False,
+        description="vLLM 0.5/0.6 without chunked prefill: a prompt (or a preempted "
+        "request's recompute) is scheduled whole or waits for a later step, and admission "
+        "stops there; False: cut to the step's budget, the rest in later steps",
+    )
     admission_reserve: bool = Field(
         False,
         description="SGLang's admission: a waiting request joins only while its uncached "

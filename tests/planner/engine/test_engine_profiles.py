@@ -161,6 +161,36 @@ def test_vllm_v0_token_budget_follows_the_context_length_without_chunked_prefill
     assert _cfg(engine="vllm", max_model_len=2048).max_num_batched_tokens == 8192
 
 
+def test_vllm_v0_schedules_a_prompt_whole_or_waits() -> None:
+    """vLLM 0.6 without chunked prefill (vllm/core/scheduler.py `_schedule_prefills`): prompts
+    of 1,500, 1,500 and 400 tokens arrive together under a 2,048-token budget. The first takes
+    1,500; the second needs 1,500 where 548 are left, so admission stops there (V0 does not
+    look past it to the third); the next step takes the second and the third, 1,900. Past 32K
+    tokens of context vLLM chunks prefills by itself and the profile keeps 8,192 tokens a
+    step: all three in one. A chunking engine under the same 2,048 cuts the second."""
+    reqs = [EngineRequest("a", 1500, 3, 0.0), EngineRequest("b", 1500, 3, 0.0)]
+    reqs.append(EngineRequest("c", 400, 3, 0.0))
+    for max_model_len, steps in ((2048, [1500, 1900]), (65536, [3400])):
+        cfg = _cfg(engine="vllm@0.6", max_model_len=max_model_len, **NO_FRONT_END)
+        assert cfg.whole_prompts == (max_model_len == 2048)
+        eng = Engine(cfg, token_events=False)
+        for r in reqs:
+            eng.add_request(r, 0.0)
+        now, prefills = 0.0, []
+        while sum(prefills) < 3400:
+            res = eng.step(now)
+            now = res.end_s
+            if res.prefill_tokens:
+                prefills.append(res.prefill_tokens)
+        assert prefills == steps, (max_model_len, prefills)
+    # vLLM 0.5 with chunked prefill turned on mixes and cuts prompts like V1.
+    assert not _cfg(engine="vllm@0.5", max_model_len=2048, prefill_first=False).whole_prompts
+    v1 = Engine(_cfg(engine="vllm", max_num_batched_tokens=2048, **NO_FRONT_END))
+    for r in reqs:
+        v1.add_request(r, 0.0)
+    assert v1.step(0.0).prefill_tokens == 2048
+
+
 def test_a_2048_token_budget_splits_a_burst_of_prompts_into_prefill_steps() -> None:
     # 8 prompts of 1000 tokens: one prefill step under an 8192 budget, four under 2048,
     # so the last first token comes later and the first one sooner.
