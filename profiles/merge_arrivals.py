@@ -83,8 +83,7 @@ def merge_arrivals(
         fano[w] = pooled_var / pooled_mu if pooled_mu > 0 else 0.0
         have = [a.window_rate_percentiles.get(w) for a in parts]
         if all(h is not None and len(h) == 101 for h in have):
-            table = np.array(have, dtype=np.float64)
-            pct[w] = [round(float(x), 6) for x in weights @ table / weights.sum()]
+            pct[w] = _pooled_percentiles([list(h or ()) for h in have], n_windows[w])
     for name in ("peak_rate_rps", "peak_to_mean", "fano", "window_rate_percentiles"):
         notes.estimated[f"{key}.{name}"] = GRID_NOTE
     notes.estimated[f"{key}.bursts"] = "each shard's bursts against its own baseline, joined"
@@ -113,6 +112,28 @@ def merge_arrivals(
         burst_rule=parts[0].burst_rule,
         rate_series=_merge_series(parts, counts, offsets_s, duration),
     )
+
+
+# The most window rates `_pooled_percentiles` rebuilds over all shards (a month of 1 s
+# windows would be millions); shards keep their shares of it.
+POOLED_MAX_WINDOWS = 200_000
+
+
+def _pooled_percentiles(tables: list[list[float]], windows: list[int]) -> list[float]:
+    """Percentiles 0-100 of all shards' window rates together, from each shard's percentile
+    table and window count: each shard's rates are read back off its table at its windows'
+    order-statistic positions (np.percentile's linear rule), then pooled. The quantile of the
+    pooled windows, not the average of the shards' quantiles: p100 is the highest shard's
+    peak, and a quiet shard does not pull a busy shard's tail down."""
+    total = sum(windows)
+    scale = min(1.0, POOLED_MAX_WINDOWS / total) if total else 1.0
+    grid = np.arange(101, dtype=np.float64)
+    rates = [
+        np.interp(np.linspace(0.0, 100.0, max(1, round(n * scale))), grid, np.asarray(t))
+        for t, n in zip(tables, windows, strict=True)
+    ]
+    pooled = np.percentile(np.concatenate(rates), grid)
+    return [round(float(x), 6) for x in pooled]
 
 
 def _merge_gamma(
