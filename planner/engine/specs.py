@@ -271,6 +271,13 @@ class EngineConfig(BaseModel):
             )
         if self.model.layers < self.pp:
             raise ValueError(f"pp={self.pp} stages for {self.model.layers} layers")
+        heads, kv = self.model.attention_heads, self.model.kv_heads
+        if heads % self.tp or (kv % self.tp if kv >= self.tp else self.tp % kv):
+            raise ValueError(
+                f"tp={self.tp} does not split {self.model.name}'s {heads} attention heads and "
+                f"{kv} KV heads evenly: the engines need tp to divide the attention heads and "
+                "to divide the KV heads or be a multiple of them"
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least "

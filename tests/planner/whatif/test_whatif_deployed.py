@@ -66,6 +66,18 @@ def test_a_model_that_fits_nowhere_exits_2_saying_how_short(profile: Path, tmp_p
     assert code == 2 and "GB short" in output and "Traceback" not in output
 
 
+def test_a_tp_that_does_not_split_the_heads_exits_2(profile: Path, tmp_path: Path) -> None:
+    """vLLM refuses tp 3 for Llama-3.1-8B (32 attention heads, 8 KV heads); tp 16 on its 8 KV
+    heads replicates them (16 is a multiple of 8) and goes as far as the memory check."""
+    code, output = _whatif(profile, tmp_path / "w.json", "--tp", "3")
+    flat = " ".join(output.split())
+    assert code == 2 and "Traceback" not in output
+    assert "tp=3 does not split llama-3.1-8b's 32 attention heads and 8 KV heads evenly" in flat
+    for tp in ("2", "8", "16"):
+        code, output = _whatif(profile, tmp_path / "w.json", "--tp", tp, "--peak-rps", "1")
+        assert "does not split" not in output, (tp, output)
+
+
 def test_pipeline_stages_count_their_gpus(profile: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.json"
     code, output = _whatif(
