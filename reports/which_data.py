@@ -111,12 +111,18 @@ def cost_gaps(rows: list[WhichRow], group_by_gpu: bool) -> list[CostGap]:
 
 
 def cheapest_per_token(rows: list[WhichRow]) -> WhichRow | None:
-    """The row with the lowest cost per million output tokens, when it is not ranked first."""
+    """The row with the lowest cost per million output tokens, when it is not ranked first
+    and the first costs less a month (at the same cost there is nothing to explain)."""
     priced = [r for r in rows if r.usd_per_million_output_tokens is not None]
     if not priced:
         return None
     low = min(priced, key=lambda r: r.usd_per_million_output_tokens or 0.0)
-    return None if low.rank == 1 else low
+    best = next((r for r in rows if r.rank == 1), None)
+    if low.rank == 1 or best is None or best.monthly_cost_usd is None:
+        return None
+    if low.monthly_cost_usd is not None and low.monthly_cost_usd <= best.monthly_cost_usd:
+        return None
+    return low
 
 
 def _whatif_row(c: WhatifCandidate) -> WhichRow:

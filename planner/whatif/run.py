@@ -358,9 +358,12 @@ def pareto_front(candidates: list[WhatifCandidate]) -> list[WhatifCandidate]:
 
 
 def rank(candidates: list[WhatifCandidate]) -> None:
-    """Rank by monthly cost, then by p95 e2e at the limit (cheapest first; 1-based)."""
+    """Rank by monthly cost (cheapest first; 1-based); at the same cost, the higher limit first
+    (more headroom for the same money: the lower cost per million output tokens), then the
+    lower p95 e2e. Each candidate's e2e is taken at its own limit, so it is not compared
+    before the limits are."""
     ok = [c for c in candidates if c.monthly_cost_usd is not None]
-    ok.sort(key=lambda c: (c.monthly_cost_usd, c.e2e_p95_s or math.inf, -(c.limit_rps or 0)))
+    ok.sort(key=lambda c: (c.monthly_cost_usd, -(c.limit_rps or 0), c.e2e_p95_s or math.inf))
     for i, c in enumerate(ok, 1):
         c.rank = i
 

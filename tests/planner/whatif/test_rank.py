@@ -1,0 +1,41 @@
+"""whatif's ranking: cheapest fleet first; at the same monthly cost the candidate with the
+higher limit (more headroom for the same money) ranks first, and the report does not then
+say that the other "needs the cheaper fleet"."""
+
+from __future__ import annotations
+
+from contracts.whatif import WhatifCandidate
+from planner.whatif.run import rank
+from reports.which_data import _whatif_row, cheapest_per_token
+
+
+def _candidate(label: str, limit: float, cost: float, e2e: float) -> WhatifCandidate:
+    return WhatifCandidate(
+        label=label, gpu="H100-80GB", tp=1, settings={}, limit_rps=limit, instances=1,
+        monthly_cost_usd=cost, e2e_p95_s=e2e, usd_per_million_output_tokens=cost / limit,
+    )  # fmt: skip
+
+
+def test_at_the_same_cost_the_higher_limit_ranks_first() -> None:
+    # The bug hunt's agent-preset case: static KV 4.33 req/s and paged 7.27 req/s, both
+    # $4,365 a month; static's e2e at its own (lower) limit is the shorter.
+    static = _candidate("static", 4.33, 4365.0, 3.0)
+    paged = _candidate("paged", 7.27, 4365.0, 5.0)
+    dear = _candidate("dear", 9.0, 8730.0, 2.0)
+    rank([static, dear, paged])
+    assert (paged.rank, static.rank, dear.rank) == (1, 2, 3)
+    rows = [_whatif_row(c) for c in (static, dear, paged)]
+    assert cheapest_per_token(rows) is None  # paged is both first and cheapest per token
+
+
+def test_the_per_token_sentence_needs_a_dearer_fleet() -> None:
+    """The cheaper-per-token candidate is named only when its fleet costs more a month."""
+    best = _candidate("best", 4.0, 4365.0, 3.0)
+    per_token = _candidate("per-token", 12.0, 8730.0, 3.0)  # $727 against $1,091 per unit
+    rank([best, per_token])
+    low = cheapest_per_token([_whatif_row(c) for c in (best, per_token)])
+    assert low is not None and low.label == "per-token"
+    # Same monthly cost but ranked second (a planted tie-break by e2e): nothing to explain.
+    tie = _candidate("tie", 12.0, 4365.0, 9.0)
+    best.rank, tie.rank = 1, 2
+    assert cheapest_per_token([_whatif_row(c) for c in (best, tie)]) is None
