@@ -69,6 +69,13 @@ def review_command(
         profiles_out=profiles,
         executor=options.executor,
     )
+    if review.change is not None and review.change.previous_name == review.name:
+        console.print(
+            f"[yellow]warning:[/yellow] --previous {options.previous} is review {review.name!r}, "
+            f"the same name as this one: the PDF will say 'since {review.name}'; give this "
+            "quarter's name with `name:` in the review file, or leave `name:` out to name the "
+            "review after its PDF"
+        )
     target = options.json_path
     from planner.ops.write import review_with_ops
 

@@ -274,6 +274,11 @@ def compare(review: Review, previous: Review) -> Review:
     return review.model_copy(update={"services": services, "change": fleet_change})
 
 
+def _signed_usd(usd: float) -> str:
+    """A change in dollars with its sign before the dollar sign: +$1,200, -$300, +$0."""
+    return f"{'-' if round(usd) < 0 else '+'}${abs(usd):,.0f}"
+
+
 def _sentence(fleet: FleetTotals, change: FleetChange | None) -> str:
     by_type = ", ".join(f"{n} x {g}" for g, n in fleet.gpus_by_type.items())
     text = (
@@ -283,7 +288,7 @@ def _sentence(fleet: FleetTotals, change: FleetChange | None) -> str:
     if change is not None:
         text += (
             f"; since {change.previous_name or 'the previous review'}: {change.instances:+d} "
-            f"instances, {change.gpus:+d} GPUs, ${change.monthly_cost_usd:+,.0f} per month"
+            f"instances, {change.gpus:+d} GPUs, {_signed_usd(change.monthly_cost_usd)} per month"
         )
     return text + "."
 

@@ -112,6 +112,22 @@ def test_change_against_previous_review(reviews: Path) -> None:
     assert any(d["role"] == "previous" for d in new["inputs"])
 
 
+def test_a_review_named_like_its_previous_one_is_warned(reviews: Path) -> None:
+    """A review is named after its PDF (the example has no `name:`): run again into another
+    q4.pdf against q4.json, it is called q4 like its previous one and says so (the bug hunt
+    ran the guide's two commands when the file named itself 2026-Q4 and got "since 2026-Q4"
+    in a review called 2026-Q4), and the change reads +$0, not $+0."""
+    (reviews / "again").mkdir(exist_ok=True)
+    args = ["review", str(reviews / "review.yaml"), "-o", str(reviews / "again" / "q4.pdf")]
+    result = CliRunner().invoke(app, [*args, "--previous", str(reviews / "q4.json")])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "is review 'q4', the same name as this one" in flat
+    assert "since q4: +0 instances, +0 GPUs, +$0 per month." in flat
+    other = CliRunner().invoke(app, [*args, "--previous", str(reviews / "q3.json")])
+    assert other.exit_code == 0 and "warning" not in other.output
+
+
 def test_pdfs_render_in_both_languages(reviews: Path, tmp_path: Path) -> None:
     pdftoppm = shutil.which("pdftoppm")
     assert pdftoppm, "pdftoppm (poppler-utils) is needed; scripts/test.sh installs it"
