@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import yaml
 from contracts.errors import ConfigError, InputError
 from planner.engine.hf_config import model_from_hf_config
 from planner.engine.parallel import LINK_KINDS
-from planner.engine.specs import GpuSpec, ModelSpec
+from planner.engine.specs import GpuSpec, ModelSpec, model_shape_problem
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -43,8 +44,20 @@ def _read_catalog_file(path: Path) -> dict[str, Any]:
     return data
 
 
+_SECTIONS = ("gpus", "models")
+# The least memory a board may state, in bytes: a figure below it was written in GB or GiB.
+_MIN_MEMORY_BYTES = 2**30
+
+
 def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dict[str, Any]:
-    data = _read_catalog_file(path).get(name) or {}
+    whole = _read_catalog_file(path)
+    unknown = [str(k) for k in whole if k not in _SECTIONS]
+    if unknown:
+        raise InputError(
+            f"{path}: unknown section(s) {', '.join(unknown)} (a catalog holds `gpus:` and "
+            "`models:`)"
+        )
+    data = whole.get(name) or {}
     if not isinstance(data, dict):
         raise InputError(f"{path}: `{name}` must be a mapping of name -> fields")
     out: dict[str, Any] = {}
@@ -72,11 +85,22 @@ def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dic
                 typed[field_name] = value
                 continue
             try:
+                if isinstance(value, bool):
+                    raise TypeError("a yes/no value")
                 number = float(value)
             except (TypeError, ValueError) as err:
                 raise InputError(
                     f"{path}: {name}.{key}.{field_name}: expected a number, got {value!r}"
                 ) from err
+            if not math.isfinite(number):
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: expected a finite number, got {value!r}"
+                )
+            if field_name == "memory_bytes" and 0 < number < _MIN_MEMORY_BYTES:
+                raise InputError(
+                    f"{path}: {name}.{key}.{field_name}: expected bytes (80 GB is "
+                    f"80000000000), got {value!r}"
+                )
             if number <= 0:
                 raise InputError(f"{path}: {name}.{key}.{field_name}: must be > 0, got {value!r}")
             if kind is int and not number.is_integer():
@@ -88,6 +112,9 @@ def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dic
             out[str(key)] = cls(name=str(key), **typed)
         except TypeError as err:
             raise InputError(f"{path}: {name}.{key}: {err}") from err
+        problem = model_shape_problem(out[str(key)]) if cls is ModelSpec else None
+        if problem is not None:
+            raise InputError(f"{path}: {name}.{key}.{problem}")
     return out
 
 
@@ -236,7 +263,17 @@ def find_model(name: str, catalog: Path | str | None = None) -> ModelSpec:
     path = hf_config_path(name)
     if path is not None:
         return model_from_hf_config(path)
-    found: ModelSpec = lookup_spec(model_catalog(catalog), name, "model")
+    try:
+        found: ModelSpec = lookup_spec(model_catalog(catalog), name, "model")
+    except ConfigError:
+        given = Path(name).expanduser()
+        if given.suffix == ".json":
+            raise InputError(
+                f"{name}: no such config.json (a model given as a file path)"
+            ) from None
+        if given.is_dir():
+            raise InputError(f"{name}: the folder holds no config.json") from None
+        raise
     return found
 
 

@@ -20,23 +20,33 @@ config.json does not state them:
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from contracts.errors import InputError
-from planner.engine.specs import ModelSpec
+from planner.engine.specs import ModelSpec, model_shape_problem
 
 _REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 
 
-def _int(config: dict[str, Any], path: Path, *keys: str, default: int | None = None) -> int:
-    """The first of `keys` the config has, as a whole number; `default` when none is there."""
+def _int(
+    config: dict[str, Any], path: Path, *keys: str, default: int | None = None, least: int = 1
+) -> int:
+    """The first of `keys` the config has, as a whole number of at least `least` (a count of
+    optional parts may be 0); `default` when none is there."""
     for key in keys:
         value = config.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise InputError(f"{path}: {key}: expected a whole number, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value != int(value)
+            or value < least
+        ):
+            raise InputError(f"{path}: {key}: expected a whole number >= {least}, got {value!r}")
         return int(value)
     if default is None:
         raise InputError(f"{path}: missing field {' or '.join(keys)}")
@@ -47,7 +57,7 @@ def _attention_params(c: dict[str, Any], path: Path, hidden: int, heads: int) ->
     """Parameters of one attention layer (projections and biases)."""
     if c.get("kv_lora_rank"):
         kv_rank = _int(c, path, "kv_lora_rank")
-        q_rank = _int(c, path, "q_lora_rank", default=0)
+        q_rank = _int(c, path, "q_lora_rank", default=0, least=0)
         rope = _int(c, path, "qk_rope_head_dim")
         nope = _int(c, path, "qk_nope_head_dim")
         v_dim = _int(c, path, "v_head_dim")
@@ -68,7 +78,9 @@ def _attention_params(c: dict[str, Any], path: Path, hidden: int, heads: int) ->
 
 def _experts(c: dict[str, Any], path: Path) -> tuple[int, int]:
     """(routed experts, experts per token); (0, 0) for a dense model."""
-    experts = _int(c, path, "n_routed_experts", "num_local_experts", "num_experts", default=0)
+    experts = _int(
+        c, path, "n_routed_experts", "num_local_experts", "num_experts", default=0, least=0
+    )
     if not experts:
         return 0, 0
     return experts, _int(c, path, "num_experts_per_tok", "experts_per_token")
@@ -81,10 +93,10 @@ def _mlp_params(c: dict[str, Any], path: Path, hidden: int, layers: int) -> tupl
     if not experts:
         return layers * 3 * hidden * inter, 0
     width = _int(c, path, "moe_intermediate_size", default=inter)
-    dense_layers = _int(c, path, "first_k_dense_replace", default=0)
+    dense_layers = _int(c, path, "first_k_dense_replace", default=0, least=0)
     moe_layers = layers - dense_layers
-    shared = _int(c, path, "n_shared_experts", default=0) * 3 * hidden * width
-    shared += 3 * hidden * _int(c, path, "shared_expert_intermediate_size", default=0)
+    shared = _int(c, path, "n_shared_experts", default=0, least=0) * 3 * hidden * width
+    shared += 3 * hidden * _int(c, path, "shared_expert_intermediate_size", default=0, least=0)
     per_moe_layer = experts * 3 * hidden * width + hidden * experts + shared
     total = dense_layers * 3 * hidden * inter + moe_layers * per_moe_layer
     skipped = moe_layers * (experts - active) * 3 * hidden * width
@@ -118,7 +130,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     head_dim = (
         _int(c, path, "v_head_dim") if mla else _int(c, path, "head_dim", default=hidden // heads)
     )
-    return ModelSpec(
+    spec = ModelSpec(
         name=path.parent.name or path.stem,
         params=total,
         layers=layers,
@@ -133,3 +145,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         active_params=total - skipped if experts else None,
         mla_kv_dim=_int(c, path, "kv_lora_rank") + _int(c, path, "qk_rope_head_dim") if mla else 0,
     )
+    problem = model_shape_problem(spec)
+    if problem is not None:
+        raise InputError(f"{path}: {problem}")
+    return spec

@@ -104,6 +104,27 @@ class ModelSpec:
         return round(idle * self.experts / (self.experts - self.active_experts))
 
 
+def model_shape_problem(m: ModelSpec) -> str | None:
+    """What makes `m` no transformer an engine could serve (as "field: reason"), or None:
+    KV heads that do not group the attention heads, a mixture of experts that runs all or
+    more of its experts per token, more active parameters than parameters."""
+    if m.attention_heads % m.kv_heads:
+        return (
+            f"kv_heads: {m.kv_heads} KV heads do not group {m.attention_heads} attention heads "
+            "(each KV head serves a whole number of them)"
+        )
+    if m.active_experts and not m.experts:
+        return "active_experts: given without experts"
+    if m.experts and not 0 < m.active_experts < m.experts:
+        return (
+            f"active_experts: a mixture of {m.experts} experts runs from 1 to {m.experts - 1} "
+            f"of them per token, got {m.active_experts}"
+        )
+    if m.active_params is not None and m.active_params > m.params:
+        return f"active_params: {m.active_params:,} is more than params ({m.params:,})"
+    return None
+
+
 class EngineConfig(BaseModel):
     """Everything one engine instance needs: hardware, model, scheduler knobs, efficiency factors.
 

@@ -101,6 +101,9 @@ def test_latent_attention_caches_one_latent_per_layer_on_every_gpu() -> None:
     assert kv_bytes_per_token(llama) == 2 * 80 * 1 * 128 * 2
 
 
+MOE = "params: 7.0e9\n    layers: 32\n    experts: 8\n    active_experts: "
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
@@ -108,6 +111,14 @@ def test_latent_attention_caches_one_latent_per_layer_on_every_gpu() -> None:
         ("params: 7.0e9\n    layers: thirty-two", "layers: expected a number"),
         ("params: 7.0e9\n    layers: 32.5", "layers: expected a whole number"),
         ("params: 7.0e9\n    layers: 32\n    layerz: 32", "layerz: unknown field"),
+        # Found by a bug hunt: each of these gave a limit (or a traceback) before.
+        ("params: 7.0e9\n    layers: true", "layers: expected a number, got True"),
+        ("params: .nan\n    layers: 32", "params: expected a finite number"),
+        ("params: .inf\n    layers: 32", "params: expected a finite number"),
+        (f"{MOE}8", "active_experts: a mixture of 8"),
+        (f"{MOE}16", "active_experts: a mixture of 8"),
+        ("params: 7.0e9\n    layers: 32\n    active_experts: 2", "given without experts"),
+        (f"{MOE}2\n    active_params: 9.0e9", "active_params: 9,000,000,000 is more than"),
     ],
 )
 def test_a_catalog_file_names_the_entry_and_field(tmp_path: Path, entry: str, message: str) -> None:
@@ -119,3 +130,58 @@ def test_a_catalog_file_names_the_entry_and_field(tmp_path: Path, entry: str, me
     path.write_text(f"models:\n  mine:\n    {entry}{rest}\n")
     with pytest.raises(InputError, match=f"cat.yaml: models.mine.*{message}"):
         model_catalog(path)
+
+
+def test_a_catalog_checks_heads_sections_and_memory_units(tmp_path: Path) -> None:
+    path = tmp_path / "cat.yaml"
+    path.write_text(
+        "models:\n  mine:\n    params: 7.0e9\n    layers: 32\n    hidden_size: 4096\n"
+        "    attention_heads: 32\n    kv_heads: 64\n    head_dim: 128\n    vocab_size: 32000\n"
+    )
+    with pytest.raises(InputError, match="models.mine.kv_heads: 64 KV heads do not group 32"):
+        model_catalog(path)
+    path.write_text("gpu:\n  mine:\n    memory_bytes: 8.0e10\n")
+    with pytest.raises(InputError, match=r"unknown section\(s\) gpu"):
+        gpu_catalog(path)
+    path.write_text(
+        "gpus:\n  mine:\n    memory_bytes: 80\n    hbm_bandwidth_bytes_per_s: 3.35e12\n"
+        "    bf16_flops: 9.89e14\n"
+    )
+    with pytest.raises(InputError, match=r"memory_bytes: expected bytes \(80 GB is"):
+        gpu_catalog(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("num_attention_heads", "0", "num_attention_heads: expected a whole number >= 1, got 0"),
+        ("num_key_value_heads", "0", "num_key_value_heads: expected a whole number >= 1"),
+        ("num_key_value_heads", "-8", "num_key_value_heads: expected a whole number >= 1"),
+        ("num_key_value_heads", "5", "kv_heads: 5 KV heads do not group 32 attention heads"),
+        ("intermediate_size", "-1", "intermediate_size: expected a whole number >= 1"),
+        ("num_hidden_layers", "-4", "num_hidden_layers: expected a whole number >= 1"),
+        ("max_position_embeddings", "0", "max_position_embeddings: expected a whole number >= 1"),
+        ("num_local_experts", '8, "num_experts_per_tok": 8', "active_experts: a mixture of 8"),
+    ],
+)
+def test_a_config_json_with_impossible_numbers_names_the_field(
+    tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    """Each of these crashed with a ZeroDivisionError or gave a limit before (a bug hunt)."""
+    base = {
+        "num_hidden_layers": "32", "hidden_size": "4096", "num_attention_heads": "32",
+        "num_key_value_heads": "8", "vocab_size": "128256", "intermediate_size": "14336",
+    }  # fmt: skip
+    base[field] = value
+    path = tmp_path / "config.json"
+    path.write_text("{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}")
+    with pytest.raises(InputError, match=message):
+        model_from_hf_config(path)
+
+
+def test_a_model_path_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such config.json"):
+        find_model(str(tmp_path / "nope" / "config.json"))
+    with pytest.raises(InputError, match="the folder holds no config.json"):
+        find_model(str(tmp_path))
+    assert find_model("llama-3.1-8b").name == "llama-3.1-8b"
