@@ -327,6 +327,8 @@ def print_whatif(result: Whatif, console: Console) -> None:
         )
     for note in dict.fromkeys(c.cost_note for c in ordered if c.cost_note):
         console.print(f"[bold]Cost[/bold]: {note}", highlight=False)
+    for too_long in (a for a in result.assumptions if a.startswith("too long:")):
+        console.print(f"[bold yellow]Note[/bold yellow]: {too_long}", highlight=False)
     if result.level_s is not None:
         search = next((a for a in result.assumptions if a.startswith("search:")), "")
         console.print(f"[bold yellow]Note[/bold yellow]: {search}")

@@ -394,6 +394,11 @@ def run_whatif(
     # The model's context from the catalog: no GPU or tp to fit it on yet (a 70B model does
     # not fit one H100, and the candidates may all be tp > 1).
     model_ctx = find_model(options.model, options.catalog).max_context_tokens
+    if options.max_model_len is not None and options.max_model_len > model_ctx:
+        raise ConfigError(
+            f"--max-model-len {options.max_model_len:,} exceeds {options.model}'s context of "
+            f"{model_ctx:,} tokens (vLLM refuses to start with it)"
+        )
     max_len = options.max_model_len or default_max_model_len(profile, model_ctx)
     factors: dict[str, Any] = dict(options.engine_overrides)
     cal_dict: dict[str, float] | None = None
@@ -458,7 +463,7 @@ def run_whatif(
         candidates=candidates,
         pareto=[c.label for c in front],
         lessons=lessons,
-        assumptions=assumptions(options, max_len),
+        assumptions=assumptions(options, max_len, too_long_share(profile, max_len)),
         simulated_requests=sum(c.simulated_requests for c in candidates),
         wall_s=time.perf_counter() - wall0,
         routing_candidate=compared[0] if compared else None,
@@ -466,11 +471,31 @@ def run_whatif(
     )
 
 
-def assumptions(options: WhatifOptions, max_len: int) -> list[str]:
-    """What the engine model assumes for the knobs of this run (also in the README)."""
+def too_long_share(profile: Profile, max_len: int) -> float:
+    """The share of the profile's sampled requests whose prompt + output exceed `max_len`."""
+    pairs = profile.lengths.sampler.pairs
+    return sum(1 for i, o in pairs if i + o > max_len) / len(pairs) if pairs else 0.0
+
+
+def assumptions(options: WhatifOptions, max_len: int, too_long: float = 0.0) -> list[str]:
+    """What the engine model assumes for the knobs of this run (also in the README); with
+    `too_long` (the share of requests longer than max_len) a "too long:" line first."""
     links = "; ".join(f"{t.name}: {t.source}" for t in TP_LINKS.values())
-    return [
-        f"max_model_len {max_len:,} tokens (the profile's longest request); static reservation "
+    if options.max_model_len is not None:
+        why = "--max-model-len"
+    elif too_long > 0:
+        why = f"{options.model}'s context"
+    else:
+        why = "the profile's longest request"
+    warn = []
+    if too_long > 0:
+        warn.append(
+            f"too long: {too_long:.1%} of the profile's requests have a prompt + output longer "
+            f"than max_model_len {max_len:,} ({why}); a server rejects them (HTTP 400), here "
+            "they are cut to fit, so the limit is optimistic for such traffic"
+        )
+    return warn + [
+        f"max_model_len {max_len:,} tokens ({why}); static reservation "
         f"holds that many tokens per running sequence from admission",
         f"precision: weights {options.quantization} (--quantization), KV cache "
         f"{options.kv_cache_dtype} (--kv-cache-dtype); fp8 KV holds twice the tokens in the "

@@ -78,6 +78,23 @@ def test_a_tp_that_does_not_split_the_heads_exits_2(profile: Path, tmp_path: Pat
         assert "does not split" not in output, (tp, output)
 
 
+def test_requests_longer_than_max_model_len_are_named(profile: Path, tmp_path: Path) -> None:
+    """The profile holds (256, 64) and (1024, 128) requests: under --max-model-len 1024 the
+    second kind (1,152 tokens) is too long for a server; whatif says what share, and a
+    length beyond the model's context exits 2 (a bug hunt found both silent)."""
+    out = tmp_path / "w.json"
+    code, output = _whatif(profile, out, "--max-model-len", "1024", "--peak-rps", "1")
+    assert code == 0, output
+    flat = " ".join(output.split())
+    share = next(a for a in json.loads(out.read_text())["assumptions"] if "too long" in a)
+    assert share.startswith("too long: 50.0% of the profile's requests") and share[:60] in flat
+    assert "longer than max_model_len 1,024 (--max-model-len)" in share
+    code, output = _whatif(profile, out, "--peak-rps", "1")
+    assert code == 0 and "too long" not in output
+    code, output = _whatif(profile, out, "--max-model-len", "10000000")
+    assert code == 2 and "exceeds llama-3.1-8b's context of 131,072 tokens" in output
+
+
 def test_pipeline_stages_count_their_gpus(profile: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.json"
     code, output = _whatif(
