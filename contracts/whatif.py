@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.finding import Finding
 from contracts.limit import IntervalSource, PredictedInterval
-from contracts.plan import FleetCheck
+from contracts.plan import FleetCheck, SloTerm
 
 WHATIF_SCHEMA = "capplan.whatif/1"
 COMPARE_SCHEMA = "capplan.compare/1"
@@ -123,6 +123,9 @@ class Whatif(_Model):
     profile: str
     profile_digest: str
     slo: str
+    slo_terms: list[SloTerm] = Field(
+        default_factory=list, description="the SLO's terms, for words beside its grammar"
+    )
     model: str
     quantization: str = Field(default="none", description="weight format (vLLM's spelling)")
     kv_cache_dtype: str = Field(default="auto", description="KV-cache format (vLLM's spelling)")
@@ -184,6 +187,9 @@ class Compare(_Model):
     profile: str
     profile_digest: str
     slo: str
+    slo_terms: list[SloTerm] = Field(
+        default_factory=list, description="the SLO's terms, for words beside its grammar"
+    )
     peak_rps: float
     peak_definition: str
     growth: float

@@ -8,12 +8,14 @@ stored monthly costs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from contracts.jsonio import read_json, validate
 from contracts.limit import IntervalSource
+from contracts.plan import SloTerm
 from contracts.whatif import (
     COMPARE_SCHEMA,
     WHATIF_SCHEMA,
@@ -55,6 +57,33 @@ class WhichRow:
     near_floor: NearFloor | None = None
     # whatif: a limit with no cost (no public price on file for its GPU)
     no_price: bool = False
+    # whatif: why the candidate cannot run at all (`cannot_run`), or None
+    cannot: CannotRun | None = None
+
+
+@dataclass(frozen=True)
+class CannotRun:
+    """Why a whatif candidate has no engine at all: its model does not fit (`short_gb` per
+    GPU), its board lacks FP4 tensor cores, its tp does not split the heads, or another
+    configuration error (`other`)."""
+
+    kind: Literal["fit", "fp4", "heads", "other"]
+    short_gb: float | None = None
+
+
+def cannot_run(problem: str | None) -> CannotRun | None:
+    """The reason a whatif candidate's `problem` gives for having no engine (its
+    configuration failed: planner.whatif.run), or None when it ran and missed the SLO."""
+    if problem is None or not problem.startswith(("engine config for", "--quantization")):
+        return None
+    short = re.search(r"([\d.]+) GB short", problem)
+    if short:
+        return CannotRun("fit", float(short.group(1)))
+    if "needs FP4 tensor cores" in problem:
+        return CannotRun("fp4")
+    if "does not split" in problem:
+        return CannotRun("heads")
+    return CannotRun("other")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +103,7 @@ class WhichSection:
     path: Path
     profile: str
     slo: str
+    slo_terms: list[SloTerm]
     model: str
     peak_rps: float
     peak_definition: str
@@ -145,6 +175,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         limit_source=c.limit_interval_source,
         near_floor=max(c.near_floors, key=lambda f: f.floor_s / f.threshold_s, default=None),
         no_price=c.cost_note is not None,
+        cannot=cannot_run(c.problem),
     )
 
 
@@ -177,6 +208,7 @@ def whatif_section(data: Whatif, path: Path) -> WhichSection:
         path=path,
         profile=data.profile,
         slo=data.slo,
+        slo_terms=list(data.slo_terms),
         model=data.model,
         peak_rps=data.peak_rps,
         peak_definition=data.peak_definition,
@@ -199,6 +231,7 @@ def compare_section(data: Compare, path: Path) -> WhichSection:
         path=path,
         profile=data.profile,
         slo=data.slo,
+        slo_terms=list(data.slo_terms),
         model=", ".join(models),
         peak_rps=data.peak_rps,
         peak_definition=data.peak_definition,

@@ -196,10 +196,21 @@ def page_problems(pdf: Path, english: bool = False, data: Iterable[str] = ()) ->
     return problems
 
 
+def language(pdf: Path) -> str:
+    """The language of `pdf`: zh when its first page holds Chinese characters, else en."""
+    with pymupdf.open(pdf) as doc:
+        text = doc[0].get_text("text") if doc.page_count else ""
+    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+
+
 def main(paths: Iterable[str]) -> int:
+    """Print every problem of each PDF, checked in its own language (a Chinese one also for
+    English sentences); 1 when any."""
     found = 0
     for path in paths:
-        for line in page_problems(Path(path)) + loose_ends(Path(path)):
+        lang = language(Path(path))
+        problems = page_problems(Path(path), english=lang == "zh")
+        for line in problems + loose_ends(Path(path), lang=lang):
             print(f"{path}: {line}")
             found += 1
     return 1 if found else 0

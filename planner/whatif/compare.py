@@ -15,13 +15,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import __version__
-from contracts.errors import ConfigError
+from contracts.errors import ConfigError, InputError
 from contracts.limit import LimitResult, load_limit
+from contracts.plan import SloTerm
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.engine.catalog import gpu_name
 from planner.slo.recorded import normalise_slo
+from planner.slo.spec import parse_slo
 from profiles.model import Profile
 
 
@@ -157,6 +159,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         profile=options.profile_path,
         profile_digest=profile.digest(),
         slo=results[0][1].slo,
+        slo_terms=_slo_terms(results[0][1].slo),
         peak_rps=demand.peak_rps,
         peak_definition=demand.peak_definition,
         growth=options.growth,
@@ -167,3 +170,11 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         rows=rows,
         sentence=sentence,
     )
+
+
+def _slo_terms(spec: str) -> list[SloTerm]:
+    """A recorded SLO's terms, for words in the report; none when it no longer parses."""
+    try:
+        return parse_slo(spec).terms()
+    except (ConfigError, InputError, ValueError):
+        return []

@@ -449,6 +449,7 @@ def run_whatif(
         profile=options.profile_path,
         profile_digest=profile.digest(),
         slo=slo.text,
+        slo_terms=slo.terms(),
         model=options.model,
         quantization=options.quantization,
         kv_cache_dtype=options.kv_cache_dtype,

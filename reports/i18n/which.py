@@ -41,6 +41,17 @@ WHICH_EN: dict[str, str] = {
     "which_col_calibration": "Calibration error",
     "which_col_pareto": "Pareto front",
     "which_no_limit": "meets the SLO at no load",
+    "which_cannot_fit": "does not fit",
+    "which_cannot_fp4": "no FP4 cores",
+    "which_cannot_heads": "tp splits no heads",
+    "which_cannot_other": "cannot run",
+    "which_cannot_fit_lesson": "{labels}: the model does not fit ({gb} GB short per GPU, "
+    "before any KV cache); more GPUs per instance or a smaller format would.",
+    "which_cannot_fp4_lesson": "{labels}: nvfp4 needs FP4 tensor cores, which this GPU has not.",
+    "which_cannot_heads_lesson": "{labels}: the tensor-parallel degree does not split the "
+    "model's attention heads evenly, so no engine starts.",
+    "which_cannot_other_lesson": "{labels}: this configuration cannot run (its reason is in "
+    "the whatif file).",
     "which_pareto_mark": "yes",
     "which_chart": "Cost per month of the fleet for the peak",
     "which_chart_axis": "$ per month",
@@ -123,6 +134,15 @@ WHICH_ZH: dict[str, str] = {
     "which_col_calibration": "校准误差",
     "which_col_pareto": "帕累托前沿",
     "which_no_limit": "任何负载下都达不到 SLO",
+    "which_cannot_fit": "显存放不下",
+    "which_cannot_fp4": "无 FP4 核心",
+    "which_cannot_heads": "张量并行无法均分注意力头",
+    "which_cannot_other": "无法运行",
+    "which_cannot_fit_lesson": "{labels}:模型放不下(每块 GPU 还差 {gb} GB,尚未计 KV 缓存);"
+    "每个实例用更多 GPU 或更小的格式才行。",
+    "which_cannot_fp4_lesson": "{labels}:nvfp4 需要 FP4 张量核心,这块 GPU 没有。",
+    "which_cannot_heads_lesson": "{labels}:张量并行度不能均分模型的注意力头,引擎无法启动。",
+    "which_cannot_other_lesson": "{labels}:此配置无法运行(原因见 whatif 输出文件)。",
     "which_pareto_mark": "是",
     "which_chart": "承载峰值所需集群的每月成本",
     "which_chart_axis": "每月 $",

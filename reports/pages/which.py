@@ -14,6 +14,7 @@ from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
 from reports.charts_which import Bar, cost_bars
 from reports.i18n.findings import lesson_figure
 from reports.i18n.predicted_words import interval_source
+from reports.i18n.slo_words import slo_in_words
 from reports.i18n.which import KNOB_NAMES
 from reports.layout import CONTENT_W, Layout
 from reports.which_data import CostGap, WhichRow, WhichSection
@@ -51,7 +52,7 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
             str(r.rank) if r.rank is not None else "–",
             r.label,
             _limit_cell(layout, r),
-            r.binding or ("–" if r.limit else layout.t("which_no_limit")),
+            r.binding or ("–" if r.limit else _no_limit_cell(layout, r)),
             w.integer(r.instances),
             w.integer(r.gpus),
             w.usd(r.monthly_cost_usd),
@@ -65,6 +66,21 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     total = sum(f for _, f in cols)
     best = [(i, c) for i, r in enumerate(section.rows, 1) if r.rank == 1 for c in (0, 6)]
     return layout.table(rows, [CONTENT_W * f / total for _, f in cols], highlight=best)
+
+
+def _slo_stated(layout: Layout, section: WhichSection) -> str:
+    """The SLO's grammar with its words beside it, as the baseline report states it."""
+    said = slo_in_words(layout.words, section.slo_terms)
+    if not said:
+        return section.slo
+    return f"{section.slo} ({said})" if layout.words.lang == "en" else f"{section.slo}({said})"
+
+
+def _no_limit_cell(layout: Layout, row: WhichRow) -> str:
+    """Why a row has no limit: it cannot run (and why), or no load meets the SLO."""
+    if row.cannot is not None:
+        return layout.t(f"which_cannot_{row.cannot.kind}")
+    return layout.t("which_no_limit")
 
 
 def _limit_cell(layout: Layout, row: WhichRow) -> str:
@@ -195,9 +211,17 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
                 best_usd=w.usd(best.usd_per_million_output_tokens),
             )
         )
-    unmet = [r.label for r in section.rows if not r.limit]
+    unmet = [r.label for r in section.rows if not r.limit and r.cannot is None]
     if unmet:
         out.append(layout.t("which_no_limit_lesson", labels=", ".join(unmet)))
+    cannot = [(r, r.cannot) for r in section.rows if not r.limit and r.cannot is not None]
+    for r, why in cannot:  # each its own shortfall
+        if why.kind == "fit":
+            out.append(layout.t("which_cannot_fit_lesson", labels=r.label, gb=w.num(why.short_gb)))
+    for kind in ("fp4", "heads", "other"):
+        labels = ", ".join(r.label for r, why in cannot if why.kind == kind)
+        if labels:
+            out.append(layout.t(f"which_cannot_{kind}_lesson", labels=labels))
     for lesson in section.knob_lessons:
         names = {
             "knob": _knob(layout, lesson.knob),
@@ -238,7 +262,7 @@ def section_flowables(layout: Layout, section: WhichSection) -> list[Flowable]:
             layout.t(
                 "which_context",
                 profile=section.profile,
-                slo=section.slo,
+                slo=_slo_stated(layout, section),
                 model=section.model or "–",
                 peak=peak,
             )

@@ -73,6 +73,12 @@ ALLOWED_LATIN = {
     "ttft",
     "usage",
     "HTTP",
+    # a candidate that cannot run: the weight format, its flag value, the unit of a shortfall
+    # and the command whose file holds the reason
+    "FP4",
+    "nvfp4",
+    "GB",
+    "whatif",
     # error classes: identifiers of records.parquet, stages.json and limit.json
     "refused",
     "client_error",

@@ -379,3 +379,37 @@ def test_a_board_with_no_price_keeps_its_predicted_limit_on_the_first_page(tmp_p
         text = texts[lang]
         assert all(w in text for w in (*words, *interval)), text
         assert "H100-NVL-94GB tp1" in text
+
+
+def test_candidates_that_cannot_run_say_why_and_the_slo_is_in_words(tmp_path: Path) -> None:
+    """nvfp4 on an H100 (no FP4 cores) and Llama-3.1-70B in bf16 on one H100 (does not fit):
+    the report said both "meet the SLO at no load". It now names each reason (the shortfall
+    in GB from whatif.json's problem), and the first page gives the SLO in words beside its
+    grammar, in English and Chinese (a bug hunt found all three)."""
+    profile = tmp_path / "chat.json"
+    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    slo = ["--slo", "ttft:p95<=2s,tpot:p95<=100ms", "--level-duration", "30"]
+    cases = {
+        "fp4": ["--gpu", "H100-80GB,B200", "--quantization", "nvfp4"],
+        "fit": ["--gpu", "H100-80GB", "--model", "llama-3.1-70b", "--tp", "1,4"],
+    }
+    for name, flags in cases.items():
+        whatif = tmp_path / f"{name}.json"
+        run_cli("whatif", "--profile", str(profile), *slo, *flags, "-o", str(whatif))
+        (bad,) = [c for c in json.loads(whatif.read_text())["candidates"] if not c["limit_rps"]]
+        short = re.search(r"([\d.]+) GB short", bad["problem"])
+        for lang in ("en", "zh"):
+            out = tmp_path / f"{name}-{lang}.pdf"
+            run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
+            text = _text(out)[0].replace(" ", "")
+            if name == "fp4":
+                want = {"en": ["noFP4cores", "nvfp4needsFP4tensorcores,whichthisGPUhasnot"],
+                        "zh": ["无FP4核心", "nvfp4需要FP4张量核心,这块GPU没有"]}[lang]  # fmt: skip
+            else:
+                assert short is not None, bad["problem"]
+                want = {"en": ["doesnotfit", f"({short.group(1)}GBshortperGPU"],
+                        "zh": ["显存放不下", f"每块GPU还差{short.group(1)}GB"]}[lang]  # fmt: skip
+            words = {"en": "95%ofrequestsseethefirsttokenwithin2s",
+                     "zh": "95%的请求在2s内收到首个"}[lang]  # fmt: skip
+            assert all(w in text for w in (*want, words)), (name, lang, text)
+            assert "meetstheSLOatnoload" not in text and "任何负载下都达不到" not in text
