@@ -374,7 +374,8 @@ def print_plan(plan: Plan, console: Console) -> None:
     r, m = plan.resources, plan.resources.gpu_memory
     console.print(
         f"[bold]Resources, whole fleet[/bold] ({plan.scenarios[0].growth:g}x): {r.instances} "
-        f"x {r.gpu} x tp={r.tp} = {r.gpus} GPUs; {r.cpu_cores_total} CPU cores, "
+        f"x {r.gpu} x tp={r.tp}{f' x pp={r.pp}' if r.pp > 1 else ''} = {r.gpus} GPUs; "
+        f"{r.cpu_cores_total} CPU cores, "
         f"{r.host_ram_gib_total:,.0f} GiB host RAM"
     )
     console.print(

@@ -248,6 +248,16 @@ def whatif_command(
     if not engines:
         raise ConfigError("--engine: give at least one engine, e.g. vllm or trtllm,vllm")
     varied = parse_vary(vary)
+    one_engine = engines[0] if len(engines) == 1 else "vllm"
+    given = (("--quantization", "quantization", quantization, "none"),
+             ("--kv-cache-dtype", "kv_cache_dtype", kv_cache_dtype, "auto"),
+             ("--engine", "engine", one_engine, "vllm"))  # fmt: skip
+    for flag, knob, value, default in given:
+        if knob in varied and value != default and value not in varied[knob]:
+            raise ConfigError(
+                f"{flag} {value} is not among --vary {knob}={':'.join(varied[knob])}: where "
+                f"--vary sets {knob}, only its values run; add {value} to them"
+            )
     if len(engines) > 1:
         if "engine" in varied:
             raise ConfigError("give the engines either with --engine or with --vary engine=...")

@@ -462,7 +462,7 @@ def _sentence(
             "instances": first.instances,
             "model": config.model.name,
             "gpu": config.gpu.name,
-            "tp": options.tp,
+            "tp": options.tp * options.pp,  # GPUs an instance holds: "{gpu} x {tp}"
             "gpus": first.gpus,
             "monthly_usd": first.monthly_cost_usd,
             "price": price,

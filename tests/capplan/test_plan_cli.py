@@ -179,6 +179,11 @@ def test_plan_as_deployed_counts_tp_x_pp_gpus_and_records_the_precision(tmp_path
     assert result.exit_code == 0, result.output
     plan = Plan.model_validate(json.loads(out.read_text()))
     assert plan.resources.gpus == 4 * plan.instances
+    # The printed arithmetic counts the stages too (it said "2 x H100-80GB x tp=2 = 8 GPUs").
+    flat = " ".join(result.output.split())
+    n = plan.instances
+    assert f"{n} x H100-80GB x tp=2 x pp=2 = {4 * n} GPUs" in flat
+    assert f"on H100-80GB x 4 ({4 * n} GPUs" in flat
     assert (plan.inputs.pp, plan.inputs.quantization, plan.inputs.kv_cache_dtype) == (
         2,
         "fp8",

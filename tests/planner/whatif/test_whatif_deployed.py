@@ -95,6 +95,23 @@ def test_requests_longer_than_max_model_len_are_named(profile: Path, tmp_path: P
     assert code == 2 and "exceeds llama-3.1-8b's context of 131,072 tokens" in output
 
 
+def test_a_flag_the_vary_list_leaves_out_exits_2(profile: Path, tmp_path: Path) -> None:
+    """--quantization fp8 with --vary quantization=none:awq ran none and awq only, and the
+    file still said fp8 (a bug hunt); the same for --engine. Both now exit 2; a value the
+    list holds runs."""
+    out = tmp_path / "w.json"
+    for flags, said in (
+        (["--quantization", "fp8", "--vary", "quantization=none:awq"], "--quantization fp8 is"),
+        (["--engine", "trtllm", "--vary", "engine=vllm:sglang"], "--engine trtllm is not among"),
+    ):
+        code, output = _whatif(profile, out, *flags)
+        assert code == 2 and said in " ".join(output.split()), output
+    code, output = _whatif(
+        profile, out, "--quantization", "fp8", "--vary", "quantization=none:fp8", "--peak-rps", "1"
+    )
+    assert code == 0, output
+
+
 def test_pipeline_stages_count_their_gpus(profile: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.json"
     code, output = _whatif(
