@@ -275,12 +275,16 @@ def run_grid(
 
     A shape's search starts at the limit of its first candidate that has one (`start_rps`),
     so per shape the candidates up to that one run in turn and the rest side by side; the
-    first candidate of every shape starts at once. Each candidate's result is its own
-    seeded search whatever the executor, so local, process and Dask runs are the same.
-    Progress lines come in candidate order.
+    first candidate of every shape starts at once. "First" is in the sorted order of the
+    settings, not the order they were given in, so a candidate's limit does not depend on
+    how the knobs' values were listed (`--engine vllm,trtllm` and `trtllm,vllm` give the
+    same). Each candidate's result is its own seeded search whatever the executor, so
+    local, process and Dask runs are the same. Progress lines come in that run order; the
+    runs come back in candidate order.
     """
     total = len(shapes) * len(combos)
     workers = parallel_workers(total >= MIN_PARALLEL_CANDIDATES)
+    order = sorted(range(len(combos)), key=lambda k: combos[k])
     runs: list[_Run] = []
     with JobTasks(job.options.executor, job, workers) as tasks:
 
@@ -288,22 +292,23 @@ def run_grid(
             settings = dict(zip(names, combos[k], strict=True))
             return tasks.submit(_grid_candidate, shape, settings, start)
 
-        firsts = [submit(shape, 0, None) for shape in shapes]
+        firsts = [submit(shape, order[0], None) for shape in shapes]
         for shape, first in zip(shapes, firsts, strict=True):
-            futures = [first]
-            k = 0
+            futures = {order[0]: first}
+            i = 0
             while True:
-                got = futures[k].result()
+                got = futures[order[i]].result()
                 _report(got.candidate, progress)
-                if got.candidate.limit_rps or k + 1 == len(combos):
+                if got.candidate.limit_rps or i + 1 == len(order):
                     break
-                k += 1
-                futures.append(submit(shape, k, None))
+                i += 1
+                futures[order[i]] = submit(shape, order[i], None)
             start = got.candidate.limit_rps or None
-            futures += [submit(shape, j, start) for j in range(k + 1, len(combos))]
-            for future in futures[k + 1 :]:
-                _report(future.result().candidate, progress)
-            runs += [f.result() for f in futures]
+            for k in order[i + 1 :]:
+                futures[k] = submit(shape, k, start)
+            for k in order[i + 1 :]:
+                _report(futures[k].result().candidate, progress)
+            runs += [futures[k].result() for k in range(len(combos))]
     return runs
 
 
