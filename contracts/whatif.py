@@ -13,6 +13,13 @@ WHATIF_SCHEMA = "capplan.whatif/1"
 COMPARE_SCHEMA = "capplan.compare/1"
 
 
+# A knob's limit change smaller than this (either way) is within the noise of two limit
+# searches, each within its 5 % tolerance and seeded draws apart (repeated searches of one
+# configuration under the default rules differed by up to 5 %): whatif's lessons call it no
+# real difference, not "pays off" or "hurts".
+CLEAR_CHANGE = 0.10
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -46,7 +46,9 @@ class ReportOptions(BaseModel):
             raise ConfigError(
                 f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
                 "--plan; for the 'Which configuration' section alone give only --whatif and/or "
-                "--compare"
+                "--compare; for a plan whose limit was measured elsewhere (plan --limit "
+                "17.4rps), `capplan review` writes the manager's PDF from a one-service review "
+                "file (docs/guides/review.md)"
             )
         return self
 

@@ -316,9 +316,15 @@ def print_whatif(result: Whatif, console: Console) -> None:
     console.print(table)
     for c in ordered:
         if c.limit_rps and c.limit_low_rps is not None and c.limit_high_rps is not None:
+            above = (
+                " — above its interval: published servers of this class mostly held less than "
+                "the model predicts, so measure before sizing on it"
+                if c.limit_rps > c.limit_high_rps
+                else ""
+            )
             console.print(
                 f"{c.label}: predicted, not measured: {c.limit_rps:.3g} req/s (interval "
-                f"{c.limit_low_rps:.3g}-{c.limit_high_rps:.3g}; {c.limit_interval_basis})",
+                f"{c.limit_low_rps:.3g}-{c.limit_high_rps:.3g}; {c.limit_interval_basis}){above}",
                 highlight=False,
             )
     failed = [c for c in ordered if c.problem]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from contracts.finding import Finding, FindingValue
-from contracts.whatif import Lesson, WhatifCandidate
+from contracts.whatif import CLEAR_CHANGE, Lesson, WhatifCandidate
 from planner.capacity.plan import mean_context_tokens
 from planner.engine import EngineConfig, kv_bytes_per_token, weight_bytes
 from planner.whatif.disagg import instances_per_unit, parse_disagg
@@ -311,9 +311,21 @@ def knob_lessons(
             verdict = (
                 "no prediction"
                 if change is None
-                else f"{change:+.0%} limit"
+                else f"{_signed_pct(change)} limit"
                 + (" per GPU" if knob == "disaggregation" else "")
-                + (" (pays off)" if change >= 0.05 else " (hurts)" if change <= -0.05 else "")
+                + (
+                    " (pays off)"
+                    if change >= CLEAR_CHANGE
+                    else " (hurts)"
+                    if change <= -CLEAR_CHANGE
+                    else f" (within two searches' noise, ±{CLEAR_CHANGE:.0%})"
+                )
+                + (
+                    f" (median of {len(changes)}: {_signed_pct(min(changes))} to "
+                    f"{_signed_pct(max(changes))})"
+                    if min(changes) < -0.005 and max(changes) > 0.005
+                    else ""
+                )
             )
             out.append(
                 Lesson(
@@ -328,6 +340,11 @@ def knob_lessons(
                 )
             )
     return out
+
+
+def _signed_pct(x: float) -> str:
+    """+5%, -27%, and 0% (not -0%) for a change that rounds to nothing."""
+    return "0%" if round(x * 100) == 0 else f"{x:+.0%}"
 
 
 def gpu_lessons(candidates: list[WhatifCandidate]) -> list[Lesson]:

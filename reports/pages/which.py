@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
 
+from contracts.whatif import CLEAR_CHANGE
 from reports.charts_which import Bar, cost_bars
 from reports.i18n.findings import lesson_figure
 from reports.i18n.predicted_words import interval_source
@@ -232,7 +233,8 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
         if change is None:
             out.append(layout.t("which_no_prediction", **names))
             continue
-        verdict = "which_pays" if change >= 0.05 else "which_hurts" if change <= -0.05 else ""
+        clear = CLEAR_CHANGE
+        verdict = "which_pays" if change >= clear else "which_hurts" if change <= -clear else ""
         sentence = layout.t("which_knob", change=f"{change * 100:+.0f} %", **names)
         out.append(
             sentence

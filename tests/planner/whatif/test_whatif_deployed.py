@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from capplan.cli import app
+from contracts.whatif import CLEAR_CHANGE
 from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import parse_slo
 from planner.whatif.options import WhatifOptions
@@ -127,6 +128,32 @@ def test_a_candidate_s_limit_does_not_depend_on_the_order_of_the_values(
             {c["label"]: c["limit_rps"] for c in json.loads(out.read_text())["candidates"]}
         )
     assert limits[0] == limits[1] and len(limits[0]) == 2
+
+
+def test_a_prediction_above_its_interval_says_so(profile: Path, tmp_path: Path) -> None:
+    """SGLang's published limit rows all held less than the model (p90 of the ratio below
+    1), so its interval lies below the prediction: the line says so (a bug hunt read 28.5
+    req/s with an interval of 9.6-23.9 and no word). vLLM's interval spans its prediction."""
+    out = tmp_path / "w.json"
+    for engine, above in (("sglang", True), ("vllm", False)):
+        code, output = _whatif(profile, out, "--engine", engine, "--peak-rps", "1")
+        (c,) = json.loads(out.read_text())["candidates"]
+        assert code == 0 and (c["limit_rps"] > c["limit_high_rps"]) == above, output
+        assert ("above its interval" in " ".join(output.split())) == above, output
+
+
+def test_a_knob_without_effect_is_not_called_harmful(profile: Path, tmp_path: Path) -> None:
+    """Prefix caching on a profile with no shared prefixes cannot change the limit; the two
+    searches still differ by their noise (a bug hunt read "prefix_caching on vs off: -5%
+    limit (hurts)"; at another tolerance the sign flipped to +13 %). A change within
+    CLEAR_CHANGE is called noise, in the console and in whatif.json's sentence."""
+    out = tmp_path / "w.json"
+    code, output = _whatif(profile, out, "--vary", "prefix_caching", "--peak-rps", "1")
+    assert code == 0, output
+    (lesson,) = [x for x in json.loads(out.read_text())["lessons"] if x["knob"] == "prefix_caching"]
+    assert abs(lesson["limit_change"]) < CLEAR_CHANGE, lesson
+    assert "within two searches' noise" in lesson["sentence"]
+    assert "(hurts)" not in lesson["sentence"] and "-0%" not in lesson["sentence"]
 
 
 def test_pipeline_stages_count_their_gpus(profile: Path, tmp_path: Path) -> None:
