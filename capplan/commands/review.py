@@ -86,6 +86,12 @@ def review_command(
     from reports.review import render_review
 
     render_review(review, options.output, options.lang, profiles)
+    for name, profile in profiles.items():  # rows the logs' reader left out, as profile says
+        src = profile.source
+        if src.rows_skipped:
+            console.print(f"{name}: skipped {src.rows_skipped:,} row(s) of its logs:")
+            for line in src.skip_examples:
+                console.print(f"  {line}", highlight=False, markup=False)
     typer.echo(review.sentence)
     for service in review.services:
         if service.observed is not None:

@@ -281,8 +281,11 @@ def _signed_usd(usd: float) -> str:
 
 def _sentence(fleet: FleetTotals, change: FleetChange | None) -> str:
     by_type = ", ".join(f"{n} x {g}" for g, n in fleet.gpus_by_type.items())
+    services = "1 service needs" if fleet.services == 1 else f"{fleet.services} services need"
+    instances = "instance" if fleet.instances == 1 else "instances"
+    gpus = "GPU" if fleet.gpus == 1 else "GPUs"
     text = (
-        f"{fleet.services} services need {fleet.instances} instances on {fleet.gpus} GPUs "
+        f"{services} {fleet.instances} {instances} on {fleet.gpus} {gpus} "
         f"({by_type}), about ${fleet.monthly_cost_usd:,.0f} per month"
     )
     if change is not None:

@@ -346,7 +346,7 @@ def canonical_rows(
     lines = df["__line"].to_numpy() if "__line" in df.columns else None
     required = ("arrival_s", "input_tokens", "output_tokens")
     if sum(df[c].null_count() for c in required):
-        df = _skip_bad_rows(df, path, ctx, plan.mapping, offset)
+        df = _skip_bad_rows(df, path, ctx, plan.mapping, offset, plan.arrival_kind)
         lines = df["__line"].to_numpy()
     df, raw = _contiguous_arrivals(df.drop("__line", strict=False))
     if plan.unit is None:
@@ -396,19 +396,36 @@ def _sorted_and_near(raw: np.ndarray, median_s: float | None) -> bool:
     return median_s - MAX_SPAN_S <= float(raw[0]) and float(raw[-1]) <= median_s + MAX_SPAN_S
 
 
+# What a row's timestamp must look like, by the kind the column was read as.
+EXPECTED_TIME = {
+    "epoch_s": "expected a date and time such as 2023-11-16 18:15:46.680 (ISO 8601)",
+    "numeric": "expected a number (seconds; --time-unit for ms or us)",
+}
+EXPECTED_TOKENS = "expected a whole number of tokens"
+
+
 def _skip_bad_rows(
-    df: pl.DataFrame, path: LogFile, ctx: ReaderContext, mapping: dict[str, str], offset: int
+    df: pl.DataFrame,
+    path: LogFile,
+    ctx: ReaderContext,
+    mapping: dict[str, str],
+    offset: int,
+    arrival_kind: str = "",
 ) -> pl.DataFrame:
-    """Drop rows whose timestamp or token counts did not parse; record why and where."""
+    """Drop rows whose timestamp or token counts did not parse; record why, where and what
+    was expected."""
     if "__line" not in df.columns:
         df = df.with_row_index("__line").with_columns(pl.col("__line").cast(pl.Int64) + offset)
+    time = f"bad or missing timestamp ({mapping.get('arrival', 'drawn')})"
+    if arrival_kind in EXPECTED_TIME:
+        time += f": {EXPECTED_TIME[arrival_kind]}"
     reason = (
         pl.when(pl.col("arrival_s").is_null())
-        .then(pl.lit(f"bad or missing timestamp ({mapping.get('arrival', 'drawn')})"))
+        .then(pl.lit(time))
         .when(pl.col("input_tokens").is_null())
-        .then(pl.lit(f"bad or missing input tokens ({mapping['input']})"))
+        .then(pl.lit(f"bad or missing input tokens ({mapping['input']}): {EXPECTED_TOKENS}"))
         .when(pl.col("output_tokens").is_null())
-        .then(pl.lit(f"bad or missing output tokens ({mapping['output']})"))
+        .then(pl.lit(f"bad or missing output tokens ({mapping['output']}): {EXPECTED_TOKENS}"))
     )
     bad = df.filter(reason.is_not_null()).select("__line", reason.alias("why"))
     counts = bad.group_by("why").len()

@@ -148,10 +148,13 @@ def test_csv_bad_rows_are_skipped_with_file_and_line(tmp_path: Path) -> None:
     r = read_requests([str(f)])
     assert r.frame.height == 20
     assert r.rows_skipped == 3
+    # each names the file, line and column, and what was expected there
+    tokens = "expected a whole number of tokens"
     assert r.skip_examples == [
-        f"{f}:22: bad or missing input tokens (ContextTokens)",
-        f"{f}:23: bad or missing timestamp (TIMESTAMP)",
-        f"{f}:24: bad or missing output tokens (GeneratedTokens)",
+        f"{f}:22: bad or missing input tokens (ContextTokens): {tokens}",
+        f"{f}:23: bad or missing timestamp (TIMESTAMP): expected a date and time such as "
+        "2023-11-16 18:15:46.680 (ISO 8601)",
+        f"{f}:24: bad or missing output tokens (GeneratedTokens): {tokens}",
     ]
 
 

@@ -202,3 +202,25 @@ def test_no_loose_ends_in_either_language(reviews: Path) -> None:
     for name, lang in (("q4", "en"), ("q4-zh", "zh")):
         problems = loose_ends(reviews / f"{name}.pdf", lang=lang, paths=names)
         assert not problems, "\n".join(problems)
+
+
+def test_a_service_s_skipped_log_rows_are_printed(tmp_path: Path) -> None:
+    """A service read from logs with a bad row: the console names the row (file, line, what
+    was expected), as `capplan profile` does, not only the PDF (a bug hunt); one service
+    "needs", not "need"."""
+    rows = "".join(f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.0,{100 + i},20\n" for i in range(120))
+    log = tmp_path / "chat.csv"
+    log.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows + "2023-11-16 18:02:00.0,abc,5\n"
+    )
+    spec = tmp_path / "review.yaml"
+    spec.write_text(
+        "services:\n  - name: chat\n    logs: [chat.csv]\n    limit: 2.5rps\n"
+        '    slo: "ttft:p95<=2s"\n'
+    )
+    result = CliRunner().invoke(app, ["review", str(spec), "-o", str(tmp_path / "r.pdf")])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "chat: skipped 1 row(s) of its logs:" in flat
+    assert "chat.csv:122: bad or missing input tokens (ContextTokens): expected a whole" in flat
+    assert flat.count("1 service needs") == 1
