@@ -10,6 +10,7 @@ from rich.table import Table
 
 from capplan.cli import (
     build_options,
+    check_number,
     duration_option,
     handle_errors,
     one_growth,
@@ -207,6 +208,7 @@ def whatif_command(
     executor: ExecutorOption = "local",
 ) -> None:
     check_format(output_format)
+    check_number("--kv-link-gbps", kv_link_gbps, gt=0)  # as typed, before it becomes bytes/s
     from contracts.calibration import load_calibration_file
     from contracts.limit import load_limit
     from planner.calibrate import calibration_overrides

@@ -142,9 +142,7 @@ def build_engine_config(
     try:
         config = EngineConfig(gpu=gpu_spec, model=model_spec, tp=tp, **fields)
     except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
-        )
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in err.errors())
         where = f"{gpu_spec.name} x {model_spec.name} x tp={tp}"
         raise ConfigError(f"engine config for {where}: {problems}") from err
     if by_rule:
@@ -169,3 +167,11 @@ def _check_runs(gpu: GpuSpec, quantization: str, catalog: Path | str | None) -> 
         raise ConfigError(
             f"--quantization {quantization} on {gpu.name}: needs FP4 tensor cores: {able}"
         )
+
+
+def _problem(loc: tuple[Any, ...], msg: str) -> str:
+    """One validation error as a user reads it: "pp: Input should be ..." for a field; the
+    config check's own sentence, without pydantic's "Value error, ", for the whole config."""
+    msg = msg.removeprefix("Value error, ")
+    field = ".".join(str(p) for p in loc)
+    return f"{field}: {msg}" if field else msg

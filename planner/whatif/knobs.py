@@ -115,6 +115,7 @@ def parse_vary(text: str) -> dict[str, tuple[str, ...]]:
                     f"--vary {name}: unknown value {v!r}; known: {', '.join(knob.values)}"
                 )
         if len(chosen) < 2:
-            raise ConfigError(f"--vary {name}: give at least two values (e.g. {name}=64:256)")
+            example = f"{name}={':'.join(knob.values[:2])}"
+            raise ConfigError(f"--vary {name}: give at least two values (e.g. {example})")
         out[knob.name] = chosen
     return out
