@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Spacer
+from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Paragraph, Spacer
 
 from contracts.whatif import CLEAR_CHANGE
 from reports.charts_which import Bar, cost_bars
@@ -17,7 +17,7 @@ from reports.i18n.findings import lesson_figure
 from reports.i18n.predicted_words import interval_source
 from reports.i18n.slo_words import slo_in_words
 from reports.i18n.which import KNOB_NAMES
-from reports.layout import CONTENT_W, Layout
+from reports.layout import CONTENT_W, Layout, markup
 from reports.which_data import CostGap, WhichRow, WhichSection
 
 MAX_BARS = 16  # more candidates than this: the chart shows the cheapest, the table all
@@ -84,12 +84,18 @@ def _no_limit_cell(layout: Layout, row: WhichRow) -> str:
     return layout.t("which_no_limit")
 
 
-def _limit_cell(layout: Layout, row: WhichRow) -> str:
-    """The limit, and for a predicted one the interval a GPU's limit is expected in."""
+def _limit_cell(layout: Layout, row: WhichRow) -> str | Flowable:
+    """The limit, and for a predicted one, on a line of its own (a Chinese line may break
+    anywhere, inside a number too), the interval a GPU's limit is expected in."""
     w = layout.words
     if row.limit is None or row.limit_low is None or row.limit_high is None:
         return w.load(row.limit, row.unit)
-    return f"{w.load(row.limit, row.unit)} ({w.num(row.limit_low)}–{w.num(row.limit_high)})"
+    style = layout.styles.cell
+    font = style.fontName
+    interval = f"({w.num(row.limit_low)}–{w.num(row.limit_high)})"
+    return Paragraph(
+        f"{markup(w.load(row.limit, row.unit), font)}<br/>{markup(interval, font)}", style
+    )
 
 
 def cost_chart(layout: Layout, section: WhichSection) -> list[Flowable]:

@@ -417,3 +417,10 @@ def test_candidates_that_cannot_run_say_why_and_the_slo_is_in_words(tmp_path: Pa
                      "zh": "95%的请求在2s内收到首个"}[lang]  # fmt: skip
             assert all(w in text for w in (*want, words)), (name, lang, text)
             assert "meetstheSLOatnoload" not in text and "任何负载下都达不到" not in text
+            # a predicted limit's interval sits whole on a line of its own (in Chinese a line
+            # may break anywhere: the bug hunt saw "(6.74–2" / "2.8)")
+            lines = PdfReader(out).pages[0].extract_text().splitlines()
+            for c in json.loads(whatif.read_text())["candidates"]:
+                if c["limit_rps"]:
+                    lo, hi = (f"{c[k]:.3g}" for k in ("limit_low_rps", "limit_high_rps"))
+                    assert any(f"({lo}–{hi})" in line for line in lines), (lang, lines)
