@@ -100,6 +100,9 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             + "\nmeasure them on the same profile and SLO, or pass --force to compare anyway"
         )
     labels = _per_run(options.labels, len(results), "--label")
+    twice = sorted({x for x in labels if x and labels.count(x) > 1})
+    if twice:
+        raise ConfigError(f"--label: {', '.join(twice)} names more than one run; give each its own")
     gpus = _per_run(options.gpus, len(results), "--gpu")
     demand = build_demand(profile, options.peak_window, options.peak_quantile, options.peak_rps)
     pairs = profile.lengths.sampler.pairs

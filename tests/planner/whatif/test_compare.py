@@ -116,6 +116,16 @@ def test_compare_names_each_gpu_as_the_catalog_does(
     assert rows[str(large)]["gpu"] == "Gaudi3-128GB"
 
 
+def test_compare_refuses_one_label_for_two_runs(
+    runs: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """`--label a` for two runs named both rows "a" (a bug hunt): exit 2."""
+    profile, (small, large) = runs
+    args = ["compare", str(small), str(large), "--profile", str(profile), "-o"]
+    result = CliRunner().invoke(app, [*args, str(tmp_path / "c.json"), "--label", "a"])
+    assert result.exit_code == 2 and "--label: a names more than one run" in result.output
+
+
 def test_compare_refuses_runs_of_another_profile(
     runs: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
