@@ -261,12 +261,18 @@ def build_plan(
         concurrency = limit.value * e2e
     memory = gpu_memory(config, concurrency, mean_context_tokens(pairs))
     if memory.kv_headroom_frac < 0:
+        simulated = e2e_source.startswith("simulated") and limit.unit == "rps"
         notes.append(
             Finding(
-                key="note.kv_short",
+                # With the engine model's own e2e, a shortfall says the model queues at the
+                # limit given: it expects less of this GPU than the limit, not that the
+                # measured instance ran short of KV.
+                key="note.kv_short_simulated" if simulated else "note.kv_short",
                 values={
                     "capacity": memory.kv_capacity_tokens,
                     "needed": memory.kv_needed_tokens_at_limit,
+                    "e2e_s": e2e,
+                    "limit_rps": limit.value,
                 },
             )
         )

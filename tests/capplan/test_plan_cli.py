@@ -206,3 +206,20 @@ def test_a_config_json_model_is_kept_as_its_path_for_verify(tmp_path: Path) -> N
     plan = Plan.model_validate(json.loads(out.read_text()))
     assert plan.inputs.model == str(hf)
     assert plan_engine(plan).model.params == 8_030_261_248
+
+
+def test_a_limit_the_engine_model_cannot_hold_is_named_as_such(tmp_path: Path) -> None:
+    """A given limit far above what the engine model expects of the GPU: the model queues
+    there, so the KV shortfall it implies is the model disagreeing with the limit, and the
+    note says that (a bug hunt read "KV headroom -38 % ... raise --tp" beside a fleet
+    simulation whose TPOT was 11 ms); a limit it can hold leaves no such note."""
+    out = tmp_path / "plan.json"
+    args = ["plan", "--profile", str(_profile(tmp_path)), "--no-fleet-check", "-o", str(out)]
+    for limit, noted in (("400rps", True), ("2rps", False)):
+        result = runner.invoke(app, [*args, "--limit", limit])
+        assert result.exit_code == 0, result.output
+        notes = [n["key"] for n in json.loads(out.read_text())["note_findings"]]
+        assert ("note.kv_short_simulated" in notes) == noted, (limit, notes)
+        assert "note.kv_short" not in notes
+        flat = " ".join(result.output.split())
+        assert ("the engine model queues at the limit given" in flat) == noted
