@@ -94,8 +94,9 @@ FINDINGS_EN: dict[str, str] = {
     "of the engine model at the limit, not measured",
     "note.kv_short": "the KV cache holds {capacity:,} tokens but the limit's concurrency needs "
     "{needed:,.0f}: requests will queue or be preempted; raise --tp or pick a larger GPU",
-    "note.kv_short_simulated": "the engine model queues at the limit given ({limit_rps:.3g} req/s): "
-    "its simulated e2e there is {e2e_s:.1f} s, a concurrency whose KV ({needed:,.0f} tokens) is "
+    "note.kv_short_simulated": "the engine model queues at the limit given "
+    "({limit_rps:.3g} req/s): its simulated e2e there is {e2e_s:.1f} s, a concurrency "
+    "whose KV ({needed:,.0f} tokens) is "
     "more than the cache holds ({capacity:,}); it expects less of this GPU than that limit, so "
     "check the limit, or calibrate the model on the run that measured it (capplan calibrate)",
     "note.observed_contradicts": "production contradicts the limit: an instance missed the SLO "

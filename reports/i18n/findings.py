@@ -49,8 +49,9 @@ FINDINGS_ZH: dict[str, str] = {
     "上限，未经测量",
     "note.kv_short": "KV 缓存可容纳 {capacity:,} 个 token，而上限的并发需要 {needed:,.0f} 个："
     "请求将排队或被抢占；请提高 --tp 或选用更大的 GPU",
-    "note.kv_short_simulated": "引擎模型在给定上限（{limit_rps:.3g} req/s）下会排队：其模拟的 E2E 为 "
-    "{e2e_s:.1f} s，由此推出的并发所需 KV（{needed:,.0f} 个 token）超过缓存容量（{capacity:,}）；"
+    "note.kv_short_simulated": "引擎模型在给定上限（{limit_rps:.3g} req/s）下会排队："
+    "其模拟的 E2E 为 {e2e_s:.1f} s，由此推出的并发所需 KV（{needed:,.0f} 个 token）"
+    "超过缓存容量（{capacity:,}）；"
     "模型对这块 GPU 的预期低于该上限，请核对上限，"
     "或用测得该上限的运行校准模型（capplan calibrate）",
     "note.observed_contradicts": "生产与上限矛盾：有实例在 {missed:.2f} req/s 时已未达 SLO"
