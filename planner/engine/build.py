@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from contracts.errors import ConfigError, InputError
 from planner.engine.catalog import find_gpu, find_model, fp4_gpus, normal_name
 from planner.engine.precision import QUANTIZATIONS, peak_flops
-from planner.engine.runtimes import engine_profile
+from planner.engine.runtimes import EngineProfile, engine_profile
 from planner.engine.specs import EngineConfig, GpuSpec, kv_capacity_tokens
 
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
@@ -112,6 +112,7 @@ def build_engine_config(
     model_spec = find_model(model, catalog)
     _check_runs(gpu_spec, str(overrides.get("quantization") or "none"), catalog)
     profile = engine_profile(engine or DEFAULT_ENGINE)
+    _check_engine_serves(profile, gpu_spec, overrides)
     fields: dict[str, Any] = profile.overrides()
     parallel = tp * int(overrides.get("pp") or 1)
     given = overrides.get("gpu_memory_utilization") is not None
@@ -166,6 +167,33 @@ def _check_runs(gpu: GpuSpec, quantization: str, catalog: Path | str | None) -> 
         able = ", ".join(fp4_gpus(catalog)) or "none in the catalog"
         raise ConfigError(
             f"--quantization {quantization} on {gpu.name}: needs FP4 tensor cores: {able}"
+        )
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
+def _check_engine_serves(profile: EngineProfile, gpu: GpuSpec, overrides: dict[str, Any]) -> None:
+    """ConfigError when the engine does not run on `gpu`'s vendor (TensorRT-LLM on an AMD
+    board) or does not serve the weight or KV-cache format asked for (nvfp4 under vLLM 0.6,
+    fp8 under llama.cpp)."""
+    if gpu.vendor not in profile.vendors:
+        runs_on = " and ".join(VENDOR_NAMES.get(v, v) for v in profile.vendors)
+        raise ConfigError(
+            f"--engine {profile.name} on {gpu.name}: {profile.label} runs on {runs_on} GPUs "
+            f"only, and {gpu.name} is {VENDOR_NAMES.get(gpu.vendor, gpu.vendor)}'s"
+        )
+    quant = str(overrides.get("quantization") or "none")
+    if profile.quantizations is not None and quant not in profile.quantizations:
+        raise ConfigError(
+            f"--quantization {quant} under --engine {profile.name}: {profile.label} serves "
+            f"{', '.join(profile.quantizations)}"
+        )
+    kv = "fp8" if overrides.get("kv_dtype_bytes") == 1 else "auto"
+    if profile.kv_cache_dtypes is not None and kv not in profile.kv_cache_dtypes:
+        raise ConfigError(
+            f"--kv-cache-dtype {kv} under --engine {profile.name}: {profile.label} keeps its "
+            f"KV cache as {', '.join(profile.kv_cache_dtypes)}"
         )
 
 

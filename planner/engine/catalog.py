@@ -45,6 +45,7 @@ def _read_catalog_file(path: Path) -> dict[str, Any]:
 
 
 _SECTIONS = ("gpus", "models")
+VENDORS = ("nvidia", "amd")
 # The least memory a board may state, in bytes: a figure below it was written in GB or GiB.
 _MIN_MEMORY_BYTES = 2**30
 
@@ -77,10 +78,11 @@ def _section(path: Path, name: str, cls: type, required: tuple[str, ...]) -> dic
                     f"{path}: {name}.{key}.{field_name}: unknown field (known: {known})"
                 )
             if kind is str:
-                if value not in LINK_KINDS:
+                allowed_values = VENDORS if field_name == "vendor" else LINK_KINDS
+                if value not in allowed_values:
                     raise InputError(
                         f"{path}: {name}.{key}.{field_name}: expected one of "
-                        f"{', '.join(LINK_KINDS)}, got {value!r}"
+                        f"{', '.join(allowed_values)}, got {value!r}"
                     )
                 typed[field_name] = value
                 continue
@@ -128,6 +130,7 @@ _FIELD_TYPES: dict[str, type] = {
     "link_bandwidth_bytes_per_s": float,
     "link_latency_s": float,
     "link_kind": str,
+    "vendor": str,
     "link_gpus": int,
     "pcie_bandwidth_bytes_per_s": float,
     "memory_bytes": int,

@@ -29,6 +29,9 @@ from contracts.errors import ConfigError
 
 # vLLM V0's budget rule (max_num_batched_tokens None) holds up to this context length; past
 # it the profile keeps a fixed budget (see EngineProfile.batched_tokens).
+# The weight formats vLLM 0.5/0.6 serve of those capplan models: FP8, AWQ and GPTQ; nvfp4
+# (ModelOpt FP4) and mxfp4 came in 2025 (mxfp4 with gpt-oss, vllm-project/vllm#22259, 0.10.1).
+V0_QUANTIZATIONS = ("none", "fp8", "awq", "gptq")
 V0_RULE_MAX_CONTEXT = 32768
 FALLBACK_BATCHED_TOKENS = 8192
 
@@ -121,6 +124,11 @@ class EngineProfile:
     # Defaults that depend on the board (ServeLimits, MemoryTiers); None: none do.
     board_rule: ServeLimits | MemoryTiers | None = None
     sources: tuple[str, ...] = ()
+    # Whose boards the engine runs on, and the weight formats (--quantization) and KV-cache
+    # formats (--kv-cache-dtype) it serves; None: every one capplan models.
+    vendors: tuple[str, ...] = ("nvidia", "amd")
+    quantizations: tuple[str, ...] | None = None
+    kv_cache_dtypes: tuple[str, ...] | None = None
 
     def board_defaults(
         self, gpu_name: str, memory_bytes: int, parallel: int, share_given: bool = False
@@ -211,6 +219,7 @@ _VLLM_06 = EngineProfile(
     name="vllm@0.6",
     label="vLLM 0.6 (V0 scheduler)",
     prefill_first=True,
+    quantizations=V0_QUANTIZATIONS,
     max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=190e-6,
@@ -236,6 +245,8 @@ _VLLM_06 = EngineProfile(
         "amortises it over several decode steps",
         "seq_overhead_s fitted by bench/engine_published.py --fit on LambdaLabsML's "
         "'vLLM v0.6.0 steps=1' throughput row (benchmark_v0.md)",
+        "formats: fp8, awq and gptq (vLLM 0.6's quantization methods); nvfp4 and mxfp4 came "
+        "in 2025 (mxfp4 with gpt-oss, vllm-project/vllm#22259)",
         "front end: the OpenAI API server is one asyncio event loop; requests that arrive "
         "together are worked one after another and handed to the engine together "
         "(frontend_handover round). LambdaLabsML/vllm-benchmark's per-request TTFTs of 160 "
@@ -250,6 +261,7 @@ _VLLM_05 = EngineProfile(
     name="vllm@0.5",
     label="vLLM 0.5 (V0 scheduler, no multi-step)",
     prefill_first=True,
+    quantizations=V0_QUANTIZATIONS,
     max_num_batched_tokens=None,
     step_overhead_s=1e-3,
     seq_overhead_s=250e-6,
@@ -265,6 +277,7 @@ _VLLM_05 = EngineProfile(
 _TRTLLM = EngineProfile(
     name="trtllm@0.14",
     label="TensorRT-LLM 0.14 (C++ runtime, in-flight batching)",
+    vendors=("nvidia",),
     kv_reservation="request",
     kv_free_fraction=0.9,
     max_num_seqs=2048,
@@ -278,6 +291,7 @@ _TRTLLM = EngineProfile(
         "memory free after the engine's weights and activations are loaded",
         "max_num_tokens 8192: trtllm-build's default; max batch size 2048 (trtllm-build)",
         "C++ batch manager: per-request CPU cost of microseconds (no Python in the loop)",
+        "NVIDIA GPUs only (TensorRT builds CUDA engines): not on AMD boards",
     ),
 )
 
@@ -319,6 +333,7 @@ _SGLANG = EngineProfile(
 _TGI = EngineProfile(
     name="tgi@3",
     label="Text Generation Inference 3 (Rust router)",
+    quantizations=("none", "fp8", "awq", "gptq"),
     kv_reservation="request",
     max_num_seqs=1024,
     max_num_batched_tokens=4096,
@@ -328,12 +343,16 @@ _TGI = EngineProfile(
         "TGI launcher: max_batch_prefill_tokens 4096; the router admits a request while its "
         "input plus max_new_tokens fit the token budget (max_batch_total_tokens, inferred "
         "from free memory), so running requests are not preempted",
+        "formats: TGI's --quantize serves fp8, awq and gptq (and others capplan does not "
+        "model), not nvfp4 or mxfp4",
     ),
 )
 
 _LLAMACPP = EngineProfile(
     name="llamacpp",
     label="llama.cpp server (slots)",
+    quantizations=("none", "mxfp4"),
+    kv_cache_dtypes=("auto",),
     kv_reservation="static",
     gpu_memory_utilization=1.0,
     max_num_seqs=4,
@@ -347,6 +366,9 @@ _LLAMACPP = EngineProfile(
         "llama.cpp tools/server: n_parallel slots, each holding n_ctx / n_parallel KV cells "
         "(a fixed slot per sequence), prompt and decode tokens of all slots in one batch of "
         "up to n_batch (2048) tokens; the prompt cache is per slot, not shared",
+        "formats: GGUF files; of those capplan models, 16-bit weights and MXFP4 (ggml-org/"
+        "llama.cpp#15091, 2025-08, with gpt-oss); the KV cache in the model's type (its "
+        "cache-type options are q8_0/q4_0, not fp8)",
     ),
 )
 

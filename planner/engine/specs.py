@@ -61,6 +61,7 @@ class GpuSpec:
     link_kind: LinkKind = "pcie"
     link_gpus: int | None = None
     pcie_bandwidth_bytes_per_s: float | None = None
+    vendor: str = "nvidia"  # whose board: nvidia or amd (an engine may run on one only)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
 from planner.capacity.cost import gpu_hour_price, usd_per_million_output_tokens
 from planner.engine.catalog import gpu_name
-from planner.slo.recorded import normalise_slo
-from planner.slo.spec import parse_slo
+from planner.slo.recorded import limit_slo, normalise_slo
 from profiles.model import Profile
 
 
@@ -162,7 +161,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
         profile=options.profile_path,
         profile_digest=profile.digest(),
         slo=results[0][1].slo,
-        slo_terms=_slo_terms(results[0][1].slo),
+        slo_terms=_slo_terms(results[0][1]),
         peak_rps=demand.peak_rps,
         peak_definition=demand.peak_definition,
         growth=options.growth,
@@ -175,9 +174,10 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     )
 
 
-def _slo_terms(spec: str) -> list[SloTerm]:
-    """A recorded SLO's terms, for words in the report; none when it no longer parses."""
+def _slo_terms(result: LimitResult) -> list[SloTerm]:
+    """The terms of the SLO a run recorded, for words in the report; none when it no longer
+    parses."""
     try:
-        return parse_slo(spec).terms()
-    except (ConfigError, InputError, ValueError):
+        return limit_slo(result).terms()
+    except (ConfigError, InputError):
         return []

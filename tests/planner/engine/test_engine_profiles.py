@@ -3,6 +3,7 @@ queue, prefill-first and multi-step scheduling, FP8 compute, tensor-parallel lin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -364,3 +365,25 @@ def test_sglang_on_a_board_smaller_than_its_reserve_asks_for_a_share(tmp_path: A
     # TensorRT-LLM sizes KV from what is left of the whole board: all of it is usable.
     with pytest.raises(ConfigError, match=r"weights \+ activation reserve need .* 2\.1 GB usable"):
         build_engine_config("Tiny-2GB", "llama-3.2-3b", catalog=catalog, engine="trtllm")
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpu", "kw", "message"),
+    [
+        ("trtllm", "MI300X-192GB", {}, "runs on NVIDIA GPUs only, and MI300X-192GB is AMD's"),
+        ("vllm@0.6", "H100-80GB", {"quantization": "mxfp4"}, "serves none, fp8, awq, gptq"),
+        ("vllm@0.5", "B200-180GB", {"quantization": "nvfp4"}, "serves none, fp8, awq, gptq"),
+        ("tgi", "B200-180GB", {"quantization": "nvfp4"}, "serves none, fp8, awq, gptq"),
+        ("llamacpp", "H100-80GB", {"quantization": "fp8"}, "serves none, mxfp4"),
+        ("llamacpp", "H100-80GB", {"kv_dtype_bytes": 1}, "keeps its KV cache as auto"),
+    ],
+)
+def test_an_engine_refuses_a_board_or_format_it_does_not_serve(
+    engine: str, gpu: str, kw: dict[str, Any], message: str
+) -> None:
+    """A bug hunt got limits for TensorRT-LLM on an MI300X, llama.cpp serving fp8 and vLLM 0.6
+    serving mxfp4; each engine names what it runs on and serves (runtimes.py's sources)."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_engine_config(gpu, "llama-3.1-8b", engine=engine, **kw)
+    # the same boards and formats under an engine that serves them
+    build_engine_config(gpu, "llama-3.1-8b", engine="sglang", **kw)
