@@ -111,6 +111,8 @@ class WhichSection:
     cost_gaps: list[CostGap]
     cheapest_per_token: WhichRow | None  # when it is not the cheapest fleet
     knob_lessons: list[Lesson]  # whatif: one method against its baseline, from whatif.json
+    # whatif: where an engine leads the next by more than the ranking margin ("engine ranking")
+    engine_rankings: list[Lesson]
     forced: bool  # compare: mismatched runs compared with --force
     mismatches: list[str]
     calibration_note: str | None
@@ -215,7 +217,8 @@ def whatif_section(data: Whatif, path: Path) -> WhichSection:
         rows=rows,
         cost_gaps=cost_gaps(rows, group_by_gpu=True),
         cheapest_per_token=cheapest_per_token(rows),
-        knob_lessons=[x for x in data.lessons if x.knob != "gpu"],
+        knob_lessons=[x for x in data.lessons if x.knob not in ("gpu", "engine ranking")],
+        engine_rankings=[x for x in data.lessons if x.knob == "engine ranking"],
         forced=False,
         mismatches=[],
         calibration_note=data.calibration_note,
@@ -239,6 +242,7 @@ def compare_section(data: Compare, path: Path) -> WhichSection:
         cost_gaps=cost_gaps(rows, group_by_gpu=False),
         cheapest_per_token=cheapest_per_token(rows),
         knob_lessons=[],
+        engine_rankings=[],
         forced=data.forced,
         mismatches=list(data.mismatches),
         calibration_note=None,

@@ -407,7 +407,9 @@ def engine_rankings(
     are not the same engine everywhere)."""
     groups: dict[str, dict[str, WhatifCandidate]] = {}
     for c in candidates:
-        if "engine" in c.settings:
+        # an engine that cannot run a configuration (or meets the SLO at no load) is not
+        # ranked on it: it has no limit to compare
+        if "engine" in c.settings and c.limit_rps:
             rest = " ".join([f"{c.gpu} tp{c.tp}"] + [
                 f"{k}={v}" for k, v in c.settings.items() if k != "engine"
             ])  # fmt: skip

@@ -87,6 +87,8 @@ WHICH_EN: dict[str, str] = {
         "at another peak the order can change."
     ),
     "which_no_limit_lesson": "{labels}: the SLO is met at no tested load.",
+    "which_engine_ranking": "On {where}, {winner} ranks first, more than 10 % above the next "
+    "engine: the engines' order changes with the configuration.",
     "which_no_price": (
         "{labels}: no public price on file for the GPU, so no cost and no rank; the limit "
         "and instance count stand (give whatif --gpu-hour-price to cost it)."
@@ -174,6 +176,8 @@ WHICH_ZH: dict[str, str] = {
         "{best} 的集群更便宜:实例只能整台购买,峰值不同时排名可能改变。"
     ),
     "which_no_limit_lesson": "{labels}:在所测的任何负载下都达不到 SLO。",
+    "which_engine_ranking": "在 {where} 上,{winner} 排名第一,比下一个引擎高出 10 % 以上:"
+    "引擎的先后随配置而变。",
     "which_no_price": (
         "{labels}:该 GPU 没有公开价格记录,因此没有成本和排名;上限与实例数仍然有效"
         "(给出每 GPU 小时的价格后即可计算成本)。"

@@ -424,3 +424,30 @@ def test_candidates_that_cannot_run_say_why_and_the_slo_is_in_words(tmp_path: Pa
                 if c["limit_rps"]:
                     lo, hi = (f"{c[k]:.3g}" for k in ("limit_low_rps", "limit_high_rps"))
                     assert any(f"({lo}–{hi})" in line for line in lines), (lang, lines)
+
+
+def test_an_engine_ranking_is_said_in_words_not_as_no_prediction(tmp_path: Path) -> None:
+    """whatif's "engine ranking" lessons (where one engine leads by more than 10 %) have no
+    limit change of their own; the report rendered them as knob lessons, "engine ranking:
+    trtllm instead of vllm: no prediction". They now read as a ranking, in both languages."""
+    profile = tmp_path / "chat.json"
+    run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    whatif = tmp_path / "w.json"
+    run_cli(
+        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "--gpu", "H100-80GB",
+        "--engine", "trtllm,vllm", "--level-duration", "30", "-o", str(whatif),
+    )  # fmt: skip
+    data = json.loads(whatif.read_text())
+    data["lessons"].append(
+        {"knob": "engine ranking", "baseline": "vllm", "alternative": "trtllm",
+         "limit_change": None, "pairs": 2, "figure": "6 req/s: ...; 5 req/s: ...",
+         "sentence": "on H100-80GB tp1, trtllm ranks first: 6 req/s: ...; 5 req/s: ..."}
+    )  # fmt: skip
+    whatif.write_text(json.dumps(data))
+    for lang, said in (("en", "On H100-80GB tp1, trtllm ranks first, more than 10 % above"),
+                       ("zh", "在 H100-80GB tp1 上,trtllm 排名第一")):  # fmt: skip
+        out = tmp_path / f"{lang}.pdf"
+        run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
+        text = _text(out)[0]
+        assert said in text, (lang, text)
+        assert "engine ranking" not in text

@@ -39,3 +39,22 @@ def test_the_per_token_sentence_needs_a_dearer_fleet() -> None:
     tie = _candidate("tie", 12.0, 4365.0, 9.0)
     best.rank, tie.rank = 1, 2
     assert cheapest_per_token([_whatif_row(c) for c in (best, tie)]) is None
+
+
+def test_an_engine_that_cannot_run_is_not_ranked() -> None:
+    """TensorRT-LLM cannot run on an MI300X: vLLM there has nothing to lead, so no "engine
+    ranking" sentence comes of it (one came, and the report rendered it as "no prediction")."""
+    from planner.whatif.lessons import engine_rankings
+    from profiles.presets import preset_profile
+
+    def cand(gpu: str, engine: str, limit: float | None) -> WhatifCandidate:
+        return WhatifCandidate(
+            label=f"{gpu} tp1 engine={engine}", gpu=gpu, tp=1, settings={"engine": engine},
+            limit_rps=limit,
+        )  # fmt: skip
+
+    candidates = [
+        cand("H100-80GB", "trtllm", 6.0), cand("H100-80GB", "vllm", 5.0),
+        cand("MI300X-192GB", "trtllm", None), cand("MI300X-192GB", "vllm", 7.0),
+    ]  # fmt: skip
+    assert engine_rankings(preset_profile("chat"), candidates, {}) == []
