@@ -74,7 +74,8 @@ class CannotRun:
 def cannot_run(problem: str | None) -> CannotRun | None:
     """The reason a whatif candidate's `problem` gives for having no engine (its
     configuration failed: planner.whatif.run), or None when it ran and missed the SLO."""
-    if problem is None or not problem.startswith(("engine config for", "--quantization")):
+    starts = ("engine config for", "--quantization", "--kv-cache-dtype", "--engine")
+    if problem is None or not problem.startswith(starts):
         return None
     short = re.search(r"([\d.]+) GB short", problem)
     if short:

@@ -58,3 +58,21 @@ def test_an_engine_that_cannot_run_is_not_ranked() -> None:
         cand("MI300X-192GB", "trtllm", None), cand("MI300X-192GB", "vllm", 7.0),
     ]  # fmt: skip
     assert engine_rankings(preset_profile("chat"), candidates, {}) == []
+
+
+def test_every_reason_a_candidate_cannot_run_is_read_as_such() -> None:
+    """The report names why a candidate has no engine from whatif's problem text; an engine
+    refusing the board (TensorRT-LLM on an MI300X) read as "meets the SLO at no load"."""
+    from reports.which_data import cannot_run
+
+    refused = "--engine trtllm@0.14 on MI300X-192GB: ... runs on NVIDIA GPUs only"
+    cases = {
+        refused: "other",
+        "--kv-cache-dtype fp8 under --engine llamacpp: ...": "other",
+        "--quantization nvfp4 on H100-80GB: needs FP4 tensor cores: B200-180GB": "fp4",
+        "engine config for H100-80GB x llama-3.1-70b x tp=1: ... 66.3 GB short (...)": "fit",
+    }
+    for problem, kind in cases.items():
+        got = cannot_run(problem)
+        assert got is not None and got.kind == kind, problem
+    assert cannot_run("no rate met the SLO (ttft:p95 3.2 s at 0.5 req/s)") is None
