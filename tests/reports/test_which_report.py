@@ -451,3 +451,34 @@ def test_an_engine_ranking_is_said_in_words_not_as_no_prediction(tmp_path: Path)
         text = _text(out)[0]
         assert said in text, (lang, text)
         assert "engine ranking" not in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_predicted_limit_s_interval_never_breaks_across_lines(lang: str) -> None:
+    """The ranked table's limit cell, laid out at its column's width for limits and intervals
+    of one to three digits: the interval "(lo–hi)" always sits whole on one line. With the
+    limit and interval in one run of text, 16 of these 60 cells broke inside the interval in
+    Chinese (a bug hunt saw "(6.74–2" / "2.8)")."""
+    import itertools
+
+    from reports import words_for
+    from reports.layout import CONTENT_W, Layout
+    from reports.pages.which import _limit_cell
+    from reports.which_data import WhichRow
+
+    layout = Layout(words_for(lang))
+    width = CONTENT_W * 0.14 / 0.99 - 8  # the column (whatif, uncalibrated) less its padding
+    values = itertools.product([1.51, 3.66, 12.7, 21.7, 118.0], [0.52, 1.04, 6.74, 15.1],
+                               [1.75, 22.8, 24.7, 167.0])  # fmt: skip
+    for limit, low, high in values:
+        row = WhichRow(
+            label="c", gpu="H100-80GB", limit=limit, unit="rps", binding=None, instances=1,
+            gpus=1, monthly_cost_usd=None, usd_per_million_output_tokens=None, rank=None,
+            calibration_error=None, pareto=True, problem=None, limit_low=low, limit_high=high,
+        )  # fmt: skip
+        cell = _limit_cell(layout, row)
+        assert not isinstance(cell, str)
+        cell.wrap(width, 1000)
+        lines = [str(line) for line in cell.blPara.lines]  # type: ignore[attr-defined]
+        interval = f"({layout.words.num(low)}–{layout.words.num(high)})"
+        assert any(interval in line for line in lines), (limit, low, high, lines)
