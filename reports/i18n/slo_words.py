@@ -58,3 +58,12 @@ def slo_in_words(words: Words, terms: Sequence[SloTerm]) -> str:
             promise = _PROMISE[lang][term.metric]
             parts.append(promise.format(who=_who(lang, term), t=words.seconds(term.threshold)))
     return _AND[lang].join(parts)
+
+
+def slo_stated(words: Words, spec: str, terms: Sequence[SloTerm]) -> str:
+    """The SLO's grammar with its words beside it: "ttft:p95<=2s (95 % of requests see the
+    first token within 2 s)"; the grammar alone without terms (an older file)."""
+    said = slo_in_words(words, terms)
+    if not said:
+        return spec
+    return f"{spec} ({said})" if words.lang == "en" else f"{spec}({said})"

@@ -9,7 +9,7 @@ from datetime import datetime
 from contracts.run import StageSummary
 from reports.data import ReportInputs
 from reports.i18n import Words
-from reports.i18n.slo_words import slo_in_words
+from reports.i18n.slo_words import slo_stated
 from reports.layout import Layout
 
 
@@ -32,10 +32,7 @@ class ReportContext(Layout):
     def slo_stated(self) -> str:
         """The SLO's grammar with its words beside it: "ttft:p95<=2s (95 % of requests see
         the first token within 2 s)"; the grammar alone for a plan without SLO terms."""
-        said = slo_in_words(self.words, self.plan.inputs.slo_terms)
-        if not said:
-            return self.slo()
-        return f"{self.slo()} ({said})" if self.words.lang == "en" else f"{self.slo()}({said})"
+        return slo_stated(self.words, self.slo(), self.plan.inputs.slo_terms)
 
     def stage(self, role: str) -> StageSummary | None:
         return next((s for s in self.inputs.stages if s.role == role), None)

@@ -16,7 +16,7 @@ from contracts.whatif import CLEAR_CHANGE
 from reports.charts_which import Bar, cost_bars
 from reports.i18n.findings import lesson_figure
 from reports.i18n.predicted_words import interval_source
-from reports.i18n.slo_words import slo_in_words
+from reports.i18n.slo_words import slo_stated
 from reports.i18n.which import KNOB_NAMES
 from reports.layout import CONTENT_W, Layout, markup
 from reports.which_data import CostGap, WhichRow, WhichSection
@@ -68,14 +68,6 @@ def ranked_table(layout: Layout, section: WhichSection) -> Flowable:
     total = sum(f for _, f in cols)
     best = [(i, c) for i, r in enumerate(section.rows, 1) if r.rank == 1 for c in (0, 6)]
     return layout.table(rows, [CONTENT_W * f / total for _, f in cols], highlight=best)
-
-
-def _slo_stated(layout: Layout, section: WhichSection) -> str:
-    """The SLO's grammar with its words beside it, as the baseline report states it."""
-    said = slo_in_words(layout.words, section.slo_terms)
-    if not said:
-        return section.slo
-    return f"{section.slo} ({said})" if layout.words.lang == "en" else f"{section.slo}({said})"
 
 
 def _no_limit_cell(layout: Layout, row: WhichRow) -> str:
@@ -277,7 +269,7 @@ def section_flowables(layout: Layout, section: WhichSection) -> list[Flowable]:
             layout.t(
                 "which_context",
                 profile=section.profile,
-                slo=_slo_stated(layout, section),
+                slo=slo_stated(layout.words, section.slo, section.slo_terms),
                 model=section.model or "–",
                 peak=peak,
             )
