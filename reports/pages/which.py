@@ -238,8 +238,13 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
         if change is None:
             out.append(layout.t("which_no_prediction", **names))
             continue
-        clear = CLEAR_CHANGE
-        verdict = "which_pays" if change >= clear else "which_hurts" if change <= -clear else ""
+        verdict = (
+            "which_pays"
+            if change >= CLEAR_CHANGE
+            else "which_hurts"
+            if change <= -CLEAR_CHANGE
+            else ""
+        )
         sentence = layout.t("which_knob", change=f"{change * 100:+.0f} %", **names)
         out.append(
             sentence
