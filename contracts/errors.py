@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+# Why a configuration cannot run at all (CannotServeError.reason).
+CannotServeReason = Literal["fit", "fp4", "heads"]
+
 
 class CapplanError(Exception):
     """Base of every error capplan raises on purpose; the CLI prints its message, no traceback.
@@ -21,6 +26,20 @@ class InputError(CapplanError):
 
 class ConfigError(InputError):
     """A configuration value (stage plan, SLO spec, catalog entry, option) that fails validation."""
+
+
+class CannotServeError(ConfigError):
+    """A configuration no engine can serve at all, with the reason as a field for whoever
+    reports it: `reason` "fit" (the weights do not fit; `short_bytes` per GPU), "fp4" (the
+    format needs FP4 tensor cores the board has not) or "heads" (tp does not split the
+    attention heads)."""
+
+    def __init__(
+        self, message: str, *, reason: CannotServeReason, short_bytes: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason: CannotServeReason = reason
+        self.short_bytes = short_bytes
 
 
 class TargetError(CapplanError):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.finding import Finding
@@ -43,6 +45,15 @@ class WhatifCandidate(_Model):
     pp: int = Field(default=1, description="pipeline stages (an instance holds tp x pp GPUs)")
     settings: dict[str, str] = Field(description="varied knob -> value")
     problem: str | None = Field(default=None, description="why there is no prediction")
+    cannot_run: Literal["fit", "fp4", "heads", "other"] | None = Field(
+        default=None,
+        description="why the configuration cannot run at all, where it cannot: the model does "
+        "not fit (fit), the format needs FP4 tensor cores (fp4), tp does not split the heads "
+        "(heads), another configuration error (other); None where it ran",
+    )
+    short_gb_per_gpu: float | None = Field(
+        default=None, description="cannot_run fit: how many GB per GPU the weights lack"
+    )
     limit_rps: float | None = None
     limit_low_rps: float | None = Field(
         default=None,
@@ -119,6 +130,11 @@ class Lesson(_Model):
     figure: str = Field(description="the figure that explains the change")
     figure_findings: list[Finding] = Field(
         default_factory=list, description="the figure as keys and figures, one per clause"
+    )
+    where: str | None = Field(
+        default=None,
+        description="an engine ranking's configuration: the GPU, tp and other knobs the "
+        "engines were ranked on (e.g. H100-80GB tp2)",
     )
     sentence: str
 

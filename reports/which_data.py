@@ -8,7 +8,6 @@ stored monthly costs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -71,20 +70,12 @@ class CannotRun:
     short_gb: float | None = None
 
 
-def cannot_run(problem: str | None) -> CannotRun | None:
-    """The reason a whatif candidate's `problem` gives for having no engine (its
-    configuration failed: planner.whatif.run), or None when it ran and missed the SLO."""
-    starts = ("engine config for", "--quantization", "--kv-cache-dtype", "--engine")
-    if problem is None or not problem.startswith(starts):
+def cannot_run(c: WhatifCandidate) -> CannotRun | None:
+    """Why a whatif candidate has no engine at all (its `cannot_run` and `short_gb_per_gpu`,
+    set where its configuration failed: planner.whatif.run), or None when it ran."""
+    if c.cannot_run is None:
         return None
-    short = re.search(r"([\d.]+) GB short", problem)
-    if short:
-        return CannotRun("fit", float(short.group(1)))
-    if "needs FP4 tensor cores" in problem:
-        return CannotRun("fp4")
-    if "does not split" in problem:
-        return CannotRun("heads")
-    return CannotRun("other")
+    return CannotRun(c.cannot_run, c.short_gb_per_gpu if c.cannot_run == "fit" else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,7 +169,7 @@ def _whatif_row(c: WhatifCandidate) -> WhichRow:
         limit_source=c.limit_interval_source,
         near_floor=max(c.near_floors, key=lambda f: f.floor_s / f.threshold_s, default=None),
         no_price=c.cost_note is not None,
-        cannot=cannot_run(c.problem),
+        cannot=cannot_run(c),
     )
 
 

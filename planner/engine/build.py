@@ -18,11 +18,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from contracts.errors import ConfigError, InputError
+from contracts.errors import CannotServeError, ConfigError, InputError
 from planner.engine.catalog import find_gpu, find_model, fp4_gpus, normal_name
 from planner.engine.precision import QUANTIZATIONS, peak_flops
 from planner.engine.runtimes import EngineProfile, engine_profile
-from planner.engine.specs import EngineConfig, GpuSpec, kv_capacity_tokens
+from planner.engine.specs import EngineConfig, GpuSpec, Unservable, kv_capacity_tokens
 
 CALIBRATION_DIR = Path(__file__).with_name("calibration")
 EFFICIENCY_PATH = Path(__file__).with_name("efficiency.yaml")
@@ -145,7 +145,13 @@ def build_engine_config(
     except ValidationError as err:
         problems = "; ".join(_problem(e["loc"], e["msg"]) for e in err.errors())
         where = f"{gpu_spec.name} x {model_spec.name} x tp={tp}"
-        raise ConfigError(f"engine config for {where}: {problems}") from err
+        message = f"engine config for {where}: {problems}"
+        causes = [e.get("ctx", {}).get("error") for e in err.errors()]
+        why = next((c for c in causes if isinstance(c, Unservable)), None)
+        if why is not None:
+            reason, short = why.error.reason, why.error.short_bytes
+            raise CannotServeError(message, reason=reason, short_bytes=short) from err
+        raise ConfigError(message) from err
     if by_rule:
         context = config.max_model_len or model_spec.max_context_tokens
         cap = profile.running_cap(
@@ -165,8 +171,9 @@ def _check_runs(gpu: GpuSpec, quantization: str, catalog: Path | str | None) -> 
     )
     if rate is None:
         able = ", ".join(fp4_gpus(catalog)) or "none in the catalog"
-        raise ConfigError(
-            f"--quantization {quantization} on {gpu.name}: needs FP4 tensor cores: {able}"
+        raise CannotServeError(
+            f"--quantization {quantization} on {gpu.name}: needs FP4 tensor cores: {able}",
+            reason="fp4",
         )
 
 

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contracts.errors import CannotServeError, CannotServeReason
 from planner.engine.parallel import LinkKind
 from planner.engine.precision import QUANTIZATION_NAMES, QUANTIZATIONS, Quantization, peak_flops
 
@@ -124,6 +125,18 @@ def model_shape_problem(m: ModelSpec) -> str | None:
     if m.active_params is not None and m.active_params > m.params:
         return f"active_params: {m.active_params:,} is more than params ({m.params:,})"
     return None
+
+
+class Unservable(ValueError):
+    """EngineConfig's check that no engine can serve the configuration at all, carrying the
+    reason as a field (pydantic keeps this exception in the validation error's context, so
+    planner.engine.build re-raises `error`, the CannotServeError, with its own words)."""
+
+    def __init__(
+        self, message: str, *, reason: CannotServeReason, short_bytes: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.error = CannotServeError(message, reason=reason, short_bytes=short_bytes)
 
 
 class EngineConfig(BaseModel):
@@ -288,17 +301,19 @@ class EngineConfig(BaseModel):
                 f"{', '.join(QUANTIZATION_NAMES)}"
             )
         if linear_peak_flops(self) is None:
-            raise ValueError(
-                f"{self.quantization} needs FP4 tensor cores, which {self.gpu.name} has not"
+            raise Unservable(
+                f"{self.quantization} needs FP4 tensor cores, which {self.gpu.name} has not",
+                reason="fp4",
             )
         if self.model.layers < self.pp:
             raise ValueError(f"pp={self.pp} stages for {self.model.layers} layers")
         heads, kv = self.model.attention_heads, self.model.kv_heads
         if heads % self.tp or (kv % self.tp if kv >= self.tp else self.tp % kv):
-            raise ValueError(
+            raise Unservable(
                 f"tp={self.tp} does not split {self.model.name}'s {heads} attention heads and "
                 f"{kv} KV heads evenly: the engines need tp to divide the attention heads and "
-                "to divide the KV heads or be a multiple of them"
+                "to divide the KV heads or be a multiple of them",
+                reason="heads",
             )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
@@ -314,11 +329,13 @@ class EngineConfig(BaseModel):
             short = need + block - have
             fmt = weight_format(self).name
             what = "weights + activation reserve" if self.activation_reserve_bytes else "weights"
-            raise ValueError(
+            raise Unservable(
                 f"{self.model.name} does not fit on {self.gpu.name} at quantization={fmt}, "
                 f"tp={self.tp}, pp={self.pp}: {what} need "
                 f"{need / 1e9:.1f} GB per GPU, {have / 1e9:.1f} GB usable, {short / 1e9:.1f} GB "
-                f"short (before any KV cache); raise tp or pp, quantize, or pick a larger GPU"
+                f"short (before any KV cache); raise tp or pp, quantize, or pick a larger GPU",
+                reason="fit",
+                short_bytes=short,
             )
         return self
 

@@ -436,6 +436,7 @@ def engine_rankings(
                 limit_change=None,
                 pairs=len(ranked),
                 figure=why,
+                where=rest,
                 sentence=f"on {rest}, {winner} ranks first: {why}",
             )
         )

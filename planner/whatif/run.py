@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from contracts import __version__
-from contracts.errors import ConfigError
+from contracts.errors import CannotServeError, ConfigError
 from contracts.latency import quantile, request_values
 from contracts.limit import LimitResult
 from contracts.whatif import WHATIF_SCHEMA, NearFloor, Whatif, WhatifCandidate
@@ -154,8 +154,13 @@ def run_candidate(
     try:
         config = _candidate_config(options, gpu, tp, pp, settings, max_len, factors)
     except ConfigError as err:
+        why = err if isinstance(err, CannotServeError) else None
+        short = why.short_bytes if why is not None else None
         return _Run(WhatifCandidate(label=label, gpu=gpu, tp=tp, pp=pp, settings=settings,
-                                    problem=str(err), gpu_hour_price_usd=price), None)  # fmt: skip
+                                    problem=str(err), gpu_hour_price_usd=price,
+                                    cannot_run=why.reason if why is not None else "other",
+                                    short_gb_per_gpu=short / 1e9 if short is not None else None),
+                    None)  # fmt: skip
     floors = [] if disagg is not None else latency_floors(config, profile, options.slo)
     below = [f for f in floors if f.binds]
     if below:  # no rate meets it: no search, no instance count

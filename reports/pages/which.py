@@ -7,7 +7,6 @@ toolkit, so it ends a capacity baseline or stands alone in its own document.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from reportlab.platypus import CondPageBreak, Flowable, PageBreak, Paragraph, Spacer
@@ -223,10 +222,9 @@ def lesson_sentences(layout: Layout, section: WhichSection) -> list[str]:
         if labels:
             out.append(layout.t(f"which_cannot_{kind}_lesson", labels=labels))
     for lesson in section.engine_rankings:  # "on H100-80GB tp2, trtllm ranks first: ..."
-        where = re.match(r"on (.+?), \S+ ranks first", lesson.sentence)
-        if where is not None:
+        if lesson.where is not None:
             out.append(
-                layout.t("which_engine_ranking", where=where.group(1), winner=lesson.alternative)
+                layout.t("which_engine_ranking", where=lesson.where, winner=lesson.alternative)
             )
     for lesson in section.knob_lessons:
         names = {

@@ -387,9 +387,10 @@ def test_a_board_with_no_price_keeps_its_predicted_limit_on_the_first_page(tmp_p
 
 def test_candidates_that_cannot_run_say_why_and_the_slo_is_in_words(tmp_path: Path) -> None:
     """nvfp4 on an H100 (no FP4 cores) and Llama-3.1-70B in bf16 on one H100 (does not fit):
-    the report said both "meet the SLO at no load". It now names each reason (the shortfall
-    in GB from whatif.json's problem), and the first page gives the SLO in words beside its
-    grammar, in English and Chinese (a bug hunt found all three)."""
+    the report said both "meet the SLO at no load". It now names each reason (whatif.json's
+    cannot_run, and the shortfall in GB from its short_gb_per_gpu), and the first page gives
+    the SLO in words beside its grammar, in English and Chinese (a bug hunt found all
+    three)."""
     profile = tmp_path / "chat.json"
     run_cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
     slo = ["--slo", "ttft:p95<=2s,tpot:p95<=100ms", "--level-duration", "30"]
@@ -402,6 +403,10 @@ def test_candidates_that_cannot_run_say_why_and_the_slo_is_in_words(tmp_path: Pa
         run_cli("whatif", "--profile", str(profile), *slo, *flags, "-o", str(whatif))
         (bad,) = [c for c in json.loads(whatif.read_text())["candidates"] if not c["limit_rps"]]
         short = re.search(r"([\d.]+) GB short", bad["problem"])
+        # the reason is a field of whatif.json, and its shortfall the figure the problem says
+        assert bad["cannot_run"] == name, bad
+        if name == "fit":
+            assert short is not None and f"{bad['short_gb_per_gpu']:.1f}" == short.group(1)
         for lang in ("en", "zh"):
             out = tmp_path / f"{name}-{lang}.pdf"
             run_cli("report", "--whatif", str(whatif), "--lang", lang, "-o", str(out))
@@ -441,6 +446,7 @@ def test_an_engine_ranking_is_said_in_words_not_as_no_prediction(tmp_path: Path)
     data["lessons"].append(
         {"knob": "engine ranking", "baseline": "vllm", "alternative": "trtllm",
          "limit_change": None, "pairs": 2, "figure": "6 req/s: ...; 5 req/s: ...",
+         "where": "H100-80GB tp1",
          "sentence": "on H100-80GB tp1, trtllm ranks first: 6 req/s: ...; 5 req/s: ..."}
     )  # fmt: skip
     whatif.write_text(json.dumps(data))

@@ -4,9 +4,11 @@ say that the other "needs the cheaper fleet"."""
 
 from __future__ import annotations
 
-from contracts.whatif import WhatifCandidate
+from pathlib import Path
+
+from contracts.whatif import Whatif, WhatifCandidate
 from planner.whatif.run import rank
-from reports.which_data import _whatif_row, cheapest_per_token
+from reports.which_data import CannotRun, _whatif_row, cheapest_per_token
 
 
 def _candidate(label: str, limit: float, cost: float, e2e: float) -> WhatifCandidate:
@@ -60,19 +62,38 @@ def test_an_engine_that_cannot_run_is_not_ranked() -> None:
     assert engine_rankings(preset_profile("chat"), candidates, {}) == []
 
 
-def test_every_reason_a_candidate_cannot_run_is_read_as_such() -> None:
-    """The report names why a candidate has no engine from whatif's problem text; an engine
-    refusing the board (TensorRT-LLM on an MI300X) read as "meets the SLO at no load"."""
+def test_every_reason_a_candidate_cannot_run_is_a_field_the_report_reads(
+    tmp_path: Path,
+) -> None:
+    """Why a candidate has no engine is a field of whatif.json (`cannot_run`, with the
+    shortfall per GPU for "fit"), set where the configuration fails; the report read it from
+    the problem's words (and an engine refusing the board read as "meets the SLO at no
+    load")."""
+    from typer.testing import CliRunner
+
+    from capplan.cli import app
     from reports.which_data import cannot_run
 
-    refused = "--engine trtllm@0.14 on MI300X-192GB: ... runs on NVIDIA GPUs only"
-    cases = {
-        refused: "other",
-        "--kv-cache-dtype fp8 under --engine llamacpp: ...": "other",
-        "--quantization nvfp4 on H100-80GB: needs FP4 tensor cores: B200-180GB": "fp4",
-        "engine config for H100-80GB x llama-3.1-70b x tp=1: ... 66.3 GB short (...)": "fit",
-    }
-    for problem, kind in cases.items():
-        got = cannot_run(problem)
-        assert got is not None and got.kind == kind, problem
-    assert cannot_run("no rate met the SLO (ttft:p95 3.2 s at 0.5 req/s)") is None
+    def cli(*args: str) -> None:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+
+    profile = tmp_path / "chat.json"
+    cli("profile", "--preset", "chat", "-o", str(profile), "--quiet")
+    out = tmp_path / "w.json"
+    cli(
+        "whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "--model",
+        "llama-3.1-70b", "--gpu", "H100-80GB,MI300X", "--engine", "trtllm", "--tp", "1,3,4",
+        "--level-duration", "20", "-o", str(out),
+    )  # fmt: skip
+    by = {c.label: c for c in Whatif.model_validate_json(out.read_text()).candidates}
+    fit = by["H100-80GB tp1"]
+    assert fit.cannot_run == "fit" and fit.short_gb_per_gpu is not None
+    assert f"{fit.short_gb_per_gpu:.1f} GB short" in (fit.problem or "")
+    assert by["H100-80GB tp3"].cannot_run == "heads"
+    assert by["MI300X-192GB tp4"].cannot_run == "other"  # TensorRT-LLM runs on NVIDIA GPUs only
+    assert by["H100-80GB tp4"].cannot_run is None and by["H100-80GB tp4"].limit_rps
+    kinds = {label: cannot_run(c) for label, c in by.items()}
+    assert kinds["H100-80GB tp1"] == CannotRun("fit", fit.short_gb_per_gpu)
+    assert kinds["H100-80GB tp3"] == CannotRun("heads")
+    assert kinds["H100-80GB tp4"] is None
