@@ -61,6 +61,7 @@ LOST_FILE = "lost_workers.json"  # workers the master lost mid-run
 STOP_FILE = "stop"  # capplan asks the run to stop gracefully (Ctrl-C, a hopeless level)
 STOPPED_FILE = "stopped.json"  # when the run stopped early, on the run clock: {"stop_s": t}
 END_STAGE_FILE = "end-stage"  # capplan asks the run to end the stage named inside
+DRIVER_ERROR_FILE = "driver_error.json"  # the load generator failed: {"error": "Class: text"}
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_COLUMNS)
 METRIC_NAMES: tuple[str, ...] = tuple(SERVER_METRIC_COLUMNS)

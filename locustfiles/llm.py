@@ -42,6 +42,7 @@ from locust.exception import LocustError
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from contracts.rundir import (
+    DRIVER_ERROR_FILE,
     END_STAGE_FILE,
     LIVE_FILE,
     STAGE_ENDS_FILE,
@@ -276,6 +277,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
         def on_done(msg: Any, **_: Any) -> None:
             run = _state(environment)
             run.done_workers.add(msg.data["worker"])
+            if msg.data.get("error"):  # its driver failed: the run fails when it ends
+                error = f"worker {msg.data['worker']}: {msg.data['error']}"
+                run.write_json(DRIVER_ERROR_FILE, {"error": error})
             if len(run.done_workers | set(run.lost_workers)) >= run.slot.count:
                 _finish(run)
 
@@ -406,15 +410,22 @@ class LLMUser(User):
         )
         run.driver = driver
         sender = gevent.spawn(_worker_sender, run) if worker_mode else None
+        error: str | None = None
         try:
             driver.run(run.start_s)
+        except Exception as err:  # the driver failed: capplan says so (the rows stay written)
+            error = f"{type(err).__name__}: {err}"
+            if not worker_mode:
+                run.write_json(DRIVER_ERROR_FILE, {"error": error})
+            raise
         finally:
             if worker_mode:
                 assert isinstance(runner, WorkerRunner)
                 if sender is not None:
                     sender.kill()
                 _send_rows(run, runner)
-                runner.send_message("capplan_done", {"worker": runner.client_id})
+                done = {"worker": runner.client_id, "error": error}
+                runner.send_message("capplan_done", done)
             else:
                 _finish(run)
         while True:  # the run is over; wait for Locust to stop this user

@@ -150,8 +150,18 @@ def builtin_plan(
     )
 
 
+# The most requests one open stage may schedule: the driver draws every send time of a
+# stage up front, one float each, in every load-generating process (20 million: 160 MB).
+MAX_STAGE_REQUESTS = 20_000_000
+# The most users one closed stage may run: each is a greenlet holding a connection (and a
+# file descriptor) in a load-generating process; beyond this, split the load over workers'
+# own runs or lower it.
+MAX_STAGE_USERS = 100_000
+
+
 def validate_plan(plan: StagePlan, where: str = "plan") -> StagePlan:
-    """Check arrivals and unique stage names; raises ConfigError naming the stage."""
+    """Check arrivals, unique stage names, and stages of at most MAX_STAGE_REQUESTS requests
+    or MAX_STAGE_USERS users; raises ConfigError naming the stage."""
     seen: set[str] = set()
     for i, stage in enumerate(plan.stages):
         if stage.name in seen:
@@ -159,6 +169,22 @@ def validate_plan(plan: StagePlan, where: str = "plan") -> StagePlan:
                 f"{where}: stages[{i}].name: {stage.name!r} is used twice (names must be unique)"
             )
         seen.add(stage.name)
+        scheduled = stage.requests or round((stage.rate_rps or 0.0) * stage.duration_s)
+        if stage.kind == "open" and stage.arrival != "replay" and scheduled > MAX_STAGE_REQUESTS:
+            load = (
+                f"requests: {stage.requests}"
+                if stage.requests
+                else f"{stage.rate_rps:g} req/s for {stage.duration_s:g} s"
+            )
+            raise ConfigError(
+                f"{where}: stages[{i}] ({stage.name!r}) schedules {scheduled:,} requests "
+                f"({load}); at most {MAX_STAGE_REQUESTS:,} a stage: shorten it or lower the rate"
+            )
+        if stage.kind == "closed" and (stage.users or 0) > MAX_STAGE_USERS:
+            raise ConfigError(
+                f"{where}: stages[{i}] ({stage.name!r}) runs {stage.users:,} users; at most "
+                f"{MAX_STAGE_USERS:,} a stage"
+            )
         try:
             validate_arrival(stage.arrival)
         except ConfigError as err:

@@ -94,7 +94,9 @@ class PlanOptions(BaseModel):
     gpu_hour_price_usd: float | None = Field(default=None, ge=0)
     fleet: bool = Field(default=True, description="simulate the fleet")
     calibrate: bool = Field(default=True, description="fit the engine model to the limit.json")
-    fleet_span_s: float = Field(default=300.0, gt=0, description="simulated s per fleet size")
+    fleet_span_s: float = Field(
+        default=300.0, gt=0, le=86400, description="simulated s per fleet size (at most a day)"
+    )
     seed: int = 0
     host_rule: HostRule = Field(default_factory=HostRule)
     name: str = ""

@@ -24,6 +24,7 @@ from contracts.errors import ConfigError, RunError
 from contracts.jsonio import write_atomic
 from contracts.run import RunInfo, StagePlan, StageSummary
 from contracts.rundir import (
+    DRIVER_ERROR_FILE,
     LOG_FILE,
     RUN_FILE,
     STAGE_ENDS_FILE,
@@ -369,9 +370,15 @@ def run_loadtest(
     info.lost_workers = [*info.lost_workers, *lost]
     info.tokens_estimated = info.tokens_estimated or any(s.tokens_estimated for s in summaries)
     write_run_info(out_dir, info)
+    failed = read_work_json(out_dir, DRIVER_ERROR_FILE)
     shutil.rmtree(work, ignore_errors=True)
     if interrupted:
         raise KeyboardInterrupt
+    if isinstance(failed, dict):
+        raise RunError(
+            f"the load generator failed: {failed.get('error')}; the rows it wrote are in "
+            f"{out_dir}; last lines of its log:\n{log_tail(out_dir / LOG_FILE)}"
+        )
     if returncode != 0:
         raise RunError(
             f"Locust exited with code {returncode} (rows so far are in {out_dir}); "

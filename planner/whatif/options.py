@@ -51,7 +51,9 @@ class WhatifOptions(BaseModel):
     # None (the default): each level judged under capplan limit's steady-state rules; a
     # number: fixed levels that long (quicker, may be optimistic), or with `steady` the
     # rules' shortest measured window
-    level_s: float | None = Field(default=None, ge=10, description="virtual seconds a level")
+    level_s: float | None = Field(
+        default=None, ge=10, le=3600, description="virtual seconds a level (10 s to 1 h)"
+    )
     steady: bool = False
     tolerance: float = Field(default=0.05, gt=0)
     seed: int = 0

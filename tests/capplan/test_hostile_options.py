@@ -69,12 +69,14 @@ CASES = [
     ("plan", "--tp", "1,2"),
     ("plan", "--gpu-hour-price", "-1"),
     ("plan", "--fleet-span", "0"),
+    ("plan", "--fleet-span", "1e9"),  # drew 8e9 arrivals: a MemoryError traceback
     ("plan", "--cpu-cores-per-gpu", "-1"),
     *(("whatif", "--tp", v) for v in ("0", "-2", "1,0")),
     ("whatif", "--headroom", "20"),
     ("whatif", "--redundancy", "-1"),
     ("whatif", "--growth", "0"),
     ("whatif", "--peak-rps", "-1"),
+    *(("whatif", "--level-duration", v) for v in ("0", "-5", "1e9")),  # 1e9: MemoryError
     ("whatif", "--peak-quantile", "2"),
     ("whatif", "--max-model-len", "0"),
     ("whatif", "--gpu-hour-price", "-1"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -110,3 +111,60 @@ def test_emulator_refusals_and_injected_errors_are_named(tmp_path: Path) -> None
         "server_error": "injected fault: internal error",
     }
     assert s.errors == failed.height and s.completed > 0
+
+
+def test_a_stage_too_large_to_schedule_is_refused_before_the_run(tmp_path: Path) -> None:
+    """1,000 req/s for 1e9 s: the driver drew 1e12 send times, failed with a MemoryError
+    inside Locust, and `capplan loadtest` exited 0 with an empty run. It is now refused
+    up front, naming the stage."""
+    from contracts.errors import ConfigError
+    from locustfiles.stages import MAX_STAGE_REQUESTS, MAX_STAGE_USERS, validate_plan
+
+    huge = StagePlan(stages=[Stage(name="soak", duration_s=1e9, rate_rps=1000.0)])
+    with pytest.raises(ConfigError, match=r"stages\[0\] \('soak'\) schedules 1,000,000,000,000"):
+        validate_plan(huge)
+    many = StagePlan(stages=[Stage(name="n", duration_s=1.0, requests=MAX_STAGE_REQUESTS + 1)])
+    with pytest.raises(ConfigError, match="requests: 20000001"):
+        validate_plan(many)
+    closed = Stage(name="c", kind="closed", duration_s=5.0, users=MAX_STAGE_USERS + 1)
+    with pytest.raises(ConfigError, match="runs 100,001 users; at most 100,000"):
+        validate_plan(StagePlan(stages=[closed]))  # it spawned a greenlet per user: OOM
+    validate_plan(StagePlan(stages=[Stage(name="ok", duration_s=86400.0, rate_rps=200.0)]))
+
+
+def test_a_load_generator_that_fails_fails_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the driver inside Locust raises, it leaves `.work/driver_error.json` (locustfiles/
+    llm.py) and the run ends with RunError naming the failure, after writing its directory;
+    the run ended with exit 0 and an empty run. Here a real run against a real server, whose
+    Locust process's failure is written where the driver writes it (a stage too large to draw
+    set it off, which the plan check now refuses on both sides: checked by hand with the
+    check lifted, `capplan loadtest --rate 1000 --duration 1e9` exits 1 with "the load
+    generator failed: MemoryError: Unable to allocate 7.28 TiB ...")."""
+    from contracts.errors import RunError
+    from contracts.rundir import DRIVER_ERROR_FILE, WORK_DIR
+    from planner.loadtest import run as run_module
+
+    real = run_module.run_locust
+
+    def failing(*args: object, **kwargs: object) -> tuple[bool, int]:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        error = {"error": "MemoryError: Unable to allocate 7.28 TiB"}
+        (out / WORK_DIR / DRIVER_ERROR_FILE).write_text(json.dumps(error))
+        return result
+
+    monkeypatch.setattr(run_module, "run_locust", failing)
+    server = start_server(ttft_s=0.01, itl_s=0.005)
+    out = tmp_path / "run"
+    plan = StagePlan(stages=[Stage(name="s", duration_s=1.0, rate_rps=4.0)])
+    config = LoadTestConfig(
+        host=server.url, model="m", profile_path=_profile(tmp_path, [(48, 12)]), drain_s=2.0
+    )
+    try:
+        with pytest.raises(RunError, match="the load generator failed: MemoryError"):
+            run_loadtest(config, plan, out)
+    finally:
+        server.stop()
+    assert read_records(out).height == 4  # every scheduled request kept its row
+    assert not (out / WORK_DIR).exists()
