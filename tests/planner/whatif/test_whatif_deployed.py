@@ -131,6 +131,25 @@ def test_a_candidate_s_limit_does_not_depend_on_the_order_of_the_values(
     assert limits[0] == limits[1] and len(limits[0]) == 2
 
 
+def test_a_candidate_s_limit_does_not_depend_on_the_others_in_the_grid(
+    profile: Path, tmp_path: Path
+) -> None:
+    """A candidate's search started at the limit of the first candidate of its shape, so its
+    limit changed with its companions (a bug hunt: a 1p3d unit gave 0.618 req/s beside 1p1d
+    and 0.94 beside off, with fixed levels where pass and fail are not monotone in the rate).
+    Each search now starts from its own engine: vLLM's limit is the same alone and beside
+    any other engine."""
+    limits = set()
+    for engines in ("vllm", "trtllm,vllm", "sglang,vllm"):
+        out = tmp_path / f"{engines}.json"
+        code, output = _whatif(profile, out, "--engine", engines, "--peak-rps", "1")
+        assert code == 0, output
+        candidates = json.loads(out.read_text())["candidates"]
+        (vllm,) = [c for c in candidates if c["settings"].get("engine", "vllm") == "vllm"]
+        limits.add(vllm["limit_rps"])
+    assert len(limits) == 1 and None not in limits, limits
+
+
 def test_a_prediction_above_its_interval_says_so(profile: Path, tmp_path: Path) -> None:
     """SGLang's published limit rows all held less than the model (p90 of the ratio below
     1), so its interval lies below the prediction: the line says so (a bug hunt read 28.5
