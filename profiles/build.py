@@ -48,6 +48,7 @@ def build_profile(
     Raises InputError (exit code 2 at the CLI) for unknown formats, missing columns, empty
     files or logs with no usable row; bad rows are skipped and listed in `source`.
     """
+    fmt = _format_for_columns(fmt, columns)
     extra: tuple[str, ...] = ()
     if group_by is not None and group_by not in GROUPABLE:
         extra = (group_by,)
@@ -84,6 +85,24 @@ def build_profile(
                        assumption=drawn_assumption(draw))
         )  # fmt: skip
     return streamed
+
+
+def _format_for_columns(fmt: str, columns: dict[str, str] | str | None) -> str:
+    """The reader for logs whose columns the user named: `--columns` maps a generic table's
+    columns, so with the format detected it reads the logs as a table (an Azure or BurstGPT
+    file whose columns are named is read by those names, not by its own layout: a bug hunt
+    swapped input and output and got the file's own, silently); with another format named,
+    InputError."""
+    if not columns:
+        return fmt
+    if fmt == "auto":
+        return "table"
+    if fmt != "table":
+        raise InputError(
+            f"--columns names a table's columns: it reads the logs as --log-format table, "
+            f"not {fmt} (whose columns capplan knows); drop one of them"
+        )
+    return fmt
 
 
 def _check_lengths_table(paths: list[str], fmt: str, draw: ArrivalDraw) -> None:
