@@ -110,6 +110,10 @@ def parse_vary(text: str) -> dict[str, tuple[str, ...]]:
                         raise ValueError
                 except ValueError as err:
                     raise ConfigError(f"--vary {name}: {v!r} is not a positive number") from err
+                try:
+                    knob.overrides(v)  # int() for a count: 1.5 requests at once is none
+                except ValueError as err:
+                    raise ConfigError(f"--vary {name}: {v!r} is not a whole number") from err
             elif v not in knob.values:
                 raise ConfigError(
                     f"--vary {name}: unknown value {v!r}; known: {', '.join(knob.values)}"

@@ -77,6 +77,13 @@ def test_vary_rejects_unknown_knobs_and_values() -> None:
     with pytest.raises(ConfigError, match="unknown value 'int4'"):
         parse_vary("kv_dtype=fp16:int4")
     assert parse_vary("max_num_seqs=64:256") == {"max_num_seqs": ("64", "256")}
+    # a count of requests or tokens is whole: int("1.5") crashed with a traceback
+    for knob in ("max_num_seqs", "max_num_batched_tokens"):
+        with pytest.raises(ConfigError, match=f"--vary {knob}: '1.5' is not a whole number"):
+            parse_vary(f"{knob}=1.5:4096")
+        with pytest.raises(ConfigError, match="is not a whole number"):
+            parse_vary(f"{knob}=inf:4096")
+    assert parse_vary("gpu_memory_utilization=0.8:0.9")["gpu_memory_utilization"] == ("0.8", "0.9")
 
 
 def test_engines_compared_on_long_prompts_say_where_their_order_changes() -> None:
