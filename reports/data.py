@@ -26,6 +26,7 @@ from contracts.rundir import (
 )
 from contracts.timeline import KV_METRIC, QUEUE_METRIC, Series, Timeline, run_timeline
 from contracts.verify import VERIFY_SCHEMA, Verify
+from planner.slo.recorded import normalise_slo
 from profiles.model import Profile, load_profile
 
 __all__ = ["KV_METRIC", "QUEUE_METRIC", "ReportInputs", "Series", "Timeline", "load_inputs"]
@@ -76,6 +77,34 @@ def load_verify(path: Path, plan_path: Path) -> Verify:
     return verify
 
 
+# A plan made from a limit typed as a rounded number ("14.6rps" for 14.57) rests on that run.
+SAME_LIMIT = 0.01
+
+
+def check_plan_rests_on(plan: Plan, plan_path: Path, limit: LimitResult, limit_file: Path) -> None:
+    """InputError when the plan's per-instance limit is not this limit.json's: another run's,
+    another number, or another SLO. The report would set the run's limit, binding constraint
+    and SLO beside a plan made from something else (a bug hunt's first page said "4.2 req/s
+    (tpot:p95 binds first)" for a plan whose SLO has no tpot, from a run that found 14.6)."""
+    given, found = plan.inputs.limit, limit.feasible_max
+    words = {"rps": "req/s", "users": "users"}
+    ours = (
+        found is not None
+        and given.unit == limit.unit
+        and abs(given.value - found) <= SAME_LIMIT * found
+        and (given.slo is None or normalise_slo(given.slo) == normalise_slo(limit.slo))
+    )
+    if not ours:
+        held = f"{found:.4g} {words[limit.unit]}" if found is not None else "no limit"
+        raise InputError(
+            f"{plan_path} plans with a limit of {given.value:.4g} {words[given.unit]} "
+            f"({given.source}"
+            + (f", SLO {given.slo}" if given.slo else "")
+            + f"), but {limit_file} found {held} under the SLO {limit.slo}: give the run the "
+            f"plan was made from, or re-plan from this one (capplan plan --limit {limit_file})"
+        )
+
+
 def load_inputs(
     profile_path: Path,
     run_dir: Path,
@@ -94,6 +123,7 @@ def load_inputs(
     stages = read_stages(run_dir, required=True)
     limit = load_limit(limit_file)
     plan = load_plan(plan_path)
+    check_plan_rests_on(plan, plan_path, limit, limit_file)
     previous = load_plan(previous_plan) if previous_plan is not None else None
     timeline = run_timeline(run_dir, stages)
     files = [

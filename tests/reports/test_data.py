@@ -39,3 +39,29 @@ def test_missing_limit_is_reported(tmp_path: Path) -> None:
     (paths.run_dir / "limit.json").unlink()
     with pytest.raises(InputError, match=r"limit\.json: limit not found"):
         load_inputs(paths.profile, paths.run_dir, paths.plan)
+
+
+def test_a_plan_made_from_another_limit_is_refused(tmp_path: Path) -> None:
+    """The plan's limit must be the run's: a bug hunt reported a plan made from a bare 4.2 req/s
+    (SLO ttft only) with a run that found 14.6 under ttft and tpot, and page 1 read "4.2 req/s
+    (tpot:p95 binds first)". Another value or another SLO is refused, naming both; the run's
+    limit typed rounded (within 1 %) is the same limit."""
+    paths = write_fixture(tmp_path)
+    plan = load_plan(paths.plan)
+    found = json.loads((paths.run_dir / "limit.json").read_text())["feasible_max"]
+
+    def with_limit(**update: object) -> None:
+        limit = plan.inputs.limit.model_copy(update=update)
+        inputs = plan.inputs.model_copy(update={"limit": limit})
+        paths.plan.write_text(
+            plan.model_copy(update={"inputs": inputs}).model_dump_json(by_alias=True)
+        )
+
+    with_limit(value=round(found * 1.004, 1), source=f"{found * 1.004:.1f}rps", slo=None)
+    load_inputs(paths.profile, paths.run_dir, paths.plan)
+    with_limit(value=4.2, source="4.2rps", slo=None)
+    with pytest.raises(InputError, match=r"plans with a limit of 4\.2 req/s \(4\.2rps\), but"):
+        load_inputs(paths.profile, paths.run_dir, paths.plan)
+    with_limit(value=found, slo="ttft:p95<=9s")
+    with pytest.raises(InputError, match=r"SLO ttft:p95<=9s\), but .* found"):
+        load_inputs(paths.profile, paths.run_dir, paths.plan)

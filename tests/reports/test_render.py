@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
+from contracts.limit import load_limit
 from reports import render_report
 from reports.i18n import STRINGS
 from testkit.report_inputs import (
@@ -261,6 +262,9 @@ def test_concurrency_limit_reads_as_users(tmp_path: Path) -> None:
     ]
     limit_input = plan.inputs.limit.model_copy(update={"value": 50.0, "unit": "users"})
     inputs = plan.inputs.model_copy(update={"limit": limit_input})
+    found = load_limit(paths.run_dir / "limit.json")  # the run the plan rests on: 50 users
+    found = found.model_copy(update={"unit": "users", "feasible_max": 50.0})
+    (paths.run_dir / "limit.json").write_text(found.model_dump_json(by_alias=True))
     paths.plan.write_text(
         plan.model_copy(update={"scenarios": scenarios, "inputs": inputs}).model_dump_json(
             by_alias=True
