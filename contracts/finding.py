@@ -94,6 +94,9 @@ FINDINGS_EN: dict[str, str] = {
     "of the engine model at the limit, not measured",
     "note.kv_short": "the KV cache holds {capacity:,} tokens but the limit's concurrency needs "
     "{needed:,.0f}: requests will queue or be preempted; raise --tp or pick a larger GPU",
+    "note.limit_unconfirmed": "the per-instance limit ({limit}) is unconfirmed: "
+    "its search stopped before it confirmed its answer (planned with --accept-unconfirmed); "
+    "finish it (capplan limit --resume) and plan again",
     "note.kv_short_simulated": "the engine model queues at the limit given "
     "({limit_rps:.3g} req/s): its simulated e2e there is {e2e_s:.1f} s, a concurrency "
     "whose KV ({needed:,.0f} tokens) is "

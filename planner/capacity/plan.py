@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts import __version__
 from contracts.errors import ConfigError
 from contracts.finding import Finding
+from contracts.limit import unit_label
 from contracts.plan import (
     PLAN_SCHEMA,
     Checks,
@@ -36,6 +37,7 @@ from planner.capacity.arithmetic import (
     demand_in_unit,
     plan_scenario,
     sensitivity,
+    unconfirmed_reason,
 )
 from planner.capacity.cost import build_cost, gpu_hour_price
 from planner.capacity.floor import check_floor
@@ -210,6 +212,9 @@ def build_plan(
     pairs = profile.lengths.sampler.pairs
     notes: list[Finding] = []
 
+    if limit.result is not None and unconfirmed_reason(limit.result) is not None:
+        said = f"{limit.value:.4g} {unit_label(limit.unit)}"
+        notes.append(Finding(key="note.limit_unconfirmed", values={"limit": said}))
     # e2e at the limit: measured (limit.json) or, for a bare number, simulated at the limit.
     e2e = limit.mean_e2e_s
     e2e_source = "measured at the limit (limit.json)"

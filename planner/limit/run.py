@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contracts.errors import ConfigError
-from contracts.limit import LIMIT_FILE, LimitResult, unit_label, write_limit
+from contracts.limit import LIMIT_FILE, LimitResult, load_limit, unit_label, write_limit
 from contracts.rundir import holds_run
 from locustfiles.arrivals import validate_arrival
 from locustfiles.stages import builtin_plan
@@ -21,7 +21,7 @@ from planner.limit.ledger import SearchLedger
 from planner.limit.measured.edge import Echo
 from planner.limit.methods import MethodRun, runner
 from planner.limit.options import LimitOptions
-from planner.loadtest.emulated import emulated_engine
+from planner.loadtest.emulated import EmulatedEngine, emulated_engine
 from planner.loadtest.run import LoadTestConfig, check_out_dir, config_profile, run_loadtest
 from planner.whatif.interval import limit_interval
 from profiles.model import Profile
@@ -116,20 +116,28 @@ def run_limit(
         options=options, config=config, search_config=search_config, profile=profile,
         rules=rules, ledger=ledger, verify=verify, echo=echo, resume=resume,
     )  # fmt: skip
-    limit = runner(options.method)(run)  # planner.limit.methods: measured or fast
-    ledger.finish()
-    return _marked_if_emulated(limit, options, echo)
-
-
-def _marked_if_emulated(limit: LimitResult, options: LimitOptions, echo: Echo) -> LimitResult:
-    """`limit`, marked predicted (with the validation's interval for the engine and GPU the
-    emulator names) when the endpoint is capplan's emulator (planner.loadtest.emulated): its
-    limit is the engine model's, not a GPU's. limit.json is written again with the mark."""
-    if limit.feasible_max is None or limit.predicted is not None:
-        return limit
+    # asked before any load, while the endpoint answers: an interrupted search is marked too
     api_key = os.environ.get(options.api_key_env) if options.api_key_env else None
     engine = emulated_engine(options.host, api_key)
-    if engine is None:
+    written = Path(options.out_dir) / LIMIT_FILE
+    try:
+        limit = runner(options.method)(run)  # planner.limit.methods: measured or fast
+    except KeyboardInterrupt:  # the runner wrote what it found (unconfirmed): mark that
+        if engine is not None and written.exists():
+            _marked_if_emulated(load_limit(written), options, echo, engine)
+        raise
+    ledger.finish()
+    return _marked_if_emulated(limit, options, echo, engine)
+
+
+def _marked_if_emulated(
+    limit: LimitResult, options: LimitOptions, echo: Echo, engine: EmulatedEngine | None
+) -> LimitResult:
+    """`limit`, marked predicted (with the validation's interval for the engine and GPU the
+    emulator names) when the endpoint is capplan's emulator (`engine`, planner.loadtest.
+    emulated): its limit is the engine model's, not a GPU's. limit.json is written again
+    with the mark."""
+    if limit.feasible_max is None or limit.predicted is not None or engine is None:
         return limit
     interval = limit_interval(limit.feasible_max, engine.runtime, engine.gpu)
     limit = limit.model_copy(update={"predicted": interval.contract()})

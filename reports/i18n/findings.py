@@ -49,6 +49,8 @@ FINDINGS_ZH: dict[str, str] = {
     "上限，未经测量",
     "note.kv_short": "KV 缓存可容纳 {capacity:,} 个 token，而上限的并发需要 {needed:,.0f} 个："
     "请求将排队或被抢占；请提高 --tp 或选用更大的 GPU",
+    "note.limit_unconfirmed": "单实例上限（{limit}）未经确认：测得它的搜索在确认"
+    "结果之前就停止了；请用 capplan 完成这次搜索后重新规划",
     "note.kv_short_simulated": "引擎模型在给定上限（{limit_rps:.3g} req/s）下会排队："
     "其模拟的 E2E 为 {e2e_s:.1f} s，由此推出的并发所需 KV（{needed:,.0f} 个 token）"
     "超过缓存容量（{capacity:,}）；"

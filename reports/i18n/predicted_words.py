@@ -33,6 +33,21 @@ PREDICTED_EN: dict[str, str] = {
         "Predicted, not measured: published server results put a GPU's limit between {low} "
         "and {high} ({source})."
     ),
+    "unconfirmed_answer": (
+        "Unconfirmed: the per-instance limit of {limit} comes from a search that stopped "
+        "before it confirmed its answer{failed}; the plan was made with it anyway "
+        "(--accept-unconfirmed). Finish the search (capplan limit --resume) before buying."
+    ),
+    "unconfirmed_failed": " (the lowest load it saw fail: {high})",
+    "method_limit_unconfirmed": (
+        "The per-instance limit is the highest {dimension} at which one instance met {slo} "
+        "before the search stopped: it did not narrow the gap between the highest passing "
+        "and the lowest failing level to {tol}, so its answer is unconfirmed."
+    ),
+    "method_unconfirmed_note": (
+        "Its answer is unconfirmed: the search stopped, or the measured levels around it did "
+        "not hold it."
+    ),
 }
 
 PREDICTED_ZH: dict[str, str] = {
@@ -54,6 +69,16 @@ PREDICTED_ZH: dict[str, str] = {
     "prediction_interval": (
         "预测值,未经实测:按公开服务结果,GPU 上的上限应在 {low} 至 {high} 之间({source})。"
     ),
+    "unconfirmed_answer": (
+        "未经确认:每实例上限 {limit} 来自一次在确认结果之前就停止的搜索{failed};计划仍以它为"
+        "依据。采购前请用 capplan 完成这次上限搜索。"
+    ),
+    "unconfirmed_failed": "(它见到的最低不达标负载:{high})",
+    "method_limit_unconfirmed": (
+        "单实例上限是搜索停止之前单个实例满足 {slo} 时的最高{dimension}:搜索没有把最高达标档位"
+        "与最低不达标档位之间的差距缩小到 {tol},因此结果未经确认。"
+    ),
+    "method_unconfirmed_note": "其结果未经确认:搜索提前停止,或答案上下的实测档位没有支持它。",
 }
 
 

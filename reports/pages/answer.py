@@ -12,6 +12,7 @@ from reportlab.platypus import (
 )
 
 from contracts.plan import Plan
+from planner.capacity.arithmetic import unconfirmed_reason
 from reports.i18n.predicted_words import interval_source
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext
@@ -39,7 +40,13 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
         ctx.para(ctx.answer_sentence(), styles.answer),
         ctx.para(verified_line(ctx)),
     ]
-    for warning in (predicted_warning(ctx), ctx.fleet_warning(), observed_warning(ctx)):
+    warnings = (
+        unconfirmed_warning(ctx),
+        predicted_warning(ctx),
+        ctx.fleet_warning(),
+        observed_warning(ctx),
+    )
+    for warning in warnings:
         if warning is not None:
             out.append(ctx.para(warning, styles.warning))
     out += [
@@ -65,6 +72,22 @@ def predicted_warning(ctx: ReportContext) -> str | None:
         low=ctx.words.load(iv.low, limit.unit),
         high=ctx.words.load(iv.high, limit.unit),
         source=interval_source(ctx.t, iv.source),
+    )
+
+
+def unconfirmed_warning(ctx: ReportContext) -> str | None:
+    """ "Unconfirmed" when the run's limit is (a search stopped before it confirmed its answer,
+    planned with --accept-unconfirmed): the plan rests on it (reports.data checks that)."""
+    lim = ctx.inputs.limit
+    if unconfirmed_reason(lim) is None or lim.feasible_max is None:
+        return None
+    failed = (
+        ""
+        if lim.infeasible_min is None
+        else ctx.t("unconfirmed_failed", high=ctx.words.load(lim.infeasible_min, lim.unit))
+    )
+    return ctx.t(
+        "unconfirmed_answer", limit=ctx.words.load(lim.feasible_max, lim.unit), failed=failed
     )
 
 

@@ -9,13 +9,33 @@ from reportlab.platypus import (
 )
 
 from contracts.finding import Finding
+from planner.capacity.arithmetic import unconfirmed_reason
 from reports.i18n.findings import finding_text
 from reports.pages.context import ReportContext
 
 
+def _limit_step(ctx: ReportContext) -> str:
+    """How the limit was found: the fast search or the measured one, and, where its answer is
+    unconfirmed, that it is (a measured search stopped before it narrowed the gap to its
+    tolerance does not claim it did)."""
+    lim = ctx.inputs.limit
+    unconfirmed = unconfirmed_reason(lim) is not None
+    key = "method_limit_fast" if lim.method == "fast" else "method_limit"
+    if unconfirmed and lim.method != "fast":
+        key = "method_limit_unconfirmed"
+    text = ctx.t(
+        key,
+        dimension=ctx.t(f"dimension_{lim.dimension}"),
+        slo=lim.slo,
+        tol=ctx.words.pct(lim.tolerance, 0),
+    )
+    if unconfirmed and lim.method == "fast":
+        text += " " + ctx.t("method_unconfirmed_note")
+    return text
+
+
 def page_method(ctx: ReportContext) -> list[Flowable]:
     plan, words, styles = ctx.plan, ctx.words, ctx.styles
-    lim = ctx.inputs.limit
     out: list[Flowable] = [
         CondPageBreak(320),
         Spacer(1, 10),
@@ -42,12 +62,7 @@ def page_method(ctx: ReportContext) -> list[Flowable]:
             peak_def=ctx.peak_definition(),
             peak=words.rate(plan.demand.peak_rps),
         ),
-        ctx.t(
-            "method_limit_fast" if lim.method == "fast" else "method_limit",
-            dimension=ctx.t(f"dimension_{lim.dimension}"),
-            slo=lim.slo,
-            tol=words.pct(lim.tolerance, 0),
-        ),
+        _limit_step(ctx),
         ctx.t(
             "method_instances",
             headroom=words.pct(plan.inputs.headroom, 0),

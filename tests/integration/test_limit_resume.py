@@ -82,7 +82,7 @@ def test_sigterm_mid_level_then_resume_repeats_no_finished_level(
         assert "elapsed " in line and " left " in line
         _wait_for_stage(out, "level-02", proc, 60.0)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        rest, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 143, err
@@ -90,6 +90,11 @@ def test_sigterm_mid_level_then_resume_repeats_no_finished_level(
     assert [s.stage for s in log.steps] == ["level-01"] and not log.finished
     stopped_rows = read_records(out).filter(pl.col("stage") == "level-02").height
     assert stopped_rows > 0 and read_run_info(out).interrupted
+    # the interrupted search's limit (unconfirmed) is the emulator's: marked predicted, as a
+    # finished one is (it was written unmarked: the mark came only after a finished search)
+    interrupted = load_limit(out)
+    assert interrupted.feasible_max is not None and interrupted.predicted is not None
+    assert "predicted, not measured on a GPU" in rest + err
 
     resumed = subprocess.run(
         [CAPPLAN, "limit", "--resume", str(out)],

@@ -183,3 +183,40 @@ def test_a_review_says_which_service_rests_on_a_prediction_on_page_one(
         pages["zh"]
     ) and f"{iv['low']:.3g}req/s至{iv['high']:.3g}req/s之间" in _flat(pages["zh"]), pages["zh"]
     assert _flat(pages["zh"]).count("预测值,未经实测") == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_plan_on_an_unconfirmed_limit_says_so_on_page_one(
+    fixture: FixturePaths, tmp_path: Path, lang: str
+) -> None:
+    """A search stopped before it confirmed its answer, planned with --accept-unconfirmed:
+    only the console said so; plan.json, page 1 and the method page (which claimed the gap
+    was narrowed to the tolerance) did not (a bug hunt). Now all three do."""
+    limit = load_limit(fixture.run_dir / "limit.json")
+    reason = "interrupted before the bracket was final"
+    out = tmp_path / "unconfirmed" / "limit.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(limit.model_copy(update={"unconfirmed": reason}).model_dump_json(by_alias=True))
+    plan_path, pdf = tmp_path / "p.json", tmp_path / f"{lang}.pdf"
+    run_cli(
+        "plan", "--profile", str(fixture.profile), "--limit", str(out), "--peak-rps", PEAK_RPS,
+        "--no-fleet-check", "--accept-unconfirmed", "-o", str(plan_path),
+    )  # fmt: skip
+    plan = Plan.model_validate(json.loads(plan_path.read_text()))
+    assert [n.key for n in plan.note_findings].count("note.limit_unconfirmed") == 1
+    run_cli(
+        "report", "--profile", str(fixture.profile), "--run", str(fixture.run_dir), "--plan",
+        str(plan_path), "--limit", str(out), "--lang", lang, "-o", str(pdf),
+    )  # fmt: skip
+    pages = [_flat(p) for p in _pages(pdf)]
+    high = f"{limit.infeasible_min:.3g}req/s"
+    said = {
+        "en": (f"Unconfirmed:theper-instancelimitof{limit.feasible_max:.3g}req/scomesfrom"
+               f"asearchthatstoppedbeforeitconfirmeditsanswer(thelowestloaditsawfail:{high})"),
+        "zh": f"未经确认:每实例上限{limit.feasible_max:.3g}req/s来自一次在确认结果之前就停止的搜索",
+    }[lang]  # fmt: skip
+    assert said in pages[0], pages[0]
+    method = {"en": "soitsanswerisunconfirmed", "zh": "因此结果未经确认"}[lang]
+    narrowed = {"en": "andthennarrowedthegap", "zh": "再把最高达标档位"}[lang]
+    rest = "".join(pages[1:])
+    assert method in rest and narrowed not in rest
