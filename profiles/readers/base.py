@@ -49,6 +49,7 @@ MAX_SKIP_EXAMPLES = 5
 # never held whole, and skipped and counted; it is never cut into a wrong parse.
 MAX_LINE_BYTES = 64 << 20
 LONG_LINE_REASON = f"line longer than {MAX_LINE_BYTES >> 20} MiB"
+MAX_TOKENS = 100_000_000  # no prompt or answer is this long: larger counts are corrupt
 
 
 @dataclass

@@ -19,6 +19,7 @@ from contracts.errors import InputError
 from profiles.digest import LogFile
 from profiles.readers.base import (
     CANONICAL_COLUMNS,
+    MAX_TOKENS,
     FileFrame,
     ReaderContext,
     json_objects,
@@ -43,7 +44,6 @@ class _RowError(ValueError):
     """A reason to skip one line."""
 
 
-MAX_TOKENS = 100_000_000  # no prompt or answer is this long: larger counts are corrupt
 MAX_EPOCH_S = 4.1e9  # about the year 2100
 
 

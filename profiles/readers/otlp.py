@@ -34,6 +34,7 @@ import polars as pl
 from profiles.digest import LogFile
 from profiles.readers.base import (
     LONG_LINE_REASON,
+    MAX_TOKENS,
     FileFrame,
     ReaderContext,
     SkipLog,
@@ -56,7 +57,6 @@ _QUEUE = "gen_ai.latency.time_in_queue"
 _E2E = "gen_ai.latency.e2e"
 NOT_GENAI = "not a GenAI span (no gen_ai.operation.name or gen_ai.usage tokens)"
 NESTED = "GenAI span inside another GenAI span of the trace (the outer one is the request)"
-MAX_TOKENS = 100_000_000
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
 
 

@@ -17,6 +17,7 @@ from contracts.errors import InputError
 from profiles.digest import LogFile
 from profiles.readers.base import (
     LONG_LINE_REASON,
+    MAX_TOKENS,
     FileFrame,
     ReaderContext,
     SkipLog,
@@ -183,14 +184,16 @@ def _listing(names: list[str]) -> str:
 
 
 def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A token count as i64, null where the value is missing, negative or not whole."""
+    """A token count as i64, null where the value is missing, negative, not whole or above
+    MAX_TOKENS (a corrupt row, as the JSONL readers take it)."""
     col = pl.col(name)
     if dtype.is_integer():
-        return pl.when(col >= 0).then(col.cast(pl.Int64))
+        return pl.when((col >= 0) & (col <= MAX_TOKENS)).then(col.cast(pl.Int64))
     as_float = col.cast(pl.Float64, strict=False)
     if dtype == pl.String:
         as_float = col.str.strip_chars().cast(pl.Float64, strict=False)
-    good = as_float.is_finite() & (as_float >= 0) & (as_float == as_float.round(0))
+    good = as_float.is_finite() & (as_float >= 0) & (as_float <= MAX_TOKENS)
+    good &= as_float == as_float.round(0)
     return pl.when(good).then(as_float.cast(pl.Int64, strict=False))
 
 
@@ -401,7 +404,7 @@ EXPECTED_TIME = {
     "epoch_s": "expected a date and time such as 2023-11-16 18:15:46.680 (ISO 8601)",
     "numeric": "expected a number (seconds; --time-unit for ms or us)",
 }
-EXPECTED_TOKENS = "expected a whole number of tokens"
+EXPECTED_TOKENS = f"expected a whole number of tokens from 0 to {MAX_TOKENS:,}"
 
 
 def _skip_bad_rows(

@@ -144,17 +144,20 @@ def test_csv_bad_rows_are_skipped_with_file_and_line(tmp_path: Path) -> None:
         AZURE_HEADER
         + good
         + "2023-11-16 18:01:00.0,abc,5\nnot-a-time,5,5\n2023-11-16 18:01:01.0,7,\n"
+        # a count no request has (the JSONL readers skipped it; a CSV kept 200 M tokens)
+        + "2023-11-16 18:01:02.0,200000000,5\n"
     )
     r = read_requests([str(f)])
     assert r.frame.height == 20
-    assert r.rows_skipped == 3
+    assert r.rows_skipped == 4
     # each names the file, line and column, and what was expected there
-    tokens = "expected a whole number of tokens"
+    tokens = "expected a whole number of tokens from 0 to 100,000,000"
     assert r.skip_examples == [
         f"{f}:22: bad or missing input tokens (ContextTokens): {tokens}",
         f"{f}:23: bad or missing timestamp (TIMESTAMP): expected a date and time such as "
         "2023-11-16 18:15:46.680 (ISO 8601)",
         f"{f}:24: bad or missing output tokens (GeneratedTokens): {tokens}",
+        f"{f}:25: bad or missing input tokens (ContextTokens): {tokens}",
     ]
 
 
