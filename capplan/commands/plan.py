@@ -70,7 +70,7 @@ from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides
 from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
-from planner.ops.rules import replan_command
+from planner.ops.replan import replan_command
 from planner.ops.write import write_ops
 from planner.slo.spec import parse_slo
 from planner.whatif.interval import source_note
@@ -290,7 +290,12 @@ def plan_command(
         plan = write_ops(
             plan,
             folder,
-            replan=replan_command(plan, str(output)),
+            replan=replan_command(
+                plan,
+                str(output),
+                calibration=None if calibration is None else str(calibration),
+                accept_unconfirmed=accept_unconfirmed,
+            ),
             name=output.stem,
             namespace=deployment.rpartition("/")[0] or "default",
         )
