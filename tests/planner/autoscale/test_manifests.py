@@ -151,6 +151,8 @@ def _written(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         (("spec", "triggers", 0, "metadata", "threshold"), "lots", "not a number"),
         (("spec", "triggers"), [], "no triggers defined"),
         (("metadata", "name"), "x" * 60, "HPA name 'keda-hpa-"),
+        (("metadata", "namespace"), "Prod_NS", "metadata.namespace 'Prod_NS': not a DNS-1123"),
+        (("metadata", "namespace"), "n" * 64, "not a DNS-1123 label"),
         (("spec", "pollingIntervalSeconds"), 30, "'pollingIntervalSeconds' was unexpected"),
     ],
 )
@@ -194,7 +196,8 @@ def _broken(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str,
         (("spec", "metrics", 0, "pods", "target", "averageValue"), "3.3.3", "must be positive"),
         (("spec", "metrics", 0, "type"), "Object", "must populate information"),
         (("spec", "scaleTargetRef", "name"), "a/b", "may not contain '/'"),
-        (("metadata", "name"), "Vllm_Autoscale", "no DNS subdomain"),
+        (("metadata", "name"), "Vllm_Autoscale", "not a DNS-1123 subdomain"),
+        (("metadata", "namespace"), "Prod_NS", "metadata.namespace 'Prod_NS': not a DNS-1123"),
         (("spec", "pollingInterval"), 30, "'pollingInterval' was unexpected"),
     ],
 )
