@@ -165,6 +165,13 @@ def keda_scaled_object(
         "spec": {
             "scaleTargetRef": _deployment_ref(target),
             "pollingInterval": int(spec.poll_s),
+            # KEDA's cooldownPeriod is the wait after the last active poll before it scales
+            # to zero, and only that (1..N is the HPA's, under `behavior`; ScaledObject spec,
+            # keda.sh/docs reference/scaledobject-spec). The simulated controller reaches zero
+            # only once every recommendation in the window is zero and the cooldown has passed
+            # since its last scaling, so the larger of the two: with the cooldown alone KEDA
+            # would scale to zero a window sooner than simulated, with cold starts the study
+            # never counted.
             "cooldownPeriod": int(max(spec.cooldown_s, spec.window_s)),
             "minReplicaCount": replicas.low,
             "maxReplicaCount": replicas.high,
