@@ -38,9 +38,9 @@ AutoscalePolicy = Annotated[
         help="A policy KIND[:key=value,...] (repeat for several; default: "
         f"{', '.join(DEFAULT_POLICIES)}). Kinds: {', '.join(POLICIES)} (reactive: "
         f"metric={'|'.join(get_args(ReactiveMetric))}); "
-        "keys: target, window (0..3600 s), cooldown (1..1800 s), poll (>= 1 s), min, max "
-        "(default 2 x the plan), tolerance, name; times in whole seconds, as KEDA and the HPA "
-        "take them.",
+        "keys: target (kv: a share of the KV cache in (0, 1]), window (0..3600 s), cooldown "
+        "(1..1800 s), poll (>= 1 s), min, max (default 2 x the plan), tolerance, name; times "
+        "in whole seconds, as KEDA and the HPA take them.",
     ),
 ]
 ColdStart = Annotated[
