@@ -18,6 +18,7 @@ from capplan.cli import duration_option
 from contracts.autoscale import AutoscaleResult, ReactiveMetric
 from contracts.plan import Plan
 from planner.autoscale.attach import autoscale_plan, manifest_target
+from planner.autoscale.manifests import MAX_DEPLOYMENT_NAME, DeploymentRef
 from planner.autoscale.policies import DEFAULT_POLICIES, POLICIES
 from planner.autoscale.run import AutoscaleOptions, autoscale_options, why_not
 from profiles.model import Profile
@@ -37,9 +38,9 @@ AutoscalePolicy = Annotated[
         help="A policy KIND[:key=value,...] (repeat for several; default: "
         f"{', '.join(DEFAULT_POLICIES)}). Kinds: {', '.join(POLICIES)} (reactive: "
         f"metric={'|'.join(get_args(ReactiveMetric))}); "
-        "keys: target, window (0..3600 s), cooldown (1..1800 s), poll (>= 1 s), min, max "
-        "(default 2 x the plan), tolerance, name; times in whole seconds, as KEDA and the HPA "
-        "take them.",
+        "keys: target (kv: a share of the KV cache in (0, 1]), window (0..3600 s), cooldown "
+        "(1..1800 s), poll (>= 1 s), min, max (default 2 x the plan), tolerance, name; times "
+        "in whole seconds, as KEDA and the HPA take them.",
     ),
 ]
 ColdStart = Annotated[
@@ -58,7 +59,14 @@ AutoscaleOut = Annotated[
     ),
 ]
 Deployment = Annotated[
-    str, typer.Option("--deployment", help="The Deployment the manifests scale (namespace/name).")
+    str,
+    typer.Option(
+        "--deployment",
+        help="The Deployment the manifests scale, NAMESPACE/NAME; the alert rules go into its "
+        "namespace. Kubernetes' rules: the namespace a DNS-1123 label, the name a DNS-1123 "
+        f"subdomain of at most {MAX_DEPLOYMENT_NAME} characters (KEDA names its HPA "
+        "keda-hpa-NAME-autoscale).",
+    ),
 ]
 
 
@@ -74,11 +82,10 @@ def apply_autoscale(
     options: AutoscaleOptions,
     *,
     folder: Path | None,
-    deployment: str,
+    deployment: DeploymentRef,
 ) -> Plan:
     """The plan with its autoscaling study (`capplan plan --autoscale`)."""
-    namespace, _, name = deployment.rpartition("/")
-    target = manifest_target(profile, name or "vllm", namespace or "default")
+    target = manifest_target(profile, deployment.name, deployment.namespace)
     where = folder or output.with_name(output.stem + "-autoscale")
     return autoscale_plan(profile, plan, options, where, target)
 

@@ -58,6 +58,7 @@ from contracts.errors import ConfigError
 from contracts.jsonio import write_model
 from contracts.limit import unit_label
 from contracts.plan import LimitInput, Plan
+from planner.autoscale.manifests import parse_deployment
 from planner.autoscale.run import DEFAULT_COLD_START_S
 from planner.calibrate import calibration_overrides
 from planner.capacity.arithmetic import (
@@ -70,7 +71,7 @@ from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides
 from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
-from planner.ops.rules import replan_command
+from planner.ops.replan import replan_command
 from planner.ops.write import write_ops
 from planner.slo.spec import parse_slo
 from planner.whatif.interval import source_note
@@ -263,6 +264,7 @@ def plan_command(
         fleet_shortcut=not fleet_full,
     )  # fmt: skip
     precision_overrides(quantization, kv_cache_dtype)  # checks both names
+    where = parse_deployment(deployment)
     auto = parse_autoscale(autoscale_policy, cold_start_s, seed) if autoscale else None
     console = stderr_console()
     the_profile = load_profile(profile)
@@ -283,16 +285,21 @@ def plan_command(
     )
     if auto is not None:
         plan = apply_autoscale(
-            the_profile, plan, output, auto, folder=autoscale_out, deployment=deployment
+            the_profile, plan, output, auto, folder=autoscale_out, deployment=where
         )
     if plan.inputs.slo is not None:
         folder = ops_out or output.with_name(output.stem + "-ops")
         plan = write_ops(
             plan,
             folder,
-            replan=replan_command(plan, str(output)),
+            replan=replan_command(
+                plan,
+                str(output),
+                calibration=None if calibration is None else str(calibration),
+                accept_unconfirmed=accept_unconfirmed,
+            ),
             name=output.stem,
-            namespace=deployment.rpartition("/")[0] or "default",
+            namespace=where.namespace,
         )
     write_model(output, plan, "the plan")
     print_result(plan, output, output_format, lambda console: print_plan(plan, console))

@@ -92,7 +92,9 @@ Redundancy = Annotated[
 GpuHourPrice = Annotated[
     float | None,
     typer.Option(
-        "--gpu-hour-price", help="USD per GPU-hour for every GPU (default: public on-demand table)."
+        "--gpu-hour-price",
+        help="USD per GPU-hour for every GPU, > 0: for owned GPUs, their amortised cost per "
+        "hour (default: public on-demand table).",
     ),
 ]
 

@@ -27,6 +27,15 @@ import yaml
 
 from contracts.autoscale import AutoscaleManifests, PolicySpec
 from contracts.errors import ConfigError, InputError
+from contracts.k8s import (
+    KEDA_MAX_NAME,
+    LABEL_RULE,
+    SUBDOMAIN_RULE,
+    is_dns_label,
+    is_dns_subdomain,
+    keda_hpa_name,
+    keda_name_problems,
+)
 from planner.autoscale.policies import Replicas, policy_kind, replicas_for
 from profiles.prometheus.engines import ENGINES
 
@@ -42,6 +51,50 @@ class Target:
     engine: str = "vllm"
     prometheus_url: str = DEFAULT_PROMETHEUS
     selector: str = ""  # label selector inside the braces, e.g. 'job="vllm"'
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentRef:
+    """The Deployment of `--deployment NAMESPACE/NAME`, checked by `parse_deployment`."""
+
+    namespace: str
+    name: str
+
+
+def scaled_object_name(deployment: str) -> str:
+    """The name of the ScaledObject and of the HPA that scale `deployment`."""
+    return f"{deployment}-autoscale"
+
+
+# The longest Deployment name whose objects KEDA takes: keda-hpa-NAME-autoscale within 63.
+MAX_DEPLOYMENT_NAME = KEDA_MAX_NAME - len(keda_hpa_name(scaled_object_name("")))
+
+
+def parse_deployment(text: str) -> DeploymentRef:
+    """`NAMESPACE/NAME` as a DeploymentRef, with the names the API server and KEDA accept.
+
+    Raises ConfigError naming --deployment and the rule broken: not exactly one '/', a
+    namespace that is no DNS-1123 label, a name that is no DNS-1123 subdomain, or a name whose
+    ScaledObject (`NAME-autoscale`) or KEDA's HPA for it (`keda-hpa-NAME-autoscale`) is longer
+    than KEDA takes.
+    """
+    where = f"--deployment {text!r}"
+    if text.count("/") != 1:
+        raise ConfigError(f"{where}: expected NAMESPACE/NAME (e.g. default/vllm), one '/'")
+    namespace, _, name = text.partition("/")
+    if not is_dns_label(namespace):
+        raise ConfigError(f"{where}: the namespace {namespace!r} must be {LABEL_RULE}")
+    if not is_dns_subdomain(name):
+        raise ConfigError(f"{where}: the Deployment's name {name!r} must be {SUBDOMAIN_RULE}")
+    # A subdomain stays one with "-autoscale" after it; only KEDA's lengths can break.
+    problems = keda_name_problems(scaled_object_name(name))
+    if problems:
+        raise ConfigError(
+            f"{where}: the Deployment's name is too long for the objects named after it "
+            f"({'; '.join(problems)}, KEDA's limit); use a name of at most "
+            f"{MAX_DEPLOYMENT_NAME} characters"
+        )
+    return DeploymentRef(namespace=namespace, name=name)
 
 
 def metric_query(spec: PolicySpec, target: Target) -> tuple[str, str]:
@@ -88,7 +141,7 @@ def _behavior(spec: PolicySpec, replicas: Replicas) -> dict[str, Any]:
 
 
 def _metadata(target: Target) -> dict[str, str]:
-    return {"name": f"{target.deployment}-autoscale", "namespace": target.namespace}
+    return {"name": scaled_object_name(target.deployment), "namespace": target.namespace}
 
 
 def _deployment_ref(target: Target) -> dict[str, str]:
@@ -112,6 +165,13 @@ def keda_scaled_object(
         "spec": {
             "scaleTargetRef": _deployment_ref(target),
             "pollingInterval": int(spec.poll_s),
+            # KEDA's cooldownPeriod is the wait after the last active poll before it scales
+            # to zero, and only that (1..N is the HPA's, under `behavior`; ScaledObject spec,
+            # keda.sh/docs reference/scaledobject-spec). The simulated controller reaches zero
+            # only once every recommendation in the window is zero and the cooldown has passed
+            # since its last scaling, so the larger of the two: with the cooldown alone KEDA
+            # would scale to zero a window sooner than simulated, with cold starts the study
+            # never counted.
             "cooldownPeriod": int(max(spec.cooldown_s, spec.window_s)),
             "minReplicaCount": replicas.low,
             "maxReplicaCount": replicas.high,

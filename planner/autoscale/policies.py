@@ -252,7 +252,7 @@ def parse_policy(text: str) -> PolicySpec:
 
     Keys: metric (queue|kv), target, window (s), cooldown (s), poll (s), min, max,
     tolerance, name. Raises ConfigError naming the option, the key and what was expected, also
-    for timing a manifest cannot carry (`check_writable`).
+    for timing a manifest cannot carry (`check_writable`) and a kv target outside (0, 1].
     """
     where = f"--autoscale-policy {text!r}"
     kind, _, rest = text.strip().partition(":")
@@ -269,7 +269,7 @@ def parse_policy(text: str) -> PolicySpec:
     if fields.get("metric") not in (None, "queue", "kv"):
         raise ConfigError(
             f"{where}: unknown metric {fields['metric']!r}; known: queue "
-            "(vllm:num_requests_waiting), kv (vllm:gpu_cache_usage_perc)"
+            f"({ENGINES['vllm'].waiting[0]}), kv ({KV_USAGE['vllm']})"
         )
     try:
         spec = PolicySpec.model_validate(fields)
@@ -279,7 +279,20 @@ def parse_policy(text: str) -> PolicySpec:
         msg = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{where}: {loc}: {msg}") from err
     check_writable(spec, where)
+    _check_kv_target(spec, where)
     return spec
+
+
+def _check_kv_target(spec: PolicySpec, where: str) -> None:
+    """Raise ConfigError for a kv target above 1: KV-cache usage is a fraction of the cache
+    (0..1 per replica), so the average never reaches such a target and the policy never
+    scales up (the model's gt=0 refuses 0 and below)."""
+    if spec.metric == "kv" and spec.target is not None and spec.target > 1:
+        raise ConfigError(
+            f"{where}: target={spec.target:g} for metric=kv: {KV_USAGE['vllm']} is a fraction "
+            "of the KV cache in use (0..1 per replica), so a target above 1 never scales up; "
+            "give a target in (0, 1], e.g. target=0.8"
+        )
 
 
 def policy_kind(spec: PolicySpec) -> PolicyKind:

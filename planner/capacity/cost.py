@@ -8,6 +8,9 @@ from contracts.plan import Cost, Scenario
 from planner.engine.catalog import normal_gpu_name
 
 HOURS_PER_MONTH = 730.0
+# The price source of a price the user gave (plan.json's price_source; the re-plan command
+# carries --gpu-hour-price only then).
+GIVEN_PRICE_SOURCE = "given (--gpu-hour-price)"
 
 # Public on-demand list prices per GPU-hour (USD), per GPU of the provider's instance type.
 # Each entry names its source and date; prices change: pass --gpu-hour-price for your own.
@@ -48,7 +51,7 @@ def gpu_hour_price(gpu: str, given_usd: float | None) -> tuple[float, str]:
     if given_usd is not None:
         if not given_usd > 0:
             raise ConfigError(f"--gpu-hour-price must be > 0, got {given_usd}")
-        return given_usd, "given (--gpu-hour-price)"
+        return given_usd, GIVEN_PRICE_SOURCE
     wanted = normal_gpu_name(gpu)  # as the engine catalog matches it
     for name, entry in PRICE_TABLE.items():
         key = normal_gpu_name(name)

@@ -93,7 +93,7 @@ class PlanOptions(BaseModel):
     catalog: str | None = Field(
         default=None, description="a GPU/model catalog file extending the built-in one"
     )
-    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     fleet: bool = Field(default=True, description="simulate the fleet")
     calibrate: bool = Field(default=True, description="fit the engine model to the limit.json")
     fleet_span_s: float = Field(

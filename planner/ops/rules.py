@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.ops import OpsThresholds, Threshold
-from contracts.plan import Plan
 from planner.ops.thresholds import latency_names, names
 from profiles.prometheus.engines import ENGINES
 
@@ -153,16 +152,6 @@ def alerts(t: OpsThresholds) -> list[Alert]:
             )  # fmt: skip
         )
     return out
-
-
-def replan_command(plan: Plan, plan_path: str) -> str:
-    """The `capplan plan` command that makes `plan` again, with its own inputs."""
-    i = plan.inputs
-    slo = f" --slo '{i.slo}'" if i.slo else ""
-    return (
-        f"capplan plan --profile {i.profile} --limit {i.limit.source}{slo} "
-        f"--headroom {i.headroom:g} --redundancy {i.redundancy} -o {plan_path}"
-    )
 
 
 def runbook(replan: str) -> str:

@@ -40,7 +40,7 @@ class CompareOptions(BaseModel):
     )
     tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per stage, every run")
     pp: int = Field(default=1, ge=1, description="pipeline stages: an instance holds tp x pp GPUs")
-    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     peak_window: str = Field(default="60s", description="window of the peak's rate")
     peak_quantile: float = Field(default=0.99, gt=0, le=1, description="quantile of the windows")
     peak_rps: float | None = Field(default=None, gt=0, description="planning peak, req/s")

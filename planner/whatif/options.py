@@ -47,7 +47,7 @@ class WhatifOptions(BaseModel):
     growth: float = Field(default=1.0, gt=0)
     headroom: float = Field(default=0.2, ge=0)
     redundancy: int = Field(default=1, ge=0)
-    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     # None (the default): each level judged under capplan limit's steady-state rules; a
     # number: fixed levels that long (quicker, may be optimistic), or with `steady` the
     # rules' shortest measured window

@@ -21,6 +21,11 @@ pattern of `for:` and `keep_firing_for:`, required `alert`/`record` and `expr`) 
 server's object-name rules (metadata.name a DNS-1123 subdomain, metadata.namespace a DNS-1123
 label).
 
+All three check the object's names as the API server does (metadata.name a DNS-1123
+subdomain, metadata.namespace a DNS-1123 label) and KEDA's 63-character limit on a
+ScaledObject's name and its HPA's, with the rules the product's manifests are written under
+(contracts.k8s), so the rules live once.
+
 All three are strict about unknown fields, as `kubectl apply` is by default (field validation
 Strict, Kubernetes 1.27+): a field a schema does not list is a problem, not silently pruned.
 Each returns a list of problems, empty when the object would be accepted.
@@ -39,6 +44,8 @@ import celpy
 import jsonschema
 import yaml
 
+from contracts.k8s import is_dns_label, is_dns_subdomain, keda_name_problems
+
 SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "schemas"
 KEDA_CRD = SCHEMAS / "keda.sh_scaledobjects-v2.20.2.yaml"
 PROMETHEUS_RULE_CRD = SCHEMAS / "monitoring.coreos.com_prometheusrules-v0.93.0.yaml"
@@ -49,11 +56,10 @@ QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+"
     r"(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# KEDA v2.20.2 scaledobject_types.go: defaultHPAMinReplicas, defaultHPAMaxReplicas;
-# scaledobject_webhook.go: maxK8sLabelValueLength.
-KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX, KEDA_MAX_NAME = 1, 100, 63
+# KEDA v2.20.2 scaledobject_types.go: defaultHPAMinReplicas, defaultHPAMaxReplicas. The
+# object-name rules (DNS-1123, KEDA's 63-character names) are the product's: contracts.k8s.
+KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX = 1, 100
+
 # validation.go: MaxPeriodSeconds, MaxStabilizationWindowSeconds.
 MAX_PERIOD_S, MAX_WINDOW_S = 1800, 3600
 
@@ -113,17 +119,23 @@ def prometheus_rule_schema() -> dict[str, Any]:
     return _crd_schema(PROMETHEUS_RULE_CRD, "v1", metadata)
 
 
+def _name_problems(obj: dict[str, Any]) -> list[str]:
+    """The API server's rules for an object's names: metadata.name a DNS-1123 subdomain,
+    metadata.namespace (default when absent) a DNS-1123 label."""
+    meta = obj.get("metadata", {})
+    name, namespace = meta.get("name", ""), meta.get("namespace", "default")
+    found = [] if is_dns_subdomain(name) else [f"metadata.name {name!r}: not a DNS-1123 subdomain"]
+    if not is_dns_label(namespace):
+        found.append(f"metadata.namespace {namespace!r}: not a DNS-1123 label")
+    return found
+
+
 def prometheus_rule_problems(obj: dict[str, Any]) -> list[str]:
     """Why the API server with prometheus-operator's CRD installed would refuse `obj`."""
     found = _schema_problems(obj, prometheus_rule_schema())
     if obj.get("apiVersion") != "monitoring.coreos.com/v1" or obj.get("kind") != "PrometheusRule":
         found.append("apiVersion/kind: expected monitoring.coreos.com/v1 PrometheusRule")
-    meta = obj.get("metadata", {})
-    name, namespace = meta.get("name", ""), meta.get("namespace", "default")
-    if not (DNS_SUBDOMAIN.match(name) and len(name) <= 253):
-        found.append(f"metadata.name {name!r}: not a DNS-1123 subdomain")
-    if not (DNS_LABEL.match(namespace) and len(namespace) <= 63):
-        found.append(f"metadata.namespace {namespace!r}: not a DNS-1123 label")
+    found += _name_problems(obj)
     if not found:
         found += _cel_problems(obj, prometheus_rule_schema(), "")
     return found
@@ -178,13 +190,8 @@ def _keda_webhook_problems(obj: dict[str, Any]) -> list[str]:
         found.append(f"MinReplicaCount={low} must be less than MaxReplicaCount={high}")
     if "idleReplicaCount" in spec and spec["idleReplicaCount"] >= low:
         found.append("IdleReplicaCount must be less than MinReplicaCount")
-    hpa_name = (
-        spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("name")
-        or f"keda-hpa-{name}"
-    )
-    for what, text in (("scaledobject name", name), ("HPA name", hpa_name)):
-        if len(text) > KEDA_MAX_NAME:
-            found.append(f"{what} {text!r} is longer than {KEDA_MAX_NAME} characters")
+    hpa_name = spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("name")
+    found += keda_name_problems(name, hpa_name)
     triggers = spec.get("triggers", [])
     if not triggers:
         found.append("no triggers defined in the ScaledObject/ScaledJob")
@@ -215,6 +222,7 @@ def keda_problems(obj: dict[str, Any]) -> list[str]:
     found = _schema_problems(obj, keda_schema())
     if obj.get("apiVersion") != "keda.sh/v1alpha1" or obj.get("kind") != "ScaledObject":
         found.append("apiVersion/kind: expected keda.sh/v1alpha1 ScaledObject")
+    found += _name_problems(obj)
     if not found:  # CEL runs on objects that passed the schema, as the API server orders it
         found += _cel_problems(obj, keda_schema(), "")
     return found + _keda_webhook_problems(obj)
@@ -285,8 +293,8 @@ def _rules_problems(rules: dict[str, Any], where: str) -> list[str]:
 
 
 def _hpa_server_problems(obj: dict[str, Any]) -> list[str]:
-    spec, name = obj.get("spec", {}), obj.get("metadata", {}).get("name", "")
-    found = [] if DNS_SUBDOMAIN.match(name) else [f"metadata.name: {name!r} is no DNS subdomain"]
+    spec = obj.get("spec", {})
+    found = _name_problems(obj)
     low, high = spec.get("minReplicas"), spec.get("maxReplicas", 0)
     if low is not None and low < 1:  # 0 needs the alpha HPAScaleToZero gate and Object/External
         found.append("spec.minReplicas: must be greater than 0")

@@ -22,8 +22,8 @@ import re
 from functools import cache
 from typing import Any
 
+from contracts.k8s import DNS_LABEL, DNS_SUBDOMAIN
 from tests.helpers.k8s_schema import (
-    DNS_SUBDOMAIN,
     QUANTITY,
     SCHEMAS,
     _schema_problems,
@@ -37,7 +37,6 @@ ROOTS = {
     ("v1", "Service"): "io.k8s.api.core.v1.Service",
     ("v1", "PersistentVolumeClaim"): "io.k8s.api.core.v1.PersistentVolumeClaim",
 }
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # RFC 1123 label, at most 63
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RFC 1035 label, at most 63
 RESTART = {"Job": {"Never", "OnFailure"}, "Deployment": {"Always"}}
 

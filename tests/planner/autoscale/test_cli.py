@@ -154,3 +154,35 @@ def test_min_above_the_default_max_exits_2_before_simulating(
     assert "rate: min=50 is above the default max (12: 2 x the plan); give max=50 or more" in said
     assert "Traceback" not in result.output and not out.exists()
     assert not (tmp_path / "plan-autoscale").exists()
+
+
+@pytest.mark.parametrize("target", ["2", "1.01", "80"])
+def test_a_kv_target_above_1_exits_2(tmp_path: Path, target: str) -> None:
+    """vLLM's KV usage is a fraction (0..1 per replica): a target above it never scales up."""
+    code, output, out = _plan(tmp_path, "--autoscale-policy", f"reactive:metric=kv,target={target}")
+    said = " ".join(output.split())
+    assert code == 2, output
+    assert f"target={float(target):g} for metric=kv" in said and "in (0, 1]" in said
+    assert "vllm:kv_cache_usage_perc" in said and "Traceback" not in output
+    assert not out.exists()
+
+
+def test_kv_targets_within_0_and_1_are_taken() -> None:
+    from planner.autoscale.policies import parse_policy
+
+    assert parse_policy("reactive:metric=kv,target=1").target == 1.0
+    assert parse_policy("reactive:metric=kv,target=0.8").target == 0.8
+    assert parse_policy("reactive:metric=queue,target=4").target == 4.0  # a count, not a share
+
+
+def test_an_unknown_metric_names_the_metrics_the_manifests_trigger_on(tmp_path: Path) -> None:
+    from planner.autoscale.manifests import Target, metric_query
+    from planner.autoscale.policies import parse_policy
+
+    code, output, _ = _plan(tmp_path, "--autoscale-policy", "reactive:metric=cache")
+    said = " ".join(output.split())
+    assert code == 2, output
+    for metric in ("queue", "kv"):
+        name, _ = metric_query(parse_policy(f"reactive:metric={metric}"), Target(deployment="x"))
+        assert f"{metric} ({name})" in said
+    assert "gpu_cache_usage_perc" not in said

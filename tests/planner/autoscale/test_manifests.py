@@ -20,6 +20,7 @@ from contracts.errors import ConfigError
 from planner.autoscale.manifests import Target, metric_query, write_manifests
 from planner.autoscale.policies import (
     Controller,
+    Metrics,
     Targets,
     build_policy,
     parse_policy,
@@ -151,6 +152,8 @@ def _written(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         (("spec", "triggers", 0, "metadata", "threshold"), "lots", "not a number"),
         (("spec", "triggers"), [], "no triggers defined"),
         (("metadata", "name"), "x" * 60, "HPA name 'keda-hpa-"),
+        (("metadata", "namespace"), "Prod_NS", "metadata.namespace 'Prod_NS': not a DNS-1123"),
+        (("metadata", "namespace"), "n" * 64, "not a DNS-1123 label"),
         (("spec", "pollingIntervalSeconds"), 30, "'pollingIntervalSeconds' was unexpected"),
     ],
 )
@@ -194,7 +197,8 @@ def _broken(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str,
         (("spec", "metrics", 0, "pods", "target", "averageValue"), "3.3.3", "must be positive"),
         (("spec", "metrics", 0, "type"), "Object", "must populate information"),
         (("spec", "scaleTargetRef", "name"), "a/b", "may not contain '/'"),
-        (("metadata", "name"), "Vllm_Autoscale", "no DNS subdomain"),
+        (("metadata", "name"), "Vllm_Autoscale", "not a DNS-1123 subdomain"),
+        (("metadata", "namespace"), "Prod_NS", "metadata.namespace 'Prod_NS': not a DNS-1123"),
         (("spec", "pollingInterval"), 30, "'pollingInterval' was unexpected"),
     ],
 )
@@ -232,3 +236,30 @@ def test_a_kind_is_registered_once() -> None:
     assert list(POLICIES) == ["reactive", "rate", "schedule"]
     with pytest.raises(ConfigError, match="policy kind 'rate' is registered already"):
         register_policy("rate", POLICIES["rate"])
+
+
+@pytest.mark.parametrize(("window", "cooldown"), [(300, 60), (60, 600), (0, 1), (3600, 1800)])
+def test_keda_scales_to_zero_no_sooner_than_the_simulated_controller(
+    tmp_path: Path, window: int, cooldown: int
+) -> None:
+    """KEDA's cooldownPeriod is the wait after the last active poll before it scales to zero
+    (KEDA's ScaledObject spec); the simulated controller reaches zero only when every
+    recommendation in the window is zero and the cooldown has passed since its last scaling.
+    Scaled up at the last active poll, the controller reaches zero one cooldownPeriod later,
+    to the poll: with the policy's cooldown alone KEDA would drop to zero a window early,
+    paying cold starts the study never counted."""
+    spec = parse_policy(f"rate:min=0,poll=1,window={window},cooldown={cooldown}")
+    controller = Controller(spec, build_policy(spec, _targets(), 0.0), DEFAULT_MAX)
+    replicas, last_active_s, zero_s = 0, 100.0, None
+    for now in range(0, 10_000):
+        rate = 9.0 if now == last_active_s else 0.0
+        m = Metrics(now_s=now, replicas=replicas, ready=replicas, waiting=0.0, kv_usage=0.0,
+                    rate_rps=rate)  # fmt: skip
+        replicas = controller.decide(m)
+        if now > last_active_s and replicas == 0:
+            zero_s = float(now)
+            break
+    assert zero_s is not None
+    record = write_manifests(tmp_path, spec, Target(deployment="x"), 3.0, DEFAULT_MAX)
+    keda_cooldown = _load(record.keda_path)["spec"]["cooldownPeriod"]
+    assert abs((zero_s - last_active_s) - keda_cooldown) <= spec.poll_s
