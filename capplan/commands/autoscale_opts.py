@@ -62,8 +62,9 @@ Deployment = Annotated[
     str,
     typer.Option(
         "--deployment",
-        help="The Deployment the manifests scale, NAMESPACE/NAME; the alert rules go into its "
-        "namespace. Kubernetes' rules: the namespace a DNS-1123 label, the name a DNS-1123 "
+        help="The Deployment the manifests scale, NAMESPACE/NAME (a bare NAME: namespace "
+        "default); the alert rules go into its namespace. Kubernetes' rules: the namespace a "
+        "DNS-1123 label, the name a DNS-1123 "
         f"subdomain of at most {MAX_DEPLOYMENT_NAME} characters (KEDA names its HPA "
         "keda-hpa-NAME-autoscale).",
     ),

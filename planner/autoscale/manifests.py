@@ -71,17 +71,19 @@ MAX_DEPLOYMENT_NAME = KEDA_MAX_NAME - len(keda_hpa_name(scaled_object_name("")))
 
 
 def parse_deployment(text: str) -> DeploymentRef:
-    """`NAMESPACE/NAME` as a DeploymentRef, with the names the API server and KEDA accept.
+    """`NAMESPACE/NAME` (or `NAME`, in the namespace `default`, as kubectl takes it) as a
+    DeploymentRef, with the names the API server and KEDA accept.
 
-    Raises ConfigError naming --deployment and the rule broken: not exactly one '/', a
+    Raises ConfigError naming --deployment and the rule broken: more than one '/', a
     namespace that is no DNS-1123 label, a name that is no DNS-1123 subdomain, or a name whose
     ScaledObject (`NAME-autoscale`) or KEDA's HPA for it (`keda-hpa-NAME-autoscale`) is longer
     than KEDA takes.
     """
     where = f"--deployment {text!r}"
-    if text.count("/") != 1:
+    if text.count("/") > 1:
         raise ConfigError(f"{where}: expected NAMESPACE/NAME (e.g. default/vllm), one '/'")
-    namespace, _, name = text.partition("/")
+    namespace, _, name = text.rpartition("/")
+    namespace = namespace if "/" in text else "default"  # kubectl's, where none is named
     if not is_dns_label(namespace):
         raise ConfigError(f"{where}: the namespace {namespace!r} must be {LABEL_RULE}")
     if not is_dns_subdomain(name):

@@ -23,7 +23,7 @@ BAD = [
     ("prod/" + "a" * 60, "HPA name 'keda-hpa-" + "a" * 60 + "-autoscale' is longer than 63"),
     ("prod/" + "a" * 45, f"use a name of at most {MAX_DEPLOYMENT_NAME} characters"),
     ("a/b/c", "expected NAMESPACE/NAME"),
-    ("vllm", "expected NAMESPACE/NAME"),
+    ("Vllm", "name 'Vllm' must be a DNS-1123 subdomain"),
     ("Prod_NS/vllm", "namespace 'Prod_NS' must be a DNS-1123 label"),
     ("/vllm", "namespace '' must be a DNS-1123 label"),
     ("n" * 64 + "/vllm", "must be a DNS-1123 label"),
@@ -40,6 +40,8 @@ def test_a_name_kubernetes_refuses_is_refused(text: str, words: str) -> None:
 
 def test_names_kubernetes_takes_are_taken() -> None:
     assert parse_deployment("default/vllm") == DeploymentRef(namespace="default", name="vllm")
+    # a bare name is in the namespace `default`, as kubectl takes it (as capplan always did)
+    assert parse_deployment("vllm") == DeploymentRef(namespace="default", name="vllm")
     longest = "v" * (MAX_DEPLOYMENT_NAME - 4) + ".1-b"
     assert parse_deployment(f"team-a/{longest}").name == longest
     assert MAX_DEPLOYMENT_NAME == 44  # 63 - len("keda-hpa-") - len("-autoscale")
