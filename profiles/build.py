@@ -116,5 +116,5 @@ def _check_lengths_table(paths: list[str], fmt: str, draw: ArrivalDraw) -> None:
     if kind != "table":
         raise InputError(
             f"--rate-rps gives arrival times to a table of lengths (CSV, Parquet or JSONL "
-            f"with input and output columns); these logs are {kind}, with their own"
+            f"with input and output columns); these logs are {kind}, with their own arrival times"
         )

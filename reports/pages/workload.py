@@ -59,7 +59,7 @@ def page_workload(ctx: ReportContext) -> list[Flowable]:
             " / ".join(
                 words.pct(lengths.classes.shares.get(k), 0) for k in ("short", "medium", "long")
             )
-            + f" (< {lengths.classes.short_max_tokens}, >= {lengths.classes.long_min_tokens})",
+            + f" (<= {lengths.classes.short_max_tokens}, >= {lengths.classes.long_min_tokens})",
         ),
     ]
     if prof.prefix.available:

@@ -431,3 +431,13 @@ def test_requests_in_flight_at_the_window_s_end_are_named(tmp_path: Path) -> Non
         text = re.sub(r"\s+", "", _extract(pdf)[0])
         for phrase in expected:
             assert re.sub(r"\s+", "", phrase) in text, phrase
+
+
+def test_the_length_classes_say_where_short_ends_as_the_profile_counts_it(
+    english: Rendered, chinese: Rendered
+) -> None:
+    """The profile counts a prompt of up to 512 tokens as short (`<= 512`, profiles.lengths);
+    the workload page said "< 512" (a bug hunt)."""
+    for rendered in (english, chinese):
+        flat = re.sub(r"\s+", "", rendered.text)
+        assert "(<=512,>=4096)" in flat and "(<512," not in flat
