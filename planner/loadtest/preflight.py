@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from contracts.errors import FailedRunError, PreflightError
+from contracts.latency import CENSORED_CLASSES
 from contracts.run import StageSummary
 from locustfiles.openai_stream import (
     MESSAGE_CHARS,
@@ -185,15 +186,30 @@ def _by_class(stages: list[StageSummary]) -> Counter[str]:
     return by_class
 
 
+def _cancelled(stages: list[StageSummary]) -> int:
+    """Requests still in flight when their stage ended (CENSORED_CLASSES): not failures, as
+    the limit search and the report count them."""
+    return sum(n for s in stages for c, n in s.errors_by_class.items() if c in CENSORED_CLASSES)
+
+
 def error_line(stages: Iterable[StageSummary]) -> str | None:
-    """`N of M requests failed (class: n, ...)`, or None when none failed."""
+    """`N of M requests failed (class: n, ...)` and `K still in flight when their stage ended
+    (cancelled, not failures)`, or None when none failed and none was cancelled."""
     stages = list(stages)
     by_class = _by_class(stages)
-    if not by_class:
-        return None
-    classes = ", ".join(f"{cls}: {n}" for cls, n in by_class.most_common())
+    failed = Counter({c: n for c, n in by_class.items() if c not in CENSORED_CLASSES})
+    cancelled = _cancelled(stages)
     scheduled = sum(s.scheduled for s in stages)
-    return f"{sum(by_class.values())} of {scheduled} requests failed ({classes})"
+    parts = []
+    if failed:
+        classes = ", ".join(f"{cls}: {n}" for cls, n in failed.most_common())
+        parts.append(f"{sum(failed.values())} of {scheduled} requests failed ({classes})")
+    if cancelled:
+        parts.append(
+            f"{cancelled} of {scheduled} still in flight when their stage ended (cancelled, "
+            "not failures)"
+        )
+    return "; ".join(parts) or None
 
 
 def failed_run(
@@ -211,7 +227,7 @@ def failed_run(
         return None
     if any(s.completed for s in stages):
         line = error_line(stages)
-        failed = sum(s.errors for s in stages)
+        failed = sum(s.errors for s in stages) - _cancelled(stages)
         if max_error_share is None or line is None or failed <= max_error_share * scheduled:
             return None
         return FailedRunError(f"{line}: more than --max-errors {max_error_share:.3g}")
