@@ -73,13 +73,24 @@ class Limit:
         )
 
 
-def parse_limit(text: str, slo: Slo | None = None, *, accept_unconfirmed: bool = False) -> Limit:
+# How to take an unconfirmed limit anyway, where the limit comes from `capplan plan`.
+ACCEPT_HINT = "plan with it anyway with --accept-unconfirmed"
+
+
+def parse_limit(
+    text: str,
+    slo: Slo | None = None,
+    *,
+    accept_unconfirmed: bool = False,
+    accept_hint: str = ACCEPT_HINT,
+) -> Limit:
     """Read `--limit`: a limit.json path, or a positive number with its unit (`17.4rps`, `50users`).
 
     Raises ConfigError for a zero, negative or unit-less number, an unknown unit, a limit.json
     without a feasible load, a limit.json measured under another SLO than `slo` (when given),
-    or an unconfirmed one (`unconfirmed_reason`) unless `accept_unconfirmed`; InputError for a
-    file that is not a readable limit.json.
+    or an unconfirmed one (`unconfirmed_reason`) unless `accept_unconfirmed` (its message ends
+    with `accept_hint`, how to take it anyway where it was given); InputError for a file that
+    is not a readable limit.json.
     """
     match = _NUMBER_RE.match(text)
     if match and not Path(text).is_file():
@@ -98,10 +109,12 @@ def parse_limit(text: str, slo: Slo | None = None, *, accept_unconfirmed: bool =
         if not number > 0:
             raise ConfigError(f"--limit {text!r}: the per-instance limit must be > 0")
         return Limit(value=number, unit=unit, source=text.strip(), slo=slo)
-    return _limit_from_file(Path(text), slo, accept_unconfirmed)
+    return _limit_from_file(Path(text), slo, accept_unconfirmed, accept_hint)
 
 
-def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> Limit:
+def _limit_from_file(
+    path: Path, slo: Slo | None, accept_unconfirmed: bool, accept_hint: str
+) -> Limit:
     if not path.exists():
         raise InputError(
             f"--limit {str(path)!r}: neither a limit.json that exists nor a number with a unit "
@@ -117,7 +130,7 @@ def _limit_from_file(path: Path, slo: Slo | None, accept_unconfirmed: bool) -> L
         raise ConfigError(
             f"--limit {path}: the limit {result.feasible_max:g} {unit_label(result.unit)} is "
             f"unconfirmed ({reason}); finish the search (capplan limit --resume "
-            f"{path.parent}) or plan with it anyway with --accept-unconfirmed"
+            f"{path.parent}) or {accept_hint}"
         )
     return limit_from_result(result, str(path), slo)
 

@@ -83,7 +83,12 @@ def load_service_profile(spec: ServiceSpec, base: Path) -> Profile:
 def _limit(spec: ServiceSpec, base: Path) -> Limit:
     text = spec.limit
     candidate = base / text
-    return parse_limit(str(candidate) if candidate.is_file() else text, spec.slo)
+    return parse_limit(
+        str(candidate) if candidate.is_file() else text,
+        spec.slo,
+        accept_unconfirmed=spec.accept_unconfirmed,
+        accept_hint="review it anyway with `accept_unconfirmed: true` in the service",
+    )
 
 
 def build_service(

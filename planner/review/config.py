@@ -71,6 +71,11 @@ class ServiceSpec(_Model):
     gpu_hour_price_usd: float | None = Field(default=None, gt=0)
     peak_window: str = "60s"
     peak_quantile: float = Field(default=0.99, ge=0, le=1)
+    accept_unconfirmed: bool = Field(
+        default=False,
+        description="take a limit.json whose answer is unconfirmed (a search stopped before it "
+        "confirmed it), as capplan plan --accept-unconfirmed does",
+    )
 
     @field_validator("slo", mode="wrap")
     @classmethod

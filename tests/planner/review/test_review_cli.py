@@ -224,3 +224,27 @@ def test_a_service_s_skipped_log_rows_are_printed(tmp_path: Path) -> None:
     assert "chat: skipped 1 row(s) of its logs:" in flat
     assert "chat.csv:122: bad or missing input tokens (ContextTokens): expected a whole" in flat
     assert flat.count("1 service needs") == 1
+
+
+def test_an_unconfirmed_limit_is_refused_naming_the_review_field_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    """The refusal said "plan with it anyway with --accept-unconfirmed", an option review has
+    not (a bug hunt). It names the service's field `accept_unconfirmed: true`, which works."""
+    from testkit.report_inputs import build_limit
+
+    limit = build_limit().model_copy(update={"unconfirmed": "interrupted mid-level"})
+    (tmp_path / "limit.json").write_text(limit.model_dump_json(by_alias=True))
+    service = {"name": "chat", "profile": "preset:chat", "limit": "limit.json",
+               "slo": limit.slo}  # fmt: skip
+    for accept, code in ((False, 2), (True, 0)):
+        spec = {"fleet_check": False, "services": [{**service, "accept_unconfirmed": accept}]}
+        (tmp_path / "review.yaml").write_text(yaml.safe_dump(spec))
+        result = CliRunner().invoke(
+            app, ["review", str(tmp_path / "review.yaml"), "-o", str(tmp_path / f"{accept}.pdf")]
+        )
+        assert result.exit_code == code, result.output
+        if not accept:
+            said = " ".join(result.output.split())
+            assert "review it anyway with `accept_unconfirmed: true` in the service" in said
+            assert "--accept-unconfirmed" not in said
