@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import shutil
 import tempfile
 import zlib
@@ -50,6 +51,23 @@ MAX_SKIP_EXAMPLES = 5
 MAX_LINE_BYTES = 64 << 20
 LONG_LINE_REASON = f"line longer than {MAX_LINE_BYTES >> 20} MiB"
 MAX_TOKENS = 100_000_000  # no prompt or answer is this long: larger counts are corrupt
+# A field's value quoted in a skipped row's reason only where it reads as data (a number, a
+# date, a time): a broken log may hold prompt text in any field, and prompt text never leaves
+# the reader.
+_DATA_LIKE = re.compile(r"[\w:.+\-/ ]{1,40}")
+
+
+def shown(value: object) -> str:
+    """`value` for a skipped row's reason: its repr where it is a number, null, a boolean or a
+    short string of digits, dates and times; otherwise only its type and size ("a
+    20-character string"), so no text of the log is written into the profile."""
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    if isinstance(value, str):
+        if _DATA_LIKE.fullmatch(value) and any(c.isdigit() for c in value):
+            return repr(value)
+        return f"a {len(value)}-character string"
+    return f"a JSON {type(value).__name__}"
 
 
 @dataclass

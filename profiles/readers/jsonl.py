@@ -24,6 +24,7 @@ from profiles.readers.base import (
     ReaderContext,
     json_objects,
     register_reader,
+    shown,
 )
 from profiles.readers.timeunits import (
     FAR_REASON,
@@ -49,9 +50,9 @@ MAX_EPOCH_S = 4.1e9  # about the year 2100
 
 def _int_count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _RowError(f"{what} is not a number ({value!r})")
+        raise _RowError(f"{what} is not a number ({shown(value)})")
     if not 0 <= value <= MAX_TOKENS or value != int(value):
-        raise _RowError(f"{what} is not a whole number from 0 to {MAX_TOKENS:,} ({value!r})")
+        raise _RowError(f"{what} is not a whole number from 0 to {MAX_TOKENS:,} ({shown(value)})")
     return int(value)
 
 
@@ -138,7 +139,7 @@ def _mooncake_row(obj: dict[str, Any], lineno: int) -> _MooncakeRow:
     """(timestamp, input, output, hash ids, line) of one request; _RowError for a bad one."""
     ts = obj.get("timestamp")
     if isinstance(ts, bool) or not isinstance(ts, int | float):
-        raise _RowError(f"timestamp is missing or not a number ({ts!r})")
+        raise _RowError(f"timestamp is missing or not a number ({shown(ts)})")
     n_in = _int_count(obj.get("input_length"), "input_length")
     n_out = _int_count(obj.get("output_length"), "output_length")
     ids = obj.get("hash_ids", [])
@@ -152,12 +153,12 @@ def _mooncake_row(obj: dict[str, Any], lineno: int) -> _MooncakeRow:
 def _seconds(value: Any) -> tuple[float, bool]:
     """(seconds, absolute) from an epoch number in s/ms/us/ns or an ISO-8601 string."""
     if isinstance(value, bool):
-        raise _RowError(f"timestamp is not a time ({value!r})")
+        raise _RowError(f"timestamp is not a time ({shown(value)})")
     if isinstance(value, int | float):
         unit, absolute = numeric_unit(float(value), "auto")
         seconds = float(value) * UNIT_SECONDS[unit]
         if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_EPOCH_S:
-            raise _RowError(f"timestamp {value!r} is out of range")
+            raise _RowError(f"timestamp {shown(value)} is out of range")
         return seconds, absolute
     if isinstance(value, str):
         text = value.strip()
@@ -168,13 +169,13 @@ def _seconds(value: Any) -> tuple[float, bool]:
         try:
             dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as err:
-            raise _RowError(f"timestamp {value!r} is not ISO-8601 or epoch") from err
+            raise _RowError(f"timestamp {shown(value)} is not ISO-8601 or epoch") from err
         if dt.tzinfo is None:
             from datetime import UTC
 
             dt = dt.replace(tzinfo=UTC)
         return dt.timestamp(), True
-    raise _RowError(f"timestamp is missing ({value!r})")
+    raise _RowError(f"timestamp is missing ({shown(value)})")
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from profiles.readers.base import (
     parse_json_line,
     read_lines,
     register_reader,
+    shown,
 )
 from profiles.readers.timeunits import FAR_REASON, far_from_median
 
@@ -181,9 +182,11 @@ def _count(attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _SpanError(f"{keys[0]} is not a number ({value!r})")
+        raise _SpanError(f"{keys[0]} is not a number ({shown(value)})")
     if not 0 <= value <= MAX_TOKENS or value != int(value):
-        raise _SpanError(f"{keys[0]} is not a whole number from 0 to {MAX_TOKENS:,} ({value!r})")
+        raise _SpanError(
+            f"{keys[0]} is not a whole number from 0 to {MAX_TOKENS:,} ({shown(value)})"
+        )
     return int(value)
 
 

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from contracts.errors import InputError
+from contracts.limit import load_limit
 from profiles.arrivals import clock_hour_peaks
 from profiles.model import load_profile
 from profiles.prometheus.build import PromSource, build_prometheus_profile
@@ -235,6 +236,10 @@ def test_the_plan_and_the_baseline_report_show_observed_capacity(
     assert plan["observed"]["contradicts_limit"] is True
     assert [n["key"] for n in plan["note_findings"]].count("note.observed_contradicts") == 1
     fx = write_fixture(root / "report-fixture")
+    # the run the plan rests on: its limit.json found the plan's 10 req/s under its SLO
+    found = load_limit(fx.run_dir / "limit.json")
+    found = found.model_copy(update={"feasible_max": 10.0, "slo": "ttft:p95<=1s"})
+    (fx.run_dir / "limit.json").write_text(found.model_dump_json(by_alias=True))
     out = root / "baseline.pdf"
     args = ["--profile", str(profiled), "--run", str(fx.run_dir), "--plan", str(plan_path)]
     result = CliRunner().invoke(app, ["report", *args, "-o", str(out)])

@@ -259,3 +259,27 @@ def test_a_corrupt_timestamp_far_from_the_rest_is_skipped(tmp_path: Path) -> Non
     assert r.first_timestamp is not None and r.first_timestamp.year == 2023
     assert [e.split(": ")[0] for e in r.skip_examples] == [f"{f}:9", f"{f}:11"]
     assert all("far from the rest" in e for e in r.skip_examples)
+
+
+def test_a_skipped_row_s_reason_quotes_data_not_text(tmp_path: Path) -> None:
+    """A broken log may hold prompt text in any field: the skipped row's reason (kept in the
+    profile's skip_examples) quoted it (a bug hunt found 'zanzibarquux' in profile.json). It
+    now quotes a field only where it reads as data (a number, a date, a time)."""
+    from profiles.readers.base import shown
+
+    good = {"timestamp": 1700000000, "request": {"model": "m", "messages": [{"role": "user",
+            "content": "hi"}]}, "response": {"usage": {"prompt_tokens": 5,
+            "completion_tokens": 5}}}  # fmt: skip
+    bad = json.loads(json.dumps(good))
+    bad["timestamp"] = "zanzibarquux at noon"
+    worse = json.loads(json.dumps(good))
+    worse["response"]["usage"]["prompt_tokens"] = "zanzibarquux"
+    f = tmp_path / "oa.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in (good, bad, worse, good)))
+    r = read_requests([str(f)])
+    assert r.rows_skipped == 2
+    said = " ".join(r.skip_examples)
+    assert "zanzibarquux" not in said and "a 20-character string" in said, said
+    assert "a 12-character string" in said
+    assert shown("2023-13-45 10:00") == "'2023-13-45 10:00'" and shown(-3) == "-3"
+    assert shown("abc") == "a 3-character string" and shown([1]) == "a JSON list"
