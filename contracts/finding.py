@@ -192,6 +192,10 @@ FINDINGS_EN: dict[str, str] = {
     "verify.fails_peak": "n={serving} of {planned} planned instances did NOT hold the SLO {slo} "
     "at the design peak of {rate:.3g} req/s (attainment {attainment:.1%}; the plan simulated "
     "{sim_attainment:.1%})",
+    "verify.no_window": "n={serving} of {planned} planned instances reached no steady window "
+    "at the design peak of {rate:.3g} req/s: the warm-up the steady-state rules ask for "
+    "({warmup_s:.0f} s) filled the whole {duration_s:.0f} s stage (the queue did not settle), "
+    "so nothing was judged against the SLO {slo}",
     "verify.fails_recovery": "n={serving} of {planned} planned instances held the SLO {slo} at "
     "the design peak of {rate:.3g} req/s but did NOT recover from a {burst_s:g} s burst",
     "verify.invalid": "the test of n={serving} of {planned} planned instances at {rate:.3g} "

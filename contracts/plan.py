@@ -7,6 +7,7 @@ every input.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +19,8 @@ from contracts.limit import PredictedInterval
 from contracts.ops import OpsFiles
 
 PLAN_SCHEMA = "capplan.plan/1"
+# A limit given as a number with its unit (`plan --limit 17.4rps`), not a limit.json's path
+LIMIT_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
 
 
 class _Model(BaseModel):
@@ -36,6 +39,11 @@ class LimitInput(_Model):
         description="the limit is the engine model's prediction, not a GPU's measurement (the "
         "limit.json's `predicted`): where a GPU's limit is expected. null: measured or given",
     )
+
+    @property
+    def given(self) -> bool:
+        """The limit was given to the planner as a number, not read from a limit.json."""
+        return LIMIT_NUMBER_RE.match(self.source) is not None
 
 
 class SloTerm(_Model):

@@ -52,7 +52,7 @@ def words_for(
 
 def render_report(
     profile_path: str | Path,
-    run_dir: str | Path,
+    run_dir: str | Path | None,
     plan_path: str | Path,
     out_pdf: str | Path,
     *,
@@ -70,7 +70,9 @@ def render_report(
 
     Reads the profile JSON, the run directory (run.json, stages.json, records.parquet,
     server_metrics.parquet when present), limit.json (run_dir/limit.json unless limit_path is
-    given), plan.json and, optionally, the previous plan for the comparison table. `lang` is
+    given), plan.json and, optionally, the previous plan for the comparison table. `run_dir`
+    None: the plan's limit was given as a number, and the load-test and limit pages are left
+    out (InputError when the plan's limit came from a limit.json). `lang` is
     "en" or "zh". A Chinese report embeds a subset of its CJK font (`words_for`: `cjk_font`
     or the system's, else the one shipped in the package; `warn` hears about a fallback to the
     non-embedded STSong-Light, which only a broken install gets). Raises
@@ -86,7 +88,7 @@ def render_report(
     words = words_for(lang, cjk_font=cjk_font, warn=warn)
     inputs = load_inputs(
         Path(profile_path),
-        Path(run_dir),
+        Path(run_dir) if run_dir is not None else None,
         Path(plan_path),
         previous_plan=Path(previous_plan) if previous_plan is not None else None,
         limit_path=Path(limit_path) if limit_path is not None else None,

@@ -43,15 +43,17 @@ class InputDigest:
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """Everything one report renders, loaded and validated."""
+    """Everything one report renders, loaded and validated. `run`, `run_dir`, `limit` and
+    `limit_path` are None (and `stages` empty) when the plan's limit was given as a number
+    and no load test was given: the report leaves its load-test and limit pages out."""
 
     profile: Profile
     profile_path: Path
-    run: RunInfo
-    run_dir: Path
+    run: RunInfo | None
+    run_dir: Path | None
     stages: list[StageSummary]
-    limit: LimitResult
-    limit_path: Path
+    limit: LimitResult | None
+    limit_path: Path | None
     plan: Plan
     plan_path: Path
     previous: Plan | None
@@ -107,34 +109,42 @@ def check_plan_rests_on(plan: Plan, plan_path: Path, limit: LimitResult, limit_f
 
 def load_inputs(
     profile_path: Path,
-    run_dir: Path,
+    run_dir: Path | None,
     plan_path: Path,
     *,
     previous_plan: Path | None = None,
     limit_path: Path | None = None,
     verify_paths: Sequence[Path] = (),
 ) -> ReportInputs:
-    """Load and validate every input of a report; raises InputError on a missing or bad file."""
-    if not run_dir.is_dir():
+    """Load and validate every input of a report; raises InputError on a missing or bad file,
+    and when `run_dir` is None but the plan's limit was read from a limit.json."""
+    if run_dir is not None and not run_dir.is_dir():
         raise InputError(f"{run_dir}: run directory not found")
-    limit_file = limit_path if limit_path is not None else run_dir / LIMIT_FILE
     profile = load_profile(profile_path)
-    run = read_run_info(run_dir)
-    stages = read_stages(run_dir, required=True)
-    limit = load_limit(limit_file)
     plan = load_plan(plan_path)
-    check_plan_rests_on(plan, plan_path, limit, limit_file)
+    if run_dir is None and not plan.inputs.limit.given:
+        raise InputError(
+            f"missing --run: {plan_path}'s limit was measured ({plan.inputs.limit.source}); "
+            "give the run directory of that load test"
+        )
     previous = load_plan(previous_plan) if previous_plan is not None else None
-    timeline = run_timeline(run_dir, stages)
-    files = [
-        ("profile", profile_path),
-        ("run", run_dir / RUN_FILE),
-        ("stages", run_dir / STAGES_FILE),
-        ("records", run_dir / RECORDS_FILE),
-        ("server_metrics", run_dir / METRICS_FILE),
-        ("limit", limit_file),
-        ("plan", plan_path),
-    ]
+    files = [("profile", profile_path)]
+    run, stages, limit, limit_file, timeline = None, [], None, None, None
+    if run_dir is not None:
+        limit_file = limit_path if limit_path is not None else run_dir / LIMIT_FILE
+        run = read_run_info(run_dir)
+        stages = read_stages(run_dir, required=True)
+        limit = load_limit(limit_file)
+        check_plan_rests_on(plan, plan_path, limit, limit_file)
+        timeline = run_timeline(run_dir, stages)
+        files += [
+            ("run", run_dir / RUN_FILE),
+            ("stages", run_dir / STAGES_FILE),
+            ("records", run_dir / RECORDS_FILE),
+            ("server_metrics", run_dir / METRICS_FILE),
+            ("limit", limit_file),
+        ]
+    files.append(("plan", plan_path))
     if previous_plan is not None:
         files.append(("previous", previous_plan))
     verifies = tuple(load_verify(p, plan_path) for p in verify_paths)

@@ -22,7 +22,9 @@ class ReportOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile: Path | None = Field(default=None, description="profile JSON (capplan profile)")
-    run: Path | None = Field(default=None, description="run directory (loadtest / limit)")
+    run: Path | None = Field(
+        default=None, description="run directory (loadtest / limit); None: a limit given"
+    )
     plan: Path | None = Field(default=None, description="plan.json of capplan plan")
     output: Path = Field(description="the PDF to write")
     previous: Path | None = Field(default=None, description="previous plan, for page 1's table")
@@ -41,15 +43,16 @@ class ReportOptions(BaseModel):
     def _a_baseline_or_the_section(self) -> ReportOptions:
         if self.which_only:
             return self
-        if self.profile is None or self.run is None or self.plan is None:
-            missing = [n for n in ("--profile", "--run", "--plan") if n not in self._given()]
+        if self.profile is None or self.plan is None:
+            missing = [n for n in ("--profile", "--plan") if n not in self._given()]
             raise ConfigError(
-                f"missing {', '.join(missing)}: a capacity baseline needs --profile, --run and "
-                "--plan; for the 'Which configuration' section alone give only --whatif and/or "
-                "--compare; for a plan whose limit was measured elsewhere (plan --limit "
-                "17.4rps), `capplan review` writes the manager's PDF from a one-service review "
-                "file (docs/guides/review.md)"
+                f"missing {', '.join(missing)}: a capacity baseline needs --profile and --plan "
+                "(and --run, the load test that measured the plan's limit, unless the plan was "
+                "given its limit as a number); for the 'Which configuration' section alone give "
+                "only --whatif and/or --compare"
             )
+        if self.run is None and self.limit is not None:
+            raise ConfigError("--limit reads a limit.json beside a load test: give its --run")
         return self
 
     def _given(self) -> list[str]:
@@ -70,7 +73,7 @@ class ReportOptions(BaseModel):
                 self.output, whatif=self.whatif, compare=self.compare, lang=self.lang,
                 cjk_font=self.cjk_font, warn=warn,
             )  # fmt: skip
-        assert self.profile is not None and self.run is not None and self.plan is not None
+        assert self.profile is not None and self.plan is not None
         return render_report(
             self.profile, self.run, self.plan, self.output, previous_plan=self.previous,
             lang=self.lang, limit_path=self.limit, cjk_font=self.cjk_font, warn=warn,

@@ -2,7 +2,8 @@
 
 Pages (one module each under reports/pages/): (1) the answer for a manager, the comparison
 with the previous baseline and the three biggest risks; (2) workload; (3-4) load test and
-limit; (5-6) plan and its cross-checks; then, when given whatif.json or compare.json, "Which
+limit (left out when the plan's limit was given as a number and no run is given); (5-6)
+plan and its cross-checks; then, when given whatif.json or compare.json, "Which
 configuration" (reports.pages.which); (7) assumptions and method; (8) appendix. Every number is
 read from the inputs; the only judgement made is the risk level beside each risk
 (reports.pages.risks). `build_which_pdf` sets the "Which configuration" section alone.
@@ -61,7 +62,7 @@ def build_pdf(
     """Write the report PDF to out_pdf (parent folders created) and return its path; `which`
     adds the "Which configuration" section before the method page."""
     ctx = ReportContext(inputs, words, generated_at)
-    name = inputs.plan.name or inputs.profile.name or inputs.run.name
+    name = inputs.plan.name or inputs.profile.name or (inputs.run.name if inputs.run else "")
     return write_document(
         out_pdf,
         story(ctx, which),

@@ -24,7 +24,11 @@ FLAGS: dict[str, str] = {}
 def report_command(
     profile: Path | None = typer.Option(None, "--profile", help="Profile JSON (capplan profile)."),
     run: Path | None = typer.Option(
-        None, "--run", help="Run directory (capplan loadtest / limit)."
+        None,
+        "--run",
+        help="Run directory (capplan loadtest / limit). Leave it out for a plan whose limit "
+        "was given as a number (plan --limit 17.4rps): the load-test and limit pages are "
+        "left out.",
     ),
     plan: Path | None = typer.Option(None, "--plan", help="plan.json of `capplan plan`."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the PDF."),
@@ -65,13 +69,16 @@ def register(app: typer.Typer) -> None:
         "report",
         help=(
             "Write the capacity-baseline PDF (English or Chinese) from a profile, a load-test "
-            "run directory with its limit.json, and a plan. --whatif and/or --compare add a "
-            "'Which configuration' section (ranked candidates, a cost chart, the lessons for "
-            "this workload); given without --profile/--run/--plan, the PDF holds that section "
-            "alone.\n\n"
+            "run directory with its limit.json (none when the plan's limit was given as a "
+            "number), and a plan; --verify adds capplan verify's fleet tests. --whatif and/or "
+            "--compare add a 'Which configuration' section (ranked candidates, a cost chart, "
+            "the lessons for this workload); given without --profile/--run/--plan, the PDF "
+            "holds that section alone.\n\n"
             "Examples:\n\n"
             "capplan report --profile profiles/chat.json --run runs/chat-h100 "
             "--plan plans/q1.json --previous plans/q4.json --lang zh -o reports/q1.pdf\n\n"
+            "capplan report --profile profile.json --plan plan.json --verify "
+            "runs/verify-n/verify.json -o verified.pdf\n\n"
             "capplan report --whatif whatif.json --compare compare.json -o which.pdf"
         ),
     )(handle_errors(report_command))

@@ -11,7 +11,6 @@ converted between the two by Little's law (concurrency = rate x e2e at the limit
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -22,7 +21,7 @@ from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
 from contracts.jsonio import read_json
 from contracts.limit import LimitResult, load_limit, unit_label
-from contracts.plan import Demand, LimitInput, Scenario, SensitivityCell
+from contracts.plan import LIMIT_NUMBER_RE, Demand, LimitInput, Scenario, SensitivityCell
 from contracts.whatif import WHATIF_SCHEMA
 from planner.capacity.cost import monthly_cost_usd
 from planner.slo.recorded import limit_slo
@@ -44,7 +43,6 @@ _UNIT_ALIASES: dict[str, Unit] = {
     "concurrent": "users",
     "conc": "users",
 }
-_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ def parse_limit(
     with `accept_hint`, how to take it anyway where it was given); InputError for a file that
     is not a readable limit.json.
     """
-    match = _NUMBER_RE.match(text)
+    match = LIMIT_NUMBER_RE.match(text)
     if match and not Path(text).is_file():
         number, unit_text = float(match.group(1)), match.group(2).lower()
         if not unit_text:

@@ -107,6 +107,7 @@ def _measured_levels(
             announce=fast is None,
             clock=run.ledger.clock,
             recorded=lambda: run.ledger.replaying,
+            started_s=fast.started_s if fast is not None else None,
         )
     except KeyboardInterrupt:
         if fast is not None and fast.limit is not None:  # the fast answer, not yet bracketed

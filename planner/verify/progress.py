@@ -2,11 +2,15 @@
 elapsed wall time and the time left, in the words and format of the limit search's lines
 (planner.limit.measured.progress).
 
-The time left is the stages' planned lengths from the one entered, in wall seconds (a stage's
-length is in the endpoint's time: divided by `--time-scale`). The recovery stage ends as soon
-as the SLO's TTFT has recovered, so with a recovery stage ahead the estimate is an upper bound
-and says so (`<=`). The clock is injected; the lines go to `echo` whole, never wrapped, so a
-piped output keeps one line per stage.
+A stage's rate and length are the endpoint's (engine) time, as the plan states them; with
+`--time-scale` S the line says so and gives the length in wall seconds too (divided by S).
+The elapsed time and the time left are wall seconds. The time left is the stages' planned
+lengths from the one entered plus the wait for requests still in flight after the last one
+(the load test's `drain_s`, in engine time too). The recovery stage ends as soon as the SLO's
+TTFT has recovered and the wait as soon as nothing is in flight, so the time left is an upper
+bound and says so (`<=`); Locust's own stop (a second or two) is not in it. The clock is
+injected; the lines go to `echo` whole, never wrapped, so a piped output keeps one line per
+stage.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ class StageLines:
         echo: Callable[[str], None],
         *,
         time_scale: float = 1.0,
+        drain_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._plan = plan
         self._echo = echo
         self._scale = time_scale
+        self._drain_s = drain_s
         self._clock = clock
         self._started = clock()
 
@@ -42,13 +48,17 @@ class StageLines:
             return
         stage = stages[index]
         ahead = stages[index:]
-        left = Left(len(ahead), at_most=any(s.role == "recovery" for s in ahead))
-        left_s = sum(s.duration_s for s in ahead) / self._scale
+        recovery = any(s.role == "recovery" for s in ahead)
+        left = Left(len(ahead), at_most=recovery or self._drain_s > 0)
+        left_s = (sum(s.duration_s for s in ahead) + self._drain_s) / self._scale
         rate = f" at {stage.rate_rps:.3g} req/s" if stage.rate_rps is not None else ""
         upto = "up to " if stage.role == "recovery" else ""
+        length = format_clock(stage.duration_s)
+        if self._scale != 1.0:
+            wall = format_clock(stage.duration_s / self._scale)
+            length += f" of engine time ({wall} of wall time at --time-scale {self._scale:g})"
         self._echo(
-            f"stage {index + 1}/{len(stages)} {stage.name}{rate} for {upto}"
-            f"{format_clock(stage.duration_s / self._scale)}  "
+            f"stage {index + 1}/{len(stages)} {stage.name}{rate} for {upto}{length}  "
             + time_note(self._clock() - self._started, left, left_s, "stages")
         )
 

@@ -177,19 +177,25 @@ def verdict_finding(
 ) -> Finding:
     """The verify's one sentence as a finding (contracts.finding words it)."""
     steady = next((p for p in judged.phases if p.role == "steady"), None)
-    measured = steady.measured.attainment if steady is not None else None
-    simulated = steady.simulated.attainment if steady and steady.simulated else None
     base: dict[str, FindingValue] = {
         "serving": serving,
         "planned": planned,
         "slo": slo.text,
         "rate": rate_rps,
         "burst_s": burst_s,
-        "attainment": measured or 0.0,
-        "sim_attainment": simulated or 0.0,
     }
     if judged.invalid_reason is not None:
         return Finding(key="verify.invalid", values={**base, "reason": judged.invalid_reason})
+    if steady is not None and steady.measured.attainment is None:
+        # the warm-up (mean E2Es, which grow while the queue grows) filled the whole stage:
+        # no request was judged, so there is no attainment to state, not 0 %
+        return Finding(
+            key="verify.no_window",
+            values={**base, "warmup_s": steady.warmup_s, "duration_s": steady.duration_s},
+        )
+    measured = steady.measured.attainment if steady is not None else None
+    simulated = steady.simulated.attainment if steady and steady.simulated else None
+    base |= {"attainment": measured or 0.0, "sim_attainment": simulated or 0.0}
     if not judged.held_peak:
         return Finding(key="verify.fails_peak", values=base)
     if not judged.recovered:

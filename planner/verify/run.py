@@ -67,8 +67,13 @@ def _loadtest_config(options: VerifyOptions, target: str, slo: Slo) -> LoadTestC
         replay_path=options.replay_path,
         replay_speed=options.replay_speed,
         time_scale=options.time_scale,
-        drain_s=min(30.0, options.request_timeout_s),
+        drain_s=_drain_s(options),
     )
+
+
+def _drain_s(options: VerifyOptions) -> float:
+    """How long the load test waits for requests in flight after the last stage."""
+    return min(30.0, options.request_timeout_s)
 
 
 def _down_hosts(options: VerifyOptions) -> list[str]:
@@ -99,7 +104,7 @@ def run_verify(
     stages = verify_stages(options, rate)
     serving = plan.instances - options.instances_down
     down = _down_hosts(options)
-    lines = StageLines(stages, echo, time_scale=options.time_scale)
+    lines = StageLines(stages, echo, time_scale=options.time_scale, drain_s=_drain_s(options))
     proxy = None
     target = options.host or ""
     if options.hosts:

@@ -26,6 +26,10 @@ EN: dict[str, str] = {
         "Caution: in the fleet simulation {n} instances do not meet the SLO; "
         "see the fleet-simulation check."
     ),
+    "limit_given_answer": (
+        "The per-instance limit of {limit} was given, not measured: this report holds no load "
+        "test of it (its load-test and limit pages are left out)."
+    ),
     "observed_warning": (
         "Caution: production missed the SLO from {missed} per instance, below the load-tested "
         "limit; see 'Observed capacity beside the load test'."
@@ -356,6 +360,10 @@ EN: dict[str, str] = {
     "method_profile": (
         "Demand comes from the profile of {rows} logged requests: the planning peak is "
         "{peak_def} = {peak}."
+    ),
+    "method_limit_given": (
+        "The per-instance limit, {limit}, was given to the planner (capplan plan --limit), not "
+        "measured by a load test in this report."
     ),
     "method_limit": (
         "The per-instance limit is the highest {dimension} at which one instance met "

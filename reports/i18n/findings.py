@@ -134,6 +134,9 @@ FINDINGS_ZH: dict[str, str] = {
     "秒突发后 {recovery:.0f} 秒恢复",
     "verify.fails_peak": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} req/s "
     "下未达到 SLO {slo}（达标率 {attainment:.1%}；计划模拟 {sim_attainment:.1%}）",
+    "verify.no_window": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} req/s "
+    "下未进入稳态窗口：稳态规则要求的预热（{warmup_s:.0f} 秒）占满了整个 {duration_s:.0f} 秒的阶段"
+    "（队列未稳定），因此没有请求按 SLO {slo} 判定",
     "verify.fails_recovery": "计划 {planned} 个实例中的 n={serving} 个在设计峰值 {rate:.3g} "
     "req/s 下达到 SLO {slo}，但未能从 {burst_s:g} 秒突发中恢复",
     "verify.invalid": "对计划 {planned} 个实例中 n={serving} 个在 {rate:.3g} req/s 下的测试无效："

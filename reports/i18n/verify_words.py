@@ -35,6 +35,19 @@ VERIFY_EN: dict[str, str] = {
     "verify_flag_idle": "took nothing (ejected?)",
     "verify_flag_not_down": "taken out, still served",
     "verify_flag_unread": "no metrics",
+    # page 1's burst-recovery risk from a verify run's burst (reports.pages.risks)
+    "risk_burst_fleet": (
+        "On the fleet (capplan verify, n={n} of {planned} planned instances), a {duration} "
+        "burst at {burst} ({burst_ratio}× the design peak): TTFT p95 reached {burst_p95} "
+        "during it and the SLO {held}; {after}"
+    ),
+    "risk_fleet_held": "held",
+    "risk_fleet_missed": "did NOT hold",
+    "risk_fleet_recovered_in": "TTFT p95 was back under the SLO's threshold {recovery} after it.",
+    "risk_fleet_recovered": "the recovery stage after it met the SLO.",
+    "risk_fleet_not_recovered": (
+        "TTFT p95 was not back under the SLO's threshold before the test ended."
+    ),
 }
 
 VERIFY_ZH: dict[str, str] = {
@@ -68,4 +81,14 @@ VERIFY_ZH: dict[str, str] = {
     "verify_flag_idle": "未承接流量（被摘除？）",
     "verify_flag_not_down": "已移出但仍在服务",
     "verify_flag_unread": "无指标",
+    "risk_burst_fleet": (
+        "在机队上（机队验证，计划 {planned} 个实例中的 n={n} 个），{burst}（设计峰值的 "
+        "{burst_ratio} 倍）持续 {duration} 的突发：期间 TTFT p95 达到 {burst_p95}，SLO {held}；"
+        "{after}"
+    ),
+    "risk_fleet_held": "得到满足",
+    "risk_fleet_missed": "未得到满足",
+    "risk_fleet_recovered_in": "突发结束 {recovery} 后 TTFT p95 回到 SLO 阈值以内。",
+    "risk_fleet_recovered": "其后的恢复阶段达到 SLO。",
+    "risk_fleet_not_recovered": "直到测试结束 TTFT p95 仍未回到 SLO 阈值以内。",
 }

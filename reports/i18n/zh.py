@@ -22,6 +22,10 @@ ZH: dict[str, str] = {
     "fig_limit_value": "{value}({binding} 最先触限;{fail} 不达标)",
     "fig_limit_value_short": "{value}({binding} 最先触限)",
     "fleet_warning": "注意:集群仿真中 {n} 台实例不满足 SLO;见集群仿真验证。",
+    "limit_given_answer": (
+        "每实例上限 {limit} 为给定值，未经实测：本报告不含对它的负载测试"
+        "（省略负载测试页与上限页）。"
+    ),
     "observed_warning": (
         "注意：生产中每实例 {missed} 起已未满足 SLO，低于压测上限；"
         "见“生产中观测到的容量与压测上限对照”。"
@@ -315,6 +319,7 @@ ZH: dict[str, str] = {
     ),
     "method_steps": "方法",
     "method_profile": "需求来自 {rows} 条请求日志的画像:规划峰值为 {peak_def} = {peak}。",
+    "method_limit_given": "单实例上限 {limit} 是给定给规划的数值，并非本报告中负载测试的实测结果。",
     "method_limit": (
         "单实例上限是单个实例满足 {slo} 时的最高{dimension}:搜索先按指数扩大负载找到失败"
         "档位,再把最高达标档位与最低不达标档位之间的差距缩小到 {tol}。"

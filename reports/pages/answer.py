@@ -22,7 +22,7 @@ from reports.pages.verify import verified_line
 
 def page_answer(ctx: ReportContext) -> list[Flowable]:
     plan, styles = ctx.plan, ctx.styles
-    name = plan.name or ctx.inputs.profile.name or ctx.inputs.run.name
+    name = plan.name or ctx.inputs.profile.name or (ctx.run.name if ctx.measured else "")
     out: list[Flowable] = [
         ctx.para(ctx.t("doc_title", name=name), styles.title),
         ctx.para(
@@ -43,6 +43,7 @@ def page_answer(ctx: ReportContext) -> list[Flowable]:
     warnings = (
         unconfirmed_warning(ctx),
         predicted_warning(ctx),
+        given_warning(ctx),
         ctx.fleet_warning(),
         observed_warning(ctx),
     )
@@ -79,7 +80,7 @@ def unconfirmed_warning(ctx: ReportContext) -> str | None:
     """ "Unconfirmed" when the run's limit is (a search stopped before it confirmed its answer,
     planned with --accept-unconfirmed): the plan rests on it (reports.data checks that)."""
     lim = ctx.inputs.limit
-    if unconfirmed_reason(lim) is None or lim.feasible_max is None:
+    if lim is None or unconfirmed_reason(lim) is None or lim.feasible_max is None:
         return None
     failed = (
         ""
@@ -89,6 +90,13 @@ def unconfirmed_warning(ctx: ReportContext) -> str | None:
     return ctx.t(
         "unconfirmed_answer", limit=ctx.words.load(lim.feasible_max, lim.unit), failed=failed
     )
+
+
+def given_warning(ctx: ReportContext) -> str | None:
+    """'The limit was given, not measured' when no load test stands behind the plan's limit."""
+    if ctx.measured:
+        return None
+    return ctx.t("limit_given_answer", limit=ctx.limit_value())
 
 
 def observed_warning(ctx: ReportContext) -> str | None:
@@ -139,7 +147,8 @@ def limit_matches_run(ctx: ReportContext) -> bool:
     """The plan's limit is the one in limit.json (not a number given to the planner)."""
     given, measured = ctx.plan.inputs.limit, ctx.inputs.limit
     return (
-        measured.feasible_max is not None
+        measured is not None
+        and measured.feasible_max is not None
         and given.unit == measured.unit
         and abs(given.value - measured.feasible_max) <= 1e-6 * max(1.0, given.value)
     )
@@ -147,13 +156,14 @@ def limit_matches_run(ctx: ReportContext) -> bool:
 
 def limit_figure(ctx: ReportContext) -> str:
     limit = ctx.plan.inputs.limit
-    binding = limit.binding or ctx.inputs.limit.binding or ctx.t("na")
-    if limit_matches_run(ctx) and ctx.inputs.limit.infeasible_min is not None:
+    measured = ctx.inputs.limit
+    binding = limit.binding or (measured.binding if measured else None) or ctx.t("na")
+    if limit_matches_run(ctx) and measured and measured.infeasible_min is not None:
         return ctx.t(
             "fig_limit_value",
             value=ctx.limit_value(),
             binding=binding,
-            fail=ctx.words.load(ctx.inputs.limit.infeasible_min, ctx.inputs.limit.unit),
+            fail=ctx.words.load(measured.infeasible_min, measured.unit),
         )
     return ctx.t("fig_limit_value_short", value=ctx.limit_value(), binding=binding)
 

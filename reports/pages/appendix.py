@@ -1,4 +1,5 @@
-"""The appendix: the run's metadata and the sha256 of every input the report rests on."""
+"""The appendix: the run's metadata (when a load test was given) and the sha256 of every
+input the report rests on."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from reports.layout import CONTENT_W, SECTION_ROOM_PT
 from reports.pages.context import ReportContext
 
 
-def page_appendix(ctx: ReportContext) -> list[Flowable]:
-    run, words, styles = ctx.inputs.run, ctx.words, ctx.styles
-    prof = ctx.inputs.profile
+def _run_rows(ctx: ReportContext) -> list[tuple[str, str]]:
+    if not ctx.measured:
+        return []
+    run, words = ctx.run, ctx.words
     stages = "; ".join(
         ctx.t(
             "meta_stage",
@@ -26,7 +28,7 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
         )
         for st in run.plan.stages
     )
-    rows = [
+    return [
         (ctx.t("meta_run"), run.name),
         (ctx.t("meta_command"), " ".join(run.command)),
         (ctx.t("meta_versions"), f"{run.capplan_version} / {run.locust_version or '–'}"),
@@ -35,6 +37,14 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
         (ctx.t("meta_seed"), f"{run.seed} / {run.workers}"),
         (ctx.t("meta_time"), f"{run.started_at} / {run.ended_at or '–'}"),
         (ctx.t("meta_plan"), f"{run.plan.name}: {stages}"),
+    ]
+
+
+def page_appendix(ctx: ReportContext) -> list[Flowable]:
+    words, styles = ctx.words, ctx.styles
+    prof = ctx.inputs.profile
+    rows = [
+        *_run_rows(ctx),
         (
             ctx.t("meta_profile_source"),
             f"{', '.join(prof.source.files)} ({prof.source.format})",
@@ -57,12 +67,14 @@ def page_appendix(ctx: ReportContext) -> list[Flowable]:
     recorded = [
         [ctx.t("col_role_file"), ctx.t("col_sha"), ""],
         [ctx.t("rec_profile"), ctx.inputs.profile.digest(), ""],
-        [ctx.t("rec_run"), run.profile_digest, verdict(run.profile_digest)],
-        [
-            ctx.t("rec_limit"),
-            ctx.inputs.limit.profile_digest,
-            verdict(ctx.inputs.limit.profile_digest),
-        ],
+        *(
+            [
+                [ctx.t("rec_run"), ctx.run.profile_digest, verdict(ctx.run.profile_digest)],
+                [ctx.t("rec_limit"), ctx.limit.profile_digest, verdict(ctx.limit.profile_digest)],
+            ]
+            if ctx.measured
+            else []
+        ),
         [
             ctx.t("rec_plan"),
             ctx.plan.inputs.profile_digest,

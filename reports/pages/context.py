@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from contracts.run import StageSummary
+from contracts.limit import LimitResult
+from contracts.run import RunInfo, StageSummary
 from reports.data import ReportInputs
 from reports.i18n import Words
 from reports.i18n.slo_words import slo_stated
@@ -26,8 +27,27 @@ class ReportContext(Layout):
             self.first_scenario.unit if self.first_scenario else inputs.plan.inputs.limit.unit
         )
 
+    @property
+    def measured(self) -> bool:
+        """A load test (run and limit.json) was given; without one (a limit given to the
+        planner as a number) the load-test and limit pages are left out."""
+        return self.inputs.run is not None and self.inputs.limit is not None
+
+    @property
+    def run(self) -> RunInfo:
+        """run.json of the load test; only the pages shown when `measured` read it."""
+        assert self.inputs.run is not None
+        return self.inputs.run
+
+    @property
+    def limit(self) -> LimitResult:
+        """limit.json of the load test; only the pages shown when `measured` read it."""
+        assert self.inputs.limit is not None
+        return self.inputs.limit
+
     def slo(self) -> str:
-        return self.plan.inputs.slo or self.plan.inputs.limit.slo or self.inputs.limit.slo
+        measured = self.inputs.limit.slo if self.inputs.limit is not None else ""
+        return self.plan.inputs.slo or self.plan.inputs.limit.slo or measured
 
     def slo_stated(self) -> str:
         """The SLO's grammar with its words beside it: "ttft:p95<=2s (95 % of requests see

@@ -24,7 +24,10 @@ from reports.pages.context import ReportContext
 
 
 def page_limit(ctx: ReportContext) -> list[Flowable]:
-    """The per-instance limit: the sentence, the evidence, the charts, the levels, recovery."""
+    """The per-instance limit: the sentence, the evidence, the charts, the levels, recovery
+    (left out without a load test: the plan's limit was given)."""
+    if not ctx.measured:
+        return []
     words, styles = ctx.words, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
@@ -32,7 +35,7 @@ def page_limit(ctx: ReportContext) -> list[Flowable]:
         ctx.para(limit_sentence(ctx), styles.answer),
     ]
     extra = []
-    lim = ctx.inputs.limit
+    lim = ctx.limit
     if lim.saturation_throughput_rps is not None:
         extra.append(ctx.t("saturation", value=words.rate(lim.saturation_throughput_rps)))
     if lim.littles_law is not None:
@@ -63,7 +66,7 @@ def page_limit(ctx: ReportContext) -> list[Flowable]:
 
 
 def binding_name(ctx: ReportContext) -> str:
-    lim = ctx.inputs.limit
+    lim = ctx.limit
     if lim.binding:
         return lim.binding
     for level in lim.levels:
@@ -99,7 +102,7 @@ def constraint_value(level: LimitLevel, name: str) -> float | None:
 
 
 def limit_sentence(ctx: ReportContext) -> str:
-    lim, words = ctx.inputs.limit, ctx.words
+    lim, words = ctx.limit, ctx.words
     if lim.feasible_max is None:
         return ctx.t("limit_sentence_none", slo=lim.slo)
     value = words.load(lim.feasible_max, lim.unit)
@@ -142,7 +145,7 @@ def limit_sentence(ctx: ReportContext) -> str:
 def limit_evidence(ctx: ReportContext) -> list[str]:
     """Failures at the limit and at the first failing level (by class), and the engine
     model's prediction beside the measured limit, as stored in limit.json."""
-    lim, words = ctx.inputs.limit, ctx.words
+    lim, words = ctx.limit, ctx.words
     out: list[str] = []
     by_load = {lv.load: lv for lv in lim.levels}
     for key, load in (
@@ -200,7 +203,7 @@ def limit_evidence(ctx: ReportContext) -> list[str]:
 
 
 def load_axis_label(ctx: ReportContext) -> str:
-    return ctx.t("axis_load_rps") if ctx.inputs.limit.unit == "rps" else ctx.t("axis_load_users")
+    return ctx.t("axis_load_rps") if ctx.limit.unit == "rps" else ctx.t("axis_load_users")
 
 
 def verdict_points(
@@ -223,7 +226,7 @@ def verdict_points(
 
 
 def mark_limit(ctx: ReportContext, panel: charts.Panel) -> None:
-    lim = ctx.inputs.limit
+    lim = ctx.limit
     if lim.feasible_max is not None:
         panel.vline(lim.feasible_max, GREEN, text="")
     if lim.infeasible_min is not None:
@@ -232,7 +235,7 @@ def mark_limit(ctx: ReportContext, panel: charts.Panel) -> None:
 
 def chart_limit(ctx: ReportContext) -> Drawing | NoChart:
     """The binding constraint's value per load level; left out when no level was measured."""
-    lim = ctx.inputs.limit
+    lim = ctx.limit
     name = binding_name(ctx)
     if not lim.levels:
         return NoChart(ctx.t("chart_limit", binding=name), ctx.t("chart_levels_none"))
@@ -268,7 +271,7 @@ def _times(value: float | None, factor: float) -> float | None:
 
 def chart_attainment(ctx: ReportContext) -> Drawing | NoChart:
     """SLO attainment per load level; left out when no level recorded one."""
-    lim = ctx.inputs.limit
+    lim = ctx.limit
     values = [(lv, None if lv.attainment is None else 100 * lv.attainment) for lv in lim.levels]
     ordered = sorted((lv.load, v) for lv, v in values if v is not None)
     if not ordered:
@@ -291,7 +294,7 @@ def chart_attainment(ctx: ReportContext) -> Drawing | NoChart:
 
 
 def limit_table(ctx: ReportContext) -> Table:
-    words, lim = ctx.words, ctx.inputs.limit
+    words, lim = ctx.words, ctx.limit
     name = binding_name(ctx)
     rows: list[list[str]] = [
         [

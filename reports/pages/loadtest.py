@@ -26,7 +26,9 @@ SHORT_OF_ASKED = 0.9
 
 
 def page_loadtest(ctx: ReportContext) -> list[Flowable]:
-    run, styles = ctx.inputs.run, ctx.styles
+    if not ctx.measured:  # the plan's limit was given: no load test to show
+        return []
+    run, styles = ctx.run, ctx.styles
     out: list[Flowable] = [
         PageBreak(),
         ctx.para(ctx.t("loadtest_heading"), styles.h1),
@@ -72,10 +74,7 @@ def stage_table(ctx: ReportContext) -> Table:
     keys += ["col_cancelled"] if in_flight else []
     rows: list[list[str]] = [[ctx.t(k) for k in keys + (["col_attainment"] if judged else [])]]
     stopped = {
-        name
-        for lv in ctx.inputs.limit.levels
-        if lv.abandoned_early
-        for name in [lv.stage, *lv.stages]
+        name for lv in ctx.limit.levels if lv.abandoned_early for name in [lv.stage, *lv.stages]
     }
     for st in ctx.inputs.stages:
         if st.recovery_s is not None:
@@ -111,7 +110,7 @@ def stage_table(ctx: ReportContext) -> Table:
 def errors_table(ctx: ReportContext) -> list[Flowable]:
     """Failures by class for the load test's stages and the limit's levels (if any); then,
     in a table of their own, the requests cancelled while still in flight (not failures)."""
-    found = error_rows(ctx.inputs.stages, ctx.inputs.limit)
+    found = error_rows(ctx.inputs.stages, ctx.limit)
     failed = [r for r in found if r.error_class not in CENSORED_CLASSES]
     cancelled = [r for r in found if r.error_class in CENSORED_CLASSES]
     out: list[Flowable] = []
@@ -127,7 +126,7 @@ def errors_table(ctx: ReportContext) -> list[Flowable]:
 
 
 def _class_rows(ctx: ReportContext, found: list[ErrorRow]) -> Table:
-    words, unit = ctx.words, ctx.inputs.limit.unit
+    words, unit = ctx.words, ctx.limit.unit
     rows: list[list[str]] = [
         [ctx.t(k) for k in ("col_where", "col_class", "col_requests", "col_message")]
     ]
@@ -163,7 +162,7 @@ def offered_cell(ctx: ReportContext, st: StageSummary, stopped: set[str]) -> str
 
 
 def ttft_threshold_s(ctx: ReportContext) -> float | None:
-    for level in ctx.inputs.limit.levels:
+    for level in ctx.limit.levels:
         for c in level.constraints:
             if c.name.startswith("ttft"):
                 return c.threshold

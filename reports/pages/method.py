@@ -17,8 +17,10 @@ from reports.pages.context import ReportContext
 def _limit_step(ctx: ReportContext) -> str:
     """How the limit was found: the fast search or the measured one, and, where its answer is
     unconfirmed, that it is (a measured search stopped before it narrowed the gap to its
-    tolerance does not claim it did)."""
-    lim = ctx.inputs.limit
+    tolerance does not claim it did); given to the plan as a number when no run was given."""
+    if not ctx.measured:
+        return ctx.t("method_limit_given", limit=ctx.limit_value())
+    lim = ctx.limit
     unconfirmed = unconfirmed_reason(lim) is not None
     key = "method_limit_fast" if lim.method == "fast" else "method_limit"
     if unconfirmed and lim.method != "fast":
@@ -81,9 +83,10 @@ def page_method(ctx: ReportContext) -> list[Flowable]:
     warnings = []
     if plan.inputs.profile_digest and plan.inputs.profile_digest not in ctx.profile_digests():
         warnings.append(ctx.t("warn_digest"))
-    if ctx.inputs.run.tokens_estimated:
+    run = ctx.inputs.run
+    if run is not None and run.tokens_estimated:
         warnings.append(ctx.t("warn_estimated"))
-    if ctx.inputs.run.interrupted:
+    if run is not None and run.interrupted:
         warnings.append(ctx.t("warn_interrupted"))
     if ctx.inputs.profile.source.tokens_estimated:
         warnings.append(ctx.t("warn_profile_estimated"))

@@ -1,5 +1,8 @@
 """The risks on page 1, worst first: burst recovery, KV-cache headroom, growth beyond the plan.
 
+Burst recovery is the fleet's when a capplan verify run of the plan measured a burst (the
+verify.json at the planned count first), else the load test's burst and recovery stages.
+
 The level shown next to each risk is the one judgement the report makes; its thresholds are
 stated here so they can be argued with.
 """
@@ -13,6 +16,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from contracts.verify import Verify
 from reports.charts import GREEN, LIGHT, ORANGE, RED
 from reports.data import KV_METRIC
 from reports.layout import CONTENT_W, paragraph
@@ -32,13 +36,18 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
     words, plan = ctx.words, ctx.plan
     items: list[tuple[str, str, str]] = []
     # burst recovery
+    fleet = fleet_burst(ctx)
     burst, steady, recovery = ctx.stage("burst"), ctx.stage("steady"), ctx.stage("recovery")
     recovery_s = (
         recovery.recovery_s
         if recovery and recovery.recovery_s is not None
         else ctx.inputs.limit.recovery_s
+        if ctx.inputs.limit is not None
+        else None
     )
-    if burst is None or (recovery is None and recovery_s is None):
+    if fleet is not None:
+        level, text = _fleet_risk(ctx, fleet)
+    elif burst is None or (recovery is None and recovery_s is None):
         level, text = "medium", ctx.t("risk_burst_unmeasured")
     else:
         ratio = burst.offered_rps / steady.offered_rps if steady and steady.offered_rps else None
@@ -57,13 +66,7 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
             level = "high"
             text = ctx.t("risk_burst_not_recovered", **fields)
         else:
-            level = (
-                "high"
-                if recovery_s > RECOVERY_HIGH_S
-                else "medium"
-                if recovery_s > RECOVERY_WATCH_S
-                else "low"
-            )
+            level = _recovery_level(recovery_s)
             text = ctx.t("risk_burst_recovered", recovery=words.seconds(recovery_s), **fields)
     if plan.demand.burst_peak_rps is not None and plan.demand.burst_factor is not None:
         text += ctx.t(
@@ -117,6 +120,46 @@ def risk_items(ctx: ReportContext) -> list[tuple[str, str, str]]:
         level, text = "medium", ctx.t("risk_growth_none", growth=growth)
     items.append((level, ctx.t("risk_growth"), text))
     return sorted(items, key=lambda item: LEVEL_ORDER[item[0]])
+
+
+def _recovery_level(recovery_s: float) -> str:
+    if recovery_s > RECOVERY_HIGH_S:
+        return "high"
+    return "medium" if recovery_s > RECOVERY_WATCH_S else "low"
+
+
+def fleet_burst(ctx: ReportContext) -> Verify | None:
+    """The verify run whose burst the risk states: the latest at the planned count, else the
+    one with the fewest instances down; None when no verify run given measured a burst."""
+    tested = [v for v in ctx.inputs.verifies if any(p.role == "burst" for p in v.phases)]
+    if not tested:
+        return None
+    return max(tested, key=lambda v: (-v.instances_down, v.created_at))
+
+
+def _fleet_risk(ctx: ReportContext, v: Verify) -> tuple[str, str]:
+    """(level, text) of the burst and recovery the fleet showed behind its load balancer."""
+    words = ctx.words
+    burst = next(p for p in v.phases if p.role == "burst")
+    if v.recovery_s is not None and v.recovered:
+        level = _recovery_level(v.recovery_s)
+        after = ctx.t("risk_fleet_recovered_in", recovery=words.seconds(v.recovery_s))
+    elif v.recovered:  # an SLO without a TTFT bound: the recovery stage met it
+        level, after = ("low" if v.held_burst else "medium"), ctx.t("risk_fleet_recovered")
+    else:
+        level, after = "high", ctx.t("risk_fleet_not_recovered")
+    text = ctx.t(
+        "risk_burst_fleet",
+        n=v.instances_serving,
+        planned=v.instances_planned,
+        duration=words.duration(burst.duration_s),
+        burst=words.rate(burst.rate_rps),
+        burst_ratio=words.num(burst.rate_rps / v.rate_rps, 2),
+        burst_p95=words.seconds(burst.measured.ttft_p95_s),
+        held=ctx.t("risk_fleet_held" if v.held_burst else "risk_fleet_missed"),
+        after=after,
+    )
+    return level, text
 
 
 def burst_kv_peak(ctx: ReportContext) -> float | None:

@@ -75,7 +75,7 @@ def _alias_cases(f: dict[str, Path]) -> dict[tuple[str, str], tuple[list[str], s
             ["profile", "--preset", "chat", "--engine", "vllm", "-o", str(f["root"] / "p.json")],
             "wrote",
         ),
-        ("report", "--out"): (["report", "--profile", profile, "--out", missing], "missing --run"),
+        ("report", "--out"): (["report", "--profile", profile, "--out", missing], "missing --plan"),
         ("verify", "--out"): (
             ["verify", "--plan", missing, "--profile", profile, "--out", str(f["root"] / "v")],
             "missing.json",

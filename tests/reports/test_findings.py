@@ -33,6 +33,7 @@ SAMPLE: dict[str, FindingValue] = {
     "limit_rps": 10.0,
     "serving": 3, "planned": 3, "slo": "ttft:p95<=1s", "burst_s": 30.0, "attainment": 0.99,
     "sim_attainment": 1.0, "recovery": 14.0, "reason": "the steady window was too short",
+    "warmup_s": 120.0, "duration_s": 120.0,
 }  # fmt: skip
 # an old plan's verdict, stored in English only; a verify's reason (the steady-state rules'
 # evidence, in English) inside a Chinese sentence

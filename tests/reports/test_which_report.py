@@ -190,12 +190,11 @@ def test_the_section_alone_in_english_names_the_forced_mismatch(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--profile", "{profile}"], "missing --run, --plan"),
+        (["--profile", "{profile}"], "missing --plan"),
         (["--whatif", "{compare}"], 'expected "schema": "capplan.whatif/1"'),
         (["--compare", "{missing}"], "compare not found"),
-        ([], "missing --profile, --run, --plan"),
-        # a plan from a limit measured elsewhere has no run: the error names the way there
-        (["--profile", "{profile}", "--plan", "{profile}"], "`capplan review` writes the"),
+        ([], "missing --profile, --plan"),
+        (["--profile", "{profile}", "--plan", "{profile}"], 'expected "schema": "capplan.plan/1"'),
     ],
 )
 def test_bad_which_input_exits_2_with_a_message(

@@ -87,6 +87,7 @@ def search_limit(
     answered_before: bool = False,
     announce: bool = True,
     recorded: Callable[[], bool] = lambda: False,
+    started_s: float | None = None,
 ) -> LimitResult:
     """Run the search with `probe`, print a line per level, write and return limit.json;
     `announce`: print its sentence (the caller prints its own when False).
@@ -100,8 +101,12 @@ def search_limit(
     a first level where nothing ended in time is overloaded, not dead. Each line ends with
     the elapsed time on `clock` and the estimate of the time left; `recorded()` true: the
     level was answered from the run's log (a resumed run), and its line says so.
+    `started_s`: when the command's search began on `clock` (the fast search's start, when
+    this search takes over from it; None: now): the elapsed time and limit.json's wall_s
+    count from it, the time a level takes from this search's own start.
     """
-    started = clock()
+    own_start = clock()
+    started = own_start if started_s is None else started_s
     count = 0
     seen_success = answered_before
     judged: dict[float, LevelOutcome] = {}
@@ -112,7 +117,7 @@ def search_limit(
         judged[outcome.load] = outcome
         elapsed_s = clock() - started
         left = measured_left(judged, config)
-        note = progress_note(elapsed_s, left, elapsed_s / count)
+        note = progress_note(elapsed_s, left, (clock() - own_start) / count)
         echo(format_level(count, outcome, config, note) + ("  (recorded)" if recorded() else ""))
         ev = outcome.evaluation
         seen_success = seen_success or ev.completed > 0

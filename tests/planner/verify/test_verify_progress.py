@@ -28,10 +28,11 @@ def _stages() -> object:
 
 
 def test_each_stage_says_elapsed_and_what_is_left() -> None:
-    """Truths by hand: 120 + 30 + 120 s of endpoint time at --time-scale 3 is 90 s of wall
-    time; the recovery stage may end early, so every estimate is an upper bound."""
+    """Truths by hand: 120 + 30 + 120 s of endpoint time and a 30 s drain after the last stage
+    at --time-scale 3 is 100 s of wall time; the recovery stage and the drain may end early,
+    so every estimate is an upper bound. Rates and lengths are the engine's time, said so."""
     clock, said = _Clock(), []
-    lines = StageLines(_stages(), said.append, time_scale=3.0, clock=clock)  # type: ignore[arg-type]
+    lines = StageLines(_stages(), said.append, time_scale=3.0, drain_s=30.0, clock=clock)  # type: ignore[arg-type]
     clock.now += 5.0
     lines(0)
     clock.now += 40.0
@@ -42,9 +43,12 @@ def test_each_stage_says_elapsed_and_what_is_left() -> None:
     lines(3)  # past the plan (Locust's drain): nothing
     lines.done("judging them")
     assert said == [
-        "stage 1/3 steady at 6 req/s for 40s  elapsed 5s  left <=1m30s (3 stages)",
-        "stage 2/3 burst at 12 req/s for 10s  elapsed 45s  left <=50s (2 stages)",
-        "stage 3/3 recovery at 6 req/s for up to 40s  elapsed 55s  left <=40s (1 stage)",
+        "stage 1/3 steady at 6 req/s for 2m00s of engine time (40s of wall time at "
+        "--time-scale 3)  elapsed 5s  left <=1m40s (3 stages)",
+        "stage 2/3 burst at 12 req/s for 30s of engine time (10s of wall time at --time-scale 3)"
+        "  elapsed 45s  left <=1m00s (2 stages)",
+        "stage 3/3 recovery at 6 req/s for up to 2m00s of engine time (40s of wall time at "
+        "--time-scale 3)  elapsed 55s  left <=50s (1 stage)",
         "stages done  elapsed 1m16s; judging them",
     ]
 
