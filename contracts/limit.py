@@ -295,6 +295,17 @@ class LimitResult(_Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+def unconfirmed_reason(result: LimitResult) -> str | None:
+    """Why a limit.json's answer is not confirmed, or None. A fast answer is confirmed only
+    when the measured levels around it held it (`answer_held`); a file that says so names
+    why (`unconfirmed`), one written before that field gets a reason from its fields."""
+    if result.unconfirmed is not None:
+        return result.unconfirmed
+    if result.method == "fast" and not result.answer_held:
+        return "a fast answer the measured levels around it did not hold"
+    return None
+
+
 def load_limit(path: str | Path) -> LimitResult:
     """Read a limit.json (a run directory may be given); InputError naming the file and why
     it cannot be read, or its first bad field."""

@@ -26,7 +26,6 @@ from contracts.rundir import (
 )
 from contracts.timeline import KV_METRIC, QUEUE_METRIC, Series, Timeline, run_timeline
 from contracts.verify import VERIFY_SCHEMA, Verify
-from planner.slo.recorded import normalise_slo
 from profiles.model import Profile, load_profile
 
 __all__ = ["KV_METRIC", "QUEUE_METRIC", "ReportInputs", "Series", "Timeline", "load_inputs"]
@@ -83,6 +82,12 @@ def load_verify(path: Path, plan_path: Path) -> Verify:
 SAME_LIMIT = 0.01
 
 
+def _slo_text(spec: str) -> str:
+    """An SLO spec as written, without spaces and case (`ttft:p95 <= 2s` is `ttft:p95<=2s`);
+    reports parse no SLO (planner.slo does), so another spelling of one SLO reads as another."""
+    return "".join(spec.split()).lower()
+
+
 def check_plan_rests_on(plan: Plan, plan_path: Path, limit: LimitResult, limit_file: Path) -> None:
     """InputError when the plan's per-instance limit is not this limit.json's: another run's,
     another number, or another SLO. The report would set the run's limit, binding constraint
@@ -94,7 +99,7 @@ def check_plan_rests_on(plan: Plan, plan_path: Path, limit: LimitResult, limit_f
         found is not None
         and given.unit == limit.unit
         and abs(given.value - found) <= SAME_LIMIT * found
-        and (given.slo is None or normalise_slo(given.slo) == normalise_slo(limit.slo))
+        and (given.slo is None or _slo_text(given.slo) == _slo_text(limit.slo))
     )
     if not ours:
         held = f"{found:.4g} {words[limit.unit]}" if found is not None else "no limit"

@@ -56,7 +56,7 @@ from capplan.commands.shared import (
 from contracts.calibration import load_calibration_file
 from contracts.errors import ConfigError
 from contracts.jsonio import write_model
-from contracts.limit import unit_label
+from contracts.limit import unconfirmed_reason, unit_label
 from contracts.plan import LimitInput, Plan
 from planner.autoscale.manifests import parse_deployment
 from planner.autoscale.run import DEFAULT_COLD_START_S
@@ -65,7 +65,6 @@ from planner.capacity.arithmetic import (
     HostRule,
     parse_float_list,
     parse_limit,
-    unconfirmed_reason,
 )
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides

@@ -20,7 +20,7 @@ from pydantic import Field
 from contracts.errors import ConfigError, InputError
 from contracts.finding import Finding
 from contracts.jsonio import read_json
-from contracts.limit import LimitResult, load_limit, unit_label
+from contracts.limit import LimitResult, load_limit, unconfirmed_reason, unit_label
 from contracts.plan import LIMIT_NUMBER_RE, Demand, LimitInput, Scenario, SensitivityCell
 from contracts.whatif import WHATIF_SCHEMA
 from planner.capacity.cost import monthly_cost_usd
@@ -144,17 +144,6 @@ def _refuse_predictions(path: Path) -> None:
             f"expected; its report says so (capplan report --whatif {path}). Plan with a "
             f"limit.json measured on the GPU (capplan limit)"
         )
-
-
-def unconfirmed_reason(result: LimitResult) -> str | None:
-    """Why a limit.json's answer is not confirmed, or None. A fast answer is confirmed only
-    when the measured levels around it held it (`answer_held`); a file that says so names
-    why (`unconfirmed`), one written before that field gets a reason from its fields."""
-    if result.unconfirmed is not None:
-        return result.unconfirmed
-    if result.method == "fast" and not result.answer_held:
-        return "a fast answer the measured levels around it did not hold"
-    return None
 
 
 def limit_from_result(result: LimitResult, source: str, slo: Slo | None) -> Limit:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts import __version__
 from contracts.errors import ConfigError
 from contracts.finding import Finding
-from contracts.limit import unit_label
+from contracts.limit import unconfirmed_reason, unit_label
 from contracts.plan import (
     PLAN_SCHEMA,
     Checks,
@@ -37,7 +37,6 @@ from planner.capacity.arithmetic import (
     demand_in_unit,
     plan_scenario,
     sensitivity,
-    unconfirmed_reason,
 )
 from planner.capacity.cost import build_cost, gpu_hour_price
 from planner.capacity.floor import check_floor

@@ -11,8 +11,8 @@ from reportlab.platypus import (
     Table,
 )
 
+from contracts.limit import unconfirmed_reason
 from contracts.plan import Plan
-from planner.capacity.arithmetic import unconfirmed_reason
 from reports.i18n.predicted_words import interval_source
 from reports.layout import CONTENT_W
 from reports.pages.context import ReportContext

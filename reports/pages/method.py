@@ -9,7 +9,7 @@ from reportlab.platypus import (
 )
 
 from contracts.finding import Finding
-from planner.capacity.arithmetic import unconfirmed_reason
+from contracts.limit import unconfirmed_reason
 from reports.i18n.findings import finding_text
 from reports.pages.context import ReportContext
 
