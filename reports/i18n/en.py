@@ -269,7 +269,8 @@ EN: dict[str, str] = {
         "counted)."
     ),
     "littles_law": (
-        "Little's law at the limit: {rate} × {e2e} mean E2E = {conc} requests in flight."
+        "Little's law at the limit level: {rate} completed × {e2e} mean E2E = {conc} requests "
+        "in flight (page 1 and the plan take the limit itself × the E2E)."
     ),
     # plan
     "plan_heading": "Plan",
