@@ -9,6 +9,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
+import numpy as np
 import polars as pl
 
 from contracts.errors import InputError
@@ -186,6 +187,36 @@ def reader_context(
     )
 
 
+# A gap between two arrivals this long that is also most of the log's span is a mistyped date
+# more often than a pause: said, since every rate and peak is taken over the whole span.
+LONG_GAP_S = 86_400.0
+
+
+def gap_warning(arrival_s: np.ndarray, t0: float, absolute: bool) -> str | None:
+    """The warning for sorted arrivals (seconds after `t0`) split by one gap of a day or more
+    that is over half their span, naming both sides; None otherwise."""
+    if arrival_s.size < 3:
+        return None
+    gaps = np.diff(arrival_s)
+    i = int(np.argmax(gaps))
+    gap = float(gaps[i])
+    if gap < LONG_GAP_S or gap < 0.5 * float(arrival_s[-1]):
+        return None
+
+    def when(t: float) -> str:
+        if not absolute:
+            return f"{t:,.0f} s"
+        return datetime.fromtimestamp(t0 + t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    before, after = i + 1, arrival_s.size - i - 1
+    return (
+        f"{before:,} request(s) end at {when(float(arrival_s[i]))} and {after:,} "
+        f"{'begins' if after == 1 else 'begin'} at "
+        f"{when(float(arrival_s[i + 1]))}, {gap / 86_400:.1f} days later: rates and peaks are "
+        "taken over the whole span; if a date is mistyped, fix or drop those rows"
+    )
+
+
 def format_of(files: list[LogFile], fmt: str) -> str:
     """The one reader kind of `files`; InputError when they are in different formats."""
     kinds = {str(p): (fmt if fmt != "auto" else detect_format(p)) for p in files}
@@ -233,6 +264,9 @@ def _read_all(
         frame = frame.sort("arrival_s", maintain_order=True)
     t0 = float(frame["arrival_s"][0])
     frame = frame.with_columns(pl.col("arrival_s") - t0)
+    gap = gap_warning(frame["arrival_s"].to_numpy(), t0, parts[0].absolute_time)
+    if gap is not None:
+        ctx.warnings.append(f"{', '.join(str(p) for p in files)}: {gap}")
     ordered = [c for c in CANONICAL_COLUMNS if c in frame.columns]
     frame = frame.select(ordered + [c for c in frame.columns if c not in CANONICAL_COLUMNS])
     first = datetime.fromtimestamp(t0, tz=UTC) if parts[0].absolute_time else None

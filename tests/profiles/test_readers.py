@@ -283,3 +283,19 @@ def test_a_skipped_row_s_reason_quotes_data_not_text(tmp_path: Path) -> None:
     assert "a 12-character string" in said
     assert shown("2023-13-45 10:00") == "'2023-13-45 10:00'" and shown(-3) == "-3"
     assert shown("abc") == "a 3-character string" and shown([1]) == "a JSON list"
+
+
+def test_one_mistyped_year_is_named_not_silently_stretched(tmp_path: Path) -> None:
+    """One row a year after the rest made the log a year long (mean rate 0, a planning peak of
+    0 req/s) with only "timestamps go backwards" said about the next row (a bug hunt). The
+    gap is now named with both sides; an ordinary log says nothing."""
+    rows = [f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.000,{100 + i},10" for i in range(40)]
+    f = tmp_path / "far.csv"
+    far = rows.copy()
+    far[12] = "2024-11-16 18:00:12.000,112,10"
+    f.write_text(AZURE_HEADER + "\n".join(far) + "\n")
+    said = " ".join(read_requests([str(f)]).warnings)
+    assert "39 request(s) end at 2023-11-16 18:00:39 and 1 begins at 2024-11-16 18:00:12" in said
+    assert "366.0 days later" in said, said
+    f.write_text(AZURE_HEADER + "\n".join(rows) + "\n")
+    assert not read_requests([str(f)]).warnings
