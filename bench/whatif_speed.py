@@ -22,8 +22,8 @@ import os
 import sys
 import time
 
+from contracts.executor import LOCAL, ExecutorSpec, parse_executor
 from contracts.whatif import Whatif
-from planner.fleet.executor import LOCAL, ExecutorSpec, parse_executor
 from planner.slo.spec import parse_slo
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions

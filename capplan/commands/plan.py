@@ -55,6 +55,7 @@ from capplan.commands.shared import (
 )
 from contracts.calibration import load_calibration_file
 from contracts.errors import ConfigError
+from contracts.executor import parse_executor
 from contracts.jsonio import write_model
 from contracts.limit import unconfirmed_reason, unit_label
 from contracts.plan import LimitInput, Plan
@@ -68,7 +69,6 @@ from planner.capacity.arithmetic import (
 )
 from planner.capacity.plan import PlanOptions, build_plan
 from planner.engine.precision import precision_overrides
-from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.ops.replan import replan_command
 from planner.ops.write import write_ops

@@ -9,8 +9,8 @@ import typer
 from capplan.cli import build_options, handle_errors
 from capplan.commands.console import stderr_console
 from capplan.commands.shared import ExecutorOption
+from contracts.executor import parse_executor
 from contracts.jsonio import write_model
-from planner.fleet.executor import parse_executor
 from profiles.model import Profile
 
 HELP = """Review every LLM service of a platform in one document: one plan per service, the

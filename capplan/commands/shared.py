@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from capplan.cli import ONE_WHOLE
-from planner.fleet.executor import EXECUTOR_HELP
+from contracts.executor import EXECUTOR_HELP
 from planner.fleet.routing import known_routings
 
 # --- reaching the endpoint: loadtest, limit, calibrate

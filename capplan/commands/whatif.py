@@ -43,10 +43,10 @@ from capplan.commands.shared import (
     RoutingOption,
 )
 from contracts.errors import ConfigError, RunError
+from contracts.executor import parse_executor
 from contracts.jsonio import write_model
 from contracts.whatif import Whatif, WhatifCandidate
 from planner.engine.precision import precision_overrides
-from planner.fleet.executor import parse_executor
 from planner.fleet.routing import RoutingSettings, parse_routings
 from planner.slo.spec import parse_slo
 from planner.whatif.knobs import parse_vary

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import __version__
 from contracts.errors import ConfigError
+from contracts.executor import LOCAL, ExecutorSpec
 from contracts.finding import Finding
 from contracts.limit import unconfirmed_reason, unit_label
 from contracts.plan import (
@@ -53,7 +54,6 @@ from planner.engine.catalog import hf_config_path
 from planner.engine.precision import precision_overrides
 from planner.fleet.calibration import calibrate, measured_levels
 from planner.fleet.check import fleet_check
-from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, closed_loop_run, open_loop_run, simulator_slo_problem
 from planner.slo.spec import SloField

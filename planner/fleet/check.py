@@ -14,11 +14,11 @@ from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
+from contracts.executor import LOCAL, ExecutorSpec
 from contracts.finding import Finding, FindingValue
 from contracts.plan import FleetCheck, FleetPoint, RouterCount
 from planner.engine import EngineConfig
 from planner.fleet.estimate import estimate_check
-from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.fleet.pool import FleetJob, FleetPool, Measured, workers_wanted
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sim import ROUTINGS, judge, open_loop_run

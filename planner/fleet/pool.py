@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from contracts.errors import ConfigError
+from contracts.executor import LOCAL, ExecutorSpec
 from contracts.plan import FleetPoint
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.bound import proven_miss
-from planner.fleet.executor import LOCAL, DaskPoints, ExecutorSpec
+from planner.fleet.executor import DaskPoints
 from planner.fleet.rest import RestOfFleet
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (

@@ -17,6 +17,7 @@ import numpy as np
 from contracts import __version__
 from contracts.digest import sha256_of
 from contracts.errors import InputError
+from contracts.executor import LOCAL, ExecutorSpec
 from contracts.finding import Finding
 from contracts.jsonio import read_json, validate
 from contracts.options import build
@@ -35,7 +36,6 @@ from planner.autoscale.run import autoscale_options, study_autoscaling
 from planner.capacity.arithmetic import Limit, parse_limit
 from planner.capacity.cost import gpu_hour_price, monthly_cost_usd
 from planner.capacity.plan import PlanOptions, build_plan
-from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.review.certainty import (
     block_bootstrap_quantile,
     count_interval,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.fleet.executor import LOCAL, ExecutorSpec
+from contracts.executor import LOCAL, ExecutorSpec
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.limit.measured.steady import SteadyRules
 from planner.slo.spec import SloField

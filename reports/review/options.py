@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.fleet.executor import LOCAL, ExecutorSpec
+from contracts.executor import LOCAL, ExecutorSpec
 from reports.i18n import Lang
 
 

@@ -39,11 +39,11 @@ from capplan.commands.verify import FLAGS as VERIFY_FLAGS
 from capplan.commands.whatif import FLAGS as WHATIF_FLAGS
 from capplan.commands.worker import FLAGS as WORKER_FLAGS
 from capplan.demo import DemoOptions
+from contracts.executor import parse_executor
 from planner.calibrate import CalibrateOptions
 from planner.capacity.arithmetic import parse_float_list
 from planner.capacity.plan import PlanOptions
 from planner.emulator.options import EmulateOptions
-from planner.fleet.executor import parse_executor
 from planner.limit.options import LimitOptions
 from planner.loadtest.options import LoadTestOptions
 from planner.loadtest.remote import WorkerOptions

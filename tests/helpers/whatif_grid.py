@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from contracts.executor import LOCAL, ExecutorSpec
 from contracts.whatif import WhatifCandidate
-from planner.fleet.executor import LOCAL, ExecutorSpec
 from planner.slo.spec import parse_slo
 from planner.whatif.knobs import parse_vary
 from planner.whatif.options import WhatifOptions

@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from capplan.cli import app
+from contracts.executor import ExecutorSpec, parse_executor
 from planner.engine import build_engine_config
 from planner.fleet.check import fleet_check
-from planner.fleet.executor import ExecutorSpec, parse_executor
 from planner.slo.spec import parse_slo
 from profiles.model import save_profile
 from profiles.presets import preset_profile

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from capplan.cli import app
 from contracts.errors import ConfigError
-from planner.fleet.executor import LOCAL, ExecutorSpec, parse_executor
+from contracts.executor import LOCAL, ExecutorSpec, parse_executor
 
 
 def test_the_forms_it_takes() -> None:
