@@ -26,6 +26,7 @@ from reportlab.platypus import Flowable, Paragraph, SimpleDocTemplate, Spacer, T
 from reports.charts import GRAY, LIGHT, NAVY, ORANGE, RED
 from reports.fonts import is_cjk_font
 from reports.i18n import LATIN_FONT, Words, split_runs
+from reports.paragraphs import CjkParagraph, markup
 
 PAGE_W, PAGE_H = A4
 MARGIN = 17 * mm
@@ -112,16 +113,6 @@ class Styles:
         )
 
 
-def markup(text: str, font: str) -> str:
-    """Escaped paragraph markup; in CJK text, Latin runs are set in Helvetica."""
-    if not is_cjk_font(font):
-        return escape(text)
-    return "".join(
-        f'<font face="{LATIN_FONT}">{escape(run)}</font>' if latin else escape(run)
-        for run, latin in split_runs(text)
-    )
-
-
 _SEPARATOR = re.compile(r"(?<=[/\\])")
 
 
@@ -140,7 +131,10 @@ def wrap_at_separators(text: str, font: str, size: float, width: float) -> str:
 
 
 def paragraph(text: str, style: ParagraphStyle) -> Paragraph:
-    """A paragraph of plain text (escaped; Latin runs of CJK text in Helvetica)."""
+    """A paragraph of plain text (escaped; Latin runs of CJK text in Helvetica; Chinese text
+    breaks its lines with its Latin words whole: reports.paragraphs)."""
+    if style.wordWrap == "CJK" and is_cjk_font(style.fontName):
+        return CjkParagraph(text, style)
     return Paragraph(markup(text, style.fontName), style)
 
 
