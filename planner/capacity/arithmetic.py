@@ -124,6 +124,12 @@ def _limit_from_file(
         _refuse_predictions(path)
         raise
     reason = unconfirmed_reason(result)
+    if reason is not None and result.feasible_max is None:  # nothing to accept, even unconfirmed
+        raise ConfigError(
+            f"--limit {path}: the search stopped before any load met the SLO ({reason}); there "
+            f"is no limit to plan with yet: finish the search (capplan limit --resume "
+            f"{path.parent})"
+        )
     if reason is not None and not accept_unconfirmed:
         raise ConfigError(
             f"--limit {path}: the limit {result.feasible_max:g} {unit_label(result.unit)} is "

@@ -172,7 +172,8 @@ def calibrate(
     (mean and max), next to the error of the uncalibrated config.
     Each level is simulated as it was measured: as long as it was held (`duration_s` when
     the level does not tell) and pooled over as many runs (at most 3), with a 20 % warm-up.
-    Raises RunError when the limit.json has no level with latency metrics.
+    Raises InputError when the limit.json has no level with latency metrics (a search
+    stopped before it judged one: the file, not the run, cannot be used).
     """
     from scipy.optimize import minimize
     from scipy.stats import qmc
@@ -180,11 +181,14 @@ def calibrate(
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
-    from contracts.errors import RunError
+    from contracts.errors import InputError, RunError
 
     levels = measured_levels(result)
     if not levels:
-        raise RunError("the limit.json has no level with latency metrics to calibrate against")
+        raise InputError(
+            "the limit.json has no level with latency metrics to calibrate against (its "
+            "search stopped before it judged one: finish it with capplan limit --resume)"
+        )
     names = sorted({n for lv in levels for n in lv.metrics})
     lo = np.log([b[0] for b in _CAL_BOUNDS])
     hi = np.log([b[1] for b in _CAL_BOUNDS])

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import __version__
 from contracts.errors import ConfigError, InputError
-from contracts.limit import LimitResult, load_limit
+from contracts.limit import LimitResult, load_limit, unconfirmed_reason
 from contracts.plan import SloTerm
 from contracts.whatif import COMPARE_SCHEMA, Compare, CompareRow
 from planner.capacity.arithmetic import build_demand, demand_in_unit, plan_scenario
@@ -146,11 +146,20 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     )
     for i, x in enumerate(ranked, 1):
         x.rank = i
+    # a search stopped before any load met the SLO found nothing yet; it did not find "none"
+    stopped = [
+        x.label
+        for (_, r), x in zip(results, rows, strict=True)
+        if r.feasible_max is None and unconfirmed_reason(r) is not None
+    ]
     sentence = (
         f"{ranked[0].label} serves the peak of {demand.peak_rps:.3g} req/s cheapest: "
         f"{ranked[0].instances} instance(s), ${ranked[0].monthly_cost_usd:,.0f}/month"
         if ranked
         else "no run met the SLO at any load"
+        if not stopped
+        else f"no run has a limit yet: the search of {', '.join(stopped)} stopped before any "
+        "load met the SLO (finish it with capplan limit --resume)"
     )
     if problems:
         sentence = "NOT COMPARABLE (--force): " + sentence

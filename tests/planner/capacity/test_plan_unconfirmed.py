@@ -86,6 +86,19 @@ def test_an_interrupted_measured_search_is_unconfirmed(tmp_path: Path) -> None:
     assert code == 2
 
 
+def test_a_search_stopped_before_any_level_held_has_no_limit_to_plan(tmp_path: Path) -> None:
+    """Stopped after a failing first level: limit.json has no feasible load; plan crashed formatting
+    it (a TypeError traceback, exit 1). It exits 2 saying there is no limit yet, with or
+    without --accept-unconfirmed."""
+    config = SearchConfig(slo=parse_slo(SLO), start=60.0, resamples=100)  # its first fails
+    limit = _stopped_search(tmp_path / "run", config, stop_at=2)
+    assert limit.feasible_max is None and limit.unconfirmed is not None
+    for extra in ((), ("--accept-unconfirmed",)):
+        code, output = _plan(tmp_path, tmp_path / "run" / "limit.json", *extra)
+        assert code == 2 and "Traceback" not in output, output
+        assert "stopped before any load met the SLO" in output and "no limit to plan" in output
+
+
 def test_a_finished_search_is_confirmed(tmp_path: Path) -> None:
     probe = CurveProbe(np.random.default_rng(3))
     config = SearchConfig(slo=parse_slo(SLO), start=4.0, resamples=100)
@@ -108,3 +121,25 @@ def test_a_fast_answer_is_confirmed_only_where_its_levels_held_it(
     assert code == (0 if held else 2), output
     if not held:
         assert "a fast answer the measured levels around it did not hold" in output
+
+
+def test_compare_and_whatif_say_a_stopped_search_has_no_limit_yet(tmp_path: Path) -> None:
+    """The same stopped search: compare said "no run met the SLO at any load" (no level was
+    ever judged) and whatif --measured-limit exited 1; they say it stopped, and whatif exits 2."""
+    config = SearchConfig(slo=parse_slo(SLO), start=60.0, resamples=100)
+    _stopped_search(tmp_path / "run", config, stop_at=2)
+    profile = tmp_path / "profile.json"
+    profile.write_text(make_profile([(128, 64), (512, 128)]).to_json())
+    compared = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "run"), "--profile", str(profile),
+              "-o", str(tmp_path / "c.json")], env={"COLUMNS": "400"},
+    )  # fmt: skip
+    assert compared.exit_code == 0, compared.output
+    said = " ".join(compared.output.split())
+    assert "no run has a limit yet: the search of run stopped before any load met" in said
+    whatif = CliRunner().invoke(
+        app, ["whatif", "--profile", str(profile), "--slo", SLO, "--measured-limit",
+              str(tmp_path / "run" / "limit.json"), "--level-duration", "20",
+              "-o", str(tmp_path / "w.json")],
+    )  # fmt: skip
+    assert whatif.exit_code == 2 and "stopped before it judged one" in whatif.output
