@@ -197,6 +197,12 @@ def _check_engine_serves(profile: EngineProfile, gpu: GpuSpec, overrides: dict[s
             f"{', '.join(profile.quantizations)}"
         )
     kv = "fp8" if overrides.get("kv_dtype_bytes") == 1 else "auto"
+    if profile.fp8_needs_cores and "fp8" in (quant, kv) and gpu.fp8_flops is None:
+        what = "weights" if quant == "fp8" else "KV cache"
+        raise ConfigError(
+            f"--engine {profile.name} on {gpu.name}: {profile.label} runs FP8 ({what}) on FP8 "
+            f"tensor cores only (Ada, Hopper, Blackwell), which {gpu.name} has not"
+        )
     if profile.kv_cache_dtypes is not None and kv not in profile.kv_cache_dtypes:
         raise ConfigError(
             f"--kv-cache-dtype {kv} under --engine {profile.name}: {profile.label} keeps its "

@@ -129,6 +129,9 @@ class EngineProfile:
     vendors: tuple[str, ...] = ("nvidia", "amd")
     quantizations: tuple[str, ...] | None = None
     kv_cache_dtypes: tuple[str, ...] | None = None
+    # FP8 weights or an FP8 KV cache only on boards with FP8 tensor cores (no weight-only FP8
+    # on Ampere, as vLLM's Marlin kernels run it)
+    fp8_needs_cores: bool = False
 
     def board_defaults(
         self, gpu_name: str, memory_bytes: int, parallel: int, share_given: bool = False
@@ -292,7 +295,10 @@ _TRTLLM = EngineProfile(
         "max_num_tokens 8192: trtllm-build's default; max batch size 2048 (trtllm-build)",
         "C++ batch manager: per-request CPU cost of microseconds (no Python in the loop)",
         "NVIDIA GPUs only (TensorRT builds CUDA engines): not on AMD boards",
+        "FP8 on FP8 tensor cores only: its support matrix (docs, reference/support-matrix, "
+        "0.13-0.18) lists Hopper and Ada with FP8, Ampere with FP32, FP16, BF16, INT8, INT4",
     ),
+    fp8_needs_cores=True,
 )
 
 _SGLANG = EngineProfile(

@@ -376,6 +376,10 @@ def test_sglang_on_a_board_smaller_than_its_reserve_asks_for_a_share(tmp_path: A
         ("tgi", "B200-180GB", {"quantization": "nvfp4"}, "serves none, fp8, awq, gptq"),
         ("llamacpp", "H100-80GB", {"quantization": "fp8"}, "serves none, mxfp4"),
         ("llamacpp", "H100-80GB", {"kv_dtype_bytes": 1}, "keeps its KV cache as auto"),
+        # TensorRT-LLM's FP8 needs FP8 tensor cores (its support matrix: Ampere has none);
+        # a bug hunt got A100 limits, one on the Pareto front
+        ("trtllm", "A100-80GB", {"quantization": "fp8"}, "runs FP8 (weights) on FP8 tensor"),
+        ("trtllm", "A100-80GB", {"kv_dtype_bytes": 1}, "runs FP8 (KV cache) on FP8 tensor"),
     ],
 )
 def test_an_engine_refuses_a_board_or_format_it_does_not_serve(
