@@ -97,3 +97,26 @@ def test_every_reason_a_candidate_cannot_run_is_a_field_the_report_reads(
     assert kinds["H100-80GB tp1"] == CannotRun("fit", fit.short_gb_per_gpu)
     assert kinds["H100-80GB tp3"] == CannotRun("heads")
     assert kinds["H100-80GB tp4"] is None
+
+
+def test_a_knob_lesson_leaves_out_pairs_that_cannot_run(tmp_path: Path) -> None:
+    """TensorRT-LLM cannot run on an MI300X: that pair counted in the engine lesson as a lost
+    limit (-100 %), moving its median (a bug hunt: "median of 8: -100% to +15%"). Only the
+    H100 pair is a comparison of the engines."""
+    from typer.testing import CliRunner
+
+    from capplan.cli import app
+
+    profile = tmp_path / "chat.json"
+    out = tmp_path / "w.json"
+    runner = CliRunner()
+    assert runner.invoke(app, ["profile", "--preset", "chat", "-o", str(profile)]).exit_code == 0
+    result = runner.invoke(
+        app,
+        ["whatif", "--profile", str(profile), "--slo", "ttft:p95<=2s", "--gpu",
+         "H100-80GB,MI300X", "--engine", "vllm,trtllm", "--level-duration", "20", "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    whatif = Whatif.model_validate_json(out.read_text())
+    (engine,) = [lesson for lesson in whatif.lessons if lesson.knob == "engine"]
+    assert engine.pairs == 1 and engine.limit_change is not None and engine.limit_change > -1.0
