@@ -61,8 +61,8 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)\.(?=\s|$)")
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of a help text, on one line."""
-    flat = " ".join(text.split())
+    """The first sentence of a help text, on one line (rich's escaped brackets as typed)."""
+    flat = " ".join(text.replace("\\[", "[").split())
     end = _SENTENCE_END.search(flat)
     return flat[: end.end()] if end else flat
 
@@ -187,8 +187,9 @@ def _vocabulary_section(commands: dict[str, Any]) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    """One markdown table cell: a single line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """One markdown table cell: a single line, pipes escaped, rich's escaped brackets as
+    typed."""
+    return " ".join(text.replace("\\[", "[").split()).replace("|", "\\|")
 
 
 def _help_markdown(text: str) -> list[str]:

@@ -389,7 +389,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         f"weights per GPU; KV cache {m.kv_capacity_tokens:,} tokens, "
         f"{m.kv_needed_tokens_at_limit:,.0f} needed at the limit's "
         f"{m.concurrency_at_limit:.1f} requests in flight x {m.mean_context_tokens:.0f} tokens "
-        f"(KV headroom {m.kv_headroom_frac:.0%}); {r.cpu_cores_per_instance} CPU cores, "
+        f"(KV headroom {_headroom(m.kv_headroom_frac)}); {r.cpu_cores_per_instance} CPU cores, "
         f"{r.host_ram_gib_per_instance:,.0f} GiB host RAM ({r.rule})"
     )
     c = plan.cost
@@ -431,3 +431,8 @@ def print_plan(plan: Plan, console: Console) -> None:
     for note in plan.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     console.print(f"[bold]{plan.sentence}[/bold]")
+
+
+def _headroom(frac: float) -> str:
+    """A share as a percent, a small shortfall shown as one ("-0.4%", not "-0%")."""
+    return f"{frac:.1%}" if -0.005 < frac < 0 else f"{frac:.0%}"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from capplan.cli import ONE_WHOLE
 from contracts.executor import EXECUTOR_HELP
@@ -153,7 +154,8 @@ PpOption = Annotated[int, typer.Option("--pp", parser=ONE_WHOLE, help=PP_MEANING
 ONE_CONFIGURATION_HELP = "plan sizes one configuration (compare several with capplan whatif)"
 ONE_CONFIGURATION = "plan sizes one configuration; use `capplan whatif {option} {text}` to compare"
 
-ExecutorOption = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
+# escaped: rich reads "[dask]" as a style tag and dropped it from the help it printed
+ExecutorOption = Annotated[str, typer.Option("--executor", help=escape(EXECUTOR_HELP))]
 FleetFull = Annotated[
     bool,
     typer.Option(

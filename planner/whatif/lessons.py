@@ -291,7 +291,13 @@ def knob_lessons(
     out: list[Lesson] = []
     for knob, values in options.vary.items():
         for alt_value in values[1:]:
-            pairs = _pairs(candidates, knob, values[0], alt_value)
+            # A configuration that cannot run at all (TensorRT-LLM on an MI300X) says nothing of
+            # what the knob does; it counted as a lost limit, -100 %.
+            pairs = [
+                (b, a)
+                for b, a in _pairs(candidates, knob, values[0], alt_value)
+                if b.cannot_run is None and a.cannot_run is None
+            ]
             if not pairs:
                 continue
             # Per instance: a disaggregated unit of p + d instances against one aggregated.

@@ -138,6 +138,9 @@ class Words:
     def pct(value: float | None, digits: int = 1) -> str:
         if value is None or not math.isfinite(value):
             return _not_finite(value)
+        # a small shortfall is not "-0 %": one digit more until it shows (at most two)
+        while value < 0 and round(value * 100, digits) == 0 and digits < 2:
+            digits += 1
         return f"{value * 100:.{digits}f} %"
 
     @staticmethod

@@ -31,3 +31,13 @@ def test_limit_help_states_the_steady_rules_defaults() -> None:
         stated += [float(n) for n in re.findall(r"and (\d+(?:\.\d+)?) mean E2Es", text)]
         defaults = [float(SteadyRules.model_fields[f].default) for f in fields]
         assert stated == defaults, (option, text)
+
+
+def test_the_executor_help_prints_the_install_command_whole() -> None:
+    """rich read "[dask]" in `--executor`'s help as a style tag and printed "pip install -e
+    '.'", which installs no Dask (a bug hunt)."""
+    from typer.testing import CliRunner
+
+    for command in ("plan", "whatif", "review"):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "300"})
+        assert "pip install -e '.[dask]'" in result.output, (command, result.output)
