@@ -72,8 +72,9 @@ FINDINGS_EN: dict[str, str] = {
     "drawn log-uniformly across its interval (where published server results put a GPU's "
     "limit around the engine model's) and the search's bracket; the plan's rule counts each "
     "pair",
-    "review.pool_rule": "shared spares: the largest single service's N+k GPUs, priced at the "
-    "pool's highest GPU-hour price",
+    "review.pool_rule": "shared spares: the GPUs for load plus only the spares of the service "
+    "that keeps the most (its k spare instances x TP GPUs, not its N+k), priced at the pool's "
+    "highest GPU-hour price",
     "review.option_peak_all_day": "{top} instances every hour (the highest hour of the log)",
     "review.option_fixed_schedule": "per hour of day, the most any covered day of that type needed",
     "review.option_fixed_schedule_split": "per hour of day, the most any covered day of that "

@@ -29,7 +29,8 @@ FINDINGS_ZH: dict[str, str] = {
     "review.count_method_predicted": "规划峰值对窗口速率做移动块自助法（每块约 sqrt(n) 个窗口）；"
     "上限为预测值而非实测，在其区间（已发表的服务端结果给出的真实 GPU 上限相对引擎模型的范围）"
     "与搜索区间的并集上按对数均匀抽取；每一对都按计划的规则计数",
-    "review.pool_rule": "共享备用：最大单个服务的 N+k 个 GPU，按池内最高的每 GPU 小时价格计价",
+    "review.pool_rule": "共享备用：承载负载的 GPU 加上备用最多的那个服务的备用 GPU"
+    "（其 k 个备用实例 x TP 个 GPU，而非其 N+k 个），按池内最高的每 GPU 小时价格计价",
     "review.option_peak_all_day": "每小时 {top} 个实例（日志中最高的一小时）",
     "review.option_fixed_schedule": "按一天中的小时，取该类日子中任一天所需的最大值",
     "review.option_fixed_schedule_split": "按一天中的小时，取该类日子中任一天所需的最大值"
