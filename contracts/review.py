@@ -16,6 +16,7 @@ from contracts.plan import ObservedCapacity, Plan
 REVIEW_SCHEMA = "capplan.review/1"
 
 RiskLevel = Literal["high", "medium", "low"]
+ChangeStatus = Literal["changed", "new", "unchanged"]
 
 
 class _Model(BaseModel):
@@ -114,7 +115,11 @@ class ServiceChange(_Model):
     instances: int
     gpus: int
     monthly_cost_usd: float
-    status: Literal["changed", "new"]
+    status: ChangeStatus = Field(
+        description="new: not in the previous review; unchanged: same plan inputs (profile "
+        "content, limit, SLO, growth, headroom, redundancy, GPU, model, price) and the same "
+        "instances, GPUs and cost; changed: otherwise"
+    )
 
 
 class ServiceReview(_Model):
@@ -153,9 +158,12 @@ class GpuPool(_Model):
     services: list[str]
     instances: int
     gpus_for_load: int = Field(description="GPUs without any spare")
-    spare_gpus_per_service: int = Field(description="sum of each service's N+k spares")
+    spare_gpus_per_service: int = Field(
+        description="sum of each service's spares (its k spare instances x TP)"
+    )
     spare_gpus_shared: int = Field(
-        description="one shared pool of spares: the largest single service's spares"
+        description="one shared pool of spares: as many GPUs as the service with the most "
+        "spares keeps (its k spare instances x TP), not its N+k"
     )
     gpus_per_service_spares: int
     gpus_shared_spares: int

@@ -24,6 +24,7 @@ from contracts.options import build
 from contracts.plan import Plan
 from contracts.review import (
     REVIEW_SCHEMA,
+    ChangeStatus,
     FleetChange,
     FleetTotals,
     GpuPool,
@@ -200,9 +201,10 @@ def build_service(
 
 
 def gpu_pools(services: list[ServiceReview]) -> list[GpuPool]:
-    """Services summed per GPU type; spares per service (each keeps its N+k) and shared (one
-    pool as large as the largest single service's spares, any spare GPU able to load any of
-    the pool's models within the scale-up delay)."""
+    """Services summed per GPU type; spares per service (each keeps its N+k) and shared (the
+    GPUs for load plus one pool of spares as large as the spares of the service that keeps the
+    most, its k x TP GPUs; any spare GPU able to load any of the pool's models within the
+    scale-up delay)."""
     pools: list[GpuPool] = []
     for gpu in sorted({s.gpu for s in services}):
         members = [s for s in services if s.gpu == gpu]
@@ -249,6 +251,28 @@ def load_previous(path: Path) -> Review:
     return validate(Review, read_json(path, "review"), path, REVIEW_SCHEMA)
 
 
+def _inputs(service: ServiceReview) -> tuple[dict[str, object], dict[str, object]]:
+    """The plan's inputs without where the profile and limit were read from (their content
+    stays: the profile's digest, the limit's value)."""
+    inputs = service.plan.inputs
+    return inputs.model_dump(exclude={"profile", "limit"}), inputs.limit.model_dump(
+        exclude={"source"}
+    )
+
+
+def _status(service: ServiceReview, old: ServiceReview | None) -> ChangeStatus:
+    """new (no such service last time), unchanged (the plan's inputs and its instances, GPUs
+    and cost as before) or changed."""
+    if old is None:
+        return "new"
+    same = (
+        _inputs(service) == _inputs(old)
+        and (service.instances, service.gpus) == (old.instances, old.gpus)
+        and round(service.monthly_cost_usd, 2) == round(old.monthly_cost_usd, 2)
+    )
+    return "unchanged" if same else "changed"
+
+
 def compare(review: Review, previous: Review) -> Review:
     """`review` with each service's and the fleet's change since `previous`."""
     old = {s.name: s for s in previous.services}
@@ -259,7 +283,7 @@ def compare(review: Review, previous: Review) -> Review:
             instances=s.instances - (o.instances if o else 0),
             gpus=s.gpus - (o.gpus if o else 0),
             monthly_cost_usd=s.monthly_cost_usd - (o.monthly_cost_usd if o else 0.0),
-            status="changed" if o else "new",
+            status=_status(s, o),
         )
         services.append(s.model_copy(update={"change": change}))
     types = set(review.fleet.gpus_by_type) | set(previous.fleet.gpus_by_type)
@@ -298,7 +322,21 @@ def _sentence(fleet: FleetTotals, change: FleetChange | None) -> str:
             f"; since {change.previous_name or 'the previous review'}: {change.instances:+d} "
             f"instances, {change.gpus:+d} GPUs, {_signed_usd(change.monthly_cost_usd)} per month"
         )
+        text += "".join(f"; {part}" for part in _change_parts(change))
     return text + "."
+
+
+def _change_parts(change: FleetChange) -> list[str]:
+    """What the totals hide: services added and retired, GPUs per type that changed."""
+    parts = []
+    if change.new_services:
+        parts.append("new: " + ", ".join(change.new_services))
+    if change.removed_services:
+        parts.append("retired: " + ", ".join(change.removed_services))
+    by_type = [f"{g} {n:+d}" for g, n in change.gpus_by_type.items() if n]
+    if by_type:
+        parts.append("GPUs by type: " + ", ".join(by_type))
+    return parts
 
 
 def build_review(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from reportlab.platypus import Flowable
 
-from contracts.review import GpuPool, Review, Risk, ServiceReview
+from contracts.review import FleetChange, GpuPool, Review, Risk, ServiceReview
 from reports.i18n.findings import finding_text
 from reports.i18n.predicted_words import interval_source
 from reports.review.layout import Layout
@@ -22,7 +22,7 @@ def fleet_sentence(r: Review, lay: Layout) -> str:
             instances=lay.signed(c.instances),
             gpus=lay.signed(c.gpus),
             cost=lay.signed(c.monthly_cost_usd, money=True),
-        )
+        ) + _change_parts(c, lay)
     else:
         change = lay.t("fleet_first")
     return lay.t(
@@ -35,11 +35,25 @@ def fleet_sentence(r: Review, lay: Layout) -> str:
     )
 
 
+def _change_parts(c: FleetChange, lay: Layout) -> str:
+    """What the totals hide: services added and retired, GPUs per type that changed."""
+    sep = lay.t("name_sep")
+    text = ""
+    if c.new_services:
+        text += lay.t("fleet_new", names=sep.join(c.new_services))
+    if c.removed_services:
+        text += lay.t("fleet_retired", names=sep.join(c.removed_services))
+    by_type = [f"{g} {lay.signed(n)}" for g, n in c.gpus_by_type.items() if n]
+    if by_type:
+        text += lay.t("fleet_by_type", types=sep.join(by_type))
+    return text
+
+
 def _change(s: ServiceReview, lay: Layout) -> str:
     if s.change is None:
         return "–"
-    if s.change.status == "new":
-        return lay.t("new")
+    if s.change.status in ("new", "unchanged"):
+        return lay.t(s.change.status)
     return f"{lay.signed(s.change.instances)} / {lay.signed(s.change.monthly_cost_usd, True)}"
 
 

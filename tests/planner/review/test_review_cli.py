@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from capplan.cli import app
 from planner.capacity.arithmetic import parse_limit
 from planner.capacity.plan import PlanOptions, build_plan
-from planner.review.build import load_service_profile
+from planner.review.build import compare, load_previous, load_service_profile
 from planner.review.config import load_review
 from reports.review.words import REVIEW_STRINGS
 from testkit.pdf_check import page_problems
@@ -102,6 +102,8 @@ def test_change_against_previous_review(reviews: Path) -> None:
     assert chat["change"]["status"] == "changed"
     assert chat["change"]["instances"] == chat["instances"] - old["chat"]["instances"] > 0
     assert by_name["rag"]["change"]["instances"] == 0
+    # rag's inputs are the same in both quarters: not "changed" with +0 / +$0 (a bug hunt)
+    assert by_name["rag"]["change"]["status"] == "unchanged"
     assert by_name["batch-summaries"]["change"]["status"] == "new"
     change = new["change"]
     assert change["previous_name"] == "2026-Q3"
@@ -110,6 +112,98 @@ def test_change_against_previous_review(reviews: Path) -> None:
         s["instances"] for s in old.values()
     )
     assert any(d["role"] == "previous" for d in new["inputs"])
+
+
+def test_a_service_is_unchanged_only_where_its_inputs_and_count_are(reviews: Path) -> None:
+    """Against itself every service is unchanged; a service whose headroom moved but whose
+    count did not is changed, +0 instances."""
+    review = load_previous(reviews / "q4.json")
+    assert {s.change.status for s in compare(review, review).services if s.change} == {"unchanged"}
+    rag = next(s for s in review.services if s.name == "rag")
+    inputs = rag.plan.inputs.model_copy(update={"headroom": rag.plan.inputs.headroom + 0.01})
+    moved = rag.model_copy(update={"plan": rag.plan.model_copy(update={"inputs": inputs})})
+    previous = review.model_copy(
+        update={"services": [moved if s.name == "rag" else s for s in review.services]}
+    )
+    change = next(s.change for s in compare(review, previous).services if s.name == "rag")
+    assert change is not None and (change.status, change.instances) == ("changed", 0)
+
+
+@pytest.fixture(scope="module")
+def next_quarter(reviews: Path) -> Path:
+    """The bug hunt's next quarter against q4: batch-summaries (the only A100 service)
+    retired, agent-tools added on H100, chat at 2 req/s per instance with growth 1.5."""
+    spec = yaml.safe_load(EXAMPLE.read_text())
+    spec["services"] = [s for s in spec["services"] if s["name"] != "batch-summaries"]
+    spec["services"][0].update(limit="2rps", growth=1.5)
+    spec["services"].append(
+        {"name": "agent-tools", "profile": "preset:agent", "limit": "2rps", "gpu": "H100-80GB"}
+    )
+    (reviews / "next.yaml").write_text(yaml.safe_dump(spec))
+    for out, lang in (("q1.pdf", "en"), ("q1-zh.pdf", "zh")):
+        args = [str(reviews / "next.yaml"), "-o", str(reviews / out), "--lang", lang]
+        result = CliRunner().invoke(app, ["review", *args, "--previous", str(reviews / "q4.json")])
+        assert result.exit_code == 0, result.output
+    return reviews
+
+
+def _page_one(pdf: Path) -> str:
+    """Page 1's text without any white space (a line may break anywhere in Chinese)."""
+    text = subprocess.run(
+        ["pdftotext", "-l", "1", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    return "".join(text.split())
+
+
+def test_page_one_names_services_added_and_retired_and_gpus_per_type(
+    next_quarter: Path,
+) -> None:
+    """The totals (+2 instances, +2 GPUs) hid a retired service and three A100s given up for
+    H100s: review.json listed them, neither PDF did (a bug hunt)."""
+    review = json.loads((next_quarter / "q1.json").read_text())
+    change = review["change"]
+    assert change["removed_services"] == ["batch-summaries"]
+    assert change["new_services"] == ["agent-tools"]
+    assert change["gpus_by_type"]["A100-80GB"] == -3
+    h100 = change["gpus_by_type"]["H100-80GB"]
+    said = (
+        f"new: agent-tools; retired: batch-summaries; GPUs by type: A100-80GB -3, "
+        f"H100-80GB {h100:+d}."
+    )
+    assert review["sentence"].endswith(said)
+    english = _page_one(next_quarter / "q1.pdf")
+    assert "".join(said.split()) in english
+    assert "ragunchanged" not in english and "unchanged" in english
+    chinese = _page_one(next_quarter / "q1-zh.pdf")
+    assert (
+        f"新增服务：agent-tools；退役服务：batch-summaries；各类GPU变化：A100-80GB-3，H100-80GB{h100:+d}"
+        in chinese
+    )
+    assert "不变" in chinese
+    services = [s["name"] for s in review["services"]]  # names, not English sentences
+    for name, english_check in (("q1", False), ("q1-zh", True)):
+        problems = page_problems(next_quarter / f"{name}.pdf", english=english_check, data=services)
+        assert not problems, "\n".join(problems[:20])
+
+
+def test_the_shared_spares_rule_says_what_it_counts(next_quarter: Path) -> None:
+    """The shared pool keeps the GPUs for load plus the k spares (x TP) of the service that
+    keeps the most, not its N+k GPUs as the rule said (H100: 12 for load + 1 = 13)."""
+    h100 = next(
+        p
+        for p in json.loads((next_quarter / "q1.json").read_text())["pools"]
+        if p["gpu"] == "H100-80GB"
+    )
+    assert h100["gpus_shared_spares"] == h100["gpus_for_load"] + h100["spare_gpus_shared"]
+    assert h100["spare_gpus_shared"] == 1
+    assert "its k spare instances x TP GPUs, not its N+k" in h100["rule"]
+    english = _page_one(next_quarter / "q1.pdf")
+    assert "onlythesparesoftheservicethatkeepsthemost(itskspareinstancesxTPGPUs" in english
+    chinese = _page_one(next_quarter / "q1-zh.pdf")
+    assert "备用最多的那个服务的备用GPU（其k个备用实例xTP个GPU，而非其N+k个）" in chinese
+    guide = " ".join((EXAMPLE.parents[1] / "docs" / "guides" / "review.md").read_text().split())
+    assert "largest single service's N+k" not in guide
+    assert "its k spare instances x TP GPUs, not its N+k" in guide
 
 
 def test_a_review_named_like_its_previous_one_is_warned(reviews: Path) -> None:
