@@ -111,9 +111,18 @@ class CalibrationFile(_Model):
     held_out: HeldOut
     probes: list[ProbeResult]
     duration_s: float
+    seed: int | None = Field(
+        None, description="seed of the random prompts (a fresh one per run unless --seed)"
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why the fit may not describe the server (factors at their bounds, a "
+        "large held-out error)",
+    )
 
     def engine_overrides(self) -> dict[str, Any]:
-        """build_engine_config's `engine=` and field overrides: every factor's value."""
+        """build_engine_config's `engine=` and field overrides: every factor's value (the
+        factors hold for this engine only: `calibration_overrides` refuses another)."""
         return {"engine": self.engine, **{k: f.value for k, f in self.factors.items()}}
 
 

@@ -32,10 +32,13 @@ batch size and context (chunk times of concurrent streams, ignore_eos), the fron
 one-token prompt's TTFT minus the model's step for it), the KV cache (llama.cpp's /props,
 vLLM's /metrics) and the prefix cache (one prompt twice). Every probe runs once per round,
 rounds repeat (A B C A B C) within --budget; the repeats' spread and trend are the drift,
-and a calibration beyond --max-drift is refused (exit 1, no file). Prefill (mfu, and the
+and a calibration beyond --max-drift is refused (exit 1, no file), as is one whose probes the
+server's prefix cache answered (vLLM's hit counter grew). Prefill (mfu, and the
 attention rate where the GPU spec has its own) and decode (mbu, step and per-sequence
 overheads) are fitted apart; some probes are held out of the fit and their error is
-reported. Use the file with `capplan whatif|plan --calibration cal.json`.
+reported, with a warning (stderr and cal.json) when it is large or a factor sits at its
+bound. Against capplan's emulator, --quantization and --kv-cache-dtype must be the ones it
+states (exit 2 otherwise). Use the file with `capplan whatif|plan --calibration cal.json`.
 
 Example:
 
@@ -80,8 +83,12 @@ def calibrate_command(
         help="Largest drift of the repeats accepted (median spread or trend, as a share of the "
         "median): a fraction (0.25) or a percent (25%).",
     ),
-    seed: int = typer.Option(
-        0, "--seed", help="Seed of the random draws. Here the random prompts."
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Seed of the random draws. Here the random prompts (default: a fresh seed per "
+        "run, recorded in cal.json; the same seed twice against one server is refused, its "
+        "prefix cache answers the prompts).",
     ),
 ) -> None:
     from planner.calibrate import CalibrateOptions, run_calibration
@@ -113,6 +120,8 @@ def calibrate_command(
     cal = run_calibration(options, echo=lambda m: stderr.print(f"[dim]{m}[/dim]"))
     write_model(output, cal, "the calibration")
     print_calibration(cal, stdout_console())
+    for warning in cal.warnings:
+        stderr.print(f"[bold yellow]warning[/bold yellow]: {warning}", highlight=False)
     typer.echo(f"wrote {output}")
 
 

@@ -138,11 +138,12 @@ def whatif_command(
     slo: str = typer.Option(..., "--slo", help='SLO spec, e.g. "ttft:p95<=2s,tpot:p95<=100ms".'),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write whatif.json."),
     model: str = typer.Option("llama-3.1-8b", "--model", help="Model (engine catalog)."),
-    engine: str = typer.Option(
-        "vllm",
+    engine: str | None = typer.Option(
+        None,
         "--engine",
         help="Serving engine(s), comma-separated: vllm, vllm@0.6, trtllm, sglang, tgi, "
-        "llamacpp. Several are compared like a varied knob.",
+        "llamacpp. Several are compared like a varied knob. Default: the --calibration's "
+        "engine, else vllm; with --calibration only its engine is accepted.",
     ),
     gpu: str = typer.Option(
         "H100-80GB", "--gpu", help=f"{GPU_MEANING} Several, comma-separated, are compared."
@@ -246,7 +247,8 @@ def whatif_command(
         executor=parse_executor(executor),
     )
     precision_overrides(quantization, kv_cache_dtype)  # checks both names
-    engines = _split(engine)
+    cal = load_calibration_file(calibration) if calibration else None
+    engines = _split(engine if engine is not None else (cal.engine if cal else "vllm"))
     if not engines:
         raise ConfigError("--engine: give at least one engine, e.g. vllm or trtllm,vllm")
     varied = parse_vary(vary)
@@ -266,7 +268,7 @@ def whatif_command(
         varied = {"engine": tuple(engines), **varied}
         parse_vary("engine=" + ":".join(engines))  # checks each name
     overrides = calibration_overrides(
-        load_calibration_file(calibration) if calibration else None, model, options.catalog
+        cal, model, options.catalog, engines=[*engines, *varied.get("engine", ())]
     )
     options = options.model_copy(
         update={"engine": engines[0], "vary": varied, "engine_overrides": overrides}

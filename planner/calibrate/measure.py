@@ -15,7 +15,14 @@ import numpy as np
 
 from contracts.calibration import Drift, KvCapacity
 from contracts.errors import RunError
-from planner.calibrate.probes import Target, common_step_s, concurrent, random_prompt, stream
+from planner.calibrate.probes import (
+    CacheHits,
+    Target,
+    common_step_s,
+    concurrent,
+    random_prompt,
+    stream,
+)
 
 DECODE_TOKENS = 48
 MAX_PREFILL_TOKENS = 4096
@@ -102,21 +109,50 @@ def run_rounds(
     rng: np.random.Generator,
     echo: Callable[[str], None] = lambda _: None,
     clock: Callable[[], float] = time.perf_counter,
+    cache_hits: Callable[[], CacheHits | None] = lambda: None,
 ) -> list[Measured]:
     """Every probe once per round, MIN_ROUNDS to MAX_ROUNDS rounds within `budget_s` (at least
-    MIN_ROUNDS whatever the budget: drift needs two repeats). A throwaway request first."""
+    MIN_ROUNDS whatever the budget: drift needs two repeats). A throwaway request first.
+
+    The prefix probes run last in each round; `cache_hits` (the server's prefix-cache hit
+    counter, None where it has none) is read before and after the others, and RunError is
+    raised after a round in which it grew: those probes' prompts were served from the cache
+    (a prompt sent before, by an earlier run with the same --seed or another client), so
+    their times are not the server's prefill.
+    """
     stream(target, random_prompt(rng, 8, vocab), 2)
     measured = [Measured(spec=s) for s in specs]
+    measured.sort(key=lambda m: m.spec.kind == "prefix")  # stable: the others keep their order
+    timed = [m for m in measured if m.spec.kind != "prefix"]
     start = clock()
     for r in range(MAX_ROUNDS):
         t0 = clock()
-        for m in measured:
+        before = cache_hits()
+        for m in timed:
+            run_probe(target, m, rng, vocab)
+        check_cache(before, cache_hits())
+        for m in measured[len(timed) :]:
             run_probe(target, m, rng, vocab)
         took = clock() - t0
         echo(f"round {r + 1}: {len(specs)} probes in {took:.1f} s")
         if r + 1 >= MIN_ROUNDS and clock() - start + took > budget_s:
             break
     return measured
+
+
+def check_cache(before: CacheHits | None, after: CacheHits | None) -> None:
+    """RunError when the prefix-cache hit counter grew between the two readings."""
+    if before is None or after is None or after.metric != before.metric:
+        return
+    grew = after.tokens - before.tokens
+    if grew > 0:
+        raise RunError(
+            f"calibration refused: the server's prefix cache served {grew:.0f} prompt tokens "
+            f"of the prefill and decode probes ({after.metric} grew), so their times are not "
+            f"the server's prefill. The prompts were sent before (an earlier calibration "
+            f"with the same --seed, or another client): rerun without --seed (each run "
+            f"draws fresh prompts), or restart the server"
+        )
 
 
 def spread(values: list[float]) -> float:

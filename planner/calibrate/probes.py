@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.calibration import KvCapacity
 from contracts.errors import TargetError
@@ -51,6 +52,11 @@ class Stream:
     ttft_s: float
     chunk_times_s: tuple[float, ...]
     completion_tokens: int
+
+
+# vLLM's prefix-cache hit counters (tokens), newest name first, as profiles.prometheus reads
+# them; SGLang and llama.cpp expose no counter (SGLang a hit-rate gauge only).
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 
 
 def random_prompt(rng: np.random.Generator, n: int, vocab: int) -> list[int]:
@@ -187,3 +193,28 @@ def server_kv(target: Target) -> KvCapacity:
         except (KeyError, ValueError):
             pass
     return KvCapacity(source="not exposed (/props, /metrics)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheHits:
+    """A prefix-cache hit counter's reading: its name and its value (tokens)."""
+
+    metric: str
+    tokens: float
+
+
+def prefix_cache_hits(target: Target) -> CacheHits | None:
+    """The server's prefix-cache hit counter now (summed over its series); None where
+    /metrics is missing, unreadable or has no such counter."""
+    text = _get(target, "/metrics")
+    if not text:
+        return None
+    try:
+        samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    except ValueError:
+        return None
+    for name in PREFIX_HITS:
+        values = [s.value for s in samples if s.name == name]
+        if values:
+            return CacheHits(metric=name, tokens=float(sum(values)))
+    return None

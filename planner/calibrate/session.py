@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,8 @@ from contracts.calibration import (
 )
 from contracts.errors import ConfigError, RunError
 from planner.calibrate.fit import (
+    MBU_GRID,
+    MFU_GRID,
     DecodeFit,
     DecodePoint,
     PrefillFit,
@@ -48,15 +50,24 @@ from planner.calibrate.measure import (
     run_rounds,
     spread,
 )
-from planner.calibrate.probes import Target, server_kv
+from planner.calibrate.probes import Target, prefix_cache_hits, server_kv
 from planner.engine import (
     EngineConfig,
     build_engine_config,
+    engine_profile,
     find_model,
     kv_bytes_per_token,
     weight_bytes,
 )
 from planner.engine.precision import precision_overrides
+from planner.loadtest.emulated import emulated_engine
+
+# Above these held-out errors (|predicted / measured - 1|) a calibration carries a warning.
+WARN_HELD_OUT_MEDIAN = 0.10
+WARN_HELD_OUT_WORST = 0.25
+# Factors fitted on a bounded grid or by non-negative least squares: at a bound the fit
+# ran out of room (the model cannot draw the probes), it did not find the server's value.
+FACTOR_BOUNDS = {"mfu": (MFU_GRID[0], MFU_GRID[-1]), "mbu": (MBU_GRID[0], MBU_GRID[-1])}
 
 
 class CalibrateOptions(BaseModel):
@@ -86,7 +97,9 @@ class CalibrateOptions(BaseModel):
     max_drift: float = Field(
         default=DEFAULT_MAX_DRIFT, gt=0, le=1, description="largest drift share accepted"
     )
-    seed: int = 0
+    seed: int | None = Field(
+        default=None, ge=0, description="seed of the random prompts; None: a fresh one per run"
+    )
 
     @property
     def target(self) -> Target:
@@ -134,8 +147,10 @@ def fit_measured(
     kv: KvCapacity,
     kv_fields: dict[str, Factor],
     duration_s: float,
+    seed: int | None = None,
 ) -> CalibrationFile:
-    """The calibration of `base` to the measured probes (pure: no server, no clock).
+    """The calibration of `base` to the measured probes (pure: no server, no clock), with
+    its warnings (`fit_warnings`); `seed` is the prompts' seed it records.
 
     Raises RunError when the repeats drift beyond `options.max_drift` or a fit lacks probes.
     """
@@ -184,6 +199,7 @@ def fit_measured(
     )
     fitted = fitted.model_copy(update={"frontend_s": front})
     probes = [_result(m, fitted) for m in measured]
+    held_out = _held_out(probes)
     return CalibrationFile(
         schema=CALIBRATION_SCHEMA,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -202,10 +218,44 @@ def fit_measured(
         kv=kv,
         prefix_cache=_prefix(measured),
         drift=drift,
-        held_out=_held_out(probes),
+        held_out=held_out,
         probes=probes,
         duration_s=duration_s,
+        seed=seed,
+        warnings=fit_warnings(factors, d, held_out),
     )
+
+
+def fit_warnings(factors: dict[str, Factor], decode: DecodeFit, held_out: HeldOut) -> list[str]:
+    """Why a fit may not describe the server: a factor at its bound (mfu, mbu at the ends of
+    their grids; the decode's step overhead at 0 with mbu at its top, the two trading one
+    for the other), a held-out error above WARN_HELD_OUT_MEDIAN or WARN_HELD_OUT_WORST."""
+    out = []
+    at_bound = []
+    for name, (lo, hi) in FACTOR_BOUNDS.items():
+        value = float(factors[name].value)
+        if name == "mbu" and not decode.mbu_identified:
+            continue
+        if value <= lo * 1.0001 or value >= hi * 0.9999:
+            at_bound.append(f"{name} {value:.4g} (bounds {lo:g}-{hi:g})")
+    if at_bound and decode.step_overhead_s == 0:
+        at_bound.append("step_overhead_s 0 (its lower bound)")
+    if at_bound:
+        out.append(
+            "factors at their bounds: " + ", ".join(at_bound) + ": the engine model could "
+            "not draw the probes, so these are not the server's values"
+        )
+    if (
+        held_out.median_abs_error > WARN_HELD_OUT_MEDIAN
+        or held_out.worst_abs_error > WARN_HELD_OUT_WORST
+    ):
+        out.append(
+            f"held-out error median {held_out.median_abs_error:.1%}, worst "
+            f"{held_out.worst_abs_error:.1%} ({', '.join(held_out.probes)}), above the "
+            f"{WARN_HELD_OUT_MEDIAN:.0%} / {WARN_HELD_OUT_WORST:.0%} this calibration trusts: "
+            f"predictions made with it are this far off at least"
+        )
+    return out
 
 
 def _fit_apart(
@@ -280,6 +330,8 @@ def run_calibration(
     """
     t0 = time.perf_counter()
     config = base_config(options)
+    check_emulated(options)
+    seed = options.seed if options.seed is not None else fresh_seed()
     kv = server_kv(options.target)
     kv_fields = kv_factors(config, kv)
     base = config.model_copy(update={k: f.value for k, f in kv_fields.items()})
@@ -290,10 +342,37 @@ def run_calibration(
         specs,
         budget_s=options.budget_s,
         vocab=base.model.vocab_size,
-        rng=np.random.default_rng(options.seed),
+        rng=np.random.default_rng(seed),
         echo=echo,
+        cache_hits=lambda: prefix_cache_hits(options.target),
     )
-    return fit_measured(options, base, measured, kv, kv_fields, time.perf_counter() - t0)
+    return fit_measured(options, base, measured, kv, kv_fields, time.perf_counter() - t0, seed=seed)
+
+
+def fresh_seed() -> int:
+    """A seed of its own for one run: a calibration run twice against one server must not
+    send the same prompts again (the prefix cache would answer them)."""
+    return int(np.random.SeedSequence().entropy) % 2**63  # type: ignore[arg-type]
+
+
+def check_emulated(options: CalibrateOptions) -> None:
+    """ConfigError when the endpoint is capplan's emulator and states another weight format
+    or KV-cache format than --quantization / --kv-cache-dtype (a real server states none)."""
+    emulated = emulated_engine(options.host, options.api_key)
+    if emulated is None:
+        return
+    wanted = precision_overrides(options.quantization, options.kv_cache_dtype)["quantization"]
+    stated = (
+        ("--quantization", emulated.quantization, wanted, options.quantization),
+        ("--kv-cache-dtype", emulated.kv_cache_dtype, options.kv_cache_dtype, None),
+    )
+    for flag, theirs, ours, typed in stated:
+        if theirs is not None and theirs != ours:
+            raise ConfigError(
+                f"{flag} {typed or ours}, but {options.host} is capplan's emulator of "
+                f"{emulated.words()} and states {flag.removeprefix('--')} {theirs}: give "
+                f"{flag} {theirs} (a calibration of another format fits the wrong model)"
+            )
 
 
 def calibrated_config(
@@ -311,12 +390,18 @@ def calibrated_config(
 
 
 def calibration_overrides(
-    cal: CalibrationFile | None, model: str, catalog: str | None = None
+    cal: CalibrationFile | None,
+    model: str,
+    catalog: str | None = None,
+    engines: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """build_engine_config overrides of a cal.json for `model` on any GPU ({} without one).
+    """build_engine_config overrides of a cal.json for `model` on any GPU ({} without one);
+    they set the calibration's engine.
 
     Raises ConfigError when the file calibrates another model (its factors say nothing of
-    this one). A calibration of another GPU is applied as it is (the same utilisation
+    this one), or when one of `engines` (the engines asked for) is not the file's: its
+    factors were measured through that engine's scheduler and do not transfer to another's.
+    A calibration of another GPU is applied as it is (the same utilisation
     factors assumed, as `whatif` does across GPUs); measured hardware figures are not (they
     belong to the GPU the file was made on: see `calibrated_config`).
     """
@@ -327,6 +412,15 @@ def calibration_overrides(
         raise ConfigError(
             f"the calibration is of {cal.model} ({cal.served_model} at {cal.host}), "
             f"not {wanted}: calibrate this model, or drop --calibration"
+        )
+    theirs = engine_profile(cal.engine).name  # "vllm" asks for the newest, "vllm@0.10"
+    others = [e for e in engines if engine_profile(e).name != theirs]
+    if others:
+        raise ConfigError(
+            f"the calibration is of the {cal.engine} engine ({cal.served_model} at "
+            f"{cal.host}), not {', '.join(others)}: its factors do not carry to another "
+            f"engine's scheduler; give --engine {cal.engine}, calibrate a server of that "
+            f"engine, or drop --calibration"
         )
     source = f"capplan calibrate of {cal.host} on {cal.gpu}, {cal.created}"
     return {**cal.engine_overrides(), "calibration_source": source}

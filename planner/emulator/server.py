@@ -117,6 +117,7 @@ class EmulatorServer:
                 "tp": str(config.tp),
                 "pp": str(config.pp),
                 "quantization": config.quantization,
+                "kv_cache_dtype": "fp8" if config.kv_dtype_bytes == 1 else "auto",
             },  # fmt: skip
         )
         self._rng = np.random.default_rng(seed)

@@ -4,8 +4,9 @@
 model's prediction for the GPU it names, not a measurement on one, so the limit carries the
 prediction's interval and the report says "predicted, not measured". The emulator says what
 it is in one Prometheus info metric, `capplan_emulator_info{runtime, gpu, model, tp, pp,
-quantization} 1` (as vLLM states its cache configuration in `vllm:cache_config_info`);
-`emulated_engine` reads it back. A real server has no such metric (or no /metrics): None.
+quantization, kv_cache_dtype} 1` (as vLLM states its cache configuration in
+`vllm:cache_config_info`; kv_cache_dtype is absent from older emulators); `emulated_engine`
+reads it back. A real server has no such metric (or no /metrics): None.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class EmulatedEngine:
     tp: int
     pp: int
     quantization: str
+    kv_cache_dtype: str | None = None  # absent from older emulators' info
 
     def words(self) -> str:
         parallel = f" x {self.tp * self.pp}" if self.tp * self.pp > 1 else ""
@@ -58,6 +60,7 @@ def parse_emulated(exposition: str) -> EmulatedEngine | None:
             return EmulatedEngine(
                 runtime=labels["runtime"], gpu=labels["gpu"], model=labels["model"],
                 tp=tp, pp=pp, quantization=labels["quantization"],
+                kv_cache_dtype=labels.get("kv_cache_dtype") or None,
             )  # fmt: skip
     return None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from typer.testing import CliRunner
 
@@ -101,3 +102,30 @@ def test_calibrate_bad_options_exit_2_without_traceback() -> None:
         )  # fmt: skip
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output and result.output.startswith("error:")
+
+
+def _whatif(tmp_path: Path, *extra: str) -> tuple[int, str, Path]:
+    profile = tmp_path / "p.json"
+    save_profile(make_profile(), profile)
+    out = tmp_path / "w.json"
+    result = runner.invoke(
+        app,
+        ["whatif", "--profile", str(profile), "--slo", "e2e:p95<=60s", "--level-duration", "10",
+         "--calibration", str(_cal(tmp_path)), "-o", str(out), *extra],
+    )  # fmt: skip
+    return result.exit_code, result.output, out
+
+
+def test_whatif_refuses_a_calibration_of_another_engine_one_or_several() -> None:
+    """Would fail if the calibration's engine silently replaced a single --engine."""
+    for engines in ("trtllm", "llamacpp", "sglang,vllm"):
+        with TemporaryDirectory() as tmp:
+            code, output, _ = _whatif(Path(tmp), "--engine", engines)
+        assert code == 2, (engines, output)
+        assert "the calibration is of the vllm@0.10 engine" in output
+        assert ("sglang" if "," in engines else engines) in output
+
+
+def test_whatif_takes_the_calibrations_engine_by_its_bare_name(tmp_path: Path) -> None:
+    code, output, _ = _whatif(tmp_path, "--engine", "vllm")
+    assert code == 0, output

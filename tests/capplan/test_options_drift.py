@@ -139,6 +139,8 @@ WHATIF = Command(
         "routing_settings.prefix_threshold": lambda text: parse_share("--prefix-threshold", text),
         "growth": lambda text: one_growth("whatif", text),
         "executor": parse_executor,
+        # left out: the --calibration's engine, else the model's vllm
+        "engine": lambda text: text or "vllm",
     },
     shares=frozenset({"peak_quantile", "headroom", "routing_settings.prefix_threshold"}),
 )  # fmt: skip

@@ -127,3 +127,16 @@ def test_decode_attention_gets_its_own_cost_per_pair() -> None:
 
     without = decode_step_s(_config(**factors), 2, held.context_tokens)
     assert abs(without / held.values_s[0] - 1) > 0.10
+
+
+def test_a_fit_at_its_bound_with_large_held_out_errors_says_so() -> None:
+    """Long prompts 3x faster than the engine (a prefix cache answering them) pin mfu at 1."""
+    truth = _config()
+    assert _fit(truth).warnings == []
+    measured = synthetic(SPECS, truth)
+    for m in measured:
+        if m.spec.kind == "prefill" and m.spec.prompt_tokens >= 1000:
+            m.values_s[:] = [v / 3 for v in m.values_s]
+    cal = fit_measured(OPTIONS, truth, measured, KvCapacity(source="none"), {}, 1.0)
+    assert any(w.startswith("factors at their bounds: mfu 1 ") for w in cal.warnings)
+    assert any(w.startswith("held-out error median") for w in cal.warnings)
