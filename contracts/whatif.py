@@ -196,6 +196,11 @@ class CompareRow(_Model):
     usd_per_million_output_tokens: float | None
     mean_output_tokens: float | None
     rank: int | None
+    mismatched: bool = Field(
+        default=False,
+        description="measured on another profile or under another SLO than the first run "
+        "(compared with --force)",
+    )
     predicted: PredictedInterval | None = Field(
         default=None,
         description="the run's limit is the engine model's, not a GPU's (its limit.json's "

@@ -56,6 +56,8 @@ class WhichRow:
     near_floor: NearFloor | None = None
     # whatif: a limit with no cost (no public price on file for its GPU)
     no_price: bool = False
+    # compare: measured on another profile or SLO than the first run (--force)
+    mismatched: bool = False
     # whatif: why the candidate cannot run at all (`cannot_run`), or None
     cannot: CannotRun | None = None
 
@@ -191,6 +193,7 @@ def _compare_row(r: CompareRow) -> WhichRow:
         limit_low=r.predicted.low if r.predicted is not None else None,
         limit_high=r.predicted.high if r.predicted is not None else None,
         limit_source=r.predicted.source if r.predicted is not None else None,
+        mismatched=r.mismatched,
     )
 
 

@@ -67,18 +67,24 @@ def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:
 
 def mismatches(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[str]:
     """Why the runs are not comparable: another profile digest or another SLO than the first."""
+    return [why for _, why in _mismatched(profile, results)]
+
+
+def _mismatched(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[tuple[str, str]]:
+    """(run, why) for each run measured on another profile or under another SLO."""
     digest = profile.digest()
     out = []
     slo0 = normalise_slo(results[0][1].slo)
     for run, r in results:
         if r.profile_digest and r.profile_digest != digest:
-            out.append(
+            why = (
                 f"{run}: measured on profile {r.profile_digest[:12]}, not the given profile's "
                 f"{digest[:12]} (a profile is its whole file: profiling the same log again "
                 "writes another; give the file the run was measured with)"
             )
+            out.append((run, why))
         if normalise_slo(r.slo) != slo0:
-            out.append(f"{run}: SLO {r.slo!r} differs from {results[0][1].slo!r}")
+            out.append((run, f"{run}: SLO {r.slo!r} differs from {results[0][1].slo!r}"))
     return out
 
 
@@ -91,7 +97,8 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     if len(options.runs) < 1:
         raise ConfigError("give at least one run directory")
     results = [(run, load_limit(run)) for run in options.runs]
-    problems = mismatches(profile, results)
+    odd = _mismatched(profile, results)
+    problems = [why for _, why in odd]
     if problems and not options.force:
         raise ConfigError(
             "the runs are not comparable:\n  "
@@ -117,7 +124,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
             unit=r.unit, binding=r.binding, recovery_s=r.recovery_s, recovered=r.recovered,
             instances=None, gpus=None, gpu=shown_gpu, monthly_cost_usd=None,
             usd_per_million_output_tokens=None, mean_output_tokens=mean_out, rank=None,
-            predicted=r.predicted,
+            predicted=r.predicted, mismatched=any(run == o for o, _ in odd),
         )  # fmt: skip
         if r.feasible_max:
             e2e = r.littles_law.mean_e2e_s if r.littles_law is not None else None

@@ -81,6 +81,13 @@ WHICH_EN: dict[str, str] = {
         "{cheaper} costs {pct} less than {dearer} at the same SLO ({n1} instance(s) for {cost1} "
         "against {n2} for {cost2} per month)."
     ),
+    "which_gap_run_forced": (
+        "{cheaper} costs {pct} less than {dearer} ({n1} instance(s) for {cost1} against {n2} "
+        "for {cost2} per month), though the two were not measured alike (above)."
+    ),
+    "which_gap_tie": (
+        "{cheaper} and {dearer} cost the same, {cost1} per month ({n1} against {n2} instance(s))."
+    ),
     "which_per_token": (
         "Per million output tokens {label} is the cheapest ({usd} against {best_usd} for "
         "{best}), yet at this peak {best} needs the cheaper fleet: instances come whole, so "
@@ -171,6 +178,11 @@ WHICH_ZH: dict[str, str] = {
         "在相同 SLO 下 {cheaper} 比 {dearer} 便宜 {pct}"
         "({n1} 个实例每月 {cost1},对比 {n2} 个实例每月 {cost2})。"
     ),
+    "which_gap_run_forced": (
+        "{cheaper} 比 {dearer} 便宜 {pct}({n1} 个实例每月 {cost1},对比 {n2} 个实例每月 {cost2}),"
+        "但两者并非在相同条件下测得(见上)。"
+    ),
+    "which_gap_tie": "{cheaper} 与 {dearer} 成本相同,每月 {cost1}({n1} 个实例对比 {n2} 个)。",
     "which_per_token": (
         "按每百万输出 token 计,{label} 最便宜({usd},{best} 为 {best_usd});但在此峰值下 "
         "{best} 的集群更便宜:实例只能整台购买,峰值不同时排名可能改变。"

@@ -133,8 +133,13 @@ def _compare_predicted(layout: Layout, row: WhichRow) -> str:
 def _gap_sentence(layout: Layout, section: WhichSection, gap: CostGap) -> str:
     w = layout.words
     by_gpu = section.kind == "whatif"
+    key = "which_gap_gpu" if by_gpu else "which_gap_run"
+    if gap.cheaper.mismatched or gap.dearer.mismatched:  # not measured alike: not "the same SLO"
+        key = "which_gap_run_forced"
+    if gap.cheaper.monthly_cost_usd == gap.dearer.monthly_cost_usd:  # "0 % less" is a tie
+        key = "which_gap_tie"
     return layout.t(
-        "which_gap_gpu" if by_gpu else "which_gap_run",
+        key,
         cheaper=gap.cheaper.gpu if by_gpu else gap.cheaper.label,
         dearer=gap.dearer.gpu if by_gpu else gap.dearer.label,
         pct=w.pct(gap.saving_frac, 0),

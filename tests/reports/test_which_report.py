@@ -187,6 +187,31 @@ def test_the_section_alone_in_english_names_the_forced_mismatch(
     assert STRINGS["en"]["which_whatif_heading"] not in text
 
 
+def test_a_forced_compare_says_same_slo_only_of_runs_measured_alike(inputs: Inputs) -> None:
+    """A forced compare's report said "A costs 0 % less than B at the same SLO" of a run
+    measured under another SLO at the same cost (a bug hunt). A tie reads as a tie, and a
+    saving against a run not measured alike says so instead of "at the same SLO"."""
+    from dataclasses import replace
+
+    from reports import words_for
+    from reports.layout import Layout
+    from reports.pages.which import _gap_sentence
+    from reports.which_data import CostGap, load_sections
+
+    (section,) = load_sections(compare=inputs.forced)
+    odd = {r.label: r.mismatched for r in section.rows}
+    assert odd == {"chat-h100-sbr llama-3.1-8b": False, "other-slo llama-3.1-8b": True,
+                   "l40s llama-3.1-8b": False}, odd  # fmt: skip
+    layout = Layout(words_for("en"))
+    said = [_gap_sentence(layout, section, gap) for gap in section.cost_gaps]
+    assert said[0].startswith("chat-h100-sbr llama-3.1-8b and other-slo llama-3.1-8b cost the same")
+    assert "at the same SLO" in said[1] and " 0 % less" not in " ".join(said)
+    best, other = section.rows[0], replace(section.rows[1], monthly_cost_usd=10_000.0)
+    gap = CostGap(cheaper=best, dearer=other, saving_frac=0.127)
+    forced = _gap_sentence(layout, section, gap)
+    assert "at the same SLO" not in forced and "not measured alike" in forced
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
