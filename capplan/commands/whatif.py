@@ -307,7 +307,11 @@ def print_whatif(result: Whatif, console: Console) -> None:
         table.add_row(
             str(c.rank or "-"),
             c.label,
-            f"{c.limit_rps:.3g}" if c.limit_rps else (c.problem or "-")[:40],
+            f"{c.limit_rps:.3g}"
+            if c.limit_rps
+            else "cannot run (below)"
+            if c.cannot_run is not None
+            else (c.problem or "-")[:40],
             f"{c.output_tokens_per_s:,.0f}" if c.output_tokens_per_s else "-",
             c.binding or "-",
             f"{c.e2e_p95_s:.1f} s" if c.e2e_p95_s is not None else "-",
