@@ -13,7 +13,6 @@ check's length, and a router that stands for another on the check's traffic
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -27,7 +26,7 @@ from contracts.executor import LOCAL, ExecutorSpec
 from contracts.plan import FleetPoint
 from planner.engine import EngineConfig, EngineRequest
 from planner.fleet.bound import proven_miss
-from planner.fleet.executor import DaskPoints
+from planner.fleet.executor import DaskPoints, result_of, start_local, stop_local
 from planner.fleet.rest import RestOfFleet
 from planner.fleet.routing import Routing, RoutingSettings
 from planner.fleet.sample import (
@@ -225,7 +224,8 @@ class FleetPool:
     """Points of one fleet check, simulated by workers ahead of need or here on demand.
 
     `report` is called with each point as it is used, in the order the check asks for them.
-    Use it as a context manager: the workers end with it.
+    Use it as a context manager: the workers end with it, at once when it is left by an
+    exception (Ctrl-C, SIGTERM: `planner.fleet.executor.stop_local`).
     """
 
     def __init__(
@@ -242,21 +242,16 @@ class FleetPool:
         self._dask = DaskPoints(executor, job) if executor.kind == "dask" else None
         self.workers = self._dask.workers() if self._dask is not None else workers
         if workers > 1 and self._dask is None:
-            self._executor = ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker,
-                initargs=(job,),
-            )
+            self._executor = start_local(workers, _start_worker, job)
 
     def __enter__(self) -> FleetPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if self._dask is not None:
-            self._dask.close()
+            self._dask.close(at_once=exc_type is not None)
         if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+            stop_local(self._executor, at_once=exc_type is not None)
 
     def _key(self, size: int, routing: Routing) -> tuple[int, Routing]:
         """The point simulated for (size, routing): a router that stands for another on the
@@ -286,7 +281,7 @@ class FleetPool:
             future = Future()
             future.set_result(measure(self.job, *key))
             self._pending[key] = future
-        got = future.result()
+        got = result_of(future)
         if key[1] != routing:
             point = got.point.model_copy(update={"routing": routing})
             got = Measured(point, got.wall_s, same_as=key[1])

@@ -34,7 +34,7 @@ from planner.engine.parallel import TP_LINKS, allreduce_latency_s
 from planner.engine.precision import (
     precision_overrides,
 )
-from planner.fleet.executor import JobTasks
+from planner.fleet.executor import JobTasks, result_of
 from planner.fleet.pool import parallel_workers
 from planner.limit.measured.search import SearchResult
 from planner.whatif.assumptions import assumptions, default_max_model_len, too_long_share
@@ -293,7 +293,7 @@ def run_grid(
         ]
         for row in futures:
             for future in row:
-                got = future.result()
+                got = result_of(future)
                 _report(got.candidate, progress)
                 runs.append(got)
     return runs
