@@ -65,13 +65,11 @@ def _per_run(values: tuple[str, ...], n: int, option: str) -> list[str | None]:
     return list(values)
 
 
-def mismatches(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[str]:
-    """Why the runs are not comparable: another profile digest or another SLO than the first."""
-    return [why for _, why in _mismatched(profile, results)]
-
-
-def _mismatched(profile: Profile, results: list[tuple[str, LimitResult]]) -> list[tuple[str, str]]:
-    """(run, why) for each run measured on another profile or under another SLO."""
+def mismatched_runs(
+    profile: Profile, results: list[tuple[str, LimitResult]]
+) -> list[tuple[str, str]]:
+    """Why the runs are not comparable, as (run, why) for each run measured on another profile
+    (digest) or under another SLO than the first."""
     digest = profile.digest()
     out = []
     slo0 = normalise_slo(results[0][1].slo)
@@ -97,7 +95,7 @@ def compare_runs(profile: Profile, options: CompareOptions) -> Compare:
     if len(options.runs) < 1:
         raise ConfigError("give at least one run directory")
     results = [(run, load_limit(run)) for run in options.runs]
-    odd = _mismatched(profile, results)
+    odd = mismatched_runs(profile, results)
     problems = [why for _, why in odd]
     if problems and not options.force:
         raise ConfigError(

@@ -17,7 +17,6 @@ from contracts.errors import InputError
 from profiles.digest import LogFile
 from profiles.readers.base import (
     LONG_LINE_REASON,
-    MAX_TOKENS,
     FileFrame,
     ReaderContext,
     SkipLog,
@@ -28,6 +27,12 @@ from profiles.readers.base import (
     register_reader,
 )
 from profiles.readers.drawn import LENGTHS_ONLY_HINT, drawn_arrivals, drawn_columns
+from profiles.readers.table_values import (
+    EXPECTED_TIME,
+    EXPECTED_TOKENS,
+    arrival_expr,
+    count_expr,
+)
 from profiles.readers.timeunits import (
     FAR_REASON,
     MAX_SPAN_S,
@@ -50,7 +55,6 @@ _GUESSES: dict[str, tuple[str, ...]] = {
     "ok": ("ok",),
 }
 MAPPING_KEYS = tuple(_GUESSES)
-_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
 
 @dataclass(frozen=True)
@@ -183,47 +187,6 @@ def _listing(names: list[str]) -> str:
     return ", ".join(n if n.isprintable() else repr(n) for n in names)
 
 
-def _count_expr(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A token count as i64, null where the value is missing, negative, not whole or above
-    MAX_TOKENS (a corrupt row, as the JSONL readers take it)."""
-    col = pl.col(name)
-    if dtype.is_integer():
-        return pl.when((col >= 0) & (col <= MAX_TOKENS)).then(col.cast(pl.Int64))
-    as_float = col.cast(pl.Float64, strict=False)
-    if dtype == pl.String:
-        as_float = col.str.strip_chars().cast(pl.Float64, strict=False)
-    good = as_float.is_finite() & (as_float >= 0) & (as_float <= MAX_TOKENS)
-    good &= as_float == as_float.round(0)
-    return pl.when(good).then(as_float.cast(pl.Int64, strict=False))
-
-
-def _arrival_expr(lf: pl.LazyFrame, col: str, dtype: pl.DataType, kind: str) -> tuple[pl.Expr, str]:
-    """An expression giving raw arrival as f64 and its kind: 'epoch_s' or 'numeric'."""
-    if isinstance(dtype, pl.Datetime):
-        return pl.col(col).dt.epoch("us").cast(pl.Float64) / 1e6, "epoch_s"
-    if isinstance(dtype, pl.Date):
-        return pl.col(col).cast(pl.Datetime("us")).dt.epoch("us").cast(pl.Float64) / 1e6, "epoch_s"
-    if dtype.is_numeric():
-        return pl.col(col).cast(pl.Float64), "numeric"
-    as_string = pl.col(col).cast(pl.String)
-    if kind == "auto":
-        sample = lf.select(as_string).head(200).collect().to_series().drop_nulls()
-        numeric = sample.cast(pl.Float64, strict=False).is_not_null().sum()
-        kind = "numeric" if len(sample) and numeric >= 0.5 * len(sample) else "datetime"
-    if kind == "numeric":
-        return as_string.str.strip_chars().cast(pl.Float64, strict=False), "numeric"
-    text = (
-        as_string.str.strip_chars()
-        .str.replace(r"(Z|[+-]00:?00)$", "")
-        .str.replace("T", " ", literal=True)
-    )
-    parsed = pl.coalesce(
-        text.str.to_datetime(_DATETIME_FORMAT, strict=False, time_unit="us"),
-        text.str.to_datetime("%Y-%m-%d", strict=False, time_unit="us"),
-    )
-    return parsed.dt.epoch("us").cast(pl.Float64) / 1e6, "epoch_s"
-
-
 @dataclass
 class TablePlan:
     """What reading one table needs once its schema is known: the scan, the canonical
@@ -283,11 +246,11 @@ def plan_table(
     if drawn:  # drawn after reading (canonical_rows), continuing across chunks and files
         arrival, arrival_kind = pl.lit(0.0, dtype=pl.Float64), "drawn"
     else:
-        arrival, arrival_kind = _arrival_expr(
+        arrival, arrival_kind = arrival_expr(
             lf, mapping["arrival"], schema[mapping["arrival"]], spec.time_kind
         )
-    inp = _count_expr(mapping["input"], schema[mapping["input"]])
-    out = _count_expr(mapping["output"], schema[mapping["output"]])
+    inp = count_expr(mapping["input"], schema[mapping["input"]])
+    out = count_expr(mapping["output"], schema[mapping["output"]])
     exprs = [
         pl.when(arrival.is_finite()).then(arrival).alias("arrival_s"),
         inp.alias("input_tokens"),
@@ -397,14 +360,6 @@ def _sorted_and_near(raw: np.ndarray, median_s: float | None) -> bool:
     if median_s is None or raw.size == 0 or bool(np.any(raw[1:] < raw[:-1])):
         return False
     return median_s - MAX_SPAN_S <= float(raw[0]) and float(raw[-1]) <= median_s + MAX_SPAN_S
-
-
-# What a row's timestamp must look like, by the kind the column was read as.
-EXPECTED_TIME = {
-    "epoch_s": "expected a date and time such as 2023-11-16 18:15:46.680 (ISO 8601)",
-    "numeric": "expected a number (seconds; --time-unit for ms or us)",
-}
-EXPECTED_TOKENS = f"expected a whole number of tokens from 0 to {MAX_TOKENS:,}"
 
 
 def _skip_bad_rows(

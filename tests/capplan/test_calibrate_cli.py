@@ -76,16 +76,9 @@ def test_a_file_that_is_not_a_calibration_exits_2(tmp_path: Path) -> None:
 
 
 def test_whatif_takes_the_calibration(tmp_path: Path) -> None:
-    profile = tmp_path / "p.json"
-    save_profile(make_profile(), profile)
-    out = tmp_path / "w.json"
-    result = runner.invoke(
-        app,
-        ["whatif", "--profile", str(profile), "--slo", "e2e:p95<=60s", "--level-duration", "10",
-         "--calibration", str(_cal(tmp_path)), "-o", str(out)],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    assert "capplan calibrate of synthetic" in result.output
+    code, output, _ = _whatif(tmp_path)
+    assert code == 0, output
+    assert "capplan calibrate of synthetic" in output
 
 
 def test_calibrate_bad_options_exit_2_without_traceback() -> None:

@@ -157,7 +157,7 @@ def test_runs_on_a_profile_built_from_a_log_are_comparable(
     """`capplan limit` records the profile's own digest; compare once checked it against the
     log's (source.digest) and refused every run measured on a profile built from a log."""
     from contracts.limit import load_limit
-    from planner.whatif.compare import mismatches
+    from planner.whatif.compare import mismatched_runs
     from profiles.build import build_profile
 
     log = tmp_path / "requests.csv"
@@ -168,6 +168,6 @@ def test_runs_on_a_profile_built_from_a_log_are_comparable(
     measured = load_limit(small / "limit.json").model_copy(
         update={"profile_digest": profile.digest()}
     )
-    assert mismatches(profile, [("run", measured)]) == []
+    assert mismatched_runs(profile, [("run", measured)]) == []
     other = measured.model_copy(update={"profile_digest": profile.source.digest})
-    assert len(mismatches(profile, [("run", other)])) == 1
+    assert len(mismatched_runs(profile, [("run", other)])) == 1
